@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what berth needs on Debian 12 (run as root): the Debian packages, the npm packages,
+# and the build. Idempotent and quiet: a second run changes nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  runc crun conmon           # OCI runtimes and the per-container process monitor
+  busybox-static             # the rootfs of the seeded busybox image and of test images
+  containernetworking-plugins iptables iproute2
+  skopeo                     # registry client used by the tests
+  apache2-utils              # htpasswd, for registry auth tests
+  docker.io docker-registry  # reference systems: compared against by tests and benchmarks
+  ca-certificates curl jq
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian's docker.io enables dockerd and containerd units; berth does not want them running.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then
+  systemctl disable --now docker docker.socket containerd >/dev/null 2>&1 || true
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+npm run --silent build

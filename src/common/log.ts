@@ -1,0 +1,58 @@
+/** A small leveled logger writing one line per record to stderr. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export class Logger {
+  constructor(
+    private level: LogLevel = 'info',
+    private readonly scope = '',
+  ) {}
+
+  setLevel(level: LogLevel): void {
+    this.level = level;
+  }
+
+  child(scope: string): Logger {
+    const child = new Logger(this.level, this.scope ? `${this.scope}/${scope}` : scope);
+    return child;
+  }
+
+  enabled(level: LogLevel): boolean {
+    return order[level] >= order[this.level];
+  }
+
+  debug(msg: string, fields?: Record<string, unknown>): void {
+    this.write('debug', msg, fields);
+  }
+  info(msg: string, fields?: Record<string, unknown>): void {
+    this.write('info', msg, fields);
+  }
+  warn(msg: string, fields?: Record<string, unknown>): void {
+    this.write('warn', msg, fields);
+  }
+  error(msg: string, fields?: Record<string, unknown>): void {
+    this.write('error', msg, fields);
+  }
+
+  private write(level: LogLevel, msg: string, fields?: Record<string, unknown>): void {
+    if (!this.enabled(level)) return;
+    let line = `time="${new Date().toISOString()}" level=${level}`;
+    if (this.scope) line += ` scope=${this.scope}`;
+    line += ` msg=${JSON.stringify(msg)}`;
+    if (fields) {
+      for (const [k, v] of Object.entries(fields)) line += ` ${k}=${JSON.stringify(v)}`;
+    }
+    process.stderr.write(`${line}\n`);
+  }
+}
+
+export function parseLogLevel(value: string): LogLevel {
+  if (value === 'debug' || value === 'info' || value === 'warn' || value === 'error') return value;
+  if (value === 'warning') return 'warn';
+  throw new Error(`invalid log level ${JSON.stringify(value)}: use debug, info, warn or error`);
+}
+
+export const rootLogger = new Logger(
+  process.env.BERTH_LOG_LEVEL ? parseLogLevel(process.env.BERTH_LOG_LEVEL) : 'info',
+);

@@ -1,0 +1,44 @@
+import type { IncomingMessage } from 'node:http';
+import { BerthError, invalidParameter } from '../common/errors.js';
+
+/** Read a whole request body, refusing more than `limit` bytes. */
+export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (Number.isFinite(declared) && declared > limit) {
+    throw new BerthError('TooLarge', `request body of ${declared} bytes exceeds the limit of ${limit}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limit) throw new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`);
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * Read a JSON body. An empty body gives `undefined`; malformed JSON is an InvalidParameter error
+ * with the parser's message, as dockerd answers 400 for it.
+ */
+export async function readJson(req: IncomingMessage, limit = 16 * 1024 * 1024): Promise<unknown> {
+  const body = await readBody(req, limit);
+  const text = body.toString('utf8').trim();
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw invalidParameter(`invalid JSON body: ${(err as Error).message}`);
+  }
+}
+
+/** Read a JSON body that must be an object (or absent, giving {}). */
+export async function readJsonObject(req: IncomingMessage, limit?: number): Promise<Record<string, unknown>> {
+  const value = await readJson(req, limit);
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidParameter('invalid JSON body: expected an object');
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,97 @@
+import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+/**
+ * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
+ * attach and exec start do) `upgrade` holds the raw socket and the bytes read past the headers;
+ * a handler may hijack it or answer through `res` as usual.
+ */
+export interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  upgrade?: { socket: Duplex; head: Buffer };
+}
+
+export type ExchangeHandler = (ex: Exchange) => void;
+
+/**
+ * An HTTP server whose upgrade requests reach the same handler as plain ones, with a
+ * ServerResponse bound to the socket so that errors are answered the ordinary way.
+ */
+export function createExchangeServer(handler: ExchangeHandler): Server {
+  const server = createServer({ keepAlive: true }, (req, res) => handler({ req, res }));
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const res = new ServerResponse(req);
+    // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
+    res.assignSocket(socket as any);
+    res.shouldKeepAlive = false;
+    res.on('finish', () => {
+      if (!(res as unknown as { hijacked?: boolean }).hijacked) socket.end();
+    });
+    handler({ req, res, upgrade: { socket, head } });
+  });
+  // Clients (the docker CLI) half-close when they have no stdin; keep writing after their FIN.
+  server.on('connection', (socket) => {
+    socket.setNoDelay(true);
+  });
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 70_000;
+  server.requestTimeout = 0;
+  return server;
+}
+
+/** Mark an upgrade exchange as taken over so the server does not end its socket. */
+export function markHijacked(ex: Exchange): void {
+  (ex.res as unknown as { hijacked?: boolean }).hijacked = true;
+  if (ex.upgrade) ex.res.detachSocket(ex.upgrade.socket as never);
+}
+
+/** Send a JSON body with the right headers. */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+export function sendEmpty(res: ServerResponse, status: number): void {
+  res.statusCode = status;
+  if (status !== 204 && status !== 304) res.setHeader('Content-Length', 0);
+  res.end();
+}
+
+export function sendText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  contentType = 'text/plain; charset=utf-8',
+): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+/** Listen on a unix socket path or a tcp host:port. */
+export interface ListenAddress {
+  kind: 'unix' | 'tcp';
+  path?: string;
+  host?: string;
+  port?: number;
+}
+
+export function parseListenAddress(spec: string): ListenAddress {
+  if (spec.startsWith('unix://')) return { kind: 'unix', path: spec.slice('unix://'.length) };
+  if (spec.startsWith('tcp://')) {
+    const rest = spec.slice('tcp://'.length);
+    const i = rest.lastIndexOf(':');
+    if (i < 0) return { kind: 'tcp', host: rest || '127.0.0.1', port: 2375 };
+    const host = rest.slice(0, i).replace(/^\[|\]$/g, '') || '127.0.0.1';
+    const port = Number(rest.slice(i + 1));
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${spec}`);
+    return { kind: 'tcp', host, port };
+  }
+  if (spec.startsWith('/')) return { kind: 'unix', path: spec };
+  throw new Error(`invalid listen address ${JSON.stringify(spec)}: use unix:///path or tcp://host:port`);
+}

@@ -1,0 +1,34 @@
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * What a request wants to do, in the token scope grammar: `repository:<name>:pull,push`,
+ * `registry:catalog:*`.
+ */
+export interface Access {
+  type: 'repository' | 'registry';
+  name: string;
+  actions: string[];
+}
+
+export interface Grant {
+  /** The authenticated user, when there is one (access log, token subject). */
+  user?: string;
+}
+
+/**
+ * Decides whether a request may do what it wants. Throws an Unauthorized BerthError (detail
+ * `{ challenge: string }` holds the WWW-Authenticate value) when credentials are missing or wrong,
+ * and a Forbidden one (registry code DENIED) when they are valid but do not cover the access.
+ */
+export interface Authorizer {
+  authorize(req: IncomingMessage, access: Access[]): Promise<Grant>;
+}
+
+/** The authorizer of a registry configured without auth: every request is allowed. */
+export const openAccess: Authorizer = {
+  authorize: async () => ({}),
+};
+
+export function formatScope(access: Access): string {
+  return `${access.type}:${access.name}:${access.actions.join(',')}`;
+}
