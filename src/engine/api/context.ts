@@ -1,0 +1,25 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Params, Router } from '../../http/router.js';
+import { versionAtLeast } from './versions.js';
+
+/** What an engine API handler gets for one request. */
+export interface ApiContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** Present when the client sent `Upgrade: tcp` (attach, exec start): the socket to hijack. */
+  upgrade?: { socket: Duplex; head: Buffer };
+  params: Params;
+  query: URLSearchParams;
+  /** The negotiated API version: the URL prefix, or the maximum when there is none. */
+  version: string;
+  /** Mark the connection as taken over (after writing the 101/200 head to the socket). */
+  hijacked(): void;
+}
+
+export type ApiHandler = (ctx: ApiContext) => Promise<void> | void;
+export type ApiRouter = Router<ApiHandler>;
+
+export function atLeast(ctx: ApiContext, version: string): boolean {
+  return versionAtLeast(ctx.version, version);
+}

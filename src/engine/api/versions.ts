@@ -1,0 +1,62 @@
+/**
+ * The one module that knows which API versions berth serves and which fields exist at which
+ * version. Handlers ask it; nothing else compares version strings.
+ */
+export const MIN_API_VERSION = '1.24';
+/** Advertised maximum; every version up to it is really served. docker CLI 29 needs >= 1.44. */
+export const MAX_API_VERSION = '1.44';
+
+export function compareVersions(a: string, b: string): number {
+  const [amaj = 0, amin = 0] = a.split('.').map(Number);
+  const [bmaj = 0, bmin = 0] = b.split('.').map(Number);
+  return amaj !== bmaj ? amaj - bmaj : amin - bmin;
+}
+
+export function versionAtLeast(version: string, min: string): boolean {
+  return compareVersions(version, min) >= 0;
+}
+
+export function versionBefore(version: string, bound: string): boolean {
+  return compareVersions(version, bound) < 0;
+}
+
+export function isValidVersionString(v: string): boolean {
+  return /^\d+\.\d+$/.test(v);
+}
+
+/**
+ * Field and behaviour gates by version, named for what they decide. Add a gate here rather than
+ * comparing versions in a handler.
+ */
+export const gates = {
+  /** Container list/inspect: status `removing`; HostConfig.AutoRemove, Mounts, Init, etc. */
+  removingState: '1.25',
+  /** /version MinAPIVersion. */
+  minApiVersionField: '1.25',
+  /** Image inspect: RootFS.BaseLayer dropped, OsVersion added. */
+  imageOsVersion: '1.25',
+  /** Stats: cpu_stats.online_cpus. */
+  onlineCpus: '1.27',
+  /** attach/ws: binary frames from 1.28, text frames before. */
+  attachWsBinary: '1.28',
+  /** Wait: `condition` parameter. */
+  waitCondition: '1.30',
+  /** Image create: `platform`. */
+  imagePlatform: '1.32',
+  /** Wait response carries Error. */
+  waitError: '1.34',
+  /** Logs `until`; exec WorkingDir; /version Platform/Components. */
+  logsUntil: '1.35',
+  /** Events: exec_die. */
+  execDie: '1.36',
+  /** Container create defaults HostConfig.IpcMode to private. */
+  ipcPrivateDefault: '1.40',
+  /** Image list: singular `filter` parameter removed. */
+  imagesNoSingularFilter: '1.41',
+  /** HostConfig.CgroupnsMode; /info CgroupVersion. */
+  cgroupns: '1.41',
+  /** Image inspect drops Container/ContainerConfig fields... kept until 1.44 (removed in 1.45). */
+  imageContainerConfig: '1.45',
+  /** Container create: MacAddress on endpoint settings; healthcheck StartInterval. */
+  endpointMacAddress: '1.44',
+} as const;

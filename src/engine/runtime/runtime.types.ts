@@ -1,0 +1,112 @@
+import type { EventEmitter } from 'node:events';
+import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
+
+/**
+ * The contract between the containers service (which decides what runs) and the runtime layer
+ * (which makes the OCI spec and runs it with runc/crun under conmon). The runtime layer owns this
+ * file; it may add to it without breaking what is here.
+ */
+
+/** Everything the OCI spec of a container is made from. */
+export interface SpecInput {
+  id: string;
+  /** The mounted root filesystem (overlay merged dir). */
+  rootfs: string;
+  /** The container's Config, already merged with the image config (Env, Cmd, Entrypoint, User...). */
+  config: ContainerConfig;
+  hostConfig: HostConfig;
+  /** Files the engine made for the container, bind-mounted at /etc/hosts, /etc/hostname, /etc/resolv.conf. */
+  hostsPath: string;
+  hostnamePath: string;
+  resolvConfPath: string;
+  /**
+   * Network namespace: `undefined` = a new one (loopback only), a path = join it (bridge networking,
+   * `container:<id>` mode), `'host'` = the host's.
+   */
+  netns?: string;
+  /** Other namespaces to join, for `container:<id>` / `host` modes: type -> path or 'host'. */
+  joinNamespaces?: Partial<Record<'pid' | 'ipc' | 'uts', string>>;
+  /** cgroups path as the runtime takes it (cgroupfs: `/berth/<id>` or HostConfig.CgroupParent based). */
+  cgroupsPath: string;
+  /** Extra mounts resolved by the engine (binds, volumes, tmpfs), in order. */
+  mounts: SpecMount[];
+}
+
+export interface SpecMount {
+  destination: string;
+  type: string;
+  source: string;
+  options: string[];
+}
+
+export interface StartOptions {
+  id: string;
+  /** Directory for config.json and runtime state of this container (created by the driver). */
+  bundleDir: string;
+  /** The OCI spec (JSON object) to run. */
+  spec: Record<string, unknown>;
+  terminal: boolean;
+  /** Keep a stdin pipe open (Config.OpenStdin). */
+  stdin: boolean;
+  /** Close stdin after the first attached client detaches (Config.StdinOnce). */
+  stdinOnce: boolean;
+  /** Where the monitor writes the container's output log. */
+  logPath: string;
+  /** Bytes after which the monitor rotates the log on its own (when the engine is not around). */
+  logSizeMax?: number;
+  /** Initial console size, for TTY containers. */
+  consoleSize?: { height: number; width: number };
+}
+
+export interface ExitStatus {
+  exitCode: number;
+  oomKilled: boolean;
+  finishedAt: Date;
+}
+
+export interface RuntimeState {
+  status: 'created' | 'running' | 'paused' | 'stopped';
+  pid: number;
+}
+
+/** One attached client of a running container's stdio (conmon's attach socket). */
+export interface AttachConnection extends EventEmitter {
+  // events: 'stdout' (Buffer), 'stderr' (Buffer), 'close' ()
+  writeStdin(chunk: Buffer): void;
+  /** Close the container's stdin (EOF), as a client ending its input does. */
+  closeStdin(): void;
+  /** Detach this client; the container keeps running. */
+  close(): void;
+}
+
+/**
+ * Runs containers. Containers survive the engine: a new driver instance finds running containers
+ * again by id (state, attach, exit status) after a daemon restart.
+ */
+export interface RuntimeDriver {
+  readonly name: string;
+  readonly path: string;
+  version(): Promise<string>;
+  /** Write the bundle, start the monitor and the container process; resolves when it runs. */
+  start(opts: StartOptions): Promise<{ pid: number }>;
+  /** Send a signal (number) to the container's init process. */
+  signal(id: string, signal: number): Promise<void>;
+  pause(id: string): Promise<void>;
+  resume(id: string): Promise<void>;
+  /** The runtime's view of a container, null when the runtime does not know it. */
+  state(id: string): Promise<RuntimeState | null>;
+  /** The recorded exit status of a container whose process ended, null if none yet. */
+  exitStatus(id: string): Promise<ExitStatus | null>;
+  /** Remove runtime state and the monitor's files of a stopped container. */
+  delete(id: string): Promise<void>;
+  attach(id: string): Promise<AttachConnection>;
+  resize(id: string, height: number, width: number): Promise<void>;
+  /** Ask the monitor to reopen its log file (after the engine rotated it). */
+  reopenLog(id: string): Promise<void>;
+  /** Host pids of the container's processes (top). */
+  pids(id: string): Promise<number[]>;
+  /** Emits 'exit' (id: string, status: ExitStatus) whenever a container's process ends. */
+  readonly events: EventEmitter;
+  /** Stop watching (the containers keep running). */
+  close(): Promise<void>;
+}
