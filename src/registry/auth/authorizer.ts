@@ -22,6 +22,11 @@ export interface Grant {
  */
 export interface Authorizer {
   authorize(req: IncomingMessage, access: Access[]): Promise<Grant>;
+  /**
+   * The user a request's credentials were recently verified for, answered synchronously and
+   * cheaply (no bcrypt, no signature check), or undefined. The rate limiter keys clients by it.
+   */
+  identify?(req: IncomingMessage): string | undefined;
 }
 
 /** The authorizer of a registry configured without auth: every request is allowed. */
