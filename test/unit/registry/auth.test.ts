@@ -312,6 +312,7 @@ describe('ACLs', () => {
   const acl = new Acl(
     validateAcl([
       { account: 'alice', name: 'alice/*', actions: ['pull', 'push'] },
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
       { account: '*', name: '${account}/*', actions: ['*'] },
       { group: 'readers', name: 'shared/*', actions: ['pull'] },
       { anonymous: true, name: 'public/*', actions: ['pull'] },
@@ -323,6 +324,7 @@ describe('ACLs', () => {
 
   it('grants the intersection of asked and allowed actions', () => {
     assert.deepEqual(acl.grant({ account: 'alice' }, [want('alice/app', 'pull', 'push', 'delete')]), [
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
       want('alice/app', 'pull', 'push', 'delete'), // the ${account}/* rule allows everything
     ]);
     assert.deepEqual(acl.grant({ account: 'bob' }, [want('alice/app', 'pull', 'push')]), [want('alice/app')]);
@@ -342,6 +344,7 @@ describe('ACLs', () => {
     ]);
   });
 
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
   it('treats ${account} literally and keeps registry scopes apart', () => {
     assert.deepEqual(acl.grant({ account: 'a*' }, [want('abc/x', 'pull')]), [want('abc/x')]);
     const catalog = { type: 'registry' as const, name: 'catalog', actions: ['*'] };
