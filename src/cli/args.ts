@@ -1,0 +1,92 @@
+/**
+ * A small flag parser: `--name value`, `--name=value`, boolean `--flag`, repeatable flags.
+ * Unknown flags are errors, so a typo never silently falls back to a default.
+ */
+export interface FlagSpec {
+  /** 'string' takes a value; 'bool' takes none; 'list' takes a value and may repeat. */
+  kind: 'string' | 'bool' | 'list';
+  help: string;
+}
+
+export interface Parsed {
+  flags: Map<string, string | boolean | string[]>;
+  positional: string[];
+}
+
+export class UsageError extends Error {}
+
+export function parseArgs(argv: string[], spec: Record<string, FlagSpec>): Parsed {
+  const flags = new Map<string, string | boolean | string[]>();
+  const positional: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const s = spec[name];
+    if (!s) throw new UsageError(`unknown flag --${name}`);
+    if (s.kind === 'bool') {
+      const v = eq < 0 ? 'true' : arg.slice(eq + 1);
+      if (!['true', 'false', '1', '0'].includes(v)) throw new UsageError(`--${name} takes true or false`);
+      flags.set(name, v === 'true' || v === '1');
+      continue;
+    }
+    let value: string | undefined;
+    if (eq >= 0) value = arg.slice(eq + 1);
+    else {
+      value = argv[i + 1];
+      i++;
+    }
+    if (value === undefined) throw new UsageError(`--${name} needs a value`);
+    if (s.kind === 'list') {
+      const list = (flags.get(name) as string[] | undefined) ?? [];
+      list.push(value);
+      flags.set(name, list);
+    } else flags.set(name, value);
+  }
+  return { flags, positional };
+}
+
+export function usage(command: string, spec: Record<string, FlagSpec>): string {
+  const lines = [`Usage: berth ${command} [flags]`, '', 'Flags:'];
+  for (const [name, s] of Object.entries(spec)) {
+    lines.push(
+      `  --${name}${s.kind === 'bool' ? '' : ' value'}${s.kind === 'list' ? ' (repeatable)' : ''}\n      ${s.help}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function str(p: Parsed, name: string): string | undefined {
+  const v = p.flags.get(name);
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function list(p: Parsed, name: string): string[] | undefined {
+  const v = p.flags.get(name);
+  return Array.isArray(v) ? v : undefined;
+}
+
+export function bool(p: Parsed, name: string): boolean {
+  return p.flags.get(name) === true;
+}
+
+/** Resolve when SIGTERM or SIGINT arrives. */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (sig: NodeJS.Signals): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(sig);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+}

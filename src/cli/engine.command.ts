@@ -1,0 +1,47 @@
+import { parseLogLevel, rootLogger } from '../common/log.js';
+import { defaultEngineConfig, type EngineConfig, parseRuntimeName } from '../engine/config.js';
+import { startEngine } from '../engine/daemon.js';
+import { bool, type FlagSpec, list, type Parsed, parseArgs, str, untilSignal, usage } from './args.js';
+
+export const engineFlags: Record<string, FlagSpec> = {
+  host: {
+    kind: 'list',
+    help: 'listen address, unix:///path or tcp://host:port (default unix:///run/berth/berth.sock)',
+  },
+  'data-root': { kind: 'string', help: 'root of persistent state (default /var/lib/berth)' },
+  'exec-root': { kind: 'string', help: 'root of runtime state (default /run/berth)' },
+  runtime: { kind: 'string', help: 'OCI runtime: runc or crun (default runc)' },
+  'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
+  'insecure-registry': { kind: 'list', help: 'registry reached over plain HTTP (host:port or CIDR)' },
+  experimental: { kind: 'bool', help: 'enable experimental features' },
+  help: { kind: 'bool', help: 'print this help' },
+};
+
+export function engineConfigFrom(p: Parsed): EngineConfig {
+  const logLevel = str(p, 'log-level');
+  const runtime = str(p, 'runtime');
+  return {
+    hosts: list(p, 'host') ?? defaultEngineConfig.hosts,
+    dataRoot: str(p, 'data-root') ?? defaultEngineConfig.dataRoot,
+    execRoot: str(p, 'exec-root') ?? defaultEngineConfig.execRoot,
+    runtime: runtime ? parseRuntimeName(runtime) : defaultEngineConfig.runtime,
+    logLevel: logLevel ? parseLogLevel(logLevel) : defaultEngineConfig.logLevel,
+    insecureRegistries: [...defaultEngineConfig.insecureRegistries, ...(list(p, 'insecure-registry') ?? [])],
+    experimental: bool(p, 'experimental'),
+  };
+}
+
+export async function runEngineCommand(argv: string[]): Promise<number> {
+  const parsed = parseArgs(argv, engineFlags);
+  if (bool(parsed, 'help')) {
+    process.stdout.write(`${usage('engine', engineFlags)}\n`);
+    return 0;
+  }
+  const config = engineConfigFrom(parsed);
+  rootLogger.setLevel(config.logLevel);
+  const engine = await startEngine(config, rootLogger.child('engine'));
+  const sig = await untilSignal();
+  rootLogger.info('shutting down', { signal: sig });
+  await engine.close();
+  return 0;
+}

@@ -1,0 +1,44 @@
+import { errorMessage } from '../common/errors.js';
+import { ENGINE_VERSION } from '../engine/system/system.service.js';
+import { UsageError } from './args.js';
+import { runEngineCommand } from './engine.command.js';
+
+const help = `berth ${ENGINE_VERSION}: a Docker-compatible container engine and an OCI image registry
+
+Usage: berth <command> [flags]
+
+Commands:
+  engine     run the engine daemon (Docker Engine API on a unix socket)
+  up         run the engine with defaults (seeds busybox:latest on a fresh data root)
+  version    print the version
+
+Run 'berth <command> --help' for a command's flags.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'engine':
+      return runEngineCommand(rest);
+    case 'version':
+    case '--version':
+      process.stdout.write(`berth ${ENGINE_VERSION}\n`);
+      return 0;
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(`${help}\n`);
+      return 0;
+    default:
+      process.stderr.write(`berth: unknown command ${JSON.stringify(command)}\n\n${help}\n`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`berth: ${errorMessage(err)}\n`);
+    process.exit(err instanceof UsageError ? 2 : 1);
+  },
+);

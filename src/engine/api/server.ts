@@ -1,0 +1,95 @@
+import type { Server } from 'node:http';
+import { invalidParameter, notFound } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import { Router } from '../../http/router.js';
+import { createExchangeServer, type Exchange, markHijacked } from '../../http/server.js';
+import type { ApiContext, ApiHandler, ApiRouter } from './context.js';
+import { sendEngineError } from './errors.js';
+import { compareVersions, isValidVersionString, MAX_API_VERSION, MIN_API_VERSION } from './versions.js';
+
+export interface EngineServerOptions {
+  log: Logger;
+  /** The value of the Server header, e.g. `berth/0.1.0 (linux)`. */
+  serverHeader: string;
+  experimental: boolean;
+}
+
+export function createApiRouter(): ApiRouter {
+  return new Router<ApiHandler>();
+}
+
+const versionPrefix = /^\/v([^/]+)(\/.*)$/;
+
+/**
+ * Split `/v1.41/containers/json` into the API version and the route path, refusing versions
+ * outside [MIN_API_VERSION, MAX_API_VERSION] with 400 as dockerd does.
+ */
+export function negotiateVersion(path: string): { version: string; path: string } {
+  const m = versionPrefix.exec(path);
+  if (!m) return { version: MAX_API_VERSION, path };
+  const version = m[1] ?? '';
+  const rest = m[2] ?? '/';
+  if (!isValidVersionString(version)) throw notFound('page not found');
+  if (compareVersions(version, MIN_API_VERSION) < 0) {
+    throw invalidParameter(
+      `client version ${version} is too old. Minimum supported API version is ${MIN_API_VERSION}, please upgrade your client to a newer version`,
+    );
+  }
+  if (compareVersions(version, MAX_API_VERSION) > 0) {
+    throw invalidParameter(
+      `client version ${version} is too new. Maximum supported API version is ${MAX_API_VERSION}`,
+    );
+  }
+  return { version, path: rest };
+}
+
+export function createEngineServer(router: ApiRouter, opts: EngineServerOptions): Server {
+  const log = opts.log;
+  const handle = async (ex: Exchange): Promise<void> => {
+    const { req, res } = ex;
+    res.setHeader('Api-Version', MAX_API_VERSION);
+    res.setHeader('Docker-Experimental', String(opts.experimental));
+    res.setHeader('Ostype', 'linux');
+    res.setHeader('Server', opts.serverHeader);
+    const url = new URL(req.url ?? '/', 'http://engine');
+    let version = MAX_API_VERSION;
+    try {
+      let rawPath: string;
+      ({ version, path: rawPath } = negotiateVersion(url.pathname));
+      let path: string;
+      try {
+        path = decodeURIComponent(rawPath);
+      } catch {
+        throw invalidParameter(`invalid path encoding: ${rawPath}`);
+      }
+      const method = req.method ?? 'GET';
+      let { found } = router.match(method, path);
+      // HEAD is answered by the GET handler where no HEAD route exists; node drops the body.
+      if (!found && method === 'HEAD') found = router.match('GET', path).found;
+      if (!found) throw notFound('page not found');
+      const ctx: ApiContext = {
+        req,
+        res,
+        upgrade: ex.upgrade,
+        params: found.params,
+        query: url.searchParams,
+        version,
+        hijacked: () => markHijacked(ex),
+      };
+      await found.handler(ctx);
+    } catch (err) {
+      if ((res as unknown as { hijacked?: boolean }).hijacked) {
+        log.debug('error on a hijacked connection', { error: String(err) });
+        ex.upgrade?.socket.destroy();
+        return;
+      }
+      sendEngineError(res, err, log);
+    } finally {
+      if (log.enabled('debug'))
+        log.debug('request', { method: req.method, url: req.url, status: res.statusCode });
+    }
+  };
+  return createExchangeServer((ex) => {
+    handle(ex).catch((err) => log.error('unhandled request error', { error: String(err) }));
+  });
+}

@@ -1,0 +1,175 @@
+import { execFile } from 'node:child_process';
+import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { errnoCode } from '../common/errors.js';
+import type { Logger } from '../common/log.js';
+import { type ListenAddress, parseListenAddress } from '../http/server.js';
+import { registerEventRoutes } from './api/events.routes.js';
+import { createApiRouter, createEngineServer } from './api/server.js';
+import { registerSystemRoutes } from './api/system.routes.js';
+import type { EngineConfig } from './config.js';
+import { EventsService } from './events/events.service.js';
+import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
+
+const run = promisify(execFile);
+
+/** A running engine: its services, and the listeners serving the API. */
+export interface Engine {
+  config: EngineConfig;
+  events: EventsService;
+  system: SystemService;
+  /** The addresses actually listened on (tcp port 0 resolved). */
+  addresses: string[];
+  close(): Promise<void>;
+}
+
+/** Version and commit of a runtime binary, from `<runtime> --version`. */
+async function runtimeVersion(path: string): Promise<{ version: string; commit: string }> {
+  try {
+    const { stdout } = await run(path, ['--version']);
+    const version = /version\s+(\S+)/.exec(stdout)?.[1] ?? '';
+    const commit = /commit:\s*(\S+)/.exec(stdout)?.[1] ?? '';
+    return { version, commit };
+  } catch {
+    return { version: '', commit: '' };
+  }
+}
+
+/**
+ * Refuse to run two daemons on one data root: the pid file in the exec root names the live one.
+ */
+async function claimPidFile(path: string): Promise<void> {
+  try {
+    const pid = Number((await readFile(path, 'utf8')).trim());
+    if (pid > 0 && pid !== process.pid) {
+      try {
+        process.kill(pid, 0);
+        throw new Error(`another berth engine (pid ${pid}) is running: ${path}`);
+      } catch (err) {
+        if (errnoCode(err) !== 'ESRCH') throw err;
+      }
+    }
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  }
+  await writeFile(path, `${process.pid}\n`);
+}
+
+async function listen(server: Server, addr: ListenAddress, log: Logger): Promise<string> {
+  if (addr.kind === 'unix') {
+    const path = addr.path ?? '';
+    await mkdir(join(path, '..'), { recursive: true });
+    await rm(path, { force: true });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    await chmod(path, 0o660);
+    const gid = await groupId('docker');
+    if (gid !== undefined) await chown(path, 0, gid).catch(() => undefined);
+    log.info('API listening', { address: `unix://${path}` });
+    return `unix://${path}`;
+  }
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(addr.port ?? 2375, addr.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = server.address();
+  const port = typeof bound === 'object' && bound ? bound.port : addr.port;
+  const host = addr.host?.includes(':') ? `[${addr.host}]` : addr.host;
+  log.info('API listening', { address: `tcp://${host}:${port}` });
+  return `tcp://${host}:${port}`;
+}
+
+async function groupId(name: string): Promise<number | undefined> {
+  try {
+    const text = await readFile('/etc/group', 'utf8');
+    for (const line of text.split('\n')) {
+      const [group, , gid] = line.split(':');
+      if (group === name && gid) return Number(gid);
+    }
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}
+
+export async function startEngine(config: EngineConfig, log: Logger): Promise<Engine> {
+  const addresses = config.hosts.map(parseListenAddress);
+  await mkdir(config.dataRoot, { recursive: true, mode: 0o711 });
+  await mkdir(config.execRoot, { recursive: true, mode: 0o700 });
+  const pidFile = join(config.execRoot, 'berth.pid');
+  await claimPidFile(pidFile);
+
+  const events = new EventsService();
+  const runtimePaths: Record<string, string> = { runc: 'runc', crun: 'crun' };
+  const sources: SystemSources = {
+    runtimes: Object.entries(runtimePaths).map(([name, path]) => ({
+      name,
+      path,
+      version: () => runtimeVersion(path),
+    })),
+    defaultRuntime: config.runtime,
+  };
+  const system = new SystemService(
+    {
+      dataRoot: config.dataRoot,
+      experimental: config.experimental,
+      debug: config.logLevel === 'debug',
+      insecureRegistries: config.insecureRegistries,
+      liveRestore: true,
+    },
+    sources,
+    events,
+  );
+  await system.init();
+
+  const router = createApiRouter();
+  registerSystemRoutes(router, system, config.experimental);
+  registerEventRoutes(router, events);
+
+  const servers: Server[] = [];
+  const bound: string[] = [];
+  for (const addr of addresses) {
+    const server = createEngineServer(router, {
+      log: log.child('api'),
+      serverHeader: `berth/${ENGINE_VERSION} (linux)`,
+      experimental: config.experimental,
+    });
+    bound.push(await listen(server, addr, log));
+    servers.push(server);
+  }
+  log.info('engine started', { version: ENGINE_VERSION, dataRoot: config.dataRoot, runtime: config.runtime });
+
+  let closed = false;
+  return {
+    config,
+    events,
+    system,
+    addresses: bound,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.close(() => resolve());
+              s.closeAllConnections();
+            }),
+        ),
+      );
+      for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
+      await rm(pidFile, { force: true });
+      log.info('engine stopped; containers keep running');
+    },
+  };
+}

@@ -1,0 +1,227 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errnoCode } from '../../common/errors.js';
+import { writeFileAtomic } from '../../common/fs/atomic.js';
+import { MAX_API_VERSION, MIN_API_VERSION } from '../api/versions.js';
+import type { EventsService } from '../events/events.service.js';
+import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
+
+export const ENGINE_VERSION = '0.1.0';
+
+export interface ContainerCounts {
+  total: number;
+  running: number;
+  paused: number;
+  stopped: number;
+}
+
+/** What the system service reads from the other services; each is optional until wired. */
+export interface SystemSources {
+  containers?: () => ContainerCounts;
+  images?: () => Promise<number>;
+  runtimes: Array<{
+    name: string;
+    path: string;
+    version: () => Promise<{ version: string; commit: string }>;
+  }>;
+  defaultRuntime: string;
+  securityOptions?: () => string[];
+}
+
+export interface SystemConfig {
+  dataRoot: string;
+  experimental: boolean;
+  debug: boolean;
+  insecureRegistries: string[];
+  liveRestore: boolean;
+}
+
+/** /info and /version: true figures from the host and the other services. */
+export class SystemService {
+  private hostFacts?: HostFacts;
+  private engineId = '';
+
+  constructor(
+    private readonly config: SystemConfig,
+    private readonly sources: SystemSources,
+    private readonly events: EventsService,
+  ) {}
+
+  async init(): Promise<void> {
+    this.hostFacts = await readHostFacts();
+    this.engineId = await loadOrCreateEngineId(join(this.config.dataRoot, 'engine-id'));
+  }
+
+  get id(): string {
+    return this.engineId;
+  }
+
+  private facts(): HostFacts {
+    if (!this.hostFacts) throw new Error('system service not initialised');
+    return this.hostFacts;
+  }
+
+  async version(): Promise<Record<string, unknown>> {
+    const f = this.facts();
+    const arch = goArch(f.architecture);
+    const components: Array<Record<string, unknown>> = [
+      {
+        Name: 'Engine',
+        Version: ENGINE_VERSION,
+        Details: {
+          ApiVersion: MAX_API_VERSION,
+          Arch: arch,
+          BuildTime: '',
+          Experimental: String(this.config.experimental),
+          GitCommit: '',
+          GoVersion: `node${process.versions.node}`,
+          KernelVersion: f.kernelVersion,
+          MinAPIVersion: MIN_API_VERSION,
+          Os: 'linux',
+        },
+      },
+    ];
+    for (const rt of this.sources.runtimes) {
+      const v = await rt.version();
+      components.push({ Name: rt.name, Version: v.version, Details: { GitCommit: v.commit } });
+    }
+    return {
+      Platform: { Name: 'berth' },
+      Components: components,
+      Version: ENGINE_VERSION,
+      ApiVersion: MAX_API_VERSION,
+      MinAPIVersion: MIN_API_VERSION,
+      GitCommit: '',
+      GoVersion: `node${process.versions.node}`,
+      Os: 'linux',
+      Arch: arch,
+      KernelVersion: f.kernelVersion,
+      BuildTime: '',
+    };
+  }
+
+  async info(): Promise<Record<string, unknown>> {
+    const f = this.facts();
+    const counts = this.sources.containers?.() ?? { total: 0, running: 0, paused: 0, stopped: 0 };
+    const images = (await this.sources.images?.()) ?? 0;
+    const runtimes: Record<string, { path: string }> = {};
+    let runcCommit = '';
+    for (const rt of this.sources.runtimes) {
+      runtimes[rt.name] = { path: rt.path };
+      if (rt.name === this.sources.defaultRuntime) runcCommit = (await rt.version()).commit;
+    }
+    return {
+      ID: this.engineId,
+      Containers: counts.total,
+      ContainersRunning: counts.running,
+      ContainersPaused: counts.paused,
+      ContainersStopped: counts.stopped,
+      Images: images,
+      Driver: 'overlay2',
+      DriverStatus: [
+        ['Backing Filesystem', await backingFilesystem(this.config.dataRoot)],
+        ['Supports d_type', 'true'],
+        ['Native Overlay Diff', 'true'],
+        ['userxattr', 'false'],
+      ],
+      Plugins: {
+        Volume: ['local'],
+        Network: ['host', 'null'],
+        Authorization: null,
+        Log: ['json-file', 'local'],
+      },
+      MemoryLimit: f.cgroup.memoryLimit,
+      SwapLimit: f.cgroup.swapLimit,
+      KernelMemory: f.cgroup.kernelMemory,
+      KernelMemoryTCP: f.cgroup.kernelMemoryTcp,
+      CpuCfsPeriod: f.cgroup.cpuCfsPeriod,
+      CpuCfsQuota: f.cgroup.cpuCfsQuota,
+      CPUShares: f.cgroup.cpuShares,
+      CPUSet: f.cgroup.cpuSet,
+      PidsLimit: f.cgroup.pidsLimit,
+      IPv4Forwarding: f.ipv4Forwarding,
+      BridgeNfIptables: f.bridgeNfIptables,
+      BridgeNfIp6tables: f.bridgeNfIp6tables,
+      Debug: this.config.debug,
+      NFd: await openFileDescriptors(),
+      OomKillDisable: f.cgroup.oomKillDisable,
+      NGoroutines: process.getActiveResourcesInfo().length,
+      SystemTime: new Date().toISOString().replace('Z', '000000Z'),
+      LoggingDriver: 'json-file',
+      CgroupDriver: 'cgroupfs',
+      CgroupVersion: f.cgroupVersion,
+      NEventsListener: this.events.listenerCount(),
+      KernelVersion: f.kernelVersion,
+      OperatingSystem: f.operatingSystem,
+      OSVersion: f.osVersion,
+      OSType: 'linux',
+      Architecture: f.architecture,
+      IndexServerAddress: 'https://index.docker.io/v1/',
+      RegistryConfig: {
+        AllowNondistributableArtifactsCIDRs: [],
+        AllowNondistributableArtifactsHostnames: [],
+        InsecureRegistryCIDRs: this.config.insecureRegistries.filter((r) => r.includes('/')),
+        IndexConfigs: {
+          'docker.io': { Name: 'docker.io', Mirrors: [], Secure: true, Official: true },
+          ...Object.fromEntries(
+            this.config.insecureRegistries
+              .filter((r) => !r.includes('/'))
+              .map((r) => [r, { Name: r, Mirrors: [], Secure: false, Official: false }]),
+          ),
+        },
+        Mirrors: [],
+      },
+      NCPU: f.ncpu,
+      MemTotal: f.memTotal,
+      GenericResources: null,
+      DockerRootDir: this.config.dataRoot,
+      HttpProxy: process.env.HTTP_PROXY ?? process.env.http_proxy ?? '',
+      HttpsProxy: process.env.HTTPS_PROXY ?? process.env.https_proxy ?? '',
+      NoProxy: process.env.NO_PROXY ?? process.env.no_proxy ?? '',
+      Name: f.hostname,
+      Labels: [],
+      ExperimentalBuild: this.config.experimental,
+      ServerVersion: ENGINE_VERSION,
+      Runtimes: runtimes,
+      DefaultRuntime: this.sources.defaultRuntime,
+      Swarm: {
+        NodeID: '',
+        NodeAddr: '',
+        LocalNodeState: 'inactive',
+        ControlAvailable: false,
+        Error: '',
+        RemoteManagers: null,
+      },
+      LiveRestoreEnabled: this.config.liveRestore,
+      Isolation: '',
+      InitBinary: '',
+      ContainerdCommit: { ID: '', Expected: '' },
+      RuncCommit: { ID: runcCommit, Expected: runcCommit },
+      InitCommit: { ID: '', Expected: '' },
+      SecurityOptions: this.sources.securityOptions?.() ?? [],
+      Warnings: f.ipv4Forwarding ? null : ['WARNING: IPv4 forwarding is disabled'],
+    };
+  }
+}
+
+function goArch(machine: string): string {
+  return machine === 'x86_64' ? 'amd64' : machine === 'aarch64' ? 'arm64' : machine;
+}
+
+/** dockerd's engine ID: 12 groups of 4 base32 characters, made once and kept in the data root. */
+async function loadOrCreateEngineId(path: string): Promise<string> {
+  try {
+    const id = (await readFile(path, 'utf8')).trim();
+    if (id) return id;
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  }
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  const bytes = randomBytes(48);
+  let raw = '';
+  for (const b of bytes) raw += alphabet[b % 32];
+  const id = raw.match(/.{4}/g)?.join(':') ?? raw;
+  await writeFileAtomic(path, `${id}\n`);
+  return id;
+}
