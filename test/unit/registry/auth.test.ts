@@ -324,7 +324,6 @@ describe('ACLs', () => {
 
   it('grants the intersection of asked and allowed actions', () => {
     assert.deepEqual(acl.grant({ account: 'alice' }, [want('alice/app', 'pull', 'push', 'delete')]), [
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
       want('alice/app', 'pull', 'push', 'delete'), // the ${account}/* rule allows everything
     ]);
     assert.deepEqual(acl.grant({ account: 'bob' }, [want('alice/app', 'pull', 'push')]), [want('alice/app')]);
