@@ -1,0 +1,232 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+
+const exec = promisify(execFile);
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  text(): string;
+  json<T = unknown>(): T;
+}
+
+export interface EngineOptions {
+  runtime?: 'runc' | 'crun';
+  /** Extra flags for `berth engine`. */
+  args?: string[];
+  logLevel?: string;
+}
+
+/**
+ * A real berth engine in a child process, on its own socket, data root and exec root under a
+ * temp dir, for integration tests. `docker()` runs the real docker CLI against it.
+ */
+export class TestEngine {
+  readonly socket: string;
+  readonly dataRoot: string;
+  readonly execRoot: string;
+  readonly dockerConfig: string;
+  private child?: ChildProcess;
+  private logChunks: Buffer[] = [];
+
+  private constructor(
+    readonly dir: string,
+    private readonly opts: EngineOptions,
+  ) {
+    this.socket = join(dir, 'berth.sock');
+    this.dataRoot = join(dir, 'data');
+    this.execRoot = join(dir, 'exec');
+    this.dockerConfig = join(dir, 'docker-config');
+  }
+
+  static async start(opts: EngineOptions = {}): Promise<TestEngine> {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-test-'));
+    const engine = new TestEngine(dir, opts);
+    await engine.launch();
+    return engine;
+  }
+
+  get host(): string {
+    return `unix://${this.socket}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** What the engine printed so far (for failure messages). */
+  log(): string {
+    return Buffer.concat(this.logChunks).toString('utf8');
+  }
+
+  async launch(): Promise<void> {
+    const args = [
+      '--import',
+      'tsx',
+      join(repoRoot, 'src/cli/main.ts'),
+      'engine',
+      '--host',
+      this.host,
+      '--data-root',
+      this.dataRoot,
+      '--exec-root',
+      this.execRoot,
+      '--log-level',
+      this.opts.logLevel ?? 'info',
+      ...(this.opts.runtime ? ['--runtime', this.opts.runtime] : []),
+      ...(this.opts.args ?? []),
+    ];
+    const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    child.stdout?.on('data', (d: Buffer) => this.logChunks.push(d));
+    child.stderr?.on('data', (d: Buffer) => this.logChunks.push(d));
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`engine exited with ${child.exitCode}:\n${this.log()}`);
+      try {
+        const r = await this.request('GET', '/_ping');
+        if (r.status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      await sleep(50);
+    }
+    throw new Error(`engine did not answer /_ping within 30 s:\n${this.log()}`);
+  }
+
+  /** Run the real docker CLI against this engine. */
+  async docker(
+    args: string[],
+    opts: { input?: string | Buffer; timeoutMs?: number } = {},
+  ): Promise<RunResult> {
+    return new Promise((resolvePromise) => {
+      const child = spawn('docker', ['-H', this.host, ...args], {
+        env: { ...process.env, DOCKER_CONFIG: this.dockerConfig, DOCKER_HOST: '', DOCKER_CLI_HINTS: 'false' },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      child.stdout.on('data', (d: Buffer) => out.push(d));
+      child.stderr.on('data', (d: Buffer) => err.push(d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolvePromise({
+          code: code ?? -1,
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: Buffer.concat(err).toString('utf8'),
+        });
+      });
+      if (opts.input !== undefined) child.stdin.end(opts.input);
+      else child.stdin.end();
+    });
+  }
+
+  /** docker(...) that must succeed; returns trimmed stdout. */
+  async dockerOk(
+    args: string[],
+    opts: { input?: string | Buffer; timeoutMs?: number } = {},
+  ): Promise<string> {
+    const r = await this.docker(args, opts);
+    if (r.code !== 0) {
+      throw new Error(`docker ${args.join(' ')} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    }
+    return r.stdout.trim();
+  }
+
+  /** A raw HTTP request over the engine's socket. */
+  request(
+    method: string,
+    path: string,
+    opts: { body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {},
+  ): Promise<HttpResult> {
+    return new Promise((resolvePromise, reject) => {
+      let payload: Buffer | undefined;
+      const headers: Record<string, string> = { ...opts.headers };
+      if (opts.body !== undefined) {
+        payload = Buffer.isBuffer(opts.body) ? opts.body : Buffer.from(JSON.stringify(opts.body));
+        if (!Buffer.isBuffer(opts.body)) headers['Content-Type'] ??= 'application/json';
+        headers['Content-Length'] = String(payload.length);
+      }
+      const req = httpRequest({ socketPath: this.socket, method, path, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks);
+          resolvePromise({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            text: () => body.toString('utf8'),
+            json: <T>() => JSON.parse(body.toString('utf8')) as T,
+          });
+        });
+        res.on('error', reject);
+      });
+      req.setTimeout(opts.timeoutMs ?? 60_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /** SIGTERM and wait for the process to exit. Containers keep running (live restore). */
+  async stop(): Promise<void> {
+    await this.signalAndWait('SIGTERM');
+  }
+
+  /** kill -9 the engine process. */
+  async kill9(): Promise<void> {
+    await this.signalAndWait('SIGKILL');
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.launch();
+  }
+
+  private async signalAndWait(signal: NodeJS.Signals): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill(signal);
+    const timeout = sleep(20_000).then(() => {
+      child.kill('SIGKILL');
+    });
+    await Promise.race([exited, timeout]);
+    await exited;
+  }
+
+  /**
+   * Remove every container through the API, stop the engine, unmount what is left under the
+   * temp dir and delete it.
+   */
+  async destroy(): Promise<void> {
+    if (this.child && this.child.exitCode === null) {
+      const ids = await this.docker(['ps', '-aq']).catch(() => undefined);
+      const list = ids?.stdout.split('\n').filter(Boolean) ?? [];
+      if (list.length) await this.docker(['rm', '-f', ...list], { timeoutMs: 60_000 }).catch(() => undefined);
+      await this.stop();
+    }
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+    const targets = mounts
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((t) => t.startsWith(this.dir))
+      .sort((a, b) => b.length - a.length);
+    for (const t of targets) await exec('umount', ['-l', t]).catch(() => undefined);
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

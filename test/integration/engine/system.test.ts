@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { TestEngine } from '../../helpers/engine.js';
+
+describe('engine system API', () => {
+  let engine: TestEngine;
+  before(async () => {
+    engine = await TestEngine.start();
+  });
+  after(async () => {
+    await engine?.destroy();
+  });
+
+  it('answers /_ping on GET and HEAD with the headers the CLI reads', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      const r = await engine.request(method, '/_ping');
+      assert.equal(r.status, 200);
+      assert.equal(r.headers['api-version'], '1.44');
+      assert.equal(r.headers.ostype, 'linux');
+      assert.equal(r.headers['builder-version'], '1');
+      assert.equal(r.headers['docker-experimental'], 'false');
+      assert.equal(r.headers.pragma, 'no-cache');
+      assert.match(String(r.headers['cache-control']), /no-cache/);
+      assert.equal(r.text(), method === 'GET' ? 'OK' : '');
+    }
+  });
+
+  it('serves every version from 1.24 to 1.44 and refuses others with 400', async () => {
+    for (const v of ['1.24', '1.30', '1.41', '1.44']) {
+      const r = await engine.request('GET', `/v${v}/version`);
+      assert.equal(r.status, 200, v);
+    }
+    const old = await engine.request('GET', '/v1.23/version');
+    assert.equal(old.status, 400);
+    assert.match(old.json<{ message: string }>().message, /too old/);
+    const neu = await engine.request('GET', '/v1.99/info');
+    assert.equal(neu.status, 400);
+    assert.match(neu.json<{ message: string }>().message, /too new/);
+    const unknown = await engine.request('GET', '/v1.41/nothing-here');
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(unknown.json(), { message: 'page not found' });
+  });
+
+  it('shapes /version by API version', async () => {
+    const v24 = (await engine.request('GET', '/v1.24/version')).json<Record<string, unknown>>();
+    assert.equal(v24.MinAPIVersion, undefined);
+    assert.equal(v24.Components, undefined);
+    const v44 = (await engine.request('GET', '/v1.44/version')).json<Record<string, unknown>>();
+    assert.equal(v44.ApiVersion, '1.44');
+    assert.equal(v44.MinAPIVersion, '1.24');
+    assert.ok(Array.isArray(v44.Components));
+  });
+
+  it('reports true figures in /info', async () => {
+    const info = (await engine.request('GET', '/info')).json<Record<string, unknown>>();
+    assert.equal(info.DockerRootDir, engine.dataRoot);
+    assert.equal(info.Driver, 'overlay2');
+    assert.equal(info.CgroupDriver, 'cgroupfs');
+    assert.ok((info.NCPU as number) >= 1);
+    assert.ok((info.MemTotal as number) > 0);
+    assert.equal(typeof info.KernelVersion, 'string');
+    assert.match(String(info.ID), /^([A-Z2-7]{4}:){11}[A-Z2-7]{4}$/);
+    const v24 = (await engine.request('GET', '/v1.24/info')).json<Record<string, unknown>>();
+    assert.equal(v24.ExecutionDriver, '<not supported>');
+  });
+
+  it('drives docker version and docker info', async () => {
+    const version = await engine.dockerOk(['version', '--format', '{{.Server.APIVersion}}']);
+    assert.equal(version, '1.44');
+    const info = await engine.dockerOk(['info', '--format', '{{.Driver}} {{.DockerRootDir}}']);
+    assert.equal(info, `overlay2 ${engine.dataRoot}`);
+  });
+
+  it('validates /events parameters', async () => {
+    const bad = await engine.request('GET', `/events?filters=${encodeURIComponent('{"bogus":["x"]}')}`);
+    assert.equal(bad.status, 400);
+    assert.match(bad.json<{ message: string }>().message, /invalid filter 'bogus'/);
+    const badTime = await engine.request('GET', '/events?since=yesterday');
+    assert.equal(badTime.status, 400);
+    const r = await engine.docker(['events', '--since', '1m', '--until', '0s']);
+    assert.equal(r.code, 0, r.stderr);
+  });
+});

@@ -1,0 +1,33 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BerthError } from '../../../../src/common/errors.js';
+import { negotiateVersion } from '../../../../src/engine/api/server.js';
+import { compareVersions, MAX_API_VERSION, versionAtLeast } from '../../../../src/engine/api/versions.js';
+
+describe('API versions', () => {
+  it('compares numerically, not lexically', () => {
+    assert.ok(compareVersions('1.9', '1.24') < 0);
+    assert.ok(compareVersions('1.44', '1.41') > 0);
+    assert.ok(versionAtLeast('1.40', '1.40'));
+  });
+
+  it('negotiates the URL prefix', () => {
+    assert.deepEqual(negotiateVersion('/v1.41/containers/json'), {
+      version: '1.41',
+      path: '/containers/json',
+    });
+    assert.deepEqual(negotiateVersion('/containers/json'), {
+      version: MAX_API_VERSION,
+      path: '/containers/json',
+    });
+    assert.throws(
+      () => negotiateVersion('/v1.12/info'),
+      (e) => e instanceof BerthError && e.kind === 'InvalidParameter',
+    );
+    assert.throws(() => negotiateVersion('/v2.0/info'), /too new/);
+    assert.throws(
+      () => negotiateVersion('/vx/info'),
+      (e) => e instanceof BerthError && e.kind === 'NotFound',
+    );
+  });
+});

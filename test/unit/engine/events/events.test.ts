@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseTimestamp } from '../../../../src/engine/api/events.routes.js';
+import { eventFilter } from '../../../../src/engine/events/events.filter.js';
+import { EventsService } from '../../../../src/engine/events/events.service.js';
+import { parseFilters } from '../../../../src/http/query.js';
+
+const filter = (json: string) => eventFilter(parseFilters(json));
+
+describe('events service', () => {
+  it('fills legacy fields for container events in dockerd order', () => {
+    const bus = new EventsService();
+    const e = bus.publish('container', 'start', 'abc', { image: 'busybox', name: 'x' });
+    assert.deepEqual(Object.keys(e), [
+      'status',
+      'id',
+      'from',
+      'Type',
+      'Action',
+      'Actor',
+      'scope',
+      'time',
+      'timeNano',
+    ]);
+    assert.equal(e.from, 'busybox');
+    const n = bus.publish('network', 'connect', 'net1', { container: 'abc', name: 'bridge', type: 'bridge' });
+    assert.equal(n.status, undefined);
+    assert.equal(n.id, undefined);
+  });
+
+  it('keeps strictly increasing timestamps and replays history by time', () => {
+    const bus = new EventsService();
+    const a = bus.publish('image', 'tag', 'sha256:1', { name: 'a:latest' });
+    const b = bus.publish('image', 'untag', 'sha256:1', { name: 'a:latest' });
+    assert.ok(b.timeNano > a.timeNano);
+    assert.deepEqual(bus.past(BigInt(b.timeNano)), [b]);
+    assert.deepEqual(bus.past(0n, BigInt(a.timeNano)), [a]);
+  });
+
+  it('filters as dockerd does', () => {
+    const bus = new EventsService();
+    const start = bus.publish('container', 'start', 'abcdef', {
+      image: 'busybox',
+      name: 'web',
+      tier: 'front',
+    });
+    const health = bus.publish('container', 'health_status: healthy', 'abcdef', {
+      image: 'busybox',
+      name: 'web',
+    });
+    const tag = bus.publish('image', 'tag', 'sha256:99', { name: 'busybox:latest' });
+    assert.ok(filter('{"container":["web"]}')(start));
+    assert.ok(filter('{"container":["abc"]}')(start));
+    assert.ok(!filter('{"container":["web"]}')(tag));
+    assert.ok(filter('{"event":["health_status"]}')(health));
+    assert.ok(filter('{"label":["tier=front"]}')(start));
+    assert.ok(!filter('{"label":["tier=back"]}')(start));
+    assert.ok(filter('{"image":["busybox:latest"]}')(start));
+    assert.ok(filter('{"image":["busybox"]}')(tag));
+    assert.ok(filter('{"type":["image"]}')(tag));
+    assert.ok(!filter('{"type":["image"]}')(start));
+    assert.throws(() => filter('{"type":["weird"]}'), /unknown event type/);
+  });
+
+  it('parses Docker timestamps', () => {
+    assert.equal(parseTimestamp('1700000000', 'since'), 1_700_000_000_000_000_000n);
+    assert.equal(parseTimestamp('1700000000.5', 'since'), 1_700_000_000_500_000_000n);
+    assert.equal(parseTimestamp('1970-01-01T00:00:01Z', 'since'), 1_000_000_000n);
+    assert.throws(() => parseTimestamp('soon', 'since'), /invalid value for since/);
+  });
+});

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BerthError } from '../../../src/common/errors.js';
+import { checkFilterNames, parseBool, parseFilters, parseIntParam } from '../../../src/http/query.js';
+import { FrameDecoder, frame } from '../../../src/http/stream.js';
+
+describe('query parsing', () => {
+  it('reads Docker booleans', () => {
+    for (const v of ['1', 'true', 'True']) assert.equal(parseBool(v, 'x'), true);
+    for (const v of ['0', 'false', 'False', '']) assert.equal(parseBool(v, 'x'), false);
+    assert.equal(parseBool(null, 'x', true), true);
+    assert.throws(
+      () => parseBool('yes', 'x'),
+      (e) => e instanceof BerthError && e.kind === 'InvalidParameter',
+    );
+  });
+
+  it('reads integers strictly', () => {
+    assert.equal(parseIntParam('10', 't'), 10);
+    assert.equal(parseIntParam('-1', 't'), -1);
+    assert.equal(parseIntParam(null, 't', 5), 5);
+    assert.throws(() => parseIntParam('1.5', 't'), BerthError);
+    assert.throws(() => parseIntParam('ten', 't'), BerthError);
+  });
+
+  it('reads filters as map of arrays and legacy map of bools', () => {
+    assert.deepEqual(
+      [...parseFilters('{"status":["running","exited"]}')],
+      [['status', ['running', 'exited']]],
+    );
+    assert.deepEqual(
+      [...parseFilters('{"status":{"running":true,"paused":false}}')],
+      [['status', ['running']]],
+    );
+    assert.equal(parseFilters('').size, 0);
+    assert.throws(() => parseFilters('{bad'), /invalid filter/);
+    assert.throws(() => parseFilters('["a"]'), /invalid filter/);
+    assert.throws(
+      () => checkFilterNames(parseFilters('{"nope":["1"]}'), ['status']),
+      /invalid filter 'nope'/,
+    );
+  });
+});
+
+describe('stdio frames', () => {
+  it('round-trips multiplexed frames across chunk boundaries', () => {
+    const bytes = Buffer.concat([frame(1, Buffer.from('out')), frame(2, Buffer.from('err!'))]);
+    const d = new FrameDecoder();
+    const got = [
+      ...d.push(bytes.subarray(0, 5)),
+      ...d.push(bytes.subarray(5, 13)),
+      ...d.push(bytes.subarray(13)),
+    ];
+    assert.deepEqual(
+      got.map((f) => [f.stream, f.payload.toString()]),
+      [
+        [1, 'out'],
+        [2, 'err!'],
+      ],
+    );
+  });
+});
