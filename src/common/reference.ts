@@ -1,3 +1,5 @@
+import { BerthError } from './errors.js';
+
 /**
  * Image references, as Docker's distribution/reference package parses and prints them.
  *
@@ -51,10 +53,10 @@ export const ReferenceErrors = {
   nameTooLong: `repository name must not be more than ${NAME_TOTAL_LENGTH_MAX} characters`,
 } as const;
 
-export class ReferenceError extends Error {
+/** A malformed reference: an InvalidParameter error (400) with distribution's message. */
+export class InvalidReferenceError extends BerthError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ReferenceError';
+    super('InvalidParameter', message);
   }
 }
 
@@ -128,22 +130,22 @@ function checkDigest(digest: string): void {
   const hex = digest.slice(colon + 1);
   const lengths: Record<string, number> = { sha256: 64, sha384: 96, sha512: 128 };
   const want = lengths[algorithm];
-  if (want === undefined) throw new ReferenceError('unsupported digest algorithm');
-  if (hex.length !== want) throw new ReferenceError('invalid checksum digest length');
-  if (!/^[a-f0-9]+$/.test(hex)) throw new ReferenceError('invalid checksum digest format');
+  if (want === undefined) throw new InvalidReferenceError('unsupported digest algorithm');
+  if (hex.length !== want) throw new InvalidReferenceError('invalid checksum digest length');
+  if (!/^[a-f0-9]+$/.test(hex)) throw new InvalidReferenceError('invalid checksum digest format');
 }
 
 /** reference.Parse: the grammar without normalisation. The name must already be fully qualified to be meaningful. */
 function parseRaw(s: string): { name: string; tag?: string; digest?: string } {
   const m = referenceRegexp.exec(s);
   if (!m) {
-    if (s === '') throw new ReferenceError(ReferenceErrors.nameEmpty);
+    if (s === '') throw new InvalidReferenceError(ReferenceErrors.nameEmpty);
     if (referenceRegexp.test(s.toLowerCase()))
-      throw new ReferenceError(ReferenceErrors.nameContainsUppercase);
-    throw new ReferenceError(ReferenceErrors.invalidFormat);
+      throw new InvalidReferenceError(ReferenceErrors.nameContainsUppercase);
+    throw new InvalidReferenceError(ReferenceErrors.invalidFormat);
   }
   const name = m[1] ?? '';
-  if (name.length > NAME_TOTAL_LENGTH_MAX) throw new ReferenceError(ReferenceErrors.nameTooLong);
+  if (name.length > NAME_TOTAL_LENGTH_MAX) throw new InvalidReferenceError(ReferenceErrors.nameTooLong);
   const out: { name: string; tag?: string; digest?: string } = { name };
   if (m[2] !== undefined) out.tag = m[2];
   if (m[3] !== undefined) {
@@ -155,20 +157,23 @@ function parseRaw(s: string): { name: string; tag?: string; digest?: string } {
 
 /**
  * ParseNormalizedNamed: `busybox` -> docker.io/library/busybox (no tag added; see tagNameOnly).
- * Throws ReferenceError with dockerd's messages.
+ * Throws InvalidReferenceError with dockerd's messages.
  */
 export function parseNormalizedNamed(s: string): Reference {
   if (anchoredIdentifierRegexp.test(s)) {
-    throw new ReferenceError(`invalid repository name (${s}), cannot specify 64-byte hexadecimal strings`);
+    throw new InvalidReferenceError(
+      `invalid repository name (${s}), cannot specify 64-byte hexadecimal strings`,
+    );
   }
   const { domain, remainder } = splitDockerDomain(s);
   let nameOnly = remainder;
   const tagSep = remainder.indexOf(':');
   if (tagSep > -1) nameOnly = remainder.slice(0, tagSep);
-  if (nameOnly.toLowerCase() !== nameOnly) throw new ReferenceError(ReferenceErrors.normalizedUppercase);
+  if (nameOnly.toLowerCase() !== nameOnly)
+    throw new InvalidReferenceError(ReferenceErrors.normalizedUppercase);
   const raw = parseRaw(`${domain}/${remainder}`);
   const nm = anchoredNameRegexp.exec(raw.name);
-  if (!nm) throw new ReferenceError(ReferenceErrors.invalidFormat);
+  if (!nm) throw new InvalidReferenceError(ReferenceErrors.invalidFormat);
   const ref: Reference = { domain: nm[1] ?? DEFAULT_DOMAIN, path: nm[2] ?? '' };
   if (raw.tag !== undefined) ref.tag = raw.tag;
   if (raw.digest !== undefined) ref.digest = raw.digest;
@@ -191,14 +196,14 @@ export function tryParseNormalizedNamed(s: string): Reference | undefined {
 
 /** reference.WithTag: replace the tag (and drop a digest), checking the tag grammar. */
 export function withTag(ref: Reference, tag: string): Reference {
-  if (!isValidTag(tag)) throw new ReferenceError(ReferenceErrors.tagInvalidFormat);
+  if (!isValidTag(tag)) throw new InvalidReferenceError(ReferenceErrors.tagInvalidFormat);
   return { domain: ref.domain, path: ref.path, tag };
 }
 
 /** reference.WithDigest. */
 export function withDigest(ref: Reference, digest: string): Reference {
   if (!new RegExp(`^${digestPat}$`).test(digest))
-    throw new ReferenceError(ReferenceErrors.digestInvalidFormat);
+    throw new InvalidReferenceError(ReferenceErrors.digestInvalidFormat);
   checkDigest(digest);
   const out: Reference = { domain: ref.domain, path: ref.path, digest };
   if (ref.tag !== undefined) out.tag = ref.tag;
@@ -225,7 +230,7 @@ export type AnyReference = { kind: 'id'; id: string } | { kind: 'named'; ref: Re
 
 /**
  * ParseAnyReference: a 64-hex string or `sha256:<64 hex>` is an ID; anything else must be a
- * (normalised) name. Throws ReferenceError.
+ * (normalised) name. Throws InvalidReferenceError.
  */
 export function parseAnyReference(s: string): AnyReference {
   if (anchoredIdentifierRegexp.test(s)) return { kind: 'id', id: `sha256:${s}` };
@@ -246,18 +251,18 @@ export function pathMatch(pattern: string, name: string): boolean {
     else if (c === '?') re += '[^/]';
     else if (c === '\\') {
       i++;
-      if (i >= pattern.length) throw new ReferenceError('syntax error in pattern');
+      if (i >= pattern.length) throw new InvalidReferenceError('syntax error in pattern');
       re += escapeRe(pattern[i] as string);
     } else if (c === '[') {
       const close = pattern.indexOf(']', i + 2);
-      if (close < 0) throw new ReferenceError('syntax error in pattern');
+      if (close < 0) throw new InvalidReferenceError('syntax error in pattern');
       let body = pattern.slice(i + 1, close);
       let negate = false;
       if (body.startsWith('^')) {
         negate = true;
         body = body.slice(1);
       }
-      if (body === '') throw new ReferenceError('syntax error in pattern');
+      if (body === '') throw new InvalidReferenceError('syntax error in pattern');
       const cls = body.replace(/[\]\\^]/g, (m) => `\\${m}`);
       re += negate ? `[^/${cls}]` : `[${cls}]`;
       i = close;
@@ -267,7 +272,7 @@ export function pathMatch(pattern: string, name: string): boolean {
   try {
     return new RegExp(re).test(name);
   } catch {
-    throw new ReferenceError('syntax error in pattern');
+    throw new InvalidReferenceError('syntax error in pattern');
   }
 }
 
