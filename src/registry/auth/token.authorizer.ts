@@ -175,8 +175,23 @@ export interface TokenAuthorizerOptions {
 export class TokenAuthorizer implements Authorizer {
   constructor(readonly options: TokenAuthorizerOptions) {}
 
-  challenge(access: readonly Access[], error?: 'invalid_token' | 'insufficient_scope'): string {
-    let value = `Bearer realm=${quoteParam(this.options.realm)},service=${quoteParam(this.options.service)}`;
+  /**
+   * The challenge value. A realm starting with '/' (the built-in token server's path) is made
+   * absolute from the request's Host, so clients reach the token server the way they reached us.
+   */
+  challenge(
+    access: readonly Access[],
+    error?: 'invalid_token' | 'insufficient_scope',
+    req?: IncomingMessage,
+  ): string {
+    let realm = this.options.realm;
+    if (realm.startsWith('/') && req) {
+      const tls = (req.socket as { encrypted?: boolean } | undefined)?.encrypted === true;
+      const host =
+        req.headers.host ?? `${req.socket?.localAddress ?? '127.0.0.1'}:${req.socket?.localPort ?? 80}`;
+      realm = `${tls ? 'https' : 'http'}://${host}${realm}`;
+    }
+    let value = `Bearer realm=${quoteParam(realm)},service=${quoteParam(this.options.service)}`;
     const scope = scopeParam(access);
     if (scope !== '') value += `,scope=${quoteParam(scope)}`;
     if (error) value += `,error=${quoteParam(error)}`;
@@ -186,7 +201,7 @@ export class TokenAuthorizer implements Authorizer {
   async authorize(req: IncomingMessage, access: Access[]): Promise<Grant> {
     const token = bearerToken(req.headers.authorization);
     if (token === undefined) {
-      throw unauthorized('authentication required', { challenge: this.challenge(access) });
+      throw unauthorized('authentication required', { challenge: this.challenge(access, undefined, req) });
     }
     let verified: VerifiedToken;
     try {
@@ -194,7 +209,7 @@ export class TokenAuthorizer implements Authorizer {
     } catch (err) {
       if (!(err instanceof JwtError)) throw err;
       throw unauthorized(`invalid token: ${err.message}`, {
-        challenge: this.challenge(access, 'invalid_token'),
+        challenge: this.challenge(access, 'invalid_token', req),
       });
     }
     const missing = missingAccess(verified.access, access);
@@ -202,7 +217,7 @@ export class TokenAuthorizer implements Authorizer {
       const unnamed = missing.filter(
         (m) => !verified.access.some((g) => g.type === m.type && g.name === m.name),
       );
-      const challenge = this.challenge(access, 'insufficient_scope');
+      const challenge = this.challenge(access, 'insufficient_scope', req);
       if (unnamed.length > 0) {
         throw unauthorized('authentication required: the token does not cover this resource', {
           challenge,
