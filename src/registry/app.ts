@@ -1,0 +1,202 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errorMessage } from '../common/errors.js';
+import { type Logger, rootLogger } from '../common/log.js';
+import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
+import { type RegistryState, type RequestContext, sendEmpty } from './context.js';
+import { RegistryError, sendError } from './errors.js';
+import { checkName, isValidName } from './names.js';
+import { accessesFor, matchRoute } from './routes.js';
+import type { StorageDriver } from './storage/driver.js';
+import { RegistryStore } from './storage/store.js';
+import { UploadStore } from './storage/uploads.js';
+
+/** Something that refuses requests over a rate: throws a TooManyRequests BerthError. */
+export interface RateLimiter {
+  check(req: IncomingMessage): void | Promise<void>;
+}
+
+/**
+ * An extra endpoint outside the /v2/ API (the token server's /auth/token). Served before the
+ * registry routes, without the authorizer (the handler does its own authentication), but after
+ * the rate limiter.
+ */
+export interface ExtraRoute {
+  /** Methods served (default GET and POST); `methods` is accepted as a synonym. */
+  method?: string | string[];
+  methods?: string[];
+  /** The exact path (without query). */
+  path: string;
+  handler(req: IncomingMessage, res: ServerResponse): void | Promise<void>;
+}
+
+export interface RegistryAppOptions {
+  driver: StorageDriver;
+  authorizer?: Authorizer;
+  rateLimiter?: RateLimiter;
+  extraRoutes?: ExtraRoute[];
+  deleteEnabled?: boolean;
+  /** DELETE of a manifest by tag removes just the tag (berth extension). */
+  deleteTags?: boolean;
+  readOnly?: boolean;
+  /** Server page limit of tags list and catalog. */
+  maxEntries?: number;
+  relativeUrls?: boolean;
+  tls?: boolean;
+  /** Uploads older than this are unknown (404) and purged. */
+  uploadMaxAgeMs?: number;
+  manifestCacheEntries?: number;
+  manifestCacheBytes?: number;
+  log?: Logger;
+  /** Where access log lines go; undefined disables the access log. */
+  accessLog?: (line: string) => void;
+}
+
+export interface RegistryApp {
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  state: RegistryState;
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+function safeDecode(path: string): string | undefined {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Build the request handler of the registry: context → rate limit → auth → handler. */
+export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
+  const log = options.log ?? rootLogger.child('registry');
+  const store = new RegistryStore(options.driver, {
+    manifestCacheEntries: options.manifestCacheEntries,
+    manifestCacheBytes: options.manifestCacheBytes,
+  });
+  const state: RegistryState = {
+    store,
+    uploads: new UploadStore(options.driver, store, options.uploadMaxAgeMs ?? 168 * 3_600_000),
+    log,
+    deleteEnabled: options.deleteEnabled ?? false,
+    deleteTags: options.deleteTags ?? false,
+    readOnly: options.readOnly ?? false,
+    maxEntries: options.maxEntries ?? 1000,
+    relativeUrls: options.relativeUrls ?? false,
+    tls: options.tls ?? false,
+  };
+  const authorizer = options.authorizer ?? openAccess;
+  const extra = new Map<string, ExtraRoute>();
+  for (const r of options.extraRoutes ?? []) extra.set(r.path, r);
+
+  async function dispatch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    grant: { value?: Grant },
+  ): Promise<void> {
+    res.setHeader('Docker-Distribution-API-Version', 'registry/2.0');
+    const rawUrl = req.url ?? '/';
+    const q = rawUrl.indexOf('?');
+    const rawPath = q >= 0 ? rawUrl.slice(0, q) : rawUrl;
+    const query = new URLSearchParams(q >= 0 ? rawUrl.slice(q + 1) : '');
+    const method = (req.method ?? 'GET').toUpperCase();
+
+    if (options.rateLimiter) await options.rateLimiter.check(req);
+
+    const extraRoute = extra.get(rawPath);
+    if (extraRoute) {
+      const allowed = [extraRoute.method ?? extraRoute.methods ?? ['GET', 'POST']]
+        .flat()
+        .map((m) => m.toUpperCase());
+      if (!allowed.includes(method)) {
+        throw new RegistryError('UNSUPPORTED', `method ${method} not allowed`).withHeaders({
+          Allow: allowed.join(', '),
+        });
+      }
+      await extraRoute.handler(req, res);
+      return;
+    }
+
+    const path = safeDecode(rawPath);
+    const route = path === undefined ? undefined : matchRoute(path);
+    if (!route || path === undefined) {
+      throw new RegistryError('NAME_UNKNOWN', `no such endpoint: ${rawPath}`, { path: rawPath }, 404);
+    }
+    const handler = route.methods[method];
+    if (!handler) {
+      throw new RegistryError('UNSUPPORTED', `method ${method} not allowed on ${rawPath}`).withHeaders({
+        Allow: Object.keys(route.methods).join(', '),
+      });
+    }
+    const name = route.repo === undefined ? '' : checkName(route.repo);
+    const from = query.get('from');
+    const fromName = from !== null && isValidName(from) ? from : undefined;
+    grant.value = await authorizer.authorize(req, accessesFor(route, method, query, fromName));
+    if (state.readOnly && !READ_METHODS.has(method)) {
+      throw new RegistryError('UNSUPPORTED', 'The registry is running in read-only mode');
+    }
+    const ctx: RequestContext = { req, res, state, path, query, name, param: route.param };
+    await handler(ctx);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    const started = process.hrtime.bigint();
+    const grant: { value?: Grant } = {};
+    if (options.accessLog) {
+      const write = options.accessLog;
+      res.once('close', () => write(accessLine(req, res, grant.value?.user, started)));
+    }
+    req.on('error', () => {});
+    res.on('error', () => {});
+    dispatch(req, res, grant).then(
+      () => {
+        if (!res.writableEnded && !res.destroyed && !res.headersSent) sendEmpty(res, 200);
+      },
+      (err: unknown) => {
+        if (req.destroyed && res.destroyed) return;
+        if (res.destroyed) return;
+        if (!(err instanceof RegistryError) && isClientAbort(err, req)) {
+          res.destroy();
+          return;
+        }
+        const answer = sendError(req, res, err);
+        if (answer.internal)
+          log.error('request failed', { method: req.method, url: req.url, error: errorMessage(err) });
+        // A body we did not read (an error before the handler consumed it) must not stall the
+        // connection: Node drains it after the answer; close connections with large bodies.
+        if (!req.complete && Number(req.headers['content-length'] ?? 0) > 1 << 20)
+          res.shouldKeepAlive = false;
+      },
+    );
+  }
+
+  return { handle, state };
+}
+
+function isClientAbort(err: unknown, req: IncomingMessage): boolean {
+  const code = (err as { code?: string } | undefined)?.code;
+  return (
+    req.destroyed || code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ABORT_ERR'
+  );
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+function clfDate(d: Date): string {
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${p(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())} +0000`;
+}
+
+/** One access log line, in the combined log format the reference registry writes. */
+export function accessLine(
+  req: IncomingMessage,
+  res: ServerResponse,
+  user: string | undefined,
+  started: bigint,
+): string {
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  const size = res.getHeader('content-length') ?? '-';
+  const referer = req.headers.referer ?? '';
+  const agent = req.headers['user-agent'] ?? '';
+  const status = res.headersSent ? res.statusCode : 499;
+  return `${req.socket.remoteAddress ?? '-'} - ${user || '-'} [${clfDate(new Date())}] "${req.method} ${req.url} HTTP/${req.httpVersion}" ${status} ${size} "${referer}" "${agent}" ${ms.toFixed(3)}ms`;
+}

@@ -1,0 +1,325 @@
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { type LogLevel, parseLogLevel } from '../common/log.js';
+
+/**
+ * The registry configuration: the reference registry's config.yml schema (the subset berth
+ * implements), plus a `berth:` section for berth's own extensions. YAML or JSON.
+ */
+export interface HtpasswdAuthConfig {
+  realm: string;
+  path: string;
+}
+
+export interface TokenAuthConfig {
+  realm: string;
+  service: string;
+  issuer: string;
+  /** PEM bundle of the certificates whose keys sign tokens. */
+  rootcertbundle?: string;
+  /** A JWKS file of the keys that sign tokens. */
+  jwks?: string;
+  autoredirect?: boolean;
+}
+
+/** berth extension: the built-in token server (served at `path`, usually /auth/token). */
+export interface TokenServerConfig {
+  enabled: boolean;
+  path: string;
+  issuer?: string;
+  service?: string;
+  /** PEM private key that signs tokens; generated in memory when absent. */
+  key?: string;
+  /** PEM certificate of that key (what `auth.token.rootcertbundle` trusts). */
+  certificate?: string;
+  /** Token lifetime in seconds. */
+  expiration: number;
+  /** htpasswd file of the users the token server authenticates (defaults to auth.htpasswd.path). */
+  htpasswd?: string;
+  /** Access rules (the colleague's format; passed through as written). */
+  acl?: unknown;
+}
+
+/** berth extension: request rate limiting. */
+export interface RateLimitConfig {
+  enabled: boolean;
+  /** Sustained requests per second per client. */
+  requestspersecond: number;
+  burst: number;
+  /** What a bucket is keyed on. */
+  by: 'ip' | 'user';
+}
+
+export interface RegistryConfig {
+  version: string;
+  log: { level: LogLevel; accesslog: { disabled: boolean } };
+  storage: {
+    filesystem: { rootdirectory: string };
+    delete: { enabled: boolean };
+    maintenance: {
+      uploadpurging: { enabled: boolean; ageMs: number; intervalMs: number; dryrun: boolean };
+      readonly: { enabled: boolean };
+    };
+  };
+  http: {
+    addr: string;
+    /** Location headers relative to the request (true) or absolute from Host (false, the default). */
+    relativeurls: boolean;
+    tls?: { certificate: string; key: string };
+    /** Unknown here: `http.secret`, `http.headers`, `http.debug` are accepted and ignored. */
+  };
+  auth: { htpasswd?: HtpasswdAuthConfig; token?: TokenAuthConfig; [other: string]: unknown };
+  berth: {
+    /** DELETE /v2/<name>/manifests/<tag> removes only the tag (otherwise 405 UNSUPPORTED). */
+    deletetags: boolean;
+    pagination: { maxentries: number };
+    cache: { manifests: { entries: number; bytes: number } };
+    tokenserver?: TokenServerConfig;
+    ratelimit?: RateLimitConfig;
+  };
+  /** The raw document, for extensions that read more than this type names. */
+  raw: Record<string, unknown>;
+}
+
+export const DEFAULT_ADDR = '127.0.0.1:5000';
+export const DEFAULT_ROOT = '/var/lib/berth/registry';
+
+export class ConfigError extends Error {}
+
+type Obj = Record<string, unknown>;
+
+function obj(v: unknown, where: string): Obj {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${where} must be a mapping`);
+  return v as Obj;
+}
+
+function str(v: unknown, where: string, fallback: string): string;
+function str(v: unknown, where: string, fallback?: string): string | undefined;
+function str(v: unknown, where: string, fallback?: string): string | undefined {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number') return String(v);
+  throw new ConfigError(`${where} must be a string`);
+}
+
+function bool(v: unknown, where: string, fallback: boolean): boolean {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v === 'boolean') return v;
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  throw new ConfigError(`${where} must be true or false`);
+}
+
+function num(v: unknown, where: string, fallback: number): number {
+  if (v === undefined || v === null) return fallback;
+  const n = typeof v === 'string' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0)
+    throw new ConfigError(`${where} must be a number ≥ 0`);
+  return n;
+}
+
+/** A Go duration ("168h", "1h30m", "10s", "500ms") or a number of seconds, in milliseconds. */
+export function parseDuration(v: unknown, where: string, fallbackMs: number): number {
+  if (v === undefined || v === null) return fallbackMs;
+  if (typeof v === 'number') return v * 1000;
+  if (typeof v !== 'string') throw new ConfigError(`${where} must be a duration like 168h`);
+  const units: Record<string, number> = {
+    h: 3_600_000,
+    m: 60_000,
+    s: 1000,
+    ms: 1,
+    us: 0.001,
+    µs: 0.001,
+    ns: 1e-6,
+  };
+  const re = /(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)/g;
+  let total = 0;
+  let consumed = 0;
+  for (const m of v.matchAll(re)) {
+    total += Number(m[1]) * (units[m[2] ?? 's'] ?? 0);
+    consumed += m[0].length;
+  }
+  if (consumed !== v.length || consumed === 0)
+    throw new ConfigError(`${where}: invalid duration ${JSON.stringify(v)}`);
+  return total;
+}
+
+/** Build the typed configuration from a parsed document (defaults for everything missing). */
+export function configFromObject(doc: unknown): RegistryConfig {
+  const raw = obj(doc, 'configuration');
+  const log = obj(raw.log, 'log');
+  const storage = obj(raw.storage, 'storage');
+  const fsys = obj(storage.filesystem, 'storage.filesystem');
+  const maintenance = obj(storage.maintenance, 'storage.maintenance');
+  const purging = obj(maintenance.uploadpurging, 'storage.maintenance.uploadpurging');
+  const readonly = obj(maintenance.readonly, 'storage.maintenance.readonly');
+  const http = obj(raw.http, 'http');
+  const tls = obj(http.tls, 'http.tls');
+  const auth = obj(raw.auth, 'auth');
+  const berth = obj(raw.berth, 'berth');
+  const accesslogHttp = obj(http.accesslog, 'http.accesslog');
+  const accesslogLog = obj(log.accesslog, 'log.accesslog');
+
+  for (const key of Object.keys(storage)) {
+    if (!['filesystem', 'delete', 'maintenance', 'cache', 'redirect', 'tag'].includes(key)) {
+      throw new ConfigError(`storage driver ${JSON.stringify(key)} is not supported (only filesystem)`);
+    }
+  }
+
+  const config: RegistryConfig = {
+    version: str(raw.version, 'version', '0.1'),
+    log: {
+      level: parseLogLevel(str(log.level, 'log.level', 'info')),
+      accesslog: {
+        disabled: bool(
+          accesslogLog.disabled,
+          'log.accesslog.disabled',
+          bool(accesslogHttp.disabled, 'http.accesslog.disabled', false),
+        ),
+      },
+    },
+    storage: {
+      filesystem: {
+        rootdirectory: str(fsys.rootdirectory, 'storage.filesystem.rootdirectory', DEFAULT_ROOT),
+      },
+      delete: {
+        enabled: bool(obj(storage.delete, 'storage.delete').enabled, 'storage.delete.enabled', false),
+      },
+      maintenance: {
+        uploadpurging: {
+          enabled: bool(purging.enabled, 'uploadpurging.enabled', true),
+          ageMs: parseDuration(purging.age, 'uploadpurging.age', 168 * 3_600_000),
+          intervalMs: parseDuration(purging.interval, 'uploadpurging.interval', 24 * 3_600_000),
+          dryrun: bool(purging.dryrun, 'uploadpurging.dryrun', false),
+        },
+        readonly: { enabled: bool(readonly.enabled, 'storage.maintenance.readonly.enabled', false) },
+      },
+    },
+    http: {
+      addr: str(http.addr, 'http.addr', DEFAULT_ADDR),
+      relativeurls: bool(http.relativeurls, 'http.relativeurls', false),
+    },
+    auth: {},
+    berth: {
+      deletetags: bool(berth.deletetags, 'berth.deletetags', false),
+      pagination: {
+        maxentries: num(
+          obj(berth.pagination, 'berth.pagination').maxentries,
+          'berth.pagination.maxentries',
+          1000,
+        ),
+      },
+      cache: {
+        manifests: {
+          entries: num(
+            obj(obj(berth.cache, 'berth.cache').manifests, 'berth.cache.manifests').entries,
+            'entries',
+            10_000,
+          ),
+          bytes: num(
+            obj(obj(berth.cache, 'berth.cache').manifests, 'berth.cache.manifests').bytes,
+            'bytes',
+            64 << 20,
+          ),
+        },
+      },
+    },
+    raw,
+  };
+  if (tls.certificate !== undefined || tls.key !== undefined) {
+    const certificate = str(tls.certificate, 'http.tls.certificate');
+    const key = str(tls.key, 'http.tls.key');
+    if (!certificate || !key) throw new ConfigError('http.tls needs both certificate and key');
+    config.http.tls = { certificate, key };
+  }
+  for (const [k, v] of Object.entries(auth)) config.auth[k] = v;
+  if (auth.htpasswd !== undefined) {
+    const h = obj(auth.htpasswd, 'auth.htpasswd');
+    const path = str(h.path, 'auth.htpasswd.path');
+    if (!path) throw new ConfigError('auth.htpasswd.path is required');
+    config.auth.htpasswd = { realm: str(h.realm, 'auth.htpasswd.realm', 'berth-registry'), path };
+  }
+  if (auth.token !== undefined) {
+    const t = obj(auth.token, 'auth.token');
+    const token: TokenAuthConfig = {
+      realm: str(t.realm, 'auth.token.realm', ''),
+      service: str(t.service, 'auth.token.service', ''),
+      issuer: str(t.issuer, 'auth.token.issuer', ''),
+    };
+    const bundle = str(t.rootcertbundle, 'auth.token.rootcertbundle');
+    const jwks = str(t.jwks, 'auth.token.jwks');
+    if (bundle) token.rootcertbundle = bundle;
+    if (jwks) token.jwks = jwks;
+    if (t.autoredirect !== undefined)
+      token.autoredirect = bool(t.autoredirect, 'auth.token.autoredirect', false);
+    config.auth.token = token;
+  }
+  if (berth.tokenserver !== undefined) {
+    const t = obj(berth.tokenserver, 'berth.tokenserver');
+    const ts: TokenServerConfig = {
+      enabled: bool(t.enabled, 'berth.tokenserver.enabled', true),
+      path: str(t.path, 'berth.tokenserver.path', '/auth/token'),
+      expiration: num(t.expiration, 'berth.tokenserver.expiration', 300),
+    };
+    for (const k of ['issuer', 'service', 'key', 'certificate', 'htpasswd'] as const) {
+      const v = str(t[k], `berth.tokenserver.${k}`);
+      if (v !== undefined) ts[k] = v;
+    }
+    if (t.acl !== undefined) ts.acl = t.acl;
+    config.berth.tokenserver = ts;
+  }
+  if (berth.ratelimit !== undefined) {
+    const r = obj(berth.ratelimit, 'berth.ratelimit');
+    const by = str(r.by, 'berth.ratelimit.by', 'ip');
+    if (by !== 'ip' && by !== 'user') throw new ConfigError('berth.ratelimit.by must be ip or user');
+    config.berth.ratelimit = {
+      enabled: bool(r.enabled, 'berth.ratelimit.enabled', true),
+      requestspersecond: num(r.requestspersecond, 'berth.ratelimit.requestspersecond', 100),
+      burst: num(r.burst, 'berth.ratelimit.burst', 200),
+      by,
+    };
+  }
+  return config;
+}
+
+/** Parse a configuration document (YAML, which includes JSON). */
+export function parseConfig(text: string, source = 'configuration'): RegistryConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as Error).message}`);
+  }
+  try {
+    return configFromObject(doc ?? {});
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as Error).message}`);
+  }
+}
+
+export async function loadConfig(path: string): Promise<RegistryConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read configuration ${path}: ${(err as Error).message}`);
+  }
+  return parseConfig(text, path);
+}
+
+export function defaultConfig(): RegistryConfig {
+  return configFromObject({});
+}
+
+/** Split an `http.addr` ("host:port", ":port", "[::1]:port") into host and port. */
+export function parseAddr(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  if (i < 0) throw new ConfigError(`invalid address ${JSON.stringify(addr)}: use host:port`);
+  const host = addr.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0';
+  const portText = addr.slice(i + 1);
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port > 65535)
+    throw new ConfigError(`invalid port in address ${JSON.stringify(addr)}`);
+  return { host, port };
+}

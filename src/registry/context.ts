@@ -1,0 +1,90 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../common/log.js';
+import type { RegistryStore } from './storage/store.js';
+import type { UploadStore } from './storage/uploads.js';
+
+/** What handlers may read about the running registry. */
+export interface RegistryState {
+  store: RegistryStore;
+  uploads: UploadStore;
+  log: Logger;
+  deleteEnabled: boolean;
+  deleteTags: boolean;
+  readOnly: boolean;
+  maxEntries: number;
+  relativeUrls: boolean;
+  tls: boolean;
+}
+
+/** One request on its way through the dispatcher. */
+export interface RequestContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  state: RegistryState;
+  /** The decoded path. */
+  path: string;
+  query: URLSearchParams;
+  /** The repository name, when the route has one (already validated). */
+  name: string;
+  /** The route's last path parameter: reference, digest or upload id. */
+  param: string;
+}
+
+/** An absolute (from Host, or X-Forwarded-*) or relative URL for a path, as configured. */
+export function urlFor(ctx: RequestContext, path: string): string {
+  if (ctx.state.relativeUrls) return path;
+  const h = ctx.req.headers;
+  const fwdProto = firstValue(h['x-forwarded-proto']);
+  const fwdHost = firstValue(h['x-forwarded-host']);
+  const proto = fwdProto ?? (ctx.state.tls ? 'https' : 'http');
+  const host = fwdHost ?? h.host;
+  if (!host) return path;
+  return `${proto}://${host}${path}`;
+}
+
+function firstValue(v: string | string[] | undefined): string | undefined {
+  const s = Array.isArray(v) ? v[0] : v;
+  if (!s) return undefined;
+  const first = s.split(',')[0]?.trim();
+  return first || undefined;
+}
+
+/** End an answer without a body. */
+export function sendEmpty(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string | number> = {},
+): void {
+  res.statusCode = status;
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  if (status !== 204 && status !== 304) res.setHeader('Content-Length', 0);
+  res.end();
+}
+
+export function sendJsonBody(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  contentType = 'application/json; charset=utf-8',
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+/** A request body is present when it declares a length > 0 or is chunked. */
+export function hasBody(req: IncomingMessage): boolean {
+  const len = req.headers['content-length'];
+  if (len !== undefined) return Number(len) > 0;
+  return req.headers['transfer-encoding'] !== undefined;
+}
+
+export function contentLength(req: IncomingMessage): number | undefined {
+  const len = req.headers['content-length'];
+  if (len === undefined || !/^\d+$/.test(len)) return undefined;
+  return Number(len);
+}

@@ -1,0 +1,101 @@
+import { pipeline } from 'node:stream/promises';
+import { type RequestContext, sendEmpty } from '../context.js';
+import { RegistryError } from '../errors.js';
+import { checkDigest } from '../names.js';
+
+const CACHE_CONTROL = 'max-age=31536000';
+
+function blobUnknown(digest: string): RegistryError {
+  return new RegistryError('BLOB_UNKNOWN', 'blob unknown to registry', { digest });
+}
+
+/** Parse a single `bytes=` range against a size; 'invalid' → 416, undefined → whole content. */
+export function parseRange(
+  header: string | undefined,
+  size: number,
+): { start: number; end: number } | 'invalid' | undefined {
+  if (!header) return undefined;
+  const m = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/.exec(header);
+  if (!m) {
+    // Several ranges or another unit: answer the whole content, as RFC 9110 allows.
+    return /^\s*bytes\s*=/.test(header) && !header.includes(',') ? 'invalid' : undefined;
+  }
+  const [, a = '', b = ''] = m;
+  if (a === '' && b === '') return 'invalid';
+  let start: number;
+  let end: number;
+  if (a === '') {
+    const suffix = Number(b);
+    if (suffix === 0) return 'invalid';
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(a);
+    end = b === '' ? size - 1 : Math.min(Number(b), size - 1);
+    if (b !== '' && Number(b) < start) return 'invalid';
+  }
+  if (start >= size || size === 0) return 'invalid';
+  return { start, end };
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  return header.split(',').some((t) => {
+    const v = t.trim().replace(/^W\//, '');
+    return v === '*' || v === etag;
+  });
+}
+
+/** GET and HEAD /v2/<name>/blobs/<digest>. */
+export async function getBlob(ctx: RequestContext): Promise<void> {
+  const { req, res, state, name } = ctx;
+  const d = checkDigest(ctx.param);
+  const st = await state.store.repoBlobStat(name, d);
+  if (!st) throw blobUnknown(d.digest);
+  const etag = `"${d.digest}"`;
+  res.setHeader('Docker-Content-Digest', d.digest);
+  res.setHeader('ETag', etag);
+  res.setHeader('Cache-Control', CACHE_CONTROL);
+  res.setHeader('Accept-Ranges', 'bytes');
+  res.setHeader('Last-Modified', st.modTime.toUTCString());
+  if (etagMatches(req.headers['if-none-match'], etag)) {
+    sendEmpty(res, 304);
+    return;
+  }
+  res.setHeader('Content-Type', 'application/octet-stream');
+  const range =
+    req.method === 'GET' || req.headers.range ? parseRange(req.headers.range, st.size) : undefined;
+  if (range === 'invalid') {
+    res.setHeader('Content-Range', `bytes */${st.size}`);
+    throw new RegistryError(
+      'RANGE_INVALID',
+      `range ${req.headers.range} not satisfiable`,
+      { size: st.size },
+      416,
+    );
+  }
+  const start = range?.start ?? 0;
+  const end = range?.end ?? st.size - 1;
+  res.statusCode = range ? 206 : 200;
+  if (range) res.setHeader('Content-Range', `bytes ${start}-${end}/${st.size}`);
+  res.setHeader('Content-Length', st.size === 0 ? 0 : end - start + 1);
+  if (req.method === 'HEAD' || st.size === 0) {
+    res.end();
+    return;
+  }
+  const stream = await state.store.blobReader(d, start, end);
+  if (!stream) {
+    res.removeHeader('Content-Range');
+    throw blobUnknown(d.digest);
+  }
+  await pipeline(stream, res);
+}
+
+/** DELETE /v2/<name>/blobs/<digest>: unlink the blob from the repository. */
+export async function deleteBlob(ctx: RequestContext): Promise<void> {
+  if (!ctx.state.deleteEnabled)
+    throw new RegistryError('UNSUPPORTED', 'The operation is unsupported: deletion is disabled');
+  const d = checkDigest(ctx.param);
+  if (!(await ctx.state.store.unlinkLayer(ctx.name, d))) throw blobUnknown(d.digest);
+  sendEmpty(ctx.res, 202, { 'Docker-Content-Digest': d.digest });
+}

@@ -1,0 +1,94 @@
+import { type RequestContext, sendJsonBody } from '../context.js';
+import { RegistryError } from '../errors.js';
+import { MediaTypes } from '../manifests/types.js';
+import { checkDigest } from '../names.js';
+
+export interface Page {
+  entries: string[];
+  /** Query of the next page, when more entries remain. */
+  next?: { last: string; n: number };
+}
+
+/**
+ * Paginate a lexically sorted list: the entries after `last`, at most `n` (and at most the
+ * server's limit). A bad `n` (negative, not an integer) is PAGINATION_NUMBER_INVALID.
+ */
+export function paginate(sorted: string[], query: URLSearchParams, maxEntries: number): Page {
+  const nText = query.get('n');
+  const last = query.get('last') ?? '';
+  let n = maxEntries;
+  if (nText !== null && nText !== '') {
+    if (!/^\d+$/.test(nText)) {
+      throw new RegistryError(
+        'PAGINATION_NUMBER_INVALID',
+        `invalid number of results requested: ${JSON.stringify(nText)}`,
+        {
+          n: nText,
+        },
+      );
+    }
+    n = Math.min(Number(nText), maxEntries);
+  }
+  if (n === 0) return { entries: [] };
+  let start = 0;
+  if (last !== '') {
+    start = sorted.findIndex((e) => e > last);
+    if (start < 0) start = sorted.length;
+  }
+  const entries = sorted.slice(start, start + n);
+  const page: Page = { entries };
+  const lastEntry = entries[entries.length - 1];
+  if (start + n < sorted.length && lastEntry !== undefined) page.next = { last: lastEntry, n };
+  return page;
+}
+
+function linkHeader(path: string, next: { last: string; n: number }): string {
+  const q = new URLSearchParams({ last: next.last, n: String(next.n) });
+  return `<${path}?${q.toString()}>; rel="next"`;
+}
+
+/** GET /v2/<name>/tags/list. */
+export async function listTags(ctx: RequestContext): Promise<void> {
+  const { state, name } = ctx;
+  const tags = await state.store.listTags(name);
+  if (!tags) throw new RegistryError('NAME_UNKNOWN', 'repository name not known to registry', { name });
+  const page = paginate(tags, ctx.query, state.maxEntries);
+  const headers: Record<string, string> = {};
+  if (page.next) headers.Link = linkHeader(`/v2/${name}/tags/list`, page.next);
+  sendJsonBody(ctx.res, 200, { name, tags: page.entries }, undefined, headers);
+}
+
+/** GET /v2/_catalog. */
+export async function catalog(ctx: RequestContext): Promise<void> {
+  const { state } = ctx;
+  const repos = await state.store.repositories();
+  const page = paginate(repos, ctx.query, state.maxEntries);
+  const headers: Record<string, string> = {};
+  if (page.next) headers.Link = linkHeader('/v2/_catalog', page.next);
+  sendJsonBody(ctx.res, 200, { repositories: page.entries }, undefined, headers);
+}
+
+/** GET /v2/<name>/referrers/<digest> (OCI 1.1): an index of the manifests whose subject it is. */
+export async function referrers(ctx: RequestContext): Promise<void> {
+  const { state, name, query } = ctx;
+  const subject = checkDigest(ctx.param);
+  const filter = query.getAll('artifactType').filter((t) => t !== '');
+  let infos = await state.store.referrers(name, subject);
+  if (filter.length > 0)
+    infos = infos.filter((i) => i.artifactType !== undefined && filter.includes(i.artifactType));
+  const manifests = infos.map((i) => {
+    const d: Record<string, unknown> = { mediaType: i.mediaType, digest: i.digest, size: i.content.length };
+    if (i.artifactType !== undefined) d.artifactType = i.artifactType;
+    if (i.annotations !== undefined) d.annotations = i.annotations;
+    return d;
+  });
+  const headers: Record<string, string> = {};
+  if (filter.length > 0) headers['OCI-Filters-Applied'] = 'artifactType';
+  sendJsonBody(
+    ctx.res,
+    200,
+    { schemaVersion: 2, mediaType: MediaTypes.ociIndex, manifests },
+    MediaTypes.ociIndex,
+    headers,
+  );
+}

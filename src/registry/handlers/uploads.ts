@@ -1,0 +1,124 @@
+import type { ParsedDigest } from '../../common/digest.js';
+import { tryParseDigest } from '../../common/digest.js';
+import { contentLength, hasBody, type RequestContext, sendEmpty, urlFor } from '../context.js';
+import { RegistryError } from '../errors.js';
+import { checkDigest, checkName } from '../names.js';
+import { rangeHeader, type UploadStatus } from '../storage/uploads.js';
+
+function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string, string> {
+  return {
+    Location: urlFor(ctx, `/v2/${ctx.name}/blobs/uploads/${status.id}`),
+    Range: rangeHeader(status.size),
+    'Docker-Upload-UUID': status.id,
+  };
+}
+
+function blobCreated(ctx: RequestContext, digest: string): void {
+  sendEmpty(ctx.res, 201, {
+    Location: urlFor(ctx, `/v2/${ctx.name}/blobs/${digest}`),
+    'Docker-Content-Digest': digest,
+  });
+}
+
+/** The digests of a completing request: every `digest` parameter, validated. */
+function requestedDigests(ctx: RequestContext): ParsedDigest[] {
+  const values = ctx.query.getAll('digest').filter((v) => v !== '');
+  if (values.length === 0) throw new RegistryError('DIGEST_INVALID', 'digest missing', { digest: '' });
+  return values.map((v) => checkDigest(v));
+}
+
+/** POST /v2/<name>/blobs/uploads/: start an upload, mount a blob, or upload in one request. */
+export async function startUpload(ctx: RequestContext): Promise<void> {
+  const { state, name, query } = ctx;
+  const mount = query.get('mount');
+  const from = query.get('from');
+  if (mount !== null && from !== null) {
+    const d = tryParseDigest(mount);
+    let fromName: string | undefined;
+    try {
+      fromName = checkName(from);
+    } catch {
+      fromName = undefined;
+    }
+    if (d && fromName && (await state.store.repoBlobStat(fromName, d))) {
+      await state.store.linkLayer(name, d);
+      blobCreated(ctx, d.digest);
+      return;
+    }
+    // Fall back to an ordinary upload (202), as the protocol says.
+  }
+  if (query.has('digest')) {
+    const digests = requestedDigests(ctx);
+    const upload = await state.uploads.create(name);
+    const canonical = await state.uploads.complete(
+      name,
+      upload.id,
+      digests,
+      ctx.req,
+      undefined,
+      contentLength(ctx.req),
+    );
+    blobCreated(ctx, canonical.digest);
+    return;
+  }
+  const upload = await state.uploads.create(name);
+  sendEmpty(ctx.res, 202, uploadHeaders(ctx, upload));
+}
+
+/** GET /v2/<name>/blobs/uploads/<uuid>: the progress of an upload. */
+export async function uploadStatus(ctx: RequestContext): Promise<void> {
+  const status = await ctx.state.uploads.status(ctx.name, ctx.param);
+  sendEmpty(ctx.res, 204, uploadHeaders(ctx, status));
+}
+
+/** PATCH /v2/<name>/blobs/uploads/<uuid>: append a chunk (with Content-Range) or stream. */
+export async function patchUpload(ctx: RequestContext): Promise<void> {
+  const { req, state, name, param: id } = ctx;
+  try {
+    const status = await state.uploads.append(
+      name,
+      id,
+      req,
+      req.headers['content-range'],
+      contentLength(req),
+    );
+    sendEmpty(ctx.res, 202, uploadHeaders(ctx, status));
+  } catch (err) {
+    if (err instanceof RegistryError && err.code === 'RANGE_INVALID') {
+      const size = (err.detail as { size: number }).size;
+      // 416 with Location, Range (last valid range), Content-Length 0 and the upload id.
+      sendEmpty(ctx.res, 416, uploadHeaders(ctx, { id, size, startedAt: new Date() }));
+      return;
+    }
+    throw err;
+  }
+}
+
+/** PUT /v2/<name>/blobs/uploads/<uuid>?digest=: complete an upload (optionally with the last data). */
+export async function completeUpload(ctx: RequestContext): Promise<void> {
+  const { req, state, name, param: id } = ctx;
+  const digests = requestedDigests(ctx);
+  try {
+    const canonical = await state.uploads.complete(
+      name,
+      id,
+      digests,
+      hasBody(req) ? req : undefined,
+      req.headers['content-range'],
+      contentLength(req),
+    );
+    blobCreated(ctx, canonical.digest);
+  } catch (err) {
+    if (err instanceof RegistryError && err.code === 'RANGE_INVALID') {
+      // 416 is not an answer of PUT (change b): the final chunk does not fit.
+      throw new RegistryError('BLOB_UPLOAD_INVALID', err.message, { uuid: id });
+    }
+    throw err;
+  }
+}
+
+/** DELETE /v2/<name>/blobs/uploads/<uuid>: cancel an upload. */
+export async function cancelUpload(ctx: RequestContext): Promise<void> {
+  await ctx.state.uploads.cancel(ctx.name, ctx.param);
+  sendEmpty(ctx.res, 204);
+}

@@ -1,0 +1,134 @@
+import { mkdir, readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { errorMessage } from '../common/errors.js';
+import { type Logger, rootLogger } from '../common/log.js';
+import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
+import type { Authorizer } from './auth/authorizer.js';
+import { parseAddr, type RegistryConfig } from './config.js';
+import { FilesystemDriver } from './storage/filesystem.driver.js';
+
+/** What an embedding program plugs into the registry (auth, rate limiting, the token endpoint). */
+export interface RegistryHooks {
+  authorizer?: Authorizer;
+  rateLimiter?: RateLimiter;
+  extraRoutes?: ExtraRoute[];
+  /** Access log sink; default: stdout unless the config disables the access log. */
+  accessLog?: (line: string) => void;
+  log?: Logger;
+}
+
+export interface RunningRegistry {
+  /** Base URL, e.g. http://127.0.0.1:5000 (the bound port when the config asked for port 0). */
+  url: string;
+  host: string;
+  port: number;
+  app: RegistryApp;
+  server: Server;
+  /** Purge abandoned uploads now (what the periodic purger does). Returns the purged paths. */
+  purgeUploads(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** Start serving a configuration: storage, the app, HTTP(S), the upload purger. */
+export async function serveRegistry(
+  config: RegistryConfig,
+  hooks: RegistryHooks = {},
+): Promise<RunningRegistry> {
+  const log = hooks.log ?? rootLogger.child('registry');
+  const root = config.storage.filesystem.rootdirectory;
+  await mkdir(root, { recursive: true });
+  const driver = new FilesystemDriver(root);
+  const { host, port } = parseAddr(config.http.addr);
+  const accessLog = config.log.accesslog.disabled
+    ? undefined
+    : (hooks.accessLog ?? ((line: string) => process.stdout.write(`${line}\n`)));
+  const purging = config.storage.maintenance.uploadpurging;
+  const app = createRegistryApp({
+    driver,
+    authorizer: hooks.authorizer,
+    rateLimiter: hooks.rateLimiter,
+    extraRoutes: hooks.extraRoutes,
+    deleteEnabled: config.storage.delete.enabled,
+    deleteTags: config.berth.deletetags,
+    readOnly: config.storage.maintenance.readonly.enabled,
+    maxEntries: Math.max(1, config.berth.pagination.maxentries),
+    relativeUrls: config.http.relativeurls,
+    tls: config.http.tls !== undefined,
+    uploadMaxAgeMs: purging.ageMs,
+    manifestCacheEntries: config.berth.cache.manifests.entries,
+    manifestCacheBytes: config.berth.cache.manifests.bytes,
+    log,
+    accessLog,
+  });
+
+  let server: Server;
+  if (config.http.tls) {
+    const [cert, key] = await Promise.all([
+      readFile(config.http.tls.certificate),
+      readFile(config.http.tls.key),
+    ]);
+    server = createHttpsServer({ cert, key, keepAlive: true }, app.handle);
+  } else {
+    server = createHttpServer({ keepAlive: true }, app.handle);
+  }
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 70_000;
+  server.requestTimeout = 0;
+  server.on('connection', (socket) => socket.setNoDelay(true));
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable)
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const scheme = config.http.tls ? 'https' : 'http';
+  const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const url = `${scheme}://${urlHost}:${bound}`;
+
+  const purgeUploads = async (): Promise<string[]> => {
+    const purged = await app.state.uploads.purge(purging.ageMs, purging.dryrun);
+    if (purged.length > 0) {
+      log.info(purging.dryrun ? 'uploads that would be purged' : 'purged abandoned uploads', {
+        count: purged.length,
+      });
+    }
+    return purged;
+  };
+  const timers: NodeJS.Timeout[] = [];
+  if (purging.enabled && !config.storage.maintenance.readonly.enabled) {
+    const run = () => {
+      purgeUploads().catch((err) => log.warn('upload purge failed', { error: errorMessage(err) }));
+    };
+    // Like the reference registry: a first purge soon after start (jittered), then every interval.
+    const first = setTimeout(run, Math.min(purging.intervalMs, 5_000 + Math.random() * 55_000));
+    const every = setInterval(run, Math.max(1_000, purging.intervalMs));
+    first.unref();
+    every.unref();
+    timers.push(first, every);
+  }
+
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closed ??= new Promise<void>((resolve) => {
+      for (const t of timers) clearTimeout(t);
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      // Give in-flight requests a moment, then cut what is left.
+      const force = setTimeout(() => server.closeAllConnections(), 5_000);
+      force.unref();
+    });
+    return closed;
+  };
+  log.info('registry listening', { url, root });
+  return { url, host, port: bound, app, server, purgeUploads, close };
+}

@@ -1,0 +1,218 @@
+import { constants, createReadStream } from 'node:fs';
+import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { errnoCode } from '../../common/errors.js';
+import { fsyncDir, writeFileAtomic } from '../../common/fs/atomic.js';
+import {
+  checkStoragePath,
+  type FileInfo,
+  type FileWriter,
+  PathNotFoundError,
+  type StorageDriver,
+} from './driver.js';
+
+const WRITE_BATCH = 1024 * 1024;
+
+/**
+ * The filesystem driver: storage paths below a root directory, exactly as distribution's
+ * filesystem driver lays them out, so either registry can serve the other's directory.
+ */
+export class FilesystemDriver implements StorageDriver {
+  readonly name = 'filesystem';
+
+  constructor(readonly root: string) {}
+
+  /** The local file of a storage path. */
+  fullPath(path: string): string {
+    checkStoragePath(path);
+    return join(this.root, path);
+  }
+
+  async getContent(path: string): Promise<Buffer> {
+    try {
+      return await readFile(this.fullPath(path));
+    } catch (err) {
+      throw mapError(err, path);
+    }
+  }
+
+  async putContent(path: string, content: string | Uint8Array): Promise<void> {
+    await writeFileAtomic(this.fullPath(path), content);
+  }
+
+  async reader(path: string, offset = 0, end?: number): Promise<Readable> {
+    const full = this.fullPath(path);
+    let handle: FileHandle;
+    try {
+      handle = await open(full, 'r');
+    } catch (err) {
+      throw mapError(err, path);
+    }
+    return createReadStream(full, { fd: handle, start: offset, end, highWaterMark: 1024 * 1024 });
+  }
+
+  async writer(path: string, append: boolean): Promise<FileWriter> {
+    const full = this.fullPath(path);
+    await mkdir(dirname(full), { recursive: true });
+    const handle = await open(
+      full,
+      append ? constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND : 'w',
+    );
+    const size = append ? (await handle.stat()).size : 0;
+    return new FsWriter(handle, full, size);
+  }
+
+  async stat(path: string): Promise<FileInfo> {
+    try {
+      const st = await stat(this.fullPath(path));
+      return { path, size: st.size, modTime: st.mtime, isDir: st.isDirectory() };
+    } catch (err) {
+      throw mapError(err, path);
+    }
+  }
+
+  async list(path: string): Promise<string[]> {
+    try {
+      const names = await readdir(this.fullPath(path));
+      const base = path === '/' ? '' : path;
+      return names.filter((n) => !n.endsWith('.tmp')).map((n) => `${base}/${n}`);
+    } catch (err) {
+      throw mapError(err, path);
+    }
+  }
+
+  async move(source: string, dest: string): Promise<void> {
+    const from = this.fullPath(source);
+    const to = this.fullPath(dest);
+    await mkdir(dirname(to), { recursive: true });
+    try {
+      await rename(from, to);
+    } catch (err) {
+      throw mapError(err, source);
+    }
+    await fsyncDir(dirname(to));
+  }
+
+  async delete(path: string): Promise<void> {
+    const full = this.fullPath(path);
+    try {
+      await stat(full);
+    } catch (err) {
+      throw mapError(err, path);
+    }
+    await rm(full, { recursive: true, force: true });
+  }
+
+  async walk(path: string, fn: (info: FileInfo) => Promise<void | 'skip'> | void | 'skip'): Promise<void> {
+    const full = this.fullPath(path);
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await readdir(full, { withFileTypes: true });
+    } catch (err) {
+      throw mapError(err, path);
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const base = path === '/' ? '' : path;
+    for (const entry of entries) {
+      if (entry.name.endsWith('.tmp')) continue;
+      const child = `${base}/${entry.name}`;
+      const isDir = entry.isDirectory();
+      let info: FileInfo = { path: child, size: 0, modTime: new Date(0), isDir };
+      if (!isDir) {
+        try {
+          const st = await stat(join(full, entry.name));
+          info = { path: child, size: st.size, modTime: st.mtime, isDir: false };
+        } catch {
+          continue;
+        }
+      }
+      const result = await fn(info);
+      if (isDir && result !== 'skip') {
+        try {
+          await this.walk(child, fn);
+        } catch (err) {
+          if (!(err instanceof PathNotFoundError)) throw err;
+        }
+      }
+    }
+  }
+}
+
+class FsWriter implements FileWriter {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private closed = false;
+
+  constructor(
+    private readonly handle: FileHandle,
+    private readonly full: string,
+    public size: number,
+  ) {}
+
+  async write(chunk: Uint8Array): Promise<void> {
+    if (this.closed) throw new Error('writer is closed');
+    this.pending.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.pendingBytes += chunk.byteLength;
+    this.size += chunk.byteLength;
+    if (this.pendingBytes >= WRITE_BATCH) await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const buffers = this.pending;
+    this.pending = [];
+    this.pendingBytes = 0;
+    let remaining = buffers;
+    while (remaining.length > 0) {
+      const { bytesWritten } = await this.handle.writev(remaining);
+      remaining = skipBytes(remaining, bytesWritten);
+    }
+  }
+
+  async commit(): Promise<void> {
+    await this.flush();
+    await this.handle.sync();
+    await this.doClose();
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.flush();
+    } finally {
+      await this.doClose();
+    }
+  }
+
+  async cancel(): Promise<void> {
+    this.pending = [];
+    await this.doClose();
+    await rm(this.full, { force: true });
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.handle.close();
+  }
+}
+
+function skipBytes(buffers: Buffer[], n: number): Buffer[] {
+  let left = n;
+  const out: Buffer[] = [];
+  for (const b of buffers) {
+    if (left >= b.length) {
+      left -= b.length;
+      continue;
+    }
+    out.push(left > 0 ? b.subarray(left) : b);
+    left = 0;
+  }
+  return out;
+}
+
+function mapError(err: unknown, path: string): unknown {
+  const code = errnoCode(err);
+  if (code === 'ENOENT' || code === 'ENOTDIR') return new PathNotFoundError(path);
+  return err;
+}
