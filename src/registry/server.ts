@@ -3,7 +3,7 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { errorMessage } from '../common/errors.js';
-import { type Logger, rootLogger } from '../common/log.js';
+import { Logger } from '../common/log.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
@@ -36,7 +36,7 @@ export async function serveRegistry(
   config: RegistryConfig,
   hooks: RegistryHooks = {},
 ): Promise<RunningRegistry> {
-  const log = hooks.log ?? rootLogger.child('registry');
+  const log = hooks.log ?? new Logger(config.log.level, 'registry');
   const root = config.storage.filesystem.rootdirectory;
   await mkdir(root, { recursive: true });
   const driver = new FilesystemDriver(root);
