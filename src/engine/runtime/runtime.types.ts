@@ -56,6 +56,12 @@ export interface StartOptions {
   logSizeMax?: number;
   /** Initial console size, for TTY containers. */
   consoleSize?: { height: number; width: number };
+  /**
+   * Called once the runtime has created the container and before its process runs (`runtime
+   * start`): attach here (`driver.attach(id)`) to see all of a short-lived container's output, as
+   * `docker run` / `docker start -a` need. A rejection aborts the start (the container is deleted).
+   */
+  beforeStart?: () => Promise<void>;
 }
 
 export interface ExitStatus {

@@ -1,0 +1,355 @@
+import { EventEmitter } from 'node:events';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { conflict, errnoCode, errorMessage, notFound, systemError } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
+import type {
+  AttachConnection,
+  ExitStatus,
+  RuntimeDriver,
+  RuntimeState,
+  StartOptions,
+} from '../runtime.types.js';
+import { specToJson } from '../spec/index.js';
+import { ConmonAttach } from './attach.js';
+import { ExitWatcher } from './exits.js';
+import type { OciCli } from './oci-cli.js';
+import type { ProcessRunner } from './process.js';
+
+/** What the driver remembers of a container it started, to find it again after a restart. */
+export interface MonitorMeta {
+  id: string;
+  bundleDir: string;
+  logPath: string;
+  terminal: boolean;
+  stdin: boolean;
+  stdinOnce: boolean;
+  cgroupsPath?: string;
+  runtime: string;
+}
+
+export interface ConmonDriverOptions {
+  name: string;
+  cli: OciCli;
+  conmonPath: string;
+  execRoot: string;
+  dataRoot: string;
+  log: Logger;
+  runner: ProcessRunner;
+}
+
+/** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
+const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom'];
+
+/** conmon's ctl fifo messages. */
+const WIN_RESIZE_EVENT = 1;
+const REOPEN_LOGS_EVENT = 2;
+
+/**
+ * Runs containers with runc/crun under conmon. conmon runs `runtime create`, keeps the container's
+ * stdio (log file, attach socket, TTY), writes exit files, and survives the engine.
+ */
+export class ConmonDriver implements RuntimeDriver {
+  readonly events = new EventEmitter();
+  readonly name: string;
+  readonly path: string;
+  private readonly exitDir: string;
+  private readonly stateDir: string;
+  private readonly watcher: ExitWatcher;
+  private readonly metas = new Map<string, MonitorMeta>();
+  private readonly reporting = new Set<string>();
+  private closed = false;
+
+  constructor(private readonly o: ConmonDriverOptions) {
+    this.name = o.name;
+    this.path = o.cli.path;
+    this.exitDir = join(o.execRoot, 'exits');
+    this.stateDir = join(o.dataRoot, 'runtime');
+    this.watcher = new ExitWatcher(this.exitDir, (id) => void this.reportExit(id));
+    this.events.on('newListener', (event) => {
+      // exits that happened while nobody listened (engine down, or before subscribing)
+      if (event === 'exit') setImmediate(() => void this.reconcile());
+    });
+  }
+
+  async init(): Promise<void> {
+    await Promise.all([
+      mkdir(this.exitDir, { recursive: true }),
+      mkdir(this.stateDir, { recursive: true }),
+      mkdir(this.o.cli.root, { recursive: true, mode: 0o700 }),
+    ]);
+    this.watcher.start();
+  }
+
+  private persistDir(id: string): string {
+    return join(this.stateDir, id);
+  }
+
+  async version(): Promise<string> {
+    return this.o.cli.version();
+  }
+
+  private async meta(id: string): Promise<MonitorMeta> {
+    const cached = this.metas.get(id);
+    if (cached) return cached;
+    try {
+      const m = JSON.parse(await readFile(join(this.persistDir(id), 'meta.json'), 'utf8')) as MonitorMeta;
+      this.metas.set(id, m);
+      return m;
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') throw notFound(`No such container: ${id}`);
+      throw err;
+    }
+  }
+
+  async start(opts: StartOptions): Promise<{ pid: number }> {
+    const { id, bundleDir } = opts;
+    const persist = this.persistDir(id);
+    const spec: Record<string, unknown> = {
+      ...opts.spec,
+      process: { ...(opts.spec.process as Record<string, unknown>) },
+    };
+    const proc = spec.process as Record<string, unknown>;
+    proc.terminal = opts.terminal;
+    if (opts.terminal && opts.consoleSize) proc.consoleSize = opts.consoleSize;
+    const linux = spec.linux as { cgroupsPath?: string } | undefined;
+    const meta: MonitorMeta = {
+      id,
+      bundleDir,
+      logPath: opts.logPath,
+      terminal: opts.terminal,
+      stdin: opts.stdin,
+      stdinOnce: opts.stdinOnce,
+      runtime: this.name,
+      ...(linux?.cgroupsPath ? { cgroupsPath: linux.cgroupsPath } : {}),
+    };
+
+    await Promise.all([mkdir(bundleDir, { recursive: true }), mkdir(persist, { recursive: true })]);
+    await Promise.all([
+      writeFile(join(bundleDir, 'config.json'), specToJson(spec)),
+      writeFile(join(persist, 'meta.json'), JSON.stringify(meta)),
+      rm(join(this.exitDir, id), { force: true }),
+      rm(join(persist, 'exit'), { force: true }),
+      rm(join(persist, 'oom'), { force: true }),
+      rm(join(persist, 'exit-reported'), { force: true }),
+    ]);
+    this.metas.set(id, meta);
+
+    const args = [
+      '--api-version',
+      '1',
+      '-c',
+      id,
+      '-u',
+      id,
+      '-n',
+      id,
+      '-r',
+      this.o.cli.path,
+      '-b',
+      bundleDir,
+      '-p',
+      join(bundleDir, 'pidfile'),
+      '-P',
+      join(bundleDir, 'conmon.pid'),
+      '-l',
+      `k8s-file:${opts.logPath}`,
+      '--exit-dir',
+      this.exitDir,
+      '--persist-dir',
+      persist,
+      '--full-attach',
+      '--socket-dir-path',
+      this.o.execRoot,
+      '--no-sync-log',
+    ];
+    for (const a of this.o.cli.globalArgs()) args.push('--runtime-arg', a);
+    if (opts.logSizeMax && opts.logSizeMax > 0)
+      args.push('--log-size-max', String(Math.floor(opts.logSizeMax)));
+    if (opts.terminal) args.push('-t');
+    else if (opts.stdin) {
+      args.push('-i');
+      if (!opts.stdinOnce) args.push('--leave-stdin-open');
+    }
+
+    const res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+    if (res.pid <= 0) {
+      await this.o.cli.delete(id).catch(() => undefined);
+      throw systemError(`OCI runtime create failed: ${(res.message ?? 'unknown error').trim()}`);
+    }
+    try {
+      if (opts.beforeStart) await opts.beforeStart();
+      await this.o.cli.start(id);
+    } catch (err) {
+      await this.o.cli.delete(id).catch(() => undefined);
+      throw err instanceof Error && 'kind' in err
+        ? err
+        : systemError(`OCI runtime start failed: ${errorMessage(err)}`);
+    }
+    return { pid: res.pid };
+  }
+
+  async signal(id: string, signal: number): Promise<void> {
+    await this.o.cli.kill(id, signal);
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.o.cli.pause(id);
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.o.cli.resume(id);
+  }
+
+  async state(id: string): Promise<RuntimeState | null> {
+    return this.o.cli.state(id);
+  }
+
+  async exitStatus(id: string): Promise<ExitStatus | null> {
+    const persist = this.persistDir(id);
+    let text: string;
+    let finishedAt: Date;
+    try {
+      const path = join(persist, 'exit');
+      [text, finishedAt] = await Promise.all([readFile(path, 'utf8'), stat(path).then((s) => s.mtime)]);
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+      try {
+        const path = join(this.exitDir, id);
+        [text, finishedAt] = await Promise.all([readFile(path, 'utf8'), stat(path).then((s) => s.mtime)]);
+      } catch (err2) {
+        if (errnoCode(err2) === 'ENOENT') return null;
+        throw err2;
+      }
+    }
+    const exitCode = Number.parseInt(text.trim(), 10);
+    return {
+      exitCode: Number.isNaN(exitCode) ? -1 : exitCode,
+      oomKilled: await this.oomKilled(id),
+      finishedAt,
+    };
+  }
+
+  private async oomKilled(id: string): Promise<boolean> {
+    try {
+      await stat(join(this.persistDir(id), 'oom'));
+      return true;
+    } catch {
+      // conmon may not have seen the event (it arrives with the exit); ask the memory cgroup
+    }
+    const meta = await this.meta(id).catch(() => null);
+    if (!meta?.cgroupsPath || meta.cgroupsPath.includes(':')) return false;
+    try {
+      const text = await readFile(
+        join('/sys/fs/cgroup/memory', meta.cgroupsPath, 'memory.oom_control'),
+        'utf8',
+      );
+      const m = /^oom_kill (\d+)$/m.exec(text);
+      return m !== null && Number(m[1]) > 0;
+    } catch {
+      return false;
+    }
+  }
+
+  async delete(id: string): Promise<void> {
+    const meta = await this.meta(id).catch(() => null);
+    await this.o.cli.delete(id);
+    if (meta) {
+      await this.killMonitor(meta);
+      await Promise.all(bundleFiles.map((f) => rm(join(meta.bundleDir, f), { force: true })));
+      await rmdir(meta.bundleDir).catch(() => undefined);
+    }
+    this.metas.delete(id);
+    await Promise.all([
+      rm(join(this.exitDir, id), { force: true }),
+      rm(this.persistDir(id), { recursive: true, force: true }),
+    ]);
+  }
+
+  /** A conmon still around for a deleted container (created, never started) goes too. */
+  private async killMonitor(meta: MonitorMeta): Promise<void> {
+    let pid: number;
+    try {
+      pid = Number.parseInt(await readFile(join(meta.bundleDir, 'conmon.pid'), 'utf8'), 10);
+    } catch {
+      return;
+    }
+    if (!(pid > 1)) return;
+    try {
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
+      if (!cmdline.includes('conmon') || !cmdline.includes(meta.id)) return;
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+
+  async attach(id: string): Promise<AttachConnection> {
+    const meta = await this.meta(id);
+    return ConmonAttach.connect(meta.bundleDir, id);
+  }
+
+  private async ctl(id: string, type: number, a: number, b: number): Promise<void> {
+    const meta = await this.meta(id);
+    let handle: Awaited<ReturnType<typeof open>>;
+    try {
+      handle = await open(join(meta.bundleDir, 'ctl'), constants.O_WRONLY | constants.O_NONBLOCK);
+    } catch (err) {
+      const code = errnoCode(err);
+      if (code === 'ENXIO' || code === 'ENOENT') throw conflict(`container ${id} is not running`);
+      throw err;
+    }
+    try {
+      await handle.write(`${type} ${Math.floor(a)} ${Math.floor(b)}\n`);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async resize(id: string, height: number, width: number): Promise<void> {
+    await this.ctl(id, WIN_RESIZE_EVENT, height, width);
+  }
+
+  async reopenLog(id: string): Promise<void> {
+    await this.ctl(id, REOPEN_LOGS_EVENT, 0, 0);
+  }
+
+  async pids(id: string): Promise<number[]> {
+    return this.o.cli.ps(id);
+  }
+
+  /** Emit 'exit' once per exit file (a marker in the persist dir remembers it was reported). */
+  private async reportExit(id: string): Promise<void> {
+    if (this.closed || this.events.listenerCount('exit') === 0 || this.reporting.has(id)) return;
+    this.reporting.add(id);
+    try {
+      const marker = join(this.persistDir(id), 'exit-reported');
+      try {
+        await stat(marker);
+        return;
+      } catch {
+        // not reported yet
+      }
+      const status = await this.exitStatus(id);
+      if (!status || this.closed) return;
+      await writeFile(marker, '').catch((err) => {
+        if (errnoCode(err) !== 'ENOENT') throw err;
+      });
+      this.events.emit('exit', id, status);
+    } catch (err) {
+      this.o.log.warn('cannot report container exit', { id, error: errorMessage(err) });
+    } finally {
+      this.reporting.delete(id);
+    }
+  }
+
+  private async reconcile(): Promise<void> {
+    for (const id of await this.watcher.list()) await this.reportExit(id);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.watcher.close();
+  }
+}

@@ -1,0 +1,85 @@
+import { conflict, notFound, systemError } from '../../../common/errors.js';
+import type { RuntimeState } from '../runtime.types.js';
+import type { ProcessRunner, RunResult } from './process.js';
+
+const missing = /does not exist|no such file or directory|not found/i;
+
+/** The OCI runtime's command line (runc and crun take the same verbs). */
+export class OciCli {
+  constructor(
+    readonly path: string,
+    readonly root: string,
+    private readonly runner: ProcessRunner,
+  ) {}
+
+  /** Arguments conmon passes to the runtime before `create`. */
+  globalArgs(): string[] {
+    return [`--root=${this.root}`];
+  }
+
+  private async exec(args: string[]): Promise<RunResult> {
+    return this.runner.run(this.path, [...this.globalArgs(), ...args]);
+  }
+
+  private fail(id: string, verb: string, r: RunResult): never {
+    const msg = (r.stderr || r.stdout)
+      .trim()
+      .replace(/^time="[^"]*" level=\w+ msg="?/, '')
+      .replace(/"$/, '');
+    if (missing.test(msg)) throw notFound(`No such container: ${id}`);
+    if (/not running|not paused|already paused|is paused|cannot .* (stopped|paused)|stopped/i.test(msg)) {
+      throw conflict(`container ${id}: ${msg}`);
+    }
+    throw systemError(`${verb} ${id}: ${msg || `exit ${r.code}`}`);
+  }
+
+  async version(): Promise<string> {
+    const r = await this.runner.run(this.path, ['--version']);
+    const m = /version\s+(\S+)/.exec(r.stdout);
+    return m ? m[1]! : r.stdout.split('\n')[0]!.trim();
+  }
+
+  async start(id: string): Promise<void> {
+    const r = await this.exec(['start', id]);
+    if (r.code !== 0) this.fail(id, 'start', r);
+  }
+
+  async kill(id: string, signal: number): Promise<void> {
+    const r = await this.exec(['kill', id, String(signal)]);
+    if (r.code !== 0) this.fail(id, 'kill', r);
+  }
+
+  async pause(id: string): Promise<void> {
+    const r = await this.exec(['pause', id]);
+    if (r.code !== 0) this.fail(id, 'pause', r);
+  }
+
+  async resume(id: string): Promise<void> {
+    const r = await this.exec(['resume', id]);
+    if (r.code !== 0) this.fail(id, 'resume', r);
+  }
+
+  async state(id: string): Promise<RuntimeState | null> {
+    const r = await this.exec(['state', id]);
+    if (r.code !== 0) {
+      if (missing.test(r.stderr)) return null;
+      this.fail(id, 'state', r);
+    }
+    const s = JSON.parse(r.stdout) as { status?: string; pid?: number };
+    const status =
+      s.status === 'created' || s.status === 'running' || s.status === 'paused' ? s.status : 'stopped';
+    return { status, pid: status === 'stopped' ? 0 : (s.pid ?? 0) };
+  }
+
+  async delete(id: string): Promise<void> {
+    const r = await this.exec(['delete', '--force', id]);
+    if (r.code !== 0 && !missing.test(r.stderr)) this.fail(id, 'delete', r);
+  }
+
+  async ps(id: string): Promise<number[]> {
+    const r = await this.exec(['ps', '--format', 'json', id]);
+    if (r.code !== 0) this.fail(id, 'ps', r);
+    const out = JSON.parse(r.stdout.trim() || '[]') as unknown;
+    return Array.isArray(out) ? out.map(Number) : [];
+  }
+}

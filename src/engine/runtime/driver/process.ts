@@ -1,0 +1,142 @@
+import { spawn } from 'node:child_process';
+import { access, constants } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The result of starting conmon: what it reported on its sync pipe. */
+export interface MonitorStart {
+  /** The container's init pid, or -1 with `message` when the runtime failed to create it. */
+  pid: number;
+  message?: string;
+}
+
+/** Runs external programs (runtime CLI, conmon, mount). Tests may substitute it. */
+export interface ProcessRunner {
+  run(file: string, args: string[]): Promise<RunResult>;
+  /**
+   * Start conmon (it daemonizes) with a sync pipe on fd 3 and resolve with the first message it
+   * writes there: the container pid once `runtime create` is done.
+   */
+  startMonitor(file: string, args: string[], cwd: string): Promise<MonitorStart>;
+}
+
+const childEnv = (): NodeJS.ProcessEnv => {
+  const env = { ...process.env };
+  delete env.NOTIFY_SOCKET;
+  delete env.LISTEN_PID;
+  delete env.LISTEN_FDS;
+  return env;
+};
+
+export const realProcessRunner: ProcessRunner = {
+  run(file, args) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      child.stdout.on('data', (b: Buffer) => out.push(b));
+      child.stderr.on('data', (b: Buffer) => err.push(b));
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        resolve({
+          code: code ?? (signal ? 128 : 1),
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: Buffer.concat(err).toString('utf8'),
+        });
+      });
+    });
+  },
+
+  startMonitor(file, args, cwd) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(file, args, {
+        cwd,
+        stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
+        env: { ...childEnv(), _OCI_SYNCPIPE: '3' },
+        detached: true,
+      });
+      const sync = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
+      const stderr: Buffer[] = [];
+      let buf = '';
+      let done = false;
+      let exited: number | null = null;
+      const finish = (err: Error | null, result?: MonitorStart) => {
+        if (done) return;
+        done = true;
+        sync.destroy();
+        child.stderr?.destroy();
+        child.unref();
+        if (err) reject(err);
+        else resolve(result!);
+      };
+      child.stderr?.on('data', (b: Buffer) => stderr.push(b));
+      child.on('error', (err) => finish(err));
+      child.on('exit', (code) => {
+        exited = code;
+        // conmon's first process exits right after forking the monitor; only a failure matters
+        if (code !== 0) {
+          setImmediate(() =>
+            finish(new Error(`conmon exited with ${code}: ${Buffer.concat(stderr).toString('utf8').trim()}`)),
+          );
+        }
+      });
+      sync.on('data', (chunk: Buffer | string) => {
+        buf += chunk.toString();
+        const nl = buf.indexOf('\n');
+        if (nl < 0) return;
+        try {
+          const msg = JSON.parse(buf.slice(0, nl)) as { data?: number; pid?: number; message?: string };
+          const pid = msg.data ?? msg.pid ?? -1;
+          finish(null, msg.message !== undefined ? { pid, message: msg.message } : { pid });
+        } catch (err) {
+          finish(new Error(`unreadable message from conmon: ${buf.slice(0, nl)} (${String(err)})`));
+        }
+      });
+      sync.on('end', () => {
+        const why = Buffer.concat(stderr).toString('utf8').trim();
+        finish(
+          new Error(
+            `conmon ended without reporting the container pid${exited !== null ? ` (exit ${exited})` : ''}${why ? `: ${why}` : ''}`,
+          ),
+        );
+      });
+      sync.on('error', (err) => finish(err));
+    });
+  },
+};
+
+/** Find an executable on PATH (plus the sbin directories root has). */
+export async function lookPath(name: string): Promise<string | null> {
+  if (name.includes('/')) {
+    try {
+      await access(name, constants.X_OK);
+      return name;
+    } catch {
+      return null;
+    }
+  }
+  const dirs = [
+    ...(process.env.PATH ?? '').split(delimiter),
+    '/usr/local/sbin',
+    '/usr/sbin',
+    '/sbin',
+    '/usr/bin',
+    '/bin',
+  ];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const p = join(dir, name);
+    try {
+      await access(p, constants.X_OK);
+      return p;
+    } catch {
+      // next
+    }
+  }
+  return null;
+}

@@ -1,0 +1,189 @@
+import { posix } from 'node:path';
+import { invalidParameter } from '../../../common/errors.js';
+import type { SpecInput, SpecMount } from '../runtime.types.js';
+import { capabilitySets, tweakCapabilities } from './capabilities.js';
+import { planDevices } from './devices.js';
+import { realSpecHost, type SpecHost } from './host.js';
+import { defaultMaskedPaths, defaultReadonlyPaths, planMounts } from './mounts.js';
+import { planNamespaces, validateSysctls } from './namespaces.js';
+import { containerEnv } from './process-env.js';
+import { planResources } from './resources.js';
+import { planRlimits } from './rlimits.js';
+import { mkdirInRoot } from './rootfs-path.js';
+import { resolveUserInRootfs } from './user.js';
+
+export interface BuildSpecOptions {
+  /** Host facts (limits, capabilities, devices...); the real machine by default. */
+  host?: SpecHost;
+  /** Collects warnings for the create response (ulimits lowered, swap limit unsupported...). */
+  warnings?: string[];
+}
+
+/** The in-container path of docker-init for HostConfig.Init. */
+export const initPathInContainer = '/sbin/docker-init';
+
+interface SecurityOptions {
+  noNewPrivileges: boolean;
+}
+
+function parseSecurityOpt(opts: readonly string[] | null | undefined): SecurityOptions {
+  const out: SecurityOptions = { noNewPrivileges: false };
+  for (const opt of opts ?? []) {
+    if (opt === 'no-new-privileges') {
+      out.noNewPrivileges = true;
+      continue;
+    }
+    if (opt === 'disable') continue;
+    const sep = opt.includes('=') ? '=' : opt.includes(':') ? ':' : '';
+    if (!sep) throw invalidParameter(`invalid --security-opt 1: "${opt}"`);
+    const key = opt.slice(0, opt.indexOf(sep));
+    const value = opt.slice(opt.indexOf(sep) + 1);
+    switch (key) {
+      case 'no-new-privileges':
+        if (
+          !['1', 't', 'T', 'true', 'TRUE', 'True', '0', 'f', 'F', 'false', 'FALSE', 'False'].includes(value)
+        ) {
+          throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
+        }
+        out.noNewPrivileges = ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(value);
+        break;
+      case 'label':
+      case 'apparmor':
+      case 'seccomp':
+      case 'systempaths':
+        // no SELinux or AppArmor on this host; seccomp: no profile is applied (see docs/runtime.md)
+        break;
+      default:
+        throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The OCI runtime spec (config.json) of a container, as dockerd 20.10 generates it. Creates the
+ * working directory in the rootfs when it is missing.
+ */
+export async function buildSpec(
+  input: SpecInput,
+  options: BuildSpecOptions = {},
+): Promise<Record<string, unknown>> {
+  const host = options.host ?? realSpecHost;
+  const warnings = options.warnings ?? [];
+  const cfg = input.config;
+  const hc = input.hostConfig;
+
+  const args = [...(cfg.Entrypoint ?? []), ...(cfg.Cmd ?? [])];
+  if (args.length === 0) throw invalidParameter('No command specified');
+
+  let cwd = cfg.WorkingDir ? posix.normalize(cfg.WorkingDir) : '/';
+  if (!cwd.startsWith('/')) {
+    throw invalidParameter(
+      `the working directory '${cfg.WorkingDir}' is invalid, it needs to be an absolute path`,
+    );
+  }
+  if (cwd.length > 1 && cwd.endsWith('/')) cwd = cwd.slice(0, -1);
+
+  const plan = planNamespaces(input);
+  const security = parseSecurityOpt(hc.SecurityOpt);
+
+  const [user, limits, bound] = await Promise.all([
+    resolveUserInRootfs(input.rootfs, cfg.User ?? '', hc.GroupAdd ?? []),
+    host.processLimits(),
+    host.capabilityBound(),
+  ]);
+  if (cfg.WorkingDir) {
+    try {
+      await mkdirInRoot(input.rootfs, cwd);
+    } catch (err) {
+      throw invalidParameter(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  const caps = tweakCapabilities(hc.CapAdd, hc.CapDrop, hc.Privileged === true, bound);
+  const rlimits = planRlimits(hc.Ulimits, limits, warnings);
+
+  const sysctl: Record<string, string> = {};
+  if (cfg.Domainname) sysctl['kernel.domainname'] = cfg.Domainname;
+  const networkMode = (hc.NetworkMode ?? '').trim();
+  if (!plan.hostNetwork && !networkMode.startsWith('container:')) {
+    if (await host.sysctlExists('net.ipv4.ping_group_range'))
+      sysctl['net.ipv4.ping_group_range'] = '0 2147483647';
+    if (await host.sysctlExists('net.ipv4.ip_unprivileged_port_start')) {
+      sysctl['net.ipv4.ip_unprivileged_port_start'] = '0';
+    }
+  }
+  validateSysctls(hc.Sysctls ?? {}, plan);
+  Object.assign(sysctl, hc.Sysctls ?? {});
+  if (sysctl['kernel.domainname'] !== undefined && plan.hostUts) delete sysctl['kernel.domainname'];
+
+  const mountPlan = planMounts(input);
+  const mounts: SpecMount[] = mountPlan.mounts;
+  let processArgs = args;
+  if (hc.Init === true && !plan.hostPid && !input.joinNamespaces?.pid) {
+    const initPath = await host.initPath();
+    if (!initPath) throw invalidParameter('docker-init binary not found on the host: cannot run with --init');
+    processArgs = [initPathInContainer, '--', ...args];
+    mounts.push({
+      destination: initPathInContainer,
+      type: 'bind',
+      source: initPath,
+      options: ['bind', 'ro'],
+    });
+  }
+
+  const { devices, rules } = await planDevices(hc, host);
+  const resources = await planResources(hc, rules, host, warnings);
+
+  const hostname = plan.hostUts ? '' : (cfg.Hostname ?? '');
+  const process: Record<string, unknown> = {
+    terminal: cfg.Tty === true,
+    user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
+    args: processArgs,
+    env: containerEnv(cfg.Env, cfg.Hostname ?? '', cfg.Tty === true),
+    cwd,
+    capabilities: capabilitySets(caps, user.uid),
+    rlimits,
+    noNewPrivileges: security.noNewPrivileges,
+    oomScoreAdj: hc.OomScoreAdj ?? 0,
+  };
+  if (cfg.Tty && hc.ConsoleSize && hc.ConsoleSize[0] > 0 && hc.ConsoleSize[1] > 0) {
+    process.consoleSize = { height: hc.ConsoleSize[0], width: hc.ConsoleSize[1] };
+  }
+
+  const linux: Record<string, unknown> = {
+    sysctl,
+    resources,
+    cgroupsPath: input.cgroupsPath,
+    namespaces: plan.namespaces,
+    devices,
+    maskedPaths: hc.MaskedPaths ?? (hc.Privileged ? [] : [...defaultMaskedPaths]),
+    readonlyPaths: hc.ReadonlyPaths ?? (hc.Privileged ? [] : [...defaultReadonlyPaths]),
+  };
+  if (mountPlan.rootfsPropagation) linux.rootfsPropagation = mountPlan.rootfsPropagation;
+
+  const spec: Record<string, unknown> = {
+    ociVersion: '1.0.2-dev',
+    process,
+    root: { path: input.rootfs, readonly: hc.ReadonlyRootfs === true },
+    hostname,
+    mounts,
+    linux,
+  };
+  return spec;
+}
+
+const u64Max = '18446744073709551615';
+
+/** Serialize a spec for config.json: rlimits of -1 become RLIM_INFINITY (a uint64 JSON can't hold). */
+export function specToJson(spec: Record<string, unknown>): string {
+  const marker = '"__berth_rlim_infinity__"';
+  const json = JSON.stringify(spec, (key, value) => {
+    if ((key === 'soft' || key === 'hard') && value === -1) return '__berth_rlim_infinity__';
+    return value;
+  });
+  return json.replaceAll(marker, u64Max);
+}
+
+export type { SpecHost } from './host.js';
+export { realSpecHost } from './host.js';
