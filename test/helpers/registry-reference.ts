@@ -1,0 +1,82 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { requireTool, tempDir, waitForHttp } from './registry.js';
+
+/** A free loopback port (bound and released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ReferenceRegistry {
+  url: string;
+  hostPort: string;
+  root: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * Start Debian's reference registry (docker-registry, distribution 2.8) on a loopback port with
+ * its own config and root; stopped by its PID.
+ */
+export async function startReferenceRegistry(root: string): Promise<ReferenceRegistry> {
+  requireTool('docker-registry', "Debian's docker-registry package is needed (scripts/install-deps.sh)");
+  const port = await freePort();
+  const dir = await tempDir('berth-refcfg-');
+  const config = join(dir, 'config.yml');
+  await writeFile(
+    config,
+    [
+      'version: 0.1',
+      'log:',
+      '  level: error',
+      '  accesslog:',
+      '    disabled: true',
+      'storage:',
+      '  filesystem:',
+      `    rootdirectory: ${root}`,
+      '  delete:',
+      '    enabled: true',
+      'http:',
+      `  addr: 127.0.0.1:${port}`,
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (d) => {
+    stderr += d;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/v2/`, 10_000);
+  } catch (err) {
+    if (child.pid) process.kill(child.pid, 'SIGKILL');
+    throw new Error(`reference registry did not start: ${err} ${stderr}`);
+  }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    url,
+    hostPort: `127.0.0.1:${port}`,
+    root,
+    child,
+    async stop() {
+      if (child.exitCode === null && child.pid) process.kill(child.pid, 'SIGTERM');
+      const timer = setTimeout(() => {
+        if (child.exitCode === null && child.pid) process.kill(child.pid, 'SIGKILL');
+      }, 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
