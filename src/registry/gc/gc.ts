@@ -261,11 +261,12 @@ class GarbageCollector {
         this.deletedRevisions.delete(`${name}@${digest}`);
         continue;
       }
-      try {
-        await this.store.deleteManifest(name, d);
-      } catch (err) {
-        if (!isPathNotFound(err)) throw err;
-      }
+      // The revision and its referrers entry go; tags are left alone (one created since the
+      // check above must not vanish with it), and the blobs are swept below.
+      await this.deleteIfPresent(paths.revisionDir(name, d));
+      const subject = infos.get(digest)?.subject;
+      const sd = subject ? tryParseDigest(subject) : undefined;
+      if (sd) await this.deleteIfPresent(paths.referrerLink(name, sd, d).replace(/\/link$/, ''));
       await this.deleteIfPresent(paths.referrersDir(name, d));
     }
   }
