@@ -182,7 +182,7 @@ describe('lru', () => {
     assert.equal(l.get('big'), undefined);
     l.set('w', 5, 9);
     assert.equal(l.size, 2);
-    assert.equal(l.get('a'), undefined);
-    assert.equal(l.get('c'), 3);
+    assert.equal(l.get('c'), undefined);
+    assert.equal(l.get('a'), 1);
   });
 });
