@@ -51,5 +51,6 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
   return driver;
 }
 
+export * from './logs/index.js';
 export type * from './runtime.types.js';
 export { type BuildSpecOptions, buildSpec, specToJson } from './spec/index.js';

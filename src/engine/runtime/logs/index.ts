@@ -1,0 +1,19 @@
+export {
+  dockerTime,
+  formatRecord,
+  type Instant,
+  type LogStream,
+  parseInstant,
+  parseRecord,
+} from './k8s-file.js';
+export { type LogMessage, type ReadLogsOptions, readLogs } from './read.js';
+export {
+  type LogLimits,
+  LogRotationWatcher,
+  logNeedsRotation,
+  monitorLogSizeMax,
+  parseLogLimits,
+  parseSize,
+  rotateLog,
+  rotateLogIfNeeded,
+} from './rotate.js';
