@@ -59,4 +59,19 @@ export const gates = {
   imageContainerConfig: '1.45',
   /** Container create: MacAddress on endpoint settings; healthcheck StartInterval. */
   endpointMacAddress: '1.44',
+  /** Container create: `platform` query. */
+  containerCreatePlatform: '1.41',
+  /** Stop/restart `signal`; KernelMemory ignored at create and omitted from inspect when unset. */
+  stopSignalParam: '1.42',
+  kernelMemoryOmitted: '1.42',
+  /** attach/logs: Content-Type application/vnd.docker.multiplexed-stream for framed streams. */
+  multiplexedStreamType: '1.42',
+  /** attach/ws honours stdin/stdout/stderr (all streams before). */
+  attachWsStreams: '1.42',
+  /** HostConfig.Annotations. */
+  containerAnnotations: '1.43',
+  /** Endpoint settings DNSNames in container inspect/list. */
+  endpointDnsNames: '1.44',
+  /** Start with a request body (HostConfig) refused from 1.24. */
+  startNoBody: '1.24',
 } as const;

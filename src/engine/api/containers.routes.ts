@@ -1,0 +1,524 @@
+import type { Duplex } from 'node:stream';
+import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
+import { invalidParameter } from '../../common/errors.js';
+import { readBody, readJsonObject } from '../../http/body.js';
+import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
+import { sendEmpty, sendJson, sendText } from '../../http/server.js';
+import { frame, hijack, STDERR, STDOUT } from '../../http/stream.js';
+import type {
+  AttachSession,
+  AttachSink,
+  ContainerService,
+  NetworkingConfig,
+  WaitCondition,
+} from '../containers/types.js';
+import {
+  acceptKey,
+  encodeFrame,
+  FrameReader,
+  OP_BINARY,
+  OP_CLOSE,
+  OP_PING,
+  OP_PONG,
+  OP_TEXT,
+} from '../containers/websocket.js';
+import { type ApiContext, type ApiRouter, atLeast } from './context.js';
+import { parseTimestamp } from './events.routes.js';
+import { gates } from './versions.js';
+
+/** Container endpoints: validate input, call the containers service, shape output per API version. */
+
+const RAW_STREAM = 'application/vnd.docker.raw-stream';
+const MUX_STREAM = 'application/vnd.docker.multiplexed-stream';
+
+function streamType(ctx: ApiContext, tty: boolean): string {
+  return !tty && atLeast(ctx, gates.multiplexedStreamType) ? MUX_STREAM : RAW_STREAM;
+}
+
+function bool(ctx: ApiContext, name: string, fallback = false): boolean {
+  return parseBool(ctx.query.get(name), name, fallback);
+}
+
+/** A string or array of strings (Cmd, Entrypoint, Shell) as Docker's StrSlice decodes it. */
+function strSlice(value: unknown, field: string): string[] | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === null) return null;
+  if (typeof value === 'string') return [value];
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value as string[];
+  throw invalidParameter(
+    `json: cannot unmarshal ${typeof value} into Go struct field ${field} of type strslice.StrSlice`,
+  );
+}
+
+function expectType(
+  obj: Record<string, unknown>,
+  field: string,
+  type: 'string' | 'boolean' | 'number' | 'object' | 'array',
+  prefix: string,
+): void {
+  const v = obj[field];
+  if (v === undefined || v === null) return;
+  const ok =
+    type === 'array'
+      ? Array.isArray(v)
+      : type === 'object'
+        ? typeof v === 'object' && !Array.isArray(v)
+        : typeof v === type;
+  if (!ok) {
+    throw invalidParameter(
+      `json: cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go struct field ${prefix}.${field} of type ${type}`,
+    );
+  }
+}
+
+function checkStringMap(v: unknown, field: string): void {
+  if (v === undefined || v === null) return;
+  if (typeof v !== 'object' || Array.isArray(v) || Object.values(v).some((x) => typeof x !== 'string')) {
+    throw invalidParameter(`json: cannot unmarshal ${field}: expected a map of strings`);
+  }
+}
+
+function checkStringArray(v: unknown, field: string): void {
+  if (v === undefined || v === null) return;
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
+    throw invalidParameter(`json: cannot unmarshal ${field}: expected an array of strings`);
+  }
+}
+
+/** The JSON shape of a create body (types only; meaning is the service's business). */
+export function decodeCreateBody(
+  body: Record<string, unknown>,
+  version: string,
+): { config: ContainerConfig; hostConfig: HostConfig; networkingConfig: NetworkingConfig } {
+  for (const f of ['Hostname', 'Domainname', 'User', 'Image', 'WorkingDir', 'MacAddress', 'StopSignal']) {
+    expectType(body, f, 'string', 'container.Config');
+  }
+  for (const f of [
+    'AttachStdin',
+    'AttachStdout',
+    'AttachStderr',
+    'Tty',
+    'OpenStdin',
+    'StdinOnce',
+    'NetworkDisabled',
+    'ArgsEscaped',
+  ]) {
+    expectType(body, f, 'boolean', 'container.Config');
+  }
+  expectType(body, 'StopTimeout', 'number', 'container.Config');
+  for (const f of ['ExposedPorts', 'Volumes', 'Healthcheck', 'HostConfig', 'NetworkingConfig']) {
+    expectType(body, f, 'object', 'container.Config');
+  }
+  checkStringArray(body.Env, 'Env');
+  checkStringArray(body.OnBuild, 'OnBuild');
+  checkStringMap(body.Labels, 'Labels');
+  const config: ContainerConfig = { ...(body as ContainerConfig) };
+  const cmd = strSlice(body.Cmd, 'Config.Cmd');
+  if (cmd !== undefined) config.Cmd = cmd;
+  const ep = strSlice(body.Entrypoint, 'Config.Entrypoint');
+  if (ep !== undefined) config.Entrypoint = ep;
+  const shell = strSlice(body.Shell, 'Config.Shell');
+  if (shell !== undefined) config.Shell = shell;
+  if (typeof body.StopSignal === 'number') config.StopSignal = String(body.StopSignal);
+  const hc = (body.HostConfig ?? {}) as Record<string, unknown>;
+  for (const f of [
+    'Binds',
+    'Links',
+    'Dns',
+    'DnsOptions',
+    'DnsSearch',
+    'ExtraHosts',
+    'VolumesFrom',
+    'CapAdd',
+    'CapDrop',
+    'GroupAdd',
+    'SecurityOpt',
+  ]) {
+    checkStringArray(hc[f], `HostConfig.${f}`);
+  }
+  for (const f of ['Tmpfs', 'Sysctls', 'StorageOpt', 'Annotations']) checkStringMap(hc[f], `HostConfig.${f}`);
+  for (const f of [
+    'NetworkMode',
+    'IpcMode',
+    'PidMode',
+    'UTSMode',
+    'UsernsMode',
+    'CgroupParent',
+    'CgroupnsMode',
+    'CpusetCpus',
+    'CpusetMems',
+    'Runtime',
+  ]) {
+    expectType(hc, f, 'string', 'container.HostConfig');
+  }
+  for (const f of [
+    'Memory',
+    'MemorySwap',
+    'MemoryReservation',
+    'KernelMemory',
+    'ShmSize',
+    'CpuShares',
+    'CpuPeriod',
+    'CpuQuota',
+    'NanoCpus',
+    'OomScoreAdj',
+    'BlkioWeight',
+    'PidsLimit',
+    'MemorySwappiness',
+  ]) {
+    expectType(hc, f, 'number', 'container.HostConfig');
+  }
+  for (const f of ['RestartPolicy', 'LogConfig', 'PortBindings'])
+    expectType(hc, f, 'object', 'container.HostConfig');
+  for (const f of ['Mounts', 'Ulimits', 'Devices', 'ConsoleSize'])
+    expectType(hc, f, 'array', 'container.HostConfig');
+  for (const f of ['AutoRemove', 'Privileged', 'PublishAllPorts', 'ReadonlyRootfs']) {
+    expectType(hc, f, 'boolean', 'container.HostConfig');
+  }
+  const hostConfig = { ...hc } as HostConfig;
+  if (!atLeast({ version } as ApiContext, gates.containerAnnotations)) delete hostConfig.Annotations;
+  if (!atLeast({ version } as ApiContext, gates.endpointMacAddress) && config.Healthcheck) {
+    config.Healthcheck = { ...config.Healthcheck };
+    delete config.Healthcheck.StartInterval;
+  }
+  const networkingConfig = (body.NetworkingConfig ?? {}) as NetworkingConfig;
+  delete (config as Record<string, unknown>).HostConfig;
+  delete (config as Record<string, unknown>).NetworkingConfig;
+  return { config, hostConfig, networkingConfig };
+}
+
+function dropDnsNames(networks: unknown): void {
+  if (!networks || typeof networks !== 'object') return;
+  for (const ep of Object.values(networks as Record<string, Record<string, unknown>>)) delete ep.DNSNames;
+}
+
+/** Inspect as the request's API version shows it. */
+export function shapeInspect(
+  view: Record<string, unknown>,
+  ctx: Pick<ApiContext, 'version'>,
+): Record<string, unknown> {
+  const v = { ...view };
+  const hc = { ...(v.HostConfig as Record<string, unknown>) };
+  if (atLeast(ctx as ApiContext, gates.kernelMemoryOmitted)) {
+    if (!hc.KernelMemory) delete hc.KernelMemory;
+    if (!hc.KernelMemoryTCP) delete hc.KernelMemoryTCP;
+  }
+  if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) delete hc.Annotations;
+  v.HostConfig = hc;
+  const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
+  const networks = JSON.parse(JSON.stringify(ns.Networks ?? {})) as Record<string, unknown>;
+  if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
+  ns.Networks = networks;
+  v.NetworkSettings = ns;
+  return v;
+}
+
+export function shapeListItem(
+  item: Record<string, unknown>,
+  ctx: Pick<ApiContext, 'version'>,
+): Record<string, unknown> {
+  const v = { ...item };
+  const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
+  const networks = JSON.parse(JSON.stringify(ns.Networks ?? {})) as Record<string, unknown>;
+  if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
+  ns.Networks = networks;
+  v.NetworkSettings = ns;
+  if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) {
+    const hc = { ...(v.HostConfig as Record<string, unknown>) };
+    delete hc.Annotations;
+    v.HostConfig = hc;
+  }
+  return v;
+}
+
+/** Seconds (`t`) of stop/restart: an integer, -1 waits forever. */
+function stopTimeout(ctx: ApiContext): number | undefined {
+  return parseIntParam(ctx.query.get('t'), 't');
+}
+
+function stopSignal(ctx: ApiContext): string | undefined {
+  if (!atLeast(ctx, gates.stopSignalParam)) return undefined;
+  return ctx.query.get('signal') || undefined;
+}
+
+/** The raw connection of an attach: the upgraded socket, or the request's socket for plain 200. */
+function takeSocket(ctx: ApiContext): Duplex {
+  return ctx.upgrade?.socket ?? ctx.req.socket;
+}
+
+function pipeSession(socket: Duplex, session: AttachSession, head?: Buffer): void {
+  if (head?.length) session.write(head);
+  socket.on('data', (d: Buffer) => session.write(d));
+  socket.on('end', () => session.endInput());
+  socket.on('close', () => session.close());
+  socket.on('error', () => session.close());
+}
+
+function socketSink(socket: Duplex, tty: boolean): AttachSink {
+  return {
+    output(stream, data) {
+      if (socket.destroyed || !socket.writable) return;
+      socket.write(tty ? data : frame(stream === 'stdout' ? STDOUT : STDERR, data));
+    },
+    end() {
+      if (!socket.destroyed) socket.end();
+    },
+  };
+}
+
+export function registerContainerRoutes(router: ApiRouter, containers: ContainerService): void {
+  router.post('/containers/create', async (ctx) => {
+    const name = ctx.query.get('name') ?? undefined;
+    const platform = atLeast(ctx, gates.containerCreatePlatform)
+      ? ctx.query.get('platform') || undefined
+      : undefined;
+    const body = await readJsonObject(ctx.req);
+    const { config, hostConfig, networkingConfig } = decodeCreateBody(body, ctx.version);
+    const result = await containers.create({
+      name: name || undefined,
+      platform,
+      config,
+      hostConfig,
+      networkingConfig,
+      apiVersion: ctx.version,
+    });
+    sendJson(ctx.res, 201, { Id: result.Id, Warnings: result.Warnings });
+  });
+
+  router.get('/containers/json', async (ctx) => {
+    const limit = parseIntParam(ctx.query.get('limit'), 'limit', 0) ?? 0;
+    const list = await containers.list({
+      all: bool(ctx, 'all'),
+      limit: Math.max(limit, 0),
+      since: ctx.query.get('since') || undefined,
+      before: ctx.query.get('before') || undefined,
+      size: bool(ctx, 'size'),
+      filters: parseFilters(ctx.query.get('filters')),
+    });
+    sendJson(
+      ctx.res,
+      200,
+      list.map((item) => shapeListItem(item, ctx)),
+    );
+  });
+
+  router.get('/containers/{name}/json', async (ctx) => {
+    const view = await containers.inspect(ctx.params.name ?? '', { size: bool(ctx, 'size') });
+    sendJson(ctx.res, 200, shapeInspect(view, ctx));
+  });
+
+  router.post('/containers/{name}/start', async (ctx) => {
+    const body = (await readBody(ctx.req, 1024 * 1024)).toString('utf8').trim();
+    if (atLeast(ctx, gates.startNoBody) && body !== '' && body !== '{}' && body !== 'null') {
+      throw invalidParameter(
+        'starting container with non-empty request body was deprecated since API v1.22 and removed in v1.24',
+      );
+    }
+    const detachKeys = ctx.query.get('detachKeys') || undefined;
+    await containers.start(ctx.params.name ?? '', { detachKeys });
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/stop', async (ctx) => {
+    await containers.stop(ctx.params.name ?? '', { timeout: stopTimeout(ctx), signal: stopSignal(ctx) });
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/restart', async (ctx) => {
+    await containers.restart(ctx.params.name ?? '', { timeout: stopTimeout(ctx), signal: stopSignal(ctx) });
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/kill', async (ctx) => {
+    await containers.kill(ctx.params.name ?? '', ctx.query.get('signal') || undefined);
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/wait', async (ctx) => {
+    let condition: WaitCondition = 'not-running';
+    if (atLeast(ctx, gates.waitCondition)) {
+      const c = ctx.query.get('condition') || 'not-running';
+      if (c !== 'not-running' && c !== 'next-exit' && c !== 'removed') {
+        throw invalidParameter(`invalid condition: "${c}"`);
+      }
+      condition = c;
+    }
+    const ac = new AbortController();
+    ctx.res.on('close', () => {
+      if (!ctx.res.writableFinished) ac.abort();
+    });
+    const waitFor = await containers.wait(ctx.params.name ?? '', condition, ac.signal);
+    if (atLeast(ctx, gates.waitCondition)) {
+      // Headers now: the CLI waits for them before it starts the container.
+      ctx.res.statusCode = 200;
+      ctx.res.setHeader('Content-Type', 'application/json');
+      ctx.res.flushHeaders();
+    }
+    let result: Awaited<ReturnType<typeof waitFor>>;
+    try {
+      result = await waitFor();
+    } catch {
+      if (!ctx.res.writableEnded) ctx.res.end();
+      return;
+    }
+    const body = atLeast(ctx, gates.waitError)
+      ? { Error: result.Error, StatusCode: result.StatusCode }
+      : { StatusCode: result.StatusCode };
+    if (ctx.res.headersSent) ctx.res.end(`${JSON.stringify(body)}\n`);
+    else sendJson(ctx.res, 200, body);
+  });
+
+  router.delete('/containers/{name}', async (ctx) => {
+    await containers.remove(ctx.params.name ?? '', {
+      force: bool(ctx, 'force'),
+      volumes: bool(ctx, 'v'),
+      link: bool(ctx, 'link'),
+    });
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/rename', async (ctx) => {
+    await containers.rename(ctx.params.name ?? '', ctx.query.get('name') ?? '');
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/pause', async (ctx) => {
+    await containers.pause(ctx.params.name ?? '');
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.post('/containers/{name}/unpause', async (ctx) => {
+    await containers.unpause(ctx.params.name ?? '');
+    sendEmpty(ctx.res, 204);
+  });
+
+  router.get('/containers/{name}/top', async (ctx) => {
+    const result = await containers.top(ctx.params.name ?? '', ctx.query.get('ps_args') ?? undefined);
+    sendJson(ctx.res, 200, result);
+  });
+
+  router.post('/containers/{name}/resize', async (ctx) => {
+    const h = parseIntParam(ctx.query.get('h'), 'h');
+    const w = parseIntParam(ctx.query.get('w'), 'w');
+    if (h === undefined || w === undefined || h < 0 || w < 0) {
+      throw invalidParameter('resize requires non-negative integers h and w');
+    }
+    await containers.resize(ctx.params.name ?? '', h, w);
+    sendText(ctx.res, 200, '');
+  });
+
+  router.get('/containers/{name}/logs', async (ctx) => {
+    const stdout = bool(ctx, 'stdout');
+    const stderr = bool(ctx, 'stderr');
+    if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
+    const sinceRaw = ctx.query.get('since');
+    const untilRaw = atLeast(ctx, gates.logsUntil) ? ctx.query.get('until') : null;
+    const since =
+      sinceRaw && sinceRaw !== '0'
+        ? new Date(Number(parseTimestamp(sinceRaw, 'since') / 1_000_000n))
+        : undefined;
+    const until =
+      untilRaw && untilRaw !== '0'
+        ? new Date(Number(parseTimestamp(untilRaw, 'until') / 1_000_000n))
+        : undefined;
+    const tailRaw = ctx.query.get('tail') ?? 'all';
+    let tail: number | undefined;
+    if (tailRaw !== 'all' && tailRaw !== '') {
+      if (!/^-?\d+$/.test(tailRaw))
+        throw invalidParameter(`invalid value for "tail": ${JSON.stringify(tailRaw)}`);
+      tail = Number(tailRaw) < 0 ? undefined : Number(tailRaw);
+    }
+    const ac = new AbortController();
+    ctx.res.on('close', () => ac.abort());
+    const { tty, lines } = await containers.logs(ctx.params.name ?? '', {
+      stdout,
+      stderr,
+      since,
+      until,
+      tail,
+      timestamps: bool(ctx, 'timestamps'),
+      follow: bool(ctx, 'follow'),
+      details: bool(ctx, 'details'),
+      signal: ac.signal,
+    });
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', streamType(ctx, tty));
+    ctx.res.flushHeaders();
+    for await (const chunk of lines) {
+      if (ctx.res.destroyed) break;
+      ctx.res.write(tty ? chunk.data : frame(chunk.stream === 'stdout' ? STDOUT : STDERR, chunk.data));
+    }
+    if (!ctx.res.writableEnded) ctx.res.end();
+  });
+
+  router.post('/containers/{name}/attach', async (ctx) => {
+    const opts = {
+      stdin: bool(ctx, 'stdin'),
+      stdout: bool(ctx, 'stdout'),
+      stderr: bool(ctx, 'stderr'),
+      stream: bool(ctx, 'stream'),
+      logs: bool(ctx, 'logs'),
+      detachKeys: ctx.query.get('detachKeys') || undefined,
+    };
+    const { tty, begin } = await containers.attach(ctx.params.name ?? '', opts);
+    const socket = takeSocket(ctx);
+    hijack(socket, ctx.upgrade !== undefined, {}, streamType(ctx, tty));
+    ctx.hijacked();
+    const session = await begin(socketSink(socket, tty));
+    pipeSession(socket, session, ctx.upgrade?.head);
+  });
+
+  router.get('/containers/{name}/attach/ws', async (ctx) => {
+    const key = ctx.req.headers['sec-websocket-key'];
+    if (
+      !ctx.upgrade ||
+      typeof key !== 'string' ||
+      String(ctx.req.headers.upgrade).toLowerCase() !== 'websocket'
+    ) {
+      throw invalidParameter(
+        'attach/ws requires a WebSocket upgrade (Upgrade: websocket, Sec-WebSocket-Key)',
+      );
+    }
+    const all = !atLeast(ctx, gates.attachWsStreams);
+    const opts = {
+      stdin: all || bool(ctx, 'stdin'),
+      stdout: all || bool(ctx, 'stdout'),
+      stderr: all || bool(ctx, 'stderr'),
+      stream: bool(ctx, 'stream'),
+      logs: bool(ctx, 'logs'),
+      detachKeys: ctx.query.get('detachKeys') || undefined,
+    };
+    const { begin } = await containers.attach(ctx.params.name ?? '', opts);
+    const socket = ctx.upgrade.socket;
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptKey(key)}\r\n\r\n`,
+    );
+    ctx.hijacked();
+    const opcode = atLeast(ctx, gates.attachWsBinary) ? OP_BINARY : OP_TEXT;
+    const session = await begin({
+      output(_stream, data) {
+        if (!socket.destroyed && socket.writable) socket.write(encodeFrame(opcode, data));
+      },
+      end() {
+        if (!socket.destroyed && socket.writable)
+          socket.end(encodeFrame(OP_CLOSE, Buffer.from([0x03, 0xe8])));
+      },
+    });
+    const reader = new FrameReader();
+    const onData = (d: Buffer) => {
+      for (const f of reader.push(d)) {
+        if (f.opcode === OP_TEXT || f.opcode === OP_BINARY || f.opcode === 0) session.write(f.payload);
+        else if (f.opcode === OP_PING) socket.write(encodeFrame(OP_PONG, f.payload));
+        else if (f.opcode === OP_CLOSE) {
+          session.endInput();
+          session.close();
+        }
+      }
+    };
+    if (ctx.upgrade.head.length) onData(ctx.upgrade.head);
+    socket.on('data', onData);
+    socket.on('end', () => session.endInput());
+    socket.on('close', () => session.close());
+    socket.on('error', () => session.close());
+  });
+}

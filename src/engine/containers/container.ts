@@ -1,0 +1,187 @@
+import { EventEmitter } from 'node:events';
+import { join } from 'node:path';
+import type { HostConfig } from '../../common/docker-types.js';
+import type { Logger } from '../../common/log.js';
+import type { EventsService } from '../events/events.service.js';
+import type { ImageResolver } from '../images/images.types.js';
+import type { RuntimeDriver } from '../runtime/runtime.types.js';
+import type { Snapshotter } from '../storage/snapshotter.types.js';
+import type { LogTailer } from './logfile.js';
+import type { NameRegistry } from './names.js';
+import { RestartManager } from './restart.js';
+import type { ContainerStore } from './store.js';
+import { StdioHub } from './streams.js';
+import { type ContainerRecord, type ContainerState, ZERO_TIME } from './types.js';
+import { nanoTimestamp } from './units.js';
+
+/** A serialising lock: operations that change a container's state run one at a time. */
+export class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
+
+/** One container in memory: its persisted record plus what only lives while the engine runs. */
+export class Container {
+  readonly lock = new Mutex();
+  /** 'exit' (after die handling), 'removed' (error?: string), 'stopped-by-user'. */
+  readonly events = new EventEmitter();
+  readonly restart: RestartManager;
+  readonly hub: StdioHub;
+  tailer?: LogTailer;
+  restartTimer?: NodeJS.Timeout;
+  /** Where the rootfs is mounted while the container runs. */
+  rootfsMounted = false;
+  /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
+  exiting?: Promise<void>;
+
+  constructor(
+    public record: ContainerRecord,
+    public hostConfig: HostConfig,
+    onDetach: () => void,
+  ) {
+    this.events.setMaxListeners(0);
+    this.restart = new RestartManager(hostConfig.RestartPolicy ?? {});
+    this.hub = new StdioHub(
+      {
+        stdinOnce: () => this.record.Config.StdinOnce === true,
+        openStdin: () => this.record.Config.OpenStdin === true,
+      },
+      onDetach,
+    );
+  }
+
+  get id(): string {
+    return this.record.ID;
+  }
+
+  get name(): string {
+    return this.record.Name;
+  }
+
+  get state(): ContainerState {
+    return this.record.State;
+  }
+
+  /** Actor attributes of this container's events: labels, then image and name. */
+  attributes(extra: Record<string, string> = {}): Record<string, string> {
+    const attrs: Record<string, string> = { ...(this.record.Config.Labels ?? {}) };
+    attrs.image = this.record.Config.Image ?? '';
+    attrs.name = this.record.Name.replace(/^\//, '');
+    Object.assign(attrs, extra);
+    const sorted: Record<string, string> = {};
+    for (const k of Object.keys(attrs).sort()) sorted[k] = attrs[k] ?? '';
+    return sorted;
+  }
+
+  setRunning(pid: number): void {
+    const s = this.record.State;
+    s.Status = 'running';
+    s.Running = true;
+    s.Paused = false;
+    s.Restarting = false;
+    s.Dead = false;
+    s.OOMKilled = false;
+    s.Pid = pid;
+    s.ExitCode = 0;
+    s.Error = '';
+    s.StartedAt = nanoTimestamp();
+    this.record.HasBeenStartedBefore = true;
+  }
+
+  setStopped(exitCode: number, finishedAt: Date, oomKilled: boolean): void {
+    const s = this.record.State;
+    s.Status = 'exited';
+    s.Running = false;
+    s.Paused = false;
+    s.Restarting = false;
+    s.Pid = 0;
+    s.ExitCode = exitCode;
+    s.OOMKilled = oomKilled;
+    s.FinishedAt = nanoTimestamp(finishedAt, 0);
+  }
+
+  /** Restart pending: dockerd reports Running and Restarting both true meanwhile. */
+  setRestarting(): void {
+    const s = this.record.State;
+    s.Status = 'restarting';
+    s.Running = true;
+    s.Restarting = true;
+    s.Paused = false;
+    s.Pid = 0;
+  }
+
+  /** A restart that will not happen after all. */
+  clearRestarting(): void {
+    const s = this.record.State;
+    if (!s.Restarting) return;
+    s.Status = 'exited';
+    s.Running = false;
+    s.Restarting = false;
+  }
+
+  get isRunningProcess(): boolean {
+    return this.record.State.Running && !this.record.State.Restarting;
+  }
+}
+
+export function emptyState(): ContainerState {
+  return {
+    Status: 'created',
+    Running: false,
+    Paused: false,
+    Restarting: false,
+    OOMKilled: false,
+    Dead: false,
+    RemovalInProgress: false,
+    Pid: 0,
+    ExitCode: 0,
+    Error: '',
+    StartedAt: ZERO_TIME,
+    FinishedAt: ZERO_TIME,
+  };
+}
+
+/** Everything the service's parts share. */
+export interface Internals {
+  dataRoot: string;
+  execRoot: string;
+  events: EventsService;
+  images: ImageResolver & { snapshotter: Snapshotter };
+  runtime: RuntimeDriver;
+  log: Logger;
+  store: ContainerStore;
+  names: NameRegistry;
+  containers: Map<string, Container>;
+  closing: boolean;
+}
+
+export function get(ix: Internals, idOrName: string): Container {
+  const id = ix.names.resolve(idOrName);
+  const c = ix.containers.get(id);
+  if (!c) throw new Error(`container ${id} is registered but not loaded`);
+  return c;
+}
+
+export async function save(ix: Internals, c: Container, withHostConfig = false): Promise<void> {
+  await ix.store.save(c.record, withHostConfig ? c.hostConfig : undefined);
+}
+
+export function emit(ix: Internals, c: Container, action: string, extra: Record<string, string> = {}): void {
+  ix.events.publish('container', action, c.id, c.attributes(extra));
+}
+
+export function rootfsPath(ix: Internals, id: string): string {
+  return join(ix.execRoot, 'containers', id, 'rootfs');
+}
+
+export function bundlePath(ix: Internals, id: string): string {
+  return join(ix.execRoot, 'containers', id, 'bundle');
+}

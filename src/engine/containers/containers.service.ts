@@ -1,0 +1,282 @@
+import { join } from 'node:path';
+import { conflict, errorMessage, invalidParameter } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import type { EventsService } from '../events/events.service.js';
+import type { ImageResolver } from '../images/images.types.js';
+import type { ExitStatus, RuntimeDriver } from '../runtime/runtime.types.js';
+import type { Snapshotter } from '../storage/snapshotter.types.js';
+import { Container, emit, get, type Internals, rootfsPath } from './container.js';
+import { createContainer } from './create.js';
+import { filterContainers } from './filters.js';
+import { beginAttach, checkAttachable, checkLogsReadable, readLogs } from './io.js';
+import { createLifecycle, type Lifecycle, type RuntimeHelpers } from './lifecycle.js';
+import { NameRegistry } from './names.js';
+import { startsWithDaemon } from './restart.js';
+import { isMounted } from './run.js';
+import { ContainerStore } from './store.js';
+import { runTop } from './top.js';
+import type { ContainerService, InspectView, ListItemView, ListOptions } from './types.js';
+import { inspectView, listItemView, type ViewSource } from './views.js';
+
+export type { ContainerService } from './types.js';
+
+export interface ContainerServiceOptions {
+  dataRoot: string;
+  execRoot: string;
+  events: EventsService;
+  images: ImageResolver & { snapshotter: Snapshotter };
+  runtime: RuntimeDriver;
+  log: Logger;
+  /** Spec builder and log rotation; the runtime package's by default (tests inject fakes). */
+  helpers?: RuntimeHelpers;
+}
+
+async function defaultHelpers(): Promise<RuntimeHelpers> {
+  // The runtime package's index; imported lazily so that this module loads without it in unit tests.
+  const modPath = '../runtime/index.js';
+  const mod = (await import(modPath)) as Partial<RuntimeHelpers>;
+  if (!mod.buildSpec || !mod.rotateLog) throw new Error('runtime package lacks buildSpec/rotateLog');
+  return { buildSpec: mod.buildSpec, rotateLog: mod.rotateLog };
+}
+
+export async function createContainerService(opts: ContainerServiceOptions): Promise<ContainerService> {
+  const log = opts.log.child('containers');
+  const ix: Internals = {
+    dataRoot: opts.dataRoot,
+    execRoot: opts.execRoot,
+    events: opts.events,
+    images: opts.images,
+    runtime: opts.runtime,
+    log,
+    store: new ContainerStore(join(opts.dataRoot, 'containers'), log),
+    names: new NameRegistry(),
+    containers: new Map(),
+    closing: false,
+  };
+  await ix.store.init();
+  const life = createLifecycle(ix, opts.helpers ?? (await defaultHelpers()));
+
+  const onExit = (id: string, status: ExitStatus) => {
+    const c = ix.containers.get(id);
+    if (!c) return;
+    life
+      .handleExit(c, status)
+      .catch((err) => log.error('exit handling failed', { id, error: errorMessage(err) }));
+  };
+  opts.runtime.events.on('exit', onExit);
+
+  opts.images.setUsers({
+    containersUsing(imageId: string) {
+      return [...ix.containers.values()]
+        .filter((c) => c.record.Image === imageId)
+        .map((c) => ({ id: c.id, running: c.state.Running }));
+    },
+  });
+
+  await reconcile(ix, life);
+
+  async function view(c: Container, size: boolean): Promise<ViewSource> {
+    const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [] };
+    const snap = ix.images.snapshotter as Snapshotter & {
+      paths?: (key: string) => Promise<Record<string, string>>;
+    };
+    try {
+      src.graphDriverData = snap.paths
+        ? { ...(await snap.paths(c.id)) }
+        : { MergedDir: rootfsPath(ix, c.id), UpperDir: snap.upperDir(c.id) };
+    } catch {
+      // snapshot gone (removal in progress)
+    }
+    if (size) {
+      src.sizeRw = await ix.images.snapshotter.usage(c.id).catch(() => 0);
+      const image = await ix.images.get(c.record.Image).catch(() => undefined);
+      src.sizeRootFs = (image?.size ?? 0) + src.sizeRw;
+    }
+    return src;
+  }
+
+  const service: ContainerService = {
+    create: (req) => createContainer(ix, req),
+
+    async list(o: ListOptions): Promise<ListItemView[]> {
+      const all = [...ix.containers.values()].map((c) => ({ record: c.record, hostConfig: c.hostConfig }));
+      const ancestorIds = new Map<string, string[]>();
+      for (const ref of o.filters?.get('ancestor') ?? []) {
+        const img = await ix.images.resolve(ref).catch(() => undefined);
+        ancestorIds.set(ref, img ? [img.id] : []);
+      }
+      const picked = filterContainers(
+        all,
+        {
+          all: o.all ?? false,
+          limit: o.limit ?? 0,
+          since: o.since,
+          before: o.before,
+          filters: o.filters ?? new Map(),
+        },
+        { resolve: (x) => ix.names.resolve(x), ancestorIds: (ref) => ancestorIds.get(ref) ?? [] },
+      );
+      const images = new Map((await ix.images.list()).map((i) => [i.id, i]));
+      const now = Date.now();
+      const out: ListItemView[] = [];
+      for (const p of picked) {
+        const c = ix.containers.get(p.record.ID);
+        if (!c) continue;
+        const src = await view(c, o.size ?? false);
+        // Image: the name given at create; the image ID when that name now means another image.
+        let imageName = c.record.Config.Image ?? '';
+        const img = images.get(c.record.Image);
+        if (!img) imageName = c.record.Image;
+        else {
+          const byName = await ix.images.resolve(imageName).catch(() => undefined);
+          if (byName?.id !== c.record.Image) imageName = img.repoTags[0] ?? c.record.Image;
+        }
+        out.push(listItemView({ ...src, imageName, now }));
+      }
+      return out;
+    },
+
+    async inspect(idOrName, o): Promise<InspectView> {
+      const c = get(ix, idOrName);
+      return inspectView(await view(c, o?.size ?? false));
+    },
+
+    async start(idOrName) {
+      await life.start(get(ix, idOrName), true);
+    },
+    async stop(idOrName, o) {
+      await life.stop(get(ix, idOrName), o ?? {});
+    },
+    async restart(idOrName, o) {
+      await life.restart(get(ix, idOrName), o ?? {});
+    },
+    async kill(idOrName, signal) {
+      await life.kill(get(ix, idOrName), idOrName, signal);
+    },
+    async wait(idOrName, condition, signal) {
+      return life.wait(get(ix, idOrName), condition, signal);
+    },
+    async remove(idOrName, o) {
+      if (o.link) throw invalidParameter('Conflict, cannot remove the default link name of the container');
+      await life.remove(get(ix, idOrName), o);
+    },
+    async rename(idOrName, newName) {
+      await life.rename(get(ix, idOrName), newName);
+    },
+    async pause(idOrName) {
+      await life.pause(get(ix, idOrName));
+    },
+    async unpause(idOrName) {
+      await life.unpause(get(ix, idOrName));
+    },
+    async top(idOrName, psArgs) {
+      const c = get(ix, idOrName);
+      if (!c.isRunningProcess) throw conflictNotRunning(c);
+      const result = await runTop(await ix.runtime.pids(c.id), psArgs);
+      emit(ix, c, 'top');
+      return result;
+    },
+    async logs(idOrName, o) {
+      const c = get(ix, idOrName);
+      checkLogsReadable(c);
+      return { tty: c.record.Config.Tty === true, lines: readLogs(c, o) };
+    },
+    async attach(idOrName, o) {
+      const c = get(ix, idOrName);
+      const keys = checkAttachable(c, o);
+      return {
+        tty: c.record.Config.Tty === true,
+        begin: async (sink) => {
+          emit(ix, c, 'attach');
+          return beginAttach(c, o, keys, sink);
+        },
+      };
+    },
+    async resize(idOrName, height, width) {
+      await life.resize(get(ix, idOrName), height, width);
+    },
+    resolveId: (idOrName) => ix.names.resolve(idOrName),
+    async close() {
+      ix.closing = true;
+      opts.runtime.events.off('exit', onExit);
+      for (const c of ix.containers.values()) {
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        c.hub.disconnect();
+      }
+    },
+  };
+  return service;
+}
+
+function conflictNotRunning(c: Container): Error {
+  return conflict(`Container ${c.id} is not running`);
+}
+
+/**
+ * Live restore: load every stored container and reconcile it with the runtime. Running ones stay
+ * running and are watched again; ones that exited meanwhile get their exit recorded (die, restart
+ * policy, AutoRemove); a removal cut short is finished.
+ */
+async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
+  const loaded = await ix.store.loadAll();
+  for (const { record, hostConfig } of loaded) {
+    const c: Container = new Container(record, hostConfig, () => emit(ix, c, 'detach'));
+    try {
+      ix.names.reserve(record.Name, record.ID);
+    } catch {
+      ix.log.warn('duplicate container name on restore; renaming', { id: record.ID, name: record.Name });
+      record.Name = ix.names.freshName();
+      ix.names.reserve(record.Name, record.ID);
+    }
+    ix.names.addId(record.ID);
+    ix.containers.set(record.ID, c);
+  }
+  const starts: Container[] = [];
+  for (const c of ix.containers.values()) {
+    try {
+      if (c.state.RemovalInProgress) {
+        c.state.RemovalInProgress = false;
+        await life.remove(c, { force: true });
+        continue;
+      }
+      if (c.state.Running && !c.state.Restarting) {
+        const rs = await ix.runtime.state(c.id).catch(() => null);
+        if (rs && (rs.status === 'running' || rs.status === 'paused')) {
+          c.state.Pid = rs.pid;
+          c.state.Paused = rs.status === 'paused';
+          c.state.Status = c.state.Paused ? 'paused' : 'running';
+          c.rootfsMounted = await isMounted(rootfsPath(ix, c.id));
+          await life.reattach(c);
+          await ix.store.save(c.record);
+          continue;
+        }
+        const st = (await ix.runtime.exitStatus(c.id).catch(() => null)) ?? {
+          exitCode: 255,
+          oomKilled: false,
+          finishedAt: new Date(),
+        };
+        await life.handleExit(c, st);
+        continue;
+      }
+      if (c.state.Restarting) {
+        c.clearRestarting();
+        await ix.store.save(c.record);
+        starts.push(c);
+        continue;
+      }
+      if (
+        c.record.HasBeenStartedBefore &&
+        startsWithDaemon(c.hostConfig.RestartPolicy ?? {}, c.record.HasBeenManuallyStopped)
+      ) {
+        starts.push(c);
+      }
+    } catch (err) {
+      ix.log.error('cannot restore container', { id: c.id, error: errorMessage(err) });
+    }
+  }
+  for (const c of starts) {
+    life
+      .start(c, false)
+      .catch((err) => ix.log.warn('restart on daemon start failed', { id: c.id, error: errorMessage(err) }));
+  }
+}

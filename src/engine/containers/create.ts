@@ -1,0 +1,240 @@
+import { existsSync } from 'node:fs';
+import { hostname as osHostname } from 'node:os';
+import { join } from 'node:path';
+import type { ContainerConfig, HostConfig, ImageConfigFile } from '../../common/docker-types.js';
+import { invalidParameter, notFound } from '../../common/errors.js';
+import { randomId } from '../../common/ids.js';
+import { versionAtLeast } from '../api/versions.js';
+import type { ImageRecord } from '../images/images.types.js';
+import { Container, emit, emptyState, type Internals, save } from './container.js';
+import { normalizeName } from './names.js';
+import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
+import { nanoTimestamp } from './units.js';
+import { parseBind, validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
+
+const DEFAULT_SHM = 64 * 1024 * 1024;
+const MASKED_PATHS = [
+  '/proc/asound',
+  '/proc/acpi',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+];
+const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
+
+const swapSupported =
+  existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes') ||
+  existsSync('/sys/fs/cgroup/memory.swap.max');
+
+function envKey(e: string): string {
+  const i = e.indexOf('=');
+  return i < 0 ? e : e.slice(0, i);
+}
+
+/** Merge the image's config into the container's, as dockerd does at create. */
+export function mergeImageConfig(user: ContainerConfig, image: ContainerConfig | undefined): ContainerConfig {
+  const out: ContainerConfig = { ...user };
+  if (!image) return out;
+  if (!out.User) out.User = image.User ?? '';
+  if (image.ExposedPorts) out.ExposedPorts = { ...image.ExposedPorts, ...(out.ExposedPorts ?? {}) };
+  if (!out.Env || out.Env.length === 0) out.Env = image.Env ? [...image.Env] : out.Env;
+  else {
+    const keys = new Set(out.Env.map(envKey));
+    for (const e of image.Env ?? []) if (!keys.has(envKey(e))) out.Env.push(e);
+  }
+  if (image.Labels) out.Labels = { ...image.Labels, ...(out.Labels ?? {}) };
+  if (!out.Entrypoint || out.Entrypoint.length === 0) {
+    if (!out.Cmd || out.Cmd.length === 0) {
+      out.Cmd = image.Cmd ?? out.Cmd;
+      if (image.ArgsEscaped) out.ArgsEscaped = image.ArgsEscaped;
+    }
+    if (out.Entrypoint === undefined || out.Entrypoint === null) out.Entrypoint = image.Entrypoint ?? null;
+  }
+  if (!out.Healthcheck) {
+    if (image.Healthcheck) out.Healthcheck = { ...image.Healthcheck };
+  } else if (image.Healthcheck) {
+    const hc = { ...out.Healthcheck };
+    if (!hc.Test || hc.Test.length === 0) hc.Test = image.Healthcheck.Test;
+    if (!hc.Interval) hc.Interval = image.Healthcheck.Interval;
+    if (!hc.Timeout) hc.Timeout = image.Healthcheck.Timeout;
+    if (!hc.StartPeriod) hc.StartPeriod = image.Healthcheck.StartPeriod;
+    if (!hc.Retries) hc.Retries = image.Healthcheck.Retries;
+    out.Healthcheck = hc;
+  }
+  if (!out.WorkingDir) out.WorkingDir = image.WorkingDir ?? '';
+  if (image.Volumes) out.Volumes = { ...image.Volumes, ...(out.Volumes ?? {}) };
+  if (!out.StopSignal && image.StopSignal) out.StopSignal = image.StopSignal;
+  if (!out.Shell && image.Shell) out.Shell = image.Shell;
+  if (image.OnBuild && !out.OnBuild) out.OnBuild = null;
+  return out;
+}
+
+/** Path and Args of the process: entrypoint then cmd (`--entrypoint ""` clears the entrypoint). */
+export function entrypointAndArgs(config: ContainerConfig): { path: string; args: string[] } {
+  let entrypoint = config.Entrypoint ?? [];
+  if (entrypoint.length === 1 && entrypoint[0] === '') entrypoint = [];
+  const cmd = config.Cmd ?? [];
+  const all = [...entrypoint, ...cmd];
+  if (all.length === 0) throw invalidParameter('No command specified');
+  return { path: all[0] ?? '', args: all.slice(1) };
+}
+
+function checkPlatform(
+  platform: string | undefined,
+  image: ImageConfigFile,
+  ref: string,
+  warnings: string[],
+): void {
+  const host = {
+    os: 'linux',
+    arch: process.arch === 'x64' ? 'amd64' : process.arch === 'arm64' ? 'arm64' : process.arch,
+  };
+  const actual = `${image.os}/${image.architecture}${image.variant ? `/${image.variant}` : ''}`;
+  if (!platform) {
+    if (image.os !== host.os || image.architecture !== host.arch) {
+      warnings.push(
+        `The requested image's platform (${actual}) does not match the detected host platform (${host.os}/${host.arch}) and no specific platform was requested`,
+      );
+    }
+    return;
+  }
+  const parts = platform.toLowerCase().split('/');
+  if (parts.length > 3 || !parts[0]) throw invalidParameter(`invalid platform: ${platform}`);
+  const [os, arch, variant] = parts;
+  const normArch = arch === 'x86_64' || arch === 'x86-64' ? 'amd64' : arch === 'aarch64' ? 'arm64' : arch;
+  if (
+    os !== image.os ||
+    (normArch && normArch !== image.architecture) ||
+    (variant && variant !== image.variant)
+  ) {
+    throw notFound(
+      `image with reference ${ref} was found but does not match the specified platform: wanted ${platform}, actual: ${actual}`,
+    );
+  }
+}
+
+function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: string): HostConfig {
+  const out: HostConfig = { ...hc };
+  if (!out.NetworkMode) out.NetworkMode = 'default';
+  if (!out.LogConfig?.Type) out.LogConfig = { Type: 'json-file', Config: out.LogConfig?.Config ?? {} };
+  if (!out.LogConfig.Config) out.LogConfig = { ...out.LogConfig, Config: {} };
+  if (!out.RestartPolicy?.Name)
+    out.RestartPolicy = { Name: 'no', MaximumRetryCount: out.RestartPolicy?.MaximumRetryCount ?? 0 };
+  if (!out.ShmSize) out.ShmSize = DEFAULT_SHM;
+  if (!out.IpcMode) out.IpcMode = versionAtLeast(apiVersion, '1.40') ? 'private' : 'shareable';
+  if (!out.CgroupnsMode) out.CgroupnsMode = 'host';
+  if (!out.Runtime) out.Runtime = runtimeName;
+  if (versionAtLeast(apiVersion, '1.42')) {
+    delete out.KernelMemory;
+  }
+  if (!out.Privileged) {
+    if (!out.MaskedPaths) out.MaskedPaths = MASKED_PATHS;
+    if (!out.ReadonlyPaths) out.ReadonlyPaths = READONLY_PATHS;
+  }
+  if (out.Dns === undefined || out.Dns === null) out.Dns = [];
+  if (out.DnsOptions === undefined || out.DnsOptions === null) out.DnsOptions = [];
+  if (out.DnsSearch === undefined || out.DnsSearch === null) out.DnsSearch = [];
+  if (!out.ConsoleSize) out.ConsoleSize = [0, 0];
+  return out;
+}
+
+/** Checks that need other containers or services: named volumes, networks, `container:` modes. */
+function checkReferences(ix: Internals, hc: HostConfig): void {
+  for (const b of hc.Binds ?? []) {
+    if (parseBind(b).kind === 'volume') {
+      throw invalidParameter(`invalid volume specification: '${b}': named volumes are not supported yet`);
+    }
+  }
+  for (const m of hc.Mounts ?? []) {
+    if (m.Type === 'volume')
+      throw invalidParameter('invalid mount config for type "volume": volumes are not supported yet');
+  }
+  if ((hc.VolumesFrom ?? []).length > 0) throw invalidParameter('VolumesFrom is not supported yet');
+  if ((hc.Links ?? []).length > 0) throw invalidParameter('legacy container links are not supported');
+  for (const field of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
+    const v = hc[field] ?? '';
+    if (v.startsWith('container:')) ix.names.resolve(v.slice('container:'.length));
+  }
+  const nm = hc.NetworkMode ?? '';
+  if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
+    throw notFound(`network ${nm} not found`);
+  }
+}
+
+export async function createContainer(ix: Internals, req: CreateRequest): Promise<CreateResult> {
+  const { config: body, apiVersion } = req;
+  const hcIn: HostConfig = req.hostConfig ?? {};
+  const user: ContainerConfig = { ...body };
+  delete (user as Record<string, unknown>).HostConfig;
+  delete (user as Record<string, unknown>).NetworkingConfig;
+  if (typeof user.Image !== 'string' || user.Image === '') {
+    throw invalidParameter('config cannot be empty in order to create a container: no image specified');
+  }
+  const name = req.name ? normalizeName(req.name) : undefined;
+  validateConfig(user);
+  const warnings = validateHostConfig(hcIn, user, {
+    apiKernelMemory: !versionAtLeast(apiVersion, '1.42'),
+    swapSupported,
+  });
+  validateNetworkingConfig(req.networkingConfig ?? {});
+  checkReferences(ix, hcIn);
+  if (name && ix.names.nameTaken(name)) ix.names.reserve(name, ''); // throws the 409 message
+
+  const image: ImageRecord = await ix.images.resolve(user.Image);
+  checkPlatform(req.platform, image.config, user.Image, warnings);
+  const config = mergeImageConfig(user, image.config.config);
+  const { path, args } = entrypointAndArgs(config);
+
+  const id = randomId();
+  const hostConfig = normalizeHostConfig(hcIn, apiVersion, ix.runtime.name);
+  if (!config.Hostname) {
+    config.Hostname = hostConfig.NetworkMode === 'host' ? osHostname() : id.slice(0, 12);
+  }
+  if (hostConfig.NetworkMode?.startsWith('container:')) config.Hostname = config.Hostname ?? '';
+  const finalName = name ?? ix.names.freshName();
+  ix.names.reserve(finalName, id);
+  const dir = ix.store.dir(id);
+  const record: ContainerRecord = {
+    ID: id,
+    Created: nanoTimestamp(),
+    Path: path,
+    Args: args,
+    Config: config,
+    Image: image.id,
+    Name: finalName,
+    Driver: 'overlay2',
+    Platform: 'linux',
+    RestartCount: 0,
+    HasBeenStartedBefore: false,
+    HasBeenManuallyStopped: false,
+    MountLabel: '',
+    ProcessLabel: '',
+    AppArmorProfile: '',
+    State: emptyState(),
+    ResolvConfPath: join(dir, 'resolv.conf'),
+    HostnamePath: join(dir, 'hostname'),
+    HostsPath: join(dir, 'hosts'),
+    LogPath: join(dir, `${id}-json.log`),
+    NetworkingConfig: req.networkingConfig ?? {},
+    SandboxKey: '',
+  };
+  const c = new Container(record, hostConfig, () => emit(ix, c, 'detach'));
+  try {
+    await ix.images.snapshotter.prepare(id, image.chainId);
+    await save(ix, c, true);
+  } catch (err) {
+    ix.names.release(finalName);
+    await ix.images.snapshotter.remove(id).catch(() => undefined);
+    await ix.store.remove(id).catch(() => undefined);
+    throw err;
+  }
+  ix.names.addId(id);
+  ix.containers.set(id, c);
+  emit(ix, c, 'create');
+  return { Id: id, Warnings: warnings };
+}

@@ -1,0 +1,117 @@
+import { readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import type { HostConfig } from '../../common/docker-types.js';
+import { writeFileAtomic } from '../../common/fs/atomic.js';
+
+/** The /etc/hosts, /etc/hostname and /etc/resolv.conf a container gets, as dockerd writes them. */
+
+const DEFAULT_HOSTS = [
+  '127.0.0.1\tlocalhost',
+  '::1\tlocalhost ip6-localhost ip6-loopback',
+  'fe00::0\tip6-localnet',
+  'ff00::0\tip6-mcastprefix',
+  'ff02::1\tip6-allnodes',
+  'ff02::2\tip6-allrouters',
+];
+
+const FALLBACK_NAMESERVERS = ['8.8.8.8', '8.8.4.4'];
+
+export function hostsContent(opts: {
+  extraHosts: string[];
+  ip?: string;
+  hostname: string;
+  domainname?: string;
+}): string {
+  const lines = [...DEFAULT_HOSTS];
+  for (const entry of opts.extraHosts) {
+    const i = entry.indexOf(':');
+    const host = entry.slice(0, i);
+    const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
+    lines.push(`${ip === 'host-gateway' ? '127.0.0.1' : ip}\t${host}`);
+  }
+  if (opts.ip) {
+    const names = opts.domainname ? `${opts.hostname}.${opts.domainname} ${opts.hostname}` : opts.hostname;
+    lines.push(`${opts.ip}\t${names}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function isLoopback(ip: string): boolean {
+  if (isIP(ip) === 4) return ip.startsWith('127.');
+  return ip === '::1' || ip === '0:0:0:0:0:0:0:1';
+}
+
+/**
+ * resolv.conf from the host's (loopback nameservers dropped, as dockerd does when the container
+ * has its own network namespace; Google's servers when none remain) or from Dns/DnsSearch/DnsOptions.
+ */
+export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwork: boolean): string {
+  const lines = hostResolv.split('\n');
+  let nameservers: string[] = [];
+  let search: string[] = [];
+  let options: string[] = [];
+  const other: string[] = [];
+  for (const raw of lines) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const [key, ...rest] = line.split(/\s+/);
+    if (key === 'nameserver' && rest[0]) nameservers.push(rest[0]);
+    else if (key === 'search' || key === 'domain') search = rest;
+    else if (key === 'options') options.push(...rest);
+    else other.push(line);
+  }
+  if (!hostNetwork) nameservers = nameservers.filter((ns) => !isLoopback(ns));
+  if ((hc.Dns ?? []).length > 0) nameservers = [...(hc.Dns ?? [])];
+  if ((hc.DnsSearch ?? []).length > 0) search = (hc.DnsSearch ?? []).filter((s) => s !== '.');
+  if ((hc.DnsOptions ?? []).length > 0) options = [...(hc.DnsOptions ?? [])];
+  if (nameservers.length === 0) nameservers = FALLBACK_NAMESERVERS;
+  const out: string[] = [];
+  if (search.length > 0) out.push(`search ${search.join(' ')}`);
+  for (const ns of nameservers) out.push(`nameserver ${ns}`);
+  if (options.length > 0) out.push(`options ${options.join(' ')}`);
+  out.push(...other);
+  return `${out.join('\n')}\n`;
+}
+
+export async function readHostResolvConf(): Promise<string> {
+  try {
+    return await readFile('/etc/resolv.conf', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+export async function readHostHosts(): Promise<string> {
+  try {
+    return await readFile('/etc/hosts', 'utf8');
+  } catch {
+    return `${DEFAULT_HOSTS.join('\n')}\n`;
+  }
+}
+
+export async function writeContainerFiles(paths: {
+  hostsPath: string;
+  hostnamePath: string;
+  resolvConfPath: string;
+  hostname: string;
+  domainname?: string;
+  hostConfig: HostConfig;
+  hostNetwork: boolean;
+}): Promise<void> {
+  const hostname = paths.hostNetwork
+    ? (await readFile('/etc/hostname', 'utf8').catch(() => paths.hostname)).trim()
+    : paths.hostname;
+  await writeFileAtomic(paths.hostnamePath, `${hostname}\n`);
+  const hosts = paths.hostNetwork
+    ? await readHostHosts()
+    : hostsContent({
+        extraHosts: paths.hostConfig.ExtraHosts ?? [],
+        hostname: paths.hostname,
+        domainname: paths.domainname,
+      });
+  await writeFileAtomic(paths.hostsPath, hosts);
+  await writeFileAtomic(
+    paths.resolvConfPath,
+    resolvConfContent(await readHostResolvConf(), paths.hostConfig, paths.hostNetwork),
+  );
+}

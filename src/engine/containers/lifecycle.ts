@@ -1,0 +1,449 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { conflict, errorMessage, invalidParameter, notModified } from '../../common/errors.js';
+import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
+import { type Container, emit, type Internals, save } from './container.js';
+import { fileSize } from './logfile.js';
+import { normalizeName } from './names.js';
+import {
+  logMaxFiles,
+  logMaxSize,
+  mountRootfs,
+  prepareStart,
+  type SpecBuilder,
+  startFailure,
+  unmountRootfs,
+} from './run.js';
+import { parseSignal, SIGKILL, SIGTERM } from './signals.js';
+import type { WaitCondition, WaitResult } from './types.js';
+import { parseTimestampMs } from './units.js';
+
+/** Functions the lifecycle needs from the runtime package (injected so tests can fake them). */
+export interface RuntimeHelpers {
+  buildSpec: SpecBuilder;
+  rotateLog(path: string, maxFiles: number): Promise<void>;
+}
+
+export interface Lifecycle {
+  start(c: Container, manual: boolean): Promise<void>;
+  handleExit(c: Container, status: ExitStatus): Promise<void>;
+  stop(c: Container, opts: { timeout?: number; signal?: string }): Promise<void>;
+  kill(c: Container, name: string, signal?: string): Promise<void>;
+  restart(c: Container, opts: { timeout?: number; signal?: string }): Promise<void>;
+  pause(c: Container): Promise<void>;
+  unpause(c: Container): Promise<void>;
+  wait(c: Container, condition: WaitCondition, signal?: AbortSignal): () => Promise<WaitResult>;
+  remove(c: Container, opts: { force?: boolean }): Promise<void>;
+  rename(c: Container, newName: string): Promise<void>;
+  resize(c: Container, height: number, width: number): Promise<void>;
+  /** Connect to a running container's stdio again (after an engine restart). */
+  reattach(c: Container): Promise<void>;
+}
+
+const EXIT_WAIT_AFTER_KILL_MS = 30_000;
+
+/** Resolves on the container's next handled exit (die event emitted, state saved). */
+function nextExit(c: Container): Promise<number> {
+  return new Promise((resolve) => c.events.once('exit', (code: number) => resolve(code)));
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  if (ms < 0) return p;
+  const ac = new AbortController();
+  try {
+    return await Promise.race([p, sleep(ms, undefined, { signal: ac.signal }).catch(() => undefined)]);
+  } finally {
+    ac.abort();
+  }
+}
+
+export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecycle {
+  const rotationTimers = new Map<string, NodeJS.Timeout>();
+
+  function connectStdio(c: Container, conn: AttachConnection): void {
+    conn.on('stdout', (d: Buffer) => c.hub.broadcast('stdout', d));
+    conn.on('stderr', (d: Buffer) => c.hub.broadcast('stderr', d));
+    conn.on('error', () => undefined);
+    c.hub.connect(conn);
+  }
+
+  function watchLogSize(c: Container): void {
+    if (!c.hostConfig.LogConfig?.Config?.['max-size']) return;
+    const max = logMaxSize(c);
+    if (max <= 0) return;
+    const files = logMaxFiles(c);
+    const timer = setInterval(() => {
+      void (async () => {
+        if ((await fileSize(c.record.LogPath)) < max) return;
+        await helpers.rotateLog(c.record.LogPath, files);
+        await ix.runtime.reopenLog(c.id);
+      })().catch((err) => ix.log.warn('log rotation failed', { id: c.id, error: errorMessage(err) }));
+    }, 1000);
+    timer.unref();
+    stopLogWatch(c);
+    rotationTimers.set(c.id, timer);
+  }
+
+  function stopLogWatch(c: Container): void {
+    const t = rotationTimers.get(c.id);
+    if (t) clearInterval(t);
+    rotationTimers.delete(c.id);
+  }
+
+  async function start(c: Container, manual: boolean): Promise<void> {
+    let failed = false;
+    await c.lock
+      .run(async () => {
+        const s = c.state;
+        if (s.RemovalInProgress || s.Dead)
+          throw conflict('container is marked for removal and cannot be started');
+        if (s.Paused) throw conflict('cannot start a paused container, try unpause instead');
+        if (s.Running && !s.Restarting) throw notModified();
+        if (manual) {
+          c.restart.reset();
+          c.record.HasBeenManuallyStopped = false;
+          c.record.RestartCount = 0;
+        }
+        if (c.restartTimer) {
+          clearTimeout(c.restartTimer);
+          c.restartTimer = undefined;
+        }
+        try {
+          const rootfs = await mountRootfs(ix, c);
+          const opts = await prepareStart(ix, c, rootfs, helpers.buildSpec);
+          const { pid } = await ix.runtime.start({
+            ...opts,
+            beforeStart: async () => {
+              connectStdio(c, await ix.runtime.attach(c.id));
+            },
+          });
+          c.setRunning(pid);
+          await save(ix, c);
+          watchLogSize(c);
+          emit(ix, c, 'start');
+        } catch (err) {
+          failed = true;
+          const f = startFailure(err);
+          c.hub.exited();
+          c.clearRestarting();
+          c.state.Error = f.message;
+          c.state.ExitCode = f.exitCode;
+          c.state.Status = c.record.HasBeenStartedBefore ? 'exited' : 'created';
+          if (c.state.Status === 'exited') c.state.Running = false;
+          await ix.runtime.delete(c.id).catch(() => undefined);
+          await unmountRootfs(ix, c).catch(() => undefined);
+          await save(ix, c).catch(() => undefined);
+          if (f.userError) throw invalidParameter(f.message);
+          throw err;
+        }
+      })
+      .catch(async (err) => {
+        if (failed && c.hostConfig.AutoRemove) await remove(c, { force: true }).catch(() => undefined);
+        throw err;
+      });
+  }
+
+  async function restartByPolicy(c: Container): Promise<void> {
+    c.restartTimer = undefined;
+    if (!c.state.Restarting || ix.closing) return;
+    c.record.RestartCount++;
+    try {
+      await start(c, false);
+    } catch (err) {
+      ix.log.warn('restart by policy failed', { id: c.id, error: errorMessage(err) });
+    }
+  }
+
+  async function handleExit(c: Container, status: ExitStatus): Promise<void> {
+    let autoRemove = false;
+    const work = c.lock.run(async () => {
+      if (!c.state.Running || c.state.Restarting) return;
+      stopLogWatch(c);
+      const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
+      c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
+      c.hub.exited();
+      await ix.runtime
+        .delete(c.id)
+        .catch((err) => ix.log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));
+      await unmountRootfs(ix, c).catch((err) =>
+        ix.log.warn('unmount failed', { id: c.id, error: errorMessage(err) }),
+      );
+      if (status.oomKilled) emit(ix, c, 'oom');
+      emit(ix, c, 'die', { exitCode: String(status.exitCode) });
+      const decision = ix.closing
+        ? { restart: false, delayMs: 0 }
+        : c.restart.shouldRestart(status.exitCode, {
+            manuallyStopped: c.record.HasBeenManuallyStopped,
+            restartCount: c.record.RestartCount,
+            runMs: Number.isFinite(runMs) ? runMs : 0,
+          });
+      if (decision.restart) {
+        c.setRestarting();
+        c.restartTimer = setTimeout(() => void restartByPolicy(c), decision.delayMs);
+      } else if (c.hostConfig.AutoRemove) {
+        autoRemove = true;
+      }
+      await save(ix, c);
+      c.events.emit('exit', status.exitCode);
+    });
+    c.exiting = work;
+    try {
+      await work;
+    } finally {
+      if (c.exiting === work) c.exiting = undefined;
+    }
+    if (autoRemove && !ix.closing) {
+      await remove(c, { force: true }).catch((err) =>
+        ix.log.warn('auto-remove failed', { id: c.id, error: errorMessage(err) }),
+      );
+    }
+  }
+
+  /** Send a signal; a paused container is resumed so that it gets it. */
+  async function signalContainer(c: Container, sig: number): Promise<void> {
+    emit(ix, c, 'kill', { signal: String(sig) });
+    await ix.runtime.signal(c.id, sig);
+    if (c.state.Paused) {
+      await ix.runtime.resume(c.id).catch(() => undefined);
+      c.state.Paused = false;
+      c.state.Status = 'running';
+      await save(ix, c);
+    }
+  }
+
+  /** Wait for the process to be gone, checking the runtime too in case an exit report is late. */
+  async function awaitExit(c: Container, exit: Promise<number>, ms: number): Promise<boolean> {
+    const deadline = ms < 0 ? Number.POSITIVE_INFINITY : Date.now() + ms;
+    for (;;) {
+      if (!c.isRunningProcess) return true;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      const r = await withTimeout(exit, Math.min(left, 1000));
+      if (r !== undefined || !c.isRunningProcess) return true;
+      const st = await ix.runtime.exitStatus(c.id).catch(() => null);
+      if (st) await handleExit(c, st);
+    }
+  }
+
+  function stopTimeout(c: Container, t?: number): number {
+    if (t !== undefined) return t;
+    const st = c.record.Config.StopTimeout;
+    return st === undefined || st === null ? 10 : st;
+  }
+
+  async function stopRunning(c: Container, opts: { timeout?: number; signal?: string }): Promise<void> {
+    const sig = opts.signal
+      ? parseSignal(opts.signal)
+      : c.record.Config.StopSignal
+        ? parseSignal(c.record.Config.StopSignal)
+        : SIGTERM;
+    c.record.HasBeenManuallyStopped = true;
+    c.restart.cancel();
+    if (c.state.Restarting) {
+      if (c.restartTimer) clearTimeout(c.restartTimer);
+      c.restartTimer = undefined;
+      c.clearRestarting();
+      await save(ix, c);
+      return;
+    }
+    await save(ix, c);
+    const exit = nextExit(c);
+    const timeout = stopTimeout(c, opts.timeout);
+    await signalContainer(c, sig).catch((err) =>
+      ix.log.debug('stop signal failed', { error: errorMessage(err) }),
+    );
+    if (await awaitExit(c, exit, timeout * 1000)) return;
+    await signalContainer(c, SIGKILL).catch((err) =>
+      ix.log.debug('kill failed', { error: errorMessage(err) }),
+    );
+    if (!(await awaitExit(c, exit, EXIT_WAIT_AFTER_KILL_MS))) {
+      throw new Error(`container ${c.id} did not exit after SIGKILL`);
+    }
+  }
+
+  async function stop(c: Container, opts: { timeout?: number; signal?: string }): Promise<void> {
+    if (!c.state.Running) throw notModified();
+    if (opts.signal) parseSignal(opts.signal);
+    await stopRunning(c, opts);
+    emit(ix, c, 'stop');
+  }
+
+  async function kill(c: Container, name: string, signal?: string): Promise<void> {
+    const sig = signal ? parseSignal(signal) : SIGKILL;
+    if (!c.isRunningProcess) {
+      throw conflict(`Cannot kill container: ${name}: Container ${c.id} is not running`);
+    }
+    const stopSig = c.record.Config.StopSignal ? parseSignal(c.record.Config.StopSignal) : SIGTERM;
+    if (sig === SIGKILL || sig === stopSig) {
+      c.record.HasBeenManuallyStopped = true;
+      await save(ix, c);
+    }
+    const exit = nextExit(c);
+    await signalContainer(c, sig);
+    if (sig === SIGKILL) await awaitExit(c, exit, 10_000);
+  }
+
+  async function restart(c: Container, opts: { timeout?: number; signal?: string }): Promise<void> {
+    if (opts.signal) parseSignal(opts.signal);
+    if (c.state.Running) await stopRunning(c, opts);
+    await start(c, true).catch((err) => {
+      if (err && typeof err === 'object' && 'kind' in err && err.kind === 'NotModified') return;
+      throw err;
+    });
+    emit(ix, c, 'restart');
+  }
+
+  async function pause(c: Container): Promise<void> {
+    await c.lock.run(async () => {
+      if (!c.state.Running) throw conflict(`Container ${c.id} is not running`);
+      if (c.state.Restarting)
+        throw conflict(`Container ${c.id} is restarting, wait until the container is running`);
+      if (c.state.Paused) throw conflict(`Container ${c.id} is already paused`);
+      await ix.runtime.pause(c.id);
+      c.state.Paused = true;
+      c.state.Status = 'paused';
+      await save(ix, c);
+      emit(ix, c, 'pause');
+    });
+  }
+
+  async function unpause(c: Container): Promise<void> {
+    await c.lock.run(async () => {
+      if (!c.state.Paused) throw conflict(`Container ${c.id} is not paused`);
+      await ix.runtime.resume(c.id);
+      c.state.Paused = false;
+      c.state.Status = 'running';
+      await save(ix, c);
+      emit(ix, c, 'unpause');
+    });
+  }
+
+  function result(c: Container, code: number, error?: string): WaitResult {
+    void c;
+    return { StatusCode: code, Error: error ? { Message: error } : null };
+  }
+
+  function wait(c: Container, condition: WaitCondition, signal?: AbortSignal): () => Promise<WaitResult> {
+    // Decide what to wait for now (synchronously), so that an exit between this call and the
+    // caller awaiting is not missed.
+    let waiting: Promise<WaitResult>;
+    if (condition === 'removed') {
+      waiting = new Promise((resolve) => {
+        c.events.once('removed', (error?: string) => resolve(result(c, c.state.ExitCode, error)));
+      });
+    } else if (condition === 'not-running' && !c.state.Running) {
+      waiting = Promise.resolve(result(c, c.state.ExitCode));
+    } else {
+      waiting = new Promise((resolve) => {
+        const onExit = (code: number) => {
+          c.events.off('removed', onRemoved);
+          resolve(result(c, code));
+        };
+        const onRemoved = () => {
+          c.events.off('exit', onExit);
+          resolve(result(c, c.state.ExitCode));
+        };
+        c.events.once('exit', onExit);
+        c.events.once('removed', onRemoved);
+      });
+    }
+    return () =>
+      new Promise<WaitResult>((resolve, reject) => {
+        if (signal?.aborted) {
+          reject(new Error('client went away'));
+          return;
+        }
+        signal?.addEventListener('abort', () => reject(new Error('client went away')), { once: true });
+        waiting.then(resolve, reject);
+      });
+  }
+
+  async function remove(c: Container, opts: { force?: boolean }): Promise<void> {
+    if (c.state.RemovalInProgress) {
+      throw invalidParameter(`removal of container ${c.name.replace(/^\//, '')} is already in progress`);
+    }
+    if (c.state.Running && !opts.force) {
+      const what = c.state.Restarting ? 'restarting' : c.state.Paused ? 'paused' : 'running';
+      throw conflict(
+        `cannot remove container "${c.name}": container is ${what}: stop the container before removing or force remove`,
+      );
+    }
+    if (c.state.Running) {
+      c.restart.cancel();
+      c.record.HasBeenManuallyStopped = true;
+      if (c.state.Restarting) {
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        c.restartTimer = undefined;
+        c.clearRestarting();
+      } else {
+        const exit = nextExit(c);
+        await signalContainer(c, SIGKILL).catch(() => undefined);
+        if (!(await awaitExit(c, exit, EXIT_WAIT_AFTER_KILL_MS))) {
+          throw new Error(`could not kill container ${c.id}`);
+        }
+      }
+    }
+    if (c.exiting) await c.exiting.catch(() => undefined);
+    await c.lock.run(async () => {
+      if (ix.containers.get(c.id) !== c) return;
+      c.state.RemovalInProgress = true;
+      c.state.Status = 'removing';
+      await save(ix, c);
+      try {
+        stopLogWatch(c);
+        await ix.runtime.delete(c.id).catch(() => undefined);
+        await unmountRootfs(ix, c);
+        await ix.images.snapshotter.remove(c.id);
+        await ix.store.remove(c.id);
+      } catch (err) {
+        c.state.RemovalInProgress = false;
+        c.state.Dead = true;
+        c.state.Status = 'dead';
+        await save(ix, c).catch(() => undefined);
+        c.events.emit('removed', `unable to remove container: ${errorMessage(err)}`);
+        throw err;
+      }
+      ix.containers.delete(c.id);
+      ix.names.removeId(c.id);
+      emit(ix, c, 'destroy');
+      c.events.emit('removed');
+    });
+  }
+
+  async function rename(c: Container, newName: string): Promise<void> {
+    if (!newName) throw invalidParameter('Neither old nor new names may be empty');
+    const name = normalizeName(newName);
+    if (name === c.name)
+      throw invalidParameter('Renaming a container with the same name as its current name');
+    await c.lock.run(async () => {
+      const old = c.name;
+      ix.names.reserve(name, c.id);
+      c.record.Name = name;
+      try {
+        await save(ix, c);
+      } catch (err) {
+        ix.names.release(name);
+        c.record.Name = old;
+        throw err;
+      }
+      ix.names.release(old);
+      emit(ix, c, 'rename', { oldName: old });
+    });
+  }
+
+  async function resize(c: Container, height: number, width: number): Promise<void> {
+    if (!c.isRunningProcess) throw conflict(`Container ${c.id} is not running`);
+    await ix.runtime.resize(c.id, height, width);
+    emit(ix, c, 'resize', { height: String(height), width: String(width) });
+  }
+
+  async function reattach(c: Container): Promise<void> {
+    try {
+      connectStdio(c, await ix.runtime.attach(c.id));
+    } catch (err) {
+      ix.log.warn('cannot attach to restored container', { id: c.id, error: errorMessage(err) });
+    }
+    watchLogSize(c);
+  }
+
+  return { start, handleExit, stop, kill, restart, pause, unpause, wait, remove, rename, resize, reattach };
+}

@@ -1,0 +1,217 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ContainerConfig } from '../../common/docker-types.js';
+import { conflict, errorMessage } from '../../common/errors.js';
+import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.types.js';
+import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
+import { writeContainerFiles } from './files.js';
+import { parseRamSize } from './units.js';
+import { parseBind } from './validate.js';
+
+/**
+ * What a start needs besides the state machine: the mounted rootfs, the container's files,
+ * namespaces to join, mounts, and the runtime's start options.
+ */
+
+export type SpecBuilder = (
+  input: SpecInput,
+  options?: { warnings?: string[] },
+) => Promise<Record<string, unknown>>;
+
+/** Is `target` a mount point (per /proc/self/mountinfo)? */
+export async function isMounted(target: string): Promise<boolean> {
+  try {
+    const info = await readFile('/proc/self/mountinfo', 'utf8');
+    return info.split('\n').some((l) => l.split(' ')[4] === target);
+  } catch {
+    return false;
+  }
+}
+
+export async function mountRootfs(ix: Internals, c: Container): Promise<string> {
+  const target = rootfsPath(ix, c.id);
+  await mkdir(target, { recursive: true });
+  if (!(await isMounted(target))) await ix.images.snapshotter.mount(c.id, target);
+  c.rootfsMounted = true;
+  return target;
+}
+
+export async function unmountRootfs(ix: Internals, c: Container): Promise<void> {
+  const target = rootfsPath(ix, c.id);
+  if (await isMounted(target)) await ix.images.snapshotter.unmount(target);
+  c.rootfsMounted = false;
+}
+
+function nsPathOf(ix: Internals, ref: string, kind: 'net' | 'pid' | 'ipc' | 'uts', what: string): string {
+  const other = get(ix, ref);
+  if (!other.state.Running || other.state.Restarting || other.state.Pid <= 0) {
+    throw conflict(`cannot join ${what} of a non running container: ${other.id}`);
+  }
+  return `/proc/${other.state.Pid}/ns/${kind}`;
+}
+
+function bindMounts(c: Container): SpecMount[] {
+  const out: SpecMount[] = [];
+  const hc = c.hostConfig;
+  for (const b of hc.Binds ?? []) {
+    const p = parseBind(b);
+    const opts = ['rbind', p.readOnly ? 'ro' : 'rw'];
+    if (p.propagation) opts.push(p.propagation);
+    out.push({ destination: p.destination, type: 'bind', source: p.source, options: opts });
+  }
+  for (const m of hc.Mounts ?? []) {
+    if (m.Type === 'bind') {
+      const opts = [m.BindOptions?.NonRecursive ? 'bind' : 'rbind', m.ReadOnly ? 'ro' : 'rw'];
+      if (m.BindOptions?.Propagation) opts.push(m.BindOptions.Propagation);
+      out.push({ destination: m.Target ?? '', type: 'bind', source: m.Source ?? '', options: opts });
+    } else if (m.Type === 'tmpfs') {
+      const opts = ['nosuid', 'nodev', 'noexec'];
+      if (m.ReadOnly) opts.push('ro');
+      if (m.TmpfsOptions?.SizeBytes) opts.push(`size=${m.TmpfsOptions.SizeBytes}`);
+      if (m.TmpfsOptions?.Mode) opts.push(`mode=${m.TmpfsOptions.Mode.toString(8)}`);
+      out.push({ destination: m.Target ?? '', type: 'tmpfs', source: 'tmpfs', options: opts });
+    }
+  }
+  for (const [dest, options] of Object.entries(hc.Tmpfs ?? {})) {
+    const opts = ['nosuid', 'nodev', 'noexec', ...(options ? options.split(',').filter(Boolean) : [])];
+    out.push({ destination: dest, type: 'tmpfs', source: 'tmpfs', options: opts });
+  }
+  return out;
+}
+
+/** Create missing bind sources (dockerd does for -v host paths). */
+async function ensureBindSources(c: Container): Promise<void> {
+  for (const b of c.hostConfig.Binds ?? []) {
+    const p = parseBind(b);
+    if (p.kind === 'bind' && !existsSync(p.source)) await mkdir(p.source, { recursive: true });
+  }
+  for (const m of c.hostConfig.Mounts ?? []) {
+    if (m.Type === 'bind' && m.Source && m.BindOptions?.CreateMountpoint && !existsSync(m.Source)) {
+      await mkdir(m.Source, { recursive: true });
+    }
+  }
+}
+
+/** Spec input and start options for a container whose rootfs is mounted at `rootfs`. */
+export async function prepareStart(
+  ix: Internals,
+  c: Container,
+  rootfs: string,
+  buildSpec: SpecBuilder,
+): Promise<Omit<StartOptions, 'beforeStart'>> {
+  const rec = c.record;
+  const hc = c.hostConfig;
+  const dir = ix.store.dir(c.id);
+  const nm = hc.NetworkMode ?? 'default';
+  let netns: string | undefined;
+  let hostsPath = join(dir, 'hosts');
+  let hostnamePath = join(dir, 'hostname');
+  let resolvConfPath = join(dir, 'resolv.conf');
+  if (nm === 'host') netns = 'host';
+  else if (nm.startsWith('container:')) {
+    const ref = nm.slice('container:'.length);
+    netns = nsPathOf(ix, ref, 'net', 'network');
+    const other = get(ix, ref);
+    hostsPath = other.record.HostsPath;
+    hostnamePath = other.record.HostnamePath;
+    resolvConfPath = other.record.ResolvConfPath;
+  }
+  if (!nm.startsWith('container:')) {
+    await writeContainerFiles({
+      hostsPath,
+      hostnamePath,
+      resolvConfPath,
+      hostname: rec.Config.Hostname ?? c.id.slice(0, 12),
+      domainname: rec.Config.Domainname,
+      hostConfig: hc,
+      hostNetwork: nm === 'host',
+    });
+  }
+  rec.HostsPath = hostsPath;
+  rec.HostnamePath = hostnamePath;
+  rec.ResolvConfPath = resolvConfPath;
+
+  const joinNamespaces: SpecInput['joinNamespaces'] = {};
+  if (hc.PidMode === 'host') joinNamespaces.pid = 'host';
+  else if (hc.PidMode?.startsWith('container:')) {
+    joinNamespaces.pid = nsPathOf(ix, hc.PidMode.slice(10), 'pid', 'PID namespace');
+  }
+  if (hc.IpcMode === 'host') joinNamespaces.ipc = 'host';
+  else if (hc.IpcMode?.startsWith('container:')) {
+    joinNamespaces.ipc = nsPathOf(ix, hc.IpcMode.slice(10), 'ipc', 'IPC namespace');
+  }
+  if (hc.UTSMode === 'host') joinNamespaces.uts = 'host';
+
+  await ensureBindSources(c);
+  const config: ContainerConfig = { ...rec.Config };
+  if (config.Entrypoint?.length === 1 && config.Entrypoint[0] === '') config.Entrypoint = [];
+  const parent = hc.CgroupParent ? hc.CgroupParent.replace(/\/+$/, '') : '/berth';
+  const input: SpecInput = {
+    id: c.id,
+    rootfs,
+    config,
+    hostConfig: hc,
+    hostsPath,
+    hostnamePath,
+    resolvConfPath,
+    cgroupsPath: `${parent.startsWith('/') ? parent : `/${parent}`}/${c.id}`,
+    mounts: bindMounts(c),
+    joinNamespaces,
+  };
+  if (netns !== undefined) input.netns = netns;
+  const spec = await buildSpec(input);
+  const cs = hc.ConsoleSize;
+  const opts: Omit<StartOptions, 'beforeStart'> = {
+    id: c.id,
+    bundleDir: bundlePath(ix, c.id),
+    spec,
+    terminal: rec.Config.Tty === true,
+    stdin: rec.Config.OpenStdin === true,
+    stdinOnce: rec.Config.StdinOnce === true,
+    logPath: rec.LogPath,
+  };
+  const maxSize = logMaxSize(c);
+  if (maxSize > 0) opts.logSizeMax = maxSize;
+  if (cs && cs[0] > 0 && cs[1] > 0) opts.consoleSize = { height: cs[0], width: cs[1] };
+  return opts;
+}
+
+/** The log size limit (max-size; `local` defaults to 20 MB, `none` keeps 1 MB for attach only). */
+export function logMaxSize(c: Container): number {
+  const lc = c.hostConfig.LogConfig ?? {};
+  const raw = lc.Config?.['max-size'];
+  if (raw) return parseRamSize(raw);
+  if (lc.Type === 'local') return 20 * 1024 * 1024;
+  if (lc.Type === 'none') return 1024 * 1024;
+  return 0;
+}
+
+export function logMaxFiles(c: Container): number {
+  const lc = c.hostConfig.LogConfig ?? {};
+  const raw = lc.Config?.['max-file'];
+  if (raw) return Number(raw);
+  if (lc.Type === 'local') return 5;
+  return 1;
+}
+
+/** Exit code and message of a failed start, as dockerd reports them (127 not found, 126 not executable). */
+export function startFailure(err: unknown): { exitCode: number; message: string; userError: boolean } {
+  const message = errorMessage(err);
+  if (/executable file not found|no such file or directory/i.test(message)) {
+    return { exitCode: 127, message, userError: true };
+  }
+  if (/permission denied|not a directory|exec format error/i.test(message)) {
+    return { exitCode: 126, message, userError: true };
+  }
+  return { exitCode: 128, message, userError: false };
+}
+
+export async function fileExists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

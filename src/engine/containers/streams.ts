@@ -1,0 +1,148 @@
+import type { AttachConnection } from '../runtime/runtime.types.js';
+import { DetachScanner } from './detachkeys.js';
+import type { AttachSession, AttachSink } from './types.js';
+
+type EndReason = 'exited' | 'detached' | 'closed';
+
+/** One attached client. */
+export class Session implements AttachSession {
+  readonly done: Promise<EndReason>;
+  private resolveDone!: (r: EndReason) => void;
+  private ended = false;
+  private readonly scanner?: DetachScanner;
+
+  constructor(
+    readonly tty: boolean,
+    readonly want: { stdin: boolean; stdout: boolean; stderr: boolean },
+    private readonly sink: AttachSink,
+    private readonly hub: StdioHub,
+    detachKeys: Buffer | undefined,
+  ) {
+    this.done = new Promise((r) => {
+      this.resolveDone = r;
+    });
+    if (want.stdin && detachKeys) this.scanner = new DetachScanner(detachKeys);
+  }
+
+  get isOpen(): boolean {
+    return !this.ended;
+  }
+
+  output(stream: 'stdout' | 'stderr', data: Buffer): void {
+    if (this.ended) return;
+    if (stream === 'stdout' ? this.want.stdout : this.want.stderr) this.sink.output(stream, data);
+  }
+
+  write(chunk: Buffer): void {
+    if (this.ended || !this.want.stdin) return;
+    if (!this.scanner) {
+      this.hub.stdin(chunk);
+      return;
+    }
+    const { pass, detach } = this.scanner.push(chunk);
+    if (pass.length) this.hub.stdin(pass);
+    if (detach) this.finish('detached');
+  }
+
+  endInput(): void {
+    if (this.ended || !this.want.stdin) return;
+    this.hub.clientInputEnded();
+  }
+
+  close(): void {
+    this.finish('closed');
+  }
+
+  finish(reason: EndReason): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.hub.remove(this, reason);
+    this.sink.end(reason);
+    this.resolveDone(reason);
+  }
+}
+
+/**
+ * The stdio of one container as the engine shares it among attached clients: output fans out to
+ * every session; input from any session goes to the container's stdin through the runtime's
+ * attach connection (opened when the container starts; input arriving earlier is held).
+ */
+export class StdioHub {
+  private readonly sessions = new Set<Session>();
+  private conn?: AttachConnection;
+  private heldInput: Buffer[] = [];
+  private stdinClosed = false;
+  private closeStdinPending = false;
+
+  constructor(
+    private readonly opts: { stdinOnce: () => boolean; openStdin: () => boolean },
+    private readonly onDetach: (s: Session) => void,
+  ) {}
+
+  add(session: Session): void {
+    this.sessions.add(session);
+  }
+
+  remove(session: Session, reason: EndReason): void {
+    if (!this.sessions.delete(session)) return;
+    if (reason === 'detached') this.onDetach(session);
+    // StdinOnce: stdin closes when the (one) client that had it goes away.
+    if (reason !== 'exited' && session.want.stdin && this.opts.stdinOnce()) this.clientInputEnded();
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  broadcast(stream: 'stdout' | 'stderr', data: Buffer): void {
+    for (const s of this.sessions) s.output(stream, data);
+  }
+
+  /** The container's process is running: connect input. */
+  connect(conn: AttachConnection): void {
+    this.conn = conn;
+    this.stdinClosed = false;
+    conn.on('close', () => {
+      if (this.conn === conn) this.conn = undefined;
+    });
+    for (const chunk of this.heldInput) conn.writeStdin(chunk);
+    this.heldInput = [];
+    if (this.closeStdinPending) {
+      this.closeStdinPending = false;
+      this.stdinClosed = true;
+      conn.closeStdin();
+    }
+  }
+
+  stdin(chunk: Buffer): void {
+    if (!this.opts.openStdin() || this.stdinClosed) return;
+    if (this.conn) this.conn.writeStdin(chunk);
+    else this.heldInput.push(chunk);
+  }
+
+  clientInputEnded(): void {
+    if (!this.opts.stdinOnce() || this.stdinClosed) return;
+    if (this.conn) {
+      this.stdinClosed = true;
+      this.conn.closeStdin();
+    } else {
+      this.closeStdinPending = true;
+    }
+  }
+
+  /** The process ended: drop the runtime connection, end every session. */
+  exited(): void {
+    const conn = this.conn;
+    this.conn = undefined;
+    this.heldInput = [];
+    this.closeStdinPending = false;
+    conn?.close();
+    for (const s of [...this.sessions]) s.finish('exited');
+  }
+
+  /** Disconnect from the runtime without ending sessions (engine shutdown). */
+  disconnect(): void {
+    this.conn?.close();
+    this.conn = undefined;
+  }
+}

@@ -1,0 +1,196 @@
+import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
+
+/** Container states as the API names them (list State, inspect State.Status). */
+export type ContainerStatus =
+  | 'created'
+  | 'restarting'
+  | 'running'
+  | 'removing'
+  | 'paused'
+  | 'exited'
+  | 'dead';
+
+export interface HealthLogEntry {
+  Start: string;
+  End: string;
+  ExitCode: number;
+  Output: string;
+}
+
+export interface HealthState {
+  Status: 'starting' | 'healthy' | 'unhealthy' | 'none';
+  FailingStreak: number;
+  Log: HealthLogEntry[];
+}
+
+/** Persisted state (part of config.v2.json). */
+export interface ContainerState {
+  Status: ContainerStatus;
+  Running: boolean;
+  Paused: boolean;
+  Restarting: boolean;
+  OOMKilled: boolean;
+  Dead: boolean;
+  RemovalInProgress: boolean;
+  Pid: number;
+  ExitCode: number;
+  Error: string;
+  StartedAt: string;
+  FinishedAt: string;
+  Health?: HealthState;
+}
+
+export interface NetworkingConfig {
+  EndpointsConfig?: Record<string, EndpointSettings | null> | null;
+}
+
+/** Everything persisted for one container in `<data-root>/containers/<id>/config.v2.json`. */
+export interface ContainerRecord {
+  ID: string;
+  /** RFC 3339 with nanoseconds. */
+  Created: string;
+  Path: string;
+  Args: string[];
+  /** The merged configuration (request + image defaults). */
+  Config: ContainerConfig;
+  /** Image ID (`sha256:...`). */
+  Image: string;
+  /** Name with leading slash. */
+  Name: string;
+  Driver: string;
+  Platform: string;
+  RestartCount: number;
+  HasBeenStartedBefore: boolean;
+  HasBeenManuallyStopped: boolean;
+  MountLabel: string;
+  ProcessLabel: string;
+  AppArmorProfile: string;
+  State: ContainerState;
+  ResolvConfPath: string;
+  HostnamePath: string;
+  HostsPath: string;
+  LogPath: string;
+  NetworkingConfig: NetworkingConfig;
+  /** Network namespace the container runs in ('' when none yet). */
+  SandboxKey: string;
+  /** Container labels for events are Config.Labels. */
+}
+
+export const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/** What the API layer passes to create. */
+export interface CreateRequest {
+  name?: string;
+  platform?: string;
+  config: ContainerConfig & { HostConfig?: HostConfig; NetworkingConfig?: NetworkingConfig };
+  hostConfig: HostConfig;
+  networkingConfig: NetworkingConfig;
+  /** The API version of the request (some defaults depend on it). */
+  apiVersion: string;
+}
+
+export interface CreateResult {
+  Id: string;
+  Warnings: string[];
+}
+
+export interface ListOptions {
+  all?: boolean;
+  limit?: number;
+  since?: string;
+  before?: string;
+  size?: boolean;
+  filters?: Map<string, string[]>;
+}
+
+export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
+
+export interface WaitResult {
+  StatusCode: number;
+  Error: { Message: string } | null;
+}
+
+export interface LogsOptions {
+  stdout: boolean;
+  stderr: boolean;
+  since?: Date;
+  until?: Date;
+  tail?: number;
+  timestamps: boolean;
+  follow: boolean;
+  details: boolean;
+  signal?: AbortSignal;
+}
+
+export interface LogChunk {
+  stream: 'stdout' | 'stderr';
+  data: Buffer;
+}
+
+export interface AttachOptions {
+  stdin: boolean;
+  stdout: boolean;
+  stderr: boolean;
+  stream: boolean;
+  logs: boolean;
+  detachKeys?: string;
+}
+
+/** A live attach session: output arrives through callbacks; input through write/end. */
+export interface AttachSession {
+  tty: boolean;
+  /** Write client input (stdin) to the container; detach keys are recognised here. */
+  write(chunk: Buffer): void;
+  /** The client ended its input (half-close). */
+  endInput(): void;
+  /** The client went away. */
+  close(): void;
+  /** Resolves when the session is over (container stopped, detached, or closed). */
+  done: Promise<'exited' | 'detached' | 'closed'>;
+}
+
+export interface AttachSink {
+  output(stream: 'stdout' | 'stderr', data: Buffer): void;
+  /** The session is over: flush and end the client connection. */
+  end(reason: 'exited' | 'detached' | 'closed'): void;
+}
+
+export interface TopResult {
+  Titles: string[];
+  Processes: string[][];
+}
+
+/** Full inspect view (latest API version); the routes adapt it per version. */
+export type InspectView = Record<string, unknown>;
+export type ListItemView = Record<string, unknown>;
+
+export interface ContainerService {
+  create(req: CreateRequest): Promise<CreateResult>;
+  list(opts: ListOptions): Promise<ListItemView[]>;
+  inspect(idOrName: string, opts?: { size?: boolean }): Promise<InspectView>;
+  start(idOrName: string, opts?: { detachKeys?: string }): Promise<void>;
+  stop(idOrName: string, opts?: { timeout?: number; signal?: string }): Promise<void>;
+  restart(idOrName: string, opts?: { timeout?: number; signal?: string }): Promise<void>;
+  kill(idOrName: string, signal?: string): Promise<void>;
+  /** Resolves to a function that waits for the condition (validation first, then blocking). */
+  wait(idOrName: string, condition: WaitCondition, signal?: AbortSignal): Promise<() => Promise<WaitResult>>;
+  remove(idOrName: string, opts: { force?: boolean; volumes?: boolean; link?: boolean }): Promise<void>;
+  rename(idOrName: string, newName: string): Promise<void>;
+  pause(idOrName: string): Promise<void>;
+  unpause(idOrName: string): Promise<void>;
+  top(idOrName: string, psArgs?: string): Promise<TopResult>;
+  /** Validates, then gives the log lines; `tty` tells whether to frame them. */
+  logs(idOrName: string, opts: LogsOptions): Promise<{ tty: boolean; lines: AsyncIterable<LogChunk> }>;
+  /** Validates (404, 409 paused) and returns the container's TTY mode and an attach starter. */
+  attach(
+    idOrName: string,
+    opts: AttachOptions,
+  ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
+  resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** Full ID of a container by ID, prefix or name (404 otherwise). */
+  resolveId(idOrName: string): string;
+  /** Stop watching; running containers keep running (live restore). */
+  close(): Promise<void>;
+}
+
+export type { StringMap };

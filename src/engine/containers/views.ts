@@ -1,0 +1,364 @@
+import type { EndpointSettings, HostConfig, PortBinding } from '../../common/docker-types.js';
+import { type ContainerRecord, type ContainerStatus, ZERO_TIME } from './types.js';
+import { humanDuration, parseTimestampMs } from './units.js';
+import { parseBind } from './validate.js';
+
+/**
+ * The container as GET /containers/{id}/json and GET /containers/json show it, for the newest API
+ * version; the API layer removes or adds what older versions differ in. Key order follows dockerd.
+ */
+
+export interface ViewSource {
+  record: ContainerRecord;
+  hostConfig: HostConfig;
+  /** Container IDs of running exec instances. */
+  execIds: string[];
+  /** The GraphDriver data (overlay dirs) when known. */
+  graphDriverData?: Record<string, string>;
+  sizeRw?: number;
+  sizeRootFs?: number;
+}
+
+/** Status text of the list ("Up 2 seconds", "Exited (0) 3 minutes ago"...). */
+export function statusText(rec: ContainerRecord, now = Date.now()): string {
+  const s = rec.State;
+  if (s.RemovalInProgress || s.Status === 'removing') return 'Removal In Progress';
+  if (s.Dead || s.Status === 'dead') return 'Dead';
+  if (s.Restarting) {
+    return `Restarting (${s.ExitCode}) ${humanDuration(now - parseTimestampMs(s.FinishedAt))} ago`;
+  }
+  if (s.Running) {
+    let text = `Up ${humanDuration(now - parseTimestampMs(s.StartedAt))}`;
+    if (s.Paused) text += ' (Paused)';
+    const health = s.Health?.Status;
+    if (health && health !== 'none') text += health === 'starting' ? ' (health: starting)' : ` (${health})`;
+    return text;
+  }
+  if (s.StartedAt === ZERO_TIME) return 'Created';
+  if (s.FinishedAt === ZERO_TIME) return '';
+  return `Exited (${s.ExitCode}) ${humanDuration(now - parseTimestampMs(s.FinishedAt))} ago`;
+}
+
+export function listState(rec: ContainerRecord): ContainerStatus {
+  return rec.State.Status;
+}
+
+/** The network the container's NetworkMode names, as the Networks map keys it. */
+export function networkName(hc: HostConfig): string | undefined {
+  const nm = hc.NetworkMode || 'default';
+  if (nm === 'default' || nm === 'bridge') return 'bridge';
+  if (nm === 'host' || nm === 'none') return nm;
+  if (nm.startsWith('container:')) return undefined;
+  return nm;
+}
+
+function endpointView(ep: EndpointSettings | null | undefined): Record<string, unknown> {
+  return {
+    IPAMConfig: ep?.IPAMConfig ?? null,
+    Links: ep?.Links ?? null,
+    Aliases: ep?.Aliases ?? null,
+    NetworkID: ep?.NetworkID ?? '',
+    EndpointID: ep?.EndpointID ?? '',
+    Gateway: ep?.Gateway ?? '',
+    IPAddress: ep?.IPAddress ?? '',
+    IPPrefixLen: ep?.IPPrefixLen ?? 0,
+    IPv6Gateway: ep?.IPv6Gateway ?? '',
+    GlobalIPv6Address: ep?.GlobalIPv6Address ?? '',
+    GlobalIPv6PrefixLen: ep?.GlobalIPv6PrefixLen ?? 0,
+    MacAddress: ep?.MacAddress ?? '',
+    DriverOpts: ep?.DriverOpts ?? null,
+    DNSNames: ep?.DNSNames ?? null,
+  };
+}
+
+/** The Networks map: the one network of the container's NetworkMode (no addresses yet). */
+export function networksView(src: ViewSource): Record<string, Record<string, unknown>> {
+  const name = networkName(src.hostConfig);
+  if (!name) return {};
+  const given = src.record.NetworkingConfig.EndpointsConfig?.[name];
+  return { [name]: endpointView(given) };
+}
+
+/** Ports as inspect shows them: exposed ports with their bindings (none yet: no publishing). */
+function portsView(src: ViewSource): Record<string, PortBinding[] | null> {
+  const out: Record<string, PortBinding[] | null> = {};
+  if (!src.record.State.Running) return out;
+  const nm = src.hostConfig.NetworkMode ?? '';
+  if (nm === 'host' || nm === 'none' || nm.startsWith('container:')) return out;
+  for (const port of Object.keys(src.record.Config.ExposedPorts ?? {})) out[port] = null;
+  for (const port of Object.keys(src.hostConfig.PortBindings ?? {})) out[port] = null;
+  return out;
+}
+
+export function mountsView(hc: HostConfig): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const b of hc.Binds ?? []) {
+    const p = parseBind(b);
+    out.push({
+      Type: 'bind',
+      Source: p.source,
+      Destination: p.destination,
+      Mode: p.mode,
+      RW: !p.readOnly,
+      Propagation: p.propagation || 'rprivate',
+    });
+  }
+  for (const m of hc.Mounts ?? []) {
+    if (m.Type === 'tmpfs') {
+      out.push({
+        Type: 'tmpfs',
+        Source: '',
+        Destination: m.Target,
+        Mode: '',
+        RW: !m.ReadOnly,
+        Propagation: '',
+      });
+    } else {
+      out.push({
+        Type: m.Type,
+        Source: m.Source ?? '',
+        Destination: m.Target,
+        Mode: '',
+        RW: !m.ReadOnly,
+        Propagation: m.BindOptions?.Propagation || 'rprivate',
+      });
+    }
+  }
+  return out;
+}
+
+export function commandText(rec: ContainerRecord): string {
+  return [rec.Path, ...rec.Args].filter((x) => x !== '').join(' ');
+}
+
+function stateView(rec: ContainerRecord): Record<string, unknown> {
+  const s = rec.State;
+  const out: Record<string, unknown> = {
+    Status: s.Status,
+    Running: s.Running,
+    Paused: s.Paused,
+    Restarting: s.Restarting,
+    OOMKilled: s.OOMKilled,
+    Dead: s.Dead,
+    Pid: s.Pid,
+    ExitCode: s.ExitCode,
+    Error: s.Error,
+    StartedAt: s.StartedAt,
+    FinishedAt: s.FinishedAt,
+  };
+  if (s.Health) out.Health = s.Health;
+  return out;
+}
+
+/** HostConfig as inspect echoes it, with dockerd's defaults and key order. */
+export function hostConfigView(hc: HostConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    Binds: hc.Binds ?? null,
+    ContainerIDFile: hc.ContainerIDFile ?? '',
+    LogConfig: { Type: hc.LogConfig?.Type || 'json-file', Config: hc.LogConfig?.Config ?? {} },
+    NetworkMode: hc.NetworkMode || 'default',
+    PortBindings: hc.PortBindings ?? {},
+    RestartPolicy: {
+      Name: hc.RestartPolicy?.Name || 'no',
+      MaximumRetryCount: hc.RestartPolicy?.MaximumRetryCount ?? 0,
+    },
+    AutoRemove: hc.AutoRemove ?? false,
+    VolumeDriver: hc.VolumeDriver ?? '',
+    VolumesFrom: hc.VolumesFrom ?? null,
+  };
+  if (hc.Annotations && Object.keys(hc.Annotations).length) out.Annotations = hc.Annotations;
+  Object.assign(out, {
+    CapAdd: hc.CapAdd ?? null,
+    CapDrop: hc.CapDrop ?? null,
+    CgroupnsMode: hc.CgroupnsMode || 'host',
+    Dns: hc.Dns ?? [],
+    DnsOptions: hc.DnsOptions ?? [],
+    DnsSearch: hc.DnsSearch ?? [],
+    ExtraHosts: hc.ExtraHosts ?? null,
+    GroupAdd: hc.GroupAdd ?? null,
+    IpcMode: hc.IpcMode ?? '',
+    Cgroup: hc.Cgroup ?? '',
+    Links: hc.Links ?? null,
+    OomScoreAdj: hc.OomScoreAdj ?? 0,
+    PidMode: hc.PidMode ?? '',
+    Privileged: hc.Privileged ?? false,
+    PublishAllPorts: hc.PublishAllPorts ?? false,
+    ReadonlyRootfs: hc.ReadonlyRootfs ?? false,
+    SecurityOpt: hc.SecurityOpt ?? null,
+  });
+  if (hc.StorageOpt && Object.keys(hc.StorageOpt).length) out.StorageOpt = hc.StorageOpt;
+  if (hc.Tmpfs && Object.keys(hc.Tmpfs).length) out.Tmpfs = hc.Tmpfs;
+  Object.assign(out, {
+    UTSMode: hc.UTSMode ?? '',
+    UsernsMode: hc.UsernsMode ?? '',
+    ShmSize: hc.ShmSize ?? 67108864,
+  });
+  if (hc.Sysctls && Object.keys(hc.Sysctls).length) out.Sysctls = hc.Sysctls;
+  Object.assign(out, {
+    Runtime: hc.Runtime || 'runc',
+    ConsoleSize: hc.ConsoleSize ?? [0, 0],
+    Isolation: hc.Isolation ?? '',
+    CpuShares: hc.CpuShares ?? 0,
+    Memory: hc.Memory ?? 0,
+    NanoCpus: hc.NanoCpus ?? 0,
+    CgroupParent: hc.CgroupParent ?? '',
+    BlkioWeight: hc.BlkioWeight ?? 0,
+    BlkioWeightDevice: hc.BlkioWeightDevice ?? [],
+    BlkioDeviceReadBps: hc.BlkioDeviceReadBps ?? [],
+    BlkioDeviceWriteBps: hc.BlkioDeviceWriteBps ?? [],
+    BlkioDeviceReadIOps: hc.BlkioDeviceReadIOps ?? [],
+    BlkioDeviceWriteIOps: hc.BlkioDeviceWriteIOps ?? [],
+    CpuPeriod: hc.CpuPeriod ?? 0,
+    CpuQuota: hc.CpuQuota ?? 0,
+    CpuRealtimePeriod: hc.CpuRealtimePeriod ?? 0,
+    CpuRealtimeRuntime: hc.CpuRealtimeRuntime ?? 0,
+    CpusetCpus: hc.CpusetCpus ?? '',
+    CpusetMems: hc.CpusetMems ?? '',
+    Devices: hc.Devices ?? [],
+    DeviceCgroupRules: hc.DeviceCgroupRules ?? null,
+    DeviceRequests: hc.DeviceRequests ?? null,
+    KernelMemory: hc.KernelMemory ?? 0,
+    KernelMemoryTCP: hc.KernelMemoryTCP ?? 0,
+    MemoryReservation: hc.MemoryReservation ?? 0,
+    MemorySwap: hc.MemorySwap ?? 0,
+    MemorySwappiness: hc.MemorySwappiness ?? null,
+    OomKillDisable: hc.OomKillDisable ?? false,
+    PidsLimit: hc.PidsLimit ?? null,
+    Ulimits: hc.Ulimits ?? [],
+    CpuCount: hc.CpuCount ?? 0,
+    CpuPercent: hc.CpuPercent ?? 0,
+    IOMaximumIOps: hc.IOMaximumIOps ?? 0,
+    IOMaximumBandwidth: hc.IOMaximumBandwidth ?? 0,
+  });
+  if (hc.Mounts?.length) out.Mounts = hc.Mounts;
+  if (hc.Init !== undefined && hc.Init !== null) out.Init = hc.Init;
+  Object.assign(out, {
+    MaskedPaths: hc.MaskedPaths ?? null,
+    ReadonlyPaths: hc.ReadonlyPaths ?? null,
+  });
+  return out;
+}
+
+function configView(rec: ContainerRecord): Record<string, unknown> {
+  const c = rec.Config;
+  const out: Record<string, unknown> = {
+    Hostname: c.Hostname ?? '',
+    Domainname: c.Domainname ?? '',
+    User: c.User ?? '',
+    AttachStdin: c.AttachStdin ?? false,
+    AttachStdout: c.AttachStdout ?? false,
+    AttachStderr: c.AttachStderr ?? false,
+  };
+  if (c.ExposedPorts && Object.keys(c.ExposedPorts).length) out.ExposedPorts = c.ExposedPorts;
+  Object.assign(out, {
+    Tty: c.Tty ?? false,
+    OpenStdin: c.OpenStdin ?? false,
+    StdinOnce: c.StdinOnce ?? false,
+    Env: c.Env ?? null,
+    Cmd: c.Cmd ?? null,
+  });
+  if (c.Healthcheck) out.Healthcheck = c.Healthcheck;
+  if (c.ArgsEscaped) out.ArgsEscaped = c.ArgsEscaped;
+  Object.assign(out, {
+    Image: c.Image ?? '',
+    Volumes: c.Volumes ?? null,
+    WorkingDir: c.WorkingDir ?? '',
+    Entrypoint: c.Entrypoint ?? null,
+  });
+  if (c.NetworkDisabled) out.NetworkDisabled = c.NetworkDisabled;
+  if (c.MacAddress) out.MacAddress = c.MacAddress;
+  out.OnBuild = c.OnBuild ?? null;
+  out.Labels = c.Labels ?? {};
+  if (c.StopSignal) out.StopSignal = c.StopSignal;
+  if (c.StopTimeout !== undefined && c.StopTimeout !== null) out.StopTimeout = c.StopTimeout;
+  if (c.Shell) out.Shell = c.Shell;
+  return out;
+}
+
+function sandboxKey(rec: ContainerRecord, hc: HostConfig): string {
+  const nm = hc.NetworkMode ?? '';
+  if (!rec.State.Running || rec.State.Pid <= 0 || nm === 'host' || nm.startsWith('container:')) return '';
+  return `/proc/${rec.State.Pid}/ns/net`;
+}
+
+export function inspectView(src: ViewSource): Record<string, unknown> {
+  const rec = src.record;
+  const started = rec.State.StartedAt !== ZERO_TIME || rec.HasBeenStartedBefore;
+  const out: Record<string, unknown> = {
+    Id: rec.ID,
+    Created: rec.Created,
+    Path: rec.Path,
+    Args: rec.Args,
+    State: stateView(rec),
+    Image: rec.Image,
+    ResolvConfPath: started ? rec.ResolvConfPath : '',
+    HostnamePath: started ? rec.HostnamePath : '',
+    HostsPath: started ? rec.HostsPath : '',
+    LogPath: started && rec.LogPath && src.hostConfig.LogConfig?.Type !== 'none' ? rec.LogPath : '',
+    Name: rec.Name,
+    RestartCount: rec.RestartCount,
+    Driver: rec.Driver,
+    Platform: rec.Platform,
+    MountLabel: rec.MountLabel,
+    ProcessLabel: rec.ProcessLabel,
+    AppArmorProfile: rec.AppArmorProfile,
+    ExecIDs: src.execIds.length ? src.execIds : null,
+    HostConfig: hostConfigView(src.hostConfig),
+    GraphDriver: { Data: src.graphDriverData ?? null, Name: rec.Driver },
+  };
+  if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
+  if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;
+  const sk = sandboxKey(rec, src.hostConfig);
+  Object.assign(out, {
+    Mounts: mountsView(src.hostConfig),
+    Config: configView(rec),
+    NetworkSettings: {
+      Bridge: '',
+      SandboxID: sk ? rec.ID : '',
+      HairpinMode: false,
+      LinkLocalIPv6Address: '',
+      LinkLocalIPv6PrefixLen: 0,
+      Ports: portsView(src),
+      SandboxKey: sk,
+      SecondaryIPAddresses: null,
+      SecondaryIPv6Addresses: null,
+      EndpointID: '',
+      Gateway: '',
+      GlobalIPv6Address: '',
+      GlobalIPv6PrefixLen: 0,
+      IPAddress: '',
+      IPPrefixLen: 0,
+      IPv6Gateway: '',
+      MacAddress: '',
+      Networks: networksView(src),
+    },
+  });
+  return out;
+}
+
+export function listItemView(src: ViewSource & { imageName: string; now?: number }): Record<string, unknown> {
+  const rec = src.record;
+  const out: Record<string, unknown> = {
+    Id: rec.ID,
+    Names: [rec.Name],
+    Image: src.imageName,
+    ImageID: rec.Image,
+    Command: commandText(rec),
+    Created: Math.floor(parseTimestampMs(rec.Created) / 1000),
+    Ports: [],
+  };
+  if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
+  if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;
+  Object.assign(out, {
+    Labels: rec.Config.Labels ?? {},
+    State: listState(rec),
+    Status: statusText(rec, src.now),
+    HostConfig: { NetworkMode: src.hostConfig.NetworkMode || 'default' },
+    NetworkSettings: { Networks: networksView(src) },
+    Mounts: mountsView(src.hostConfig).map((m) => ({ ...m })),
+  });
+  if (src.hostConfig.Annotations && Object.keys(src.hostConfig.Annotations).length) {
+    (out.HostConfig as Record<string, unknown>).Annotations = src.hostConfig.Annotations;
+  }
+  return out;
+}
