@@ -6,7 +6,6 @@ import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { RuntimeDriver } from '../runtime/runtime.types.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
-import type { LogTailer } from './logfile.js';
 import type { NameRegistry } from './names.js';
 import { RestartManager } from './restart.js';
 import type { ContainerStore } from './store.js';
@@ -35,7 +34,6 @@ export class Container {
   readonly events = new EventEmitter();
   readonly restart: RestartManager;
   readonly hub: StdioHub;
-  tailer?: LogTailer;
   restartTimer?: NodeJS.Timeout;
   /** Where the rootfs is mounted while the container runs. */
   rootfsMounted = false;

@@ -3,12 +3,12 @@ import { conflict, errorMessage, invalidParameter } from '../../common/errors.js
 import type { Logger } from '../../common/log.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
-import type { ExitStatus, RuntimeDriver } from '../runtime/runtime.types.js';
+import { buildSpec, type ExitStatus, type RuntimeDriver, readLogs, rotateLog } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
 import { filterContainers } from './filters.js';
-import { beginAttach, checkAttachable, checkLogsReadable, readLogs } from './io.js';
+import { beginAttach, checkAttachable, checkLogsReadable, readContainerLogs } from './io.js';
 import { createLifecycle, type Lifecycle, type RuntimeHelpers } from './lifecycle.js';
 import { NameRegistry } from './names.js';
 import { startsWithDaemon } from './restart.js';
@@ -31,14 +31,6 @@ export interface ContainerServiceOptions {
   helpers?: RuntimeHelpers;
 }
 
-async function defaultHelpers(): Promise<RuntimeHelpers> {
-  // The runtime package's index; imported lazily so that this module loads without it in unit tests.
-  const modPath = '../runtime/index.js';
-  const mod = (await import(modPath)) as Partial<RuntimeHelpers>;
-  if (!mod.buildSpec || !mod.rotateLog) throw new Error('runtime package lacks buildSpec/rotateLog');
-  return { buildSpec: mod.buildSpec, rotateLog: mod.rotateLog };
-}
-
 export async function createContainerService(opts: ContainerServiceOptions): Promise<ContainerService> {
   const log = opts.log.child('containers');
   const ix: Internals = {
@@ -54,7 +46,8 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     closing: false,
   };
   await ix.store.init();
-  const life = createLifecycle(ix, opts.helpers ?? (await defaultHelpers()));
+  const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, rotateLog, readLogs };
+  const life = createLifecycle(ix, helpers);
 
   const onExit = (id: string, status: ExitStatus) => {
     const c = ix.containers.get(id);
@@ -179,7 +172,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     async logs(idOrName, o) {
       const c = get(ix, idOrName);
       checkLogsReadable(c);
-      return { tty: c.record.Config.Tty === true, lines: readLogs(c, o) };
+      return { tty: c.record.Config.Tty === true, lines: readContainerLogs(c, o, helpers.readLogs) };
     },
     async attach(idOrName, o) {
       const c = get(ix, idOrName);
@@ -188,7 +181,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
         tty: c.record.Config.Tty === true,
         begin: async (sink) => {
           emit(ix, c, 'attach');
-          return beginAttach(c, o, keys, sink);
+          return beginAttach(c, o, keys, sink, helpers.readLogs);
         },
       };
     },

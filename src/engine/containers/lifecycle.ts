@@ -2,9 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { conflict, errorMessage, invalidParameter, notModified } from '../../common/errors.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
-import { fileSize } from './logfile.js';
+import type { LogReader } from './io.js';
 import { normalizeName } from './names.js';
 import {
+  fileSize,
   logMaxFiles,
   logMaxSize,
   mountRootfs,
@@ -20,7 +21,8 @@ import { parseTimestampMs } from './units.js';
 /** Functions the lifecycle needs from the runtime package (injected so tests can fake them). */
 export interface RuntimeHelpers {
   buildSpec: SpecBuilder;
-  rotateLog(path: string, maxFiles: number): Promise<void>;
+  rotateLog(path: string, maxFiles: number): Promise<unknown>;
+  readLogs: LogReader;
 }
 
 export interface Lifecycle {

@@ -207,11 +207,10 @@ export function startFailure(err: unknown): { exitCode: number; message: string;
   return { exitCode: 128, message, userError: false };
 }
 
-export async function fileExists(path: string): Promise<boolean> {
+export async function fileSize(path: string): Promise<number> {
   try {
-    await stat(path);
-    return true;
+    return (await stat(path)).size;
   } catch {
-    return false;
+    return 0;
   }
 }
