@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -91,39 +91,71 @@ function launch(
 }
 
 /**
- * berth's registry as its own process (so its RSS is its own): the built CLI (dist/cli/main.js)
- * when it exists, else the TypeScript entry point through tsx.
+ * Compiled JavaScript of berth: dist/ when it is built, else a private build (tsc, type errors of
+ * work in progress ignored) under .tmp/, so the server runs as plain node, without tsx's loader.
+ */
+function compiledBerth(repoRoot: string): string {
+  const dist = resolve(repoRoot, 'dist');
+  if (existsSync(join(dist, 'registry/index.js'))) return dist;
+  const out = resolve(repoRoot, '.tmp/bench-registry-dist');
+  process.stderr.write(`[berth] compiling to ${out} ...\n`);
+  spawnSync(
+    process.execPath,
+    [
+      resolve(repoRoot, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      'tsconfig.json',
+      '--outDir',
+      out,
+      '--sourceMap',
+      'false',
+    ],
+    { cwd: repoRoot, stdio: 'ignore', timeout: 300_000 },
+  );
+  if (!existsSync(join(out, 'registry/index.js')))
+    throw new Error('could not compile berth (tsc emitted no registry/index.js)');
+  return out;
+}
+
+/**
+ * berth's registry as its own process (so its RSS is its own): `main.js registry serve --config`
+ * of the compiled CLI when it has the registry command, else a two-line launcher of the compiled
+ * registry module (startRegistry, as the CLI does).
  */
 export async function startBerth(repoRoot: string): Promise<Target> {
   const root = mkdtempSync(join(tmpdir(), 'berth-bench-registry-'));
   const port = await freePort();
   const config = join(root, 'config.yml');
-  writeFileSync(
-    config,
-    [
-      'version: 0.1',
-      'log:',
-      '  level: error',
-      '  accesslog:',
-      '    disabled: true',
-      'storage:',
-      '  filesystem:',
-      `    rootdirectory: ${join(root, 'data')}`,
-      '  delete:',
-      '    enabled: true',
-      'http:',
-      `  addr: 127.0.0.1:${port}`,
-      '',
-    ].join('\n'),
-  );
-  const dist = resolve(repoRoot, 'dist/cli/main.js');
-  const [command, args] = existsSync(dist)
-    ? [process.execPath, [dist, 'registry', 'serve', '--config', config]]
-    : [
-        process.execPath,
-        ['--import', 'tsx', resolve(repoRoot, 'src/cli/main.ts'), 'registry', 'serve', '--config', config],
-      ];
-  return launch('berth', command, args as string[], port, root);
+  writeFileSync(config, configText(join(root, 'data'), port));
+  const built = compiledBerth(repoRoot);
+  const main = join(built, 'cli/main.js');
+  let args: string[];
+  if (existsSync(main) && readFileSync(main, 'utf8').includes('runRegistryCommand')) {
+    args = [main, 'registry', 'serve', '--config', config];
+  } else {
+    const index = JSON.stringify(join(built, 'registry/index.js'));
+    const script = `const m = await import(${index}); const r = await m.startRegistry(await m.loadConfig(process.argv[1])); process.on('SIGTERM', () => r.close().then(() => process.exit(0)));`;
+    args = ['--input-type=module', '-e', script, config];
+  }
+  return launch('berth', process.execPath, args, port, root);
+}
+
+function configText(dataDir: string, port: number): string {
+  return [
+    'version: 0.1',
+    'log:',
+    '  level: error',
+    '  accesslog:',
+    '    disabled: true',
+    'storage:',
+    '  filesystem:',
+    `    rootdirectory: ${dataDir}`,
+    '  delete:',
+    '    enabled: true',
+    'http:',
+    `  addr: 127.0.0.1:${port}`,
+    '',
+  ].join('\n');
 }
 
 export const REFERENCE_BINARY = '/usr/bin/docker-registry';
@@ -133,24 +165,7 @@ export async function startReference(binary = REFERENCE_BINARY): Promise<Target>
   const root = mkdtempSync(join(tmpdir(), 'berth-bench-reference-'));
   const port = await freePort();
   const config = join(root, 'config.yml');
-  writeFileSync(
-    config,
-    [
-      'version: 0.1',
-      'log:',
-      '  level: error',
-      '  accesslog:',
-      '    disabled: true',
-      'storage:',
-      '  filesystem:',
-      `    rootdirectory: ${join(root, 'data')}`,
-      '  delete:',
-      '    enabled: true',
-      'http:',
-      `  addr: 127.0.0.1:${port}`,
-      '',
-    ].join('\n'),
-  );
+  writeFileSync(config, configText(join(root, 'data'), port));
   return launch('reference', binary, ['serve', config], port, root);
 }
 
