@@ -15,3 +15,22 @@ export interface Snapshotter {
   /** The writable layer's upper directory (changes, export, commit). */
   upperDir(key: string): string;
 }
+
+/** GraphDriver.Data of inspect (container or image): overlay directories of a snapshot. */
+export interface SnapshotPaths {
+  /** Lower layers' diff directories, top first, ':'-separated; absent when there are none. */
+  LowerDir?: string;
+  MergedDir: string;
+  UpperDir: string;
+  WorkDir: string;
+}
+
+/** What the overlay snapshotter offers beyond Snapshotter (ImageService.snapshotter has it all). */
+export interface SnapshotterExtras {
+  /** GraphDriver.Data for a writable snapshot; MergedDir is `<overlay>/<key>/merged`, a good mount target. */
+  paths(key: string): Promise<SnapshotPaths>;
+  /** Whether the writable snapshot `key` exists (reconcile after a restart). */
+  exists(key: string): Promise<boolean>;
+  /** All writable snapshots with the chain they sit on. */
+  listActive(): Promise<Array<{ key: string; parent: string | null }>>;
+}

@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { BerthError, invalidParameter, systemError } from '../../../common/errors.js';
+
+/**
+ * Everything the storage layer asks of the host that Node cannot do itself (mount, mknod,
+ * setxattr, fast tar extraction with devices, owners and xattrs). Unit tests substitute a fake;
+ * the engine uses HostStorageOps, which runs the Debian tools (util-linux, coreutils, attr, tar).
+ */
+export interface StorageOps {
+  /**
+   * Mount an overlay. Paths in `lowerdirs`, `upperdir` and `workdir` may be relative to `cwd`
+   * (short layer links), which keeps the option string within one page.
+   */
+  mountOverlay(opts: {
+    cwd: string;
+    lowerdirs: string[];
+    upperdir?: string;
+    workdir?: string;
+    target: string;
+    extraOptions?: string[];
+  }): Promise<void>;
+  /** Unmount; a target that is not mounted is not an error. */
+  unmount(target: string): Promise<void>;
+  /** Overlay whiteouts: character devices 0/0 at each path. */
+  makeWhiteouts(paths: string[]): Promise<void>;
+  /** Mark directories opaque (`trusted.overlay.opaque=y`). */
+  setOpaque(dirs: string[]): Promise<void>;
+  /**
+   * Extract an uncompressed tar stream into `dir` keeping numeric owners, modes, mtimes, devices,
+   * hard links and xattrs; members matching `exclude` (basename globs) are skipped.
+   */
+  extractTar(input: Readable, dir: string, exclude: string[]): Promise<void>;
+  /** Start an external decompressor (bzip2, xz, zstd); gzip is decompressed in-process. */
+  decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
+    stdin: NodeJS.WritableStream;
+    stdout: Readable;
+    done: Promise<void>;
+  };
+}
+
+interface RunResult {
+  code: number;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], opts: { cwd?: string; input?: Readable } = {}): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      stdio: [opts.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
+    });
+    const err: Buffer[] = [];
+    child.stderr?.on('data', (d: Buffer) => {
+      if (err.length < 64) err.push(d);
+    });
+    child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
+    if (opts.input && child.stdin) {
+      const stdin = child.stdin;
+      stdin.on('error', () => undefined); // EPIPE when the tool exits early; its status tells why
+      opts.input.on('error', (e) => {
+        child.kill('SIGKILL');
+        reject(e);
+      });
+      opts.input.pipe(stdin);
+    }
+    child.on('close', (code, signal) => {
+      resolve({ code: code ?? (signal ? 128 : -1), stderr: Buffer.concat(err).toString('utf8').trim() });
+    });
+  });
+}
+
+async function runOk(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<void> {
+  const r = await run(cmd, args, opts);
+  if (r.code !== 0) throw systemError(`${cmd} ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
+}
+
+/** The real thing: util-linux mount/umount, coreutils mknod (through sh), attr's setfattr, GNU tar. */
+export class HostStorageOps implements StorageOps {
+  async mountOverlay(opts: {
+    cwd: string;
+    lowerdirs: string[];
+    upperdir?: string;
+    workdir?: string;
+    target: string;
+    extraOptions?: string[];
+  }): Promise<void> {
+    const parts = [`lowerdir=${opts.lowerdirs.join(':')}`];
+    if (opts.upperdir) parts.push(`upperdir=${opts.upperdir}`, `workdir=${opts.workdir ?? ''}`);
+    parts.push(...(opts.extraOptions ?? []));
+    const options = parts.join(',');
+    if (options.length >= 4096) {
+      throw systemError(`overlay mount options exceed one page (${options.length} bytes): too many layers`);
+    }
+    await runOk('mount', ['-t', 'overlay', 'overlay', '-o', options, opts.target], { cwd: opts.cwd });
+  }
+
+  async unmount(target: string): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const r = await run('umount', [target]);
+      if (r.code === 0) return;
+      if (/not mounted|no mount point specified|No such file or directory/i.test(r.stderr)) return;
+      if (/busy/i.test(r.stderr) && attempt < 4) {
+        await new Promise((res) => setTimeout(res, 50 * (attempt + 1)));
+        continue;
+      }
+      throw systemError(`umount ${target}: ${r.stderr}`);
+    }
+  }
+
+  async makeWhiteouts(paths: string[]): Promise<void> {
+    for (let i = 0; i < paths.length; i += 500) {
+      const batch = paths.slice(i, i + 500);
+      await runOk('sh', [
+        '-c',
+        'for p; do rm -rf -- "$p" && mknod -- "$p" c 0 0 || exit 1; done',
+        'sh',
+        ...batch,
+      ]);
+    }
+  }
+
+  async setOpaque(dirs: string[]): Promise<void> {
+    for (let i = 0; i < dirs.length; i += 500) {
+      await runOk('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', '--', ...dirs.slice(i, i + 500)]);
+    }
+  }
+
+  async extractTar(input: Readable, dir: string, exclude: string[]): Promise<void> {
+    const args = [
+      '-x',
+      '-f',
+      '-',
+      '-C',
+      dir,
+      '--numeric-owner',
+      '--same-owner',
+      '--same-permissions',
+      '--xattrs',
+      '--xattrs-include=*',
+      '--warning=no-unknown-keyword',
+      '--warning=no-timestamp',
+      ...exclude.map((p) => `--exclude=${p}`),
+    ];
+    const r = await run('tar', args, { input });
+    if (r.code !== 0) {
+      const msg = r.stderr
+        .replace(/^tar: /gm, '')
+        .split('\n')
+        .slice(0, 3)
+        .join('; ');
+      if (
+        /does not look like a tar archive|Unexpected EOF|Skipping to next header|contains '\.\.'|invalid/i.test(
+          msg,
+        )
+      ) {
+        throw invalidParameter(`invalid layer tar: ${msg}`);
+      }
+      throw new BerthError('System', `extracting layer: ${msg || `tar exited ${r.code}`}`);
+    }
+  }
+
+  decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
+    stdin: NodeJS.WritableStream;
+    stdout: Readable;
+    done: Promise<void>;
+  } {
+    const child = spawn(kind, ['-d', '-c'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const err: Buffer[] = [];
+    child.stderr.on('data', (d: Buffer) => err.push(d));
+    child.stdin.on('error', () => undefined);
+    const done = new Promise<void>((resolve, reject) => {
+      child.on('error', (e) => reject(invalidParameter(`cannot decompress ${kind} layer: ${e.message}`)));
+      child.on('close', (code) => {
+        if (code === 0) resolve();
+        else reject(invalidParameter(`${kind}: ${Buffer.concat(err).toString('utf8').trim()}`));
+      });
+    });
+    return { stdin: child.stdin, stdout: child.stdout, done };
+  }
+}

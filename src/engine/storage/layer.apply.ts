@@ -1,0 +1,302 @@
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { lstat, mkdir } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import tarStream from 'tar-stream';
+import { invalidParameter } from '../../common/errors.js';
+import type { StorageOps } from './adapters/host.ops.js';
+import type { BlobWriter } from './content.store.js';
+
+export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz' | 'zstd';
+
+/** Sniff the compression of a stream from its first bytes (archive.DetectCompression). */
+export function detectCompression(head: Uint8Array): Compression {
+  const b = Buffer.from(head);
+  if (b.length >= 3 && b[0] === 0x1f && b[1] === 0x8b && b[2] === 0x08) return 'gzip';
+  if (b.length >= 3 && b.subarray(0, 3).toString('latin1') === 'BZh') return 'bzip2';
+  if (b.length >= 6 && b.subarray(0, 6).equals(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00])))
+    return 'xz';
+  if (b.length >= 4 && b.readUInt32LE(0) === 0xfd2fb528) return 'zstd';
+  return 'none';
+}
+
+/** What a layer tarball says besides its files: whiteouts and opaque directories (AUFS style). */
+export interface LayerListing {
+  /** Paths (relative, no leading slash) to hide: `.wh.<name>` entries, their prefix removed. */
+  whiteouts: string[];
+  /** Directories whose lower content is hidden: parents of `.wh..wh..opq`. */
+  opaqueDirs: string[];
+  /** Sum of regular file sizes (what dockerd reports as the layer size). */
+  size: number;
+  entries: number;
+}
+
+export const WHITEOUT_PREFIX = '.wh.';
+export const WHITEOUT_META_PREFIX = '.wh..wh.';
+export const WHITEOUT_OPAQUE = '.wh..wh..opq';
+
+/** Clean a member name to a relative path inside the layer; refuses names escaping it. */
+export function cleanMemberPath(name: string): string {
+  const cleaned = posix.normalize(name.replace(/^\/+/, '') || '.').replace(/\/+$/, '');
+  if (cleaned === '..' || cleaned.startsWith('../'))
+    throw invalidParameter(`invalid layer: member ${JSON.stringify(name)} escapes the root`);
+  return cleaned === '.' ? '' : cleaned;
+}
+
+/** Classify one member name into the listing. */
+export function noteMember(
+  listing: LayerListing,
+  name: string,
+  type: string | null | undefined,
+  size: number,
+): void {
+  const rel = cleanMemberPath(name);
+  listing.entries++;
+  const base = posix.basename(rel);
+  const dir = posix.dirname(rel) === '.' ? '' : posix.dirname(rel);
+  if (base === WHITEOUT_OPAQUE) {
+    listing.opaqueDirs.push(dir);
+    return;
+  }
+  if (base.startsWith(WHITEOUT_META_PREFIX)) return; // AUFS bookkeeping (.wh..wh.plnk, .wh..wh.aufs)
+  if (base.startsWith(WHITEOUT_PREFIX)) {
+    const target = base.slice(WHITEOUT_PREFIX.length);
+    if (target === '' || target === '.' || target === '..') {
+      throw invalidParameter(`invalid layer: bad whiteout ${JSON.stringify(name)}`);
+    }
+    listing.whiteouts.push(dir ? `${dir}/${target}` : target);
+    return;
+  }
+  if (type === 'file' || type === 'contiguous-file') listing.size += size;
+}
+
+/** The parent directories of `rel` under `root` exist and none is a symlink (creating missing ones). */
+async function ensureRealParents(root: string, rel: string, includeSelf: boolean): Promise<void> {
+  const parts = rel.split('/').filter(Boolean);
+  if (!includeSelf) parts.pop();
+  let cur = root;
+  for (const part of parts) {
+    cur = join(cur, part);
+    let st: Awaited<ReturnType<typeof lstat>> | undefined;
+    try {
+      st = await lstat(cur);
+    } catch {
+      st = undefined;
+    }
+    if (!st) {
+      await mkdir(cur, { mode: 0o755 });
+      continue;
+    }
+    if (st.isSymbolicLink())
+      throw invalidParameter(`invalid layer: whiteout below symlink ${JSON.stringify(rel)}`);
+    if (!st.isDirectory())
+      throw invalidParameter(`invalid layer: whiteout below non-directory ${JSON.stringify(rel)}`);
+  }
+}
+
+/** Turn the AUFS whiteouts of a listing into overlay whiteouts inside an extracted diff directory. */
+export async function convertWhiteouts(dir: string, listing: LayerListing, ops: StorageOps): Promise<void> {
+  const opaque = new Set<string>();
+  for (const d of listing.opaqueDirs) {
+    await ensureRealParents(dir, d, true);
+    opaque.add(join(dir, d));
+  }
+  const devices: string[] = [];
+  for (const rel of listing.whiteouts) {
+    await ensureRealParents(dir, rel, false);
+    const full = join(dir, rel);
+    let st: Awaited<ReturnType<typeof lstat>> | undefined;
+    try {
+      st = await lstat(full);
+    } catch {
+      st = undefined;
+    }
+    // The same layer re-created the name: a directory hides the lower one by being opaque,
+    // anything else hides it by being there.
+    if (st?.isDirectory()) opaque.add(full);
+    else if (!st) devices.push(full);
+  }
+  if (devices.length) await ops.makeWhiteouts(devices);
+  if (opaque.size) await ops.setOpaque([...opaque]);
+}
+
+/** Yield the decompressed bytes of `source`, whatever its compression. */
+async function* decompress(
+  source: AsyncIterable<Buffer>,
+  ops: StorageOps,
+  found: (c: Compression) => void,
+): AsyncGenerator<Buffer> {
+  const it = source[Symbol.asyncIterator]();
+  const head: Buffer[] = [];
+  let headLen = 0;
+  let ended = false;
+  while (headLen < 6) {
+    const r = await it.next();
+    if (r.done) {
+      ended = true;
+      break;
+    }
+    head.push(r.value);
+    headLen += r.value.length;
+  }
+  const first = Buffer.concat(head);
+  const kind = detectCompression(first);
+  found(kind);
+  if (kind === 'none') {
+    if (first.length) yield first;
+    if (ended) return;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      yield r.value;
+    }
+  }
+  let input: NodeJS.WritableStream;
+  let output: Readable;
+  let done: Promise<void> = Promise.resolve();
+  if (kind === 'gzip') {
+    const gunzip = createGunzip();
+    input = gunzip;
+    output = gunzip;
+  } else {
+    const d = ops.decompressor(kind);
+    input = d.stdin;
+    output = d.stdout;
+    done = d.done;
+  }
+  const feed = (async () => {
+    const write = async (chunk: Buffer) => {
+      if (!input.write(chunk)) await once(input as unknown as NodeJS.EventEmitter, 'drain');
+    };
+    await write(first);
+    if (!ended) {
+      for (;;) {
+        const r = await it.next();
+        if (r.done) break;
+        await write(r.value);
+      }
+    }
+    input.end();
+  })();
+  feed.catch((err) => output.destroy(err as Error));
+  try {
+    for await (const chunk of output) yield chunk as Buffer;
+  } catch (err) {
+    throw invalidParameter(`invalid ${kind} layer: ${(err as Error).message}`);
+  }
+  await feed;
+  await done;
+}
+
+export interface ApplyResult {
+  diffId: string;
+  /** Regular file bytes in the layer. */
+  size: number;
+  compression: Compression;
+  /** Bytes read from the input (compressed size). */
+  rawSize: number;
+  listing: LayerListing;
+}
+
+/**
+ * Apply a layer tarball (plain, gzip, bzip2, xz or zstd) to an empty directory: GNU tar extracts
+ * (owners, modes, mtimes, devices, links, xattrs) while the same bytes are hashed into the diff ID
+ * and listed for whiteouts, which are converted to overlay form afterwards. The raw input goes to
+ * `blob` when given (the layer blob in the content store).
+ */
+export async function applyLayer(opts: {
+  input: AsyncIterable<Buffer> | Readable;
+  dir: string;
+  ops: StorageOps;
+  blob?: BlobWriter;
+  onProgress?: (rawBytes: number) => void;
+}): Promise<ApplyResult> {
+  const { dir, ops } = opts;
+  let rawSize = 0;
+  const source = opts.input as AsyncIterable<Buffer>;
+  const tap = async function* (): AsyncGenerator<Buffer> {
+    for await (const c of source) {
+      const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
+      opts.blob?.write(chunk);
+      rawSize += chunk.length;
+      opts.onProgress?.(rawSize);
+      yield chunk;
+    }
+  };
+  let compression: Compression = 'none';
+  const listing: LayerListing = { whiteouts: [], opaqueDirs: [], size: 0, entries: 0 };
+  const diffHash = createHash('sha256');
+
+  const parser = tarStream.extract();
+  let parseError: Error | undefined;
+  parser.on('entry', (header, stream, next) => {
+    try {
+      noteMember(listing, header.name, header.type, header.size ?? 0);
+    } catch (err) {
+      parseError = err as Error;
+    }
+    stream.on('end', next);
+    stream.resume();
+  });
+  const parsed = new Promise<void>((resolve, reject) => {
+    parser.on('finish', resolve);
+    parser.on('close', resolve);
+    parser.on('error', (err: Error) => reject(invalidParameter(`invalid layer tar: ${err.message}`)));
+  });
+  parsed.catch(() => undefined);
+
+  let tarInput: PassThrough | undefined;
+  let extraction: Promise<void> | undefined;
+  let tarFinished = false;
+  let total = 0;
+  try {
+    for await (const chunk of decompress(tap(), ops, (c) => {
+      compression = c;
+    })) {
+      if (chunk.length === 0) continue;
+      total += chunk.length;
+      diffHash.update(chunk);
+      parser.write(chunk);
+      if (parseError) throw parseError;
+      if (!tarInput) {
+        tarInput = new PassThrough({ highWaterMark: 1 << 20 });
+        extraction = ops.extractTar(tarInput, dir, [`${WHITEOUT_PREFIX}*`]);
+        extraction.then(
+          () => {
+            tarFinished = true;
+          },
+          () => {
+            tarFinished = true;
+          },
+        );
+      }
+      if (!tarFinished && !tarInput.write(chunk)) {
+        await Promise.race([once(tarInput, 'drain'), extraction?.catch(() => undefined)]);
+      }
+    }
+    tarInput?.end();
+    if (total > 0) {
+      (parser as unknown as NodeJS.WritableStream).end();
+      await parsed;
+    } else {
+      parser.destroy();
+    }
+    if (parseError) throw parseError;
+    if (extraction) await extraction;
+  } catch (err) {
+    tarInput?.destroy(err as Error);
+    parser.destroy();
+    await extraction?.catch(() => undefined);
+    throw err;
+  }
+  if (total > 0) await convertWhiteouts(dir, listing, ops);
+  return {
+    diffId: `sha256:${diffHash.digest('hex')}`,
+    size: listing.size,
+    compression,
+    rawSize,
+    listing,
+  };
+}

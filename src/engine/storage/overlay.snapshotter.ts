@@ -1,0 +1,446 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { lstat, mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { conflict, errnoCode, invalidParameter, notFound } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import type { StorageOps } from './adapters/host.ops.js';
+import type { BlobWriter } from './content.store.js';
+import { applyLayer, type Compression } from './layer.apply.js';
+import { JsonRecordStore, KeyedMutex } from './metadata.store.js';
+import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
+
+/** A read-only layer snapshot, keyed by chain ID. Its record file is the commit point. */
+export interface LayerRecord {
+  chainId: string;
+  diffId: string;
+  /** Chain ID of the layer below, null for a base layer. */
+  parent: string | null;
+  /** Regular file bytes of this layer alone. */
+  size: number;
+  /** The layer blob as received (in the content store), when kept. */
+  blob?: { digest: string; size: number; compression: Compression };
+  /** Short link name under overlay/l/. */
+  link: string;
+  created: string;
+}
+
+/** A writable snapshot (a container's layer), keyed by the caller's key. */
+export interface ActiveRecord {
+  key: string;
+  parent: string | null;
+  link: string;
+  created: string;
+}
+
+const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+const RESERVED = new Set(['l', 'empty']);
+const LINK_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** moby's overlay2 link ids: 26 base32 characters. */
+function newLinkId(): string {
+  const bytes = randomBytes(26);
+  let s = '';
+  for (const b of bytes) s += LINK_ALPHABET[b & 31];
+  return s;
+}
+
+export function chainIdOf(parent: string | null, diffId: string): string {
+  if (parent === null) return diffId;
+  return `sha256:${createHash('sha256').update(`${parent} ${diffId}`).digest('hex')}`;
+}
+
+/** Chain IDs of a list of diff IDs, bottom first. */
+export function chainIds(diffIds: string[]): string[] {
+  const out: string[] = [];
+  let parent: string | null = null;
+  for (const d of diffIds) {
+    parent = chainIdOf(parent, d);
+    out.push(parent);
+  }
+  return out;
+}
+
+function hexOf(chainId: string): string {
+  const m = /^sha256:([a-f0-9]{64})$/.exec(chainId);
+  if (!m) throw invalidParameter(`invalid chain ID ${JSON.stringify(chainId)}`);
+  return m[1] as string;
+}
+
+/**
+ * The overlay2 layout of moby:
+ *
+ *   <root>/<id>/diff    the layer's files (overlay upper dir when writable)
+ *   <root>/<id>/link    the short name of this layer under l/
+ *   <root>/<id>/lower   `l/<link>:l/<link>...` of the layers below, top first
+ *   <root>/<id>/work    overlay work dir
+ *   <root>/l/<link>  -> ../<id>/diff
+ *
+ * Layer snapshots use the chain ID's hex as <id>; writable snapshots use their key. Mounts run
+ * with <root> as working directory and relative `l/<link>` lower dirs, so that even deep chains
+ * fit in the one page the kernel accepts for mount options. Records (JSON, atomic) live in
+ * `<metaRoot>/layers/<hex>.json` and `<metaRoot>/active/<key>.json`.
+ */
+export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
+  readonly root: string;
+  private readonly linkDir: string;
+  private readonly emptyDir: string;
+  private readonly layers: JsonRecordStore<LayerRecord>;
+  private readonly active: JsonRecordStore<ActiveRecord>;
+  private readonly locks = new KeyedMutex();
+  private readonly layerCache = new Map<string, LayerRecord>();
+  private readonly extraMountOptions: string[];
+
+  constructor(private readonly opts: { root: string; metaRoot: string; ops: StorageOps; log: Logger }) {
+    this.root = opts.root;
+    this.linkDir = join(this.root, 'l');
+    this.emptyDir = join(this.root, 'empty');
+    const onCorrupt = (key: string, err: unknown) =>
+      opts.log.warn('unreadable snapshot record', { key, error: String(err) });
+    this.layers = new JsonRecordStore(join(opts.metaRoot, 'layers'), onCorrupt);
+    this.active = new JsonRecordStore(join(opts.metaRoot, 'active'), onCorrupt);
+    // Without the inodes index, the same lower layers can back any number of mounts.
+    this.extraMountOptions = existsSync('/sys/module/overlay/parameters/index') ? ['index=off'] : [];
+  }
+
+  get ops(): StorageOps {
+    return this.opts.ops;
+  }
+
+  /**
+   * Create the layout and reconcile it with the records after a crash: half-extracted layers
+   * (tmp-*), directories without a record, records without a directory and stale links go.
+   */
+  async init(): Promise<void> {
+    await mkdir(this.linkDir, { recursive: true, mode: 0o700 });
+    await mkdir(this.emptyDir, { recursive: true, mode: 0o755 });
+    await this.layers.init();
+    await this.active.init();
+    const layers = await this.layers.all();
+    const actives = await this.active.all();
+    const wanted = new Map<string, string>(); // dir name -> link
+    for (const [hex, rec] of layers) {
+      if (!existsSync(join(this.root, hex, 'diff'))) {
+        this.opts.log.warn('dropping layer record without files', { chainId: rec.chainId });
+        await this.layers.delete(hex);
+        continue;
+      }
+      wanted.set(hex, rec.link);
+      this.layerCache.set(rec.chainId, rec);
+    }
+    for (const [key, rec] of actives) {
+      if (!existsSync(join(this.root, key, 'diff'))) {
+        this.opts.log.warn('dropping snapshot record without files', { key });
+        await this.active.delete(key);
+        continue;
+      }
+      wanted.set(key, rec.link);
+    }
+    for (const name of await readdir(this.root)) {
+      if (RESERVED.has(name) || wanted.has(name)) continue;
+      this.opts.log.info('removing orphaned snapshot directory', { name });
+      await this.removeDir(join(this.root, name));
+    }
+    const links = new Set<string>();
+    for (const name of await readdir(this.linkDir)) {
+      const target = await readlink(join(this.linkDir, name)).catch(() => '');
+      const m = /^\.\.\/([^/]+)\/diff$/.exec(target);
+      if (!m || wanted.get(m[1] as string) !== name) {
+        await rm(join(this.linkDir, name), { force: true });
+        continue;
+      }
+      links.add(name);
+    }
+    for (const [id, link] of wanted) {
+      if (!links.has(link)) await symlink(`../${id}/diff`, join(this.linkDir, link));
+    }
+  }
+
+  // ---- layers ----
+
+  async getLayer(chainId: string): Promise<LayerRecord | undefined> {
+    const cached = this.layerCache.get(chainId);
+    if (cached) return cached;
+    const rec = await this.layers.get(hexOf(chainId));
+    if (rec) this.layerCache.set(chainId, rec);
+    return rec;
+  }
+
+  async hasLayer(chainId: string): Promise<boolean> {
+    return (await this.getLayer(chainId)) !== undefined;
+  }
+
+  async listLayers(): Promise<LayerRecord[]> {
+    return [...(await this.layers.all()).values()];
+  }
+
+  /** The chain from `chainId` down to its base layer (top first). NotFound when a link is missing. */
+  async chain(chainId: string): Promise<LayerRecord[]> {
+    const out: LayerRecord[] = [];
+    let cur: string | null = chainId;
+    for (let guard = 0; cur !== null && guard < 1000; guard++) {
+      const rec: LayerRecord | undefined = await this.getLayer(cur);
+      if (!rec) throw notFound(`layer ${cur} does not exist`);
+      out.push(rec);
+      cur = rec.parent;
+    }
+    return out;
+  }
+
+  /**
+   * Unpack a layer tarball on top of `parent` and commit it under its chain ID. When that layer
+   * exists already the new files are thrown away and the existing record is answered.
+   */
+  async applyLayer(
+    parent: string | null,
+    input: AsyncIterable<Buffer> | Readable,
+    options: { blob?: BlobWriter; onProgress?: (rawBytes: number) => void } = {},
+  ): Promise<{ layer: LayerRecord; created: boolean }> {
+    if (parent !== null && !(await this.hasLayer(parent)))
+      throw notFound(`parent layer ${parent} does not exist`);
+    const tmp = join(this.root, `tmp-${randomBytes(8).toString('hex')}`);
+    await mkdir(join(tmp, 'diff'), { recursive: true, mode: 0o755 });
+    try {
+      const applied = await applyLayer({
+        input,
+        dir: join(tmp, 'diff'),
+        ops: this.opts.ops,
+        blob: options.blob,
+        onProgress: options.onProgress,
+      });
+      const chainId = chainIdOf(parent, applied.diffId);
+      let blob: LayerRecord['blob'];
+      if (options.blob) {
+        const digest = await options.blob.commit();
+        blob = { digest, size: options.blob.size, compression: applied.compression };
+      }
+      return await this.locks.run(chainId, async () => {
+        const existing = await this.getLayer(chainId);
+        if (existing) {
+          await this.removeDir(tmp);
+          return { layer: existing, created: false };
+        }
+        const hex = hexOf(chainId);
+        const link = newLinkId();
+        await writeFile(join(tmp, 'link'), link);
+        if (parent !== null) await writeFile(join(tmp, 'lower'), await this.lowerOf(parent));
+        await mkdir(join(tmp, 'work'), { mode: 0o700 });
+        await rm(join(this.root, hex), { recursive: true, force: true });
+        await rename(tmp, join(this.root, hex));
+        await rm(join(this.linkDir, link), { force: true });
+        await symlink(`../${hex}/diff`, join(this.linkDir, link));
+        const layer: LayerRecord = {
+          chainId,
+          diffId: applied.diffId,
+          parent,
+          size: applied.size,
+          link,
+          created: new Date().toISOString(),
+        };
+        if (blob) layer.blob = blob;
+        await this.layers.put(hex, layer);
+        this.layerCache.set(chainId, layer);
+        return { layer, created: true };
+      });
+    } catch (err) {
+      await options.blob?.abort().catch(() => undefined);
+      await this.removeDir(tmp).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Remove a layer snapshot. Refuses while a layer or writable snapshot sits on it. */
+  async removeLayer(chainId: string): Promise<void> {
+    await this.locks.run(chainId, async () => {
+      const rec = await this.getLayer(chainId);
+      if (!rec) return;
+      for (const other of this.layerCache.values()) {
+        if (other.parent === chainId) throw conflict(`layer ${chainId} has dependent layers`);
+      }
+      for (const a of (await this.active.all()).values()) {
+        if (a.parent === chainId) throw conflict(`layer ${chainId} is used by snapshot ${a.key}`);
+      }
+      const hex = hexOf(chainId);
+      await this.layers.delete(hex);
+      this.layerCache.delete(chainId);
+      await rm(join(this.linkDir, rec.link), { force: true });
+      await this.removeDir(join(this.root, hex));
+    });
+  }
+
+  /** `l/<link>:...` of `chainId` and everything below it (the lower dirs of a snapshot on top of it). */
+  private async lowerOf(chainId: string): Promise<string> {
+    const chain = await this.chain(chainId);
+    return chain.map((l) => `l/${l.link}`).join(':');
+  }
+
+  /** Inspect's GraphDriver.Data for an image whose top layer is `chainId`. */
+  async layerPaths(chainId: string): Promise<SnapshotPaths> {
+    const chain = await this.chain(chainId);
+    const top = join(this.root, hexOf(chainId));
+    const paths: SnapshotPaths = {
+      MergedDir: join(top, 'merged'),
+      UpperDir: join(top, 'diff'),
+      WorkDir: join(top, 'work'),
+    };
+    if (chain.length > 1)
+      paths.LowerDir = chain
+        .slice(1)
+        .map((l) => join(this.root, hexOf(l.chainId), 'diff'))
+        .join(':');
+    return paths;
+  }
+
+  // ---- writable snapshots ----
+
+  private checkKey(key: string): void {
+    if (!KEY.test(key) || RESERVED.has(key) || key.startsWith('tmp-')) {
+      throw invalidParameter(`invalid snapshot key ${JSON.stringify(key)}`);
+    }
+  }
+
+  private dirOf(key: string): string {
+    this.checkKey(key);
+    return join(this.root, key);
+  }
+
+  async prepare(key: string, parentChainId: string | null): Promise<void> {
+    const dir = this.dirOf(key);
+    await this.locks.run(`active:${key}`, async () => {
+      const existing = await this.active.get(key);
+      if (existing) {
+        if (existing.parent === parentChainId) return;
+        throw conflict(`snapshot ${key} already exists`);
+      }
+      if (/^[a-f0-9]{64}$/.test(key) && (await this.layers.get(key))) {
+        throw conflict(`snapshot key ${key} is a layer`);
+      }
+      const lower = parentChainId === null ? '' : await this.lowerOf(parentChainId);
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(join(dir, 'diff'), { recursive: true, mode: 0o755 });
+      await mkdir(join(dir, 'work'), { mode: 0o700 });
+      const link = newLinkId();
+      await writeFile(join(dir, 'link'), link);
+      if (lower) await writeFile(join(dir, 'lower'), lower);
+      await symlink(`../${key}/diff`, join(this.linkDir, link));
+      await this.active.put(key, { key, parent: parentChainId, link, created: new Date().toISOString() });
+    });
+  }
+
+  async exists(key: string): Promise<boolean> {
+    this.checkKey(key);
+    return (await this.active.get(key)) !== undefined;
+  }
+
+  async listActive(): Promise<ActiveRecord[]> {
+    return [...(await this.active.all()).values()];
+  }
+
+  async mount(key: string, target: string, options: { readonly?: boolean } = {}): Promise<void> {
+    const dir = this.dirOf(key);
+    const rec = await this.active.get(key);
+    if (!rec) throw notFound(`snapshot ${key} does not exist`);
+    const lowerText = await readFile(join(dir, 'lower'), 'utf8').catch(() => '');
+    const lowers = lowerText.trim() ? lowerText.trim().split(':') : [];
+    await mkdir(target, { recursive: true });
+    if (options.readonly) {
+      const lowerdirs = [`${key}/diff`, ...lowers];
+      if (lowerdirs.length < 2) lowerdirs.push('empty');
+      await this.opts.ops.mountOverlay({
+        cwd: this.root,
+        lowerdirs,
+        target,
+        extraOptions: this.extraMountOptions,
+      });
+      return;
+    }
+    await this.opts.ops.mountOverlay({
+      cwd: this.root,
+      lowerdirs: lowers.length ? lowers : ['empty'],
+      upperdir: `${key}/diff`,
+      workdir: `${key}/work`,
+      target,
+      extraOptions: this.extraMountOptions,
+    });
+  }
+
+  async unmount(target: string): Promise<void> {
+    await this.opts.ops.unmount(target);
+  }
+
+  async remove(key: string): Promise<void> {
+    const dir = this.dirOf(key);
+    await this.locks.run(`active:${key}`, async () => {
+      const rec = await this.active.get(key);
+      if (!rec) throw notFound(`snapshot ${key} does not exist`);
+      await this.active.delete(key);
+      await rm(join(this.linkDir, rec.link), { force: true });
+      await this.removeDir(dir);
+    });
+  }
+
+  async usage(key: string): Promise<number> {
+    return diskUsage(join(this.dirOf(key), 'diff'));
+  }
+
+  upperDir(key: string): string {
+    return join(this.dirOf(key), 'diff');
+  }
+
+  async paths(key: string): Promise<SnapshotPaths> {
+    const dir = this.dirOf(key);
+    const rec = await this.active.get(key);
+    if (!rec) throw notFound(`snapshot ${key} does not exist`);
+    const paths: SnapshotPaths = {
+      MergedDir: join(dir, 'merged'),
+      UpperDir: join(dir, 'diff'),
+      WorkDir: join(dir, 'work'),
+    };
+    if (rec.parent !== null) {
+      const chain = await this.chain(rec.parent);
+      paths.LowerDir = chain.map((l) => join(this.root, hexOf(l.chainId), 'diff')).join(':');
+    }
+    return paths;
+  }
+
+  /** rm -rf, after unmounting anything still mounted below (never delete through a mount). */
+  private async removeDir(dir: string): Promise<void> {
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+    const below = mounts
+      .split('\n')
+      .map((l) => (l.split(' ')[4] ?? '').replace(/\\040/g, ' '))
+      .filter((t) => t === dir || t.startsWith(`${dir}/`))
+      .sort((a, b) => b.length - a.length);
+    for (const t of below) await this.opts.ops.unmount(t);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Bytes of regular files and symlinks below `dir`, each inode counted once (du --apparent-size). */
+export async function diskUsage(dir: string): Promise<number> {
+  const seen = new Set<number>();
+  let total = 0;
+  const stack = [dir];
+  while (stack.length) {
+    const cur = stack.pop() as string;
+    let names: string[];
+    try {
+      names = await readdir(cur);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') continue;
+      throw err;
+    }
+    for (const name of names) {
+      const p = join(cur, name);
+      const st = await lstat(p).catch(() => undefined);
+      if (!st) continue;
+      if (st.isDirectory()) stack.push(p);
+      else if (!seen.has(st.ino)) {
+        seen.add(st.ino);
+        if (st.isFile() || st.isSymbolicLink()) total += st.size;
+      }
+    }
+  }
+  return total;
+}

@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { Logger } from '../../../../src/common/log.js';
+import { HostStorageOps } from '../../../../src/engine/storage/adapters/host.ops.js';
+import { ContentStore } from '../../../../src/engine/storage/content.store.js';
+import { chainIdOf, OverlaySnapshotter } from '../../../../src/engine/storage/overlay.snapshotter.js';
+import { makeTar } from './tar.helper.js';
+
+const log = new Logger('error');
+
+function getfattr(path: string, name: string): string | undefined {
+  try {
+    return execFileSync('getfattr', ['--only-values', '-n', name, path], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .toString()
+      .trim();
+  } catch {
+    return undefined;
+  }
+}
+
+async function* chunks(buf: Buffer, size = 1000): AsyncGenerator<Buffer> {
+  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
+}
+
+describe('overlay snapshotter (as root, real tar/mount)', () => {
+  let dir: string;
+  let snap: OverlaySnapshotter;
+  let content: ContentStore;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-snap-'));
+    content = new ContentStore(join(dir, 'content'));
+    await content.init();
+    snap = new OverlaySnapshotter({
+      root: join(dir, 'overlay'),
+      metaRoot: join(dir, 'snapshots'),
+      ops: new HostStorageOps(),
+      log,
+    });
+    await snap.init();
+  });
+
+  after(async () => {
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((t) => t.startsWith(dir));
+    for (const t of mounts) execFileSync('umount', ['-l', t]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  let base = '';
+  let top = '';
+
+  it('applies a base layer with every kind of member', async () => {
+    const mtime = new Date(1_500_000_000_000);
+    const tar = await makeTar([
+      { name: './', type: 'directory', mode: 0o755 },
+      { name: 'bin/', type: 'directory' },
+      { name: 'bin/tool', content: 'binary!', mode: 0o4755, uid: 0, gid: 0, mtime },
+      { name: 'bin/alias', type: 'symlink', linkname: 'tool' },
+      { name: 'bin/hard', type: 'link', linkname: 'bin/tool' },
+      { name: 'dev/', type: 'directory' },
+      { name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 },
+      { name: 'dev/loop9', type: 'block-device', devmajor: 7, devminor: 9, mode: 0o660 },
+      { name: 'dev/pipe', type: 'fifo' },
+      { name: 'home/', type: 'directory' },
+      { name: 'home/user/', type: 'directory', uid: 1000, gid: 1000, mode: 0o700 },
+      { name: 'home/user/notes', content: 'x'.repeat(100), uid: 1000, gid: 1001, mode: 0o600 },
+      { name: 'tmp/', type: 'directory', mode: 0o1777 },
+      { name: 'etc/', type: 'directory' },
+      { name: 'etc/a', content: 'a' },
+      { name: 'etc/b', content: 'bb' },
+      { name: 'etc/sub/', type: 'directory' },
+      { name: 'etc/sub/c', content: 'c' },
+      { name: 'etc/cap', content: 'cap', pax: { 'SCHILY.xattr.user.berth': 'hello' } },
+    ]);
+    const blob = content.writer();
+    const { layer, created } = await snap.applyLayer(null, chunks(tar), { blob });
+    assert.ok(created);
+    base = layer.chainId;
+    assert.equal(layer.parent, null);
+    assert.equal(layer.chainId, layer.diffId);
+    assert.equal(layer.size, 7 + 100 + 1 + 2 + 1 + 3);
+    assert.equal(layer.blob?.compression, 'none');
+    assert.ok(await content.verify(layer.blob?.digest ?? ''));
+    const diff = join(snap.root, layer.chainId.slice(7), 'diff');
+    const tool = await stat(join(diff, 'bin/tool'));
+    assert.equal(tool.mode & 0o7777, 0o4755);
+    assert.equal(tool.mtimeMs, mtime.getTime());
+    assert.equal(tool.nlink, 2);
+    assert.equal(await readlink(join(diff, 'bin/alias')), 'tool');
+    const nul = await lstat(join(diff, 'dev/null'));
+    assert.ok(nul.isCharacterDevice());
+    assert.equal(nul.rdev, (1 << 8) | 3);
+    assert.ok((await lstat(join(diff, 'dev/loop9'))).isBlockDevice());
+    assert.ok((await lstat(join(diff, 'dev/pipe'))).isFIFO());
+    const notes = await stat(join(diff, 'home/user/notes'));
+    assert.equal(notes.uid, 1000);
+    assert.equal(notes.gid, 1001);
+    assert.equal(notes.mode & 0o777, 0o600);
+    assert.equal((await stat(join(diff, 'tmp'))).mode & 0o7777, 0o1777);
+    assert.equal(getfattr(join(diff, 'etc/cap'), 'user.berth'), 'hello');
+    // link file and l/ symlink as overlay2 lays them out
+    const link = (await readFile(join(snap.root, layer.chainId.slice(7), 'link'), 'utf8')).trim();
+    assert.match(link, /^[A-Z2-7]{26}$/);
+    assert.equal(await readlink(join(snap.root, 'l', link)), `../${layer.chainId.slice(7)}/diff`);
+  });
+
+  it('turns AUFS whiteouts into overlay whiteouts (gzip input)', async () => {
+    const tar = await makeTar([
+      { name: 'etc/', type: 'directory' },
+      { name: 'etc/.wh.a', content: '' },
+      { name: 'etc/sub/', type: 'directory' },
+      { name: 'etc/sub/.wh..wh..opq', content: '' },
+      { name: 'etc/sub/new', content: 'new' },
+      { name: 'gone/.wh.x', content: '' },
+      { name: 'etc/.wh..wh.plnk', type: 'directory' },
+    ]);
+    const { layer } = await snap.applyLayer(base, chunks(gzipSync(tar)));
+    top = layer.chainId;
+    assert.equal(layer.chainId, chainIdOf(base, layer.diffId));
+    const diff = join(snap.root, layer.chainId.slice(7), 'diff');
+    const wh = await lstat(join(diff, 'etc/a'));
+    assert.ok(wh.isCharacterDevice());
+    assert.equal(wh.rdev, 0);
+    assert.ok(!existsSync(join(diff, 'etc/.wh.a')));
+    assert.ok(!existsSync(join(diff, 'etc/.wh..wh.plnk')));
+    assert.equal(getfattr(join(diff, 'etc/sub'), 'trusted.overlay.opaque'), 'y');
+    assert.ok(!existsSync(join(diff, 'etc/sub/.wh..wh..opq')));
+    assert.ok((await lstat(join(diff, 'gone/x'))).isCharacterDevice());
+    assert.equal(
+      (await readFile(join(snap.root, layer.chainId.slice(7), 'lower'), 'utf8')).split(':').length,
+      1,
+    );
+  });
+
+  it('answers the existing layer when the same content comes again', async () => {
+    const tar = await makeTar([{ name: 'only', content: 'same' }]);
+    const a = await snap.applyLayer(null, chunks(tar));
+    const b = await snap.applyLayer(null, chunks(gzipSync(tar)));
+    assert.ok(a.created);
+    assert.ok(!b.created);
+    assert.equal(a.layer.chainId, b.layer.chainId);
+    await snap.removeLayer(a.layer.chainId);
+    assert.equal(await snap.getLayer(a.layer.chainId), undefined);
+  });
+
+  it('refuses garbage and path escapes with a 4xx kind', async () => {
+    await assert.rejects(snap.applyLayer(null, chunks(Buffer.alloc(2048, 7))), { kind: 'InvalidParameter' });
+    const evil = await makeTar([{ name: '../../escape', content: 'x' }]);
+    await assert.rejects(snap.applyLayer(null, chunks(evil)), { kind: 'InvalidParameter' });
+    const names = await readdir(snap.root);
+    assert.ok(!names.some((n) => n.startsWith('tmp-')));
+  });
+
+  it('prepares, mounts, measures, unmounts and removes a writable snapshot', async () => {
+    await snap.prepare('c1', top);
+    const target = join(dir, 'mnt');
+    await snap.mount('c1', target);
+    try {
+      assert.equal(await readFile(join(target, 'etc/b'), 'utf8'), 'bb');
+      assert.ok(!existsSync(join(target, 'etc/a')), 'whiteout hides etc/a');
+      assert.deepEqual(await readdir(join(target, 'etc/sub')), ['new'], 'opaque dir hides etc/sub/c');
+      await writeFile(join(target, 'written'), '12345');
+      assert.equal(await readFile(join(snap.upperDir('c1'), 'written'), 'utf8'), '12345');
+      assert.equal(await snap.usage('c1'), 5);
+      const paths = await snap.paths('c1');
+      assert.equal(paths.LowerDir?.split(':').length, 2);
+    } finally {
+      await snap.unmount(target);
+    }
+    await snap.unmount(target); // idempotent
+    const ro = join(dir, 'ro');
+    await snap.mount('c1', ro, { readonly: true });
+    try {
+      assert.equal(await readFile(join(ro, 'written'), 'utf8'), '12345');
+      await assert.rejects(writeFile(join(ro, 'nope'), 'x'));
+    } finally {
+      await snap.unmount(ro);
+    }
+    await assert.rejects(snap.removeLayer(top), { kind: 'Conflict' });
+    await snap.remove('c1');
+    assert.ok(!existsSync(join(snap.root, 'c1')));
+    // a snapshot on nothing still mounts
+    await snap.prepare('c2', null);
+    await snap.mount('c2', target);
+    await writeFile(join(target, 'f'), 'x');
+    await snap.unmount(target);
+    await snap.remove('c2');
+  });
+
+  it('reconciles after a crash: half-written layers, orphans and stale links go', async () => {
+    await mkdir(join(snap.root, 'tmp-deadbeef', 'diff'), { recursive: true });
+    await mkdir(join(snap.root, 'orphan', 'diff'), { recursive: true });
+    await writeFile(join(snap.root, 'l', 'STALELINK'), '');
+    const again = new OverlaySnapshotter({
+      root: join(dir, 'overlay'),
+      metaRoot: join(dir, 'snapshots'),
+      ops: new HostStorageOps(),
+      log,
+    });
+    await again.init();
+    const names = await readdir(snap.root);
+    assert.ok(!names.includes('tmp-deadbeef'));
+    assert.ok(!names.includes('orphan'));
+    assert.ok(!(await readdir(join(snap.root, 'l'))).includes('STALELINK'));
+    assert.ok(await again.hasLayer(top));
+    assert.equal((await again.chain(top)).length, 2);
+  });
+});
