@@ -31,11 +31,13 @@ export async function openIfExists(path: string): Promise<FileHandle | null> {
 const NL = 0x0a;
 
 /**
- * Reads lines (each with its newline) of an open file from an offset, in large chunks. A last line
- * without its newline yet stays buffered (the writer is mid-line) until more arrives.
+ * Reads whole lines (each with its newline) of an open file from an offset, in large chunks, the
+ * next chunk read ahead while the caller works on this one. A last line without its newline yet
+ * stays buffered (the writer is mid-line) until more arrives.
  */
 export class LineReader {
   private rest: Buffer | null = null;
+  private ahead: Promise<Buffer> | null = null;
 
   constructor(
     readonly handle: FileHandle,
@@ -44,35 +46,44 @@ export class LineReader {
     private readonly chunkSize = 1 << 20,
   ) {}
 
-  /** Bytes of a started line held back (for the position of the next whole line). */
-  get pending(): number {
-    return this.rest?.length ?? 0;
-  }
-
-  /** Forget a held-back line (the file was truncated). */
-  reset(offset: number): void {
+  /** Forget a held-back line and what was read ahead (the file was truncated). */
+  async reset(offset: number): Promise<void> {
+    await this.ahead?.catch(() => undefined);
+    this.ahead = null;
     this.rest = null;
     this.offset = offset;
   }
 
-  /** Every whole line from the current offset to the end of the file as it is now. */
-  async *lines(): AsyncGenerator<Buffer> {
-    for (;;) {
-      const buf = Buffer.allocUnsafe(this.chunkSize);
-      const { bytesRead } = await this.handle.read(buf, 0, this.chunkSize, this.offset);
-      if (bytesRead === 0) return;
-      this.offset += bytesRead;
-      const chunk = buf.subarray(0, bytesRead);
+  private read(): Promise<Buffer> {
+    const buf = Buffer.allocUnsafe(this.chunkSize);
+    const at = this.offset;
+    return this.handle.read(buf, 0, this.chunkSize, at).then(({ bytesRead }) => {
+      this.offset = at + bytesRead;
+      return buf.subarray(0, bytesRead);
+    });
+  }
+
+  /**
+   * The next whole lines from the current offset; an empty array at the end of the file as it is
+   * now (then nothing is read ahead, so a later call sees what was appended meanwhile).
+   */
+  async next(): Promise<Buffer[]> {
+    const out: Buffer[] = [];
+    while (out.length === 0) {
+      const chunk = await (this.ahead ?? this.read());
+      this.ahead = null;
+      if (chunk.length === 0) return out;
+      if (chunk.length === this.chunkSize) this.ahead = this.read();
       let start = 0;
       let nl = chunk.indexOf(NL);
       if (nl >= 0 && this.rest) {
-        yield Buffer.concat([this.rest, chunk.subarray(0, nl + 1)]);
+        out.push(Buffer.concat([this.rest, chunk.subarray(0, nl + 1)]));
         this.rest = null;
         start = nl + 1;
         nl = chunk.indexOf(NL, start);
       }
       while (nl >= 0) {
-        yield chunk.subarray(start, nl + 1);
+        out.push(chunk.subarray(start, nl + 1));
         start = nl + 1;
         nl = chunk.indexOf(NL, start);
       }
@@ -80,7 +91,14 @@ export class LineReader {
         const tail = chunk.subarray(start);
         this.rest = this.rest ? Buffer.concat([this.rest, tail]) : Buffer.from(tail);
       }
-      if (bytesRead < this.chunkSize) return;
+      if (!this.ahead && out.length === 0) return out;
     }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.ahead?.catch(() => undefined);
+    this.ahead = null;
+    await this.handle.close();
   }
 }

@@ -1,5 +1,5 @@
 import { type FSWatcher, watch } from 'node:fs';
-import { type FileHandle, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
 import { LineReader, logFiles, openIfExists } from './files.js';
@@ -10,7 +10,6 @@ import {
   instantFromNanos,
   type LogStream,
   parseInstant,
-  parseRecord,
 } from './k8s-file.js';
 import { findTail, type LogPosition } from './tail.js';
 
@@ -19,7 +18,7 @@ export interface ReadLogsOptions {
   since?: number;
   /** Only messages at or before this time (unix nanoseconds). */
   until?: number;
-  /** The last N messages (before since/until filtering, as docker); -1 or undefined: all. */
+  /** The last N messages (counted before since/until and stream filtering, as docker); -1 or undefined: all. */
   tail?: number;
   /** Keep reading what the container writes, across rotations, until `signal` or `stopFollowing`. */
   follow?: boolean;
@@ -39,6 +38,25 @@ export interface LogMessage {
   line: Buffer;
 }
 
+/** A message whose time string is only made when asked for (docker logs without -t never asks). */
+class Message implements LogMessage {
+  private t: string | null = null;
+  constructor(
+    readonly stream: LogStream,
+    private readonly ts: string,
+    readonly line: Buffer,
+  ) {}
+  get time(): string {
+    this.t ??= dockerTime(this.ts);
+    return this.t;
+  }
+  toJSON(): LogMessage {
+    return { stream: this.stream, time: this.time, line: this.line };
+  }
+}
+
+const SPACE = 0x20;
+
 interface Pending {
   ts: string;
   parts: Buffer[];
@@ -55,53 +73,59 @@ class Assembler {
     private readonly until: Instant | null,
   ) {}
 
-  /** Feed one raw line; returns the message it completes, if any passes the filters. */
-  push(line: Buffer): LogMessage | null {
-    const rec = parseRecord(line);
-    if (!rec) return null;
-    const p = this.pending[rec.stream];
-    if (rec.partial) {
-      if (p) p.parts.push(rec.data);
-      else this.pending[rec.stream] = { ts: rec.ts, parts: [rec.data] };
-      return null;
+  /** Feed one raw line (with its newline); add the message it completes to `out`. */
+  push(line: Buffer, out: LogMessage[]): void {
+    // `<ts> <stdout|stderr> <P|F> <data>`, parsed in place (see k8s-file.ts parseRecord)
+    const s1 = line.indexOf(SPACE);
+    if (s1 < 20 || line.length < s1 + 10 || line[s1 + 7] !== SPACE || line[s1 + 1] !== 0x73) return;
+    let stream: LogStream;
+    if (line[s1 + 4] === 0x6f) stream = 'stdout';
+    else if (line[s1 + 4] === 0x65) stream = 'stderr';
+    else return;
+    const tag = line[s1 + 8];
+    const from = s1 + 10;
+    const p = this.pending[stream];
+    if (tag === 0x50 /* P */) {
+      const to = line[line.length - 1] === 0x0a ? line.length - 1 : line.length;
+      const data = line.subarray(Math.min(from, to), to);
+      if (p) p.parts.push(data);
+      else this.pending[stream] = { ts: line.toString('latin1', 0, s1), parts: [data] };
+      return;
     }
+    if (tag !== 0x46 /* F */) return;
+    const data = line.subarray(Math.min(from, line.length));
     if (p) {
-      this.pending[rec.stream] = null;
-      p.parts.push(rec.data);
-      return this.emit(rec.stream, p.ts, Buffer.concat(p.parts));
-    }
-    return this.emit(rec.stream, rec.ts, rec.data);
+      this.pending[stream] = null;
+      p.parts.push(data);
+      this.emit(stream, p.ts, Buffer.concat(p.parts), out);
+    } else this.emit(stream, line.toString('latin1', 0, s1), data, out);
   }
 
   /** Unfinished lines, as messages of their own (end of the log, or caught up while following). */
-  flush(): LogMessage[] {
-    const out: LogMessage[] = [];
+  flush(out: LogMessage[]): void {
     const order = (['stdout', 'stderr'] as const)
       .filter((s) => this.pending[s])
       .sort((a, b) => this.pending[a]!.ts.localeCompare(this.pending[b]!.ts));
     for (const s of order) {
       const p = this.pending[s]!;
       this.pending[s] = null;
-      const m = this.emit(s, p.ts, Buffer.concat(p.parts));
-      if (m) out.push(m);
+      this.emit(s, p.ts, Buffer.concat(p.parts), out);
     }
-    return out;
   }
 
-  private emit(stream: LogStream, ts: string, data: Buffer): LogMessage | null {
-    if (this.done) return null;
+  private emit(stream: LogStream, ts: string, data: Buffer, out: LogMessage[]): void {
+    if (this.done) return;
     if (this.since || this.until) {
       const t = parseInstant(ts);
       if (t) {
-        if (this.since && compareInstant(t, this.since) < 0) return null;
+        if (this.since && compareInstant(t, this.since) < 0) return;
         if (this.until && compareInstant(t, this.until) > 0) {
           this.done = true;
-          return null;
+          return;
         }
       }
     }
-    if (!this.want[stream]) return null;
-    return { stream, time: dockerTime(ts), line: data };
+    if (this.want[stream]) out.push(new Message(stream, ts, data));
   }
 }
 
@@ -132,12 +156,10 @@ class Wakeup {
 }
 
 /**
- * The messages of a container log written by conmon (k8s-file format) at `path`, with its rotated
- * files (`path.1` .. `path.N`, oldest last) read first. P records are joined into one message.
- * `tail` reads backwards from the end instead of parsing everything. With `follow`, waits for more
- * (fs.watch, no polling), and goes on in the new file after a rotation or a reopen.
+ * readLogs in batches (one per chunk read): the fast path for consumers that write many messages
+ * at once. Same options and semantics as readLogs.
  */
-export async function* readLogs(path: string, opts: ReadLogsOptions): AsyncGenerator<LogMessage> {
+export async function* readLogBatches(path: string, opts: ReadLogsOptions): AsyncGenerator<LogMessage[]> {
   const want = { stdout: opts.stdout, stderr: opts.stderr };
   const asm = new Assembler(
     want,
@@ -166,35 +188,32 @@ export async function* readLogs(path: string, opts: ReadLogsOptions): AsyncGener
     opts.stopFollowing?.addEventListener('abort', onAbort);
   }
 
+  let current: LineReader | null = null;
   try {
     const files = await logFiles(path);
     const tail = opts.tail ?? -1;
     const startAt: LogPosition = tail >= 0 ? await findTail(files, tail) : { file: 0, offset: 0 };
 
     // The rotated files, then the current one.
-    let current: LineReader | null = null;
     for (let f = startAt.file; f < files.length; f++) {
       const handle = await openIfExists(files[f]!);
       if (!handle) continue;
-      const reader = new LineReader(handle, f === startAt.file ? startAt.offset : 0);
-      const isLast = f === files.length - 1;
-      for await (const line of reader.lines()) {
-        if (opts.signal?.aborted) {
-          await handle.close();
-          return;
-        }
-        const m = asm.push(line);
-        if (m) yield m;
-        if (asm.done) {
-          await handle.close();
-          return;
-        }
+      current = new LineReader(handle, f === startAt.file ? startAt.offset : 0);
+      for (let lines = await current.next(); lines.length > 0; lines = await current.next()) {
+        const out: LogMessage[] = [];
+        for (const line of lines) asm.push(line, out);
+        if (out.length > 0) yield out;
+        if (asm.done || opts.signal?.aborted) return;
       }
-      if (isLast && follow) current = reader;
-      else await handle.close();
+      if (f < files.length - 1 || !follow) {
+        await current.close();
+        current = null;
+      }
     }
     if (!follow) {
-      for (const m of asm.flush()) yield m;
+      const out: LogMessage[] = [];
+      asm.flush(out);
+      if (out.length > 0) yield out;
       return;
     }
 
@@ -202,16 +221,18 @@ export async function* readLogs(path: string, opts: ReadLogsOptions): AsyncGener
     let stopping = false;
     for (;;) {
       if (current) {
-        for await (const line of current.lines()) {
-          if (opts.signal?.aborted) return;
-          const m = asm.push(line);
-          if (m) yield m;
-          if (asm.done) return;
+        for (let lines = await current.next(); lines.length > 0; lines = await current.next()) {
+          const out: LogMessage[] = [];
+          for (const line of lines) asm.push(line, out);
+          if (out.length > 0) yield out;
+          if (asm.done || opts.signal?.aborted) return;
         }
       }
       if (opts.signal?.aborted) return;
       if (stopping) {
-        for (const m of asm.flush()) yield m;
+        const out: LogMessage[] = [];
+        asm.flush(out);
+        if (out.length > 0) yield out;
         return;
       }
       // a rotation or a reopen put a new file at `path`; a truncation shrank ours
@@ -222,13 +243,14 @@ export async function* readLogs(path: string, opts: ReadLogsOptions): AsyncGener
       if (st) {
         const mine = current ? await current.handle.stat() : null;
         if (!mine || mine.ino !== st.ino || mine.dev !== st.dev) {
-          if (current) await current.handle.close();
-          const handle: FileHandle | null = await openIfExists(path);
-          current = handle ? new LineReader(handle, 0) : null;
+          await current?.close();
+          current = null;
+          const handle = await openIfExists(path);
+          if (handle) current = new LineReader(handle, 0);
           continue;
         }
         if (st.size < current!.offset) {
-          current!.reset(0);
+          await current!.reset(0);
           continue;
         }
       }
@@ -237,12 +259,54 @@ export async function* readLogs(path: string, opts: ReadLogsOptions): AsyncGener
         continue;
       }
       // caught up: an unfinished line goes out now (a prompt), not when its end arrives
-      for (const m of asm.flush()) yield m;
+      const out: LogMessage[] = [];
+      asm.flush(out);
+      if (out.length > 0) yield out;
       await wake.wait();
     }
   } finally {
+    await current?.close().catch(() => undefined);
     watcher?.close();
     opts.signal?.removeEventListener('abort', onAbort);
     opts.stopFollowing?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * The messages of a container log written by conmon (k8s-file format) at `path`, its rotated files
+ * (`path.N` .. `path.1`) first. P records are joined into one message. `tail` reads backwards from
+ * the end instead of parsing everything. With `follow`, waits for more (fs.watch, no polling) and
+ * goes on in the new file after a rotation or a reopen.
+ */
+export function readLogs(path: string, opts: ReadLogsOptions): AsyncIterableIterator<LogMessage> {
+  // A hand-made iterator over the batches: one settled promise per message, not a generator's.
+  const batches = readLogBatches(path, opts);
+  let batch: LogMessage[] = [];
+  let i = 0;
+  let finished = false;
+  const it: AsyncIterableIterator<LogMessage> = {
+    next(): Promise<IteratorResult<LogMessage>> {
+      if (i < batch.length) return Promise.resolve({ value: batch[i++]!, done: false });
+      if (finished) return Promise.resolve({ value: undefined, done: true });
+      return batches.next().then((r) => {
+        if (r.done) {
+          finished = true;
+          return { value: undefined, done: true };
+        }
+        batch = r.value;
+        i = 1;
+        return { value: batch[0]!, done: false };
+      });
+    },
+    async return(): Promise<IteratorResult<LogMessage>> {
+      finished = true;
+      batch = [];
+      await batches.return(undefined);
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return it;
+    },
+  };
+  return it;
 }
