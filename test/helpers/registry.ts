@@ -72,7 +72,7 @@ export async function http(
 ): Promise<Res> {
   const init: RequestInit & { duplex?: string } = { method, headers: options.headers, redirect: 'manual' };
   if (options.body !== undefined) {
-    init.body = options.body as BodyInit;
+    init.body = options.body as RequestInit['body'];
     if (options.body instanceof ReadableStream) init.duplex = 'half';
   }
   const res = await fetch(url, init);
@@ -175,7 +175,7 @@ export async function pushImage(
 export async function tarGz(files: Record<string, Uint8Array | string>): Promise<Buffer> {
   const p = pack();
   const chunks: Buffer[] = [];
-  p.on('data', (c: Buffer) => chunks.push(c));
+  p.on('data', (c: unknown) => chunks.push(c as Buffer));
   const done = new Promise<void>((resolve, reject) => {
     p.on('end', resolve);
     p.on('error', reject);

@@ -1,7 +1,11 @@
 import { pipeline } from 'node:stream/promises';
+import { errnoCode } from '../../common/errors.js';
 import { type RequestContext, sendEmpty } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest } from '../names.js';
+import { FilesystemDriver } from '../storage/filesystem.driver.js';
+import { paths } from '../storage/paths.js';
+import { sendFileRange } from '../storage/sendfile.js';
 
 const CACHE_CONTROL = 'max-age=31536000';
 
@@ -82,6 +86,17 @@ export async function getBlob(ctx: RequestContext): Promise<void> {
   if (req.method === 'HEAD' || st.size === 0) {
     res.end();
     return;
+  }
+  const driver = state.store.driver;
+  if (driver instanceof FilesystemDriver) {
+    try {
+      await sendFileRange(res, driver.fullPath(paths.blobData(d)), start, end);
+      return;
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+      res.removeHeader('Content-Range');
+      throw blobUnknown(d.digest);
+    }
   }
   const stream = await state.store.blobReader(d, start, end);
   if (!stream) {

@@ -62,7 +62,7 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
   res.setHeader('Docker-Content-Digest', info.digest);
   res.setHeader('ETag', etag);
   const inm = req.headers['if-none-match'];
-  if (inm && inm.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
+  if (inm?.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
     sendEmpty(res, 304);
     return;
   }

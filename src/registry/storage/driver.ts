@@ -40,6 +40,7 @@ export interface StorageDriver {
   /** Delete a file or a whole directory tree. */
   delete(path: string): Promise<void>;
   /** Depth-first walk in lexical order; `fn` returning 'skip' does not descend into a directory. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: callbacks that return nothing are the common case.
   walk(path: string, fn: (info: FileInfo) => Promise<void | 'skip'> | void | 'skip'): Promise<void>;
 }
 

@@ -104,6 +104,7 @@ export class FilesystemDriver implements StorageDriver {
     await rm(full, { recursive: true, force: true });
   }
 
+  // biome-ignore lint/suspicious/noConfusingVoidType: callbacks that return nothing are the common case.
   async walk(path: string, fn: (info: FileInfo) => Promise<void | 'skip'> | void | 'skip'): Promise<void> {
     const full = this.fullPath(path);
     let entries: import('node:fs').Dirent[];
