@@ -1,0 +1,250 @@
+import { EventEmitter } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { notFound } from '../../../../src/common/errors.js';
+import { Logger } from '../../../../src/common/log.js';
+import { createContainerService } from '../../../../src/engine/containers/containers.service.js';
+import type { ContainerService } from '../../../../src/engine/containers/types.js';
+import { EventsService } from '../../../../src/engine/events/events.service.js';
+import type { ImageRecord, ImageResolver, ImageUsers } from '../../../../src/engine/images/images.types.js';
+import type {
+  AttachConnection,
+  ExitStatus,
+  RuntimeDriver,
+  RuntimeState,
+  StartOptions,
+} from '../../../../src/engine/runtime/runtime.types.js';
+import type { Snapshotter } from '../../../../src/engine/storage/snapshotter.types.js';
+
+export const IMAGE_ID = `sha256:${'a'.repeat(64)}`;
+
+export function busyboxImage(): ImageRecord {
+  return {
+    id: IMAGE_ID,
+    config: {
+      architecture: process.arch === 'arm64' ? 'arm64' : 'amd64',
+      os: 'linux',
+      config: { Cmd: ['sh'], Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'] },
+      rootfs: { type: 'layers', diff_ids: [] },
+    },
+    repoTags: ['busybox:latest'],
+    repoDigests: [],
+    chainId: `sha256:${'b'.repeat(64)}`,
+    size: 1000,
+    created: '2024-01-01T00:00:00Z',
+    parent: '',
+  };
+}
+
+export class FakeSnapshotter implements Snapshotter {
+  readonly prepared = new Set<string>();
+  readonly mounted = new Set<string>();
+  async prepare(key: string): Promise<void> {
+    this.prepared.add(key);
+  }
+  async mount(_key: string, target: string): Promise<void> {
+    this.mounted.add(target);
+  }
+  async unmount(target: string): Promise<void> {
+    this.mounted.delete(target);
+  }
+  async remove(key: string): Promise<void> {
+    this.prepared.delete(key);
+  }
+  async usage(): Promise<number> {
+    return 42;
+  }
+  upperDir(key: string): string {
+    return `/upper/${key}`;
+  }
+}
+
+export class FakeImages implements ImageResolver {
+  readonly snapshotter = new FakeSnapshotter();
+  users?: ImageUsers;
+  images = [busyboxImage()];
+  async resolve(ref: string): Promise<ImageRecord> {
+    const img = this.images.find(
+      (i) => i.repoTags.includes(ref.includes(':') ? ref : `${ref}:latest`) || i.id === ref,
+    );
+    if (!img) throw notFound(`No such image: ${ref}`);
+    return img;
+  }
+  async get(id: string): Promise<ImageRecord | undefined> {
+    return this.images.find((i) => i.id === id);
+  }
+  async list(): Promise<ImageRecord[]> {
+    return this.images;
+  }
+  setUsers(users: ImageUsers): void {
+    this.users = users;
+  }
+}
+
+export class FakeConn extends EventEmitter implements AttachConnection {
+  stdin: Buffer[] = [];
+  stdinClosed = false;
+  closed = false;
+  writeStdin(chunk: Buffer): void {
+    this.stdin.push(chunk);
+  }
+  closeStdin(): void {
+    this.stdinClosed = true;
+  }
+  close(): void {
+    this.closed = true;
+    this.emit('close');
+  }
+}
+
+interface Proc {
+  pid: number;
+  status: RuntimeState['status'];
+  exit?: ExitStatus;
+  conn?: FakeConn;
+  opts: StartOptions;
+}
+
+/** A runtime that runs nothing: tests decide when containers exit. */
+export class FakeRuntime implements RuntimeDriver {
+  readonly name = 'runc';
+  readonly path = '/usr/sbin/runc';
+  readonly events = new EventEmitter();
+  procs = new Map<string, Proc>();
+  signals: Array<[string, number]> = [];
+  /** Signals after which the fake process exits (code 128+signal). */
+  fatal = new Set([9, 15]);
+  failStart?: string;
+  private nextPid = 1000;
+
+  async version(): Promise<string> {
+    return '1.1.5';
+  }
+  async start(opts: StartOptions): Promise<{ pid: number }> {
+    if (this.failStart) throw new Error(this.failStart);
+    const proc: Proc = { pid: this.nextPid++, status: 'created', opts };
+    this.procs.set(opts.id, proc);
+    if (opts.beforeStart) await opts.beforeStart();
+    proc.status = 'running';
+    return { pid: proc.pid };
+  }
+  /** Make the container's process end. */
+  exit(id: string, exitCode: number, opts: { silent?: boolean } = {}): void {
+    const p = this.procs.get(id);
+    if (!p || p.status === 'stopped') return;
+    p.status = 'stopped';
+    p.exit = { exitCode, oomKilled: false, finishedAt: new Date() };
+    p.conn?.close();
+    if (!opts.silent) setImmediate(() => this.events.emit('exit', id, p.exit));
+  }
+  output(id: string, stream: 'stdout' | 'stderr', text: string): void {
+    this.procs.get(id)?.conn?.emit(stream, Buffer.from(text));
+  }
+  async signal(id: string, signal: number): Promise<void> {
+    this.signals.push([id, signal]);
+    if (this.fatal.has(signal)) this.exit(id, 128 + signal);
+  }
+  async pause(id: string): Promise<void> {
+    const p = this.procs.get(id);
+    if (p) p.status = 'paused';
+  }
+  async resume(id: string): Promise<void> {
+    const p = this.procs.get(id);
+    if (p && p.status === 'paused') p.status = 'running';
+  }
+  async state(id: string): Promise<RuntimeState | null> {
+    const p = this.procs.get(id);
+    return p ? { status: p.status, pid: p.pid } : null;
+  }
+  async exitStatus(id: string): Promise<ExitStatus | null> {
+    return this.procs.get(id)?.exit ?? null;
+  }
+  async delete(id: string): Promise<void> {
+    const p = this.procs.get(id);
+    if (p && p.status === 'stopped') this.procs.delete(id);
+  }
+  async attach(id: string): Promise<AttachConnection> {
+    const p = this.procs.get(id);
+    if (!p) throw notFound(`No such container: ${id}`);
+    const conn = new FakeConn();
+    p.conn = conn;
+    return conn;
+  }
+  resizes: Array<[string, number, number]> = [];
+  async resize(id: string, h: number, w: number): Promise<void> {
+    this.resizes.push([id, h, w]);
+  }
+  async reopenLog(): Promise<void> {}
+  async pids(id: string): Promise<number[]> {
+    const p = this.procs.get(id);
+    return p ? [p.pid] : [];
+  }
+  async close(): Promise<void> {}
+}
+
+export interface Harness {
+  dir: string;
+  service: ContainerService;
+  runtime: FakeRuntime;
+  images: FakeImages;
+  events: EventsService;
+  /** Container events as "action" or "action:attr=value" strings. */
+  seen: string[];
+  restart(): Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+export async function harness(): Promise<Harness> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-containers-'));
+  const runtime = new FakeRuntime();
+  const images = new FakeImages();
+  const events = new EventsService();
+  const seen: string[] = [];
+  events.subscribe((e) => {
+    if (e.Type === 'container') seen.push(e.Action);
+  });
+  const log = new Logger('error');
+  const make = () =>
+    createContainerService({
+      dataRoot: join(dir, 'data'),
+      execRoot: join(dir, 'exec'),
+      events,
+      images,
+      runtime,
+      log,
+      helpers: {
+        buildSpec: async (input) => ({
+          process: { args: [...(input.config.Entrypoint ?? []), ...(input.config.Cmd ?? [])] },
+        }),
+        rotateLog: async () => false,
+        readLogs: async function* () {},
+      },
+    });
+  const h: Harness = {
+    dir,
+    service: await make(),
+    runtime,
+    images,
+    events,
+    seen,
+    async restart() {
+      await h.service.close();
+      h.service = await make();
+    },
+    async cleanup() {
+      await h.service.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return h;
+}
+
+export async function until(cond: () => boolean | Promise<boolean>, ms = 3000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('condition not met in time');
+}
