@@ -2,6 +2,7 @@ import { errorMessage } from '../common/errors.js';
 import { ENGINE_VERSION } from '../engine/system/system.service.js';
 import { UsageError } from './args.js';
 import { runEngineCommand } from './engine.command.js';
+import { runRegistryCommand } from './registry.command.js';
 
 const help = `berth ${ENGINE_VERSION}: a Docker-compatible container engine and an OCI image registry
 
@@ -9,6 +10,7 @@ Usage: berth <command> [flags]
 
 Commands:
   engine     run the engine daemon (Docker Engine API on a unix socket)
+  registry   run the image registry (Registry HTTP API V2 / OCI distribution); 'registry gc' collects garbage
   up         run the engine with defaults (seeds busybox:latest on a fresh data root)
   version    print the version
 
@@ -19,6 +21,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'engine':
       return runEngineCommand(rest);
+    case 'registry':
+      return runRegistryCommand(rest);
     case 'version':
     case '--version':
       process.stdout.write(`berth ${ENGINE_VERSION}\n`);
