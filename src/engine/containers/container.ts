@@ -176,7 +176,21 @@ export function emit(ix: Internals, c: Container, action: string, extra: Record<
   ix.events.publish('container', action, c.id, c.attributes(extra));
 }
 
-export function rootfsPath(ix: Internals, id: string): string {
+/**
+ * Where a container's rootfs is mounted: the snapshotter's merged directory when it names one
+ * (so that inspect's GraphDriver.Data.MergedDir is the real mount), else one under the exec root.
+ */
+export async function rootfsPath(ix: Internals, id: string): Promise<string> {
+  const snap = ix.images.snapshotter as Snapshotter & {
+    paths?: (key: string) => Promise<{ MergedDir: string }>;
+  };
+  if (snap.paths) {
+    try {
+      return (await snap.paths(id)).MergedDir;
+    } catch {
+      // fall back
+    }
+  }
   return join(ix.execRoot, 'containers', id, 'rootfs');
 }
 

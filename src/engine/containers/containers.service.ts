@@ -76,7 +76,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     try {
       src.graphDriverData = snap.paths
         ? { ...(await snap.paths(c.id)) }
-        : { MergedDir: rootfsPath(ix, c.id), UpperDir: snap.upperDir(c.id) };
+        : { MergedDir: await rootfsPath(ix, c.id), UpperDir: snap.upperDir(c.id) };
     } catch {
       // snapshot gone (removal in progress)
     }
@@ -238,7 +238,7 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
           c.state.Pid = rs.pid;
           c.state.Paused = rs.status === 'paused';
           c.state.Status = c.state.Paused ? 'paused' : 'running';
-          c.rootfsMounted = await isMounted(rootfsPath(ix, c.id));
+          c.rootfsMounted = await isMounted(await rootfsPath(ix, c.id));
           await life.reattach(c);
           await ix.store.save(c.record);
           continue;

@@ -30,7 +30,7 @@ export async function isMounted(target: string): Promise<boolean> {
 }
 
 export async function mountRootfs(ix: Internals, c: Container): Promise<string> {
-  const target = rootfsPath(ix, c.id);
+  const target = await rootfsPath(ix, c.id);
   await mkdir(target, { recursive: true });
   if (!(await isMounted(target))) await ix.images.snapshotter.mount(c.id, target);
   c.rootfsMounted = true;
@@ -38,7 +38,7 @@ export async function mountRootfs(ix: Internals, c: Container): Promise<string> 
 }
 
 export async function unmountRootfs(ix: Internals, c: Container): Promise<void> {
-  const target = rootfsPath(ix, c.id);
+  const target = await rootfsPath(ix, c.id);
   if (await isMounted(target)) await ix.images.snapshotter.unmount(target);
   c.rootfsMounted = false;
 }

@@ -1,0 +1,255 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TestEngine } from '../../helpers/engine.js';
+
+/** The docker CLI (28) against a real engine: every container command. */
+
+const PTY_SCRIPT = String.raw`
+import json, os, pty, select, struct, sys, termios, fcntl, time
+host, config = sys.argv[1], sys.argv[2]
+env = dict(os.environ, DOCKER_CONFIG=config, DOCKER_HOST='', DOCKER_CLI_HINTS='false', TERM='xterm')
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvpe('docker', ['docker', '-H', host, 'run', '-it', '--rm', '--name', 'tty-test', 'busybox', 'sh'], env)
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 101, 0, 0))
+buf = b''
+def read_until(pat, timeout=15):
+    global buf
+    end = time.time() + timeout
+    while pat not in buf:
+        left = end - time.time()
+        if left <= 0:
+            raise SystemExit(json.dumps({'error': 'timeout waiting for %r' % pat, 'buf': buf.decode('latin1')}))
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b''
+            if not chunk:
+                raise SystemExit(json.dumps({'error': 'eof waiting for %r' % pat, 'buf': buf.decode('latin1')}))
+            buf += chunk
+read_until(b'# ')
+os.write(fd, b'stty size\r')
+read_until(b'33 101')
+os.write(fd, b'echo ab""cd\r')
+read_until(b'abcd\r\n')
+echoed = b'echo ab""cd' in buf
+os.write(fd, b'\x04')
+end = time.time() + 15
+status = None
+while time.time() < end:
+    wpid, st = os.waitpid(pid, os.WNOHANG)
+    if wpid:
+        status = os.waitstatus_to_exitcode(st)
+        break
+    try:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            buf += os.read(fd, 4096)
+    except OSError:
+        pass
+print(json.dumps({'echoed': echoed, 'status': status, 'buf': buf.decode('latin1')}))
+`;
+
+function runPty(
+  engine: TestEngine,
+): Promise<{ echoed: boolean; status: number | null; buf: string; error?: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('python3', ['-c', PTY_SCRIPT, engine.host, engine.dockerConfig], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('close', () => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop() ?? err));
+      } catch {
+        reject(new Error(`pty script failed: ${out} ${err}`));
+      }
+    });
+  });
+}
+
+describe('containers with the docker CLI', () => {
+  let engine: TestEngine;
+  const docker = (...args: string[]) => engine.docker(args);
+  const ok = (...args: string[]) => engine.dockerOk(args);
+
+  before(async () => {
+    engine = await TestEngine.start();
+  });
+  after(async () => {
+    await engine?.destroy();
+  });
+
+  it('run prints output and returns the exit code; run --rm removes', async () => {
+    const r = await docker('run', '--name', 'hello', 'busybox', 'echo', 'hello');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'hello\n');
+    const code = await docker('run', '--rm', 'busybox', 'sh', '-c', 'echo out; echo err >&2; exit 3');
+    assert.equal(code.code, 3);
+    assert.equal(code.stdout, 'out\n');
+    assert.equal(code.stderr, 'err\n');
+    const rm = await docker('run', '--rm', 'busybox', 'echo', 'hello');
+    assert.equal(rm.stdout, 'hello\n');
+    const names = await ok('ps', '-a', '--format', '{{.Names}}');
+    assert.deepEqual(names.split('\n'), ['hello']);
+    await ok('rm', 'hello');
+  });
+
+  it('run -i with piped stdin reaches the container and ends on EOF', async () => {
+    const r = await engine.docker(['run', '-i', '--rm', 'busybox', 'cat'], { input: 'x\ny\n' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'x\ny\n');
+    const wc = await engine.docker(['run', '-i', '--rm', 'busybox', 'wc', '-c'], {
+      input: 'a'.repeat(100000),
+    });
+    assert.equal(wc.stdout.trim(), '100000');
+  });
+
+  it('run -it: TTY, echo, window size, Ctrl-D ends the shell', async () => {
+    const r = await runPty(engine);
+    assert.equal(r.error, undefined, r.buf);
+    assert.ok(r.echoed, r.buf);
+    assert.equal(r.status, 0, r.buf);
+    const left = await ok('ps', '-aq', '--filter', 'name=tty-test');
+    assert.equal(left, '');
+  });
+
+  it('run -d, ps with filters, inspect, logs (--tail, -t, --since, -f)', async () => {
+    const id = await ok(
+      'run',
+      '-d',
+      '--name',
+      'web',
+      '--label',
+      'team=a',
+      'busybox',
+      'sh',
+      '-c',
+      'for i in 1 2 3; do echo line$i; done; sleep 600',
+    );
+    assert.match(id, /^[a-f0-9]{64}$/);
+    await ok('create', '--name', 'idle', '--label', 'team=b', 'busybox', 'true');
+    assert.equal(await ok('ps', '--format', '{{.Names}}'), 'web');
+    assert.equal(await ok('ps', '-a', '--filter', 'label=team=b', '--format', '{{.Names}}'), 'idle');
+    assert.equal(await ok('ps', '-a', '--filter', 'status=created', '--format', '{{.Names}}'), 'idle');
+    assert.equal(
+      await ok('ps', '--filter', 'name=we', '--format', '{{.Names}} {{.Status}}').then((s) =>
+        s.startsWith('web Up'),
+      ),
+      true,
+    );
+    assert.equal(
+      await ok('ps', '-a', '--filter', 'ancestor=busybox', '-q').then((s) => s.split('\n').length),
+      2,
+    );
+    assert.equal(
+      await ok('inspect', '-f', '{{.State.Status}} {{.Name}} {{.Config.Labels.team}}', 'web'),
+      'running /web a',
+    );
+    for (let i = 0; i < 50 && !(await ok('logs', 'web')).includes('line3'); i++) await sleep(100);
+    assert.equal(await ok('logs', 'web'), 'line1\nline2\nline3');
+    assert.equal(await ok('logs', '--tail', '1', 'web'), 'line3');
+    const stamped = await ok('logs', '-t', '--tail', '1', 'web');
+    assert.match(stamped, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z line3$/);
+    assert.equal(await ok('logs', '--since', '2099-01-01T00:00:00Z', 'web'), '');
+    // follow: new output arrives, and the command ends when the container stops
+    const fid = await ok('run', '-d', 'busybox', 'sh', '-c', 'echo a; sleep 1; echo b');
+    const follow = await engine.docker(['logs', '-f', fid], { timeoutMs: 15_000 });
+    assert.equal(follow.stdout, 'a\nb\n');
+    await ok('rm', fid);
+    await ok('rm', 'idle');
+  });
+
+  it('top, pause/unpause, rename, attach, kill, wait, stop, rm -f', async () => {
+    const top = await ok('top', 'web');
+    assert.match(top, /UID\s+PID\s+PPID/);
+    assert.match(top, /sleep 600/);
+    await ok('pause', 'web');
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}}', 'web'), 'paused');
+    const att = await docker('attach', 'web');
+    assert.notEqual(att.code, 0);
+    assert.match(att.stderr, /paused/);
+    await ok('unpause', 'web');
+    await ok('rename', 'web', 'web2');
+    assert.equal(await ok('inspect', '-f', '{{.Name}}', 'web2'), '/web2');
+    const clash = await docker('create', '--name', 'web2', 'busybox');
+    assert.equal(clash.code, 125);
+    assert.match(clash.stderr, /Conflict\. The container name "\/web2" is already in use/);
+    const rm = await docker('rm', 'web2');
+    assert.notEqual(rm.code, 0);
+    assert.match(rm.stderr, /container is running: stop the container before removing or force remove/);
+    const k = await docker('kill', '--signal', 'SIGKILL', 'web2');
+    assert.equal(k.code, 0, k.stderr);
+    assert.equal(await ok('wait', 'web2'), '137');
+    const k2 = await docker('kill', 'web2');
+    assert.match(k2.stderr, /is not running/);
+
+    // attach to a running container and see new output
+    const a = await ok('run', '-d', 'busybox', 'sh', '-c', 'sleep 1; echo attached-out; sleep 1; exit 4');
+    const attach = await engine.docker(['attach', a], { timeoutMs: 20_000 });
+    assert.equal(attach.stdout, 'attached-out\n');
+    assert.equal(attach.code, 4);
+    await ok('rm', a);
+
+    const s = await ok('run', '-d', 'busybox', 'sleep', '600');
+    const t0 = Date.now();
+    await ok('stop', '-t', '1', s);
+    assert.ok(Date.now() - t0 < 8000);
+    assert.equal(await ok('inspect', '-f', '{{.State.ExitCode}}', s), '137');
+    const f = await ok('run', '-d', 'busybox', 'sleep', '600');
+    await ok('rm', '-f', f, s, 'web2');
+    assert.equal(await ok('ps', '-aq'), '');
+  });
+
+  it('restart policies: on-failure:N retries, always comes back after kill, restart command', async () => {
+    await ok('run', '-d', '--name', 'flaky', '--restart', 'on-failure:2', 'busybox', 'sh', '-c', 'exit 1');
+    for (let i = 0; i < 100; i++) {
+      const st = await ok('inspect', '-f', '{{.State.Status}} {{.RestartCount}}', 'flaky');
+      if (st === 'exited 2') break;
+      await sleep(100);
+    }
+    assert.equal(
+      await ok('inspect', '-f', '{{.State.Status}} {{.RestartCount}} {{.State.ExitCode}}', 'flaky'),
+      'exited 2 1',
+    );
+    await ok('run', '-d', '--name', 'always', '--restart', 'always', 'busybox', 'sleep', '600');
+    const pid1 = await ok('inspect', '-f', '{{.State.Pid}}', 'always');
+    await ok('kill', 'always');
+    let pid2 = pid1;
+    for (let i = 0; i < 50 && (pid2 === pid1 || pid2 === '0'); i++) {
+      await sleep(100);
+      pid2 = await ok('inspect', '-f', '{{.State.Pid}}', 'always');
+    }
+    assert.notEqual(pid2, pid1);
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}} {{.RestartCount}}', 'always'), 'true 1');
+    await ok('restart', '-t', '0', 'always');
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}} {{.RestartCount}}', 'always'), 'true 0');
+    await ok('stop', '-t', '0', 'always');
+    await sleep(300);
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}}', 'always'), 'exited');
+    const bad = await docker('run', '--rm', '--restart', 'always', 'busybox', 'true');
+    assert.equal(bad.code, 125);
+    assert.match(bad.stderr, /conflicting options|AutoRemove/i);
+    await ok('rm', '-f', 'flaky', 'always');
+  });
+
+  it('run with a missing command binary fails like dockerd (exit 127)', async () => {
+    const r = await docker('run', '--name', 'nocmd', 'busybox', 'no-such-binary');
+    assert.equal(r.code, 127, r.stderr);
+    assert.match(r.stderr, /no-such-binary/);
+    await ok('rm', '-f', 'nocmd');
+  });
+});
