@@ -54,7 +54,11 @@ export interface Harness {
   run(
     id: string,
     cmd: string[],
-    opts?: Partial<StartOptions> & { config?: ContainerConfig; hostConfig?: HostConfig },
+    opts?: Partial<StartOptions> & {
+      config?: ContainerConfig;
+      hostConfig?: HostConfig;
+      driver?: RuntimeDriver;
+    },
   ): Promise<{ pid: number; logPath: string }>;
   waitExit(id: string, timeoutMs?: number): Promise<{ exitCode: number; oomKilled: boolean }>;
   newDriver(): Promise<RuntimeDriver>;
@@ -105,7 +109,8 @@ export async function createHarness(name: 'runc' | 'crun' = 'runc'): Promise<Har
         cgroupsPath: `/berth-test/${id}`,
         mounts: [],
       });
-      const { pid } = await (opts.driver ?? driver).start({
+      const { config: _c, hostConfig: _h, driver: d, ...startOpts } = opts;
+      const { pid } = await (d ?? driver).start({
         id,
         bundleDir: join(dir, 'bundles', id),
         spec,
@@ -113,7 +118,7 @@ export async function createHarness(name: 'runc' | 'crun' = 'runc'): Promise<Har
         stdin: false,
         stdinOnce: false,
         logPath,
-        ...opts,
+        ...startOpts,
       });
       return { pid, logPath };
     },

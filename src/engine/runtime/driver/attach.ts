@@ -4,9 +4,9 @@ import { SeqpacketSocket } from 'node-unix-socket';
 import { conflict, errnoCode, notFound } from '../../../common/errors.js';
 import type { AttachConnection } from '../runtime.types.js';
 
-/** conmon's pipe-type byte at the start of every attach packet. */
-const STDOUT_PIPE = 1;
-const STDERR_PIPE = 2;
+/** conmon's pipe-type byte at the start of every attach packet (its stdpipe_t). */
+const STDOUT_PIPE = 2;
+const STDERR_PIPE = 3;
 /** conmon reads at most 32 KiB - 1 per packet from the attach socket; stay well below. */
 const maxPacket = 16 * 1024;
 /** sockaddr_un.sun_path holds 108 bytes with the NUL. */
@@ -14,7 +14,7 @@ const maxSocketPath = 107;
 
 /**
  * One client of conmon's attach socket (SOCK_SEQPACKET). Every packet conmon sends starts with
- * a byte naming the pipe (1 stdout, 2 stderr; a TTY's output is all "stdout"); what we send is
+ * a byte naming the pipe (2 stdout, 3 stderr; a TTY's output is all "stdout"); what we send is
  * the container's stdin. Shutting down our write side makes conmon close the container's stdin,
  * unless conmon runs with --leave-stdin-open (containers without StdinOnce).
  */

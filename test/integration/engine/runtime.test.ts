@@ -1,0 +1,280 @@
+import assert from 'node:assert/strict';
+import { access, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type LogMessage, readLogs, rotateLog } from '../../../src/engine/runtime/index.js';
+import type { AttachConnection } from '../../../src/engine/runtime/runtime.types.js';
+import { collect, createHarness, type Harness } from './runtime-fixture.js';
+
+async function logs(path: string): Promise<LogMessage[]> {
+  const out: LogMessage[] = [];
+  for await (const m of readLogs(path, { stdout: true, stderr: true })) out.push(m);
+  return out;
+}
+
+/** Wait until `cond` holds (bounded). */
+async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await sleep(20);
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+describe('runtime driver (runc + conmon)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await createHarness('runc');
+  });
+  after(async () => {
+    await h.cleanup();
+  });
+
+  it('runs echo hello, records exit 0 and logs the output', async () => {
+    const { pid, logPath } = await h.run('echo1', ['echo', 'hello']);
+    assert.ok(pid > 0);
+    const s = await h.waitExit('echo1');
+    assert.equal(s.exitCode, 0);
+    assert.equal(s.oomKilled, false);
+    const st = await h.driver.exitStatus('echo1');
+    assert.equal(st?.exitCode, 0);
+    assert.ok(st!.finishedAt instanceof Date && Math.abs(st!.finishedAt.getTime() - Date.now()) < 60000);
+    const ms = await logs(logPath);
+    assert.deepEqual(
+      ms.map((m) => [m.stream, m.line.toString()]),
+      [['stdout', 'hello\n']],
+    );
+    assert.equal((await h.driver.state('echo1'))?.status, 'stopped');
+    await h.driver.delete('echo1');
+    assert.equal(await h.driver.state('echo1'), null);
+    assert.equal(await h.driver.exitStatus('echo1'), null);
+  });
+
+  it('records exit codes and keeps stdout and stderr apart (log and attach)', async () => {
+    let conn: AttachConnection | undefined;
+    let got: Promise<{ stdout: string; stderr: string }> | undefined;
+    const { logPath } = await h.run('codes', ['sh', '-c', 'echo out; echo err >&2; exit 3'], {
+      beforeStart: async () => {
+        conn = await h.driver.attach('codes');
+        got = collect(conn);
+      },
+    });
+    assert.equal((await h.waitExit('codes')).exitCode, 3);
+    assert.deepEqual(await got, { stdout: 'out\n', stderr: 'err\n' });
+    const ms = await logs(logPath);
+    assert.deepEqual(ms.map((m) => `${m.stream}:${m.line.toString()}`).sort(), [
+      'stderr:err\n',
+      'stdout:out\n',
+    ]);
+    assert.match(ms[0]!.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+  });
+
+  it('delivers signals: a trapped TERM, then KILL', async () => {
+    await h.run('trap', ['sh', '-c', 'trap "exit 42" TERM; echo ready; while true; do sleep 0.05; done']);
+    await h.run('kill', ['sleep', '100']);
+    await until(
+      async () => (await readFile(join(h.dir, 'trap.log'), 'utf8').catch(() => '')).includes('ready'),
+      'ready',
+    );
+    await h.driver.signal('trap', 15);
+    assert.equal((await h.waitExit('trap')).exitCode, 42);
+    assert.equal((await h.driver.state('kill'))?.status, 'running');
+    await h.driver.signal('kill', 9);
+    assert.equal((await h.waitExit('kill')).exitCode, 137);
+  });
+
+  it('pauses and resumes, lists pids', async () => {
+    const { pid } = await h.run('pause', ['sleep', '100']);
+    assert.deepEqual(await h.driver.state('pause'), { status: 'running', pid });
+    assert.deepEqual(await h.driver.pids('pause'), [pid]);
+    await h.driver.pause('pause');
+    assert.equal((await h.driver.state('pause'))?.status, 'paused');
+    await h.driver.resume('pause');
+    assert.equal((await h.driver.state('pause'))?.status, 'running');
+    await h.driver.signal('pause', 9);
+    assert.equal((await h.waitExit('pause')).exitCode, 137);
+  });
+
+  it('passes stdin through attach; closeStdin ends it (StdinOnce)', async () => {
+    let conn: AttachConnection | undefined;
+    let got: Promise<{ stdout: string; stderr: string }> | undefined;
+    await h.run('cat', ['cat'], {
+      stdin: true,
+      stdinOnce: true,
+      beforeStart: async () => {
+        conn = await h.driver.attach('cat');
+        got = collect(conn);
+      },
+    });
+    conn!.writeStdin(Buffer.from('hello cat\n'));
+    conn!.writeStdin(Buffer.alloc(100000, 'x'));
+    conn!.closeStdin();
+    const out = await got!;
+    assert.equal(out.stdout.length, 'hello cat\n'.length + 100000);
+    assert.ok(out.stdout.startsWith('hello cat\n'));
+    assert.equal((await h.waitExit('cat')).exitCode, 0);
+  });
+
+  it('keeps stdin open across attach clients without StdinOnce', async () => {
+    await h.run('cat2', ['cat'], { stdin: true, stdinOnce: false });
+    const a = await h.driver.attach('cat2');
+    const gotA = collect(a, (s) => s.includes('one'));
+    a.writeStdin(Buffer.from('one\n'));
+    assert.equal((await gotA).stdout, 'one\n');
+    a.close();
+    await sleep(50);
+    assert.equal((await h.driver.state('cat2'))?.status, 'running');
+    const b = await h.driver.attach('cat2');
+    const gotB = collect(b, (s) => s.includes('two'));
+    b.writeStdin(Buffer.from('two\n'));
+    assert.equal((await gotB).stdout, 'two\n');
+    b.close();
+    await h.driver.signal('cat2', 9);
+    assert.equal((await h.waitExit('cat2')).exitCode, 137);
+  });
+
+  it('runs a TTY with an initial size and resizes it', async () => {
+    let conn: AttachConnection | undefined;
+    let out = '';
+    await h.run('tty', ['sh'], {
+      terminal: true,
+      stdin: true,
+      consoleSize: { height: 24, width: 80 },
+      config: { Tty: true, OpenStdin: true },
+      beforeStart: async () => {
+        conn = await h.driver.attach('tty');
+        conn.on('stdout', (b: Buffer) => {
+          out += b.toString();
+        });
+      },
+    });
+    conn!.writeStdin(Buffer.from('stty size\n'));
+    await until(() => out.includes('24 80'), `24 80 in ${JSON.stringify(out)}`);
+    await h.driver.resize('tty', 40, 100);
+    conn!.writeStdin(Buffer.from('stty size; tty\n'));
+    await until(() => out.includes('40 100'), `40 100 in ${JSON.stringify(out)}`);
+    assert.match(out, /\/dev\/pts\/0/);
+    conn!.writeStdin(Buffer.from('exit 5\n'));
+    assert.equal((await h.waitExit('tty')).exitCode, 5);
+  });
+
+  it('reopens its log after a rotation', async () => {
+    const { logPath } = await h.run('rot', ['sh', '-c', 'while read l; do echo "$l"; done'], { stdin: true });
+    const conn = await h.driver.attach('rot');
+    conn.writeStdin(Buffer.from('before\n'));
+    await until(async () => (await readFile(logPath, 'utf8')).includes('before'), 'first line');
+    assert.equal(await rotateLog(logPath, 2), true);
+    await h.driver.reopenLog('rot');
+    await until(
+      () =>
+        access(logPath).then(
+          () => true,
+          () => false,
+        ),
+      'reopened log',
+    );
+    conn.writeStdin(Buffer.from('after\n'));
+    await until(async () => (await readFile(logPath, 'utf8')).includes('after'), 'second line');
+    assert.match(await readFile(`${logPath}.1`, 'utf8'), /stdout F before\n$/);
+    assert.doesNotMatch(await readFile(logPath, 'utf8'), /before/);
+    assert.deepEqual(
+      (await logs(logPath)).map((m) => m.line.toString()),
+      ['before\n', 'after\n'],
+    );
+    conn.close();
+    await h.driver.signal('rot', 9);
+    await h.waitExit('rot');
+  });
+
+  it('follows a running container log until it stops', async () => {
+    const { logPath } = await h.run('follow', [
+      'sh',
+      '-c',
+      'for i in 1 2 3; do echo line$i; sleep 0.1; done',
+    ]);
+    const stop = new AbortController();
+    const lines: string[] = [];
+    const reader = (async () => {
+      for await (const m of readLogs(logPath, {
+        follow: true,
+        stdout: true,
+        stderr: true,
+        stopFollowing: stop.signal,
+      })) {
+        lines.push(m.line.toString());
+      }
+    })();
+    await h.waitExit('follow');
+    stop.abort();
+    await reader;
+    assert.deepEqual(lines, ['line1\n', 'line2\n', 'line3\n']);
+  });
+
+  it('records an OOM kill', async () => {
+    await h.run('oom', ['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], {
+      hostConfig: { Memory: 16 << 20, MemorySwap: 16 << 20 },
+    });
+    const s = await h.waitExit('oom');
+    assert.equal(s.exitCode, 137);
+    assert.equal(s.oomKilled, true);
+  });
+
+  it('fails to start a missing command with the runtime message, and cleans up', async () => {
+    await assert.rejects(h.run('missing', ['/nonexistent']), /OCI runtime create failed: .*nonexistent/);
+    assert.equal(await h.driver.state('missing'), null);
+  });
+
+  it('survives a new driver (live restore): state, attach, kill, exit events', async () => {
+    const { pid } = await h.run('live', ['sh', '-c', 'while read l; do echo "got $l"; done; exit 9'], {
+      stdin: true,
+      stdinOnce: true,
+    });
+    await h.run('gone', ['sh', '-c', 'read x; exit 4'], { stdin: true });
+    // the engine goes away
+    await h.driver.close();
+    const gone = await h.driver.attach('gone');
+    gone.writeStdin(Buffer.from('x\n'));
+    gone.close();
+    await until(
+      () =>
+        access(join(h.execRoot, 'exits', 'gone')).then(
+          () => true,
+          () => false,
+        ),
+      'exit while the engine is down',
+    );
+
+    // a new engine process finds them
+    const d2 = await h.newDriver();
+    const exits: [string, number][] = [];
+    d2.events.on('exit', (id: string, s: { exitCode: number }) => exits.push([id, s.exitCode]));
+    await until(
+      () => exits.some(([id]) => id === 'gone'),
+      'exit event of the container that exited while down',
+    );
+    assert.deepEqual(
+      exits.find(([id]) => id === 'gone'),
+      ['gone', 4],
+    );
+    assert.deepEqual(await d2.state('live'), { status: 'running', pid });
+    const conn = await d2.attach('live');
+    const got = collect(conn, (s) => s.includes('got ping'));
+    conn.writeStdin(Buffer.from('ping\n'));
+    assert.equal((await got).stdout, 'got ping\n');
+    conn.closeStdin();
+    await until(() => exits.some(([id]) => id === 'live'), 'exit event after restore');
+    assert.deepEqual(
+      exits.find(([id]) => id === 'live'),
+      ['live', 9],
+    );
+    assert.equal((await d2.exitStatus('live'))?.exitCode, 9);
+    // reported once: a third driver does not report them again
+    const d3 = await h.newDriver();
+    const again: string[] = [];
+    d3.events.on('exit', (id: string) => again.push(id));
+    await sleep(100);
+    assert.deepEqual(again, []);
+  });
+});
