@@ -9,6 +9,11 @@ export interface FileInfo {
   size: number;
   modTime: Date;
   isDir: boolean;
+  /**
+   * Changes whenever the content may have changed (inode, mtime and size for files); lets
+   * callers cache small files they re-read often and revalidate them with one stat.
+   */
+  version?: string;
 }
 
 /** An appending writer. Nothing is visible as complete until `commit`. */

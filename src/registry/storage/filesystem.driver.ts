@@ -66,7 +66,13 @@ export class FilesystemDriver implements StorageDriver {
   async stat(path: string): Promise<FileInfo> {
     try {
       const st = await stat(this.fullPath(path));
-      return { path, size: st.size, modTime: st.mtime, isDir: st.isDirectory() };
+      return {
+        path,
+        size: st.size,
+        modTime: st.mtime,
+        isDir: st.isDirectory(),
+        version: `${st.dev}:${st.ino}:${st.mtimeMs}:${st.size}`,
+      };
     } catch (err) {
       throw mapError(err, path);
     }

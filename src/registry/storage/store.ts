@@ -27,6 +27,8 @@ async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
  */
 export class RegistryStore {
   private readonly manifestCache: Lru<string, ManifestInfo>;
+  /** Link files by path, revalidated with one stat (a rewritten link is a new inode). */
+  private readonly linkCache = new Lru<string, { version: string; target: ParsedDigest | undefined }>(50_000);
 
   constructor(
     readonly driver: StorageDriver,
@@ -42,9 +44,20 @@ export class RegistryStore {
 
   /** Read a link file; undefined when absent or not a valid digest. */
   async readLink(path: string): Promise<ParsedDigest | undefined> {
+    const st = await orUndefined(this.driver.stat(path));
+    if (!st || st.isDir) {
+      this.linkCache.delete(path);
+      return undefined;
+    }
+    const cached = st.version === undefined ? undefined : this.linkCache.get(path);
+    if (cached && cached.version === st.version) return cached.target;
     const content = await orUndefined(this.driver.getContent(path));
     if (!content) return undefined;
-    return tryParseDigest(content.toString('utf8').trim());
+    const target = tryParseDigest(content.toString('utf8').trim());
+    // Cache only what the stat describes (a concurrent rewrite changes the version).
+    if (st.version !== undefined && content.length === st.size)
+      this.linkCache.set(path, { version: st.version, target });
+    return target;
   }
 
   private async writeLink(path: string, d: ParsedDigest): Promise<void> {
