@@ -11,6 +11,7 @@
  * chunked upload throughput, manifest GET and blob HEAD rates under concurrent keep-alive
  * connections, and the server's RSS idle and under load. Every loop is bounded.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -125,7 +126,13 @@ async function startUpload(t: Target, repo: string): Promise<string> {
 
 const withQuery = (location: string, q: string) => `${location}${location.includes('?') ? '&' : '?'}${q}`;
 
+/** Flush dirty pages first, so one measurement does not pay for the writes of the one before. */
+function settle(): void {
+  spawnSync('sync', [], { stdio: 'ignore', timeout: 60_000 });
+}
+
 async function monolithic(t: Target, repo: string, data: Buffer, digest: string): Promise<number> {
+  settle();
   const t0 = performance.now();
   const location = await startUpload(t, repo);
   const r = await call(t, 'PUT', withQuery(location, `digest=${digest}`), data, {

@@ -1,7 +1,6 @@
-import { readFile } from 'node:fs/promises';
-import { parse as parseYaml } from 'yaml';
 import { bool, type FlagSpec, parseArgs, str, UsageError, usage } from '../../cli/args.js';
 import { errorMessage } from '../../common/errors.js';
+import { loadConfig, type RegistryConfig } from '../config.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { collectGarbage } from './gc.js';
 
@@ -80,28 +79,20 @@ export async function runGc(argv: string[]): Promise<number> {
   }
 }
 
-/** The filesystem root directory of a registry config file (reference registry's schema). */
+/**
+ * The filesystem root directory of a registry config file (the registry's own loader, so both
+ * read the same file the same way; REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY overrides it, as
+ * for the reference registry). Read-only mode (storage.maintenance.readonly) does not stop a
+ * collection: collecting while the registry refuses writes is what read-only mode is for.
+ */
 export async function rootFromConfig(path: string): Promise<string> {
-  let doc: unknown;
+  let config: RegistryConfig;
   try {
-    doc = parseYaml(await readFile(path, 'utf8'));
+    config = await loadConfig(path);
   } catch (err) {
-    throw new UsageError(`config file ${path}: ${errorMessage(err)}`);
+    throw new UsageError(errorMessage(err));
   }
-  const storage = (doc as { storage?: Record<string, unknown> } | null)?.storage;
-  const fs = storage?.filesystem as { rootdirectory?: unknown } | undefined;
-  const root = process.env.REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY ?? fs?.rootdirectory;
-  if (typeof root === 'string' && root !== '') return root;
-  if (
-    storage &&
-    !('filesystem' in storage) &&
-    Object.keys(storage).some((k) => !['cache', 'maintenance', 'delete', 'redirect'].includes(k))
-  ) {
-    throw new UsageError(
-      `config file ${path}: garbage collection supports the filesystem storage driver only`,
-    );
-  }
-  return '/var/lib/registry';
+  return process.env.REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY || config.storage.filesystem.rootdirectory;
 }
 
 /** `90`, `90s`, `15m`, `2h`, `1d`, `500ms` → milliseconds. */

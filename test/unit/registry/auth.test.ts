@@ -13,7 +13,12 @@ import { Acl, validateAcl } from '../../../src/registry/auth/acl.js';
 import { BasicAuthorizer } from '../../../src/registry/auth/basic.authorizer.js';
 import { Htpasswd, parseBasicAuth, parseHtpasswd } from '../../../src/registry/auth/htpasswd.js';
 import { base64url, decodeJws, signJwt } from '../../../src/registry/auth/jwt.js';
-import { generateSigningKeyPair, libtrustKeyId, parseCertBundle } from '../../../src/registry/auth/keys.js';
+import {
+  generateSigningKeyPair,
+  libtrustKeyId,
+  loadJwks,
+  parseCertBundle,
+} from '../../../src/registry/auth/keys.js';
 import { covers, parseScope, parseScopes } from '../../../src/registry/auth/scope.js';
 import { TokenAuthorizer, TokenVerifier } from '../../../src/registry/auth/token.authorizer.js';
 
@@ -297,6 +302,29 @@ describe('bearer tokens', () => {
       (again.detail as { challenge: string }).challenge,
       /scope="repository:bob\/app:pull",error="insufficient_scope"$/,
     );
+  });
+
+  it('trusts the keys of a JWKS file, by their kid', async () => {
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-384' });
+    const dir = mkdtempSync(join(tmpdir(), 'berth-jwks-'));
+    try {
+      const file = join(dir, 'jwks.json');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          keys: [{ ...ec.publicKey.export({ format: 'jwk' }), kid: 'ops-2026', use: 'sig' }],
+        }),
+      );
+      const v = new TokenVerifier({ issuer, service, keys: loadJwks(file) });
+      const t = signJwt(claims(), ec.privateKey, { kid: 'ops-2026' });
+      assert.equal(decodeJws(t).header.alg, 'ES384');
+      assert.equal(v.verify(t).subject, 'alice');
+      assert.throws(() => v.verify(signJwt(claims(), ec.privateKey, { kid: 'other' })), /not trusted/);
+      writeFileSync(file, '{"nokeys":true}');
+      assert.throws(() => loadJwks(file), /keys/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('caches verified tokens and identifies their subject', async () => {

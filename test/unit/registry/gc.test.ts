@@ -255,9 +255,12 @@ describe('garbage collection', () => {
       assert.equal(await runGc(['--config', config, '--dry-run', '--grace-period', '0s']), 0);
       assert.ok(out.join('').includes('1 blobs and 0 manifests eligible for deletion'));
       assert.ok(await exists(f, orphan.digest));
+      assert.equal(await runGc(['--config', config, '--grace-period', '0s', '--quiet']), 0);
+      assert.equal(await exists(f, orphan.digest), false);
+      const orphan2 = await blob(f, 'app', 'cli orphan 2');
       // Fresh blobs stay with the default grace period.
       assert.equal(await runGc(['--root', f.root, '--quiet']), 0);
-      assert.ok(await exists(f, orphan.digest));
+      assert.ok(await exists(f, orphan2.digest));
     } finally {
       process.stdout.write = write;
     }
