@@ -1,0 +1,272 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { isKind } from '../../../../src/common/errors.js';
+import { Logger } from '../../../../src/common/log.js';
+import { parseCgroupLayout, prepareHybridForCrun } from '../../../../src/engine/runtime/driver/cgroups.js';
+import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
+import type {
+  MonitorStart,
+  ProcessRunner,
+  RunResult,
+} from '../../../../src/engine/runtime/driver/process.js';
+import { createRuntime } from '../../../../src/engine/runtime/index.js';
+import type { ExitStatus, StartOptions } from '../../../../src/engine/runtime/runtime.types.js';
+
+/** Records calls; answers from a script. */
+class FakeRunner implements ProcessRunner {
+  calls: { file: string; args: string[] }[] = [];
+  monitors: { file: string; args: string[]; cwd: string }[] = [];
+  answers = new Map<string, RunResult>();
+  monitorResult: MonitorStart = { pid: 4242 };
+
+  async run(file: string, args: string[]): Promise<RunResult> {
+    this.calls.push({ file, args });
+    const verb = args.find((a) => !a.startsWith('--root'));
+    return this.answers.get(verb ?? '') ?? { code: 0, stdout: '', stderr: '' };
+  }
+
+  async startMonitor(file: string, args: string[], cwd: string): Promise<MonitorStart> {
+    this.monitors.push({ file, args, cwd });
+    return this.monitorResult;
+  }
+}
+
+let dir: string;
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'berth-driver-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function driver(runner: FakeRunner, name: 'runc' | 'crun' = 'runc') {
+  const sub = await mkdtemp(join(dir, 'd-'));
+  const d = await createRuntime({
+    name,
+    execRoot: join(sub, 'exec'),
+    dataRoot: join(sub, 'data'),
+    log: new Logger('error'),
+    runtimePath: `/usr/bin/${name}`,
+    conmonPath: '/usr/bin/conmon',
+    runner,
+    mounter: { mount: async () => undefined },
+  });
+  return { d, sub };
+}
+
+function startOpts(sub: string, over: Partial<StartOptions> = {}): StartOptions {
+  return {
+    id: 'abc',
+    bundleDir: join(sub, 'bundle'),
+    spec: {
+      process: { args: ['true'], rlimits: [{ type: 'RLIMIT_CORE', soft: -1, hard: -1 }] },
+      linux: { cgroupsPath: '/berth/abc' },
+    },
+    terminal: false,
+    stdin: false,
+    stdinOnce: false,
+    logPath: join(sub, 'abc.log'),
+    ...over,
+  };
+}
+
+const flag = (args: string[], name: string) => args[args.indexOf(name) + 1];
+
+describe('conmon driver (fake processes)', () => {
+  it('starts conmon with the bundle, log, exit dir and runtime root, then runtime start', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    const order: string[] = [];
+    const res = await d.start(
+      startOpts(sub, {
+        logSizeMax: 1000,
+        beforeStart: async () => {
+          order.push(
+            `beforeStart after ${runner.monitors.length} monitor(s), ${runner.calls.length} call(s)`,
+          );
+        },
+      }),
+    );
+    assert.deepEqual(res, { pid: 4242 });
+    const m = runner.monitors[0]!;
+    assert.equal(m.file, '/usr/bin/conmon');
+    assert.equal(flag(m.args, '-r'), '/usr/bin/runc');
+    assert.equal(flag(m.args, '-b'), join(sub, 'bundle'));
+    assert.equal(flag(m.args, '-c'), 'abc');
+    assert.equal(flag(m.args, '-l'), `k8s-file:${join(sub, 'abc.log')}`);
+    assert.equal(flag(m.args, '--exit-dir'), join(sub, 'exec', 'exits'));
+    assert.equal(flag(m.args, '--persist-dir'), join(sub, 'data', 'runtime', 'abc'));
+    assert.equal(flag(m.args, '--runtime-arg'), `--root=${join(sub, 'exec', 'runc')}`);
+    assert.equal(flag(m.args, '--log-size-max'), '1000');
+    assert.ok(m.args.includes('--full-attach'));
+    assert.ok(!m.args.includes('-t') && !m.args.includes('-i'));
+    assert.deepEqual(order, ['beforeStart after 1 monitor(s), 0 call(s)']);
+    assert.deepEqual(runner.calls.at(-1)!.args, [`--root=${join(sub, 'exec', 'runc')}`, 'start', 'abc']);
+    const config = await readFile(join(sub, 'bundle', 'config.json'), 'utf8');
+    assert.match(config, /"soft":18446744073709551615/);
+    assert.equal(JSON.parse(config.replaceAll('18446744073709551615', '-1')).process.terminal, false);
+    await d.close();
+  });
+
+  it('passes -t, -i and --leave-stdin-open as the stdio options ask', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await d.start(startOpts(sub, { terminal: true, stdin: true, consoleSize: { height: 5, width: 7 } }));
+    await d.start(startOpts(sub, { id: 'i1', stdin: true, stdinOnce: false }));
+    await d.start(startOpts(sub, { id: 'i2', stdin: true, stdinOnce: true }));
+    const [t, i1, i2] = runner.monitors.map((m) => m.args);
+    assert.ok(t!.includes('-t') && !t!.includes('-i'));
+    assert.ok(i1!.includes('-i') && i1!.includes('--leave-stdin-open'));
+    assert.ok(i2!.includes('-i') && !i2!.includes('--leave-stdin-open'));
+    const config = JSON.parse(
+      (await readFile(join(sub, 'bundle', 'config.json'), 'utf8')).replaceAll('18446744073709551615', '-1'),
+    );
+    assert.equal(config.process.terminal, false, 'the last start (i2) is not a terminal');
+    await d.close();
+  });
+
+  it('reports a failed runtime create with its message and deletes the leftovers', async () => {
+    const runner = new FakeRunner();
+    runner.monitorResult = { pid: -1, message: 'exec: "nope": executable file not found in $PATH' };
+    const { d, sub } = await driver(runner);
+    await assert.rejects(d.start(startOpts(sub)), /OCI runtime create failed: exec: "nope"/);
+    assert.deepEqual(runner.calls.at(-1)!.args.slice(1), ['delete', '--force', 'abc']);
+    await d.close();
+  });
+
+  it('deletes the container when beforeStart fails', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await assert.rejects(
+      d.start(
+        startOpts(sub, {
+          beforeStart: async () => {
+            throw new Error('attach failed');
+          },
+        }),
+      ),
+      /attach failed/,
+    );
+    assert.deepEqual(
+      runner.calls.map((c) => c.args[1]),
+      ['delete'],
+    );
+    await d.close();
+  });
+
+  it('reads exit status and OOM marks from the persist dir; reports exits once', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await d.start(startOpts(sub));
+    assert.equal(await d.exitStatus('abc'), null);
+    const events: [string, ExitStatus][] = [];
+    d.events.on('exit', (id: string, s: ExitStatus) => events.push([id, s]));
+    // what conmon does when the container ends
+    const persist = join(sub, 'data', 'runtime', 'abc');
+    await writeFile(join(persist, 'oom'), '');
+    await writeFile(join(persist, 'exit'), '137');
+    await writeFile(join(sub, 'exec', 'exits', 'abc.XYZ123'), '137');
+    const { rename } = await import('node:fs/promises');
+    await rename(join(sub, 'exec', 'exits', 'abc.XYZ123'), join(sub, 'exec', 'exits', 'abc'));
+    for (let i = 0; i < 100 && events.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(events.length, 1);
+    assert.equal(events[0]![0], 'abc');
+    assert.equal(events[0]![1].exitCode, 137);
+    assert.equal(events[0]![1].oomKilled, true);
+    await stat(join(persist, 'exit-reported'));
+    await d.delete('abc');
+    assert.equal(await d.exitStatus('abc'), null);
+    await assert.rejects(stat(persist), { code: 'ENOENT' });
+    await d.close();
+  });
+
+  it('refuses resize and reopen of a container without a monitor', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await d.start(startOpts(sub));
+    await assert.rejects(d.resize('abc', 10, 10), (err: unknown) => isKind(err, 'Conflict'));
+    await assert.rejects(d.reopenLog('nope'), (err: unknown) => isKind(err, 'NotFound'));
+    await assert.rejects(d.attach('nope'), (err: unknown) => isKind(err, 'NotFound'));
+    await d.close();
+  });
+});
+
+describe('runtime CLI errors', () => {
+  it('maps runc and crun messages to error kinds', async () => {
+    const runner = new FakeRunner();
+    const cli = new OciCli('/usr/sbin/runc', '/run/x', runner);
+    runner.answers.set('state', {
+      code: 1,
+      stdout: '',
+      stderr: 'time="x" level=error msg="container does not exist"',
+    });
+    assert.equal(await cli.state('gone'), null);
+    runner.answers.set('kill', {
+      code: 1,
+      stdout: '',
+      stderr: 'time="x" level=error msg="container not running"',
+    });
+    await assert.rejects(cli.kill('c', 9), (err: unknown) => isKind(err, 'Conflict'));
+    runner.answers.set('pause', {
+      code: 1,
+      stdout: '',
+      stderr: 'error opening file `/run/crun/c/status`: No such file or directory',
+    });
+    await assert.rejects(cli.pause('c'), (err: unknown) => isKind(err, 'NotFound'));
+    runner.answers.set('resume', { code: 1, stdout: '', stderr: 'something odd' });
+    await assert.rejects(
+      cli.resume('c'),
+      (err: unknown) => isKind(err, 'System') && /something odd/.test(String(err)),
+    );
+    runner.answers.set('state', { code: 0, stdout: '{"status":"running","pid":12}', stderr: '' });
+    assert.deepEqual(await cli.state('c'), { status: 'running', pid: 12 });
+    runner.answers.set('ps', { code: 0, stdout: '[12,13]\n', stderr: '' });
+    assert.deepEqual(await cli.ps('c'), [12, 13]);
+  });
+});
+
+describe('cgroups for crun', () => {
+  const hybrid = [
+    'tmpfs /sys/fs/cgroup tmpfs rw 0 0',
+    'cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0',
+    'cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0',
+  ].join('\n');
+
+  it('recognises hybrid, v1 and v2 layouts', () => {
+    assert.deepEqual(parseCgroupLayout(hybrid, 'hugetlb\n'), { mode: 'hybrid', v2Controllers: ['hugetlb'] });
+    assert.deepEqual(parseCgroupLayout('cgroup2 /sys/fs/cgroup cgroup2 rw 0 0', 'cpu io'), {
+      mode: 'v2',
+      v2Controllers: [],
+    });
+    assert.deepEqual(parseCgroupLayout('cgroup /sys/fs/cgroup/cpu cgroup rw 0 0', ''), {
+      mode: 'v1',
+      v2Controllers: [],
+    });
+  });
+
+  it('mounts v2-held controllers as v1, or explains why crun cannot run', async () => {
+    const mounted: string[] = [];
+    let controllers = 'hugetlb';
+    const read = async () => parseCgroupLayout(hybrid, controllers);
+    const moved = await prepareHybridForCrun(read, {
+      mount: async (type, _source, target, options) => {
+        mounted.push(`${type} ${target} ${options}`);
+        controllers = '';
+      },
+    });
+    assert.deepEqual(moved, ['hugetlb']);
+    assert.deepEqual(mounted, ['cgroup /sys/fs/cgroup/hugetlb hugetlb']);
+    controllers = 'hugetlb';
+    await assert.rejects(
+      prepareHybridForCrun(read, {
+        mount: async () => {
+          throw new Error('permission denied');
+        },
+      }),
+      /crun cannot run on hybrid cgroups while the hugetlb controller is on the cgroup v2 hierarchy.*permission denied.*Use runc/,
+    );
+  });
+});
