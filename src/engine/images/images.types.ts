@@ -1,4 +1,5 @@
 import type { ImageConfigFile } from '../../common/docker-types.js';
+import type { SnapshotPaths } from '../storage/snapshotter.types.js';
 
 /** What other engine services (containers, build, system) need to know of an image. */
 export interface ImageRecord {
@@ -29,3 +30,60 @@ export interface ImageResolver {
   list(): Promise<ImageRecord[]>;
   setUsers(users: ImageUsers): void;
 }
+
+// ---- The image service's own operations (API backends). ----
+
+/** A progress message of an import, as the route turns it into JSON stream messages. */
+export type ImportProgress =
+  | { kind: 'status'; status: string }
+  | { kind: 'progress'; status: string; current: number; total?: number };
+
+export interface ImportOptions {
+  /** `-` (read `body`) or an http(s) URL to fetch. */
+  src: string;
+  body?: AsyncIterable<Buffer>;
+  /** Content-Length of the body when known (progress total). */
+  bodySize?: number;
+  repo?: string;
+  tag?: string;
+  /** Dockerfile instructions (CMD, ENV, ...). */
+  changes?: string[];
+  message?: string;
+  /** `os[/arch[/variant]]`. */
+  platform?: string;
+  onProgress?: (p: ImportProgress) => void;
+}
+
+/** One row of GET /images/json before shaping. */
+export interface ImageListItem {
+  record: ImageRecord;
+  /** Familiar `name:tag` strings shown for this row (filtered by `reference`), `<none>:<none>` when dangling. */
+  repoTags: string[];
+  repoDigests: string[];
+}
+
+export interface ImageListOptions {
+  all?: boolean;
+  /** dangling, label, before, since, reference. */
+  filters?: Map<string, string[]>;
+}
+
+/** What GET /images/{name}/json needs beyond the record. */
+export interface ImageDetails {
+  record: ImageRecord;
+  /** RFC 3339 time of the last tag, null when never tagged. */
+  lastTagTime: string | null;
+  /** Overlay directories of the top layer, null for an image without layers. */
+  graphDriver: SnapshotPaths | null;
+}
+
+export interface ImageHistoryItem {
+  id: string;
+  created: number;
+  createdBy: string;
+  tags: string[] | null;
+  size: number;
+  comment: string;
+}
+
+export type ImageDeleteItem = { Untagged: string } | { Deleted: string };

@@ -195,7 +195,12 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
   async applyLayer(
     parent: string | null,
     input: AsyncIterable<Buffer> | Readable,
-    options: { blob?: BlobWriter; onProgress?: (rawBytes: number) => void } = {},
+    options: {
+      blob?: BlobWriter;
+      onProgress?: (rawBytes: number) => void;
+      /** Called under the layer's lock once it exists (new or found), before anyone can remove it. */
+      onCommit?: (chainId: string) => void;
+    } = {},
   ): Promise<{ layer: LayerRecord; created: boolean }> {
     if (parent !== null && !(await this.hasLayer(parent)))
       throw notFound(`parent layer ${parent} does not exist`);
@@ -218,6 +223,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       return await this.locks.run(chainId, async () => {
         const existing = await this.getLayer(chainId);
         if (existing) {
+          options.onCommit?.(chainId);
           await this.removeDir(tmp);
           return { layer: existing, created: false };
         }
@@ -239,6 +245,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
           created: new Date().toISOString(),
         };
         if (blob) layer.blob = blob;
+        options.onCommit?.(chainId);
         await this.layers.put(hex, layer);
         this.layerCache.set(chainId, layer);
         return { layer, created: true };
@@ -250,11 +257,14 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     }
   }
 
-  /** Remove a layer snapshot. Refuses while a layer or writable snapshot sits on it. */
-  async removeLayer(chainId: string): Promise<void> {
-    await this.locks.run(chainId, async () => {
+  /**
+   * Remove a layer snapshot. Refuses while a layer or writable snapshot sits on it. `keep` is
+   * asked under the layer's lock (a layer an import just pinned stays). Answers whether it went.
+   */
+  async removeLayer(chainId: string, keep?: () => boolean): Promise<boolean> {
+    return this.locks.run(chainId, async () => {
       const rec = await this.getLayer(chainId);
-      if (!rec) return;
+      if (!rec || keep?.()) return false;
       for (const other of this.layerCache.values()) {
         if (other.parent === chainId) throw conflict(`layer ${chainId} has dependent layers`);
       }
@@ -266,6 +276,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       this.layerCache.delete(chainId);
       await rm(join(this.linkDir, rec.link), { force: true });
       await this.removeDir(join(this.root, hex));
+      return true;
     });
   }
 
