@@ -3,7 +3,7 @@
  *
  *   node --import tsx bench/registry/registry.bench.ts [--reference http://127.0.0.1:PORT]
  *        [--no-reference] [--berth http://127.0.0.1:PORT] [--blob-mib 256] [--chunk-mib 8]
- *        [--seconds 5] [--connections 32] [--repeat 2]
+ *        [--seconds 5] [--connections 32] [--repeat 3]
  *
  * Starts berth's registry as a child process on loopback with a temporary root (unless --berth
  * names a running one) and, when /usr/bin/docker-registry exists (or --reference is given), a
