@@ -7,10 +7,12 @@ import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { type ListenAddress, parseListenAddress } from '../http/server.js';
 import { registerEventRoutes } from './api/events.routes.js';
+import { registerImageRoutes } from './api/images.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import type { EngineConfig } from './config.js';
 import { EventsService } from './events/events.service.js';
+import { createImageService } from './images/images.service.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 
 const run = promisify(execFile);
@@ -135,6 +137,8 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  const images = await createImageService({ dataRoot: config.dataRoot, events, log: log.child('images') });
+  registerImageRoutes(router, images);
 
   const servers: Server[] = [];
   const bound: string[] = [];
