@@ -185,7 +185,7 @@ describe('containers with the docker CLI', () => {
     await ok('unpause', 'web');
     await ok('rename', 'web', 'web2');
     assert.equal(await ok('inspect', '-f', '{{.Name}}', 'web2'), '/web2');
-    const clash = await docker('create', '--name', 'web2', 'busybox');
+    const clash = await docker('run', '--name', 'web2', 'busybox');
     assert.equal(clash.code, 125);
     assert.match(clash.stderr, /Conflict\. The container name "\/web2" is already in use/);
     const rm = await docker('rm', 'web2');
