@@ -154,6 +154,38 @@ describe('blobs', () => {
   });
 });
 
+describe('deleting a blob referenced by a manifest', () => {
+  it('leaves the manifest, but the image can no longer be pulled whole', async () => {
+    const img = await pushImage(base, 'blobs/image', 'v1');
+    assert.equal((await http('DELETE', `${base}/v2/blobs/image/blobs/${img.layer}`)).status, 202);
+    const man = await http('GET', `${base}/v2/blobs/image/manifests/v1`, {
+      headers: { Accept: OCI_MANIFEST },
+    });
+    assert.equal(man.status, 200);
+    assert.equal((await http('GET', `${base}/v2/blobs/image/blobs/${img.layer}`)).status, 404);
+    assert.equal((await http('GET', `${base}/v2/blobs/image/blobs/${img.config}`)).status, 200);
+  });
+});
+
+describe('Location URLs', () => {
+  it('are absolute from Host, honour X-Forwarded-Proto/Host, and relative with http.relativeurls', async () => {
+    const res = await http('POST', `${base}/v2/loc/blobs/uploads/`, {
+      headers: { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'registry.example' },
+    });
+    assert.match(
+      res.headers.get('location') ?? '',
+      /^https:\/\/registry\.example\/v2\/loc\/blobs\/uploads\//,
+    );
+    const rel = await startTestRegistry({ http: { relativeurls: true } });
+    try {
+      const r = await http('POST', `${rel.url}/v2/loc/blobs/uploads/`);
+      assert.match(r.headers.get('location') ?? '', /^\/v2\/loc\/blobs\/uploads\/[0-9a-f-]+$/);
+    } finally {
+      await rel.stop();
+    }
+  });
+});
+
 describe('uploads', () => {
   it('POST starts an upload: 202 with Location, Range 0-0, Content-Length 0, Docker-Upload-UUID', async () => {
     const res = await http('POST', `${base}/v2/up/one/blobs/uploads/`);
