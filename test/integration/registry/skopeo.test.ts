@@ -79,6 +79,27 @@ describe('skopeo against berth', () => {
     await skopeo(['copy', '--src-tls-verify=false', `docker://${host}/skopeo/s2:v1`, `oci:${out}:x`]);
   });
 
+  it('copy as signed schema 1 (v2s1): skopeo signs with libtrust, berth verifies and serves it', async () => {
+    const src = join(work, 'src-s1');
+    await buildOciLayout(src, { refName: 'v1', marker: 's1' });
+    await skopeo([
+      'copy',
+      '--dest-tls-verify=false',
+      '--format',
+      'v2s1',
+      `oci:${src}:v1`,
+      `docker://${host}/skopeo/s1:v1`,
+    ]);
+    const raw = JSON.parse(
+      await skopeo(['inspect', '--raw', '--tls-verify=false', `docker://${host}/skopeo/s1:v1`]),
+    );
+    assert.equal(raw.schemaVersion, 1);
+    assert.equal(raw.name, 'skopeo/s1');
+    assert.equal(raw.signatures.length, 1);
+    const out = join(work, 'out-s1');
+    await skopeo(['copy', '--src-tls-verify=false', `docker://${host}/skopeo/s1:v1`, `dir:${out}`]);
+  });
+
   it('copy --all of a multi-platform index, and back', async () => {
     const src = join(work, 'src-multi');
     const built = await buildOciLayout(src, {
