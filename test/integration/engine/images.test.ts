@@ -1,0 +1,388 @@
+import assert from 'node:assert/strict';
+import { readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { dirname } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { busyboxTarball } from '../../helpers/busybox.js';
+import { TestEngine } from '../../helpers/engine.js';
+
+interface Inspect {
+  Id: string;
+  RepoTags: string[];
+  RepoDigests: string[];
+  Comment: string;
+  Config: Record<string, unknown>;
+  ContainerConfig: Record<string, unknown>;
+  Size: number;
+  VirtualSize?: number;
+  GraphDriver: { Name: string; Data: Record<string, string> };
+  RootFS: { Type: string; Layers: string[] };
+  Metadata: { LastTagTime: string };
+}
+
+describe('images through the docker CLI and the API', () => {
+  let engine: TestEngine;
+  let tarPath: string;
+  let tar: Buffer;
+
+  before(async () => {
+    engine = await TestEngine.start();
+    tarPath = await busyboxTarball();
+    tar = await readFile(tarPath);
+  });
+
+  after(async () => {
+    await engine?.destroy();
+    if (tarPath) await rm(dirname(tarPath), { recursive: true, force: true });
+  });
+
+  const inspect = async (name: string): Promise<Inspect> => {
+    const r = await engine.request('GET', `/v1.41/images/${encodeURIComponent(name)}/json`);
+    assert.equal(r.status, 200, r.text());
+    return r.json<Inspect>();
+  };
+
+  it('seeds busybox:latest with sh and the default PATH', async () => {
+    const img = await inspect('busybox');
+    assert.deepEqual(img.RepoTags, ['busybox:latest']);
+    assert.deepEqual(img.Config.Cmd, ['sh']);
+    assert.deepEqual(img.Config.Env, ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin']);
+    assert.equal(img.Comment, 'Imported from -');
+    assert.equal(img.GraphDriver.Name, 'overlay2');
+    assert.equal(img.RootFS.Layers.length, 1);
+    assert.equal(img.VirtualSize, img.Size);
+    // Same keys, same order as dockerd 20.10's answer.
+    const reference = JSON.parse(
+      await readFile(
+        new URL('../../../../shared/reference/image-inspect.v1.41.json', import.meta.url),
+        'utf8',
+      ),
+    ) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(img), Object.keys(reference));
+    assert.deepEqual(Object.keys(img.Config), Object.keys(reference.Config as object));
+    assert.deepEqual(Object.keys(img.GraphDriver.Data).sort(), ['MergedDir', 'UpperDir', 'WorkDir']);
+    // 1.44 (docker CLI 28) drops VirtualSize
+    const v144 = (await engine.request('GET', '/v1.44/images/busybox/json')).json<Inspect>();
+    assert.equal(v144.VirtualSize, undefined);
+  });
+
+  it('docker import from a file with --change and -m', async () => {
+    const out = await engine.dockerOk([
+      'import',
+      '--change',
+      'CMD ["echo", "hi"]',
+      '--change',
+      'ENV A=1 B="two words"',
+      '--change',
+      'EXPOSE 8080/tcp 53/udp',
+      '--change',
+      'LABEL com.example.kind=test',
+      '--change',
+      'WORKDIR /srv',
+      '--change',
+      'USER nobody',
+      '--change',
+      'VOLUME /data',
+      '--change',
+      'STOPSIGNAL SIGINT',
+      '-m',
+      'my message',
+      tarPath,
+      'localhost:5000/team/app:v1',
+    ]);
+    assert.match(out, /^sha256:[a-f0-9]{64}$/);
+    const img = await inspect('localhost:5000/team/app:v1');
+    assert.equal(img.Id, out);
+    assert.deepEqual(img.RepoTags, ['localhost:5000/team/app:v1']);
+    assert.deepEqual(img.Config.Cmd, ['echo', 'hi']);
+    assert.deepEqual(img.Config.Env, ['A=1', 'B=two words']);
+    assert.deepEqual(img.Config.ExposedPorts, { '8080/tcp': {}, '53/udp': {} });
+    assert.deepEqual(img.Config.Labels, { 'com.example.kind': 'test' });
+    assert.equal(img.Config.WorkingDir, '/srv');
+    assert.equal(img.Config.User, 'nobody');
+    assert.deepEqual(img.Config.Volumes, { '/data': {} });
+    assert.equal(img.Config.StopSignal, 'SIGINT');
+    assert.equal(img.Comment, 'my message');
+    const history = JSON.parse(
+      await engine.dockerOk(['history', '--no-trunc', '--format', '{{json .}}', out]),
+    );
+    assert.equal(history.Comment, 'my message');
+  });
+
+  it('docker import from stdin (gzip) and the JSON stream of the API', async () => {
+    const out = await engine.dockerOk(['import', '-', 'fromstdin:gz'], { input: gzipSync(tar) });
+    assert.match(out, /^sha256:/);
+    const busybox = await inspect('busybox');
+    const img = await inspect('fromstdin:gz');
+    assert.deepEqual(img.RootFS.Layers, busybox.RootFS.Layers, 'same content, same diff ID');
+    const r = await engine.request('POST', '/v1.41/images/create?fromSrc=-&repo=raw&tag=t1', {
+      body: tar,
+      headers: { 'Content-Type': 'application/x-tar' },
+    });
+    assert.equal(r.status, 200);
+    const lines = r
+      .text()
+      .trim()
+      .split(/\r?\n/)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const last = lines[lines.length - 1] as { status: string };
+    assert.match(last.status, /^sha256:[a-f0-9]{64}$/);
+    assert.ok(
+      lines.some((l) => l.status === 'Importing' && l.progressDetail),
+      'progress while reading the body',
+    );
+  });
+
+  it('imports from an http URL', async () => {
+    const server: Server = createServer((_req, res) => {
+      res.setHeader('Content-Length', tar.length);
+      res.end(tar);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const out = await engine.dockerOk(['import', `http://127.0.0.1:${port}/rootfs.tar`, 'fromurl:1']);
+      assert.match(out, /sha256:[a-f0-9]{64}/);
+      const img = await inspect('fromurl:1');
+      assert.equal(img.Comment, `Imported from http://127.0.0.1:${port}/rootfs.tar`);
+      const bad = await engine.docker(['import', `http://127.0.0.1:${port}/x`, 'Bad:name']);
+      assert.notEqual(bad.code, 0);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('docker images: filters, -q, -a, --digests, --format', async () => {
+    const all = await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']);
+    for (const name of ['busybox:latest', 'localhost:5000/team/app:v1', 'fromstdin:gz', 'raw:t1']) {
+      assert.ok(all.split('\n').includes(name), `${name} in ${all}`);
+    }
+    const ref = await engine.dockerOk([
+      'images',
+      '--filter',
+      'reference=localhost:5000/team/*',
+      '--format',
+      '{{.Repository}}',
+    ]);
+    assert.equal(ref, 'localhost:5000/team/app');
+    const label = await engine.dockerOk(['images', '-q', '--filter', 'label=com.example.kind=test']);
+    assert.equal(label, (await inspect('localhost:5000/team/app:v1')).Id.slice(7, 19));
+    const q = (await engine.dockerOk(['images', '-q', '--no-trunc'])).split('\n');
+    assert.ok(q.every((l) => /^sha256:[a-f0-9]{64}$/.test(l)));
+    assert.ok((await engine.dockerOk(['images', '-a', '-q'])).length > 0);
+    const digests = await engine.dockerOk(['images', '--digests', 'busybox']);
+    assert.match(digests.split('\n')[0] ?? '', /DIGEST/);
+    const byName = await engine.dockerOk(['images', 'busybox', '--format', '{{.Repository}}']);
+    assert.equal(byName, 'busybox');
+    const since = await engine.dockerOk([
+      'images',
+      '--filter',
+      'since=busybox',
+      '--format',
+      '{{.Repository}}',
+    ]);
+    assert.ok(!since.split('\n').includes('busybox'));
+    assert.ok(since.split('\n').includes('raw'));
+    const before = await engine.dockerOk([
+      'images',
+      '--filter',
+      'before=raw:t1',
+      '--format',
+      '{{.Repository}}',
+    ]);
+    assert.ok(before.split('\n').includes('busybox'));
+    assert.ok(!before.split('\n').includes('raw'));
+    const bad = await engine.docker(['images', '--filter', 'nope=1']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /invalid filter 'nope'/);
+    // API shapes
+    const list = (await engine.request('GET', '/v1.41/images/json')).json<Array<Record<string, unknown>>>();
+    const reference = JSON.parse(
+      await readFile(new URL('../../../../shared/reference/images-list.v1.41.json', import.meta.url), 'utf8'),
+    ) as Array<Record<string, unknown>>;
+    assert.deepEqual(Object.keys(list[0] ?? {}), Object.keys(reference[0] ?? {}));
+    assert.equal(list[0]?.Containers, -1);
+    const legacy = (await engine.request('GET', '/v1.40/images/json?filter=raw')).json<
+      Array<{ RepoTags: string[] }>
+    >();
+    assert.deepEqual(
+      legacy.map((i) => i.RepoTags),
+      [['raw:t1']],
+    );
+    const v144 = (await engine.request('GET', '/v1.44/images/json')).json<Array<Record<string, unknown>>>();
+    assert.ok(!('VirtualSize' in (v144[0] ?? {})));
+  });
+
+  it('docker tag, and tag errors over raw HTTP', async () => {
+    await engine.dockerOk(['tag', 'busybox', 'localhost:5000/a/b:tag']);
+    await engine.dockerOk(['tag', 'busybox', 'second']);
+    const img = await inspect('localhost:5000/a/b:tag');
+    assert.deepEqual(img.RepoTags, ['busybox:latest', 'localhost:5000/a/b:tag', 'second:latest']);
+    assert.notEqual(img.Metadata.LastTagTime, '0001-01-01T00:00:00Z');
+    const viaPath = await engine.request('GET', '/v1.41/images/localhost:5000/a/b:tag/json');
+    assert.equal(viaPath.status, 200);
+    const bad = await engine.request('POST', '/v1.41/images/busybox/tag?repo=Upper&tag=x');
+    assert.equal(bad.status, 400);
+    assert.match(bad.json<{ message: string }>().message, /repository name must be lowercase/);
+    const badTag = await engine.request('POST', '/v1.41/images/busybox/tag?repo=ok&tag=-x');
+    assert.equal(badTag.status, 400);
+    const missing = await engine.request('POST', '/v1.41/images/nosuch/tag?repo=x');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.json<{ message: string }>().message, 'No such image: nosuch:latest');
+    const ok = await engine.request(
+      'POST',
+      '/v1.41/images/localhost:5000/a/b:tag/tag?repo=localhost:5000/c&tag=2',
+    );
+    assert.equal(ok.status, 201);
+  });
+
+  it('docker history', async () => {
+    const out = await engine.dockerOk(['history', '--format', '{{.ID}} {{.Comment}}', 'busybox']);
+    assert.match(out, /^[a-f0-9]{12} Imported from -$/);
+    const r = await engine.request('GET', '/v1.41/images/busybox/history');
+    const items = r.json<Array<Record<string, unknown>>>();
+    const reference = JSON.parse(
+      await readFile(
+        new URL('../../../../shared/reference/image-history.v1.41.json', import.meta.url),
+        'utf8',
+      ),
+    ) as Array<Record<string, unknown>>;
+    assert.deepEqual(Object.keys(items[0] ?? {}), Object.keys(reference[0] ?? {}));
+  });
+
+  it('answers errors with the right status', async () => {
+    const nf = await engine.request('GET', '/v1.41/images/nope/json');
+    assert.equal(nf.status, 404);
+    assert.equal(nf.json<{ message: string }>().message, 'No such image: nope:latest');
+    const upper = await engine.request('GET', '/v1.41/images/Nope/json');
+    assert.equal(upper.status, 400);
+    assert.equal(
+      upper.json<{ message: string }>().message,
+      'invalid reference format: repository name must be lowercase',
+    );
+    assert.equal((await engine.request('GET', '/v1.41/images/nope/history')).status, 404);
+    assert.equal((await engine.request('DELETE', '/v1.41/images/nope')).status, 404);
+    const changes = await engine.request('POST', '/v1.41/images/create?fromSrc=-&changes=RUN%20true', {
+      body: tar,
+    });
+    assert.equal(changes.status, 400);
+    assert.match(changes.text(), /run is not a valid change command/);
+    const digestRepo = await engine.request(
+      'POST',
+      `/v1.41/images/create?fromSrc=-&repo=x@sha256:${'a'.repeat(64)}`,
+      { body: tar },
+    );
+    assert.equal(digestRepo.status, 400);
+    const garbage = await engine.request('POST', '/v1.41/images/create?fromSrc=-', {
+      body: Buffer.alloc(4096, 9),
+    });
+    assert.ok(garbage.status === 400 || /"error"/.test(garbage.text()), garbage.text());
+    const pull = await engine.docker(['pull', 'alpine']);
+    assert.notEqual(pull.code, 0);
+    assert.match(pull.stderr + pull.stdout, /cannot pull images yet/);
+    const badFilter = await engine.request(
+      'GET',
+      `/v1.41/images/json?filters=${encodeURIComponent('{"dangling":["maybe"]}')}`,
+    );
+    assert.equal(badFilter.status, 400);
+  });
+
+  it('docker rmi: untag, delete, conflicts and force', async () => {
+    const id = await engine.dockerOk(['import', tarPath, 'rmme:1']);
+    await engine.dockerOk(['tag', 'rmme:1', 'rmme:2']);
+    await engine.dockerOk(['tag', 'rmme:1', 'other:1']);
+    // By ID while several repositories reference it: 409 without force.
+    const byId = await engine.request('DELETE', `/v1.41/images/${id.slice(7, 19)}`);
+    assert.equal(byId.status, 409);
+    assert.match(
+      byId.json<{ message: string }>().message,
+      /^conflict: unable to delete [a-f0-9]{12} \(must be forced\) - image is referenced in multiple repositories$/,
+    );
+    const untag = await engine.request('DELETE', '/v1.41/images/rmme:2');
+    assert.deepEqual(untag.json(), [{ Untagged: 'rmme:2' }]);
+    const out = await engine.dockerOk(['rmi', 'other:1']);
+    assert.match(out, /Untagged: other:1/);
+    const last = (await engine.request('DELETE', '/v1.41/images/rmme:1')).json<
+      Array<Record<string, string>>
+    >();
+    assert.deepEqual(last[0], { Untagged: 'rmme:1' });
+    assert.deepEqual(last[1], { Deleted: id });
+    assert.equal((await engine.request('GET', `/v1.41/images/${id}/json`)).status, 404);
+    // The shared busybox layer survives (busybox still uses it).
+    assert.equal((await engine.request('GET', '/v1.41/images/busybox/json')).status, 200);
+    // -f by ID with several repositories removes them all.
+    const id2 = await engine.dockerOk(['import', tarPath, 'force:1']);
+    await engine.dockerOk(['tag', 'force:1', 'force2:1']);
+    const forced = await engine.dockerOk(['rmi', '-f', id2.slice(7, 19)]);
+    assert.match(forced, /Untagged: force2:1/);
+    assert.match(forced, /Untagged: force:1/);
+    assert.match(forced, new RegExp(`Deleted: ${id2}`));
+  });
+
+  it('docker rmi conflicts with containers using the image', async () => {
+    const id = await engine.dockerOk(['import', '--change', 'CMD ["sh"]', tarPath, 'used:1']);
+    const create = await engine.docker(['create', 'used:1']);
+    if (create.code !== 0) {
+      assert.fail(`docker create failed (containers service): ${create.stderr}`);
+    }
+    const cid = create.stdout.trim();
+    const byRef = await engine.request('DELETE', '/v1.41/images/used:1');
+    assert.equal(byRef.status, 409);
+    assert.match(
+      byRef.json<{ message: string }>().message,
+      /^conflict: unable to remove repository reference "used:1" \(must force\) - container [a-f0-9]{12} is using its referenced image [a-f0-9]{12}$/,
+    );
+    const byId = await engine.request('DELETE', `/v1.41/images/${id}`);
+    assert.equal(byId.status, 409);
+    assert.match(
+      byId.json<{ message: string }>().message,
+      /\(must be forced\) - image is being used by stopped container [a-f0-9]{12}$/,
+    );
+    // Forced: the image goes, the container's layers stay until the container goes.
+    const forced = (await engine.request('DELETE', `/v1.41/images/used:1?force=1`)).json<
+      Array<Record<string, string>>
+    >();
+    assert.deepEqual(forced[0], { Untagged: 'used:1' });
+    assert.ok(forced.some((f) => f.Deleted === id));
+    await engine.dockerOk(['rm', cid]);
+  });
+
+  it('emits import, tag, untag and delete events', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const id = await engine.dockerOk(['import', tarPath, 'evt:1']);
+    await engine.dockerOk(['rmi', 'evt:1']);
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const r = await engine.request(
+      'GET',
+      `/v1.41/events?since=${since}&until=${until}&filters=${encodeURIComponent('{"type":["image"]}')}`,
+    );
+    const events = r
+      .text()
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map(
+        (l) => JSON.parse(l) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } },
+      )
+      .filter((e) => e.Actor.ID === id);
+    assert.deepEqual(
+      events.map((e) => e.Action),
+      ['tag', 'import', 'untag', 'delete'],
+    );
+    assert.equal(events[0]?.Actor.Attributes.name, 'evt:1');
+    assert.equal(events[1]?.Actor.Attributes.name, id);
+  });
+
+  it('keeps images across a restart and a kill -9', async () => {
+    const id = await engine.dockerOk(['import', tarPath, 'persist:1']);
+    await engine.restart();
+    assert.equal((await inspect('persist:1')).Id, id);
+    await engine.dockerOk(['tag', 'persist:1', 'persist:2']);
+    await engine.kill9();
+    await engine.launch();
+    const img = await inspect('persist:2');
+    assert.equal(img.Id, id);
+    assert.ok(img.RepoTags.includes('persist:1'));
+  });
+});
