@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   runc crun conmon           # OCI runtimes and the per-container process monitor
   busybox-static             # the rootfs of the seeded busybox image and of test images
+  attr                       # setfattr: overlay opaque directories when applying image layers
   containernetworking-plugins iptables iproute2
   skopeo                     # registry client used by the tests
   apache2-utils              # htpasswd, for registry auth tests
