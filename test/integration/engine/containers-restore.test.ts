@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TestEngine } from '../../helpers/engine.js';
+
+/** Live restore: the engine is killed with SIGKILL and started again; containers are not lost. */
+describe('containers survive kill -9 of the engine', () => {
+  let engine: TestEngine;
+  const ok = (...args: string[]) => engine.dockerOk(args);
+
+  before(async () => {
+    engine = await TestEngine.start();
+  });
+  after(async () => {
+    await engine?.destroy();
+  });
+
+  it('keeps running containers, records exits that happened while it was down, applies policies', async () => {
+    await ok('run', '-d', '--name', 'keep', 'busybox', 'sh', '-c', 'echo started; sleep 600');
+    await ok('run', '-d', '--name', 'brief', 'busybox', 'sh', '-c', 'sleep 2; exit 3');
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'bouncy',
+      '--restart',
+      'on-failure',
+      'busybox',
+      'sh',
+      '-c',
+      'sleep 2; exit 1',
+    );
+    await ok('create', '--name', 'never', 'busybox', 'true');
+    const pid = await ok('inspect', '-f', '{{.State.Pid}}', 'keep');
+
+    await engine.kill9();
+    await sleep(3000);
+    await engine.launch();
+
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}} {{.State.Pid}}', 'keep'), `running ${pid}`);
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', 'brief'), 'exited 3');
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}}', 'never'), 'created');
+    // on-failure: the exit while the engine was down counts, and the policy restarts it
+    let bouncy = '';
+    for (let i = 0; i < 50; i++) {
+      bouncy = await ok('inspect', '-f', '{{.RestartCount}}', 'bouncy');
+      if (Number(bouncy) >= 1) break;
+      await sleep(100);
+    }
+    assert.ok(Number(bouncy) >= 1, `RestartCount ${bouncy}`);
+    assert.equal(await ok('logs', 'keep'), 'started');
+    assert.deepEqual((await ok('ps', '--format', '{{.Names}}')).split('\n').includes('keep'), true);
+
+    const t0 = Date.now();
+    await ok('stop', '-t', '1', 'keep');
+    assert.ok(Date.now() - t0 < 10_000);
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', 'keep'), 'exited 137');
+    await ok('rm', '-f', 'keep', 'brief', 'bouncy', 'never');
+    assert.equal(await ok('ps', '-aq'), '');
+  });
+
+  it('a graceful engine stop leaves containers running too', async () => {
+    await ok('run', '-d', '--name', 'calm', 'busybox', 'sleep', '600');
+    await engine.restart();
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'calm'), 'true');
+    await ok('rm', '-f', 'calm');
+  });
+});
