@@ -14,6 +14,13 @@ import {
 
 const WRITE_BATCH = 1024 * 1024;
 
+/** Temporary files of atomic writes (`<name>.<12 hex>.tmp`), hidden from list and walk. */
+const TEMP_NAME = /\.[0-9a-f]{12}\.tmp$/;
+
+export function isTempName(name: string): boolean {
+  return TEMP_NAME.test(name);
+}
+
 /**
  * The filesystem driver: storage paths below a root directory, exactly as distribution's
  * filesystem driver lays them out, so either registry can serve the other's directory.
@@ -82,7 +89,7 @@ export class FilesystemDriver implements StorageDriver {
     try {
       const names = await readdir(this.fullPath(path));
       const base = path === '/' ? '' : path;
-      return names.filter((n) => !n.endsWith('.tmp')).map((n) => `${base}/${n}`);
+      return names.filter((n) => !isTempName(n)).map((n) => `${base}/${n}`);
     } catch (err) {
       throw mapError(err, path);
     }
@@ -122,7 +129,7 @@ export class FilesystemDriver implements StorageDriver {
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     const base = path === '/' ? '' : path;
     for (const entry of entries) {
-      if (entry.name.endsWith('.tmp')) continue;
+      if (isTempName(entry.name)) continue;
       const child = `${base}/${entry.name}`;
       const isDir = entry.isDirectory();
       let info: FileInfo = { path: child, size: 0, modTime: new Date(0), isDir };

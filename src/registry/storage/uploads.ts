@@ -1,4 +1,4 @@
-import type { Hash } from 'node:crypto';
+import { type Hash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { type DigestAlgorithm, newHash, type ParsedDigest } from '../../common/digest.js';
 import { uuidV4 } from '../../common/ids.js';
@@ -218,7 +218,7 @@ export class UploadStore {
 
   private async copyBlob(from: ParsedDigest, to: ParsedDigest): Promise<void> {
     const reader = await this.driver.reader(paths.blobData(from));
-    const tmp = `${paths.blobDir(to)}/data.${uuidV4()}.tmp`;
+    const tmp = `${paths.blobDir(to)}/data.${randomBytes(6).toString('hex')}.tmp`;
     const writer = await this.driver.writer(tmp, false);
     for await (const chunk of reader) await writer.write(chunk as Buffer);
     await writer.commit();

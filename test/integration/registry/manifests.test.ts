@@ -105,6 +105,13 @@ describe('manifest types', () => {
     assert.deepEqual(errorCodes(res), ['MANIFEST_INVALID']);
   });
 
+  it('tags that end like temporary files are listed', async () => {
+    const img = await pushImage(base, 'types/tmpnames', 'v1.tmp');
+    await pushManifest(base, 'types/tmpnames', 'x.abcdef012345.tm', img.body, OCI_MANIFEST);
+    const tags = await http('GET', `${base}/v2/types/tmpnames/tags/list`);
+    assert.deepEqual((tags.json() as { tags: string[] }).tags, ['v1.tmp', 'x.abcdef012345.tm']);
+  });
+
   it('?tag= on PUT by digest tags the manifest (OCI 1.1)', async () => {
     const img = await pushImage(base, 'types/tagparam', 'first');
     const res = await http('PUT', `${base}/v2/types/tagparam/manifests/${img.digest}?tag=second&tag=third`, {
