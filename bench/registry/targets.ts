@@ -140,6 +140,10 @@ export async function startBerth(repoRoot: string): Promise<Target> {
   return launch('berth', process.execPath, args, port, root);
 }
 
+/**
+ * The same config for both registries. The blob descriptor cache is what the reference
+ * registry's packaged config.yml enables (berth accepts and ignores the setting).
+ */
 function configText(dataDir: string, port: number): string {
   return [
     'version: 0.1',
@@ -152,6 +156,8 @@ function configText(dataDir: string, port: number): string {
     `    rootdirectory: ${dataDir}`,
     '  delete:',
     '    enabled: true',
+    '  cache:',
+    '    blobdescriptor: inmemory',
     'http:',
     `  addr: 127.0.0.1:${port}`,
     '',

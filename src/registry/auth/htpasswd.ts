@@ -1,11 +1,21 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import bcrypt from 'bcryptjs';
 import { errnoCode, errorMessage } from '../../common/errors.js';
 import { type Logger, rootLogger } from '../../common/log.js';
 
 /** A bcrypt hash of no password, compared against when a user is unknown (same time either way). */
 const DUMMY_HASH = '$2b$05$3wnUbo05NyAwyhyrOPhtaOWTt1TW9gWG0BiMI8uUhb96uDO3T15YG';
+
+/** bcryptjs, loaded on first use (a registry without htpasswd auth never pays its memory). */
+let bcryptModule: Promise<typeof import('bcryptjs').default> | undefined;
+function bcrypt(): Promise<typeof import('bcryptjs').default> {
+  bcryptModule ??= import('bcryptjs').then((m) => m.default);
+  return bcryptModule;
+}
+
+async function compare(password: string, hash: string): Promise<boolean> {
+  return (await bcrypt()).compare(password, hash).catch(() => false);
+}
 
 const BCRYPT = /^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/;
 
@@ -69,7 +79,7 @@ export class Htpasswd {
     const hash = this.users.get(user);
     if (hash === undefined) {
       // Spend the same time as for a known user, so that response times do not reveal names.
-      await bcrypt.compare(password, DUMMY_HASH).catch(() => false);
+      await compare(password, DUMMY_HASH);
       return false;
     }
     const key = cacheKey(user, password, hash);
@@ -79,9 +89,7 @@ export class Htpasswd {
     if (hit) this.cache.delete(key);
     const running = this.inflight.get(key);
     if (running) return running;
-    const check = bcrypt
-      .compare(password, hash)
-      .catch(() => false)
+    const check = compare(password, hash)
       .then((ok) => {
         if (ok) this.remember(key, user);
         return ok;
