@@ -120,5 +120,5 @@ export async function completeUpload(ctx: RequestContext): Promise<void> {
 /** DELETE /v2/<name>/blobs/uploads/<uuid>: cancel an upload. */
 export async function cancelUpload(ctx: RequestContext): Promise<void> {
   await ctx.state.uploads.cancel(ctx.name, ctx.param);
-  sendEmpty(ctx.res, 204);
+  sendEmpty(ctx.res, 204, { 'Docker-Upload-UUID': ctx.param });
 }
