@@ -1,6 +1,6 @@
 import { errorMessage } from '../common/errors.js';
 import { parseLogLevel, rootLogger } from '../common/log.js';
-import { ConfigError, defaultConfig, loadConfig, type RegistryConfig } from '../registry/config.js';
+import { ConfigError, configFromEnv, loadConfig, type RegistryConfig } from '../registry/config.js';
 // ---- `berth registry gc` dispatch: garbage collection lives in src/registry/gc (its own owner).
 import { runGc } from '../registry/gc/gc.command.js';
 import { startRegistry } from '../registry/index.js';
@@ -21,6 +21,9 @@ const spec: Record<string, FlagSpec> = {
 };
 
 const HELP = `${usage('registry', spec)}
+
+Configuration: the file, then REGISTRY_<SECTION>_<KEY> environment variables (as the reference
+registry: REGISTRY_HTTP_ADDR, REGISTRY_STORAGE_DELETE_ENABLED=true, ...), then the flags.
 
 Subcommands:
   berth registry [serve] [flags] [config.yml]   serve the Registry HTTP API V2 (the default)
@@ -50,7 +53,7 @@ export async function runRegistryCommand(argv: string[]): Promise<number> {
   let config: RegistryConfig;
   try {
     const path = str(parsed, 'config') ?? parsed.positional[0];
-    config = path ? await loadConfig(path) : defaultConfig();
+    config = path ? await loadConfig(path, process.env) : configFromEnv(process.env);
     const addr = str(parsed, 'addr');
     const root = str(parsed, 'root');
     const level = str(parsed, 'log-level');

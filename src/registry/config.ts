@@ -298,14 +298,58 @@ export function parseConfig(text: string, source = 'configuration'): RegistryCon
   }
 }
 
-export async function loadConfig(path: string): Promise<RegistryConfig> {
+export async function loadConfig(path: string, env?: NodeJS.ProcessEnv): Promise<RegistryConfig> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
     throw new ConfigError(`cannot read configuration ${path}: ${(err as Error).message}`);
   }
-  return parseConfig(text, path);
+  if (!env) return parseConfig(text, path);
+  let doc: unknown;
+  try {
+    doc = parseYaml(text) ?? {};
+  } catch (err) {
+    throw new ConfigError(`${path}: ${(err as Error).message}`);
+  }
+  try {
+    return configFromObject(applyEnv(obj(doc, 'configuration'), env));
+  } catch (err) {
+    throw new ConfigError(`${path}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The reference registry's environment overrides: `REGISTRY_<SECTION>_<KEY>...=value` sets
+ * `section.key...` (lowercased), e.g. REGISTRY_STORAGE_DELETE_ENABLED=true,
+ * REGISTRY_HTTP_ADDR=:5000. Values are read as YAML scalars. Returns a new document.
+ */
+export function applyEnv(doc: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out = structuredClone(doc);
+  for (const [name, value] of Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (!name.startsWith('REGISTRY_') || value === undefined) continue;
+    const keys = name.slice('REGISTRY_'.length).toLowerCase().split('_').filter(Boolean);
+    if (keys.length === 0) continue;
+    let node: Record<string, unknown> = out;
+    for (const key of keys.slice(0, -1)) {
+      const next = node[key];
+      if (!next || typeof next !== 'object' || Array.isArray(next)) node[key] = {};
+      node = node[key] as Record<string, unknown>;
+    }
+    let parsed: unknown = value;
+    try {
+      parsed = parseYaml(value);
+    } catch {
+      parsed = value;
+    }
+    node[keys[keys.length - 1] as string] = parsed ?? value;
+  }
+  return out;
+}
+
+/** The defaults with the environment's REGISTRY_* overrides. */
+export function configFromEnv(env: NodeJS.ProcessEnv): RegistryConfig {
+  return configFromObject(applyEnv({}, env));
 }
 
 export function defaultConfig(): RegistryConfig {

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { ConfigError, parseAddr, parseConfig, parseDuration } from '../../../src/registry/config.js';
+import {
+  applyEnv,
+  ConfigError,
+  configFromEnv,
+  parseAddr,
+  parseConfig,
+  parseDuration,
+} from '../../../src/registry/config.js';
 import { Lru } from '../../../src/registry/lru.js';
 import { signSchema1, verifySchema1 } from '../../../src/registry/manifests/schema1.js';
 import { parseManifest } from '../../../src/registry/manifests/validate.js';
@@ -98,6 +105,22 @@ berth:
     assert.throws(() => parseConfig('storage: {delete: {enabled: maybe}}'), ConfigError);
     assert.throws(() => parseConfig('http: {tls: {certificate: /x}}'), ConfigError);
     assert.throws(() => parseConfig(': : :'), ConfigError);
+  });
+  it('REGISTRY_* environment overrides, as the reference registry', () => {
+    const c = configFromEnv({
+      REGISTRY_HTTP_ADDR: '127.0.0.1:7000',
+      REGISTRY_STORAGE_DELETE_ENABLED: 'true',
+      REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY: '/env/root',
+      REGISTRY_LOG_LEVEL: 'warn',
+      PATH: '/usr/bin',
+    });
+    assert.equal(c.http.addr, '127.0.0.1:7000');
+    assert.equal(c.storage.delete.enabled, true);
+    assert.equal(c.storage.filesystem.rootdirectory, '/env/root');
+    assert.equal(c.log.level, 'warn');
+    const doc = { http: { addr: ':1' } };
+    assert.deepEqual(applyEnv(doc, { REGISTRY_HTTP_ADDR: ':2' }), { http: { addr: ':2' } });
+    assert.deepEqual(doc, { http: { addr: ':1' } });
   });
   it('durations and addresses', () => {
     assert.equal(parseDuration('1h30m', 'x', 0), 5_400_000);
