@@ -50,6 +50,15 @@ export interface ImageService extends ImageResolver {
   readonly snapshotter: Snapshotter & SnapshotterExtras;
   /** `POST /images/create?fromSrc=...`: returns the new image ID. */
   importImage(opts: ImportOptions): Promise<string>;
+  /**
+   * Unpack a layer tarball (any compression) on top of the chain `parent` (null: base layer). The
+   * layer is pinned against garbage collection until `release()`: call it once the image that
+   * uses it is created (commit, load, pull).
+   */
+  addLayer(
+    parent: string | null,
+    input: AsyncIterable<Buffer>,
+  ): Promise<{ chainId: string; diffId: string; size: number; release(): void }>;
   /** Register an image from its config (layers must exist already). Used by import; commit and load later. */
   createImage(config: ImageConfigFile, opts?: { parent?: string }): Promise<string>;
   listImages(opts?: ImageListOptions): Promise<ImageListItem[]>;
@@ -399,6 +408,27 @@ class LocalImageService implements ImageService {
     const n = (this.pins.get(chainId) ?? 1) - 1;
     if (n <= 0) this.pins.delete(chainId);
     else this.pins.set(chainId, n);
+  }
+
+  async addLayer(
+    parent: string | null,
+    input: AsyncIterable<Buffer>,
+  ): Promise<{ chainId: string; diffId: string; size: number; release(): void }> {
+    const { layer } = await this.overlay.applyLayer(parent, toBuffers(input), {
+      blob: this.content.writer(),
+      onCommit: (chainId) => this.pins.set(chainId, (this.pins.get(chainId) ?? 0) + 1),
+    });
+    let released = false;
+    return {
+      chainId: layer.chainId,
+      diffId: layer.diffId,
+      size: layer.size,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.unpin(layer.chainId);
+      },
+    };
   }
 
   async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {

@@ -207,7 +207,7 @@ export interface ApplyResult {
  * `blob` when given (the layer blob in the content store).
  */
 export async function applyLayer(opts: {
-  input: AsyncIterable<Buffer> | Readable;
+  input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable;
   dir: string;
   ops: StorageOps;
   blob?: BlobWriter;

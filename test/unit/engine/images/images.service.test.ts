@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Logger } from '../../../../src/common/log.js';
+import type { EngineEvent } from '../../../../src/engine/events/events.service.js';
+import { EventsService } from '../../../../src/engine/events/events.service.js';
+import { createImageService, type ImageService } from '../../../../src/engine/images/images.service.js';
+import { buildBusyboxRootfs, seedBusybox } from '../../../../src/engine/images/seed.js';
+import { makeTar } from '../storage/tar.helper.js';
+
+const log = new Logger('error');
+
+async function* once(buf: Buffer): AsyncGenerator<Buffer> {
+  yield buf;
+}
+
+describe('image service (real overlay in a temp dir)', () => {
+  let dir: string;
+  let images: ImageService;
+  const events = new EventsService();
+  const seen: EngineEvent[] = [];
+  let users: Array<{ id: string; running: boolean; image: string }> = [];
+
+  const open = async () => {
+    images = await createImageService({ dataRoot: dir, events, log });
+    images.setUsers({ containersUsing: (id) => users.filter((u) => u.image === id) });
+  };
+  const importTar = (tar: Buffer, repo?: string, changes: string[] = []) =>
+    images.importImage({ src: '-', body: once(tar), repo, changes });
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-images-'));
+    events.subscribe((e) => seen.push(e));
+    await open();
+  });
+
+  after(async () => {
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((t) => t.startsWith(dir));
+    for (const t of mounts) execFileSync('umount', ['-l', t]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  let bb = '';
+
+  it('seeds busybox once and resolves it every way', async () => {
+    bb = await seedBusybox(images);
+    assert.equal(await seedBusybox(images), bb, 'idempotent');
+    const hex = bb.slice(7);
+    for (const name of [
+      'busybox',
+      'busybox:latest',
+      'docker.io/library/busybox:latest',
+      bb,
+      hex,
+      hex.slice(0, 12),
+      `sha256:${hex.slice(0, 8)}`,
+    ]) {
+      assert.equal((await images.resolve(name)).id, bb, name);
+    }
+    await assert.rejects(images.resolve('busybox:1'), {
+      kind: 'NotFound',
+      message: 'No such image: busybox:1',
+    });
+    await assert.rejects(images.resolve('BusyBox'), { kind: 'InvalidParameter' });
+    const rec = await images.resolve('busybox');
+    assert.equal(rec.config.config?.Cmd?.[0], 'sh');
+    assert.ok(rec.chainId);
+    assert.ok(rec.size > 1_000_000);
+    const tar = await buildBusyboxRootfs();
+    assert.ok(tar.length > rec.size);
+  });
+
+  it('lists with dangling, label, reference, before/since/until filters', async () => {
+    const a = await importTar(await makeTar([{ name: 'a', content: 'a' }]), 'x:1', ['LABEL kind=a']);
+    await sleep(5);
+    const b = await importTar(await makeTar([{ name: 'b', content: 'b' }]), 'x:1', ['LABEL kind=b']);
+    const ids = (o: Parameters<ImageService['listImages']>[0]) =>
+      images.listImages(o).then((l) => l.map((i) => i.record.id));
+    const dangling = await images.listImages({ filters: new Map([['dangling', ['true']]]) });
+    assert.deepEqual(
+      dangling.map((d) => [d.record.id, d.repoTags, d.repoDigests]),
+      [[a, ['<none>:<none>'], ['<none>@<none>']]],
+    );
+    assert.ok(!(await ids({ filters: new Map([['dangling', ['false']]]) })).includes(a));
+    assert.deepEqual(await ids({ filters: new Map([['label', ['kind=b']]]) }), [b]);
+    assert.deepEqual(await ids({ filters: new Map([['label', ['kind']]]) }), [b, a]);
+    assert.deepEqual(await ids({ filters: new Map([['reference', ['x']]]) }), [b]);
+    assert.deepEqual(await ids({ filters: new Map([['reference', ['busy*:latest']]]) }), [bb]);
+    assert.deepEqual(await ids({ filters: new Map([['since', [a]]]) }), [b]);
+    assert.ok((await ids({ filters: new Map([['before', ['x:1']]]) })).includes(bb));
+    assert.deepEqual(await ids({ filters: new Map([['until', ['1']]]) }), []);
+    const all = await ids({});
+    assert.deepEqual(all.slice(0, 3), [b, a, bb], 'newest first');
+    await assert.rejects(images.listImages({ filters: new Map([['nope', ['1']]]) }), {
+      message: "invalid filter 'nope'",
+    });
+    await assert.rejects(images.listImages({ filters: new Map([['since', ['missing']]]) }), {
+      kind: 'NotFound',
+    });
+    await images.remove(a);
+    await images.remove('x:1');
+  });
+
+  it('deletes like dockerd: conflicts with containers, force, layers freed with the last user', async () => {
+    const tar = await makeTar([{ name: 'del', content: 'x' }]);
+    const id = await importTar(tar, 'del:1');
+    const rec = await images.resolve(id);
+    users = [{ id: 'c'.repeat(64), running: true, image: id }];
+    await assert.rejects(images.remove(id, { force: true }), {
+      kind: 'Conflict',
+      message: `conflict: unable to delete ${id.slice(7, 19)} (cannot be forced) - image is being used by running container cccccccccccc`,
+    });
+    // By reference, forced: untagged only (the running container keeps the image).
+    assert.deepEqual(await images.remove('del:1', { force: true }), [{ Untagged: 'del:1' }]);
+    assert.equal((await images.get(id))?.repoTags.length, 0);
+    // The container's snapshot keeps the layer after the image goes.
+    await images.snapshotter.prepare('ctr1', rec.chainId);
+    users = [{ id: 'c'.repeat(64), running: false, image: id }];
+    await assert.rejects(images.remove(id), /must be forced\) - image is being used by stopped container/);
+    const out = await images.remove(id, { force: true });
+    assert.deepEqual(out, [{ Deleted: id }], 'layer kept for the container');
+    const layerDir = join(dir, 'overlay', (rec.chainId as string).slice(7));
+    assert.ok(existsSync(layerDir));
+    users = [];
+    await images.snapshotter.remove('ctr1');
+    assert.ok(!existsSync(layerDir), 'the last user gone, the layer goes');
+  });
+
+  it('publishes image events with name attributes', async () => {
+    seen.length = 0;
+    const id = await importTar(await makeTar([{ name: 'evt', content: 'e' }]), 'evt:1', ['LABEL l=v']);
+    await images.tag('evt:1', 'evt', '2');
+    await images.remove(id, { force: true });
+    assert.deepEqual(
+      seen.map((e) => [e.Action, e.Actor.Attributes.name]),
+      [
+        ['tag', 'evt:1'],
+        ['import', id],
+        ['tag', 'evt:2'],
+        ['untag', id],
+        ['untag', id],
+        ['delete', id],
+      ],
+    );
+    assert.equal(seen[1]?.Actor.Attributes.l, 'v', 'labels ride along');
+  });
+
+  it('history answers <missing> below the top and layer sizes', async () => {
+    const h = await images.history('busybox');
+    assert.equal(h.length, 1);
+    assert.equal(h[0]?.id, bb);
+    assert.deepEqual(h[0]?.tags, ['busybox:latest']);
+    assert.equal(h[0]?.comment, 'Imported from -');
+    assert.ok((h[0]?.size ?? 0) > 1_000_000);
+  });
+
+  it('survives a restart and cleans what a crash left behind', async () => {
+    await images.tag('busybox', 'localhost:5000/keep/me', 'v1');
+    // Leftovers of a crash in the middle of an import: a half-extracted layer, an ingest, a
+    // config blob without image, a committed layer no image uses.
+    await mkdir(join(dir, 'overlay', 'tmp-0123456789abcdef', 'diff'), { recursive: true });
+    await writeFile(join(dir, 'content', 'ingest', 'partial'), 'xx');
+    const orphanLayerTar = await makeTar([{ name: 'orphan', content: 'o' }]);
+    const orphanId = await importTar(orphanLayerTar, 'orphan:1');
+    const orphanChain = (await images.resolve(orphanId)).chainId as string;
+    await rm(join(dir, 'image', 'images', `${orphanId.slice(7)}.json`)); // as if killed before commit
+    await open();
+    assert.equal((await images.resolve('localhost:5000/keep/me:v1')).id, bb);
+    assert.deepEqual((await images.resolve('busybox')).repoTags, [
+      'busybox:latest',
+      'localhost:5000/keep/me:v1',
+    ]);
+    await assert.rejects(images.resolve('orphan:1'), { kind: 'NotFound' });
+    assert.ok(!existsSync(join(dir, 'overlay', orphanChain.slice(7))), 'unused layer collected');
+    assert.ok(
+      !existsSync(join(dir, 'content', 'blobs', 'sha256', orphanId.slice(7))),
+      'orphan config collected',
+    );
+    assert.ok(!(await readdir(join(dir, 'overlay'))).some((n) => n.startsWith('tmp-')));
+    assert.deepEqual(await readdir(join(dir, 'content', 'ingest')), []);
+  });
+
+  it('mounts a container snapshot of busybox', async () => {
+    const rec = await images.resolve('busybox');
+    await images.snapshotter.prepare('ctr2', rec.chainId);
+    const paths = await images.snapshotter.paths('ctr2');
+    await images.snapshotter.mount('ctr2', paths.MergedDir);
+    try {
+      assert.ok(existsSync(join(paths.MergedDir, 'bin', 'sh')));
+      assert.ok(existsSync(join(paths.MergedDir, 'etc', 'passwd')));
+    } finally {
+      await images.snapshotter.unmount(paths.MergedDir);
+    }
+    await images.snapshotter.remove('ctr2');
+  });
+});
+
+describe('image service: parents and history', () => {
+  let dir: string;
+  let images: ImageService;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-images-h-'));
+    images = await createImageService({ dataRoot: dir, events: new EventsService(), log });
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('walks parents for history, refuses to delete a parent, hides intermediates', async () => {
+    const l1 = await images.addLayer(null, once(await makeTar([{ name: 'one', content: '1' }])));
+    const base = await images.createImage({
+      architecture: 'amd64',
+      os: 'linux',
+      created: '2024-01-01T00:00:00Z',
+      rootfs: { type: 'layers', diff_ids: [l1.diffId] },
+      history: [{ created: '2024-01-01T00:00:00Z', created_by: 'ADD one' }],
+    });
+    const l2 = await images.addLayer(l1.chainId, once(await makeTar([{ name: 'two', content: '22' }])));
+    const child = await images.createImage(
+      {
+        architecture: 'amd64',
+        os: 'linux',
+        created: '2024-01-02T00:00:00Z',
+        config: { Cmd: ['x'] },
+        rootfs: { type: 'layers', diff_ids: [l1.diffId, l2.diffId] },
+        history: [
+          { created: '2024-01-01T00:00:00Z', created_by: 'ADD one' },
+          { created: '2024-01-02T00:00:00Z', created_by: 'CMD x', empty_layer: true },
+          { created: '2024-01-02T00:00:00Z', created_by: 'ADD two' },
+        ],
+      },
+      { parent: base },
+    );
+    l1.release();
+    l2.release();
+    assert.equal((await images.collectGarbage()).length, 0);
+    await images.tag(child, 'child');
+    const h = await images.history('child');
+    assert.deepEqual(
+      h.map((i) => [i.id, i.createdBy, i.size, i.tags]),
+      [
+        [child, 'ADD two', 2, ['child:latest']],
+        [base, 'CMD x', 0, null],
+        ['<missing>', 'ADD one', 1, null],
+      ],
+    );
+    assert.equal((await images.resolve('child')).size, 3);
+    const listed = (await images.listImages()).map((i) => i.record.id);
+    assert.deepEqual(listed, [child], 'untagged parent with children is hidden without all');
+    assert.deepEqual(
+      (await images.listImages({ all: true })).map((i) => i.record.id),
+      [child, base],
+    );
+    await assert.rejects(
+      images.remove(base, { force: true }),
+      /\(cannot be forced\) - image has dependent child images/,
+    );
+    const out = await images.remove('child');
+    assert.deepEqual(out, [
+      { Untagged: 'child:latest' },
+      { Deleted: child },
+      { Deleted: l2.chainId },
+      { Deleted: base },
+      { Deleted: l1.chainId },
+    ]);
+  });
+});
