@@ -53,4 +53,4 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
 
 export * from './logs/index.js';
 export type * from './runtime.types.js';
-export { type BuildSpecOptions, buildSpec, specToJson } from './spec/index.js';
+export { type BuildSpecOptions, buildSpec, type SeccompProfile, specToJson } from './spec/index.js';

@@ -16,6 +16,7 @@ const exec = promisify(execFile);
 
 const applets = [
   'sh',
+  'grep',
   'echo',
   'cat',
   'sleep',

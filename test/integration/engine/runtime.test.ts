@@ -221,6 +221,17 @@ describe('runtime driver (runc + conmon)', () => {
     assert.equal(s.oomKilled, true);
   });
 
+  it('confines the container with the default seccomp profile unless unconfined', async () => {
+    const { logPath } = await h.run('sc1', ['grep', 'Seccomp:', '/proc/self/status']);
+    await h.waitExit('sc1');
+    assert.match(await readFile(logPath, 'utf8'), /Seccomp:\t2/);
+    const r = await h.run('sc2', ['grep', 'Seccomp:', '/proc/self/status'], {
+      hostConfig: { SecurityOpt: ['seccomp=unconfined'] },
+    });
+    await h.waitExit('sc2');
+    assert.match(await readFile(r.logPath, 'utf8'), /Seccomp:\t0/);
+  });
+
   it('fails to start a missing command with the runtime message, and cleans up', async () => {
     await assert.rejects(h.run('missing', ['/nonexistent']), /OCI runtime create failed: .*nonexistent/);
     assert.equal(await h.driver.state('missing'), null);

@@ -10,6 +10,8 @@ import { containerEnv } from './process-env.js';
 import { planResources } from './resources.js';
 import { planRlimits } from './rlimits.js';
 import { mkdirInRoot } from './rootfs-path.js';
+import { parseSeccompProfile, type SeccompProfile, seccompForContainer } from './seccomp.js';
+import { defaultSeccompProfile } from './seccomp-default.js';
 import { resolveUserInRootfs } from './user.js';
 
 export interface BuildSpecOptions {
@@ -17,6 +19,11 @@ export interface BuildSpecOptions {
   host?: SpecHost;
   /** Collects warnings for the create response (ulimits lowered, swap limit unsupported...). */
   warnings?: string[];
+  /**
+   * The daemon's seccomp profile (dockerd's --seccomp-profile): Docker's default when undefined,
+   * 'unconfined' for none. A container's SecurityOpt `seccomp=` overrides it.
+   */
+  seccompProfile?: 'unconfined' | SeccompProfile;
 }
 
 /** The in-container path of docker-init for HostConfig.Init. */
@@ -24,6 +31,8 @@ export const initPathInContainer = '/sbin/docker-init';
 
 interface SecurityOptions {
   noNewPrivileges: boolean;
+  /** undefined: the default profile; 'unconfined': none; else a profile's JSON. */
+  seccomp?: string;
 }
 
 function parseSecurityOpt(opts: readonly string[] | null | undefined): SecurityOptions {
@@ -47,11 +56,13 @@ function parseSecurityOpt(opts: readonly string[] | null | undefined): SecurityO
         }
         out.noNewPrivileges = ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(value);
         break;
+      case 'seccomp':
+        out.seccomp = value;
+        break;
       case 'label':
       case 'apparmor':
-      case 'seccomp':
       case 'systempaths':
-        // no SELinux or AppArmor on this host; seccomp: no profile is applied (see docs/runtime.md)
+        // no SELinux or AppArmor on this host
         break;
       default:
         throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
@@ -133,6 +144,18 @@ export async function buildSpec(
   }
 
   const { devices, rules } = await planDevices(hc, host);
+  let seccomp: Record<string, unknown> | null = null;
+  const daemonProfile = options.seccompProfile ?? defaultSeccompProfile;
+  if (!hc.Privileged) {
+    if (security.seccomp === undefined || security.seccomp === '') {
+      if (daemonProfile !== 'unconfined') seccomp = seccompForContainer(daemonProfile, caps);
+    } else if (security.seccomp === 'builtin') {
+      seccomp = seccompForContainer(defaultSeccompProfile, caps);
+    } else if (security.seccomp !== 'unconfined') {
+      seccomp = seccompForContainer(parseSeccompProfile(security.seccomp), caps);
+    }
+  }
+
   const resources = await planResources(hc, rules, host, warnings);
 
   const hostname = plan.hostUts ? '' : (cfg.Hostname ?? '');
@@ -161,6 +184,7 @@ export async function buildSpec(
     readonlyPaths: hc.ReadonlyPaths ?? (hc.Privileged ? [] : [...defaultReadonlyPaths]),
   };
   if (mountPlan.rootfsPropagation) linux.rootfsPropagation = mountPlan.rootfsPropagation;
+  if (seccomp) linux.seccomp = seccomp;
 
   const spec: Record<string, unknown> = {
     ociVersion: '1.0.2-dev',
@@ -187,3 +211,4 @@ export function specToJson(spec: Record<string, unknown>): string {
 
 export type { SpecHost } from './host.js';
 export { realSpecHost } from './host.js';
+export type { SeccompProfile } from './seccomp.js';

@@ -746,3 +746,62 @@ describe('host facts', () => {
     });
   });
 });
+
+describe('buildSpec: seccomp (Docker default profile)', () => {
+  type Seccomp = {
+    defaultAction: string;
+    architectures: string[];
+    syscalls: { names: string[]; action: string; errnoRet?: number; args?: unknown[] }[];
+  };
+  const allowed = (s: Seccomp) =>
+    new Set(s.syscalls.filter((c) => c.action === 'SCMP_ACT_ALLOW' && !c.args).flatMap((c) => c.names));
+
+  it('applies the default profile, filtered by the container capabilities', async () => {
+    const s = (await spec()) as unknown as { linux: { seccomp: Seccomp } };
+    const sc = s.linux.seccomp;
+    assert.equal(sc.defaultAction, 'SCMP_ACT_ERRNO');
+    if (process.arch === 'x64')
+      assert.deepEqual(sc.architectures, ['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86', 'SCMP_ARCH_X32']);
+    const ok = allowed(sc);
+    assert.ok(ok.has('read') && ok.has('clone3') === false);
+    assert.ok(!ok.has('mount') && !ok.has('unshare') && !ok.has('reboot'));
+    assert.deepEqual(
+      sc.syscalls.find((c) => c.names.includes('clone3')),
+      { names: ['clone3'], action: 'SCMP_ACT_ERRNO', errnoRet: 38 },
+    );
+    const admin = (await spec({}, { CapAdd: ['SYS_ADMIN'] })) as unknown as { linux: { seccomp: Seccomp } };
+    const okAdmin = allowed(admin.linux.seccomp);
+    assert.ok(okAdmin.has('mount') && okAdmin.has('unshare') && okAdmin.has('clone3'));
+  });
+
+  it('has none when privileged or unconfined; takes a custom profile', async () => {
+    assert.equal(
+      ((await spec({}, { Privileged: true })) as unknown as { linux: { seccomp?: unknown } }).linux.seccomp,
+      undefined,
+    );
+    assert.equal(
+      (
+        (await spec({}, { SecurityOpt: ['seccomp=unconfined'] })) as unknown as {
+          linux: { seccomp?: unknown };
+        }
+      ).linux.seccomp,
+      undefined,
+    );
+    const custom = JSON.stringify({
+      defaultAction: 'SCMP_ACT_ALLOW',
+      syscalls: [{ name: 'chmod', action: 'SCMP_ACT_ERRNO' }],
+    });
+    const s = (await spec({}, { SecurityOpt: [`seccomp=${custom}`] })) as unknown as {
+      linux: { seccomp: Seccomp };
+    };
+    assert.deepEqual(s.linux.seccomp, {
+      defaultAction: 'SCMP_ACT_ALLOW',
+      syscalls: [{ names: ['chmod'], action: 'SCMP_ACT_ERRNO' }],
+    });
+    await rejectsInvalid(spec({}, { SecurityOpt: ['seccomp={not json'] }), /Decoding seccomp profile failed/);
+    const daemonOff = (await buildSpec(input(), { host: fakeHost(), seccompProfile: 'unconfined' })) as {
+      linux: { seccomp?: unknown };
+    };
+    assert.equal(daemonOff.linux.seccomp, undefined);
+  });
+});
