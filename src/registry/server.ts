@@ -41,9 +41,14 @@ export async function serveRegistry(
   await mkdir(root, { recursive: true });
   const driver = new FilesystemDriver(root);
   const { host, port } = parseAddr(config.http.addr);
-  const accessLog = config.log.accesslog.disabled
-    ? undefined
-    : (hooks.accessLog ?? ((line: string) => process.stdout.write(`${line}\n`)));
+  let accessLog = config.log.accesslog.disabled ? undefined : hooks.accessLog;
+  if (!config.log.accesslog.disabled && !accessLog) {
+    // A closed stdout (EPIPE) must not take the registry down.
+    if (process.stdout.listenerCount('error') === 0) process.stdout.on('error', () => {});
+    accessLog = (line: string) => {
+      if (process.stdout.writable) process.stdout.write(`${line}\n`);
+    };
+  }
   const purging = config.storage.maintenance.uploadpurging;
   const app = createRegistryApp({
     driver,
