@@ -232,6 +232,14 @@ describe('runtime driver (runc + conmon)', () => {
     assert.match(await readFile(r.logPath, 'utf8'), /Seccomp:\t0/);
   });
 
+  it('starts a container again after it exited (restart without delete)', async () => {
+    await h.run('again', ['sh', '-c', 'exit 1']);
+    assert.equal((await h.waitExit('again')).exitCode, 1);
+    await h.run('again', ['sh', '-c', 'exit 2']);
+    assert.equal((await h.waitExit('again')).exitCode, 2);
+    assert.equal((await h.driver.exitStatus('again'))?.exitCode, 2);
+  });
+
   it('fails to start a missing command with the runtime message, and cleans up', async () => {
     await assert.rejects(h.run('missing', ['/nonexistent']), /OCI runtime create failed: .*nonexistent/);
     assert.equal(await h.driver.state('missing'), null);

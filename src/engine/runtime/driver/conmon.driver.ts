@@ -173,7 +173,12 @@ export class ConmonDriver implements RuntimeDriver {
       if (!opts.stdinOnce) args.push('--leave-stdin-open');
     }
 
-    const res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+    let res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+    if (res.pid <= 0 && /already exists|exists already|File exists/i.test(res.message ?? '')) {
+      // the runtime still has the previous run of this container (started again without delete)
+      await this.o.cli.delete(id);
+      res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+    }
     if (res.pid <= 0) {
       await this.o.cli.delete(id).catch(() => undefined);
       throw systemError(`OCI runtime create failed: ${(res.message ?? 'unknown error').trim()}`);
