@@ -251,6 +251,17 @@ describe('large blobs', () => {
       });
       assert.equal(ranged.status, 206);
       assert.ok(ranged.body.equals(data.subarray(chunk, chunk + 100)));
+      // Concurrent readers each get intact bytes (the send path reuses its buffers).
+      const gets = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          http('GET', `${reg.url}/v2/large/blobs/${digest}`, {
+            headers: i % 2 ? { Range: `bytes=${i * 1000}-` } : {},
+          }),
+        ),
+      );
+      gets.forEach((g, i) => {
+        assert.ok(g.body.equals(i % 2 ? data.subarray(i * 1000) : data), `reader ${i}`);
+      });
     } finally {
       await reg.stop();
     }
