@@ -132,8 +132,9 @@ export class ConmonDriver implements RuntimeDriver {
       rm(join(this.exitDir, id), { force: true }),
       rm(join(persist, 'exit'), { force: true }),
       rm(join(persist, 'oom'), { force: true }),
-      rm(join(persist, 'exit-reported'), { force: true }),
     ]);
+    // only once the old exit files are gone: the previous run's exit cannot be reported again
+    await rm(join(persist, 'exit-reported'), { force: true });
     this.metas.set(id, meta);
 
     const args = [
