@@ -162,7 +162,10 @@ class LocalImageService implements ImageService {
       mount: (key, target, o) => overlay.mount(key, target, o),
       unmount: (target) => overlay.unmount(target),
       remove: async (key) => {
+        const parent = (await overlay.listActive()).find((a) => a.key === key)?.parent ?? null;
         await overlay.remove(key);
+        // Layers an image still uses stay anyway; collect only when the container held the last use.
+        if (parent === null || [...this.images.values()].some((i) => i.chain.includes(parent))) return;
         await this.collectGarbage().catch((err) =>
           opts.log.warn('layer garbage collection failed', { error: errorMessage(err) }),
         );

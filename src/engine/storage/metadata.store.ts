@@ -12,6 +12,9 @@ const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
  * reported through `onCorrupt`.
  */
 export class JsonRecordStore<T> {
+  /** All records, loaded by init() and kept in step with every put and delete. */
+  private cache: Map<string, T> | undefined;
+
   constructor(
     readonly dir: string,
     private readonly onCorrupt: (key: string, err: unknown) => void = () => undefined,
@@ -22,6 +25,12 @@ export class JsonRecordStore<T> {
     for (const name of await readdir(this.dir)) {
       if (name.endsWith('.tmp')) await rm(join(this.dir, name), { force: true });
     }
+    const cache = new Map<string, T>();
+    for (const key of await this.keysOnDisk()) {
+      const v = await this.read(key);
+      if (v !== undefined) cache.set(key, v);
+    }
+    this.cache = cache;
   }
 
   private file(key: string): string {
@@ -29,7 +38,7 @@ export class JsonRecordStore<T> {
     return join(this.dir, `${key}.json`);
   }
 
-  async get(key: string): Promise<T | undefined> {
+  private async read(key: string): Promise<T | undefined> {
     try {
       return JSON.parse(await readFile(this.file(key), 'utf8')) as T;
     } catch (err) {
@@ -39,24 +48,40 @@ export class JsonRecordStore<T> {
     }
   }
 
+  async get(key: string): Promise<T | undefined> {
+    if (this.cache) {
+      this.file(key); // validates the key
+      return this.cache.get(key);
+    }
+    return this.read(key);
+  }
+
   async put(key: string, value: T): Promise<void> {
     await writeJsonAtomic(this.file(key), value);
+    this.cache?.set(key, value);
   }
 
   async delete(key: string): Promise<void> {
+    this.cache?.delete(key);
     await rm(this.file(key), { force: true });
     await fsyncDir(this.dir).catch(() => undefined);
   }
 
-  async keys(): Promise<string[]> {
+  private async keysOnDisk(): Promise<string[]> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
     return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
   }
 
+  async keys(): Promise<string[]> {
+    if (this.cache) return [...this.cache.keys()];
+    return this.keysOnDisk();
+  }
+
   async all(): Promise<Map<string, T>> {
+    if (this.cache) return new Map(this.cache);
     const out = new Map<string, T>();
-    for (const key of await this.keys()) {
-      const v = await this.get(key);
+    for (const key of await this.keysOnDisk()) {
+      const v = await this.read(key);
       if (v !== undefined) out.set(key, v);
     }
     return out;

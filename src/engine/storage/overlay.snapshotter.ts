@@ -329,12 +329,15 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       }
       const lower = parentChainId === null ? '' : await this.lowerOf(parentChainId);
       await rm(dir, { recursive: true, force: true });
-      await mkdir(join(dir, 'diff'), { recursive: true, mode: 0o755 });
-      await mkdir(join(dir, 'work'), { mode: 0o700 });
+      await mkdir(dir, { mode: 0o700 });
       const link = newLinkId();
-      await writeFile(join(dir, 'link'), link);
-      if (lower) await writeFile(join(dir, 'lower'), lower);
-      await symlink(`../${key}/diff`, join(this.linkDir, link));
+      await Promise.all([
+        mkdir(join(dir, 'diff'), { mode: 0o755 }),
+        mkdir(join(dir, 'work'), { mode: 0o700 }),
+        writeFile(join(dir, 'link'), link),
+        lower ? writeFile(join(dir, 'lower'), lower) : undefined,
+        symlink(`../${key}/diff`, join(this.linkDir, link)),
+      ]);
       await this.active.put(key, { key, parent: parentChainId, link, created: new Date().toISOString() });
     });
   }
