@@ -261,6 +261,16 @@ describe('garbage collection', () => {
       // Fresh blobs stay with the default grace period.
       assert.equal(await runGc(['--root', f.root, '--quiet']), 0);
       assert.ok(await exists(f, orphan2.digest));
+      out.length = 0;
+      assert.equal(await runGc(['--root', f.root, '--json', '--dry-run', '--grace-period', '0s']), 0);
+      const report = JSON.parse(out.join('')) as {
+        dryRun: boolean;
+        deletedBlobs: string[];
+        markedBlobs: number;
+      };
+      assert.equal(report.dryRun, true);
+      assert.deepEqual(report.deletedBlobs, [orphan2.digest]);
+      assert.equal(report.markedBlobs, 3);
     } finally {
       process.stdout.write = write;
     }
