@@ -1,6 +1,8 @@
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { type ParsedDigest, sha256Digest, tryParseDigest } from '../../common/digest.js';
 import { Lru } from '../lru.js';
+import { signSchema1 } from '../manifests/schema1.js';
 import type { ManifestInfo } from '../manifests/types.js';
 import { describeStored } from '../manifests/validate.js';
 import { type FileInfo, isPathNotFound, type StorageDriver } from './driver.js';
@@ -126,7 +128,9 @@ export class RegistryStore {
     if (!content) return undefined;
     let info = describeStored(content, d.digest);
     if (info.schema1) {
-      const signed = await this.signedSchema1(name, d);
+      // The signed bytes berth kept; otherwise (a payload stored by the reference registry, which
+      // keeps no signatures) sign with the registry's own key, as the reference does on read.
+      const signed = (await this.signedSchema1(name, d)) ?? trySign(content);
       if (signed) info = describeStored(signed, d.digest);
     }
     this.manifestCache.set(this.cacheKey(name, d.digest, info), info, info.content.length + 512);
@@ -261,6 +265,18 @@ export class RegistryStore {
       if (!isPathNotFound(err)) throw err;
     }
     return repos.sort(compareStrings);
+  }
+}
+
+let registryKey: KeyObject | undefined;
+
+/** Sign a schema-1 payload with a key generated once per process; undefined if it cannot be. */
+function trySign(payload: Buffer): Buffer | undefined {
+  try {
+    registryKey ??= generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    return signSchema1(payload, registryKey);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { signSchema1 } from '../../../src/registry/manifests/schema1.js';
+import { signSchema1, verifySchema1 } from '../../../src/registry/manifests/schema1.js';
 import {
   ALL_MANIFEST_TYPES,
   DOCKER_LIST,
@@ -268,6 +270,27 @@ describe('signed schema 1', () => {
     );
     assert.equal(r2.status, 400);
     assert.deepEqual(errorCodes(r2), ['TAG_INVALID']);
+  });
+
+  it('a schema-1 payload stored without signatures (as the reference stores it) is served signed', async () => {
+    const p = payload('old/image', 'stored');
+    const digest = sha256(p);
+    const hex = digest.slice(7);
+    const v2 = join(reg.root, 'docker/registry/v2');
+    await mkdir(join(v2, 'blobs/sha256', hex.slice(0, 2), hex), { recursive: true });
+    await writeFile(join(v2, 'blobs/sha256', hex.slice(0, 2), hex, 'data'), p);
+    for (const dir of [`_manifests/revisions/sha256/${hex}`, '_manifests/tags/stored/current']) {
+      await mkdir(join(v2, 'repositories/old/image', dir), { recursive: true });
+      await writeFile(join(v2, 'repositories/old/image', dir, 'link'), digest);
+    }
+    const get = await http('GET', `${base}/v2/old/image/manifests/stored`);
+    assert.equal(get.status, 200);
+    assert.equal(
+      get.headers.get('content-type'),
+      'application/vnd.docker.distribution.manifest.v1+prettyjws',
+    );
+    assert.equal(get.headers.get('docker-content-digest'), digest);
+    assert.equal(verifySchema1(get.body).toString(), p);
   });
 
   it('unknown fsLayers are BLOB_UNKNOWN', async () => {
