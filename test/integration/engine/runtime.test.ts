@@ -232,6 +232,21 @@ describe('runtime driver (runc + conmon)', () => {
     assert.match(await readFile(r.logPath, 'utf8'), /Seccomp:\t0/);
   });
 
+  it('attaches through a bundle path longer than a socket address holds', async () => {
+    const id = 'a'.repeat(64);
+    const bundleDir = join(h.dir, 'a-rather-long-directory-name-for-bundles', id, 'bundle');
+    assert.ok(bundleDir.length + '/attach'.length > 107);
+    let got: Promise<{ stdout: string; stderr: string }> | undefined;
+    await h.run(id, ['echo', 'long path'], {
+      bundleDir,
+      beforeStart: async () => {
+        got = collect(await h.driver.attach(id));
+      },
+    });
+    assert.equal((await got!).stdout, 'long path\n');
+    assert.equal((await h.waitExit(id)).exitCode, 0);
+  });
+
   it('starts a container again after it exited (restart without delete)', async () => {
     await h.run('again', ['sh', '-c', 'exit 1']);
     assert.equal((await h.waitExit('again')).exitCode, 1);

@@ -22,7 +22,7 @@ export interface ProcessRunner {
    * Start conmon (it daemonizes) with a sync pipe on fd 3 and resolve with the first message it
    * writes there: the container pid once `runtime create` is done.
    */
-  startMonitor(file: string, args: string[], cwd: string): Promise<MonitorStart>;
+  startMonitor(file: string, args: string[], cwd: string, timeoutMs?: number): Promise<MonitorStart>;
 }
 
 const childEnv = (): NodeJS.ProcessEnv => {
@@ -52,7 +52,7 @@ export const realProcessRunner: ProcessRunner = {
     });
   },
 
-  startMonitor(file, args, cwd) {
+  startMonitor(file, args, cwd, timeoutMs = 120_000) {
     return new Promise((resolve, reject) => {
       const child = spawn(file, args, {
         cwd,
@@ -65,9 +65,15 @@ export const realProcessRunner: ProcessRunner = {
       let buf = '';
       let done = false;
       let exited: number | null = null;
+      const timer = setTimeout(
+        () => finish(new Error(`the runtime did not create the container within ${timeoutMs / 1000} s`)),
+        timeoutMs,
+      );
+      timer.unref();
       const finish = (err: Error | null, result?: MonitorStart) => {
         if (done) return;
         done = true;
+        clearTimeout(timer);
         sync.destroy();
         child.stderr?.destroy();
         child.unref();
