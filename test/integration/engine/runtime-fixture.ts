@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -150,6 +150,10 @@ export async function createHarness(name: 'runc' | 'crun' = 'runc'): Promise<Har
       }
       for (const d of drivers) await d.close();
       await rm(dir, { recursive: true, force: true });
+      // the parent cgroup the runtime made (empty once every container is deleted)
+      for (const c of await readdir('/sys/fs/cgroup').catch(() => [] as string[])) {
+        await rmdir(join('/sys/fs/cgroup', c, 'berth-test')).catch(() => undefined);
+      }
     },
   };
   return h;
