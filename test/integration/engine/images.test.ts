@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { busyboxTarball } from '../../helpers/busybox.js';
+import { busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 
 interface Inspect {
@@ -28,6 +28,7 @@ describe('images through the docker CLI and the API', () => {
 
   before(async () => {
     engine = await TestEngine.start();
+    await ensureBusybox(engine);
     tarPath = await busyboxTarball();
     tar = await readFile(tarPath);
   });
@@ -43,7 +44,7 @@ describe('images through the docker CLI and the API', () => {
     return r.json<Inspect>();
   };
 
-  it('seeds busybox:latest with sh and the default PATH', async () => {
+  it("busybox:latest has sh and the default PATH; inspect has dockerd's shape", async () => {
     const img = await inspect('busybox');
     assert.deepEqual(img.RepoTags, ['busybox:latest']);
     assert.deepEqual(img.Config.Cmd, ['sh']);
