@@ -6,13 +6,16 @@ import { promisify } from 'node:util';
 import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { type ListenAddress, parseListenAddress } from '../http/server.js';
+import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import type { EngineConfig } from './config.js';
+import { createContainerService } from './containers/containers.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService } from './images/images.service.js';
+import { createRuntime } from './runtime/index.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 
 const run = promisify(execFile);
@@ -139,6 +142,21 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
   registerEventRoutes(router, events);
   const images = await createImageService({ dataRoot: config.dataRoot, events, log: log.child('images') });
   registerImageRoutes(router, images);
+  const runtime = await createRuntime({
+    name: config.runtime,
+    execRoot: config.execRoot,
+    dataRoot: config.dataRoot,
+    log,
+  });
+  const containers = await createContainerService({
+    dataRoot: config.dataRoot,
+    execRoot: config.execRoot,
+    events,
+    images,
+    runtime,
+    log,
+  });
+  registerContainerRoutes(router, containers);
 
   const servers: Server[] = [];
   const bound: string[] = [];
@@ -162,6 +180,8 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
     async close() {
       if (closed) return;
       closed = true;
+      await containers.close();
+      await runtime.close();
       await Promise.all(
         servers.map(
           (s) =>

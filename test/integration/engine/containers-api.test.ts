@@ -3,7 +3,22 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { FrameDecoder } from '../../../src/http/stream.js';
+import { busyboxTarball } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+
+/** busybox:latest in the engine, imported from the host's busybox-static when missing. */
+async function ensureBusybox(engine: TestEngine): Promise<void> {
+  if ((await engine.docker(['image', 'inspect', 'busybox:latest'])).code === 0) return;
+  await engine.dockerOk([
+    'import',
+    '--change',
+    'CMD ["sh"]',
+    '--change',
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    await busyboxTarball(),
+    'busybox:latest',
+  ]);
+}
 
 // biome-ignore lint/suspicious/noExplicitAny: inspect JSON is walked freely in assertions.
 type Inspect = Record<string, any>;
@@ -46,6 +61,7 @@ describe('container API over raw HTTP', () => {
 
   before(async () => {
     engine = await TestEngine.start();
+    await ensureBusybox(engine);
   });
   after(async () => {
     await engine?.destroy();

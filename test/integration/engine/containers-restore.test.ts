@@ -1,7 +1,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { busyboxTarball } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+
+/** busybox:latest in the engine, imported from the host's busybox-static when missing. */
+async function ensureBusybox(engine: TestEngine): Promise<void> {
+  if ((await engine.docker(['image', 'inspect', 'busybox:latest'])).code === 0) return;
+  await engine.dockerOk([
+    'import',
+    '--change',
+    'CMD ["sh"]',
+    '--change',
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    await busyboxTarball(),
+    'busybox:latest',
+  ]);
+}
 
 /** Live restore: the engine is killed with SIGKILL and started again; containers are not lost. */
 describe('containers survive kill -9 of the engine', () => {
@@ -10,6 +25,7 @@ describe('containers survive kill -9 of the engine', () => {
 
   before(async () => {
     engine = await TestEngine.start();
+    await ensureBusybox(engine);
   });
   after(async () => {
     await engine?.destroy();
