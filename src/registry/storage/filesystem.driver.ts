@@ -157,6 +157,8 @@ class FsWriter implements FileWriter {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private closed = false;
+  /** The batch being written while the next one accumulates (at most one in flight). */
+  private inflight: Promise<void> | undefined;
 
   constructor(
     private readonly handle: FileHandle,
@@ -169,19 +171,40 @@ class FsWriter implements FileWriter {
     this.pending.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
     this.pendingBytes += chunk.byteLength;
     this.size += chunk.byteLength;
-    if (this.pendingBytes >= WRITE_BATCH) await this.flush();
+    if (this.pendingBytes >= WRITE_BATCH) {
+      // Overlap: the previous batch goes to disk while this one was received and hashed.
+      await this.settle();
+      const batch = this.take();
+      const p = this.writeAll(batch);
+      p.catch(() => {});
+      this.inflight = p;
+    }
   }
 
-  private async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
-    const buffers = this.pending;
+  private take(): Buffer[] {
+    const batch = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
+    return batch;
+  }
+
+  private async settle(): Promise<void> {
+    const p = this.inflight;
+    this.inflight = undefined;
+    if (p) await p;
+  }
+
+  private async writeAll(buffers: Buffer[]): Promise<void> {
     let remaining = buffers;
     while (remaining.length > 0) {
       const { bytesWritten } = await this.handle.writev(remaining);
       remaining = skipBytes(remaining, bytesWritten);
     }
+  }
+
+  private async flush(): Promise<void> {
+    await this.settle();
+    if (this.pending.length > 0) await this.writeAll(this.take());
   }
 
   async commit(): Promise<void> {
@@ -200,6 +223,7 @@ class FsWriter implements FileWriter {
 
   async cancel(): Promise<void> {
     this.pending = [];
+    await this.settle().catch(() => {});
     await this.doClose();
     await rm(this.full, { force: true });
   }
