@@ -8,6 +8,7 @@ packages=(
   runc crun conmon           # OCI runtimes and the per-container process monitor
   busybox-static             # the rootfs of the seeded busybox image and of test images
   attr                       # setfattr: overlay opaque directories when applying image layers
+  bzip2 xz-utils zstd        # decompressors of bzip2/xz/zstd image layers (gzip is in-process)
   containernetworking-plugins iptables iproute2
   skopeo                     # registry client used by the tests
   apache2-utils              # htpasswd, for registry auth tests

@@ -5,7 +5,7 @@ import { join, posix } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import tarStream from 'tar-stream';
-import { invalidParameter } from '../../common/errors.js';
+import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 
@@ -156,6 +156,7 @@ async function* decompress(
   let input: NodeJS.WritableStream;
   let output: Readable;
   let done: Promise<void> = Promise.resolve();
+  let kill = () => undefined as void;
   if (kind === 'gzip') {
     const gunzip = createGunzip();
     input = gunzip;
@@ -165,6 +166,7 @@ async function* decompress(
     input = d.stdin;
     output = d.stdout;
     done = d.done;
+    kill = d.kill;
   }
   const feed = (async () => {
     const write = async (chunk: Buffer) => {
@@ -180,14 +182,22 @@ async function* decompress(
     }
     input.end();
   })();
-  feed.catch((err) => output.destroy(err as Error));
+  feed.catch((err) => {
+    kill();
+    output.destroy(err as Error);
+  });
   try {
     for await (const chunk of output) yield chunk as Buffer;
+    await feed;
+    await done;
   } catch (err) {
+    kill();
+    if (err instanceof BerthError) throw err;
     throw invalidParameter(`invalid ${kind} layer: ${(err as Error).message}`);
+  } finally {
+    // The consumer stopped early (an error downstream): stop the decompressor too.
+    kill();
   }
-  await feed;
-  await done;
 }
 
 export interface ApplyResult {

@@ -36,6 +36,7 @@ export interface StorageOps {
     stdin: NodeJS.WritableStream;
     stdout: Readable;
     done: Promise<void>;
+    kill(): void;
   };
 }
 
@@ -164,6 +165,7 @@ export class HostStorageOps implements StorageOps {
     stdin: NodeJS.WritableStream;
     stdout: Readable;
     done: Promise<void>;
+    kill(): void;
   } {
     const child = spawn(kind, ['-d', '-c'], { stdio: ['pipe', 'pipe', 'pipe'] });
     const err: Buffer[] = [];
@@ -176,6 +178,7 @@ export class HostStorageOps implements StorageOps {
         else reject(invalidParameter(`${kind}: ${Buffer.concat(err).toString('utf8').trim()}`));
       });
     });
-    return { stdin: child.stdin, stdout: child.stdout, done };
+    done.catch(() => undefined);
+    return { stdin: child.stdin, stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
   }
 }

@@ -154,6 +154,22 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     assert.equal(await snap.getLayer(a.layer.chainId), undefined);
   });
 
+  it('decompresses bzip2, xz and zstd layers to the same diff ID', async () => {
+    const tar = await makeTar([{ name: 'z/file', content: 'compressed '.repeat(1000) }]);
+    const plain = await snap.applyLayer(null, chunks(tar));
+    for (const tool of ['bzip2', 'xz', 'zstd']) {
+      const packed = execFileSync(tool, ['-c'], { input: tar });
+      const r = await snap.applyLayer(null, chunks(packed, 100));
+      assert.equal(r.layer.chainId, plain.layer.chainId, tool);
+    }
+    const bad = Buffer.concat([
+      execFileSync('xz', ['-c'], { input: tar }).subarray(0, 40),
+      Buffer.alloc(100),
+    ]);
+    await assert.rejects(snap.applyLayer(null, chunks(bad)), { kind: 'InvalidParameter' });
+    await snap.removeLayer(plain.layer.chainId);
+  });
+
   it('refuses garbage and path escapes with a 4xx kind', async () => {
     await assert.rejects(snap.applyLayer(null, chunks(Buffer.alloc(2048, 7))), { kind: 'InvalidParameter' });
     const evil = await makeTar([{ name: '../../escape', content: 'x' }]);
