@@ -157,6 +157,7 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
     log,
   });
   registerContainerRoutes(router, containers);
+  sources.containers = () => containers.counts();
 
   const servers: Server[] = [];
   const bound: string[] = [];

@@ -189,6 +189,12 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       await life.resize(get(ix, idOrName), height, width);
     },
     resolveId: (idOrName) => ix.names.resolve(idOrName),
+    counts() {
+      const all = [...ix.containers.values()].map((c) => c.state);
+      const paused = all.filter((s) => s.Paused).length;
+      const running = all.filter((s) => s.Running && !s.Paused).length;
+      return { total: all.length, running, paused, stopped: all.length - running - paused };
+    },
     async close() {
       ix.closing = true;
       opts.runtime.events.off('exit', onExit);

@@ -187,6 +187,8 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** Container counts by state (GET /info). */
+  counts(): { total: number; running: number; paused: number; stopped: number };
   /** Full ID of a container by ID, prefix or name (404 otherwise). */
   resolveId(idOrName: string): string;
   /** Stop watching; running containers keep running (live restore). */

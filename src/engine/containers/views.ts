@@ -336,6 +336,17 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
   return out;
 }
 
+/** List Ports: exposed ports of a running container without bindings yet (no publishing). */
+function listPorts(src: ViewSource): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const key of Object.keys(portsView(src))) {
+    const [port = '', proto = 'tcp'] = key.split('/');
+    const n = Number(port);
+    if (Number.isInteger(n)) out.push({ PrivatePort: n, Type: proto });
+  }
+  return out.sort((a, b) => Number(a.PrivatePort) - Number(b.PrivatePort));
+}
+
 export function listItemView(src: ViewSource & { imageName: string; now?: number }): Record<string, unknown> {
   const rec = src.record;
   const out: Record<string, unknown> = {
@@ -345,7 +356,7 @@ export function listItemView(src: ViewSource & { imageName: string; now?: number
     ImageID: rec.Image,
     Command: commandText(rec),
     Created: Math.floor(parseTimestampMs(rec.Created) / 1000),
-    Ports: [],
+    Ports: listPorts(src),
   };
   if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
   if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;

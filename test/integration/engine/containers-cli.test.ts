@@ -187,6 +187,11 @@ describe('containers with the docker CLI', () => {
     assert.equal(follow.stdout, 'a\nb\n');
     await ok('rm', fid);
     await ok('rm', 'idle');
+    assert.equal(await ok('info', '--format', '{{.Containers}} {{.ContainersRunning}}'), '1 1');
+    const exp = await ok('run', '-d', '--expose', '8080', 'busybox', 'sleep', '600');
+    assert.equal(await ok('ps', '--filter', `id=${exp}`, '--format', '{{.Ports}}'), '8080/tcp');
+    assert.equal(await ok('ps', '--filter', 'expose=8080', '-q'), exp.slice(0, 12));
+    await ok('rm', '-f', exp);
   });
 
   it('top, pause/unpause, rename, attach, kill, wait, stop, rm -f', async () => {
