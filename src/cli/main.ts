@@ -3,6 +3,7 @@ import { ENGINE_VERSION } from '../engine/system/system.service.js';
 import { UsageError } from './args.js';
 import { runEngineCommand } from './engine.command.js';
 import { runRegistryCommand } from './registry.command.js';
+import { runUpCommand } from './up.command.js';
 
 const help = `berth ${ENGINE_VERSION}: a Docker-compatible container engine and an OCI image registry
 
@@ -21,6 +22,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'engine':
       return runEngineCommand(rest);
+    case 'up':
+      return runUpCommand(rest);
     case 'registry':
       return runRegistryCommand(rest);
     case 'version':

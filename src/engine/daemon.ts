@@ -14,7 +14,7 @@ import { registerSystemRoutes } from './api/system.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { EventsService } from './events/events.service.js';
-import { createImageService } from './images/images.service.js';
+import { createImageService, type ImageService } from './images/images.service.js';
 import { createRuntime } from './runtime/index.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 
@@ -25,6 +25,7 @@ export interface Engine {
   config: EngineConfig;
   events: EventsService;
   system: SystemService;
+  images: ImageService;
   /** The addresses actually listened on (tcp port 0 resolved). */
   addresses: string[];
   close(): Promise<void>;
@@ -177,6 +178,7 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
     config,
     events,
     system,
+    images,
     addresses: bound,
     async close() {
       if (closed) return;
