@@ -5,7 +5,7 @@ import { commandMounter, type Mounter, prepareHybridForCrun, readCgroupLayout } 
 import { ConmonDriver } from './driver/conmon.driver.js';
 import { OciCli } from './driver/oci-cli.js';
 import { lookPath, type ProcessRunner, realProcessRunner } from './driver/process.js';
-import type { RuntimeDriver } from './runtime.types.js';
+import type { Runtime } from './runtime.types.js';
 
 export interface CreateRuntimeOptions {
   name: 'runc' | 'crun';
@@ -25,7 +25,7 @@ export interface CreateRuntimeOptions {
  * The runtime driver: runc (default) or crun under conmon. A driver created in a new process finds
  * the containers an earlier one started (live restore).
  */
-export async function createRuntime(opts: CreateRuntimeOptions): Promise<RuntimeDriver> {
+export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime> {
   const runner = opts.runner ?? realProcessRunner;
   const runtimePath = opts.runtimePath ?? (await lookPath(opts.name));
   if (!runtimePath) throw systemError(`OCI runtime ${opts.name} not found on PATH`);
@@ -53,4 +53,5 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
 
 export * from './logs/index.js';
 export type * from './runtime.types.js';
+export { buildExecProcess } from './spec/exec.js';
 export { type BuildSpecOptions, buildSpec, type SeccompProfile, specToJson } from './spec/index.js';

@@ -116,3 +116,49 @@ export interface RuntimeDriver {
   /** Stop watching (the containers keep running). */
   close(): Promise<void>;
 }
+
+/** What an exec instance runs (the exec create body's fields). */
+export interface ExecConfig {
+  Cmd: string[];
+  Env?: string[] | null;
+  /** `user`, `user:group`, `uid`, `uid:gid`; empty: the container's user. */
+  User?: string;
+  /** Empty: the container's working directory. */
+  WorkingDir?: string;
+  Tty?: boolean;
+  Privileged?: boolean;
+  /** The container's HostConfig.GroupAdd (supplementary groups when User is given). */
+  GroupAdd?: string[] | null;
+}
+
+export interface ExecOptions {
+  /** The container (running). */
+  id: string;
+  /** The exec instance; names its session (attachExec, resizeExec). */
+  execId: string;
+  config: ExecConfig;
+  /** Open a stdin pipe (AttachStdin); closed when the attached client ends its input or goes away. */
+  stdin: boolean;
+  consoleSize?: { height: number; width: number };
+  /**
+   * Called once the session's attach socket is ready and before the process runs: attach here
+   * (`attachExec(execId)`) to see all output. Without it the process starts at once (detached).
+   */
+  beforeStart?: () => Promise<void>;
+}
+
+export interface ExecProcess {
+  pid: number;
+  /** Resolves when the process ended: its exit code (128+signal when killed), or -1 and why. */
+  exited: Promise<{ exitCode: number; error?: string }>;
+}
+
+/** Exec sessions (runtime exec under conmon). They do not survive the engine. */
+export interface ExecDriver {
+  exec(opts: ExecOptions): Promise<ExecProcess>;
+  attachExec(execId: string): Promise<AttachConnection>;
+  resizeExec(execId: string, height: number, width: number): Promise<void>;
+}
+
+/** What createRuntime returns. */
+export interface Runtime extends RuntimeDriver, ExecDriver {}

@@ -6,11 +6,14 @@ import { conflict, errnoCode, errorMessage, notFound, systemError } from '../../
 import type { Logger } from '../../../common/log.js';
 import type {
   AttachConnection,
+  ExecOptions,
+  ExecProcess,
   ExitStatus,
-  RuntimeDriver,
+  Runtime,
   RuntimeState,
   StartOptions,
 } from '../runtime.types.js';
+import { buildExecProcess } from '../spec/exec.js';
 import { specToJson } from '../spec/index.js';
 import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
@@ -50,11 +53,12 @@ const REOPEN_LOGS_EVENT = 2;
  * Runs containers with runc/crun under conmon. conmon runs `runtime create`, keeps the container's
  * stdio (log file, attach socket, TTY), writes exit files, and survives the engine.
  */
-export class ConmonDriver implements RuntimeDriver {
+export class ConmonDriver implements Runtime {
   readonly events = new EventEmitter();
   readonly name: string;
   readonly path: string;
   private readonly exitDir: string;
+  private readonly execDir: string;
   private readonly stateDir: string;
   private readonly watcher: ExitWatcher;
   private readonly metas = new Map<string, MonitorMeta>();
@@ -65,6 +69,7 @@ export class ConmonDriver implements RuntimeDriver {
     this.name = o.name;
     this.path = o.cli.path;
     this.exitDir = join(o.execRoot, 'exits');
+    this.execDir = join(o.execRoot, 'execs');
     this.stateDir = join(o.dataRoot, 'runtime');
     this.watcher = new ExitWatcher(this.exitDir, (id) => void this.reportExit(id));
     this.events.on('newListener', (event) => {
@@ -298,9 +303,13 @@ export class ConmonDriver implements RuntimeDriver {
 
   private async ctl(id: string, type: number, a: number, b: number): Promise<void> {
     const meta = await this.meta(id);
+    await this.ctlAt(meta.bundleDir, id, type, a, b);
+  }
+
+  private async ctlAt(dir: string, id: string, type: number, a: number, b: number): Promise<void> {
     let handle: Awaited<ReturnType<typeof open>>;
     try {
-      handle = await open(join(meta.bundleDir, 'ctl'), constants.O_WRONLY | constants.O_NONBLOCK);
+      handle = await open(join(dir, 'ctl'), constants.O_WRONLY | constants.O_NONBLOCK);
     } catch (err) {
       const code = errnoCode(err);
       if (code === 'ENXIO' || code === 'ENOENT') throw conflict(`container ${id} is not running`);
@@ -319,6 +328,97 @@ export class ConmonDriver implements RuntimeDriver {
 
   async reopenLog(id: string): Promise<void> {
     await this.ctl(id, REOPEN_LOGS_EVENT, 0, 0);
+  }
+
+  /** The spec the container runs with (its bundle's config.json). */
+  private async containerSpec(id: string): Promise<Record<string, unknown>> {
+    const meta = await this.meta(id);
+    let text: string;
+    try {
+      text = await readFile(join(meta.bundleDir, 'config.json'), 'utf8');
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') throw notFound(`No such container: ${id}`);
+      throw err;
+    }
+    // RLIM_INFINITY does not fit a JS number: keep it as the spec object's -1
+    return JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as Record<string, unknown>;
+  }
+
+  async exec(opts: ExecOptions): Promise<ExecProcess> {
+    const { id, execId } = opts;
+    if (!/^[A-Za-z0-9_.-]+$/.test(execId)) throw conflict(`invalid exec id ${execId}`);
+    const process = await buildExecProcess(await this.containerSpec(id), opts.config, {
+      ...(opts.consoleSize ? { consoleSize: opts.consoleSize } : {}),
+    });
+    const dir = join(this.execDir, execId);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'process.json'), specToJson(process));
+    const args = [
+      '--api-version',
+      '1',
+      '-c',
+      id,
+      '-u',
+      execId,
+      '-n',
+      id,
+      '-r',
+      this.o.cli.path,
+      '-b',
+      dir,
+      '-p',
+      join(dir, 'pidfile'),
+      '-l',
+      'none',
+      '--persist-dir',
+      dir,
+      '--full-attach',
+      '--socket-dir-path',
+      this.o.execRoot,
+      '-e',
+      '--exec-process-spec',
+      join(dir, 'process.json'),
+    ];
+    for (const a of this.o.cli.globalArgs()) args.push('--runtime-arg', a);
+    if (opts.config.Tty) args.push('-t');
+    else if (opts.stdin) args.push('-i');
+    if (opts.beforeStart) args.push('--exec-attach');
+    let mon: Awaited<ReturnType<ProcessRunner['startExecMonitor']>>;
+    try {
+      mon = await this.o.runner.startExecMonitor(
+        this.o.conmonPath,
+        args,
+        dir,
+        opts.beforeStart ? { attach: true, ready: opts.beforeStart } : { attach: false },
+      );
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw err instanceof Error && 'kind' in err
+        ? err
+        : systemError(`OCI runtime exec failed: ${errorMessage(err)}`);
+    }
+    if (mon.pid <= 0) {
+      await rm(dir, { recursive: true, force: true });
+      const msg = (mon.message ?? 'unknown error').trim();
+      if (/not running|is paused|stopped/i.test(msg))
+        throw conflict(`Container ${id} is not running: ${msg}`);
+      throw systemError(`OCI runtime exec failed: ${msg}`);
+    }
+    const exited = mon.exit.then(async (r) => {
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      return r.message !== undefined && r.code < 0
+        ? { exitCode: r.code, error: r.message }
+        : { exitCode: r.code };
+    });
+    return { pid: mon.pid, exited };
+  }
+
+  async attachExec(execId: string): Promise<AttachConnection> {
+    return ConmonAttach.connect(join(this.execDir, execId), execId);
+  }
+
+  async resizeExec(execId: string, height: number, width: number): Promise<void> {
+    await this.ctlAt(join(this.execDir, execId), execId, WIN_RESIZE_EVENT, height, width);
   }
 
   async pids(id: string): Promise<number[]> {

@@ -15,6 +15,14 @@ export interface MonitorStart {
   message?: string;
 }
 
+/** An exec session's conmon: the process pid (or -1 and a message), then its exit. */
+export interface ExecMonitor {
+  pid: number;
+  message?: string;
+  /** conmon's last report: the exit code (128+signal when killed), or -1 and a message. */
+  exit: Promise<{ code: number; message?: string }>;
+}
+
 /** Runs external programs (runtime CLI, conmon, mount). Tests may substitute it. */
 export interface ProcessRunner {
   run(file: string, args: string[]): Promise<RunResult>;
@@ -23,6 +31,40 @@ export interface ProcessRunner {
    * writes there: the container pid once `runtime create` is done.
    */
   startMonitor(file: string, args: string[], cwd: string, timeoutMs?: number): Promise<MonitorStart>;
+  /**
+   * Start conmon for an exec session (`--exec`), with sync (fd 3), start (fd 4) and, when
+   * `attach`, attach (fd 5) pipes: once conmon's attach socket is ready, `ready()` runs, then the
+   * process is started.
+   */
+  startExecMonitor(
+    file: string,
+    args: string[],
+    cwd: string,
+    opts: { attach: boolean; ready?: () => Promise<void> },
+  ): Promise<ExecMonitor>;
+}
+
+/** Splits a stream into JSON messages, one per line, as conmon writes them on its pipes. */
+function jsonLines(
+  stream: NodeJS.ReadableStream,
+  onMessage: (m: { data?: number; message?: string }) => void,
+  onEnd: () => void,
+) {
+  let buf = '';
+  stream.on('data', (chunk: Buffer | string) => {
+    buf += chunk.toString();
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      try {
+        onMessage(JSON.parse(line) as { data?: number; message?: string });
+      } catch {
+        onMessage({ data: -1, message: `unreadable message from conmon: ${line}` });
+      }
+    }
+  });
+  stream.on('end', onEnd);
+  stream.on('error', onEnd);
 }
 
 const childEnv = (): NodeJS.ProcessEnv => {
@@ -34,6 +76,8 @@ const childEnv = (): NodeJS.ProcessEnv => {
 };
 
 export const realProcessRunner: ProcessRunner = {
+  startExecMonitor,
+
   run(file, args) {
     return new Promise((resolve, reject) => {
       const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
@@ -115,6 +159,96 @@ export const realProcessRunner: ProcessRunner = {
     });
   },
 };
+
+function startExecMonitor(
+  file: string,
+  args: string[],
+  cwd: string,
+  opts: { attach: boolean; ready?: () => Promise<void> },
+): Promise<ExecMonitor> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = { ...childEnv(), _OCI_SYNCPIPE: '3', _OCI_STARTPIPE: '4' };
+    if (opts.attach) env._OCI_ATTACHPIPE = '5';
+    const child = spawn(file, args, {
+      cwd,
+      stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', opts.attach ? 'pipe' : 'ignore'],
+      env,
+      detached: true,
+    });
+    type Pipe = NodeJS.ReadWriteStream & { destroy(): void };
+    const pipes = child.stdio as unknown as (Pipe | null | undefined)[];
+    const sync = pipes[3] as Pipe;
+    const start = pipes[4] as Pipe;
+    const attachPipe = pipes[5] ?? null;
+    const stderr: Buffer[] = [];
+    child.stderr?.on('data', (b: Buffer) => stderr.push(b));
+    let started = false;
+    let exitResolve: (r: { code: number; message?: string }) => void = () => undefined;
+    const exit = new Promise<{ code: number; message?: string }>((r) => {
+      exitResolve = r;
+    });
+    const cleanup = () => {
+      sync.destroy();
+      start.destroy();
+      attachPipe?.destroy();
+      child.stderr?.destroy();
+      child.unref();
+    };
+    const fail = (message: string) => {
+      if (!started) {
+        started = true;
+        cleanup();
+        reject(new Error(message));
+      } else {
+        cleanup();
+        exitResolve({ code: -1, message });
+      }
+    };
+    child.on('error', (err) => fail(err.message));
+    child.on('exit', (code) => {
+      if (code !== 0) {
+        setImmediate(() =>
+          fail(`conmon exited with ${code}: ${Buffer.concat(stderr).toString('utf8').trim()}`),
+        );
+      }
+    });
+    jsonLines(
+      sync,
+      (m) => {
+        const value = m.data ?? -1;
+        if (!started) {
+          started = true;
+          resolve(m.message !== undefined ? { pid: value, message: m.message, exit } : { pid: value, exit });
+          if (value <= 0) {
+            cleanup();
+            exitResolve({ code: -1, message: m.message ?? 'exec failed' });
+          }
+        } else {
+          cleanup();
+          exitResolve(m.message !== undefined ? { code: value, message: m.message } : { code: value });
+        }
+      },
+      () => fail('conmon ended without reporting the exec session'),
+    );
+    // the first start message lets conmon begin (it waits to be put into a cgroup)
+    start.write('0');
+    if (opts.attach && attachPipe) {
+      jsonLines(
+        attachPipe,
+        () => {
+          // the attach socket exists: let the caller connect, then run the process
+          Promise.resolve(opts.ready?.())
+            .then(() => start.write('0'))
+            .catch((err: unknown) => {
+              child.kill('SIGKILL');
+              fail(err instanceof Error ? err.message : String(err));
+            });
+        },
+        () => undefined,
+      );
+    }
+  });
+}
 
 /** Find an executable on PATH (plus the sbin directories root has). */
 export async function lookPath(name: string): Promise<string | null> {

@@ -8,6 +8,7 @@ import { Logger } from '../../../../src/common/log.js';
 import { parseCgroupLayout, prepareHybridForCrun } from '../../../../src/engine/runtime/driver/cgroups.js';
 import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
+  ExecMonitor,
   MonitorStart,
   ProcessRunner,
   RunResult,
@@ -31,6 +32,18 @@ class FakeRunner implements ProcessRunner {
   async startMonitor(file: string, args: string[], cwd: string): Promise<MonitorStart> {
     this.monitors.push({ file, args, cwd });
     return this.monitorResult;
+  }
+
+  execs: { args: string[]; attach: boolean }[] = [];
+  async startExecMonitor(
+    _file: string,
+    args: string[],
+    _cwd: string,
+    opts: { attach: boolean; ready?: () => Promise<void> },
+  ): Promise<ExecMonitor> {
+    this.execs.push({ args, attach: opts.attach });
+    await opts.ready?.();
+    return { pid: 77, exit: Promise.resolve({ code: 3 }) };
   }
 }
 
@@ -268,5 +281,40 @@ describe('cgroups for crun', () => {
       }),
       /crun cannot run on hybrid cgroups while the hugetlb controller is on the cgroup v2 hierarchy.*permission denied.*Use runc/,
     );
+  });
+});
+
+describe('exec sessions (fake processes)', () => {
+  it('starts conmon in exec mode with the process of the container spec', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await d.start(startOpts(sub));
+    let ready = false;
+    const p = await d.exec({
+      id: 'abc',
+      execId: 'x1',
+      config: { Cmd: ['ls'], Tty: true },
+      stdin: true,
+      beforeStart: async () => {
+        ready = true;
+      },
+    });
+    assert.equal(p.pid, 77);
+    assert.deepEqual(await p.exited, { exitCode: 3 });
+    assert.ok(ready);
+    const { args, attach } = runner.execs[0]!;
+    assert.equal(attach, true);
+    assert.ok(
+      args.includes('-e') && args.includes('--exec-attach') && args.includes('-t') && !args.includes('-i'),
+    );
+    assert.equal(flag(args, '-c'), 'abc');
+    assert.equal(flag(args, '-u'), 'x1');
+    assert.equal(flag(args, '-l'), 'none');
+    assert.equal(flag(args, '--exec-process-spec'), join(sub, 'exec', 'execs', 'x1', 'process.json'));
+    await d.exec({ id: 'abc', execId: 'x2', config: { Cmd: ['cat'] }, stdin: true });
+    const second = runner.execs[1]!;
+    assert.equal(second.attach, false);
+    assert.ok(second.args.includes('-i') && !second.args.includes('--exec-attach'));
+    await d.close();
   });
 });

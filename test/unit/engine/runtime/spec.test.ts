@@ -8,6 +8,7 @@ import { isKind } from '../../../../src/common/errors.js';
 import type { SpecInput } from '../../../../src/engine/runtime/runtime.types.js';
 import { defaultCapabilities, tweakCapabilities } from '../../../../src/engine/runtime/spec/capabilities.js';
 import { parseDeviceCgroupRule } from '../../../../src/engine/runtime/spec/devices.js';
+import { buildExecProcess } from '../../../../src/engine/runtime/spec/exec.js';
 import {
   capabilityNames,
   capsFromMask,
@@ -803,5 +804,36 @@ describe('buildSpec: seccomp (Docker default profile)', () => {
       linux: { seccomp?: unknown };
     };
     assert.equal(daemonOff.linux.seccomp, undefined);
+  });
+});
+
+describe('buildExecProcess', () => {
+  it('derives the exec process from the container spec', async () => {
+    const container = (await buildSpec(input({ Env: ['FOO=1'], Tty: true, User: 'app', WorkingDir: '/w' }), {
+      host: fakeHost(),
+    })) as Record<string, unknown>;
+    const p = (await buildExecProcess(container, { Cmd: ['sh'], Env: ['BAR=2'] })) as Spec['process'];
+    assert.deepEqual(p.args, ['sh']);
+    assert.equal(p.terminal, false);
+    assert.ok(!p.env.includes('TERM=xterm'));
+    assert.ok(p.env.includes('FOO=1') && p.env.includes('BAR=2'));
+    assert.equal(p.cwd, '/w');
+    assert.deepEqual(p.user, { uid: 1000, gid: 1000, additionalGids: [1000, 10, 29] });
+    assert.deepEqual(Object.keys(p.capabilities), ['bounding']);
+    const root = (await buildExecProcess(
+      container,
+      { Cmd: ['id'], User: '0', Tty: true, WorkingDir: '/tmp', Privileged: true },
+      { host: fakeHost(), consoleSize: { height: 3, width: 4 } },
+    )) as Spec['process'];
+    assert.equal(root.user.uid, 0);
+    assert.ok(root.env.includes('TERM=xterm'));
+    assert.equal(root.cwd, '/tmp');
+    assert.equal(root.capabilities.effective!.length, capabilityNames.length - 1);
+    assert.deepEqual(root.consoleSize, { height: 3, width: 4 });
+    await rejectsInvalid(buildExecProcess(container, { Cmd: [] }), /No exec command/);
+    await rejectsInvalid(
+      buildExecProcess(container, { Cmd: ['x'], User: 'ghost' }),
+      /unable to find user ghost/,
+    );
   });
 });
