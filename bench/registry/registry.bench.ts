@@ -208,87 +208,136 @@ interface Figures {
   errors: number;
 }
 
-async function measure(t: Target, o: Options): Promise<Figures> {
-  const log = (s: string) => process.stderr.write(`[${t.name}] ${s}\n`);
+/**
+ * Measure every target phase by phase, alternating between them inside each phase, so that both
+ * see the same background load of this shared machine (a target measured a minute later can
+ * meet a very different machine).
+ */
+async function measureAll(targets: Target[], o: Options): Promise<Map<Target, Figures>> {
   const size = o.blobMiB * MiB;
+  const figures = new Map<Target, Figures>();
+  const log = (t: Target, s: string) => process.stderr.write(`[${t.name}] ${s}\n`);
   await new Promise((r) => setTimeout(r, 1000));
-  const rssIdle = rssOf(t.pid);
-  let rssLoad = rssIdle;
+  for (const t of targets) {
+    const idle = rssOf(t.pid);
+    figures.set(t, {
+      blobGetMiBs: 0,
+      monoMiBs: 0,
+      chunkedMiBs: 0,
+      manifestRps: 0,
+      headRps: 0,
+      manifestP99: 0,
+      headP99: 0,
+      rssIdle: idle,
+      rssLoad: idle,
+      errors: 0,
+    });
+  }
+  const fig = (t: Target) => figures.get(t)!;
   const sampler = setInterval(() => {
-    rssLoad = Math.max(rssLoad, rssOf(t.pid));
+    for (const t of targets) fig(t).rssLoad = Math.max(fig(t).rssLoad, rssOf(t.pid));
   }, 100);
   try {
     const data = Buffer.allocUnsafe(size);
     randomFillSync(data);
-    let monoBest = 0;
-    let chunkBest = 0;
-    let lastDigest = '';
+    const lastDigest = new Map<Target, string>();
+    let serial = 0;
     for (let i = 0; i < o.repeat; i++) {
-      data.writeUInt32BE(i * 2 + 1, 0);
-      const d1 = sha(data);
-      monoBest = Math.max(monoBest, o.blobMiB / (await monolithic(t, 'bench/blobs', data, d1)));
-      lastDigest = d1;
-      data.writeUInt32BE(i * 2 + 2, 0);
-      const d2 = sha(data);
-      chunkBest = Math.max(
-        chunkBest,
-        o.blobMiB / (await chunked(t, 'bench/blobs', data, d2, o.chunkMiB * MiB)),
+      for (const t of targets) {
+        data.writeUInt32BE(++serial, 0);
+        const d1 = sha(data);
+        fig(t).monoMiBs = Math.max(
+          fig(t).monoMiBs,
+          o.blobMiB / (await monolithic(t, 'bench/blobs', data, d1)),
+        );
+        lastDigest.set(t, d1);
+        data.writeUInt32BE(++serial, 0);
+        const d2 = sha(data);
+        fig(t).chunkedMiBs = Math.max(
+          fig(t).chunkedMiBs,
+          o.blobMiB / (await chunked(t, 'bench/blobs', data, d2, o.chunkMiB * MiB)),
+        );
+      }
+    }
+    for (const t of targets) {
+      log(
+        t,
+        `upload: monolithic ${fig(t).monoMiBs.toFixed(0)} MiB/s, chunked ${fig(t).chunkedMiBs.toFixed(0)} MiB/s`,
       );
     }
-    log(`upload: monolithic ${monoBest.toFixed(0)} MiB/s, chunked ${chunkBest.toFixed(0)} MiB/s`);
-    let getBest = 0;
     for (let i = 0; i < o.repeat + 1; i++) {
-      const t0 = performance.now();
-      const r = await call(t, 'GET', `/v2/bench/blobs/blobs/${lastDigest}`, undefined, {}, true);
-      expect({ status: r.status, body: Buffer.alloc(0) }, 200, 'blob GET');
-      if (r.bytes !== size) throw new Error(`blob GET returned ${r.bytes} bytes, expected ${size}`);
-      getBest = Math.max(getBest, o.blobMiB / ((performance.now() - t0) / 1000));
+      for (const t of targets) {
+        const t0 = performance.now();
+        const r = await call(t, 'GET', `/v2/bench/blobs/blobs/${lastDigest.get(t)}`, undefined, {}, true);
+        expect({ status: r.status, body: Buffer.alloc(0) }, 200, 'blob GET');
+        if (r.bytes !== size)
+          throw new Error(`${t.name}: blob GET returned ${r.bytes} bytes, expected ${size}`);
+        fig(t).blobGetMiBs = Math.max(fig(t).blobGetMiBs, o.blobMiB / ((performance.now() - t0) / 1000));
+      }
     }
-    log(`blob GET ${getBest.toFixed(0)} MiB/s`);
-    const layer = await pushSmallImage(t, 'bench/small');
+    for (const t of targets) log(t, `blob GET ${fig(t).blobGetMiBs.toFixed(0)} MiB/s`);
+    const layers = new Map<Target, string>();
+    for (const t of targets) layers.set(t, await pushSmallImage(t, 'bench/small'));
     const accept =
       'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.index.v1+json';
-    // Warm-up, then the measured runs.
-    await runLoad({
-      host: t.host,
-      port: t.port,
-      method: 'GET',
-      path: '/v2/bench/small/manifests/latest',
-      headers: { Accept: accept },
-      connections: o.connections,
-      durationMs: 500,
-    });
-    const m = await runLoad({
-      host: t.host,
-      port: t.port,
-      method: 'GET',
-      path: '/v2/bench/small/manifests/latest',
-      headers: { Accept: accept },
-      connections: o.connections,
-      durationMs: o.seconds * 1000,
-    });
-    log(`manifest GET ${m.perSecond.toFixed(0)} req/s (p99 ${m.p99ms.toFixed(1)} ms, errors ${m.errors})`);
-    const h = await runLoad({
-      host: t.host,
-      port: t.port,
-      method: 'HEAD',
-      path: `/v2/bench/small/blobs/${layer}`,
-      connections: o.connections,
-      durationMs: o.seconds * 1000,
-    });
-    log(`blob HEAD ${h.perSecond.toFixed(0)} req/s (p99 ${h.p99ms.toFixed(1)} ms, errors ${h.errors})`);
-    return {
-      blobGetMiBs: getBest,
-      monoMiBs: monoBest,
-      chunkedMiBs: chunkBest,
-      manifestRps: m.perSecond,
-      headRps: h.perSecond,
-      manifestP99: m.p99ms,
-      headP99: h.p99ms,
-      rssIdle,
-      rssLoad: Math.max(rssLoad, rssOf(t.pid)),
-      errors: m.errors + h.errors,
+    const rounds = 2;
+    const rate = async (kind: 'manifest' | 'head') => {
+      const totals = new Map<Target, { requests: number; seconds: number; p99: number; errors: number }>();
+      for (let round = 0; round < rounds; round++) {
+        for (const t of targets) {
+          const spec =
+            kind === 'manifest'
+              ? {
+                  method: 'GET' as const,
+                  path: '/v2/bench/small/manifests/latest',
+                  headers: { Accept: accept },
+                }
+              : { method: 'HEAD' as const, path: `/v2/bench/small/blobs/${layers.get(t)}` };
+          if (round === 0) {
+            await runLoad({
+              host: t.host,
+              port: t.port,
+              ...spec,
+              connections: o.connections,
+              durationMs: 500,
+            });
+          }
+          const r = await runLoad({
+            host: t.host,
+            port: t.port,
+            ...spec,
+            connections: o.connections,
+            durationMs: (o.seconds * 1000) / rounds,
+          });
+          const acc = totals.get(t) ?? { requests: 0, seconds: 0, p99: 0, errors: 0 };
+          acc.requests += r.requests;
+          acc.seconds += r.seconds;
+          acc.p99 = Math.max(acc.p99, r.p99ms);
+          acc.errors += r.errors;
+          totals.set(t, acc);
+        }
+      }
+      for (const t of targets) {
+        const acc = totals.get(t)!;
+        const perSecond = acc.requests / acc.seconds;
+        if (kind === 'manifest') {
+          fig(t).manifestRps = perSecond;
+          fig(t).manifestP99 = acc.p99;
+        } else {
+          fig(t).headRps = perSecond;
+          fig(t).headP99 = acc.p99;
+        }
+        fig(t).errors += acc.errors;
+        log(
+          t,
+          `${kind === 'manifest' ? 'manifest GET' : 'blob HEAD'} ${perSecond.toFixed(0)} req/s (p99 ${acc.p99.toFixed(1)} ms, errors ${acc.errors})`,
+        );
+      }
     };
+    await rate('manifest');
+    await rate('head');
+    for (const t of targets) fig(t).rssLoad = Math.max(fig(t).rssLoad, rssOf(t.pid));
+    return figures;
   } finally {
     clearInterval(sampler);
   }
@@ -346,33 +395,37 @@ async function main(): Promise<void> {
     for (const t of started.splice(0)) await t.stop().catch(() => {});
   };
   process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
-  const attempt = async (name: string, start: () => Promise<Target>, owned: boolean) => {
+  const targets: Target[] = [];
+  const start = async (name: string, begin: () => Promise<Target>, owned: boolean) => {
     try {
-      const t = await start();
+      const t = await begin();
       if (owned) started.push(t);
-      rows.push([name, await measure(t, o)]);
+      targets.push(t);
     } catch (err) {
-      process.stderr.write(`[${name}] failed: ${(err as Error).message}\n`);
+      process.stderr.write(`[${name}] failed to start: ${(err as Error).message}\n`);
       rows.push([name, undefined]);
-    } finally {
-      await stopAll();
     }
   };
   try {
     const berthUrl = o.berth;
-    if (berthUrl) await attempt('berth', async () => external('berth', berthUrl), false);
-    else await attempt('berth', () => startBerth(repoRoot), true);
+    if (berthUrl) await start('berth', async () => external('berth', berthUrl), false);
+    else await start('berth', () => startBerth(repoRoot), true);
     const refUrl = o.reference;
-    if (refUrl) await attempt('reference', async () => external('reference', refUrl), false);
+    if (refUrl) await start('reference', async () => external('reference', refUrl), false);
     else if (!o.noReference && existsSync(REFERENCE_BINARY))
-      await attempt('reference', () => startReference(), true);
+      await start('reference', () => startReference(), true);
+    if (targets.length > 0) {
+      const figures = await measureAll(targets, o);
+      for (const t of targets) rows.push([t.name, figures.get(t)]);
+      rows.sort((a, b) => (a[0] === 'berth' ? -1 : b[0] === 'berth' ? 1 : 0));
+    }
   } finally {
     await stopAll();
     agent.destroy();
   }
   process.stdout.write(`\n${table(rows, o)}\n`);
   process.stdout.write(
-    '\n(throughput: best of the runs; rates: closed loop on keep-alive connections; RSS: VmRSS of the server process; berth/ref > 1 is better for berth on every row)\n',
+    '\n(both registries run side by side and are measured alternately within each phase; throughput: best of the runs; rates: closed loop on keep-alive connections, two alternating halves each; RSS: VmRSS of the server process; berth/ref > 1 is better for berth on every row)\n',
   );
 }
 
