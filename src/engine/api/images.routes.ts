@@ -164,6 +164,11 @@ export function registerImageRoutes(router: ApiRouter, images: ImageService): vo
     );
   });
 
+  router.post('/images/prune', async (ctx) => {
+    const report = await images.prune(parseFilters(ctx.query.get('filters')));
+    sendJson(ctx.res, 200, report);
+  });
+
   router.get('/images/{name*}/json', async (ctx) => {
     const details = await images.inspect(ctx.params.name ?? '');
     sendJson(ctx.res, 200, shapeImageInspect(details, ctx.version));

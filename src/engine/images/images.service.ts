@@ -67,6 +67,10 @@ export interface ImageService extends ImageResolver {
   /** Tag `name` as `repo[:tag]` (tag defaults to latest). */
   tag(name: string, repo: string, tag?: string): Promise<void>;
   remove(name: string, opts?: { force?: boolean; prune?: boolean }): Promise<ImageDeleteItem[]>;
+  /** POST /images/prune: filters dangling (default true), label, label!, until. */
+  prune(
+    filters?: Map<string, string[]>,
+  ): Promise<{ ImagesDeleted: ImageDeleteItem[] | null; SpaceReclaimed: number }>;
   /** Remove layers that neither an image nor a writable snapshot uses; returns their chain IDs. */
   collectGarbage(): Promise<string[]>;
 }
@@ -730,6 +734,60 @@ class LocalImageService implements ImageService {
       if (removed.has(chainId)) records.push({ Deleted: chainId });
     if (prune && parent && this.images.has(parent))
       await this.deleteHelper(parent, records, false, true, true);
+  }
+
+  async prune(
+    filters: Map<string, string[]> = new Map(),
+  ): Promise<{ ImagesDeleted: ImageDeleteItem[] | null; SpaceReclaimed: number }> {
+    for (const key of filters.keys()) {
+      if (!['dangling', 'label', 'label!', 'until'].includes(key))
+        throw invalidParameter(`invalid filter '${key}'`);
+    }
+    let danglingOnly = true;
+    const dangling = filters.get('dangling');
+    if (dangling?.length) {
+      const bad = dangling.find((v) => !['true', '1', 'false', '0'].includes(v));
+      if (bad !== undefined) throw invalidParameter(`invalid filter 'dangling=${bad}'`);
+      danglingOnly = dangling.every((v) => v === 'true' || v === '1');
+    }
+    const until = (filters.get('until') ?? []).map((v) => parseTimestamp(v));
+    const labels = filters.get('label') ?? [];
+    const notLabels = filters.get('label!') ?? [];
+    const labelMatch = (have: Record<string, string>, l: string): boolean => {
+      const eq = l.indexOf('=');
+      return eq < 0 ? Object.hasOwn(have, l) : have[l.slice(0, eq)] === l.slice(eq + 1);
+    };
+    const children = new Set<string>();
+    for (const img of this.images.values()) if (img.meta.parent) children.add(img.meta.parent);
+    const layerSizes = new Map<string, number>();
+    for (const l of await this.overlay.listLayers()) layerSizes.set(l.chainId, l.size);
+    const deleted: ImageDeleteItem[] = [];
+    for (const [id, img] of [...this.images]) {
+      if (danglingOnly && children.has(id)) continue;
+      const refs = this.refsOf(id);
+      if (refs.length === 0 && children.has(id)) continue;
+      const created = Date.parse(img.config.created ?? '') || 0;
+      if (until.length && !until.every((t) => created < t)) continue;
+      const have = img.config.config?.Labels ?? {};
+      if (!labels.every((l) => labelMatch(have, l))) continue;
+      if (notLabels.some((l) => labelMatch(have, l))) continue;
+      const names: string[] = [];
+      if (refs.length > 0) {
+        if (danglingOnly && refs.some((r) => r.tag !== undefined && !hasDigest(r))) continue;
+        names.push(...refs.map(referenceString));
+      } else names.push(hex(id));
+      for (const name of names) {
+        try {
+          deleted.push(...(await this.remove(name, { force: false, prune: true })));
+        } catch (err) {
+          if (!(err instanceof BerthError) || (err.kind !== 'Conflict' && err.kind !== 'NotFound')) throw err;
+        }
+      }
+    }
+    let reclaimed = 0;
+    for (const d of deleted) if ('Deleted' in d) reclaimed += layerSizes.get(d.Deleted) ?? 0;
+    this.opts.events.publish('image', 'prune', '', { reclaimed: String(reclaimed) });
+    return { ImagesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
   }
 
   async collectGarbage(): Promise<string[]> {

@@ -349,6 +349,18 @@ describe('images through the docker CLI and the API', () => {
     await engine.dockerOk(['rm', cid]);
   });
 
+  it('docker image prune removes dangling images', async () => {
+    const first = await engine.dockerOk(['import', '--change', 'CMD ["a"]', tarPath, 'dang:1']);
+    await engine.dockerOk(['import', '--change', 'CMD ["b"]', tarPath, 'dang:1']);
+    const dangling = await engine.dockerOk(['images', '-q', '--no-trunc', '--filter', 'dangling=true']);
+    assert.ok(dangling.split('\n').includes(first));
+    const out = await engine.dockerOk(['image', 'prune', '-f']);
+    assert.match(out, new RegExp(`deleted: ${first}`, 'i'));
+    assert.match(out, /Total reclaimed space/);
+    assert.equal(await engine.dockerOk(['images', '-q', '--filter', 'dangling=true']), '');
+    await engine.dockerOk(['rmi', 'dang:1']);
+  });
+
   it('emits import, tag, untag and delete events', async () => {
     const since = Math.floor(Date.now() / 1000) - 1;
     const id = await engine.dockerOk(['import', tarPath, 'evt:1']);

@@ -134,6 +134,38 @@ describe('image service (real overlay in a temp dir)', () => {
     assert.ok(!existsSync(layerDir), 'the last user gone, the layer goes');
   });
 
+  it('prunes dangling images, then unused ones, sparing what containers use', async () => {
+    const a = await importTar(await makeTar([{ name: 'p', content: 'aaaa' }]), 'prune:1');
+    const b = await importTar(await makeTar([{ name: 'p', content: 'bbbbbbbb' }]), 'prune:1', ['LABEL p=1']);
+    const c = await importTar(await makeTar([{ name: 'p', content: 'c' }]), 'prune-used:1', ['LABEL p=1']);
+    users = [{ id: 'd'.repeat(64), running: false, image: c }];
+    const first = await images.prune();
+    assert.deepEqual(first.ImagesDeleted?.[0], { Deleted: a }, 'a dangles since b took its tag');
+    assert.equal(first.SpaceReclaimed, 4);
+    assert.deepEqual(await images.prune(), { ImagesDeleted: null, SpaceReclaimed: 0 });
+    const old = await images.prune(
+      new Map([
+        ['dangling', ['false']],
+        ['label', ['p=1']],
+        ['until', ['10m']],
+      ]),
+    );
+    assert.equal(old.ImagesDeleted, null, 'nothing older than 10 minutes');
+    const now = await images.prune(
+      new Map([
+        ['dangling', ['false']],
+        ['label', ['p=1']],
+      ]),
+    );
+    const gone = (now.ImagesDeleted ?? []).flatMap((d) => ('Deleted' in d ? [d.Deleted] : []));
+    assert.ok(gone.includes(b));
+    assert.ok(!gone.includes(c), 'a container uses c');
+    assert.ok(await images.get(bb), 'busybox has no p label');
+    users = [];
+    await images.remove(c, { force: true });
+    await assert.rejects(images.prune(new Map([['bogus', ['1']]])), { message: "invalid filter 'bogus'" });
+  });
+
   it('publishes image events with name attributes', async () => {
     seen.length = 0;
     const id = await importTar(await makeTar([{ name: 'evt', content: 'e' }]), 'evt:1', ['LABEL l=v']);
