@@ -179,11 +179,21 @@ export class ConmonDriver implements Runtime {
       if (!opts.stdinOnce) args.push('--leave-stdin-open');
     }
 
-    let res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+    const monitor = async () => {
+      try {
+        return await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+      } catch (err) {
+        // conmon failed or the runtime hung: leave nothing behind
+        await this.killMonitor(meta);
+        await this.o.cli.delete(id).catch(() => undefined);
+        throw systemError(`starting the container monitor failed: ${errorMessage(err)}`);
+      }
+    };
+    let res = await monitor();
     if (res.pid <= 0 && /already exists|exists already|File exists/i.test(res.message ?? '')) {
       // the runtime still has the previous run of this container (started again without delete)
       await this.o.cli.delete(id);
-      res = await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
+      res = await monitor();
     }
     if (res.pid <= 0) {
       await this.o.cli.delete(id).catch(() => undefined);
