@@ -54,4 +54,10 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
 export * from './logs/index.js';
 export type * from './runtime.types.js';
 export { buildExecProcess } from './spec/exec.js';
-export { type BuildSpecOptions, buildSpec, type SeccompProfile, specToJson } from './spec/index.js';
+export {
+  type BuildSpecOptions,
+  buildResources,
+  buildSpec,
+  type SeccompProfile,
+  specToJson,
+} from './spec/index.js';

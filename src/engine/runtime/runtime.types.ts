@@ -160,5 +160,47 @@ export interface ExecDriver {
   resizeExec(execId: string, height: number, width: number): Promise<void>;
 }
 
+/** One blkio counter (cgroup v1 `blkio.throttle.*_recursive` line). */
+export interface BlkioEntry {
+  major: number;
+  minor: number;
+  op: string;
+  value: number;
+}
+
+/** A container's resource usage, read from its cgroups (the fields of docker's stats). */
+export interface ContainerStats {
+  read: Date;
+  pids: { current: number; limit?: number };
+  cpu: {
+    /** nanoseconds */
+    totalUsage: number;
+    percpuUsage: number[];
+    usageInKernelmode: number;
+    usageInUsermode: number;
+    /** the host's CPU time, nanoseconds (docker's system_cpu_usage) */
+    systemUsage: number;
+    onlineCpus: number;
+    throttling: { periods: number; throttledPeriods: number; throttledTime: number };
+  };
+  memory: {
+    usage: number;
+    maxUsage: number;
+    failcnt: number;
+    /** the limit, or the host's memory when it is larger (as dockerd) */
+    limit: number;
+    stats: Record<string, number>;
+  };
+  blkio: { ioServiceBytesRecursive: BlkioEntry[]; ioServicedRecursive: BlkioEntry[] };
+}
+
+/** Resource usage and limits of running containers (docker stats, docker update). */
+export interface ResourceDriver {
+  /** Usage read from the container's cgroups; null when they are gone. */
+  stats(id: string): Promise<ContainerStats | null>;
+  /** Change the limits of a running container (`runtime update`); see buildResources(). */
+  update(id: string, resources: Record<string, unknown>): Promise<void>;
+}
+
 /** What createRuntime returns. */
-export interface Runtime extends RuntimeDriver, ExecDriver {}
+export interface Runtime extends RuntimeDriver, ExecDriver, ResourceDriver {}

@@ -3,8 +3,9 @@ import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type LogMessage, readLogs, rotateLog } from '../../../src/engine/runtime/index.js';
-import type { AttachConnection } from '../../../src/engine/runtime/runtime.types.js';
+import { isKind } from '../../../src/common/errors.js';
+import { buildResources, type LogMessage, readLogs, rotateLog } from '../../../src/engine/runtime/index.js';
+import type { AttachConnection, Runtime } from '../../../src/engine/runtime/runtime.types.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
 
 async function logs(path: string): Promise<LogMessage[]> {
@@ -253,6 +254,29 @@ describe('runtime driver (runc + conmon)', () => {
     await h.run('again', ['sh', '-c', 'exit 2']);
     assert.equal((await h.waitExit('again')).exitCode, 2);
     assert.equal((await h.driver.exitStatus('again'))?.exitCode, 2);
+  });
+
+  it('reads stats from the cgroups and updates limits of a running container', async () => {
+    const d = h.driver as Runtime;
+    await h.run('stats', ['sh', '-c', 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 100'], {
+      hostConfig: { Memory: 64 << 20, PidsLimit: 50 },
+    });
+    let s = await d.stats('stats');
+    assert.ok(s);
+    assert.equal(s.pids.limit, 50);
+    assert.ok(s.pids.current >= 1);
+    assert.equal(s.memory.limit, 64 << 20);
+    assert.ok(s.memory.usage > 0);
+    assert.ok(s.cpu.systemUsage > 0 && s.cpu.onlineCpus >= 1);
+    assert.ok(typeof s.memory.stats.rss === 'number' || typeof s.memory.stats.anon === 'number');
+    await until(async () => ((await d.stats('stats'))?.cpu.totalUsage ?? 0) > 0, 'cpu usage');
+    await d.update('stats', await buildResources({ Memory: 32 << 20, MemorySwap: 64 << 20, CpuShares: 256 }));
+    s = await d.stats('stats');
+    assert.equal(s?.memory.limit, 32 << 20);
+    await h.driver.signal('stats', 9);
+    await h.waitExit('stats');
+    await h.driver.delete('stats');
+    await assert.rejects(d.stats('stats'), (err: unknown) => isKind(err, 'NotFound'));
   });
 
   it('fails to start a missing command with the runtime message, and cleans up', async () => {

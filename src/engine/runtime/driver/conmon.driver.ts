@@ -6,6 +6,7 @@ import { conflict, errnoCode, errorMessage, notFound, systemError } from '../../
 import type { Logger } from '../../../common/log.js';
 import type {
   AttachConnection,
+  ContainerStats,
   ExecOptions,
   ExecProcess,
   ExitStatus,
@@ -19,6 +20,7 @@ import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
 import type { OciCli } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
+import { readCgroupStats } from './stats.js';
 
 /** What the driver remembers of a container it started, to find it again after a restart. */
 export interface MonitorMeta {
@@ -43,7 +45,7 @@ export interface ConmonDriverOptions {
 }
 
 /** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
-const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom'];
+const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom', 'update.json'];
 
 /** conmon's ctl fifo messages. */
 const WIN_RESIZE_EVENT = 1;
@@ -429,6 +431,23 @@ export class ConmonDriver implements Runtime {
 
   async resizeExec(execId: string, height: number, width: number): Promise<void> {
     await this.ctlAt(join(this.execDir, execId), execId, WIN_RESIZE_EVENT, height, width);
+  }
+
+  async stats(id: string): Promise<ContainerStats | null> {
+    const meta = await this.meta(id);
+    if (!meta.cgroupsPath || meta.cgroupsPath.includes(':')) return null;
+    return readCgroupStats(meta.cgroupsPath.startsWith('/') ? meta.cgroupsPath : `/${meta.cgroupsPath}`);
+  }
+
+  async update(id: string, resources: Record<string, unknown>): Promise<void> {
+    const meta = await this.meta(id);
+    const file = join(meta.bundleDir, 'update.json');
+    await writeFile(file, JSON.stringify(resources));
+    try {
+      await this.o.cli.update(id, file);
+    } finally {
+      await rm(file, { force: true });
+    }
   }
 
   async pids(id: string): Promise<number[]> {

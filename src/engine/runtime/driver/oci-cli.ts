@@ -71,6 +71,11 @@ export class OciCli {
     return { status, pid: status === 'stopped' ? 0 : (s.pid ?? 0) };
   }
 
+  async update(id: string, resourcesFile: string): Promise<void> {
+    const r = await this.exec(['update', '--resources', resourcesFile, id]);
+    if (r.code !== 0) this.fail(id, 'update', r);
+  }
+
   async delete(id: string): Promise<void> {
     const r = await this.exec(['delete', '--force', id]);
     if (r.code !== 0 && !missing.test(r.stderr)) this.fail(id, 'delete', r);

@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
 import type { SpecInput, SpecMount } from '../runtime.types.js';
 import { capabilitySets, tweakCapabilities } from './capabilities.js';
@@ -195,6 +196,19 @@ export async function buildSpec(
     linux,
   };
   return spec;
+}
+
+/**
+ * linux.resources for `runtime update` (docker update): memory, CPU, pids, blkio of a HostConfig,
+ * as buildSpec makes them, without the device rules.
+ */
+export async function buildResources(
+  hostConfig: HostConfig,
+  options: Pick<BuildSpecOptions, 'host' | 'warnings'> = {},
+): Promise<Record<string, unknown>> {
+  const res = await planResources(hostConfig, [], options.host ?? realSpecHost, options.warnings ?? []);
+  delete res.devices;
+  return res;
 }
 
 const u64Max = '18446744073709551615';

@@ -13,6 +13,7 @@ import type {
   ProcessRunner,
   RunResult,
 } from '../../../../src/engine/runtime/driver/process.js';
+import { parseBlkio, parseKeyValues, systemCpuUsage } from '../../../../src/engine/runtime/driver/stats.js';
 import { createRuntime } from '../../../../src/engine/runtime/index.js';
 import type { ExitStatus, StartOptions } from '../../../../src/engine/runtime/runtime.types.js';
 
@@ -316,5 +317,26 @@ describe('exec sessions (fake processes)', () => {
     assert.equal(second.attach, false);
     assert.ok(second.args.includes('-i') && !second.args.includes('--exec-attach'));
     await d.close();
+  });
+});
+
+describe('cgroup stats parsing', () => {
+  it('parses key/value files, blkio lines and /proc/stat', () => {
+    assert.deepEqual(
+      parseKeyValues('cache 4096\nrss 53248\n\nhierarchical_memory_limit 9007199254740991\n'),
+      {
+        cache: 4096,
+        rss: 53248,
+        hierarchical_memory_limit: 9007199254740991,
+      },
+    );
+    assert.deepEqual(parseBlkio('8:0 Read 4096\n8:0 Write 0\nTotal 4096\n'), [
+      { major: 8, minor: 0, op: 'Read', value: 4096 },
+      { major: 8, minor: 0, op: 'Write', value: 0 },
+    ]);
+    assert.equal(
+      systemCpuUsage('cpu  100 0 50 800 10 0 5 0 0 0\ncpu0 1 2 3\n'),
+      (100 + 50 + 800 + 10 + 5) * 1e7,
+    );
   });
 });
