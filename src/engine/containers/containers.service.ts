@@ -3,7 +3,7 @@ import { conflict, errorMessage, invalidParameter } from '../../common/errors.js
 import type { Logger } from '../../common/log.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
-import { buildSpec, type ExitStatus, type RuntimeDriver, readLogs, rotateLog } from '../runtime/index.js';
+import { buildSpec, type ExitStatus, type RuntimeDriver, readLogs } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
@@ -46,7 +46,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     closing: false,
   };
   await ix.store.init();
-  const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, rotateLog, readLogs };
+  const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, readLogs };
   const life = createLifecycle(ix, helpers);
 
   const onExit = (id: string, status: ExitStatus) => {

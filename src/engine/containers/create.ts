@@ -192,10 +192,9 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
 
   const id = randomId();
   const hostConfig = normalizeHostConfig(hcIn, apiVersion, ix.runtime.name);
-  if (!config.Hostname) {
+  if (!config.Hostname && !hostConfig.NetworkMode?.startsWith('container:')) {
     config.Hostname = hostConfig.NetworkMode === 'host' ? osHostname() : id.slice(0, 12);
   }
-  if (hostConfig.NetworkMode?.startsWith('container:')) config.Hostname = config.Hostname ?? '';
   const finalName = name ?? ix.names.freshName();
   ix.names.reserve(finalName, id);
   const dir = ix.store.dir(id);

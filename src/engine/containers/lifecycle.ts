@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { conflict, errorMessage, invalidParameter, notModified } from '../../common/errors.js';
+import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
 import type { LogReader } from './io.js';
 import { normalizeName } from './names.js';
 import {
-  fileSize,
-  logMaxFiles,
-  logMaxSize,
+  logLimits,
   mountRootfs,
   prepareStart,
   type SpecBuilder,
@@ -21,7 +20,6 @@ import { parseTimestampMs } from './units.js';
 /** Functions the lifecycle needs from the runtime package (injected so tests can fake them). */
 export interface RuntimeHelpers {
   buildSpec: SpecBuilder;
-  rotateLog(path: string, maxFiles: number): Promise<unknown>;
   readLogs: LogReader;
 }
 
@@ -59,7 +57,7 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined>
 }
 
 export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecycle {
-  const rotationTimers = new Map<string, NodeJS.Timeout>();
+  const rotationWatchers = new Map<string, LogRotationWatcher>();
 
   function connectStdio(c: Container, conn: AttachConnection): void {
     conn.on('stdout', (d: Buffer) => c.hub.broadcast('stdout', d));
@@ -69,26 +67,19 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
   }
 
   function watchLogSize(c: Container): void {
-    if (!c.hostConfig.LogConfig?.Config?.['max-size']) return;
-    const max = logMaxSize(c);
-    if (max <= 0) return;
-    const files = logMaxFiles(c);
-    const timer = setInterval(() => {
-      void (async () => {
-        if ((await fileSize(c.record.LogPath)) < max) return;
-        await helpers.rotateLog(c.record.LogPath, files);
-        await ix.runtime.reopenLog(c.id);
-      })().catch((err) => ix.log.warn('log rotation failed', { id: c.id, error: errorMessage(err) }));
-    }, 1000);
-    timer.unref();
     stopLogWatch(c);
-    rotationTimers.set(c.id, timer);
+    const watcher = new LogRotationWatcher(
+      c.record.LogPath,
+      logLimits(c),
+      () => ix.runtime.reopenLog(c.id),
+      (err) => ix.log.warn('log rotation failed', { id: c.id, error: errorMessage(err) }),
+    ).start();
+    rotationWatchers.set(c.id, watcher);
   }
 
   function stopLogWatch(c: Container): void {
-    const t = rotationTimers.get(c.id);
-    if (t) clearInterval(t);
-    rotationTimers.delete(c.id);
+    rotationWatchers.get(c.id)?.close();
+    rotationWatchers.delete(c.id);
   }
 
   async function start(c: Container, manual: boolean): Promise<void> {

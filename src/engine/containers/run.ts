@@ -3,10 +3,10 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContainerConfig } from '../../common/docker-types.js';
 import { conflict, errorMessage } from '../../common/errors.js';
+import { type LogLimits, monitorLogSizeMax, parseLogLimits } from '../runtime/index.js';
 import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.types.js';
 import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
 import { writeContainerFiles } from './files.js';
-import { parseRamSize } from './units.js';
 import { parseBind } from './validate.js';
 
 /**
@@ -113,6 +113,9 @@ export async function prepareStart(
     const ref = nm.slice('container:'.length);
     netns = nsPathOf(ix, ref, 'net', 'network');
     const other = get(ix, ref);
+    // As dockerd: the container takes the hostname of the one whose network it joins.
+    rec.Config.Hostname = other.record.Config.Hostname ?? '';
+    rec.Config.Domainname = other.record.Config.Domainname ?? '';
     hostsPath = other.record.HostsPath;
     hostnamePath = other.record.HostnamePath;
     resolvConfPath = other.record.ResolvConfPath;
@@ -171,28 +174,22 @@ export async function prepareStart(
     stdinOnce: rec.Config.StdinOnce === true,
     logPath: rec.LogPath,
   };
-  const maxSize = logMaxSize(c);
-  if (maxSize > 0) opts.logSizeMax = maxSize;
+  const cap = monitorLogSizeMax(logLimits(c));
+  if (cap) opts.logSizeMax = cap;
   if (cs && cs[0] > 0 && cs[1] > 0) opts.consoleSize = { height: cs[0], width: cs[1] };
   return opts;
 }
 
-/** The log size limit (max-size; `local` defaults to 20 MB, `none` keeps 1 MB for attach only). */
-export function logMaxSize(c: Container): number {
+/**
+ * max-size / max-file of the container's log: json-file's options; `local` defaults to 20 MB x 5;
+ * `none` keeps 1 MB (attach still goes through the monitor, which always writes a log).
+ */
+export function logLimits(c: Container): LogLimits {
   const lc = c.hostConfig.LogConfig ?? {};
-  const raw = lc.Config?.['max-size'];
-  if (raw) return parseRamSize(raw);
-  if (lc.Type === 'local') return 20 * 1024 * 1024;
-  if (lc.Type === 'none') return 1024 * 1024;
-  return 0;
-}
-
-export function logMaxFiles(c: Container): number {
-  const lc = c.hostConfig.LogConfig ?? {};
-  const raw = lc.Config?.['max-file'];
-  if (raw) return Number(raw);
-  if (lc.Type === 'local') return 5;
-  return 1;
+  const limits = parseLogLimits(lc);
+  if (limits.maxSize <= 0 && lc.Type === 'local') return { maxSize: 20 * 1024 * 1024, maxFiles: 5 };
+  if (limits.maxSize <= 0 && lc.Type === 'none') return { maxSize: 1024 * 1024, maxFiles: 1 };
+  return limits;
 }
 
 /** Exit code and message of a failed start, as dockerd reports them (127 not found, 126 not executable). */

@@ -267,6 +267,33 @@ describe('containers with the docker CLI', () => {
     await ok('rm', '-f', 'flaky', 'always');
   });
 
+  it('json-file max-size/max-file rotate the log; docker logs reads across files', async () => {
+    const id = await ok(
+      'run',
+      '-d',
+      '--log-opt',
+      'max-size=1k',
+      '--log-opt',
+      'max-file=2',
+      'busybox',
+      'sh',
+      '-c',
+      'i=0; while [ $i -lt 150 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxx; i=$((i+1)); sleep 0.01; done; sleep 600',
+    );
+    let logs = '';
+    for (let i = 0; i < 100 && !logs.endsWith('line-149-xxxxxxxxxxxxxxxxxxxx'); i++) {
+      await sleep(100);
+      logs = await ok('logs', id);
+    }
+    const lines = logs.split('\n');
+    assert.equal(lines.at(-1), 'line-149-xxxxxxxxxxxxxxxxxxxx');
+    assert.ok(lines.length < 150 && lines.length >= 10, `${lines.length} lines kept`);
+    const logPath = await ok('inspect', '-f', '{{.LogPath}}', id);
+    const { stat } = await import('node:fs/promises');
+    assert.ok((await stat(`${logPath}.1`)).size <= 2048);
+    await ok('rm', '-f', id);
+  });
+
   it('run with a missing command binary fails like dockerd (exit 127)', async () => {
     const r = await docker('run', '--name', 'nocmd', 'busybox', 'no-such-binary');
     assert.equal(r.code, 127, r.stderr);

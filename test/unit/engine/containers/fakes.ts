@@ -217,7 +217,6 @@ export async function harness(): Promise<Harness> {
         buildSpec: async (input) => ({
           process: { args: [...(input.config.Entrypoint ?? []), ...(input.config.Cmd ?? [])] },
         }),
-        rotateLog: async () => false,
         readLogs: async function* () {},
       },
     });
