@@ -1,11 +1,8 @@
 import { errorMessage } from '../common/errors.js';
-import { ENGINE_VERSION } from '../engine/system/system.service.js';
+import { BERTH_VERSION } from '../common/version.js';
 import { UsageError } from './args.js';
-import { runEngineCommand } from './engine.command.js';
-import { runRegistryCommand } from './registry.command.js';
-import { runUpCommand } from './up.command.js';
 
-const help = `berth ${ENGINE_VERSION}: a Docker-compatible container engine and an OCI image registry
+const help = `berth ${BERTH_VERSION}: a Docker-compatible container engine and an OCI image registry
 
 Usage: berth <command> [flags]
 
@@ -17,18 +14,19 @@ Commands:
 
 Run 'berth <command> --help' for a command's flags.`;
 
+/** Commands are loaded when used, so a registry process does not carry the engine's modules. */
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'engine':
-      return runEngineCommand(rest);
+      return (await import('./engine.command.js')).runEngineCommand(rest);
     case 'up':
-      return runUpCommand(rest);
+      return (await import('./up.command.js')).runUpCommand(rest);
     case 'registry':
-      return runRegistryCommand(rest);
+      return (await import('./registry.command.js')).runRegistryCommand(rest);
     case 'version':
     case '--version':
-      process.stdout.write(`berth ${ENGINE_VERSION}\n`);
+      process.stdout.write(`berth ${BERTH_VERSION}\n`);
       return 0;
     case undefined:
     case 'help':

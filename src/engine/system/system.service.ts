@@ -3,11 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
+import { BERTH_VERSION } from '../../common/version.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from '../api/versions.js';
 import type { EventsService } from '../events/events.service.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
 
-export const ENGINE_VERSION = '0.1.0';
+export const ENGINE_VERSION = BERTH_VERSION;
 
 export interface ContainerCounts {
   total: number;
