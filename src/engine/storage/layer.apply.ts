@@ -250,10 +250,16 @@ export async function applyLayer(opts: {
     stream.on('end', next);
     stream.resume();
   });
+  // The first failure of the parser or of tar stops reading the input at once.
+  let failure: Error | undefined;
   const parsed = new Promise<void>((resolve, reject) => {
     parser.on('finish', resolve);
     parser.on('close', resolve);
-    parser.on('error', (err: Error) => reject(invalidParameter(`invalid layer tar: ${err.message}`)));
+    parser.on('error', (err: Error) => {
+      const e = invalidParameter(`invalid layer tar: ${err.message}`);
+      failure ??= e;
+      reject(e);
+    });
   });
   parsed.catch(() => undefined);
 
@@ -270,6 +276,7 @@ export async function applyLayer(opts: {
       diffHash.update(chunk);
       parser.write(chunk);
       if (parseError) throw parseError;
+      if (failure) throw failure;
       if (!tarInput) {
         tarInput = new PassThrough({ highWaterMark: 1 << 20 });
         extraction = ops.extractTar(tarInput, dir, [`${WHITEOUT_PREFIX}*`]);
@@ -277,8 +284,9 @@ export async function applyLayer(opts: {
           () => {
             tarFinished = true;
           },
-          () => {
+          (err: Error) => {
             tarFinished = true;
+            failure ??= err;
           },
         );
       }
