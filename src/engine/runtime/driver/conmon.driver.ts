@@ -2,7 +2,14 @@ import { EventEmitter } from 'node:events';
 import { constants } from 'node:fs';
 import { mkdir, open, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { conflict, errnoCode, errorMessage, notFound, systemError } from '../../../common/errors.js';
+import {
+  conflict,
+  errnoCode,
+  errorMessage,
+  invalidParameter,
+  notFound,
+  systemError,
+} from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type {
   AttachConnection,
@@ -46,6 +53,9 @@ export interface ConmonDriverOptions {
 
 /** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
 const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom', 'update.json'];
+
+/** Ids name files and directories (and conmon's exit files, whose temp names have a dot). */
+const validId = /^[A-Za-z0-9_-]+$/;
 
 /** conmon's ctl fifo messages. */
 const WIN_RESIZE_EVENT = 1;
@@ -112,6 +122,7 @@ export class ConmonDriver implements Runtime {
 
   async start(opts: StartOptions): Promise<{ pid: number }> {
     const { id, bundleDir } = opts;
+    if (!validId.test(id)) throw invalidParameter(`invalid container id ${id}`);
     const persist = this.persistDir(id);
     const spec: Record<string, unknown> = {
       ...opts.spec,
@@ -358,7 +369,7 @@ export class ConmonDriver implements Runtime {
 
   async exec(opts: ExecOptions): Promise<ExecProcess> {
     const { id, execId } = opts;
-    if (!/^[A-Za-z0-9_.-]+$/.test(execId)) throw conflict(`invalid exec id ${execId}`);
+    if (!validId.test(execId)) throw invalidParameter(`invalid exec id ${execId}`);
     const process = await buildExecProcess(await this.containerSpec(id), opts.config, {
       ...(opts.consoleSize ? { consoleSize: opts.consoleSize } : {}),
     });
