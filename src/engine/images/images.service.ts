@@ -135,6 +135,7 @@ class LocalImageService implements ImageService {
   private readonly images = new Map<string, LoadedImage>();
   /** referenceString -> image id */
   private readonly refs = new Map<string, string>();
+  private readonly parsedRefs = new Map<string, Reference>();
   private readonly mutex = new Mutex();
   private readonly pins = new Map<string, number>();
   private users: ImageUsers = { containersUsing: () => [] };
@@ -237,9 +238,19 @@ class LocalImageService implements ImageService {
 
   // ---- records ----
 
+  /** Parsed form of a stored reference string (memoised: list and inspect ask often). */
+  private parsedRef(text: string): Reference {
+    let ref = this.parsedRefs.get(text);
+    if (!ref) {
+      ref = parseNormalizedNamed(text);
+      this.parsedRefs.set(text, ref);
+    }
+    return ref;
+  }
+
   private refsOf(id: string): Reference[] {
     const out: Reference[] = [];
-    for (const [text, target] of this.refs) if (target === id) out.push(parseNormalizedNamed(text));
+    for (const [text, target] of this.refs) if (target === id) out.push(this.parsedRef(text));
     return out.sort((a, b) =>
       familiarString(a) < familiarString(b) ? -1 : familiarString(a) > familiarString(b) ? 1 : 0,
     );
