@@ -338,10 +338,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     let condition: WaitCondition = 'not-running';
     if (atLeast(ctx, gates.waitCondition)) {
       const c = ctx.query.get('condition') || 'not-running';
-      if (c !== 'not-running' && c !== 'next-exit' && c !== 'removed') {
-        throw invalidParameter(`invalid condition: "${c}"`);
-      }
-      condition = c;
+      if (c === 'not-running' || c === 'next-exit' || c === 'removed') condition = c;
+      else if (atLeast(ctx, gates.waitConditionChecked)) throw invalidParameter(`invalid condition: "${c}"`);
     }
     const ac = new AbortController();
     ctx.res.on('close', () => {

@@ -63,6 +63,8 @@ export const gates = {
   endpointMacAddress: '1.44',
   /** Container create: `platform` query. */
   containerCreatePlatform: '1.41',
+  /** Wait: an unknown `condition` is a 400 (ignored before). */
+  waitConditionChecked: '1.42',
   /** Stop/restart `signal`; KernelMemory ignored at create and omitted from inspect when unset. */
   stopSignalParam: '1.42',
   kernelMemoryOmitted: '1.42',

@@ -65,7 +65,8 @@ export async function* readContainerLogs(
 }
 
 export function checkAttachable(c: Container, opts: AttachOptions): Buffer {
-  if (c.state.Paused) throw conflict('You cannot attach to a paused container, unpause it first');
+  if (c.state.Paused)
+    throw conflict(`container ${c.name.replace(/^\//, '')} is paused, unpause the container before attach`);
   return parseDetachKeys(opts.detachKeys || DEFAULT_DETACH_KEYS);
 }
 

@@ -404,7 +404,15 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
 
   async function rename(c: Container, newName: string): Promise<void> {
     if (!newName) throw invalidParameter('Neither old nor new names may be empty');
-    const name = normalizeName(newName);
+    let name: string;
+    try {
+      name = normalizeName(newName);
+    } catch {
+      const slashed = newName.startsWith('/') ? newName : `/${newName}`;
+      throw invalidParameter(
+        `Error when allocating new name: Invalid container name (${slashed}), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed`,
+      );
+    }
     if (name === c.name)
       throw invalidParameter('Renaming a container with the same name as its current name');
     await c.lock.run(async () => {

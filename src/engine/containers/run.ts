@@ -186,7 +186,10 @@ export async function prepareStart(
  */
 export function logLimits(c: Container): LogLimits {
   const lc = c.hostConfig.LogConfig ?? {};
-  const limits = parseLogLimits(lc);
+  // dockerd ignores max-file without max-size
+  const opts = { ...(lc.Config ?? {}) };
+  if (!opts['max-size']) delete opts['max-file'];
+  const limits = parseLogLimits({ ...lc, Config: opts });
   if (limits.maxSize <= 0 && lc.Type === 'local') return { maxSize: 20 * 1024 * 1024, maxFiles: 5 };
   if (limits.maxSize <= 0 && lc.Type === 'none') return { maxSize: 1024 * 1024, maxFiles: 1 };
   return limits;

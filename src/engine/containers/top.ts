@@ -16,7 +16,8 @@ export async function runTop(pids: number[], psArgs = '-ef'): Promise<TopResult>
     ({ stdout } = await run('ps', args, { maxBuffer: 64 * 1024 * 1024 }));
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw systemError(`Error running ps: ${(e.stderr || e.message).trim()}`);
+    const first = (e.stderr || e.message).trim().split('\n')[0] ?? '';
+    throw systemError(`ps: ${first}`);
   }
   return parsePsOutput(stdout, pids);
 }

@@ -264,7 +264,7 @@ function checkLogConfig(hc: HostConfig): void {
   const type = hc.LogConfig?.Type || 'json-file';
   const allowed = LOG_OPTS[type];
   if (!allowed) {
-    throw invalidParameter(`failed to create logger: logger: no log driver named '${type}' is registered`);
+    throw invalidParameter(`error looking up logging plugin ${type}: plugin "${type}" not found`);
   }
   const cfg = hc.LogConfig?.Config ?? {};
   for (const [k, v] of Object.entries(cfg)) {
@@ -279,9 +279,6 @@ function checkLogConfig(hc: HostConfig): void {
     if (!/^-?\d+$/.test(cfg['max-file'])) throw invalidParameter(`invalid max-file: ${cfg['max-file']}`);
     const n = Number(cfg['max-file']);
     if (n < 1) throw invalidParameter('max-file cannot be less than 1');
-    if (n > 1 && cfg['max-size'] === undefined && type === 'json-file') {
-      throw invalidParameter("max-file can't be set when max-size is not set");
-    }
   }
 }
 
@@ -315,6 +312,7 @@ const BIND_MODES = new Set([
 export function parseBind(spec: string): ParsedBind {
   const bad = (why: string) => invalidParameter(`invalid volume specification: '${spec}': ${why}`);
   const parts = spec.split(':');
+  if (parts.length === 1 && isAbsolute(spec)) throw bad('anonymous volumes are not supported yet');
   if (parts.length < 2 || parts.length > 3 || parts.some((p, i) => p === '' && i < 2)) {
     throw bad('expected host-src:container-dest[:mode]');
   }
@@ -373,10 +371,12 @@ function checkMounts(mounts: MountSpec[]): void {
   }
 }
 
-function checkCaps(list: string[] | null | undefined): void {
+function checkCaps(list: string[] | null | undefined, field: string): void {
   for (const c of list ?? []) {
     const name = String(c).toUpperCase().replace(/^CAP_/, '');
-    if (name !== 'ALL' && !CAPABILITIES.has(name)) throw invalidParameter(`unknown capability: "${c}"`);
+    if (name !== 'ALL' && !CAPABILITIES.has(name)) {
+      throw invalidParameter(`invalid ${field}: unknown capability: "CAP_${name}"`);
+    }
   }
 }
 
@@ -416,8 +416,8 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
       if (pb?.HostIp && isIP(pb.HostIp) === 0) throw invalidParameter(`invalid IP address: ${pb.HostIp}`);
     }
   }
-  checkCaps(hc.CapAdd);
-  checkCaps(hc.CapDrop);
+  checkCaps(hc.CapAdd, 'CapAdd');
+  checkCaps(hc.CapDrop, 'CapDrop');
   for (const h of hc.ExtraHosts ?? []) {
     const i = h.indexOf(':');
     const host = i < 0 ? '' : h.slice(0, i);

@@ -103,7 +103,7 @@ describe('container API over raw HTTP', () => {
       [{ Image: 'busybox', HostConfig: { Binds: ['relative:dest'] } }, /invalid volume specification/],
       [
         { Image: 'busybox', HostConfig: { LogConfig: { Type: 'nosuchdriver' } } },
-        /no log driver named 'nosuchdriver'/,
+        /error looking up logging plugin nosuchdriver/,
       ],
       [{ Image: 'busybox', Cmd: 5 }, /cannot unmarshal/],
       [{ Image: 'busybox' }, /Invalid container name/, '/v1.44/containers/create?name=a%20b'],
