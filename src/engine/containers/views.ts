@@ -261,7 +261,7 @@ function configView(rec: ContainerRecord): Record<string, unknown> {
   if (c.ArgsEscaped) out.ArgsEscaped = c.ArgsEscaped;
   Object.assign(out, {
     Image: c.Image ?? '',
-    Volumes: c.Volumes ?? null,
+    Volumes: c.Volumes && Object.keys(c.Volumes).length > 0 ? c.Volumes : null,
     WorkingDir: c.WorkingDir ?? '',
     Entrypoint: c.Entrypoint ?? null,
   });
