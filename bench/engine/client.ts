@@ -15,18 +15,22 @@ export class EngineClient {
     onData?: (chunk: Buffer) => void,
   ): Promise<{ status: number; body: Buffer }> {
     return new Promise((resolve, reject) => {
-      const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
+      const payload =
+        body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
       const headers: Record<string, string> = {};
       if (payload) {
         headers['Content-Length'] = String(payload.length);
         headers['Content-Type'] = Buffer.isBuffer(body) ? 'application/x-tar' : 'application/json';
       }
-      const req = request({ socketPath: this.socketPath, agent: this.agent, method, path, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (d: Buffer) => (onData ? onData(d) : chunks.push(d)));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
-        res.on('error', reject);
-      });
+      const req = request(
+        { socketPath: this.socketPath, agent: this.agent, method, path, headers },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => (onData ? onData(d) : chunks.push(d)));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+          res.on('error', reject);
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });

@@ -8,8 +8,8 @@
  * bounded in count; the whole run stops by itself.
  */
 import { EngineClient } from './client.js';
-import { ensureBusybox, startBerth } from './targets.js';
 import { median, percentile, timed } from './stats.js';
+import { ensureBusybox, startBerth } from './targets.js';
 
 interface Options {
   berth?: string;
@@ -40,9 +40,13 @@ const socketOf = (host: string): string => host.replace(/^unix:\/\//, '');
 async function runCycle(c: EngineClient, cmd: string[], networkMode?: string): Promise<void> {
   const body: Record<string, unknown> = { Image: 'busybox:latest', Cmd: cmd };
   if (networkMode) body.HostConfig = { NetworkMode: networkMode };
-  const { Id } = JSON.parse((await c.ok('POST', '/v1.41/containers/create', body)).toString()) as { Id: string };
+  const { Id } = JSON.parse((await c.ok('POST', '/v1.41/containers/create', body)).toString()) as {
+    Id: string;
+  };
   await c.ok('POST', `/v1.41/containers/${Id}/start`);
-  const wait = JSON.parse((await c.ok('POST', `/v1.41/containers/${Id}/wait`)).toString()) as { StatusCode: number };
+  const wait = JSON.parse((await c.ok('POST', `/v1.41/containers/${Id}/wait`)).toString()) as {
+    StatusCode: number;
+  };
   if (wait.StatusCode !== 0) throw new Error(`container exited ${wait.StatusCode}`);
   await c.ok('DELETE', `/v1.41/containers/${Id}?force=1`);
 }
@@ -82,7 +86,8 @@ async function measure(host: string, o: Options): Promise<Figures> {
     ids.push((JSON.parse(r.toString()) as { Id: string }).Id);
   }
   const lists: number[] = [];
-  for (let i = 0; i < 20; i++) lists.push((await timed(() => c.ok('GET', '/v1.41/containers/json?all=1')))[0]);
+  for (let i = 0; i < 20; i++)
+    lists.push((await timed(() => c.ok('GET', '/v1.41/containers/json?all=1')))[0]);
   const inspects: number[] = [];
   for (let i = 0; i < 200; i++) {
     const id = ids[i % ids.length] ?? '';
