@@ -236,6 +236,13 @@ describe('images through the docker CLI and the API', () => {
       '/v1.41/images/localhost:5000/a/b:tag/tag?repo=localhost:5000/c&tag=2',
     );
     assert.equal(ok.status, 201);
+    assert.equal((await engine.request('GET', '/v1.41/images/localhost:5000/c:2/history')).status, 200);
+    const del = await engine.request('DELETE', '/v1.41/images/localhost:5000/c:2');
+    assert.deepEqual(del.json(), [{ Untagged: 'localhost:5000/c:2' }]);
+    assert.equal(
+      await engine.dockerOk(['rmi', 'localhost:5000/a/b:tag']),
+      'Untagged: localhost:5000/a/b:tag',
+    );
   });
 
   it('docker history', async () => {
@@ -347,6 +354,25 @@ describe('images through the docker CLI and the API', () => {
     assert.deepEqual(forced[0], { Untagged: 'used:1' });
     assert.ok(forced.some((f) => f.Deleted === id));
     await engine.dockerOk(['rm', cid]);
+    // A running container: no force helps.
+    const id2 = await engine.dockerOk(['import', '--change', 'CMD ["sh"]', tarPath, 'running:1']);
+    const run = await engine.docker(['run', '-d', 'running:1', 'sleep', '60']);
+    assert.equal(run.code, 0, `docker run -d failed (containers service): ${run.stderr}`);
+    const rid = run.stdout.trim();
+    try {
+      const hard = await engine.docker(['rmi', '-f', id2]);
+      assert.notEqual(hard.code, 0);
+      assert.match(
+        hard.stderr,
+        /conflict: unable to delete [a-f0-9]{12} \(cannot be forced\) - image is being used by running container [a-f0-9]{12}/,
+      );
+      // Forced by name: only untagged; the image stays for the running container.
+      assert.equal(await engine.dockerOk(['rmi', '-f', 'running:1']), 'Untagged: running:1');
+      assert.equal((await engine.request('GET', `/v1.41/images/${id2}/json`)).status, 200);
+    } finally {
+      await engine.docker(['rm', '-f', rid]);
+    }
+    assert.match(await engine.dockerOk(['rmi', id2]), new RegExp(`Deleted: ${id2}`));
   });
 
   it('docker image prune removes dangling images', async () => {
