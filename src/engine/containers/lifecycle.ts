@@ -318,36 +318,39 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
   function wait(c: Container, condition: WaitCondition, signal?: AbortSignal): () => Promise<WaitResult> {
     // Decide what to wait for now (synchronously), so that an exit between this call and the
     // caller awaiting is not missed.
-    let waiting: Promise<WaitResult>;
-    if (condition === 'removed') {
-      waiting = new Promise((resolve) => {
-        c.events.once('removed', (error?: string) => resolve(result(c, c.state.ExitCode, error)));
-      });
-    } else if (condition === 'not-running' && !c.state.Running) {
-      waiting = Promise.resolve(result(c, c.state.ExitCode));
-    } else {
-      waiting = new Promise((resolve) => {
-        const onExit = (code: number) => {
-          c.events.off('removed', onRemoved);
-          resolve(result(c, code));
-        };
-        const onRemoved = () => {
-          c.events.off('exit', onExit);
-          resolve(result(c, c.state.ExitCode));
-        };
-        c.events.once('exit', onExit);
-        c.events.once('removed', onRemoved);
-      });
+    if (condition === 'not-running' && !c.state.Running) {
+      const now = result(c, c.state.ExitCode);
+      return () => Promise.resolve(now);
     }
-    return () =>
-      new Promise<WaitResult>((resolve, reject) => {
-        if (signal?.aborted) {
-          reject(new Error('client went away'));
-          return;
-        }
-        signal?.addEventListener('abort', () => reject(new Error('client went away')), { once: true });
-        waiting.then(resolve, reject);
-      });
+    let settle: (r: WaitResult) => void = () => undefined;
+    let fail: (e: Error) => void = () => undefined;
+    const waiting = new Promise<WaitResult>((resolve, reject) => {
+      settle = resolve;
+      fail = reject;
+    });
+    const cleanup = () => {
+      c.events.off('exit', onExit);
+      c.events.off('removed', onRemoved);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onExit = (code: number) => {
+      if (condition === 'removed') return;
+      cleanup();
+      settle(result(c, code));
+    };
+    const onRemoved = (error?: string) => {
+      cleanup();
+      settle(result(c, c.state.ExitCode, error));
+    };
+    const onAbort = () => {
+      cleanup();
+      fail(new Error('client went away'));
+    };
+    c.events.on('exit', onExit);
+    c.events.on('removed', onRemoved);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    return () => waiting;
   }
 
   async function remove(c: Container, opts: { force?: boolean }): Promise<void> {
@@ -397,6 +400,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       }
       ix.containers.delete(c.id);
       ix.names.removeId(c.id);
+      c.hub.exited();
       emit(ix, c, 'destroy');
       c.events.emit('removed');
     });

@@ -4,6 +4,9 @@ import type { AttachSession, AttachSink } from './types.js';
 
 type EndReason = 'exited' | 'detached' | 'closed';
 
+/** Input held for a container whose process does not run yet (beyond this it is dropped). */
+const MAX_HELD_INPUT = 4 * 1024 * 1024;
+
 /** One attached client. */
 export class Session implements AttachSession {
   readonly done: Promise<EndReason>;
@@ -71,6 +74,7 @@ export class StdioHub {
   private readonly sessions = new Set<Session>();
   private conn?: AttachConnection;
   private heldInput: Buffer[] = [];
+  private heldBytes = 0;
   private stdinClosed = false;
   private closeStdinPending = false;
 
@@ -107,6 +111,7 @@ export class StdioHub {
     });
     for (const chunk of this.heldInput) conn.writeStdin(chunk);
     this.heldInput = [];
+    this.heldBytes = 0;
     if (this.closeStdinPending) {
       this.closeStdinPending = false;
       this.stdinClosed = true;
@@ -117,7 +122,10 @@ export class StdioHub {
   stdin(chunk: Buffer): void {
     if (!this.opts.openStdin() || this.stdinClosed) return;
     if (this.conn) this.conn.writeStdin(chunk);
-    else this.heldInput.push(chunk);
+    else if (this.heldBytes + chunk.length <= MAX_HELD_INPUT) {
+      this.heldInput.push(chunk);
+      this.heldBytes += chunk.length;
+    }
   }
 
   clientInputEnded(): void {
@@ -135,6 +143,7 @@ export class StdioHub {
     const conn = this.conn;
     this.conn = undefined;
     this.heldInput = [];
+    this.heldBytes = 0;
     this.closeStdinPending = false;
     conn?.close();
     for (const s of [...this.sessions]) s.finish('exited');

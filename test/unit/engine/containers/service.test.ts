@@ -93,6 +93,10 @@ describe('containers service (fake runtime)', () => {
     assert.equal((await waitNow()).StatusCode, 3);
     await rejectsKind(h.service.kill(Id), 'Conflict', /Cannot kill container: .*is not running/);
     await rejectsKind(h.service.stop(Id), 'NotModified');
+    const ac = new AbortController();
+    const abandoned = await h.service.wait(Id, 'removed', ac.signal);
+    ac.abort();
+    await assert.rejects(abandoned(), /client went away/);
     const waitRemoved = await h.service.wait(Id, 'removed');
     await h.service.remove(Id, {});
     assert.equal((await waitRemoved()).StatusCode, 3);
