@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import {
   dockerTime,
   type LogMessage,
+  LogRotationWatcher,
   monitorLogSizeMax,
   parseLogLimits,
   parseRecord,
@@ -101,6 +102,14 @@ describe('readLogs', () => {
       `${rec(0, 'stdout', 'F', 'a')}${rec(1, 'stdout', 'P', 'prompt> ')}2024-01-02T03:0`,
     );
     assert.deepEqual(texts(await all(p)), ['a\n', 'prompt> ']);
+  });
+
+  it('keeps a TTY line ending (CRLF) and joins a line split across a rotation', async () => {
+    const p = join(dir, 'tty.log');
+    await writeFile(`${p}.1`, rec(0, 'stdout', 'F', 'prompt\r') + rec(1, 'stdout', 'P', 'long '));
+    await writeFile(p, rec(2, 'stdout', 'F', 'line\r'));
+    assert.deepEqual(texts(await all(p)), ['prompt\r\n', 'long line\r\n']);
+    assert.deepEqual(texts(await all(p, { tail: 1 })), ['long line\r\n']);
   });
 
   it('filters streams', async () => {
@@ -291,6 +300,34 @@ describe('log rotation', () => {
     assert.equal(reopened, 1);
     assert.equal((await readFile(`${p}.1`)).length, 200);
     await rename(`${p}.1`, `${p}.old`);
+  });
+
+  it('watches a log and rotates it when it reaches max-size', async () => {
+    const p = join(dir, 'watched.log');
+    await writeFile(p, '');
+    let reopened = 0;
+    const errors: unknown[] = [];
+    const w = new LogRotationWatcher(
+      p,
+      { maxSize: 1000, maxFiles: 3 },
+      async () => {
+        reopened++;
+        await writeFile(p, '');
+      },
+      (err) => errors.push(err),
+    ).start();
+    try {
+      await appendFile(p, 'x'.repeat(600));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(reopened, 0);
+      await appendFile(p, 'x'.repeat(600));
+      for (let i = 0; i < 100 && reopened === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(reopened, 1);
+      assert.equal((await readFile(`${p}.1`)).length, 1200);
+      assert.deepEqual(errors, []);
+    } finally {
+      w.close();
+    }
   });
 
   it('parses max-size and max-file as dockerd', () => {
