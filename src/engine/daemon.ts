@@ -141,7 +141,12 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
-  const images = await createImageService({ dataRoot: config.dataRoot, events, log: log.child('images') });
+  const images = await createImageService({
+    dataRoot: config.dataRoot,
+    events,
+    log: log.child('images'),
+    engineVersion: ENGINE_VERSION,
+  });
   registerImageRoutes(router, images);
   const runtime = await createRuntime({
     name: config.runtime,
