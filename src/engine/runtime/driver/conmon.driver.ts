@@ -22,7 +22,9 @@ import type {
   StartOptions,
 } from '../runtime.types.js';
 import { buildExecProcess } from '../spec/exec.js';
+import { type ProcessLimit, realSpecHost } from '../spec/host.js';
 import { specToJson } from '../spec/index.js';
+import type { Rlimit } from '../spec/rlimits.js';
 import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
 import type { OciCli } from './oci-cli.js';
@@ -54,6 +56,17 @@ export interface ConmonDriverOptions {
 /** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
 const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom', 'update.json'];
 
+/** Lower rlimits above the daemon's own hard limits (the runtime cannot raise them and fails). */
+export function capRlimits(rlimits: Rlimit[], limits: Map<string, ProcessLimit>): Rlimit[] {
+  return rlimits.map((r) => {
+    const own = limits.get(r.type.replace(/^RLIMIT_/, '').toLowerCase());
+    if (!own || own.hard < 0) return r;
+    const cap = (v: number) => (v < 0 || v > own.hard ? own.hard : v);
+    const hard = cap(r.hard);
+    return { ...r, soft: Math.min(cap(r.soft), hard), hard };
+  });
+}
+
 /** Ids name files and directories (and conmon's exit files, whose temp names have a dot). */
 const validId = /^[A-Za-z0-9_-]+$/;
 
@@ -76,6 +89,8 @@ export class ConmonDriver implements Runtime {
   private readonly metas = new Map<string, MonitorMeta>();
   private readonly reporting = new Set<string>();
   private closed = false;
+  /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
+  private limits = new Map<string, ProcessLimit>();
 
   constructor(private readonly o: ConmonDriverOptions) {
     this.name = o.name;
@@ -91,6 +106,7 @@ export class ConmonDriver implements Runtime {
   }
 
   async init(): Promise<void> {
+    this.limits = await realSpecHost.processLimits().catch(() => new Map());
     await Promise.all([
       mkdir(this.exitDir, { recursive: true }),
       mkdir(this.stateDir, { recursive: true }),
@@ -130,6 +146,7 @@ export class ConmonDriver implements Runtime {
     };
     const proc = spec.process as Record<string, unknown>;
     proc.terminal = opts.terminal;
+    if (Array.isArray(proc.rlimits)) proc.rlimits = capRlimits(proc.rlimits as Rlimit[], this.limits);
     if (opts.terminal && opts.consoleSize) proc.consoleSize = opts.consoleSize;
     const linux = spec.linux as { cgroupsPath?: string } | undefined;
     const meta: MonitorMeta = {

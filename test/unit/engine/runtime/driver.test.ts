@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import { Logger } from '../../../../src/common/log.js';
 import { parseCgroupLayout, prepareHybridForCrun } from '../../../../src/engine/runtime/driver/cgroups.js';
+import { capRlimits } from '../../../../src/engine/runtime/driver/conmon.driver.js';
 import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
@@ -337,6 +338,30 @@ describe('cgroup stats parsing', () => {
     assert.equal(
       systemCpuUsage('cpu  100 0 50 800 10 0 5 0 0 0\ncpu0 1 2 3\n'),
       (100 + 50 + 800 + 10 + 5) * 1e7,
+    );
+  });
+});
+
+describe('rlimits at start', () => {
+  it('never passes an rlimit above the daemon hard limit', () => {
+    const limits = new Map([
+      ['nofile', { soft: 1024, hard: 20000 }],
+      ['core', { soft: 0, hard: -1 }],
+    ]);
+    assert.deepEqual(
+      capRlimits(
+        [
+          { type: 'RLIMIT_NOFILE', soft: 1048576, hard: 1048576 },
+          { type: 'RLIMIT_CORE', soft: -1, hard: -1 },
+          { type: 'RLIMIT_NOFILE', soft: -1, hard: 100 },
+        ],
+        limits,
+      ),
+      [
+        { type: 'RLIMIT_NOFILE', soft: 20000, hard: 20000 },
+        { type: 'RLIMIT_CORE', soft: -1, hard: -1 },
+        { type: 'RLIMIT_NOFILE', soft: 100, hard: 100 },
+      ],
     );
   });
 });
