@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   conflict,
@@ -113,6 +113,33 @@ export class ConmonDriver implements Runtime {
       mkdir(this.o.cli.root, { recursive: true, mode: 0o700 }),
     ]);
     this.watcher.start();
+    await this.removeStaleExecs();
+  }
+
+  /** Exec sessions do not survive the engine: remove the directories of those whose conmon is gone. */
+  private async removeStaleExecs(): Promise<void> {
+    let names: string[];
+    try {
+      names = await readdir(this.execDir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const dir = join(this.execDir, name);
+      if (await this.monitorAlive(join(dir, 'conmon.pid'), name)) continue;
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  private async monitorAlive(pidFile: string, id: string): Promise<boolean> {
+    try {
+      const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+      if (!(pid > 1)) return false;
+      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
+      return cmdline.includes('conmon') && cmdline.includes(id);
+    } catch {
+      return false;
+    }
   }
 
   private persistDir(id: string): string {
@@ -326,10 +353,8 @@ export class ConmonDriver implements Runtime {
     } catch {
       return;
     }
-    if (!(pid > 1)) return;
+    if (!(pid > 1) || !(await this.monitorAlive(join(meta.bundleDir, 'conmon.pid'), meta.id))) return;
     try {
-      const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
-      if (!cmdline.includes('conmon') || !cmdline.includes(meta.id)) return;
       process.kill(pid, 'SIGKILL');
     } catch {
       // gone already
@@ -408,6 +433,8 @@ export class ConmonDriver implements Runtime {
       dir,
       '-p',
       join(dir, 'pidfile'),
+      '-P',
+      join(dir, 'conmon.pid'),
       '-l',
       'none',
       '--persist-dir',

@@ -365,3 +365,25 @@ describe('rlimits at start', () => {
     );
   });
 });
+
+describe('stale exec sessions', () => {
+  it('removes exec session directories whose conmon is gone when a driver starts', async () => {
+    const sub = await mkdtemp(join(dir, 'stale-'));
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(sub, 'exec', 'execs', 'gone'), { recursive: true });
+    await writeFile(join(sub, 'exec', 'execs', 'gone', 'conmon.pid'), '999999999');
+    await mkdir(join(sub, 'exec', 'execs', 'nopid'), { recursive: true });
+    const d = await createRuntime({
+      name: 'runc',
+      execRoot: join(sub, 'exec'),
+      dataRoot: join(sub, 'data'),
+      log: new Logger('error'),
+      runtimePath: '/usr/bin/runc',
+      conmonPath: '/usr/bin/conmon',
+      runner: new FakeRunner(),
+    });
+    await assert.rejects(stat(join(sub, 'exec', 'execs', 'gone')), { code: 'ENOENT' });
+    await assert.rejects(stat(join(sub, 'exec', 'execs', 'nopid')), { code: 'ENOENT' });
+    await d.close();
+  });
+});
