@@ -17,6 +17,11 @@ import type {
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { gates, versionBefore } from './versions.js';
 
+/** dockerd 20.10 leaves an empty list nil (JSON null) in image list rows. */
+function orNull(list: string[], version: string): string[] | null {
+  return list.length === 0 && versionBefore(version, gates.imageListEmptyArrays) ? null : list;
+}
+
 /** GET /images/json row, keys in dockerd's order. */
 export function shapeImageSummary(item: ImageListItem, version: string): Record<string, unknown> {
   const r = item.record;
@@ -26,8 +31,8 @@ export function shapeImageSummary(item: ImageListItem, version: string): Record<
     Id: r.id,
     Labels: r.config.config?.Labels ?? null,
     ParentId: r.parent,
-    RepoDigests: item.repoDigests,
-    RepoTags: item.repoTags,
+    RepoDigests: orNull(item.repoDigests, version),
+    RepoTags: orNull(item.repoTags, version),
     SharedSize: -1,
     Size: r.size,
   };

@@ -51,6 +51,8 @@ export const gates = {
   execDie: '1.36',
   /** Container create defaults HostConfig.IpcMode to private. */
   ipcPrivateDefault: '1.40',
+  /** Image list: empty RepoTags/RepoDigests as [] from here on (null before, as dockerd 20.10). */
+  imageListEmptyArrays: '1.44',
   /** Image list/inspect: VirtualSize omitted from this version on. */
   imageVirtualSizeOmitted: '1.44',
   /** Image list: singular `filter` parameter removed. */

@@ -251,9 +251,12 @@ class LocalImageService implements ImageService {
   private refsOf(id: string): Reference[] {
     const out: Reference[] = [];
     for (const [text, target] of this.refs) if (target === id) out.push(this.parsedRef(text));
-    return out.sort((a, b) =>
-      familiarString(a) < familiarString(b) ? -1 : familiarString(a) > familiarString(b) ? 1 : 0,
-    );
+    // moby's lexicalRefs: by the full reference string (docker.io/library/... sorts among the rest).
+    return out.sort((a, b) => {
+      const x = referenceString(a);
+      const y = referenceString(b);
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
   }
 
   private record(id: string): ImageRecord {
@@ -338,7 +341,6 @@ class LocalImageService implements ImageService {
       newRef = parseNormalizedNamed(o.repo);
       if (hasDigest(newRef)) throw invalidParameter('cannot import digest reference');
       if (o.tag) newRef = withTag(newRef, o.tag);
-      newRef = tagNameOnly(newRef);
     }
     const platform = parsePlatform(o.platform);
     const config = applyChanges({}, o.changes ?? []);
@@ -470,11 +472,15 @@ class LocalImageService implements ImageService {
 
   // ---- tags ----
 
-  /** Point `ref` at `id` (replacing what it named), record LastTagTime, publish `tag`. Call under the mutex. */
-  private async addRef(id: string, ref: Reference): Promise<void> {
-    if (familiarName(ref) === 'sha256') {
+  /**
+   * Point `given` (`latest` when it has neither tag nor digest) at `id`, replacing what it named;
+   * record LastTagTime; publish `tag` named as given, as dockerd does. Call under the mutex.
+   */
+  private async addRef(id: string, given: Reference): Promise<void> {
+    if (familiarName(given) === 'sha256') {
       throw invalidParameter('refusing to create an ambiguous tag using digest algorithm as name');
     }
+    const ref = tagNameOnly(given);
     this.refs.set(referenceString(ref), id);
     await this.saveRefs();
     const img = this.images.get(id);
@@ -482,14 +488,13 @@ class LocalImageService implements ImageService {
       img.meta = { ...img.meta, lastTagTime: rfc3339Nano() };
       await this.metas.put(hex(id), img.meta);
     }
-    this.event('tag', id, familiarString(ref));
+    this.event('tag', id, familiarString(given));
   }
 
   async tag(name: string, repo: string, tag?: string): Promise<void> {
     let ref = parseNormalizedNamed(repo);
     if (hasDigest(ref)) throw invalidParameter('refusing to create a tag with a digest reference');
     if (tag) ref = withTag(ref, tag);
-    ref = tagNameOnly(ref);
     await this.mutex.run(async () => {
       const { id, notFoundName } = this.lookup(name);
       if (!id) throw notFound(`No such image: ${notFoundName}`);

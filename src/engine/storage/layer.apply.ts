@@ -45,12 +45,16 @@ export function cleanMemberPath(name: string): string {
   return cleaned === '.' ? '' : cleaned;
 }
 
-/** Classify one member name into the listing. */
+/**
+ * Classify one member name into the listing. The size counts what dockerd's overlay2 counts for
+ * a layer (directory.Size of the diff): regular file bytes and symlink target lengths.
+ */
 export function noteMember(
   listing: LayerListing,
   name: string,
   type: string | null | undefined,
   size: number,
+  linkname?: string | null,
 ): void {
   const rel = cleanMemberPath(name);
   listing.entries++;
@@ -70,6 +74,7 @@ export function noteMember(
     return;
   }
   if (type === 'file' || type === 'contiguous-file') listing.size += size;
+  else if (type === 'symlink' && linkname) listing.size += Buffer.byteLength(linkname);
 }
 
 /** The parent directories of `rel` under `root` exist and none is a symlink (creating missing ones). */
@@ -243,7 +248,7 @@ export async function applyLayer(opts: {
   let parseError: Error | undefined;
   parser.on('entry', (header, stream, next) => {
     try {
-      noteMember(listing, header.name, header.type, header.size ?? 0);
+      noteMember(listing, header.name, header.type, header.size ?? 0, header.linkname);
     } catch (err) {
       parseError = err as Error;
     }

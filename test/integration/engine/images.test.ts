@@ -219,7 +219,8 @@ describe('images through the docker CLI and the API', () => {
     await engine.dockerOk(['tag', 'busybox', 'localhost:5000/a/b:tag']);
     await engine.dockerOk(['tag', 'busybox', 'second']);
     const img = await inspect('localhost:5000/a/b:tag');
-    assert.deepEqual(img.RepoTags, ['busybox:latest', 'localhost:5000/a/b:tag', 'second:latest']);
+    // Sorted by full name, as dockerd: docker.io/library/... before localhost:5000/...
+    assert.deepEqual(img.RepoTags, ['busybox:latest', 'second:latest', 'localhost:5000/a/b:tag']);
     assert.notEqual(img.Metadata.LastTagTime, '0001-01-01T00:00:00Z');
     const viaPath = await engine.request('GET', '/v1.41/images/localhost:5000/a/b:tag/json');
     assert.equal(viaPath.status, 200);

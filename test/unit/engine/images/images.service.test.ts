@@ -11,6 +11,7 @@ import type { EngineEvent } from '../../../../src/engine/events/events.service.j
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import { createImageService, type ImageService } from '../../../../src/engine/images/images.service.js';
 import { buildBusyboxRootfs, seedBusybox } from '../../../../src/engine/images/seed.js';
+import { diskUsage } from '../../../../src/engine/storage/overlay.snapshotter.js';
 import { makeTar } from '../storage/tar.helper.js';
 
 const log = new Logger('error');
@@ -74,6 +75,8 @@ describe('image service (real overlay in a temp dir)', () => {
     assert.equal(rec.config.config?.Cmd?.[0], 'sh');
     assert.ok(rec.chainId);
     assert.ok(rec.size > 1_000_000);
+    // What dockerd's overlay2 reports: directory.Size of the diff (files and symlink targets).
+    assert.equal(rec.size, await diskUsage(join(dir, 'overlay', (rec.chainId as string).slice(7), 'diff')));
     const tar = await buildBusyboxRootfs();
     assert.ok(tar.length > rec.size);
   });

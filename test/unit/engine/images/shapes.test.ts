@@ -61,7 +61,10 @@ describe('image API shapes', () => {
     assert.equal(row.Containers, -1);
     assert.equal(row.SharedSize, -1);
     assert.equal(row.Created, 1795245364);
-    assert.ok(!('VirtualSize' in shapeImageSummary({ record, repoTags: [], repoDigests: [] }, '1.44')));
+    assert.equal(row.RepoDigests, null, 'dockerd 20.10 leaves empty lists null');
+    const v144 = shapeImageSummary({ record, repoTags: [], repoDigests: [] }, '1.44');
+    assert.ok(!('VirtualSize' in v144));
+    assert.deepEqual(v144.RepoDigests, []);
     const h = shapeHistoryItem({
       id: record.id,
       created: 1,
