@@ -51,6 +51,9 @@ describe('runtime driver (runc + conmon)', () => {
     await h.driver.delete('echo1');
     assert.equal(await h.driver.state('echo1'), null);
     assert.equal(await h.driver.exitStatus('echo1'), null);
+    for (const c of ['memory', 'pids', 'cpu', 'unified']) {
+      await assert.rejects(access(`/sys/fs/cgroup/${c}/berth-test/echo1`), { code: 'ENOENT' });
+    }
   });
 
   it('records exit codes and keeps stdout and stderr apart (log and attach)', async () => {
@@ -277,6 +280,30 @@ describe('runtime driver (runc + conmon)', () => {
     await h.waitExit('stats');
     await h.driver.delete('stats');
     await assert.rejects(d.stats('stats'), (err: unknown) => isKind(err, 'NotFound'));
+  });
+
+  it('deletes a stopped container whose processes outlived its init (host PID namespace)', async () => {
+    await h.run('orphan', ['sh', '-c', 'sleep 100 & exit 0'], { hostConfig: { PidMode: 'host' } });
+    assert.equal((await h.waitExit('orphan')).exitCode, 0);
+    const procs = (await readFile('/sys/fs/cgroup/pids/berth-test/orphan/cgroup.procs', 'utf8')).trim();
+    assert.notEqual(procs, '', 'the background sleep is still in the cgroup');
+    await h.driver.delete('orphan');
+    await assert.rejects(access('/sys/fs/cgroup/pids/berth-test/orphan'), { code: 'ENOENT' });
+    assert.equal(await h.driver.state('orphan'), null);
+  });
+
+  it('deletes a created container that never ran', async () => {
+    await assert.rejects(
+      h.run('never', ['true'], {
+        beforeStart: async () => {
+          assert.equal((await h.driver.state('never'))?.status, 'created');
+          throw new Error('client went away');
+        },
+      }),
+      /client went away/,
+    );
+    assert.equal(await h.driver.state('never'), null);
+    await assert.rejects(access('/sys/fs/cgroup/memory/berth-test/never'), { code: 'ENOENT' });
   });
 
   it('fails to start a missing command with the runtime message, and cleans up', async () => {

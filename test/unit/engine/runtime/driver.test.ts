@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, stat as stat_, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -7,6 +7,7 @@ import { isKind } from '../../../../src/common/errors.js';
 import { Logger } from '../../../../src/common/log.js';
 import { parseCgroupLayout, prepareHybridForCrun } from '../../../../src/engine/runtime/driver/cgroups.js';
 import { capRlimits } from '../../../../src/engine/runtime/driver/conmon.driver.js';
+import { deleteStopped, sameProcessAlive } from '../../../../src/engine/runtime/driver/fast-delete.js';
 import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
@@ -385,5 +386,42 @@ describe('stale exec sessions', () => {
     await assert.rejects(stat(join(sub, 'exec', 'execs', 'gone')), { code: 'ENOENT' });
     await assert.rejects(stat(join(sub, 'exec', 'execs', 'nopid')), { code: 'ENOENT' });
     await d.close();
+  });
+});
+
+describe('in-process delete of stopped containers', () => {
+  it('tells a live process from a reused pid', async () => {
+    const stat = await readFile('/proc/self/stat', 'utf8');
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+    assert.equal(await sameProcessAlive(process.pid, start), true);
+    assert.equal(await sameProcessAlive(process.pid, `${start}1`), false);
+    assert.equal(await sameProcessAlive(999999999, start), false);
+  });
+
+  it('leaves unknown or running state to the runtime', async () => {
+    const root = await mkdtemp(join(dir, 'state-'));
+    assert.equal(await deleteStopped('runc', root, 'missing'), false);
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(root, 'live'));
+    const stat = await readFile('/proc/self/stat', 'utf8');
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+    await writeFile(
+      join(root, 'live', 'state.json'),
+      JSON.stringify({ init_process_pid: process.pid, init_process_start: Number(start), cgroup_paths: {} }),
+    );
+    assert.equal(await deleteStopped('runc', root, 'live'), false);
+    await stat_(join(root, 'live'));
+    await mkdir(join(root, 'dead'));
+    await writeFile(
+      join(root, 'dead', 'state.json'),
+      JSON.stringify({
+        init_process_pid: 999999999,
+        init_process_start: 1,
+        cgroup_paths: { x: join(root, 'no-cgroup') },
+      }),
+    );
+    assert.equal(await deleteStopped('runc', root, 'dead'), true);
+    await assert.rejects(stat_(join(root, 'dead')), { code: 'ENOENT' });
+    assert.equal(await deleteStopped('youki', root, 'dead'), false);
   });
 });
