@@ -51,6 +51,10 @@ os.write(fd, b'stty size\r')
 read_until(b'33 101')
 os.write(fd, b'echo ab""cd\r')
 read_until(b'abcd\r\n')
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
+time.sleep(0.5)
+os.write(fd, b'stty size\r')
+read_until(b'40 120')
 echoed = b'echo ab""cd' in buf
 os.write(fd, b'\x04')
 end = time.time() + 15
@@ -69,11 +73,46 @@ while time.time() < end:
 print(json.dumps({'echoed': echoed, 'status': status, 'buf': buf.decode('latin1')}))
 `;
 
+const DETACH_SCRIPT = String.raw`
+import json, os, pty, select, sys, time
+host, config, name = sys.argv[1], sys.argv[2], sys.argv[3]
+env = dict(os.environ, DOCKER_CONFIG=config, DOCKER_HOST='', DOCKER_CLI_HINTS='false', TERM='xterm')
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvpe('docker', ['docker', '-H', host, 'attach', name], env)
+buf = b''
+def pump(until, timeout=15):
+    global buf
+    end = time.time() + timeout
+    while until not in buf and time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                buf += os.read(fd, 4096)
+            except OSError:
+                return
+time.sleep(0.5)
+os.write(fd, b'echo in-attach\r')
+pump(b'in-attach\r\n')
+os.write(fd, b'\x10\x11')
+end = time.time() + 15
+status = None
+while time.time() < end:
+    wpid, st = os.waitpid(pid, os.WNOHANG)
+    if wpid:
+        status = os.waitstatus_to_exitcode(st)
+        break
+    pump(b'\x00', 0.1)
+print(json.dumps({'status': status, 'buf': buf.decode('latin1')}))
+`;
+
 function runPty(
   engine: TestEngine,
+  script = PTY_SCRIPT,
+  extra: string[] = [],
 ): Promise<{ echoed: boolean; status: number | null; buf: string; error?: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('python3', ['-c', PTY_SCRIPT, engine.host, engine.dockerConfig], {
+    const child = spawn('python3', ['-c', script, engine.host, engine.dockerConfig, ...extra], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -141,6 +180,17 @@ describe('containers with the docker CLI', () => {
     assert.equal(r.status, 0, r.buf);
     const left = await ok('ps', '-aq', '--filter', 'name=tty-test');
     assert.equal(left, '');
+  });
+
+  it('attach to a TTY container and detach with ctrl-p ctrl-q: the container keeps running', async () => {
+    await ok('run', '-dit', '--name', 'detachable', 'busybox', 'sh');
+    const r = await runPty(engine, DETACH_SCRIPT, ['detachable']);
+    assert.match(r.buf, /in-attach/);
+    assert.match(r.buf, /read escape sequence/);
+    // docker CLI 28 exits 1 after a detach, with dockerd too
+    assert.equal(r.status, 1, r.buf);
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'detachable'), 'true');
+    await ok('rm', '-f', 'detachable');
   });
 
   it('run -d, ps with filters, inspect, logs (--tail, -t, --since, -f)', async () => {
