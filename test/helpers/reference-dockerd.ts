@@ -15,6 +15,14 @@ export interface RunResult {
   stderr: string;
 }
 
+export interface DockerRunOptions {
+  input?: string | Buffer;
+  timeoutMs?: number;
+  env?: Record<string, string>;
+  /** Another docker CLI binary for this call. */
+  cli?: string;
+}
+
 export interface ReferenceDockerdOptions {
   /** `host:port` (or CIDR) entries passed as `--insecure-registry`. */
   insecureRegistries?: string[];
@@ -203,12 +211,12 @@ export class ReferenceDockerd {
     });
   }
 
-  /** The docker CLI against this daemon (DOCKER_CONFIG = `dockerConfig` unless `env` says otherwise). */
-  docker(
-    args: string[],
-    opts: { input?: string | Buffer; timeoutMs?: number; env?: Record<string, string> } = {},
-  ): Promise<RunResult> {
-    return this.runCommand(this.cli, ['-H', this.host, ...args], {
+  /**
+   * The docker CLI against this daemon (DOCKER_CONFIG = `dockerConfig` unless `env` says
+   * otherwise; `cli` picks another docker binary for this call).
+   */
+  docker(args: string[], opts: DockerRunOptions = {}): Promise<RunResult> {
+    return this.runCommand(opts.cli ?? this.cli, ['-H', this.host, ...args], {
       ...opts,
       env: {
         DOCKER_CONFIG: this.dockerConfig,
@@ -221,10 +229,7 @@ export class ReferenceDockerd {
   }
 
   /** docker(...) that must succeed; returns trimmed stdout. */
-  async dockerOk(
-    args: string[],
-    opts: { input?: string | Buffer; timeoutMs?: number; env?: Record<string, string> } = {},
-  ): Promise<string> {
+  async dockerOk(args: string[], opts: DockerRunOptions = {}): Promise<string> {
     const r = await this.docker(args, opts);
     if (r.code !== 0) {
       throw new Error(`docker ${args.join(' ')} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);

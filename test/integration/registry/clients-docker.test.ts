@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -189,6 +189,59 @@ describe('docker (Debian dockerd 20.10) against berth', () => {
     assert.equal(size.trim(), '300000');
     await dockerd.dockerOk(['rmi', ref]);
   });
+
+  it('push --all-tags, a manifest list made with docker manifest, pull --all-tags', async () => {
+    const host = hostOf(open);
+    const repo = `${host}/lib/all`;
+    for (const t of ['a', 'b', 'c']) await dockerd.dockerOk(['tag', SEED, `${repo}:${t}`]);
+    const pushed = await dockerd.dockerOk(['push', '--all-tags', repo]);
+    const digest = pushedDigest(pushed);
+    assert.equal(pushed.match(/digest: sha256:/g)?.length, 3);
+    const tags = await http('GET', `${open.url}/v2/lib/all/tags/list`);
+    assert.deepEqual(tags.json(), { name: 'lib/all', tags: ['a', 'b', 'c'] });
+
+    // `docker manifest create/push` (the CLI talks to the registry itself): a manifest list in
+    // another repository; the CLI mounts the child's blobs and puts the child manifest there.
+    const list = `${host}/lib/list:1`;
+    await dockerd.dockerOk(['manifest', 'create', '--insecure', list, `${repo}:a`]);
+    const listPush = await dockerd.dockerOk(['manifest', 'push', '--insecure', '--purge', list]);
+    const listDigest = /(sha256:[0-9a-f]{64})\s*$/.exec(listPush)?.[1] ?? '';
+    assert.match(listDigest, /^sha256:[0-9a-f]{64}$/, listPush);
+    const fetched = await http('GET', `${open.url}/v2/lib/list/manifests/1`, {
+      headers: { Accept: ALL_MANIFEST_TYPES },
+    });
+    assert.equal(
+      fetched.headers.get('content-type'),
+      'application/vnd.docker.distribution.manifest.list.v2+json',
+    );
+    assert.equal(fetched.headers.get('docker-content-digest'), listDigest);
+    const child = await http('HEAD', `${open.url}/v2/lib/list/manifests/${digest}`, {
+      headers: { Accept: ALL_MANIFEST_TYPES },
+    });
+    assert.equal(child.status, 200);
+    // Both CLIs (Debian's 20.10 and the one first on PATH) read the list back.
+    for (const cli of [dockerd.cli, 'docker']) {
+      const inspected = JSON.parse(
+        await dockerd.dockerOk(['manifest', 'inspect', '--insecure', list], { cli }),
+      ) as {
+        mediaType: string;
+        manifests: Array<{ digest: string }>;
+      };
+      assert.equal(inspected.mediaType, 'application/vnd.docker.distribution.manifest.list.v2+json', cli);
+      assert.equal(inspected.manifests[0]?.digest, digest);
+    }
+
+    for (const t of ['a', 'b', 'c']) await dockerd.dockerOk(['rmi', `${repo}:${t}`]);
+    const pulledList = await dockerd.dockerOk(['pull', list]);
+    assert.match(pulledList, new RegExp(`Digest: ${listDigest}`));
+    assert.equal(
+      await dockerd.dockerOk(['run', '--rm', '--network', 'none', list, 'echo', 'list-ok']),
+      'list-ok',
+    );
+    const all = await dockerd.dockerOk(['pull', '--all-tags', repo]);
+    for (const t of ['a', 'b', 'c']) assert.match(all, new RegExp(`${t}: Pulling from lib/all`));
+    await dockerd.dockerOk(['rmi', list, `${repo}:a`, `${repo}:b`, `${repo}:c`]);
+  });
 });
 
 describe('docker with htpasswd basic auth', () => {
@@ -244,6 +297,13 @@ describe('docker with the built-in token server (Bearer)', () => {
     assert.notEqual(bad.code, 0);
     const login = await dockerd.dockerOk(['login', host, '-u', 'alice', '-p', 'alice-pw'], { env });
     assert.match(login, /Login Succeeded/);
+    // docker login asks for an offline token: the CLI keeps the refresh token (no password), and
+    // push/pull below go through the OAuth2 refresh_token grant of the token server.
+    const saved = JSON.parse(await readFile(join(config, 'config.json'), 'utf8')) as {
+      auths: Record<string, { auth?: string; identitytoken?: string }>;
+    };
+    assert.match(saved.auths[host]?.identitytoken ?? '', /^[\w-]+\.[\w-]+\.[\w-]+$/);
+    assert.equal(Buffer.from(saved.auths[host]?.auth ?? '', 'base64').toString(), 'alice:');
 
     await dockerd.dockerOk(['tag', SEED, ref]);
     const digest = pushedDigest(await dockerd.dockerOk(['push', ref], { env }));
@@ -324,5 +384,29 @@ describe("containerd's ctr (containerd 1.6) against berth", () => {
       imported,
       ref,
     ]);
+  });
+
+  it('pushes and pulls with --user through basic auth and through the token server', async () => {
+    const ns = ['-n', `berth-clients-auth-${process.pid}`];
+    const fresh = ['-n', `berth-clients-auth2-${process.pid}`];
+    const source = `${hostOf(open)}/lib/busybox:1`;
+    await dockerd.ctrOk([...ns, 'images', 'pull', '--plain-http', source]);
+    for (const [reg, repo] of [
+      [basic, 'ctr/basic'],
+      [token, 'alice/ctr'],
+    ] as const) {
+      const ref = `${hostOf(reg)}/${repo}:1`;
+      await dockerd.ctrOk([...ns, 'images', 'tag', source, ref]);
+      const anonPush = await dockerd.ctr([...ns, 'images', 'push', '--plain-http', ref]);
+      assert.notEqual(anonPush.code, 0, `anonymous push to ${ref} succeeded`);
+      await dockerd.ctrOk([...ns, 'images', 'push', '--plain-http', '--user', 'alice:alice-pw', ref]);
+      const anonPull = await dockerd.ctr([...fresh, 'images', 'pull', '--plain-http', ref]);
+      assert.notEqual(anonPull.code, 0, `anonymous pull of ${ref} succeeded`);
+      assert.match(anonPull.stderr, /401 Unauthorized|403 Forbidden/);
+      await dockerd.ctrOk([...fresh, 'images', 'pull', '--plain-http', '--user', 'alice:alice-pw', ref]);
+      await dockerd.ctrOk([...fresh, 'images', 'rm', ref]);
+      await dockerd.ctrOk([...ns, 'images', 'rm', ref]);
+    }
+    await dockerd.ctrOk([...ns, 'images', 'rm', source]);
   });
 });
