@@ -1,7 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { access, rename, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { buildBusyboxRootfs, writeBusyboxTarball } from '../../src/engine/images/seed.js';
+import { join } from 'node:path';
+import { buildBusyboxRootfs, HOST_BUSYBOX, writeBusyboxTarball } from '../../src/engine/images/seed.js';
 import type { TestEngine } from './engine.js';
 
 export { buildBusyboxRootfs };
@@ -16,11 +16,22 @@ export const BUSYBOX_CHANGES = [
 
 /**
  * Write the busybox rootfs tarball (from the host's busybox-static, the same one `berth up`
- * seeds) to `path`, or to a new temp dir; returns the file's path. For tests that `docker import`.
+ * seeds) to `path`; without a path, answer a shared cached file in the temp dir (one per busybox
+ * binary, written atomically, never to be deleted by callers). Returns the file's path.
  */
 export async function busyboxTarball(path?: string): Promise<string> {
-  const target = path ?? join(await mkdtemp(join(tmpdir(), 'berth-busybox-')), 'busybox.tar');
-  return writeBusyboxTarball(target);
+  if (path) return writeBusyboxTarball(path);
+  const st = await stat(HOST_BUSYBOX);
+  const cached = join(tmpdir(), `berth-busybox-${st.size}-${Math.floor(st.mtimeMs)}.tar`);
+  try {
+    await access(cached);
+    return cached;
+  } catch {
+    const tmp = `${cached}.${process.pid}.${Date.now()}.tmp`;
+    await writeBusyboxTarball(tmp);
+    await rename(tmp, cached);
+    return cached;
+  }
 }
 
 /**
@@ -30,10 +41,5 @@ export async function busyboxTarball(path?: string): Promise<string> {
 export async function ensureBusybox(engine: TestEngine, ref = 'busybox:latest'): Promise<string> {
   const have = await engine.docker(['image', 'inspect', '--format', '{{.Id}}', ref]);
   if (have.code === 0) return have.stdout.trim();
-  const tar = await busyboxTarball();
-  try {
-    return await engine.dockerOk(['import', ...BUSYBOX_CHANGES, tar, ref]);
-  } finally {
-    await rm(dirname(tar), { recursive: true, force: true });
-  }
+  return engine.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), ref]);
 }

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
@@ -35,7 +34,6 @@ describe('images through the docker CLI and the API', () => {
 
   after(async () => {
     await engine?.destroy();
-    if (tarPath) await rm(dirname(tarPath), { recursive: true, force: true });
   });
 
   const inspect = async (name: string): Promise<Inspect> => {
