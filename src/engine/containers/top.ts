@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { invalidParameter, systemError } from '../../common/errors.js';
+import { invalidParameter } from '../../common/errors.js';
 import type { TopResult } from './types.js';
 
 const run = promisify(execFile);
@@ -17,7 +17,7 @@ export async function runTop(pids: number[], psArgs = '-ef'): Promise<TopResult>
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     const first = (e.stderr || e.message).trim().split('\n')[0] ?? '';
-    throw systemError(`ps: ${first}`);
+    throw invalidParameter(`ps: ${first}`);
   }
   return parsePsOutput(stdout, pids);
 }

@@ -338,8 +338,12 @@ export function parseBind(spec: string): ParsedBind {
 function checkMounts(mounts: MountSpec[]): void {
   const seen = new Set<string>();
   for (const m of mounts) {
-    const what = `invalid mount config for type "${m.Type ?? ''}"`;
     if (!m || typeof m !== 'object') throw invalidParameter('invalid mount config: expected an object');
+    const what = `invalid mount config for type "${m.Type ?? ''}"`;
+    if (m.Target !== undefined && typeof m.Target !== 'string')
+      throw invalidParameter(`${what}: Target must be a string`);
+    if (m.Source !== undefined && typeof m.Source !== 'string')
+      throw invalidParameter(`${what}: Source must be a string`);
     if (!m.Target) throw invalidParameter(`${what}: field Target must not be empty`);
     if (!isAbsolute(m.Target))
       throw invalidParameter(`${what}: invalid mount path: '${m.Target}' mount path must be absolute`);
@@ -409,7 +413,11 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
   }
   for (const [port, bindings] of Object.entries(hc.PortBindings ?? {})) {
     parsePortKey(port);
+    if (bindings !== null && !Array.isArray(bindings)) {
+      throw invalidParameter(`invalid port bindings for ${port}: expected an array of {HostIp, HostPort}`);
+    }
     for (const pb of bindings ?? []) {
+      if (!pb || typeof pb !== 'object') throw invalidParameter(`invalid port binding for ${port}`);
       if (pb?.HostPort && !parsePortRange(pb.HostPort)) {
         throw invalidParameter(`invalid port specification: "${pb.HostPort}"`);
       }

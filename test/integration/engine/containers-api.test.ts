@@ -120,6 +120,40 @@ describe('container API over raw HTTP', () => {
     assert.equal(bad.status, 400);
   });
 
+  it('malformed create bodies get a 4xx, never a 500', async () => {
+    const bodies: unknown[] = [
+      [],
+      'x',
+      { Image: 'busybox', HostConfig: { Mounts: [null] } },
+      { Image: 'busybox', HostConfig: { Mounts: [{ Type: 'bind', Source: 5, Target: '/x' }] } },
+      { Image: 'busybox', HostConfig: { PortBindings: { '80/tcp': 'x' } } },
+      { Image: 'busybox', HostConfig: { PortBindings: { '80/tcp': [null] } } },
+      { Image: 'busybox', HostConfig: { RestartPolicy: { Name: 5 } } },
+      { Image: 'busybox', HostConfig: { LogConfig: { Type: 'json-file', Config: { 'max-size': 'lots' } } } },
+      { Image: 'busybox', HostConfig: { Ulimits: [null] } },
+      { Image: 'busybox', HostConfig: { ConsoleSize: [1] } },
+      { Image: 'busybox', HostConfig: { NetworkMode: 'container:nope' } },
+      { Image: 'busybox', HostConfig: { CapAdd: ['NOPE'] } },
+      { Image: 'busybox', HostConfig: { Dns: ['not-an-ip'] } },
+      { Image: 'busybox', HostConfig: { ExtraHosts: ['nohost'] } },
+      {
+        Image: 'busybox',
+        NetworkingConfig: { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '300.1.1.1' } } } },
+      },
+      { Image: 'busybox', Healthcheck: { Interval: 'x' } },
+      { Image: 'busybox', Labels: { a: 1 } },
+      { Image: 'busybox', Env: [1] },
+      { Image: 'busybox', StopSignal: 'SIGNOPE' },
+      { Image: 'busybox', WorkingDir: 'relative' },
+      { Image: 'Bad:Name' },
+    ];
+    for (const body of bodies) {
+      const r = await post('/v1.44/containers/create', body);
+      assert.ok(r.status >= 400 && r.status < 500, `${JSON.stringify(body)} → ${r.status} ${r.text()}`);
+    }
+    assert.equal((await engine.request('GET', '/_ping')).status, 200);
+  });
+
   it('start 204/304, stop 204/304, kill 409, rm 409, wait, inspect 404', async () => {
     assert.equal((await post('/v1.44/containers/api1/start')).status, 204);
     assert.equal((await post('/v1.44/containers/api1/start')).status, 304);
@@ -311,6 +345,7 @@ describe('container API over raw HTTP', () => {
       Titles: string[];
     }>();
     assert.ok(aux.Titles.includes('%CPU'));
+    assert.equal((await engine.request('GET', `/v1.44/containers/${Id}/top?ps_args=--nope`)).status, 400);
     assert.equal((await post(`/v1.44/containers/${Id}/pause`)).status, 204);
     assert.equal((await post(`/v1.44/containers/${Id}/pause`)).status, 409);
     const att = await post(`/v1.44/containers/${Id}/attach?stream=1&stdout=1`);
