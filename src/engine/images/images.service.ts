@@ -180,6 +180,7 @@ class LocalImageService implements ImageService {
       paths: (key) => overlay.paths(key),
       exists: (key) => overlay.exists(key),
       listActive: () => overlay.listActive(),
+      diff: (key) => overlay.diff(key),
     };
   }
 

@@ -8,6 +8,7 @@ import type { Logger } from '../../common/log.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 import { applyLayer, type Compression } from './layer.apply.js';
+import { exportDiff } from './layer.export.js';
 import { JsonRecordStore, KeyedMutex } from './metadata.store.js';
 import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
 
@@ -392,6 +393,10 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       await rm(join(this.linkDir, rec.link), { force: true });
       await this.removeDir(dir);
     });
+  }
+
+  diff(key: string): Readable {
+    return exportDiff(join(this.dirOf(key), 'diff'), this.opts.ops);
   }
 
   async usage(key: string): Promise<number> {

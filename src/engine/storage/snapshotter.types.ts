@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+
 /**
  * Overlay snapshots: one read-only snapshot per image layer, keyed by chain ID, and one writable
  * snapshot per container, keyed by the container ID, on top of its image's top chain ID.
@@ -33,4 +35,9 @@ export interface SnapshotterExtras {
   exists(key: string): Promise<boolean>;
   /** All writable snapshots with the chain they sit on. */
   listActive(): Promise<Array<{ key: string; parent: string | null }>>;
+  /**
+   * The writable layer's changes as an uncompressed layer tarball, whiteouts in AUFS form
+   * (docker commit, export of changes, diff): feed it to ImageService.addLayer to commit.
+   */
+  diff(key: string): Readable;
 }

@@ -31,6 +31,11 @@ export interface StorageOps {
    * hard links and xattrs; members matching `exclude` (basename globs) are skipped.
    */
   extractTar(input: Readable, dir: string, exclude: string[]): Promise<void>;
+  /**
+   * An uncompressed POSIX tar of `dir` (numeric owners, xattrs, hard links, devices), member
+   * names `./...`; `done` settles when tar exits.
+   */
+  createTar(dir: string): { stdout: Readable; done: Promise<void>; kill(): void };
   /** Start an external decompressor (bzip2, xz, zstd); gzip is decompressed in-process. */
   decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
     stdin: NodeJS.WritableStream;
@@ -159,6 +164,36 @@ export class HostStorageOps implements StorageOps {
       }
       throw new BerthError('System', `extracting layer: ${msg || `tar exited ${r.code}`}`);
     }
+  }
+
+  createTar(dir: string): { stdout: Readable; done: Promise<void>; kill(): void } {
+    const args = [
+      '-c',
+      '-f',
+      '-',
+      '-C',
+      dir,
+      '--numeric-owner',
+      '--xattrs',
+      '--xattrs-include=*',
+      '--format=posix',
+      '--pax-option=delete=atime,delete=ctime',
+      '.',
+    ];
+    const child = spawn('tar', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const err: Buffer[] = [];
+    child.stderr.on('data', (d: Buffer) => {
+      if (err.length < 64) err.push(d);
+    });
+    const done = new Promise<void>((resolve, reject) => {
+      child.on('error', (e) => reject(systemError(`cannot run tar: ${e.message}`)));
+      child.on('close', (code) => {
+        if (code === 0) resolve();
+        else reject(systemError(`tar -c ${dir}: ${Buffer.concat(err).toString('utf8').trim()}`));
+      });
+    });
+    done.catch(() => undefined);
+    return { stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
   }
 
   decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {

@@ -32,6 +32,9 @@ class FakeOps implements StorageOps {
   async extractTar(input: Readable): Promise<void> {
     for await (const c of input) this.extracted += (c as Buffer).length;
   }
+  createTar(): never {
+    throw new Error('not in this test');
+  }
   decompressor(): never {
     throw new Error('not in this test');
   }

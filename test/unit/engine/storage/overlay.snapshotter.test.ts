@@ -1,11 +1,23 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  link,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import tarStream from 'tar-stream';
 import { Logger } from '../../../../src/common/log.js';
 import { HostStorageOps } from '../../../../src/engine/storage/adapters/host.ops.js';
 import { ContentStore } from '../../../../src/engine/storage/content.store.js';
@@ -216,6 +228,62 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     await writeFile(join(target, 'f'), 'x');
     await snap.unmount(target);
     await snap.remove('c2');
+  });
+
+  it('exports a writable layer in AUFS form and commits it back as a layer', async () => {
+    await snap.prepare('c3', top);
+    const target = join(dir, 'mnt3');
+    await snap.mount('c3', target);
+    try {
+      await writeFile(join(target, 'etc/new'), 'n');
+      await link(join(target, 'etc/new'), join(target, 'etc/new2'));
+      execFileSync('setfattr', ['-n', 'user.k', '-v', 'v', join(target, 'etc/new')]);
+      await rm(join(target, 'etc/b'));
+      await rm(join(target, 'home'), { recursive: true });
+      await mkdir(join(target, 'home'));
+      await writeFile(join(target, 'home/x'), 'x');
+    } finally {
+      await snap.unmount(target);
+    }
+    const members: Array<{ name: string; type: string; pax?: Record<string, string> }> = [];
+    const extract = tarStream.extract();
+    extract.on('entry', (h, stream, next) => {
+      members.push({ name: h.name, type: h.type ?? '', pax: h.pax as Record<string, string> | undefined });
+      stream.on('end', next);
+      stream.resume();
+    });
+    const parsed = new Promise<void>((r) => extract.on('finish', () => r()));
+    snap.diff('c3').pipe(extract as unknown as NodeJS.WritableStream);
+    await parsed;
+    const names = members.map((m) => m.name);
+    for (const n of ['etc/', 'etc/.wh.b', 'etc/new', 'home/', 'home/.wh..wh..opq', 'home/x']) {
+      assert.ok(names.includes(n), `${n} in ${names.join(' ')}`);
+    }
+    assert.ok(
+      members.some((m) => m.type === 'link'),
+      'hard link kept',
+    );
+    assert.ok(!members.some((m) => Object.keys(m.pax ?? {}).some((k) => k.includes('trusted.overlay'))));
+    assert.ok(members.some((m) => m.pax?.['SCHILY.xattr.user.k'] === 'v'));
+
+    const { layer } = await snap.applyLayer(top, snap.diff('c3'));
+    const diff = join(snap.root, layer.chainId.slice(7), 'diff');
+    assert.ok((await lstat(join(diff, 'etc/b'))).isCharacterDevice());
+    assert.equal(getfattr(join(diff, 'home'), 'trusted.overlay.opaque'), 'y');
+    assert.equal(getfattr(join(diff, 'etc/new'), 'user.k'), 'v');
+    await snap.prepare('c4', layer.chainId);
+    await snap.mount('c4', target, { readonly: true });
+    try {
+      assert.ok(!existsSync(join(target, 'etc/b')));
+      assert.deepEqual(await readdir(join(target, 'home')), ['x']);
+      assert.equal(await readFile(join(target, 'etc/new2'), 'utf8'), 'n');
+      assert.equal((await stat(join(target, 'etc/new'))).nlink, 2);
+    } finally {
+      await snap.unmount(target);
+    }
+    await snap.remove('c4');
+    await snap.remove('c3');
+    await snap.removeLayer(layer.chainId);
   });
 
   it('reconciles after a crash: half-written layers, orphans and stale links go', async () => {
