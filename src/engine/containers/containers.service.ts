@@ -257,6 +257,22 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
         await life.handleExit(c, st);
         continue;
       }
+      if (!c.state.Running) {
+        // A crash between the runtime starting the process and the state being saved: adopt it.
+        const rs = await ix.runtime.state(c.id).catch(() => null);
+        if (rs && (rs.status === 'running' || rs.status === 'paused')) {
+          c.setRunning(rs.pid);
+          c.state.Paused = rs.status === 'paused';
+          if (c.state.Paused) c.state.Status = 'paused';
+          c.rootfsMounted = true;
+          await life.reattach(c);
+          await ix.store.save(c.record);
+          continue;
+        }
+        if (rs) await ix.runtime.delete(c.id).catch(() => undefined);
+        const target = await rootfsPath(ix, c.id);
+        if (await isMounted(target)) await ix.images.snapshotter.unmount(target).catch(() => undefined);
+      }
       if (c.state.Restarting) {
         c.clearRestarting();
         await ix.store.save(c.record);

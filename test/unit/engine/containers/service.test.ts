@@ -274,6 +274,25 @@ describe('containers service (fake runtime)', () => {
     for (const n of ['keep', 'gone', 'back']) await h.service.remove(n, { force: true });
   });
 
+  it('live restore adopts a process the runtime runs although the record was not saved as running', async () => {
+    const { Id } = await h.service.create(req({ Image: 'busybox' }, { name: 'orphan' }));
+    await h.service.close();
+    await h.runtime.start({
+      id: Id,
+      bundleDir: '/nonexistent',
+      spec: {},
+      terminal: false,
+      stdin: false,
+      stdinOnce: false,
+      logPath: '/dev/null',
+    });
+    await h.restart();
+    const v = await h.service.inspect('orphan');
+    assert.equal((v.State as { Status: string }).Status, 'running');
+    await h.service.stop('orphan', { timeout: 0 });
+    await h.service.remove('orphan', {});
+  });
+
   it('list: filters, all, ordering newest first', async () => {
     const a = await h.service.create(req({ Image: 'busybox', Labels: { team: 'a' } }, { name: 'la' }));
     const b = await h.service.create(req({ Image: 'busybox', Labels: { team: 'b' } }, { name: 'lb' }));
