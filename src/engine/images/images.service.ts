@@ -61,6 +61,13 @@ export interface ImageService extends ImageResolver {
   ): Promise<{ chainId: string; diffId: string; size: number; release(): void }>;
   /** Register an image from its config (layers must exist already). Used by import; commit and load later. */
   createImage(config: ImageConfigFile, opts?: { parent?: string }): Promise<string>;
+  /**
+   * docker commit's image half (moby's CommitImage): the writable snapshot `key` becomes a layer
+   * on the parent image's chain (none when the layer is empty), then an image whose config is
+   * `config` (the caller merges changes and the container's config), with history and parent;
+   * tagged when `repo` is given. The caller pauses the container and logs its `commit` event.
+   */
+  commit(opts: CommitOptions): Promise<string>;
   listImages(opts?: ImageListOptions): Promise<ImageListItem[]>;
   inspect(name: string): Promise<ImageDetails>;
   history(name: string): Promise<ImageHistoryItem[]>;
@@ -74,6 +81,25 @@ export interface ImageService extends ImageResolver {
   /** Remove layers that neither an image nor a writable snapshot uses; returns their chain IDs. */
   collectGarbage(): Promise<string[]>;
 }
+
+export interface CommitOptions {
+  /** The writable snapshot (container ID). */
+  key: string;
+  /** The image the container runs (ID), or undefined for a container from scratch. */
+  parentImageId?: string;
+  containerId: string;
+  /** The container's config, recorded as ContainerConfig; its Cmd becomes the history's created_by. */
+  containerConfig: ContainerConfig;
+  /** The new image's config. */
+  config: ContainerConfig;
+  author?: string;
+  comment?: string;
+  repo?: string;
+  tag?: string;
+}
+
+/** Digest of an empty tar archive (1024 zero bytes): a layer that changes nothing. */
+export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
 
 interface ImageMeta {
   id: string;
@@ -450,6 +476,60 @@ class LocalImageService implements ImageService {
         this.unpin(layer.chainId);
       },
     };
+  }
+
+  async commit(o: CommitOptions): Promise<string> {
+    let newRef: Reference | undefined;
+    if (o.repo) {
+      newRef = parseNormalizedNamed(o.repo);
+      if (hasDigest(newRef)) throw invalidParameter('refusing to create a tag with a digest reference');
+      if (o.tag) newRef = withTag(newRef, o.tag);
+    } else if (o.tag) {
+      throw invalidParameter('tag is specified without repository');
+    }
+    const parent = o.parentImageId ? this.images.get(o.parentImageId) : undefined;
+    if (o.parentImageId && !parent) throw notFound(`No such image: ${o.parentImageId}`);
+    const parentChain = parent?.chain.length ? (parent.chain[parent.chain.length - 1] as string) : null;
+    const layer = await this.addLayer(parentChain, toBuffers(this.overlay.diff(o.key)));
+    try {
+      const empty = layer.diffId === EMPTY_LAYER_DIFF_ID;
+      const created = rfc3339Nano();
+      const history = { created, created_by: (o.containerConfig.Cmd ?? []).join(' ') } as {
+        created: string;
+        created_by: string;
+        author?: string;
+        comment?: string;
+        empty_layer?: boolean;
+      };
+      if (o.author) history.author = o.author;
+      if (o.comment) history.comment = o.comment;
+      if (empty) history.empty_layer = true;
+      const base = parent?.config;
+      const config: ImageConfigFile = {
+        architecture: base?.architecture ?? hostArchitecture(),
+        config: orderedContainerConfig(o.config) as ContainerConfig,
+        container: o.containerId,
+        container_config: orderedContainerConfig(o.containerConfig) as ContainerConfig,
+        created,
+        docker_version: this.opts.engineVersion,
+        history: [...(base?.history ?? []), history],
+        os: base?.os ?? 'linux',
+        rootfs: {
+          type: 'layers',
+          diff_ids: [...(base?.rootfs?.diff_ids ?? []), ...(empty ? [] : [layer.diffId])],
+        },
+      };
+      if (o.author) config.author = o.author;
+      if (o.comment) config.comment = o.comment;
+      if (base?.variant) config.variant = base.variant;
+      if (base?.['os.version']) config['os.version'] = base['os.version'];
+      const id = await this.createImage(config, { parent: o.parentImageId ?? '' });
+      if (newRef) await this.mutex.run(() => this.addRef(id, newRef as Reference));
+      return id;
+    } finally {
+      layer.release();
+      if (layer.diffId === EMPTY_LAYER_DIFF_ID) await this.collectGarbage().catch(() => undefined);
+    }
   }
 
   async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {

@@ -223,6 +223,79 @@ describe('image service (real overlay in a temp dir)', () => {
     assert.deepEqual(await readdir(join(dir, 'content', 'ingest')), []);
   });
 
+  it('commits a container snapshot as a child image', async () => {
+    const base = await images.resolve('busybox');
+    const cid = 'e'.repeat(64);
+    await images.snapshotter.prepare(cid, base.chainId);
+    const mnt = (await images.snapshotter.paths(cid)).MergedDir;
+    await images.snapshotter.mount(cid, mnt);
+    try {
+      await writeFile(join(mnt, 'hello'), 'committed');
+      await rm(join(mnt, 'etc', 'hosts'));
+    } finally {
+      await images.snapshotter.unmount(mnt);
+    }
+    const id = await images.commit({
+      key: cid,
+      parentImageId: base.id,
+      containerId: cid,
+      containerConfig: { Cmd: ['sh', '-c', 'echo hi'], Image: 'busybox' },
+      config: { Cmd: ['cat', '/hello'], Env: base.config.config?.Env ?? null },
+      author: 'me',
+      comment: 'snap',
+      repo: 'committed',
+      tag: 'v1',
+    });
+    const rec = await images.resolve('committed:v1');
+    assert.equal(rec.id, id);
+    assert.equal(rec.parent, base.id);
+    assert.equal(rec.config.rootfs.diff_ids.length, 2);
+    assert.equal(rec.config.container, cid);
+    assert.equal(rec.config.author, 'me');
+    assert.deepEqual(rec.config.config?.Cmd, ['cat', '/hello']);
+    const h = await images.history('committed:v1');
+    assert.deepEqual(
+      h.map((i) => [i.id, i.createdBy, i.comment]),
+      [
+        [id, 'sh -c echo hi', 'snap'],
+        [base.id, '', 'Imported from -'],
+      ],
+    );
+    // The committed file is in the image; the deleted one is whited out.
+    await images.snapshotter.prepare('ctr-check', rec.chainId);
+    const check = (await images.snapshotter.paths('ctr-check')).MergedDir;
+    await images.snapshotter.mount('ctr-check', check, { readonly: true });
+    try {
+      assert.equal(readFileSync(join(check, 'hello'), 'utf8'), 'committed');
+      assert.ok(!existsSync(join(check, 'etc', 'hosts')));
+      assert.ok(existsSync(join(check, 'etc', 'passwd')));
+    } finally {
+      await images.snapshotter.unmount(check);
+    }
+    await images.snapshotter.remove('ctr-check');
+    // Nothing changed: an empty layer, recorded in history only.
+    await images.snapshotter.prepare('f'.repeat(64), rec.chainId);
+    const again = await images.commit({
+      key: 'f'.repeat(64),
+      parentImageId: id,
+      containerId: 'f'.repeat(64),
+      containerConfig: { Cmd: ['true'] },
+      config: { Cmd: ['true'] },
+    });
+    const rec2 = await images.resolve(again);
+    assert.equal(rec2.config.rootfs.diff_ids.length, 2);
+    assert.equal(rec2.config.history?.at(-1)?.empty_layer, true);
+    assert.equal(rec2.chainId, rec.chainId);
+    await images.snapshotter.remove('f'.repeat(64));
+    await images.snapshotter.remove(cid);
+    await images.remove(again);
+    await images.remove('committed:v1');
+    await assert.rejects(
+      images.commit({ key: cid, containerId: cid, containerConfig: {}, config: {}, tag: 'x' }),
+      { kind: 'InvalidParameter' },
+    );
+  });
+
   it('mounts a container snapshot of busybox', async () => {
     const rec = await images.resolve('busybox');
     await images.snapshotter.prepare('ctr2', rec.chainId);
