@@ -68,8 +68,18 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
 
   await reconcile(ix, life);
 
-  async function view(c: Container, size: boolean): Promise<ViewSource> {
+  async function view(c: Container, size: boolean, graph = true): Promise<ViewSource> {
     const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [] };
+    if (graph) await addGraphDriver(c, src);
+    if (size) {
+      src.sizeRw = await ix.images.snapshotter.usage(c.id).catch(() => 0);
+      const image = await ix.images.get(c.record.Image).catch(() => undefined);
+      src.sizeRootFs = (image?.size ?? 0) + src.sizeRw;
+    }
+    return src;
+  }
+
+  async function addGraphDriver(c: Container, src: ViewSource): Promise<void> {
     const snap = ix.images.snapshotter as Snapshotter & {
       paths?: (key: string) => Promise<Record<string, string>>;
     };
@@ -80,12 +90,6 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     } catch {
       // snapshot gone (removal in progress)
     }
-    if (size) {
-      src.sizeRw = await ix.images.snapshotter.usage(c.id).catch(() => 0);
-      const image = await ix.images.get(c.record.Image).catch(() => undefined);
-      src.sizeRootFs = (image?.size ?? 0) + src.sizeRw;
-    }
-    return src;
   }
 
   const service: ContainerService = {
@@ -111,18 +115,21 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       );
       const images = new Map((await ix.images.list()).map((i) => [i.id, i]));
       const now = Date.now();
+      const byName = new Map<string, string | undefined>();
       const out: ListItemView[] = [];
       for (const p of picked) {
         const c = ix.containers.get(p.record.ID);
         if (!c) continue;
-        const src = await view(c, o.size ?? false);
+        const src = await view(c, o.size ?? false, false);
         // Image: the name given at create; the image ID when that name now means another image.
         let imageName = c.record.Config.Image ?? '';
         const img = images.get(c.record.Image);
         if (!img) imageName = c.record.Image;
         else {
-          const byName = await ix.images.resolve(imageName).catch(() => undefined);
-          if (byName?.id !== c.record.Image) imageName = img.repoTags[0] ?? c.record.Image;
+          if (!byName.has(imageName)) {
+            byName.set(imageName, (await ix.images.resolve(imageName).catch(() => undefined))?.id);
+          }
+          if (byName.get(imageName) !== c.record.Image) imageName = img.repoTags[0] ?? c.record.Image;
         }
         out.push(listItemView({ ...src, imageName, now }));
       }
