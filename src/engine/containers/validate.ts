@@ -461,6 +461,14 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
   }
   if (nm === 'host' && Object.keys(hc.PortBindings ?? {}).length > 0) {
     warnings.push('Published ports are discarded when using host network mode');
+  } else if (
+    (Object.keys(hc.PortBindings ?? {}).length > 0 || hc.PublishAllPorts) &&
+    !nm.startsWith('container:') &&
+    nm !== 'none'
+  ) {
+    warnings.push(
+      'Port publishing is not available yet (no bridge networking): published ports are not bound',
+    );
   }
   const cs = hc.ConsoleSize;
   if (cs !== undefined && cs !== null) {

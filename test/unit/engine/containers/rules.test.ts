@@ -104,6 +104,14 @@ describe('create validation', () => {
       /can't create 'AutoRemove' container with restart policy/,
     );
     validateHostConfig({ AutoRemove: true, RestartPolicy: { Name: 'no' } }, {}, hv);
+    assert.match(
+      validateHostConfig({ PortBindings: { '80/tcp': [{ HostPort: '8080' }] } }, {}, hv)[0] ?? '',
+      /not available yet/,
+    );
+    assert.match(
+      validateHostConfig({ NetworkMode: 'host', PortBindings: { '80/tcp': [] } }, {}, hv)[0] ?? '',
+      /discarded when using host network mode/,
+    );
     const warnings = validateHostConfig({ Memory: 64 << 20 }, {}, { ...hv, swapSupported: false });
     assert.match(warnings[0] ?? '', /does not support swap limit/);
   });
