@@ -169,6 +169,21 @@ describe('image service (real overlay in a temp dir)', () => {
     await assert.rejects(images.prune(new Map([['bogus', ['1']]])), { message: "invalid filter 'bogus'" });
   });
 
+  it('imports the same content concurrently into one layer while deletes run', async () => {
+    const tar = await makeTar([{ name: 'same', content: 'concurrent' }]);
+    const seed = await importTar(tar, 'conc:0');
+    const ids = await Promise.all([
+      ...[1, 2, 3, 4, 5].map((i) => importTar(tar, `conc:${i}`)),
+      images.remove('conc:0').then(() => seed),
+    ]);
+    const chains = new Set<string>();
+    for (const id of ids.slice(0, 5)) chains.add((await images.resolve(id)).chainId as string);
+    assert.equal(chains.size, 1, 'one layer for one content');
+    assert.ok(existsSync(join(dir, 'overlay', [...chains][0]?.slice(7) ?? '', 'diff', 'same')));
+    for (const i of [1, 2, 3, 4, 5]) await images.remove(`conc:${i}`);
+    assert.ok(!existsSync(join(dir, 'overlay', [...chains][0]?.slice(7) ?? '')), 'gone with the last image');
+  });
+
   it('publishes image events with name attributes', async () => {
     seen.length = 0;
     const id = await importTar(await makeTar([{ name: 'evt', content: 'e' }]), 'evt:1', ['LABEL l=v']);
