@@ -162,6 +162,8 @@ class LocalImageService implements ImageService {
   /** referenceString -> image id */
   private readonly refs = new Map<string, string>();
   private readonly parsedRefs = new Map<string, Reference>();
+  /** image id -> its reference strings */
+  private readonly refsById = new Map<string, Set<string>>();
   private readonly mutex = new Mutex();
   private readonly pins = new Map<string, number>();
   private users: ImageUsers = { containersUsing: () => [] };
@@ -243,7 +245,7 @@ class LocalImageService implements ImageService {
       for (const [refText, id] of Object.entries(byRef)) {
         try {
           const ref = parseNormalizedNamed(refText);
-          if (this.images.has(id)) this.refs.set(referenceString(ref), id);
+          if (this.images.has(id)) this.setRef(referenceString(ref), id);
           else dropped = true;
         } catch {
           dropped = true;
@@ -265,6 +267,27 @@ class LocalImageService implements ImageService {
 
   // ---- records ----
 
+  private setRef(text: string, id: string): void {
+    const old = this.refs.get(text);
+    if (old !== undefined) this.refsById.get(old)?.delete(text);
+    this.refs.set(text, id);
+    let set = this.refsById.get(id);
+    if (!set) {
+      set = new Set();
+      this.refsById.set(id, set);
+    }
+    set.add(text);
+  }
+
+  private deleteRef(text: string): void {
+    const id = this.refs.get(text);
+    if (id === undefined) return;
+    this.refs.delete(text);
+    const set = this.refsById.get(id);
+    set?.delete(text);
+    if (set?.size === 0) this.refsById.delete(id);
+  }
+
   /** Parsed form of a stored reference string (memoised: list and inspect ask often). */
   private parsedRef(text: string): Reference {
     let ref = this.parsedRefs.get(text);
@@ -277,7 +300,7 @@ class LocalImageService implements ImageService {
 
   private refsOf(id: string): Reference[] {
     const out: Reference[] = [];
-    for (const [text, target] of this.refs) if (target === id) out.push(this.parsedRef(text));
+    for (const text of this.refsById.get(id) ?? []) out.push(this.parsedRef(text));
     // moby's lexicalRefs: by the full reference string (docker.io/library/... sorts among the rest).
     return out.sort((a, b) => {
       const x = referenceString(a);
@@ -562,7 +585,7 @@ class LocalImageService implements ImageService {
       throw invalidParameter('refusing to create an ambiguous tag using digest algorithm as name');
     }
     const ref = tagNameOnly(given);
-    this.refs.set(referenceString(ref), id);
+    this.setRef(referenceString(ref), id);
     await this.saveRefs();
     const img = this.images.get(id);
     if (img) {
@@ -722,7 +745,7 @@ class LocalImageService implements ImageService {
             : tagNameOnly(ref)
           : undefined;
         if (target && this.refs.get(referenceString(target)) === id) {
-          this.refs.delete(referenceString(target));
+          this.deleteRef(referenceString(target));
           await this.saveRefs();
           records.push({ Untagged: familiarString(target) });
           this.event('untag', id, id);
@@ -732,7 +755,7 @@ class LocalImageService implements ImageService {
             if (!sameRepoTag) {
               for (const r of repoRefs) {
                 if (hasDigest(r) && fullName(r) === fullName(target)) {
-                  this.refs.delete(referenceString(r));
+                  this.deleteRef(referenceString(r));
                   records.push({ Untagged: familiarString(r) });
                 }
               }
@@ -749,7 +772,7 @@ class LocalImageService implements ImageService {
         const c = this.deleteConflict(id, mask);
         if (c) throw c;
         for (const r of repoRefs) {
-          this.refs.delete(referenceString(r));
+          this.deleteRef(referenceString(r));
           records.push({ Untagged: familiarString(r) });
           this.event('untag', id, id);
         }
@@ -815,7 +838,7 @@ class LocalImageService implements ImageService {
     const parent = img.meta.parent;
     const refs = this.refsOf(id);
     for (const r of refs) {
-      this.refs.delete(referenceString(r));
+      this.deleteRef(referenceString(r));
       records.push({ Untagged: familiarString(r) });
       this.event('untag', id, id);
     }
