@@ -6,7 +6,7 @@ export {
   parseInstant,
   parseRecord,
 } from './k8s-file.js';
-export { type LogMessage, type ReadLogsOptions, readLogs } from './read.js';
+export { type LogMessage, type ReadLogsOptions, readLogBatches, readLogs } from './read.js';
 export {
   type LogLimits,
   LogRotationWatcher,
