@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { readdir, readFile } from 'node:fs/promises';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
@@ -410,6 +412,35 @@ describe('images through the docker CLI and the API', () => {
     );
     assert.equal(events[0]?.Actor.Attributes.name, 'evt:1');
     assert.equal(events[1]?.Actor.Attributes.name, id);
+  });
+
+  it('is consistent after a kill -9 in the middle of an import', async () => {
+    const before = (await engine.request('GET', '/v1.41/images/json')).json<Array<{ Id: string }>>();
+    // Half a tarball, then wait: the engine is extracting when it dies.
+    const req = httpRequest({
+      socketPath: engine.socket,
+      method: 'POST',
+      path: '/v1.41/images/create?fromSrc=-&repo=halfway',
+      headers: { 'Content-Type': 'application/x-tar', 'Content-Length': String(tar.length) },
+    });
+    req.on('error', () => undefined);
+    req.write(tar.subarray(0, Math.floor(tar.length / 2)));
+    const overlay = join(engine.dataRoot, 'overlay');
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && !(await readdir(overlay)).some((n) => n.startsWith('tmp-')))
+      await sleep(20);
+    assert.ok(
+      (await readdir(overlay)).some((n) => n.startsWith('tmp-')),
+      'import under way',
+    );
+    await engine.kill9();
+    req.destroy();
+    await engine.launch();
+    assert.ok(!(await readdir(overlay)).some((n) => n.startsWith('tmp-')), 'half-extracted layer removed');
+    assert.deepEqual(await readdir(join(engine.dataRoot, 'content', 'ingest')), []);
+    const after = (await engine.request('GET', '/v1.41/images/json')).json<Array<{ Id: string }>>();
+    assert.deepEqual(after.map((i) => i.Id).sort(), before.map((i) => i.Id).sort());
+    assert.equal((await engine.request('GET', '/v1.41/images/halfway/json')).status, 404);
   });
 
   it('keeps images across a restart and a kill -9', async () => {
