@@ -161,7 +161,7 @@ async function* decompress(
   let input: NodeJS.WritableStream;
   let output: Readable;
   let done: Promise<void> = Promise.resolve();
-  let kill = () => undefined as void;
+  let kill: () => void = () => {};
   if (kind === 'gzip') {
     const gunzip = createGunzip();
     input = gunzip;
