@@ -3,6 +3,7 @@ import { conflict, errorMessage, invalidParameter, notModified } from '../../com
 import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
+import { HealthMonitor, hasExec, probeCommand } from './health.js';
 import type { LogReader } from './io.js';
 import { normalizeName } from './names.js';
 import {
@@ -35,6 +36,8 @@ export interface Lifecycle {
   remove(c: Container, opts: { force?: boolean }): Promise<void>;
   rename(c: Container, newName: string): Promise<void>;
   resize(c: Container, height: number, width: number): Promise<void>;
+  /** Stop health checks and log watchers (engine shutdown; containers keep running). */
+  shutdown(): void;
   /** Connect to a running container's stdio again (after an engine restart). */
   reattach(c: Container): Promise<void>;
 }
@@ -58,6 +61,23 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined>
 
 export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecycle {
   const rotationWatchers = new Map<string, LogRotationWatcher>();
+  const healthMonitors = new Map<string, HealthMonitor>();
+
+  function startHealth(c: Container, fresh: boolean): void {
+    stopHealth(c);
+    const cmd = probeCommand(c.record.Config.Healthcheck);
+    const runtime = ix.runtime;
+    if (!cmd || !hasExec(runtime)) return;
+    if (fresh) c.state.Health = { Status: 'starting', FailingStreak: 0, Log: c.state.Health?.Log ?? [] };
+    const monitor = new HealthMonitor({ ...ix, runtime }, c, cmd);
+    healthMonitors.set(c.id, monitor);
+    monitor.start();
+  }
+
+  function stopHealth(c: Container): void {
+    healthMonitors.get(c.id)?.stop();
+    healthMonitors.delete(c.id);
+  }
 
   function connectStdio(c: Container, conn: AttachConnection): void {
     conn.on('stdout', (d: Buffer) => c.hub.broadcast('stdout', d));
@@ -110,6 +130,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
             },
           });
           c.setRunning(pid);
+          startHealth(c, true);
           await save(ix, c);
           watchLogSize(c);
           emit(ix, c, 'start');
@@ -151,6 +172,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     const work = c.lock.run(async () => {
       if (!c.state.Running || c.state.Restarting) return;
       stopLogWatch(c);
+      stopHealth(c);
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
       c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
       c.hub.exited();
@@ -448,7 +470,29 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       ix.log.warn('cannot attach to restored container', { id: c.id, error: errorMessage(err) });
     }
     watchLogSize(c);
+    startHealth(c, false);
   }
 
-  return { start, handleExit, stop, kill, restart, pause, unpause, wait, remove, rename, resize, reattach };
+  function shutdown(): void {
+    for (const m of healthMonitors.values()) m.stop();
+    healthMonitors.clear();
+    for (const w of rotationWatchers.values()) w.close();
+    rotationWatchers.clear();
+  }
+
+  return {
+    start,
+    handleExit,
+    stop,
+    kill,
+    restart,
+    pause,
+    unpause,
+    wait,
+    remove,
+    rename,
+    resize,
+    reattach,
+    shutdown,
+  };
 }

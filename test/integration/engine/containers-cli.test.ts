@@ -91,7 +91,11 @@ def pump(until, timeout=15):
                 buf += os.read(fd, 4096)
             except OSError:
                 return
-time.sleep(0.5)
+import termios
+end = time.time() + 15
+while time.time() < end and termios.tcgetattr(fd)[3] & termios.ECHO:
+    time.sleep(0.05)
+time.sleep(0.2)
 os.write(fd, b'echo in-attach\r')
 pump(b'in-attach\r\n')
 os.write(fd, b'\x10\x11')
@@ -342,6 +346,64 @@ describe('containers with the docker CLI', () => {
     const { stat } = await import('node:fs/promises');
     assert.ok((await stat(`${logPath}.1`)).size <= 2048);
     await ok('rm', '-f', id);
+  });
+
+  it('health checks: healthy, unhealthy after retries, ps status and health filter, events', async () => {
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'fine',
+      '--health-cmd',
+      'echo ok',
+      '--health-interval',
+      '300ms',
+      'busybox',
+      'sleep',
+      '600',
+    );
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'sick',
+      '--health-cmd',
+      'exit 1',
+      '--health-interval',
+      '300ms',
+      '--health-retries',
+      '2',
+      'busybox',
+      'sleep',
+      '600',
+    );
+    const status = (n: string) => ok('inspect', '-f', '{{.State.Health.Status}}', n);
+    assert.equal(await status('fine'), 'starting');
+    for (
+      let i = 0;
+      i < 50 && ((await status('fine')) !== 'healthy' || (await status('sick')) !== 'unhealthy');
+      i++
+    )
+      await sleep(100);
+    assert.equal(await status('fine'), 'healthy');
+    assert.equal(await status('sick'), 'unhealthy');
+    assert.equal(await ok('inspect', '-f', '{{(index .State.Health.Log 0).Output}}', 'fine'), 'ok');
+    assert.match(await ok('ps', '--filter', 'name=fine', '--format', '{{.Status}}'), /^Up .* \(healthy\)$/);
+    assert.equal(await ok('ps', '--filter', 'health=unhealthy', '--format', '{{.Names}}'), 'sick');
+    const since = Math.floor(Date.now() / 1000) - 30;
+    const ev = await ok(
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(since + 60),
+      '--filter',
+      'container=sick',
+      '--format',
+      '{{.Action}}',
+    );
+    assert.ok(ev.split('\n').includes('health_status: unhealthy'), ev);
+    await ok('rm', '-f', 'fine', 'sick');
   });
 
   it('run with a missing command binary fails like dockerd (exit 127)', async () => {
