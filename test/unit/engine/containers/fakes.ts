@@ -171,6 +171,27 @@ export class FakeRuntime implements RuntimeDriver {
     p.conn = conn;
     return conn;
   }
+  /** Exit code of the next exec processes (health probes). */
+  execExitCode = 0;
+  execs: string[][] = [];
+  async exec(opts: {
+    id: string;
+    execId: string;
+    config: { Cmd: string[] };
+    beforeStart?: () => Promise<void>;
+  }) {
+    this.execs.push(opts.config.Cmd);
+    const conn = new FakeConn();
+    this.execConns.set(opts.execId, conn);
+    if (opts.beforeStart) await opts.beforeStart();
+    conn.emit('stdout', Buffer.from('probe-out'));
+    return { pid: 1, exited: Promise.resolve({ exitCode: this.execExitCode }) };
+  }
+  execConns = new Map<string, FakeConn>();
+  async attachExec(execId: string): Promise<AttachConnection> {
+    return this.execConns.get(execId) ?? new FakeConn();
+  }
+  async resizeExec(): Promise<void> {}
   resizes: Array<[string, number, number]> = [];
   async resize(id: string, h: number, w: number): Promise<void> {
     this.resizes.push([id, h, w]);

@@ -293,6 +293,38 @@ describe('containers service (fake runtime)', () => {
     await h.service.remove('orphan', {});
   });
 
+  it('health checks: starting → healthy → unhealthy after Retries failures, with events', async () => {
+    h.runtime.execExitCode = 0;
+    const { Id } = await h.service.create(
+      req(
+        { Image: 'busybox', Healthcheck: { Test: ['CMD-SHELL', 'check'], Interval: 20e6, Retries: 2 } },
+        { name: 'doc' },
+      ),
+    );
+    await h.service.start(Id);
+    const health = async () =>
+      (
+        (await h.service.inspect(Id)).State as {
+          Health: { Status: string; FailingStreak: number; Log: Array<{ Output: string }> };
+        }
+      ).Health;
+    assert.equal((await health()).Status, 'starting');
+    await until(async () => (await health()).Status === 'healthy');
+    assert.deepEqual(h.runtime.execs[0], ['/bin/sh', '-c', 'check']);
+    assert.equal((await health()).Log[0]?.Output, 'probe-out');
+    h.runtime.execExitCode = 1;
+    await until(async () => (await health()).Status === 'unhealthy');
+    assert.ok((await health()).FailingStreak >= 2);
+    assert.ok(h.seen.includes('health_status: healthy'));
+    assert.ok(h.seen.includes('health_status: unhealthy'));
+    const listed = await h.service.list({ filters: new Map([['health', ['unhealthy']]]) });
+    assert.deepEqual(
+      listed.map((c) => c.Id),
+      [Id],
+    );
+    await h.service.remove(Id, { force: true });
+  });
+
   it('list: filters, all, ordering newest first', async () => {
     const a = await h.service.create(req({ Image: 'busybox', Labels: { team: 'a' } }, { name: 'la' }));
     const b = await h.service.create(req({ Image: 'busybox', Labels: { team: 'b' } }, { name: 'lb' }));
