@@ -37,6 +37,8 @@ export class Container {
   restartTimer?: NodeJS.Timeout;
   /** Where the rootfs is mounted while the container runs. */
   rootfsMounted = false;
+  /** Exec instances of this container (inspect ExecIDs). */
+  readonly execIds = new Set<string>();
   /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
   exiting?: Promise<void>;
 

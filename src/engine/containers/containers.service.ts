@@ -69,7 +69,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   await reconcile(ix, life);
 
   async function view(c: Container, size: boolean, graph = true): Promise<ViewSource> {
-    const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [] };
+    const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [...c.execIds] };
     if (graph) await addGraphDriver(c, src);
     if (size) {
       src.sizeRw = await ix.images.snapshotter.usage(c.id).catch(() => 0);
@@ -196,6 +196,27 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       await life.resize(get(ix, idOrName), height, width);
     },
     resolveId: (idOrName) => ix.names.resolve(idOrName),
+    lookup(idOrName) {
+      const c = get(ix, idOrName);
+      const s = c.state;
+      return {
+        id: c.id,
+        name: c.name,
+        running: s.Running && !s.Restarting,
+        paused: s.Paused,
+        restarting: s.Restarting,
+        pid: s.Pid,
+        config: c.record.Config,
+        hostConfig: c.hostConfig,
+        attributes: (extra) => c.attributes(extra),
+      };
+    },
+    addExec(id, execId) {
+      ix.containers.get(id)?.execIds.add(execId);
+    },
+    removeExec(id, execId) {
+      ix.containers.get(id)?.execIds.delete(execId);
+    },
     counts() {
       const all = [...ix.containers.values()].map((c) => c.state);
       const paused = all.filter((s) => s.Paused).length;

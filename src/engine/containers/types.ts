@@ -164,6 +164,21 @@ export interface TopResult {
 export type InspectView = Record<string, unknown>;
 export type ListItemView = Record<string, unknown>;
 
+/** A container as other engine services (exec, stats, update) need to see it. */
+export interface ContainerSummary {
+  id: string;
+  /** With the leading slash. */
+  name: string;
+  running: boolean;
+  paused: boolean;
+  restarting: boolean;
+  pid: number;
+  config: ContainerConfig;
+  hostConfig: HostConfig;
+  /** Actor attributes for this container's events (labels, image, name). */
+  attributes(extra?: Record<string, string>): Record<string, string>;
+}
+
 export interface ContainerService {
   create(req: CreateRequest): Promise<CreateResult>;
   list(opts: ListOptions): Promise<ListItemView[]>;
@@ -187,6 +202,11 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** 404 `No such container: x` when unknown. */
+  lookup(idOrName: string): ContainerSummary;
+  /** Exec instances shown in inspect's ExecIDs while they exist. */
+  addExec(id: string, execId: string): void;
+  removeExec(id: string, execId: string): void;
   /** Container counts by state (GET /info). */
   counts(): { total: number; running: number; paused: number; stopped: number };
   /** Full ID of a container by ID, prefix or name (404 otherwise). */
