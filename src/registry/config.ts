@@ -1,6 +1,17 @@
 import { readFile } from 'node:fs/promises';
-import { parse as parseYaml } from 'yaml';
+import { createRequire } from 'node:module';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
+
+let yaml: typeof import('yaml') | undefined;
+
+/**
+ * YAML (and JSON) through the `yaml` package, loaded on first use: a registry started without a
+ * configuration file or REGISTRY_* variables never needs it (loading it costs about 7 MiB RSS).
+ */
+function parseYaml(text: string): unknown {
+  yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  return yaml.parse(text);
+}
 
 /**
  * The registry configuration: the reference registry's config.yml schema (the subset berth

@@ -1,4 +1,5 @@
-import { accessControlFromConfig } from './auth/from-config.js';
+import type { ExtraRoute, RateLimiter } from './app.js';
+import type { Authorizer } from './auth/authorizer.js';
 import { configFromObject, type RegistryConfig } from './config.js';
 import { type RegistryHooks, type RunningRegistry, serveRegistry } from './server.js';
 
@@ -19,7 +20,11 @@ export async function startRegistry(
   hooks: RegistryHooks = {},
 ): Promise<{ url: string; close(): Promise<void>; running: RunningRegistry }> {
   const typed = isTyped(config) ? config : configFromObject(config);
-  const access = accessControlFromConfig(typed);
+  // The auth and rate-limiting code is loaded only when the configuration asks for it.
+  const access: { authorizer?: Authorizer; rateLimiter?: RateLimiter; extraRoutes: ExtraRoute[] } =
+    needsAccessControl(typed)
+      ? (await import('./auth/from-config.js')).accessControlFromConfig(typed)
+      : { authorizer: undefined, rateLimiter: undefined, extraRoutes: [] };
   const running = await serveRegistry(typed, {
     ...hooks,
     authorizer: hooks.authorizer ?? access.authorizer,
@@ -27,6 +32,12 @@ export async function startRegistry(
     extraRoutes: [...(hooks.extraRoutes ?? []), ...access.extraRoutes],
   });
   return { url: running.url, close: () => running.close(), running };
+}
+
+function needsAccessControl(c: RegistryConfig): boolean {
+  return (
+    Object.keys(c.auth).length > 0 || c.berth.tokenserver !== undefined || c.berth.ratelimit !== undefined
+  );
 }
 
 function isTyped(c: RegistryConfig | Record<string, unknown>): c is RegistryConfig {

@@ -1,6 +1,5 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
@@ -74,6 +73,8 @@ export async function serveRegistry(
       readFile(config.http.tls.certificate),
       readFile(config.http.tls.key),
     ]);
+    // node:https (and TLS) is loaded only for a TLS configuration.
+    const { createServer: createHttpsServer } = await import('node:https');
     server = createHttpsServer({ cert, key, keepAlive: true }, app.handle);
   } else {
     server = createHttpServer({ keepAlive: true }, app.handle);
