@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { writeBusyboxTarball } from '../../../src/engine/images/seed.js';
 import { startRegistry } from '../../../src/registry/index.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
-import { ALL_MANIFEST_TYPES, http, requireTool } from '../../helpers/registry.js';
+import { ALL_MANIFEST_TYPES, buildOciLayout, http, requireTool, skopeo } from '../../helpers/registry.js';
 
 type Running = Awaited<ReturnType<typeof startRegistry>>;
 
@@ -241,6 +241,42 @@ describe('docker (Debian dockerd 20.10) against berth', () => {
     const all = await dockerd.dockerOk(['pull', '--all-tags', repo]);
     for (const t of ['a', 'b', 'c']) assert.match(all, new RegExp(`${t}: Pulling from lib/all`));
     await dockerd.dockerOk(['rmi', list, `${repo}:a`, `${repo}:b`, `${repo}:c`]);
+  });
+
+  it('pulls and runs an OCI index (two platforms) that skopeo pushed', async () => {
+    requireTool('skopeo', 'skopeo is needed for this test (scripts/install-deps.sh)');
+    const host = hostOf(open);
+    const layout = join(work, 'oci-index');
+    const built = await buildOciLayout(layout, {
+      refName: 'v1',
+      marker: 'from-an-oci-index',
+      platforms: [
+        { os: 'linux', architecture: 'amd64' },
+        { os: 'linux', architecture: 'arm64' },
+      ],
+    });
+    await skopeo([
+      'copy',
+      '--all',
+      '--dest-tls-verify=false',
+      `oci:${layout}:v1`,
+      `docker://${host}/oci/index:v1`,
+    ]);
+    const ref = `${host}/oci/index:v1`;
+    const pulled = await dockerd.dockerOk(['pull', ref]);
+    assert.match(pulled, new RegExp(`Digest: ${built.top}`));
+    const out = await dockerd.dockerOk([
+      'run',
+      '--rm',
+      '--network',
+      'none',
+      ref,
+      '/bin/busybox',
+      'cat',
+      '/etc/marker',
+    ]);
+    assert.equal(out, 'from-an-oci-index amd64');
+    await dockerd.dockerOk(['rmi', ref]);
   });
 });
 
