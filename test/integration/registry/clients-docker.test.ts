@@ -124,6 +124,9 @@ describe('docker (Debian dockerd 20.10) against berth', () => {
     assert.equal(out, 'pulled-42');
 
     await dockerd.dockerOk(['rmi', `${ref}:1`]);
+    const missing = await dockerd.docker(['pull', `${ref}:missing`]);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /manifest unknown/);
     const byDigest = await dockerd.dockerOk(['pull', `${ref}@${digest}`]);
     assert.match(byDigest, new RegExp(`Digest: ${digest}`));
     const ids = await dockerd.dockerOk(['images', '--digests', '--format', '{{.Repository}}@{{.Digest}}']);
