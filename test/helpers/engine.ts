@@ -202,11 +202,9 @@ export class TestEngine {
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill(signal);
-    const timeout = sleep(20_000).then(() => {
-      child.kill('SIGKILL');
-    });
-    await Promise.race([exited, timeout]);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
     await exited;
+    clearTimeout(timer);
   }
 
   /**
