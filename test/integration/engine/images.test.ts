@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { referenceJson } from '../../helpers/reference.js';
 
 interface Inspect {
   Id: string;
@@ -54,12 +55,7 @@ describe('images through the docker CLI and the API', () => {
     assert.equal(img.RootFS.Layers.length, 1);
     assert.equal(img.VirtualSize, img.Size);
     // Same keys, same order as dockerd 20.10's answer.
-    const reference = JSON.parse(
-      await readFile(
-        new URL('../../../../shared/reference/image-inspect.v1.41.json', import.meta.url),
-        'utf8',
-      ),
-    ) as Record<string, unknown>;
+    const reference = referenceJson('image-inspect.v1.41.json') as Record<string, unknown>;
     assert.deepEqual(Object.keys(img), Object.keys(reference));
     assert.deepEqual(Object.keys(img.Config), Object.keys(reference.Config as object));
     assert.deepEqual(Object.keys(img.GraphDriver.Data).sort(), ['MergedDir', 'UpperDir', 'WorkDir']);
@@ -199,9 +195,7 @@ describe('images through the docker CLI and the API', () => {
     assert.match(bad.stderr, /invalid filter 'nope'/);
     // API shapes
     const list = (await engine.request('GET', '/v1.41/images/json')).json<Array<Record<string, unknown>>>();
-    const reference = JSON.parse(
-      await readFile(new URL('../../../../shared/reference/images-list.v1.41.json', import.meta.url), 'utf8'),
-    ) as Array<Record<string, unknown>>;
+    const reference = referenceJson('images-list.v1.41.json') as Array<Record<string, unknown>>;
     assert.deepEqual(Object.keys(list[0] ?? {}), Object.keys(reference[0] ?? {}));
     assert.equal(list[0]?.Containers, -1);
     const legacy = (await engine.request('GET', '/v1.40/images/json?filter=raw')).json<
@@ -251,12 +245,7 @@ describe('images through the docker CLI and the API', () => {
     assert.match(out, /^[a-f0-9]{12} Imported from -$/);
     const r = await engine.request('GET', '/v1.41/images/busybox/history');
     const items = r.json<Array<Record<string, unknown>>>();
-    const reference = JSON.parse(
-      await readFile(
-        new URL('../../../../shared/reference/image-history.v1.41.json', import.meta.url),
-        'utf8',
-      ),
-    ) as Array<Record<string, unknown>>;
+    const reference = referenceJson('image-history.v1.41.json') as Array<Record<string, unknown>>;
     assert.deepEqual(Object.keys(items[0] ?? {}), Object.keys(reference[0] ?? {}));
   });
 

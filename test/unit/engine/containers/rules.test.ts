@@ -19,6 +19,7 @@ import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containe
 import { humanDuration } from '../../../../src/engine/containers/units.js';
 import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/validate.js';
 import { inspectView, listItemView, statusText } from '../../../../src/engine/containers/views.js';
+import { referenceDir } from '../../../helpers/reference.js';
 
 function invalid(fn: () => unknown, re: RegExp): void {
   assert.throws(fn, (err: unknown) => {
@@ -324,7 +325,7 @@ function keyPaths(value: unknown, prefix = ''): string[] {
   });
 }
 
-const refDir = '/work/shared/reference';
+const refDir = referenceDir();
 const hcDefaults = {
   NetworkMode: 'default',
   LogConfig: { Type: 'json-file', Config: {} },

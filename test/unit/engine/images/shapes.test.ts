@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import {
   shapeHistoryItem,
@@ -12,9 +11,9 @@ import {
   serializeImageConfig,
 } from '../../../../src/engine/images/config.js';
 import type { ImageDetails, ImageRecord } from '../../../../src/engine/images/images.types.js';
+import { referenceJson } from '../../../helpers/reference.js';
 
-const ref = (name: string) =>
-  JSON.parse(readFileSync(new URL(`../../../../../shared/reference/${name}`, import.meta.url), 'utf8'));
+const ref = (name: string) => referenceJson<Record<string, object>>(name);
 
 const record: ImageRecord = {
   id: `sha256:${'a'.repeat(64)}`,
