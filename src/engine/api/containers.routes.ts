@@ -285,6 +285,10 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     sendJson(ctx.res, 201, { Id: result.Id, Warnings: result.Warnings });
   });
 
+  router.post('/containers/prune', async (ctx) => {
+    sendJson(ctx.res, 200, await containers.prune(parseFilters(ctx.query.get('filters'))));
+  });
+
   router.get('/containers/json', async (ctx) => {
     const limit = parseIntParam(ctx.query.get('limit'), 'limit', 0) ?? 0;
     const list = await containers.list({

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { conflict, errorMessage, invalidParameter } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { checkFilterNames } from '../../http/query.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import { buildSpec, type ExitStatus, type RuntimeDriver, readLogs } from '../runtime/index.js';
@@ -16,6 +17,7 @@ import { isMounted } from './run.js';
 import { ContainerStore } from './store.js';
 import { runTop } from './top.js';
 import type { ContainerService, InspectView, ListItemView, ListOptions } from './types.js';
+import { parseFilterTime, parseTimestampMs } from './units.js';
 import { inspectView, listItemView, type ViewSource } from './views.js';
 
 export type { ContainerService } from './types.js';
@@ -196,6 +198,34 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       await life.resize(get(ix, idOrName), height, width);
     },
     resolveId: (idOrName) => ix.names.resolve(idOrName),
+    async prune(filters) {
+      checkFilterNames(filters, ['until', 'label', 'label!']);
+      const until = (filters.get('until') ?? []).map((v) => parseFilterTime(v));
+      const labels = filters.get('label') ?? [];
+      const notLabels = filters.get('label!') ?? [];
+      const deleted: string[] = [];
+      let reclaimed = 0;
+      for (const c of [...ix.containers.values()]) {
+        const s = c.state;
+        if (s.Running || s.RemovalInProgress) continue;
+        const created = parseTimestampMs(c.record.Created);
+        if (!until.every((t) => created < t)) continue;
+        const have = c.record.Config.Labels ?? {};
+        if (!labels.every((l) => labelMatches(have, l))) continue;
+        if (notLabels.some((l) => labelMatches(have, l))) continue;
+        const size = await ix.images.snapshotter.usage(c.id).catch(() => 0);
+        try {
+          await life.remove(c, {});
+        } catch (err) {
+          log.warn('prune: cannot remove container', { id: c.id, error: errorMessage(err) });
+          continue;
+        }
+        deleted.push(c.id);
+        reclaimed += size;
+      }
+      ix.events.publish('container', 'prune', '', { reclaimed: String(reclaimed) });
+      return { ContainersDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
+    },
     lookup(idOrName) {
       const c = get(ix, idOrName);
       const s = c.state;
@@ -234,6 +264,12 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
   };
   return service;
+}
+
+function labelMatches(labels: Record<string, string>, filter: string): boolean {
+  const i = filter.indexOf('=');
+  if (i < 0) return Object.hasOwn(labels, filter);
+  return labels[filter.slice(0, i)] === filter.slice(i + 1);
 }
 
 function conflictNotRunning(c: Container): Error {

@@ -202,6 +202,10 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** POST /containers/prune: stopped containers matching until/label/label!. */
+  prune(
+    filters: Map<string, string[]>,
+  ): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }>;
   /** 404 `No such container: x` when unknown. */
   lookup(idOrName: string): ContainerSummary;
   /** Exec instances shown in inspect's ExecIDs while they exist. */

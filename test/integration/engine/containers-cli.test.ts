@@ -406,6 +406,15 @@ describe('containers with the docker CLI', () => {
     await ok('rm', '-f', 'fine', 'sick');
   });
 
+  it('container prune removes stopped containers only', async () => {
+    await ok('create', '--name', 'stale', 'busybox', 'true');
+    const live = await ok('run', '-d', 'busybox', 'sleep', '600');
+    const out = await ok('container', 'prune', '-f');
+    assert.match(out, /Deleted Containers:/);
+    assert.deepEqual((await ok('ps', '-aq', '--no-trunc')).split('\n'), [live]);
+    await ok('rm', '-f', live);
+  });
+
   it('run with a missing command binary fails like dockerd (exit 127)', async () => {
     const r = await docker('run', '--name', 'nocmd', 'busybox', 'no-such-binary');
     assert.equal(r.code, 127, r.stderr);

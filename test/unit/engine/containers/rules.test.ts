@@ -16,7 +16,7 @@ import { RestartManager } from '../../../../src/engine/containers/restart.js';
 import { parseSignal } from '../../../../src/engine/containers/signals.js';
 import { parsePsOutput } from '../../../../src/engine/containers/top.js';
 import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/types.js';
-import { humanDuration } from '../../../../src/engine/containers/units.js';
+import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/units.js';
 import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/validate.js';
 import { inspectView, listItemView, statusText } from '../../../../src/engine/containers/views.js';
 import { referenceDir } from '../../../helpers/reference.js';
@@ -198,6 +198,12 @@ describe('signals, detach keys, durations, resolv.conf, ps', () => {
     assert.deepEqual(s.push(Buffer.from([1, 16])), { pass: Buffer.from([1]), detach: false });
     assert.deepEqual(s.push(Buffer.from([2])), { pass: Buffer.from([16, 2]), detach: false });
     assert.deepEqual(s.push(Buffer.from([16, 17, 3])).detach, true);
+  });
+  it('filter times: unix seconds, RFC 3339, Go durations', () => {
+    assert.equal(parseFilterTime('1700000000.5'), 1700000000500);
+    assert.equal(parseFilterTime('2024-01-02'), Date.parse('2024-01-02T00:00:00Z'));
+    assert.equal(parseFilterTime('1h30m', 10_000_000), 10_000_000 - 5_400_000);
+    invalid(() => parseFilterTime('soon'), /failed to parse value as time or duration/);
   });
   it('human durations like Docker', () => {
     assert.equal(humanDuration(500), 'Less than a second');

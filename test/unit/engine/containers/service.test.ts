@@ -339,6 +339,28 @@ describe('containers service (fake runtime)', () => {
     await h.service.remove(Id, {});
   });
 
+  it('prune removes stopped containers matching label/until, keeps running ones, emits prune', async () => {
+    const a = await h.service.create(req({ Image: 'busybox', Labels: { keep: 'no' } }, { name: 'pa' }));
+    const b = await h.service.create(req({ Image: 'busybox', Labels: { keep: 'yes' } }, { name: 'pb' }));
+    const r = await h.service.create(req({ Image: 'busybox' }, { name: 'pr' }));
+    await h.service.start(r.Id);
+    assert.deepEqual(await h.service.prune(new Map([['until', ['2000-01-01']]])), {
+      ContainersDeleted: null,
+      SpaceReclaimed: 0,
+    });
+    const res = await h.service.prune(
+      new Map([
+        ['label', ['keep']],
+        ['label!', ['keep=yes']],
+      ]),
+    );
+    assert.deepEqual(res, { ContainersDeleted: [a.Id], SpaceReclaimed: 42 });
+    assert.ok(h.seen.includes('prune'));
+    await assert.rejects(h.service.prune(new Map([['bogus', ['1']]])), /invalid filter 'bogus'/);
+    await h.service.remove(b.Id, {});
+    await h.service.remove(r.Id, { force: true });
+  });
+
   it('list: filters, all, ordering newest first', async () => {
     const a = await h.service.create(req({ Image: 'busybox', Labels: { team: 'a' } }, { name: 'la' }));
     const b = await h.service.create(req({ Image: 'busybox', Labels: { team: 'b' } }, { name: 'lb' }));
