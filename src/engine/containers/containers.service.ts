@@ -354,9 +354,20 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
       ix.log.error('cannot restore container', { id: c.id, error: errorMessage(err) });
     }
   }
-  for (const c of starts) {
-    life
-      .start(c, false)
-      .catch((err) => ix.log.warn('restart on daemon start failed', { id: c.id, error: errorMessage(err) }));
-  }
+  // In the background, one at a time, containers that join another's namespaces last.
+  const joins = (c: Container) =>
+    [c.hostConfig.NetworkMode, c.hostConfig.PidMode, c.hostConfig.IpcMode].some((m) =>
+      m?.startsWith('container:'),
+    );
+  starts.sort((a, b) => Number(joins(a)) - Number(joins(b)));
+  void (async () => {
+    for (const c of starts) {
+      if (ix.closing) return;
+      await life
+        .start(c, false)
+        .catch((err) =>
+          ix.log.warn('restart on daemon start failed', { id: c.id, error: errorMessage(err) }),
+        );
+    }
+  })();
 }
