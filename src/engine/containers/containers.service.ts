@@ -337,6 +337,11 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
         if (rs) await ix.runtime.delete(c.id).catch(() => undefined);
         const target = await rootfsPath(ix, c.id);
         if (await isMounted(target)) await ix.images.snapshotter.unmount(target).catch(() => undefined);
+        if (c.hostConfig.AutoRemove && c.record.HasBeenStartedBefore) {
+          // stopped before its removal could happen (a crash in between): remove it now, as dockerd does
+          await life.remove(c, { force: true });
+          continue;
+        }
       }
       if (c.state.Restarting) {
         c.clearRestarting();

@@ -176,6 +176,8 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
       c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
       c.hub.exited();
+      // Record the exit before the runtime forgets it (a crash in between must not lose it).
+      await save(ix, c);
       await ix.runtime
         .delete(c.id)
         .catch((err) => ix.log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));

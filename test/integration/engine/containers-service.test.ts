@@ -131,7 +131,11 @@ describe('containers service with runc', () => {
     });
   };
 
+  // The engine's HTTP server keeps its event loop alive; the runtime's watchers do not (unref'd).
+  let keepAlive: NodeJS.Timeout;
+
   before(async () => {
+    keepAlive = setInterval(() => undefined, 1000);
     dir = await mkdtemp(join(tmpdir(), 'berth-ctr-'));
     await makeBusyboxRootfs(join(dir, 'rootfs'));
     imgs = images(new DirSnapshotter(join(dir, 'snapshots'), join(dir, 'rootfs')));
@@ -144,6 +148,7 @@ describe('containers service with runc', () => {
     await service.close();
     await runtime.close();
     await rm(dir, { recursive: true, force: true });
+    clearInterval(keepAlive);
   });
 
   it('attach before start sees the output of a fast echo; logs read it back', async () => {
