@@ -140,6 +140,9 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   if (out.DnsOptions === undefined || out.DnsOptions === null) out.DnsOptions = [];
   if (out.DnsSearch === undefined || out.DnsSearch === null) out.DnsSearch = [];
   if (!out.ConsoleSize) out.ConsoleSize = [0, 0];
+  // As dockerd: -1 swappiness and a non-positive pids limit mean "unset".
+  if (out.MemorySwappiness === -1) out.MemorySwappiness = null;
+  if (out.PidsLimit !== undefined && out.PidsLimit !== null && out.PidsLimit <= 0) out.PidsLimit = null;
   return out;
 }
 
