@@ -31,6 +31,9 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>
 fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
+  # The npm mirror here lacks some other platforms' optional binaries, and npm leaves those out of
+  # a lock file it writes, which its own `npm ci` then refuses: fall back to installing from it.
+  npm ci --no-audit --no-fund --loglevel=error ||
+    npm install --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
