@@ -37,6 +37,8 @@ export class Container {
   restartTimer?: NodeJS.Timeout;
   /** Where the rootfs is mounted while the container runs. */
   rootfsMounted = false;
+  /** Set once removal deleted the files: nothing may be saved for it any more. */
+  removed = false;
   /** Exec instances of this container (inspect ExecIDs). */
   readonly execIds = new Set<string>();
   /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
@@ -171,6 +173,7 @@ export function get(ix: Internals, idOrName: string): Container {
 }
 
 export async function save(ix: Internals, c: Container, withHostConfig = false): Promise<void> {
+  if (c.removed) return;
   await ix.store.save(c.record, withHostConfig ? c.hostConfig : undefined);
 }
 

@@ -123,6 +123,7 @@ export class HealthMonitor {
         () => resolve({ exitCode: -1, error: `Health check exceeded timeout (${timeoutMs / 1000}s)` }),
         timeoutMs,
       );
+      timer.unref();
     });
     const result = await Promise.race([proc.exited, timedOut]);
     if (timer) clearTimeout(timer);
@@ -146,7 +147,7 @@ export class HealthMonitor {
       if (h.FailingStreak >= retries) h.Status = 'unhealthy';
     }
     c.state.Health = h;
-    await save(ix, c).catch(() => undefined);
     if (h.Status !== before) emit(ix, c, `health_status: ${h.Status}`);
+    if (!c.removed) await save(ix, c).catch(() => undefined);
   }
 }

@@ -196,6 +196,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       if (decision.restart) {
         c.setRestarting();
         c.restartTimer = setTimeout(() => void restartByPolicy(c), decision.delayMs);
+        c.restartTimer.unref();
       } else if (c.hostConfig.AutoRemove) {
         autoRemove = true;
       }
@@ -413,8 +414,10 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         await ix.runtime.delete(c.id).catch(() => undefined);
         await unmountRootfs(ix, c);
         await ix.images.snapshotter.remove(c.id);
+        c.removed = true;
         await ix.store.remove(c.id);
       } catch (err) {
+        c.removed = false;
         c.state.RemovalInProgress = false;
         c.state.Dead = true;
         c.state.Status = 'dead';
