@@ -37,6 +37,8 @@ export class Container {
   restartTimer?: NodeJS.Timeout;
   /** Where the rootfs is mounted while the container runs. */
   rootfsMounted = false;
+  /** A removal is under way (a second one answers 400). */
+  removing = false;
   /** Set once removal deleted the files: nothing may be saved for it any more. */
   removed = false;
   /** Exec instances of this container (inspect ExecIDs). */

@@ -209,7 +209,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     } finally {
       if (c.exiting === work) c.exiting = undefined;
     }
-    if (autoRemove && !ix.closing) {
+    if (autoRemove && !ix.closing && !c.removing) {
       await remove(c, { force: true }).catch((err) =>
         ix.log.warn('auto-remove failed', { id: c.id, error: errorMessage(err) }),
       );
@@ -379,7 +379,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
   }
 
   async function remove(c: Container, opts: { force?: boolean }): Promise<void> {
-    if (c.state.RemovalInProgress) {
+    if (c.removing || c.state.RemovalInProgress) {
       throw invalidParameter(`removal of container ${c.name.replace(/^\//, '')} is already in progress`);
     }
     if (c.state.Running && !opts.force) {
@@ -388,6 +388,15 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         `cannot remove container "${c.name}": container is ${what}: stop the container before removing or force remove`,
       );
     }
+    c.removing = true;
+    try {
+      await removeNow(c);
+    } finally {
+      if (!c.removed) c.removing = false;
+    }
+  }
+
+  async function removeNow(c: Container): Promise<void> {
     if (c.state.Running) {
       c.restart.cancel();
       c.record.HasBeenManuallyStopped = true;

@@ -130,7 +130,13 @@ describe('containers service (fake runtime)', () => {
       'Conflict',
       /cannot remove container "\/busy": container is running: stop the container before removing or force remove/,
     );
-    await h.service.remove(Id, { force: true });
+    const first = h.service.remove(Id, { force: true });
+    await rejectsKind(
+      h.service.remove(Id, { force: true }),
+      'InvalidParameter',
+      /removal of container busy is already in progress/,
+    );
+    await first;
     await rejectsKind(h.service.inspect('busy'), 'NotFound');
   });
 
