@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { conflict, errorMessage, invalidParameter, notModified } from '../../common/errors.js';
+import { conflict, errorMessage, invalidParameter, isKind, notModified } from '../../common/errors.js';
 import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
@@ -296,7 +296,15 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       await save(ix, c);
     }
     const exit = nextExit(c);
-    await signalContainer(c, sig);
+    try {
+      await signalContainer(c, sig);
+    } catch (err) {
+      // the process ended meanwhile (the runtime no longer knows it as running)
+      if (isKind(err, 'NotFound') || isKind(err, 'Conflict')) {
+        throw conflict(`Cannot kill container: ${name}: Container ${c.id} is not running`);
+      }
+      throw err;
+    }
     if (sig === SIGKILL) await awaitExit(c, exit, 10_000);
   }
 
