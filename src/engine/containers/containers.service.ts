@@ -266,6 +266,18 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   return service;
 }
 
+/** A record whose writable layer is missing (a crash during create): prepare the layer again. */
+async function ensureSnapshot(ix: Internals, c: Container): Promise<void> {
+  const snap = ix.images.snapshotter as Snapshotter & { exists?: (key: string) => Promise<boolean> };
+  if (!snap.exists || (await snap.exists(c.id))) return;
+  const image = await ix.images.get(c.record.Image).catch(() => undefined);
+  if (!image) {
+    ix.log.warn('container layer missing and its image is gone', { id: c.id, image: c.record.Image });
+    return;
+  }
+  await snap.prepare(c.id, image.chainId);
+}
+
 function labelMatches(labels: Record<string, string>, filter: string): boolean {
   const i = filter.indexOf('=');
   if (i < 0) return Object.hasOwn(labels, filter);
@@ -322,6 +334,7 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
         await life.handleExit(c, st);
         continue;
       }
+      await ensureSnapshot(ix, c);
       if (!c.state.Running) {
         // A crash between the runtime starting the process and the state being saved: adopt it.
         const rs = await ix.runtime.state(c.id).catch(() => null);

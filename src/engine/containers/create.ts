@@ -227,8 +227,10 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   };
   const c = new Container(record, hostConfig, () => emit(ix, c, 'detach'));
   try {
-    await ix.images.snapshotter.prepare(id, image.chainId);
+    // Record first, then the writable layer: a crash in between leaves a record whose layer the
+    // restore prepares again, never a layer nobody owns.
     await save(ix, c, true);
+    await ix.images.snapshotter.prepare(id, image.chainId);
   } catch (err) {
     ix.names.release(finalName);
     await ix.images.snapshotter.remove(id).catch(() => undefined);

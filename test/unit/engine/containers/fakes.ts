@@ -55,6 +55,9 @@ export class FakeSnapshotter implements Snapshotter {
   async usage(): Promise<number> {
     return 42;
   }
+  async exists(key: string): Promise<boolean> {
+    return this.prepared.has(key);
+  }
   upperDir(key: string): string {
     return `/upper/${key}`;
   }

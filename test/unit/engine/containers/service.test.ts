@@ -299,6 +299,15 @@ describe('containers service (fake runtime)', () => {
     await h.service.remove('orphan', {});
   });
 
+  it('restore prepares the writable layer again when a crash during create lost it', async () => {
+    const { Id } = await h.service.create(req({ Image: 'busybox' }, { name: 'layerless' }));
+    await h.service.close();
+    h.images.snapshotter.prepared.delete(Id);
+    await h.restart();
+    assert.equal(h.images.snapshotter.prepared.has(Id), true);
+    await h.service.remove(Id, {});
+  });
+
   it('health checks: starting → healthy → unhealthy after Retries failures, with events', async () => {
     h.runtime.execExitCode = 0;
     const { Id } = await h.service.create(
