@@ -55,6 +55,10 @@ fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
 time.sleep(0.5)
 os.write(fd, b'stty size\r')
 read_until(b'40 120')
+# Wait for the next prompt: busybox's shell then asks the terminal for the cursor position and
+# swallows input that arrives before it gives up waiting for the answer.
+read_until(b'40 120\r\n/ # ')
+time.sleep(0.5)
 echoed = b'echo ab""cd' in buf
 os.write(fd, b'\x04')
 end = time.time() + 15
@@ -390,13 +394,14 @@ describe('containers with the docker CLI', () => {
     assert.equal(await ok('inspect', '-f', '{{(index .State.Health.Log 0).Output}}', 'fine'), 'ok');
     assert.match(await ok('ps', '--filter', 'name=fine', '--format', '{{.Status}}'), /^Up .* \(healthy\)$/);
     assert.equal(await ok('ps', '--filter', 'health=unhealthy', '--format', '{{.Names}}'), 'sick');
-    const since = Math.floor(Date.now() / 1000) - 30;
+    // until: a moment already past, so that the command returns at once
+    const until = (Date.now() / 1000).toFixed(3);
     const ev = await ok(
       'events',
       '--since',
-      String(since),
+      String(Math.floor(Date.now() / 1000) - 60),
       '--until',
-      String(since + 60),
+      until,
       '--filter',
       'container=sick',
       '--format',
