@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import type { Duplex } from 'node:stream';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
@@ -446,11 +447,36 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     ctx.res.statusCode = 200;
     ctx.res.setHeader('Content-Type', streamType(ctx, tty));
     ctx.res.flushHeaders();
+    // Batch small messages into larger writes (flushed at once when the reader waits: follow),
+    // and respect the client's pace.
+    const res = ctx.res;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let scheduled = false;
+    const take = (): Buffer => {
+      const out = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      return out;
+    };
+    const flushSoon = () => {
+      scheduled = false;
+      if (pendingBytes > 0 && !res.destroyed) res.write(take());
+    };
     for await (const chunk of lines) {
-      if (ctx.res.destroyed) break;
-      ctx.res.write(tty ? chunk.data : frame(chunk.stream === 'stdout' ? STDOUT : STDERR, chunk.data));
+      if (res.destroyed) break;
+      const data = tty ? chunk.data : frame(chunk.stream === 'stdout' ? STDOUT : STDERR, chunk.data);
+      pending.push(data);
+      pendingBytes += data.length;
+      if (pendingBytes >= 256 * 1024) {
+        if (!res.write(take())) await once(res, 'drain').catch(() => undefined);
+      } else if (!scheduled) {
+        scheduled = true;
+        setImmediate(flushSoon);
+      }
     }
-    if (!ctx.res.writableEnded) ctx.res.end();
+    if (pendingBytes > 0 && !res.destroyed) res.write(take());
+    if (!res.writableEnded) res.end();
   });
 
   router.post('/containers/{name}/attach', async (ctx) => {
