@@ -40,10 +40,41 @@ export function createExchangeServer(handler: ExchangeHandler): Server {
   return server;
 }
 
-/** Mark an upgrade exchange as taken over so the server does not end its socket. */
+/** Mark an exchange as taken over so the server does not end its socket. */
 export function markHijacked(ex: Exchange): void {
   (ex.res as unknown as { hijacked?: boolean }).hijacked = true;
   if (ex.upgrade) ex.res.detachSocket(ex.upgrade.socket as never);
+}
+
+/**
+ * The raw connection of an exchange, taken away from node's HTTP server, returned paused: the
+ * caller attaches its listeners, then resumes it. For an upgrade request that is the upgraded
+ * socket. For a plain request it is the request's socket, taken as node does it for upgrades:
+ * detached from the response, without the server's listeners (so a half-close does not end it and
+ * bytes after the headers are not parsed as a next request) and with the parser unconsumed.
+ * dockerd hijacks attach connections with or without `Upgrade`, and clients send stdin on both.
+ */
+export function takeOverConnection(ex: Exchange): Duplex {
+  markHijacked(ex);
+  if (ex.upgrade) {
+    ex.upgrade.socket.pause();
+    return ex.upgrade.socket;
+  }
+  const socket = ex.req.socket;
+  socket.pause();
+  ex.res.detachSocket(socket);
+  for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout']) socket.removeAllListeners(event);
+  socket.setTimeout(0);
+  // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
+  const unconsume = (): void => undefined;
+  socket.on('data', unconsume);
+  socket.off('data', unconsume);
+  (socket as unknown as { parser: unknown }).parser = null;
+  // The parser read on the socket's behalf; reset the stream's read state as node's own upgrade
+  // path does, so that resuming starts reading from the handle again.
+  const state = (socket as unknown as { _readableState: { reading: boolean } })._readableState;
+  state.reading = false;
+  return socket;
 }
 
 /** Send a JSON body with the right headers. */

@@ -242,11 +242,6 @@ function stopSignal(ctx: ApiContext): string | undefined {
   return ctx.query.get('signal') || undefined;
 }
 
-/** The raw connection of an attach: the upgraded socket, or the request's socket for plain 200. */
-function takeSocket(ctx: ApiContext): Duplex {
-  return ctx.upgrade?.socket ?? ctx.req.socket;
-}
-
 function pipeSession(socket: Duplex, session: AttachSession, head?: Buffer): void {
   if (head?.length) session.write(head);
   socket.on('data', (d: Buffer) => session.write(d));
@@ -489,11 +484,11 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       detachKeys: ctx.query.get('detachKeys') || undefined,
     };
     const { tty, begin } = await containers.attach(ctx.params.name ?? '', opts);
-    const socket = takeSocket(ctx);
+    const socket = ctx.takeOver();
     hijack(socket, ctx.upgrade !== undefined, {}, streamType(ctx, tty));
-    ctx.hijacked();
     const session = await begin(socketSink(socket, tty));
     pipeSession(socket, session, ctx.upgrade?.head);
+    socket.resume();
   });
 
   router.get('/containers/{name}/attach/ws', async (ctx) => {
@@ -517,11 +512,10 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       detachKeys: ctx.query.get('detachKeys') || undefined,
     };
     const { begin } = await containers.attach(ctx.params.name ?? '', opts);
-    const socket = ctx.upgrade.socket;
+    const socket = ctx.takeOver();
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptKey(key)}\r\n\r\n`,
     );
-    ctx.hijacked();
     const opcode = atLeast(ctx, gates.attachWsBinary) ? OP_BINARY : OP_TEXT;
     const session = await begin({
       output(_stream, data) {
@@ -548,5 +542,6 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     socket.on('end', () => session.endInput());
     socket.on('close', () => session.close());
     socket.on('error', () => session.close());
+    socket.resume();
   });
 }

@@ -13,8 +13,11 @@ export interface ApiContext {
   query: URLSearchParams;
   /** The negotiated API version: the URL prefix, or the maximum when there is none. */
   version: string;
-  /** Mark the connection as taken over (after writing the 101/200 head to the socket). */
-  hijacked(): void;
+  /**
+   * Take the raw connection over (attach, exec start): the upgraded socket, or a plain request's
+   * socket taken from the HTTP server. It comes paused: attach listeners, then resume it.
+   */
+  takeOver(): Duplex;
 }
 
 export type ApiHandler = (ctx: ApiContext) => Promise<void> | void;

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import { invalidParameter, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { Router } from '../../http/router.js';
-import { createExchangeServer, type Exchange, markHijacked } from '../../http/server.js';
+import { createExchangeServer, type Exchange, takeOverConnection } from '../../http/server.js';
 import type { ApiContext, ApiHandler, ApiRouter } from './context.js';
 import { sendEngineError } from './errors.js';
 import { compareVersions, isValidVersionString, MAX_API_VERSION, MIN_API_VERSION } from './versions.js';
@@ -74,13 +74,13 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
         params: found.params,
         query: url.searchParams,
         version,
-        hijacked: () => markHijacked(ex),
+        takeOver: () => takeOverConnection(ex),
       };
       await found.handler(ctx);
     } catch (err) {
       if ((res as unknown as { hijacked?: boolean }).hijacked) {
         log.debug('error on a hijacked connection', { error: String(err) });
-        ex.upgrade?.socket.destroy();
+        (ex.upgrade?.socket ?? req.socket).destroy();
         return;
       }
       sendEngineError(res, err, log);

@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { FrameDecoder } from '../../../src/http/stream.js';
+import { ensureBusybox } from '../../helpers/busybox.js';
+import { TestEngine } from '../../helpers/engine.js';
+
+/**
+ * Attach without `Upgrade`: dockerd answers 200 and hijacks the connection all the same, so the
+ * client's stdin reaches the container and output keeps coming after the client half-closes.
+ */
+describe('attach without Upgrade (plain 200)', () => {
+  let engine: TestEngine;
+  before(async () => {
+    engine = await TestEngine.start();
+    await ensureBusybox(engine);
+  });
+  after(async () => {
+    await engine?.destroy();
+  });
+
+  it('carries stdin and multiplexed output over a hijacked plain connection', async () => {
+    const created = await engine.request('POST', '/v1.44/containers/create', {
+      body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true, AttachStdin: true },
+    });
+    assert.equal(created.status, 201, created.text());
+    const id = created.json<{ Id: string }>().Id;
+    assert.equal((await engine.request('POST', `/v1.44/containers/${id}/start`)).status, 204);
+
+    const socket = connect(engine.socket);
+    const received: Buffer[] = [];
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('data', (d: Buffer) => received.push(d));
+    socket.write(
+      `POST /v1.44/containers/${id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: engine\r\nContent-Length: 0\r\n\r\n`,
+    );
+    // Wait for the answer's head, then send stdin as raw bytes on the same connection.
+    for (let i = 0; i < 100 && !Buffer.concat(received).includes('\r\n\r\n'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const head = Buffer.concat(received).toString('latin1');
+    assert.match(head, /^HTTP\/1\.1 200 OK\r\n/);
+    assert.match(head, /Content-Type: application\/vnd\.docker\.multiplexed-stream/);
+    socket.write('hello\nworld\n');
+    socket.end(); // half-close: with StdinOnce, cat sees EOF and the container exits
+    const timer = setTimeout(() => socket.destroy(), 20_000);
+    await closed;
+    clearTimeout(timer);
+
+    const all = Buffer.concat(received);
+    const body = all.subarray(all.indexOf('\r\n\r\n') + 4);
+    const frames = new FrameDecoder().push(body);
+    const stdout = Buffer.concat(frames.filter((f) => f.stream === 1).map((f) => f.payload)).toString();
+    assert.equal(stdout, 'hello\nworld\n');
+    const wait = await engine.request('POST', `/v1.44/containers/${id}/wait`);
+    assert.equal(wait.json<{ StatusCode: number }>().StatusCode, 0);
+  });
+});
