@@ -6,26 +6,12 @@ import { invalidParameter, notFound } from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
 import { versionAtLeast } from '../api/versions.js';
 import type { ImageRecord } from '../images/images.types.js';
+import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../runtime/index.js';
 import { Container, emit, emptyState, type Internals, save } from './container.js';
 import { normalizeName } from './names.js';
 import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
 import { nanoTimestamp } from './units.js';
 import { parseBind, validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
-
-const DEFAULT_SHM = 64 * 1024 * 1024;
-const MASKED_PATHS = [
-  '/proc/asound',
-  '/proc/acpi',
-  '/proc/kcore',
-  '/proc/keys',
-  '/proc/latency_stats',
-  '/proc/timer_list',
-  '/proc/timer_stats',
-  '/proc/sched_debug',
-  '/proc/scsi',
-  '/sys/firmware',
-];
-const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
 
 const swapSupported =
   existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes') ||
@@ -125,7 +111,7 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   if (!out.LogConfig.Config) out.LogConfig = { ...out.LogConfig, Config: {} };
   if (!out.RestartPolicy?.Name)
     out.RestartPolicy = { Name: 'no', MaximumRetryCount: out.RestartPolicy?.MaximumRetryCount ?? 0 };
-  if (!out.ShmSize) out.ShmSize = DEFAULT_SHM;
+  if (!out.ShmSize) out.ShmSize = defaultShmSize;
   if (!out.IpcMode) out.IpcMode = versionAtLeast(apiVersion, '1.40') ? 'private' : 'shareable';
   if (!out.CgroupnsMode) out.CgroupnsMode = 'host';
   if (!out.Runtime) out.Runtime = runtimeName;
@@ -133,8 +119,8 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
     delete out.KernelMemory;
   }
   if (!out.Privileged) {
-    if (!out.MaskedPaths) out.MaskedPaths = MASKED_PATHS;
-    if (!out.ReadonlyPaths) out.ReadonlyPaths = READONLY_PATHS;
+    if (!out.MaskedPaths) out.MaskedPaths = [...defaultMaskedPaths];
+    if (!out.ReadonlyPaths) out.ReadonlyPaths = [...defaultReadonlyPaths];
   }
   if (out.Dns === undefined || out.Dns === null) out.Dns = [];
   if (out.DnsOptions === undefined || out.DnsOptions === null) out.DnsOptions = [];

@@ -61,3 +61,4 @@ export {
   type SeccompProfile,
   specToJson,
 } from './spec/index.js';
+export { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from './spec/mounts.js';
