@@ -5,15 +5,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { type RunResult, runCommand } from './process.js';
 
 const exec = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
 
-export interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type { RunResult };
 
 export interface HttpResult {
   status: number;
@@ -108,30 +105,10 @@ export class TestEngine {
   }
 
   /** Run the real docker CLI against this engine. */
-  async docker(
-    args: string[],
-    opts: { input?: string | Buffer; timeoutMs?: number } = {},
-  ): Promise<RunResult> {
-    return new Promise((resolvePromise) => {
-      const child = spawn('docker', ['-H', this.host, ...args], {
-        env: { ...process.env, DOCKER_CONFIG: this.dockerConfig, DOCKER_HOST: '', DOCKER_CLI_HINTS: 'false' },
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      child.stdout.on('data', (d: Buffer) => out.push(d));
-      child.stderr.on('data', (d: Buffer) => err.push(d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolvePromise({
-          code: code ?? -1,
-          stdout: Buffer.concat(out).toString('utf8'),
-          stderr: Buffer.concat(err).toString('utf8'),
-        });
-      });
-      if (opts.input !== undefined) child.stdin.end(opts.input);
-      else child.stdin.end();
+  docker(args: string[], opts: { input?: string | Buffer; timeoutMs?: number } = {}): Promise<RunResult> {
+    return runCommand('docker', ['-H', this.host, ...args], {
+      ...opts,
+      env: { DOCKER_CONFIG: this.dockerConfig, DOCKER_HOST: '', DOCKER_CLI_HINTS: 'false' },
     });
   }
 

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
@@ -6,14 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { type RunResult, requireTool, runCommand } from './process.js';
+
+export type { RunResult };
 
 const exec = promisify(execFile);
-
-export interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 export interface DockerRunOptions {
   input?: string | Buffer;
@@ -35,11 +32,6 @@ export interface ReferenceDockerdOptions {
 /** The docker CLI of Debian's docker.io package when present (it matches dockerd 20.10). */
 function defaultCli(): string {
   return existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker';
-}
-
-function requireCommand(tool: string, hint: string): void {
-  const r = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${tool} is not installed: ${hint}`);
 }
 
 /** True while a process exists and is not a zombie. */
@@ -98,10 +90,10 @@ export class ReferenceDockerd {
   }
 
   static async start(opts: ReferenceDockerdOptions = {}): Promise<ReferenceDockerd> {
-    requireCommand('dockerd', "Debian's docker.io package is needed (scripts/install-deps.sh)");
+    requireTool('dockerd', "Debian's docker.io package is needed (scripts/install-deps.sh)");
     const dir = await mkdtemp(join(tmpdir(), 'berth-refd-'));
     const d = new ReferenceDockerd(dir, opts);
-    requireCommand(d.cli, "the docker CLI is needed (Debian's docker.io package)");
+    requireTool(d.cli, "the docker CLI is needed (Debian's docker.io package)");
     try {
       await d.launch();
     } catch (err) {
@@ -178,45 +170,12 @@ export class ReferenceDockerd {
     });
   }
 
-  /** Run a command with a bounded time; never rejects. */
-  private runCommand(
-    cmd: string,
-    args: string[],
-    opts: { input?: string | Buffer; timeoutMs?: number; env?: Record<string, string> },
-  ): Promise<RunResult> {
-    return new Promise((resolve) => {
-      const child = spawn(cmd, args, {
-        env: { ...process.env, ...opts.env },
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      child.stdout.on('data', (d: Buffer) => out.push(d));
-      child.stderr.on('data', (d: Buffer) => err.push(d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-      child.on('error', (e) => {
-        clearTimeout(timer);
-        resolve({ code: -1, stdout: '', stderr: String(e) });
-      });
-      child.on('close', (code, signal) => {
-        clearTimeout(timer);
-        resolve({
-          code: code ?? -1,
-          stdout: Buffer.concat(out).toString('utf8'),
-          stderr: Buffer.concat(err).toString('utf8') + (signal ? `\n(killed by ${signal})` : ''),
-        });
-      });
-      if (opts.input !== undefined) child.stdin.end(opts.input);
-      else child.stdin.end();
-    });
-  }
-
   /**
    * The docker CLI against this daemon (DOCKER_CONFIG = `dockerConfig` unless `env` says
    * otherwise; `cli` picks another docker binary for this call).
    */
   docker(args: string[], opts: DockerRunOptions = {}): Promise<RunResult> {
-    return this.runCommand(opts.cli ?? this.cli, ['-H', this.host, ...args], {
+    return runCommand(opts.cli ?? this.cli, ['-H', this.host, ...args], {
       ...opts,
       env: {
         DOCKER_CONFIG: this.dockerConfig,
@@ -239,8 +198,8 @@ export class ReferenceDockerd {
 
   /** containerd's `ctr` against the managed containerd. */
   ctr(args: string[], opts: { timeoutMs?: number } = {}): Promise<RunResult> {
-    requireCommand('ctr', "containerd's ctr is needed (Debian's containerd package)");
-    return this.runCommand('ctr', ['--address', this.containerdSocket, ...args], opts);
+    requireTool('ctr', "containerd's ctr is needed (Debian's containerd package)");
+    return runCommand('ctr', ['--address', this.containerdSocket, ...args], opts);
   }
 
   /** ctr(...) that must succeed; returns trimmed stdout. */

@@ -1,4 +1,3 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { configFromObject, type RegistryConfig } from '../../src/registry/config.js';
 import { type RegistryHooks, type RunningRegistry, serveRegistry } from '../../src/registry/server.js';
+import { requireTool, runCommand } from './process.js';
 
 export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 export const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
@@ -285,36 +285,17 @@ export async function buildOciLayout(
   return { top: topDigest, images };
 }
 
-/** Fail (not skip) with a clear message when a tool the test needs is missing. */
-export function requireTool(tool: string, hint: string): void {
-  const r = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${tool} is not installed: ${hint}`);
-}
+export { requireTool };
 
 /** Run a command; resolves with its output, rejects with stderr on a non-zero exit. */
-export function run(
+export async function run(
   cmd: string,
   args: string[],
   timeoutMs = 60_000,
 ): Promise<{ stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve({ stdout, stderr });
-      else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${stderr || stdout}`));
-    });
-  });
+  const r = await runCommand(cmd, args, { timeoutMs });
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr || r.stdout}`);
+  return { stdout: r.stdout, stderr: r.stderr };
 }
 
 export async function skopeo(args: string[], timeoutMs = 90_000): Promise<string> {
