@@ -1,5 +1,4 @@
-import { once } from 'node:events';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Writable } from 'node:stream';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { readBody, readJsonObject } from '../../http/body.js';
@@ -10,6 +9,7 @@ import type {
   AttachSession,
   AttachSink,
   ContainerService,
+  LogChunk,
   NetworkingConfig,
   WaitCondition,
 } from '../containers/types.js';
@@ -193,6 +193,19 @@ function dropDnsNames(networks: unknown): void {
   for (const ep of Object.values(networks as Record<string, Record<string, unknown>>)) delete ep.DNSNames;
 }
 
+/**
+ * The Networks map of a view, copied down to each endpoint (what dropDnsNames changes), so that
+ * shaping never touches the view it was given; cheaper than a JSON round trip on every inspect.
+ */
+function copyNetworks(networks: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!networks || typeof networks !== 'object') return out;
+  for (const [name, ep] of Object.entries(networks as Record<string, unknown>)) {
+    out[name] = ep && typeof ep === 'object' ? { ...(ep as Record<string, unknown>) } : ep;
+  }
+  return out;
+}
+
 /** Inspect as the request's API version shows it. */
 export function shapeInspect(
   view: Record<string, unknown>,
@@ -207,7 +220,7 @@ export function shapeInspect(
   if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) delete hc.Annotations;
   v.HostConfig = hc;
   const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
-  const networks = JSON.parse(JSON.stringify(ns.Networks ?? {})) as Record<string, unknown>;
+  const networks = copyNetworks(ns.Networks);
   if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
   ns.Networks = networks;
   v.NetworkSettings = ns;
@@ -220,7 +233,7 @@ export function shapeListItem(
 ): Record<string, unknown> {
   const v = { ...item };
   const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
-  const networks = JSON.parse(JSON.stringify(ns.Networks ?? {})) as Record<string, unknown>;
+  const networks = copyNetworks(ns.Networks);
   if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
   ns.Networks = networks;
   v.NetworkSettings = ns;
@@ -230,6 +243,92 @@ export function shapeListItem(
     v.HostConfig = hc;
   }
   return v;
+}
+
+/** Below this a batch waits for more (until the next turn of the event loop) before it is sent. */
+const LOG_WRITE_MIN = 64 * 1024;
+
+/**
+ * Send log batches: each batch's messages (framed unless TTY) go into one buffer, small batches
+ * are gathered into larger writes and flushed at the next turn of the event loop (so a follower
+ * sees a new line at once), and a write the socket cannot take yet waits for 'drain'.
+ */
+export async function writeLogBatches(
+  res: Writable,
+  batches: AsyncIterable<LogChunk[]>,
+  tty: boolean,
+): Promise<void> {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let scheduled = false;
+  const take = (): Buffer => {
+    const out = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
+    pending = [];
+    pendingBytes = 0;
+    return out;
+  };
+  const flushSoon = () => {
+    scheduled = false;
+    if (pendingBytes > 0 && !res.destroyed) res.write(take());
+  };
+  for await (const batch of batches) {
+    if (res.destroyed) break;
+    const data = tty ? rawBatch(batch) : framedBatch(batch);
+    if (data.length === 0 && batch.length === 0) continue;
+    pending.push(data);
+    pendingBytes += data.length;
+    if (pendingBytes >= LOG_WRITE_MIN) {
+      if (!res.write(take()) && !res.destroyed) await waitDrain(res);
+    } else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flushSoon);
+    }
+  }
+  if (pendingBytes > 0 && !res.destroyed) res.write(take());
+}
+
+/** 'drain', or the stream going away (whichever comes first). */
+function waitDrain(res: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      res.off('error', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+    res.on('error', done);
+  });
+}
+
+/** The messages of a batch, each in a stdout/stderr frame, in one buffer. */
+function framedBatch(batch: LogChunk[]): Buffer {
+  let size = 0;
+  for (const c of batch) size += 8 + c.data.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const c of batch) {
+    out[at] = c.stream === 'stdout' ? STDOUT : STDERR;
+    out[at + 1] = 0;
+    out[at + 2] = 0;
+    out[at + 3] = 0;
+    out.writeUInt32BE(c.data.length, at + 4);
+    at += 8;
+    at += c.data.copy(out, at);
+  }
+  return out;
+}
+
+/** The messages of a batch as they are (TTY), in one buffer. */
+function rawBatch(batch: LogChunk[]): Buffer {
+  if (batch.length === 1) return (batch[0] as LogChunk).data;
+  let size = 0;
+  for (const c of batch) size += c.data.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const c of batch) at += c.data.copy(out, at);
+  return out;
 }
 
 /** Seconds (`t`) of stop/restart: an integer, -1 waits forever. */
@@ -428,7 +527,7 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     }
     const ac = new AbortController();
     ctx.res.on('close', () => ac.abort());
-    const { tty, lines } = await containers.logs(ctx.params.name ?? '', {
+    const { tty, batches } = await containers.logs(ctx.params.name ?? '', {
       stdout,
       stderr,
       since,
@@ -442,36 +541,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     ctx.res.statusCode = 200;
     ctx.res.setHeader('Content-Type', streamType(ctx, tty));
     ctx.res.flushHeaders();
-    // Batch small messages into larger writes (flushed at once when the reader waits: follow),
-    // and respect the client's pace.
-    const res = ctx.res;
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
-    let scheduled = false;
-    const take = (): Buffer => {
-      const out = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
-      pending = [];
-      pendingBytes = 0;
-      return out;
-    };
-    const flushSoon = () => {
-      scheduled = false;
-      if (pendingBytes > 0 && !res.destroyed) res.write(take());
-    };
-    for await (const chunk of lines) {
-      if (res.destroyed) break;
-      const data = tty ? chunk.data : frame(chunk.stream === 'stdout' ? STDOUT : STDERR, chunk.data);
-      pending.push(data);
-      pendingBytes += data.length;
-      if (pendingBytes >= 256 * 1024) {
-        if (!res.write(take())) await once(res, 'drain').catch(() => undefined);
-      } else if (!scheduled) {
-        scheduled = true;
-        setImmediate(flushSoon);
-      }
-    }
-    if (pendingBytes > 0 && !res.destroyed) res.write(take());
-    if (!res.writableEnded) res.end();
+    await writeLogBatches(ctx.res, batches, tty);
+    if (!ctx.res.writableEnded) ctx.res.end();
   });
 
   router.post('/containers/{name}/attach', async (ctx) => {

@@ -45,6 +45,11 @@ export class Container {
   readonly execIds = new Set<string>();
   /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
   exiting?: Promise<void>;
+  /**
+   * Inspect's GraphDriver.Data, computed once: the writable snapshot's paths never change while
+   * it exists (its key is the container ID, its parent the image's top layer).
+   */
+  graphDriverData?: Readonly<Record<string, string>>;
 
   constructor(
     public record: ContainerRecord,

@@ -4,12 +4,25 @@ import type { Logger } from '../../common/log.js';
 import { checkFilterNames } from '../../http/query.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
-import { buildSpec, type ExitStatus, type RuntimeDriver, readLogs } from '../runtime/index.js';
+import {
+  buildSpec,
+  type ExitStatus,
+  type RuntimeDriver,
+  readLogBatches,
+  readLogs,
+} from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
 import { filterContainers } from './filters.js';
-import { beginAttach, checkAttachable, checkLogsReadable, readContainerLogs } from './io.js';
+import {
+  beginAttach,
+  checkAttachable,
+  checkLogsReadable,
+  readContainerLogBatches,
+  readContainerLogs,
+  singleBatches,
+} from './io.js';
 import { createLifecycle, type Lifecycle, type RuntimeHelpers } from './lifecycle.js';
 import { NameRegistry } from './names.js';
 import { startsWithDaemon } from './restart.js';
@@ -48,7 +61,8 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     closing: false,
   };
   await ix.store.init();
-  const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, readLogs };
+  const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, readLogs, readLogBatches };
+  const readBatches = helpers.readLogBatches ?? singleBatches(helpers.readLogs);
   const life = createLifecycle(ix, helpers);
 
   const onExit = (id: string, status: ExitStatus) => {
@@ -82,13 +96,21 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   }
 
   async function addGraphDriver(c: Container, src: ViewSource): Promise<void> {
+    // While a removal is under way the snapshot may be gone: ask the snapshotter then.
+    const stable = !c.removing && !c.removed && !c.state.RemovalInProgress;
+    if (stable && c.graphDriverData) {
+      src.graphDriverData = { ...c.graphDriverData };
+      return;
+    }
     const snap = ix.images.snapshotter as Snapshotter & {
       paths?: (key: string) => Promise<Record<string, string>>;
     };
     try {
-      src.graphDriverData = snap.paths
+      const data = snap.paths
         ? { ...(await snap.paths(c.id)) }
         : { MergedDir: await rootfsPath(ix, c.id), UpperDir: snap.upperDir(c.id) };
+      if (stable) c.graphDriverData = { ...data };
+      src.graphDriverData = data;
     } catch {
       // snapshot gone (removal in progress)
     }
@@ -181,7 +203,12 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     async logs(idOrName, o) {
       const c = get(ix, idOrName);
       checkLogsReadable(c);
-      return { tty: c.record.Config.Tty === true, lines: readContainerLogs(c, o, helpers.readLogs) };
+      return {
+        tty: c.record.Config.Tty === true,
+        // generators: only the one the caller iterates reads anything
+        lines: readContainerLogs(c, o, helpers.readLogs),
+        batches: readContainerLogBatches(c, o, readBatches),
+      };
     },
     async attach(idOrName, o) {
       const c = get(ix, idOrName);

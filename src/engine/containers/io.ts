@@ -23,6 +23,16 @@ export function checkLogsReadable(c: Container): void {
 /** The runtime package's log reader (k8s-file, rotation-aware), injected for tests. */
 export type LogReader = (path: string, opts: ReadLogsOptions) => AsyncIterable<LogMessage>;
 
+/** The same reader in batches (one per chunk read): readLogBatches of the runtime package. */
+export type LogBatchReader = (path: string, opts: ReadLogsOptions) => AsyncIterable<LogMessage[]>;
+
+/** Batches of one message each, from a reader that has no batch form (test fakes). */
+export function singleBatches(read: LogReader): LogBatchReader {
+  return async function* (path, opts) {
+    for await (const m of read(path, opts)) yield [m];
+  };
+}
+
 function nanos(d: Date | undefined): number | undefined {
   return d ? d.getTime() * 1_000_000 : undefined;
 }
@@ -36,6 +46,18 @@ export async function* readContainerLogs(
   opts: LogsOptions,
   read: LogReader,
 ): AsyncGenerator<LogChunk> {
+  for await (const batch of readContainerLogBatches(c, opts, singleBatches(read))) yield* batch;
+}
+
+/**
+ * readContainerLogs in batches (one per chunk of the log read), for writers that send many
+ * messages at once; the messages, their order and when following ends are the same.
+ */
+export async function* readContainerLogBatches(
+  c: Container,
+  opts: LogsOptions,
+  read: LogBatchReader,
+): AsyncGenerator<LogChunk[]> {
   const follow = opts.follow && c.state.Running;
   const stopFollowing = new AbortController();
   const onStop = () => stopFollowing.abort();
@@ -54,9 +76,14 @@ export async function* readContainerLogs(
       signal: opts.signal,
       stopFollowing: stopFollowing.signal,
     });
-    for await (const m of messages) {
-      const data = opts.timestamps ? Buffer.concat([Buffer.from(`${fixedNano(m.time)} `), m.line]) : m.line;
-      yield { stream: m.stream, data };
+    for await (const batch of messages) {
+      const out: LogChunk[] = new Array(batch.length);
+      for (let i = 0; i < batch.length; i++) {
+        const m = batch[i] as LogMessage;
+        const data = opts.timestamps ? Buffer.concat([Buffer.from(`${fixedNano(m.time)} `), m.line]) : m.line;
+        out[i] = { stream: m.stream, data };
+      }
+      yield out;
     }
   } finally {
     c.events.off('exit', onStop);

@@ -4,7 +4,7 @@ import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
 import { HealthMonitor, hasExec, probeCommand } from './health.js';
-import type { LogReader } from './io.js';
+import type { LogBatchReader, LogReader } from './io.js';
 import { normalizeName } from './names.js';
 import {
   logLimits,
@@ -22,6 +22,8 @@ import { parseTimestampMs } from './units.js';
 export interface RuntimeHelpers {
   buildSpec: SpecBuilder;
   readLogs: LogReader;
+  /** The batch form of readLogs (the runtime package's readLogBatches); derived when absent. */
+  readLogBatches?: LogBatchReader;
 }
 
 export interface Lifecycle {

@@ -195,7 +195,16 @@ export interface ContainerService {
   unpause(idOrName: string): Promise<void>;
   top(idOrName: string, psArgs?: string): Promise<TopResult>;
   /** Validates, then gives the log lines; `tty` tells whether to frame them. */
-  logs(idOrName: string, opts: LogsOptions): Promise<{ tty: boolean; lines: AsyncIterable<LogChunk> }>;
+  logs(
+    idOrName: string,
+    opts: LogsOptions,
+  ): Promise<{
+    tty: boolean;
+    /** One message at a time. */
+    lines: AsyncIterable<LogChunk>;
+    /** The same messages in batches (one per chunk of the log read); iterate one of the two. */
+    batches: AsyncIterable<LogChunk[]>;
+  }>;
   /** Validates (404, 409 paused) and returns the container's TTY mode and an attach starter. */
   attach(
     idOrName: string,

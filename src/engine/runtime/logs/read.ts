@@ -38,16 +38,25 @@ export interface LogMessage {
   line: Buffer;
 }
 
-/** A message whose time string is only made when asked for (docker logs without -t never asks). */
+/**
+ * A message whose time string is only made when asked for (docker logs without -t never asks):
+ * it keeps the raw timestamp as a string, or as the record it starts (bytes 0..tsEnd), decoded
+ * only then.
+ */
 class Message implements LogMessage {
   private t: string | null = null;
   constructor(
     readonly stream: LogStream,
-    private readonly ts: string,
+    private ts: string | Buffer,
+    private readonly tsEnd: number,
     readonly line: Buffer,
   ) {}
   get time(): string {
-    this.t ??= dockerTime(this.ts);
+    if (this.t === null) {
+      const raw = typeof this.ts === 'string' ? this.ts : this.ts.toString('latin1', 0, this.tsEnd);
+      this.ts = raw;
+      this.t = dockerTime(raw);
+    }
     return this.t;
   }
   toJSON(): LogMessage {
@@ -97,8 +106,8 @@ class Assembler {
     if (p) {
       this.pending[stream] = null;
       p.parts.push(data);
-      this.emit(stream, p.ts, Buffer.concat(p.parts), out);
-    } else this.emit(stream, line.toString('latin1', 0, s1), data, out);
+      this.emit(stream, p.ts, p.ts.length, Buffer.concat(p.parts), out);
+    } else this.emit(stream, line, s1, data, out);
   }
 
   /** Unfinished lines, as messages of their own (end of the log, or caught up while following). */
@@ -109,13 +118,18 @@ class Assembler {
     for (const s of order) {
       const p = this.pending[s]!;
       this.pending[s] = null;
-      this.emit(s, p.ts, Buffer.concat(p.parts), out);
+      this.emit(s, p.ts, p.ts.length, Buffer.concat(p.parts), out);
     }
   }
 
-  private emit(stream: LogStream, ts: string, data: Buffer, out: LogMessage[]): void {
+  /** `ts` is the timestamp, or a record whose first `tsEnd` bytes are (decoded only when needed). */
+  private emit(stream: LogStream, ts: string | Buffer, tsEnd: number, data: Buffer, out: LogMessage[]): void {
     if (this.done) return;
     if (this.since || this.until) {
+      if (typeof ts !== 'string') {
+        ts = ts.toString('latin1', 0, tsEnd);
+        tsEnd = ts.length;
+      }
       const t = parseInstant(ts);
       if (t) {
         if (this.since && compareInstant(t, this.since) < 0) return;
@@ -125,7 +139,7 @@ class Assembler {
         }
       }
     }
-    if (this.want[stream]) out.push(new Message(stream, ts, data));
+    if (this.want[stream]) out.push(new Message(stream, ts, tsEnd, data));
   }
 }
 
