@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseLogLevel, rootLogger } from '../common/log.js';
 import { defaultEngineConfig, type EngineConfig } from '../engine/config.js';
@@ -19,7 +18,8 @@ const spec: Record<string, FlagSpec> = {
 
 /**
  * `berth up`: the registry and the engine with defaults. The engine trusts the local registry over
- * plain HTTP. On a fresh data root it seeds busybox:latest from the host's busybox-static.
+ * plain HTTP. When it has no images (a fresh data root) it seeds busybox:latest from the host's
+ * busybox-static.
  */
 export async function runUpCommand(argv: string[]): Promise<number> {
   const p = parseArgs(argv, spec);
@@ -31,7 +31,6 @@ export async function runUpCommand(argv: string[]): Promise<number> {
   if (level) rootLogger.setLevel(parseLogLevel(level));
   const dataRoot = str(p, 'data-root') ?? defaultEngineConfig.dataRoot;
   const registryAddr = str(p, 'registry-addr') ?? '127.0.0.1:5000';
-  const fresh = !existsSync(join(dataRoot, 'engine-id'));
 
   // The registry first, so that when the engine answers, both are up.
   const registry = bool(p, 'no-registry')
@@ -51,11 +50,15 @@ export async function runUpCommand(argv: string[]): Promise<number> {
     logLevel: level ? parseLogLevel(level) : defaultEngineConfig.logLevel,
     insecureRegistries: [...defaultEngineConfig.insecureRegistries, registryAddr, `localhost:${port}`],
   };
-  const engine = await startEngine(config, rootLogger.child('engine'));
-  if (fresh) {
-    const id = await seedBusybox(engine.images);
-    rootLogger.info('seeded busybox:latest from the host busybox-static', { id });
-  }
+  const engine = await startEngine(config, rootLogger.child('engine'), {
+    // A fresh data root has no images: seed busybox before the API answers, so that the first
+    // `docker run` works offline.
+    beforeListen: async ({ images }) => {
+      if ((await images.list()).length > 0) return;
+      const id = await seedBusybox(images);
+      rootLogger.info('seeded busybox:latest from the host busybox-static', { id });
+    },
+  });
   const sig = await untilSignal();
   rootLogger.info('shutting down', { signal: sig });
   await engine.close();

@@ -108,7 +108,16 @@ async function groupId(name: string): Promise<number | undefined> {
   return undefined;
 }
 
-export async function startEngine(config: EngineConfig, log: Logger): Promise<Engine> {
+export interface StartHooks {
+  /** Runs once the services are up and before the API listens (e.g. seeding images). */
+  beforeListen?: (services: { images: ImageService }) => Promise<void>;
+}
+
+export async function startEngine(
+  config: EngineConfig,
+  log: Logger,
+  hooks: StartHooks = {},
+): Promise<Engine> {
   const addresses = config.hosts.map(parseListenAddress);
   await mkdir(config.dataRoot, { recursive: true, mode: 0o711 });
   await mkdir(config.execRoot, { recursive: true, mode: 0o700 });
@@ -164,6 +173,8 @@ export async function startEngine(config: EngineConfig, log: Logger): Promise<En
   });
   registerContainerRoutes(router, containers);
   sources.containers = () => containers.counts();
+
+  await hooks.beforeListen?.({ images });
 
   const servers: Server[] = [];
   const bound: string[] = [];

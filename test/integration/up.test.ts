@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runCommand } from '../helpers/process.js';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+function freePort(): Promise<number> {
+  return new Promise((done) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => done(port));
+    });
+  });
+}
+
+function ping(socketPath: string): Promise<number> {
+  return new Promise((done) => {
+    const req = request({ socketPath, path: '/_ping' }, (res) => {
+      res.resume();
+      done(res.statusCode ?? 0);
+    });
+    req.on('error', () => done(0));
+    req.end();
+  });
+}
+
+describe('berth up', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const c of cleanups.reverse()) await c();
+  });
+
+  it('runs the registry and the engine, and a fresh data root can run busybox at once', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-up-'));
+    const socket = join(dir, 'berth.sock');
+    const port = await freePort();
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(repoRoot, 'src/cli/main.ts'),
+        'up',
+        '--data-root',
+        join(dir, 'data'),
+        '--exec-root',
+        join(dir, 'exec'),
+        '--host',
+        `unix://${socket}`,
+        '--registry-addr',
+        `127.0.0.1:${port}`,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let log = '';
+    child.stderr.on('data', (d: Buffer) => {
+      log += d.toString();
+    });
+    const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    for (let i = 0; i < 300 && (await ping(socket)) !== 200; i++) await sleep(100);
+    assert.equal(await ping(socket), 200, log);
+    // No waiting for anything else: busybox is there as soon as the API answers.
+    const run = await runCommand(
+      'docker',
+      ['-H', `unix://${socket}`, 'run', '--rm', 'busybox', 'echo', 'hello'],
+      {
+        env: { DOCKER_CONFIG: join(dir, 'docker-config'), DOCKER_HOST: '' },
+      },
+    );
+    assert.equal(run.code, 0, `${run.stderr}\n${log}`);
+    assert.equal(run.stdout, 'hello\n');
+    const v2 = await fetch(`http://127.0.0.1:${port}/v2/`);
+    assert.equal(v2.status, 200);
+    assert.equal(v2.headers.get('docker-distribution-api-version'), 'registry/2.0');
+
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, log);
+    assert.match(log, /seeded busybox:latest/);
+  });
+});
