@@ -101,17 +101,23 @@ export async function writeContainerFiles(paths: {
   const hostname = paths.hostNetwork
     ? (await readFile('/etc/hostname', 'utf8').catch(() => paths.hostname)).trim()
     : paths.hostname;
-  await writeFileAtomic(paths.hostnamePath, `${hostname}\n`);
-  const hosts = paths.hostNetwork
-    ? await readHostHosts()
-    : hostsContent({
-        extraHosts: paths.hostConfig.ExtraHosts ?? [],
-        hostname: paths.hostname,
-        domainname: paths.domainname,
-      });
-  await writeFileAtomic(paths.hostsPath, hosts);
-  await writeFileAtomic(
-    paths.resolvConfPath,
-    resolvConfContent(await readHostResolvConf(), paths.hostConfig, paths.hostNetwork),
-  );
+  const [hosts, hostResolvConf] = await Promise.all([
+    paths.hostNetwork
+      ? readHostHosts()
+      : hostsContent({
+          extraHosts: paths.hostConfig.ExtraHosts ?? [],
+          hostname: paths.hostname,
+          domainname: paths.domainname,
+        }),
+    readHostResolvConf(),
+  ]);
+  // three independent files: written (each atomically) at the same time
+  await Promise.all([
+    writeFileAtomic(paths.hostnamePath, `${hostname}\n`),
+    writeFileAtomic(paths.hostsPath, hosts),
+    writeFileAtomic(
+      paths.resolvConfPath,
+      resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
+    ),
+  ]);
 }

@@ -199,10 +199,11 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         c.setRestarting();
         c.restartTimer = setTimeout(() => void restartByPolicy(c), decision.delayMs);
         c.restartTimer.unref();
+        await save(ix, c);
       } else if (c.hostConfig.AutoRemove) {
         autoRemove = true;
       }
-      await save(ix, c);
+      // Without a restart nothing changed since the exit was saved above: no second write.
       c.events.emit('exit', status.exitCode);
     });
     c.exiting = work;

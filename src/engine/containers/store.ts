@@ -1,8 +1,9 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
 import { errnoCode } from '../../common/errors.js';
-import { writeJsonAtomic } from '../../common/fs/atomic.js';
+import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
 import type { Logger } from '../../common/log.js';
 import type { ContainerRecord } from './types.js';
 
@@ -28,8 +29,29 @@ export class ContainerStore {
   async save(record: ContainerRecord, hostConfig?: HostConfig): Promise<void> {
     const dir = this.dir(record.ID);
     await mkdir(dir, { recursive: true, mode: 0o710 });
-    if (hostConfig) await writeJsonAtomic(join(dir, 'hostconfig.json'), hostConfig);
-    await writeJsonAtomic(join(dir, 'config.v2.json'), record);
+    if (!hostConfig) {
+      await writeJsonAtomic(join(dir, 'config.v2.json'), record);
+      return;
+    }
+    // Both files written and fsynced at the same time; then hostconfig.json is renamed into place
+    // (and the directory fsynced) before config.v2.json is, as one atomic write after the other
+    // would: a record is never there without its HostConfig.
+    const files = [join(dir, 'hostconfig.json'), join(dir, 'config.v2.json')] as const;
+    const temps = await Promise.allSettled([
+      writeTemp(files[0], JSON.stringify(hostConfig)),
+      writeTemp(files[1], JSON.stringify(record)),
+    ]);
+    const made = temps.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
+    try {
+      for (const t of temps) if (t.status === 'rejected') throw t.reason;
+      for (let i = 0; i < files.length; i++) {
+        await rename(made[i] as string, files[i] as string);
+        await fsyncDir(dir);
+      }
+    } catch (err) {
+      await Promise.all(made.map((t) => rm(t, { force: true })));
+      throw err;
+    }
   }
 
   async remove(id: string): Promise<void> {
@@ -67,4 +89,20 @@ export class ContainerStore {
     }
     return out;
   }
+}
+
+/** `data` in a new temp file beside `path`, fsynced (the first half of an atomic write). */
+async function writeTemp(path: string, data: string): Promise<string> {
+  const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  const handle = await open(tmp, 'w', 0o644);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } catch (err) {
+    await handle.close();
+    await rm(tmp, { force: true });
+    throw err;
+  }
+  await handle.close();
+  return tmp;
 }
