@@ -27,7 +27,7 @@ import { specToJson } from '../spec/index.js';
 import type { Rlimit } from '../spec/rlimits.js';
 import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
-import { deleteStopped } from './fast-delete.js';
+import { deleteStopped, runtimeStateExists } from './fast-delete.js';
 import type { OciCli } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
 import { readCgroupStats } from './stats.js';
@@ -333,8 +333,13 @@ export class ConmonDriver implements Runtime {
 
   async delete(id: string): Promise<void> {
     const meta = await this.meta(id).catch(() => null);
-    // a stopped container is cleaned up in-process; anything else goes through `runtime delete`
-    if (!(await deleteStopped(this.name, this.o.cli.root, id))) await this.o.cli.delete(id);
+    // a stopped container is cleaned up in-process; one the runtime no longer knows needs nothing
+    if (
+      !(await deleteStopped(this.name, this.o.cli.root, id)) &&
+      (await runtimeStateExists(this.o.cli.root, id))
+    ) {
+      await this.o.cli.delete(id);
+    }
     if (meta) {
       await this.killMonitor(meta);
       await Promise.all(bundleFiles.map((f) => rm(join(meta.bundleDir, f), { force: true })));

@@ -1,4 +1,4 @@
-import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
+import { readdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
 
@@ -72,4 +72,19 @@ export async function deleteStopped(runtime: string, stateRoot: string, id: stri
   }
   await rm(dir, { recursive: true, force: true });
   return true;
+}
+
+/**
+ * Whether the runtime keeps any state for `id` (its directory under the runtime's root). Without
+ * it `runtime delete --force` has nothing to do (runc and crun answer "does not exist" and change
+ * nothing), so the caller can skip running it: a container deleted already (at its exit) or never
+ * created. Errors other than ENOENT count as "maybe": the runtime is asked then.
+ */
+export async function runtimeStateExists(stateRoot: string, id: string): Promise<boolean> {
+  try {
+    await stat(join(stateRoot, id));
+    return true;
+  } catch (err) {
+    return errnoCode(err) !== 'ENOENT';
+  }
 }
