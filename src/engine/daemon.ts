@@ -11,12 +11,14 @@ import { registerEventRoutes } from './api/events.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerSystemRoutes } from './api/system.routes.js';
+import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createRuntime } from './runtime/index.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
+import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
 
 const run = promisify(execFile);
 
@@ -26,6 +28,7 @@ export interface Engine {
   events: EventsService;
   system: SystemService;
   images: ImageService;
+  volumes: VolumeService;
   /** The addresses actually listened on (tcp port 0 resolved). */
   addresses: string[];
   close(): Promise<void>;
@@ -157,6 +160,8 @@ export async function startEngine(
     engineVersion: ENGINE_VERSION,
   });
   registerImageRoutes(router, images);
+  const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
+  registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({
     name: config.runtime,
     execRoot: config.execRoot,
@@ -195,6 +200,7 @@ export async function startEngine(
     events,
     system,
     images,
+    volumes,
     addresses: bound,
     async close() {
       if (closed) return;

@@ -78,6 +78,13 @@ export const gates = {
   containerAnnotations: '1.43',
   /** Endpoint settings DNSNames in container inspect/list. */
   endpointDnsNames: '1.44',
+  /** Volumes: `Options` in volume objects; DELETE /volumes/{name} `force`. */
+  volumeOptions: '1.25',
+  volumeRemoveForce: '1.25',
+  /** Volumes: `CreatedAt` in volume objects. */
+  volumeCreatedAt: '1.31',
+  /** POST /volumes/prune removes only anonymous volumes unless the `all` filter says otherwise. */
+  volumePruneAnonymousOnly: '1.42',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
 } as const;

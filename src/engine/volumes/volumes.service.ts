@@ -1,0 +1,335 @@
+import { lstat, mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { conflict, errnoCode, errorMessage, invalidParameter, notFound } from '../../common/errors.js';
+import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import type { Logger } from '../../common/log.js';
+import { Mutex } from '../containers/container.js';
+import type { EventsService } from '../events/events.service.js';
+import { filterVolumes, pruneMatches } from './filters.js';
+import { HostVolumeOps, type VolumeOps } from './mount.adapter.js';
+import { ANONYMOUS_LABEL, anonymousName, checkVolumeName, VOLUME_NAME } from './names.js';
+import { checkLocalOptions, mountArgs, needsMount } from './options.js';
+import { VolumeRefs } from './refs.js';
+import type { CreateVolumeRequest, VolumeInfo, VolumeRecord, VolumeService } from './volumes.types.js';
+
+export type { VolumeService } from './volumes.types.js';
+
+export interface VolumeServiceOptions {
+  dataRoot: string;
+  events: EventsService;
+  log: Logger;
+  /** Host operations (mount, copy); the real ones by default. */
+  ops?: VolumeOps;
+}
+
+const META = 'volume.json';
+const DATA = '_data';
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+function stringMap(value: unknown, what: string): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw invalidParameter(`${what} must be an object`);
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof v !== 'string')
+      throw invalidParameter(`${what}: value of ${JSON.stringify(k)} must be a string`);
+    out[k] = v;
+  }
+  return out;
+}
+
+/** Bytes used by a directory tree (regular files and links), never following links or mounts. */
+async function treeSize(dir: string, depth = 0): Promise<number> {
+  if (depth > 256) return 0;
+  let total = 0;
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
+    const p = join(dir, e);
+    const st = await lstat(p).catch(() => undefined);
+    if (!st) continue;
+    if (st.isDirectory()) total += await treeSize(p, depth + 1);
+    else total += st.size;
+  }
+  return total;
+}
+
+/**
+ * The local volume driver and the volume store: volumes under `<data-root>/volumes/<name>/_data`,
+ * their metadata in `<name>/volume.json` (written atomically, before `_data` exists), which
+ * containers reference them, and the device mounts of volumes created with driver options.
+ */
+export async function createVolumeService(opts: VolumeServiceOptions): Promise<VolumeService> {
+  const root = join(opts.dataRoot, 'volumes');
+  const ops = opts.ops ?? new HostVolumeOps();
+  const log = opts.log;
+  const volumes = new Map<string, VolumeRecord>();
+  const refs = new VolumeRefs();
+  /** Running containers using a volume's mounted device. */
+  const active = new VolumeRefs();
+  const lock = new Mutex();
+
+  await mkdir(root, { recursive: true, mode: 0o701 });
+  await load();
+
+  const dirOf = (name: string) => join(root, name);
+  const dataOf = (name: string) => join(root, name, DATA);
+
+  function info(v: VolumeRecord): VolumeInfo {
+    return {
+      ...v,
+      Labels: { ...v.Labels },
+      Options: { ...v.Options },
+      Mountpoint: dataOf(v.Name),
+      Scope: 'local',
+    };
+  }
+
+  function getRecord(name: string, verb = 'get'): VolumeRecord {
+    const v = volumes.get(name);
+    if (!v) throw notFound(`${verb} ${name}: no such volume`);
+    return v;
+  }
+
+  async function load(): Promise<void> {
+    const entries = await readdir(root, { withFileTypes: true });
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const dir = join(root, e.name);
+      if (e.name.startsWith('.removing-')) {
+        // A removal a crash interrupted: finish it unless something is mounted there.
+        if ((await ops.mountsUnder(dir)).length === 0) await rm(dir, { recursive: true, force: true });
+        continue;
+      }
+      if (!VOLUME_NAME.test(e.name)) continue;
+      let rec: VolumeRecord | undefined;
+      try {
+        const raw = JSON.parse(await readFile(join(dir, META), 'utf8')) as Partial<VolumeRecord>;
+        rec = {
+          Name: e.name,
+          Driver: 'local',
+          Labels: stringMap(raw.Labels, 'Labels'),
+          Options: stringMap(raw.Options, 'Options'),
+          CreatedAt: typeof raw.CreatedAt === 'string' ? raw.CreatedAt : rfc3339(new Date()),
+        };
+      } catch (err) {
+        if (errnoCode(err) !== 'ENOENT')
+          log.warn('volume metadata unreadable', { name: e.name, error: errorMessage(err) });
+        // No (readable) metadata: a volume directory from elsewhere (or an older berth): keep it.
+        const st = await stat(join(dir, DATA)).catch(() => undefined);
+        if (!st?.isDirectory()) continue;
+        rec = { Name: e.name, Driver: 'local', Labels: {}, Options: {}, CreatedAt: rfc3339(st.mtime) };
+        await writeJsonAtomic(join(dir, META), rec);
+      }
+      // Metadata is written first: a crash before `_data` existed leaves it to be made now.
+      await mkdir(join(dir, DATA), { recursive: true, mode: 0o755 });
+      volumes.set(e.name, rec);
+    }
+  }
+
+  async function createLocked(req: CreateVolumeRequest, reference?: string): Promise<VolumeInfo> {
+    if (req === null || typeof req !== 'object') throw invalidParameter('invalid volume create request');
+    const driver = req.Driver ?? '';
+    if (typeof driver !== 'string') throw invalidParameter('Driver must be a string');
+    if (req.Name !== undefined && req.Name !== null && typeof req.Name !== 'string') {
+      throw invalidParameter('Name must be a string');
+    }
+    const labels = stringMap(req.Labels, 'Labels');
+    const options = stringMap(req.DriverOpts, 'DriverOpts');
+    let name = req.Name ?? '';
+    if (name === '') {
+      name = anonymousName();
+      labels[ANONYMOUS_LABEL] = '';
+    }
+    checkVolumeName(name);
+    const existing = volumes.get(name);
+    if (existing) {
+      if (driver !== '' && driver !== 'local') {
+        throw conflict(
+          `create ${name}: volume name must be unique: a volume with name ${name} already exists with driver local`,
+        );
+      }
+      if (reference) refs.add(name, reference);
+      return info(existing);
+    }
+    if (driver !== '' && driver !== 'local') {
+      throw notFound(
+        `create ${name}: error looking up volume plugin ${driver}: plugin "${driver}" not found`,
+      );
+    }
+    checkLocalOptions(options);
+    const rec: VolumeRecord = {
+      Name: name,
+      Driver: 'local',
+      Labels: labels,
+      Options: options,
+      CreatedAt: rfc3339(new Date()),
+    };
+    const dir = dirOf(name);
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    await writeJsonAtomic(join(dir, META), rec);
+    await mkdir(join(dir, DATA), { mode: 0o755 }).catch((err) => {
+      if (errnoCode(err) !== 'EEXIST') throw err;
+    });
+    await fsyncDir(root);
+    volumes.set(name, rec);
+    if (reference) refs.add(name, reference);
+    opts.events.publish('volume', 'create', name, { driver: 'local' });
+    return info(rec);
+  }
+
+  async function removeLocked(name: string): Promise<number> {
+    getRecord(name);
+    const users = refs.ids(name);
+    if (users.length > 0) throw conflict(`remove ${name}: volume is in use - [${users.join(', ')}]`);
+    const dir = dirOf(name);
+    if ((await ops.mountsUnder(dataOf(name))).length > 0) await ops.unmount(dataOf(name));
+    const left = await ops.mountsUnder(dir);
+    if (left.length > 0) throw conflict(`remove ${name}: volume is still mounted at ${left.join(', ')}`);
+    const size = await treeSize(dataOf(name));
+    const doomed = join(root, `.removing-${name}-${Date.now()}`);
+    await rename(dir, doomed);
+    await fsyncDir(root);
+    volumes.delete(name);
+    refs.forget(name);
+    active.forget(name);
+    await rm(doomed, { recursive: true, force: true });
+    opts.events.publish('volume', 'destroy', name, { driver: 'local' });
+    return size;
+  }
+
+  const service: VolumeService = {
+    create: (req, o = {}) => lock.run(() => createLocked(req, o.reference)),
+
+    async list(filters) {
+      const all = [...volumes.values()].sort((a, b) => a.Name.localeCompare(b.Name)).map(info);
+      return { Volumes: filterVolumes(all, filters, (n) => refs.count(n) > 0), Warnings: null };
+    },
+
+    async inspect(name) {
+      return info(getRecord(name));
+    },
+
+    remove(name, o = {}) {
+      return lock.run(async () => {
+        if (!volumes.has(name) && o.force) return;
+        await removeLocked(name);
+      });
+    },
+
+    prune(filters, o) {
+      for (const key of filters.keys()) {
+        if (!['label', 'label!', 'all'].includes(key)) throw invalidParameter(`invalid filter '${key}'`);
+      }
+      let all = o.allNamed;
+      for (const v of filters.get('all') ?? []) {
+        if (v === 'true' || v === '1') all = true;
+        else if (v === 'false' || v === '0') all = false;
+        else throw invalidParameter(`invalid filter 'all=${v}'`);
+      }
+      return lock.run(async () => {
+        const deleted: string[] = [];
+        let reclaimed = 0;
+        for (const v of [...volumes.values()]) {
+          if (refs.count(v.Name) > 0) continue;
+          if (!all && !Object.hasOwn(v.Labels, ANONYMOUS_LABEL)) continue;
+          if (!pruneMatches(info(v), filters)) continue;
+          try {
+            reclaimed += await removeLocked(v.Name);
+            deleted.push(v.Name);
+          } catch (err) {
+            log.warn('prune: cannot remove volume', { name: v.Name, error: errorMessage(err) });
+          }
+        }
+        opts.events.publish('volume', 'prune', '', { reclaimed: String(reclaimed) });
+        return { VolumesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
+      });
+    },
+
+    isAnonymous(name) {
+      const v = volumes.get(name);
+      return v ? Object.hasOwn(v.Labels, ANONYMOUS_LABEL) : false;
+    },
+
+    users: (name) => refs.ids(name),
+
+    reference(name, containerId) {
+      getRecord(name);
+      refs.add(name, containerId);
+    },
+
+    release(name, containerId) {
+      refs.delete(name, containerId);
+    },
+
+    mount(name, use, o = {}) {
+      return lock.run(async () => {
+        const v = getRecord(name);
+        const target = dataOf(name);
+        if (needsMount(v.Options) && !active.has(name, use.container)) {
+          if (active.count(name) === 0 && (await ops.mountsUnder(target)).length === 0) {
+            await mkdir(target, { recursive: true, mode: 0o755 });
+            await ops.mount({ ...mountArgs(v.Options), target });
+          }
+          active.add(name, use.container);
+        }
+        if (!o.quiet) {
+          opts.events.publish('volume', 'mount', name, {
+            container: use.container,
+            destination: use.destination,
+            driver: 'local',
+            propagation: use.propagation,
+            'read/write': String(use.readWrite),
+          });
+        }
+        return target;
+      });
+    },
+
+    unmount(name, containerId, o = {}) {
+      return lock.run(async () => {
+        const v = volumes.get(name);
+        if (!v) return;
+        if (needsMount(v.Options) && active.has(name, containerId)) {
+          if (active.delete(name, containerId) === 0) await ops.unmount(dataOf(name));
+        }
+        if (!o.quiet)
+          opts.events.publish('volume', 'unmount', name, { container: containerId, driver: 'local' });
+      });
+    },
+
+    populate(name, source) {
+      return lock.run(async () => {
+        getRecord(name);
+        const st = await stat(source).catch(() => undefined);
+        if (!st?.isDirectory()) return;
+        const target = dataOf(name);
+        if ((await readdir(target)).length > 0) return;
+        await ops.copyTree(source, target);
+      });
+    },
+
+    settle() {
+      return lock.run(async () => {
+        for (const v of volumes.values()) {
+          if (!needsMount(v.Options) || active.count(v.Name) > 0) continue;
+          if ((await ops.mountsUnder(dataOf(v.Name))).length > 0) {
+            await ops
+              .unmount(dataOf(v.Name))
+              .catch((err) =>
+                log.warn('cannot unmount unused volume', { name: v.Name, error: errorMessage(err) }),
+              );
+          }
+        }
+      });
+    },
+  };
+  return service;
+}

@@ -1,0 +1,75 @@
+/** A volume as the service keeps it (and persists in `<data-root>/volumes/<name>/volume.json`). */
+export interface VolumeRecord {
+  Name: string;
+  Driver: 'local';
+  /** Labels as given at create (empty object when none). */
+  Labels: Record<string, string>;
+  /** The local driver's options (`type`, `device`, `o`, `size`); empty object when none. */
+  Options: Record<string, string>;
+  /** RFC 3339, seconds, UTC. */
+  CreatedAt: string;
+}
+
+/** A volume with where it lives on the host. */
+export interface VolumeInfo extends VolumeRecord {
+  Mountpoint: string;
+  Scope: 'local';
+}
+
+export interface CreateVolumeRequest {
+  /** Generated (64 hex, anonymous label) when omitted or empty. */
+  Name?: string;
+  Driver?: string;
+  DriverOpts?: Record<string, string> | null;
+  Labels?: Record<string, string> | null;
+}
+
+export interface VolumePruneReport {
+  VolumesDeleted: string[] | null;
+  SpaceReclaimed: number;
+}
+
+/** What `mount` tells the events about the container's use of a volume. */
+export interface VolumeMountUse {
+  container: string;
+  destination: string;
+  readWrite: boolean;
+  propagation: string;
+}
+
+/** What the routes and the containers service ask of the volumes service. */
+export interface VolumeService {
+  /**
+   * Create a volume, or answer the existing one of that name. `reference`: a container that
+   * references it from now on (atomically, so a concurrent prune cannot take it away).
+   */
+  create(req: CreateVolumeRequest, opts?: { reference?: string }): Promise<VolumeInfo>;
+  /** `filters`: name, dangling, driver, label. */
+  list(filters: Map<string, string[]>): Promise<{ Volumes: VolumeInfo[]; Warnings: string[] | null }>;
+  /** 404 `get <name>: no such volume`. */
+  inspect(name: string): Promise<VolumeInfo>;
+  /** 404, or 409 when in use; `force` turns the 404 into success. */
+  remove(name: string, opts?: { force?: boolean }): Promise<void>;
+  /** `allNamed`: named volumes too (before API 1.42, or the `all` filter). */
+  prune(filters: Map<string, string[]>, opts: { allNamed: boolean }): Promise<VolumePruneReport>;
+
+  /** Whether a volume carries the anonymous label. */
+  isAnonymous(name: string): boolean;
+  /** Containers referencing the volume (in use while any do). */
+  users(name: string): string[];
+  /** Record that a container references a volume (create, restore). Unknown names: 404. */
+  reference(name: string, containerId: string): void;
+  /** Forget a container's reference. */
+  release(name: string, containerId: string): void;
+  /**
+   * A container starts using the volume: mount its device on first use; emits `mount`. Returns
+   * the host path to bind into the container.
+   */
+  mount(name: string, use: VolumeMountUse, opts?: { quiet?: boolean }): Promise<string>;
+  /** The container stopped: unmount the device after its last user; emits `unmount`. */
+  unmount(name: string, containerId: string, opts?: { quiet?: boolean }): Promise<void>;
+  /** Copy `source` (a directory in a container's rootfs) into the volume when the volume is empty. */
+  populate(name: string, source: string): Promise<void>;
+  /** Unmount devices of volumes nobody uses any more (after the containers were restored). */
+  settle(): Promise<void>;
+}
