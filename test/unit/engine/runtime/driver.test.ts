@@ -7,7 +7,11 @@ import { isKind } from '../../../../src/common/errors.js';
 import { Logger } from '../../../../src/common/log.js';
 import { parseCgroupLayout, prepareHybridForCrun } from '../../../../src/engine/runtime/driver/cgroups.js';
 import { capRlimits } from '../../../../src/engine/runtime/driver/conmon.driver.js';
-import { deleteStopped, sameProcessAlive } from '../../../../src/engine/runtime/driver/fast-delete.js';
+import {
+  deleteStopped,
+  runtimeStateExists,
+  sameProcessAlive,
+} from '../../../../src/engine/runtime/driver/fast-delete.js';
 import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
@@ -423,5 +427,13 @@ describe('in-process delete of stopped containers', () => {
     assert.equal(await deleteStopped('runc', root, 'dead'), true);
     await assert.rejects(stat_(join(root, 'dead')), { code: 'ENOENT' });
     assert.equal(await deleteStopped('youki', root, 'dead'), false);
+  });
+
+  it('tells whether the runtime keeps state for a container (delete needs no runtime call without)', async () => {
+    const root = await mkdtemp(join(dir, 'state-'));
+    assert.equal(await runtimeStateExists(root, 'missing'), false);
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(root, 'half'));
+    assert.equal(await runtimeStateExists(root, 'half'), true);
   });
 });
