@@ -174,6 +174,7 @@ export async function startEngine(
     events,
     images,
     runtime,
+    volumes,
     log,
   });
   registerContainerRoutes(router, containers);

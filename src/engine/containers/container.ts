@@ -6,6 +6,7 @@ import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { RuntimeDriver } from '../runtime/runtime.types.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
+import type { VolumeService } from '../volumes/volumes.types.js';
 import type { NameRegistry } from './names.js';
 import { RestartManager } from './restart.js';
 import type { ContainerStore } from './store.js';
@@ -37,6 +38,8 @@ export class Container {
   restartTimer?: NodeJS.Timeout;
   /** Where the rootfs is mounted while the container runs. */
   rootfsMounted = false;
+  /** Its volumes are mounted (between start and exit): unmount them once. */
+  volumesMounted = false;
   /** A removal is under way (a second one answers 400). */
   removing = false;
   /** Set once removal deleted the files: nothing may be saved for it any more. */
@@ -165,6 +168,8 @@ export interface Internals {
   events: EventsService;
   images: ImageResolver & { snapshotter: Snapshotter };
   runtime: RuntimeDriver;
+  /** Named and anonymous volumes (absent in unit tests that need none). */
+  volumes?: VolumeService;
   log: Logger;
   store: ContainerStore;
   names: NameRegistry;

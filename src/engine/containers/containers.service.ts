@@ -12,6 +12,7 @@ import {
   readLogs,
 } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
+import type { VolumeService } from '../volumes/volumes.types.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
 import { filterContainers } from './filters.js';
@@ -32,6 +33,7 @@ import { runTop } from './top.js';
 import type { ContainerService, InspectView, ListItemView, ListOptions } from './types.js';
 import { parseFilterTime, parseTimestampMs } from './units.js';
 import { inspectView, listItemView, type ViewSource } from './views.js';
+import { restoreVolumes } from './volumes.js';
 
 export type { ContainerService } from './types.js';
 
@@ -41,6 +43,8 @@ export interface ContainerServiceOptions {
   events: EventsService;
   images: ImageResolver & { snapshotter: Snapshotter };
   runtime: RuntimeDriver;
+  /** Volumes for `-v name:/dst`, anonymous volumes, Mounts of type volume and VolumesFrom. */
+  volumes?: VolumeService;
   log: Logger;
   /** Spec builder and log rotation; the runtime package's by default (tests inject fakes). */
   helpers?: RuntimeHelpers;
@@ -60,6 +64,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     containers: new Map(),
     closing: false,
   };
+  if (opts.volumes) ix.volumes = opts.volumes;
   await ix.store.init();
   const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, readLogs, readLogBatches };
   const readBatches = helpers.readLogBatches ?? singleBatches(helpers.readLogs);
@@ -83,6 +88,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   });
 
   await reconcile(ix, life);
+  await restoreVolumes(ix);
 
   async function view(c: Container, size: boolean, graph = true): Promise<ViewSource> {
     const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [...c.execIds] };

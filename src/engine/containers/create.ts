@@ -11,7 +11,8 @@ import { Container, emit, emptyState, type Internals, save } from './container.j
 import { normalizeName } from './names.js';
 import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
 import { nanoTimestamp } from './units.js';
-import { parseBind, validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
+import { validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
+import { abandonVolumeMounts, type MountPoint, resolveVolumeMounts } from './volumes.js';
 
 const swapSupported =
   existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes') ||
@@ -132,18 +133,13 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   return out;
 }
 
-/** Checks that need other containers or services: named volumes, networks, `container:` modes. */
+/** Checks that need other containers or services: networks, `container:` modes (volumes: volumes.ts). */
 function checkReferences(ix: Internals, hc: HostConfig): void {
-  for (const b of hc.Binds ?? []) {
-    if (parseBind(b).kind === 'volume') {
-      throw invalidParameter(`invalid volume specification: '${b}': named volumes are not supported yet`);
-    }
+  if (hc.VolumesFrom !== undefined && hc.VolumesFrom !== null && !Array.isArray(hc.VolumesFrom)) {
+    throw invalidParameter('VolumesFrom must be an array of strings');
   }
-  for (const m of hc.Mounts ?? []) {
-    if (m.Type === 'volume')
-      throw invalidParameter('invalid mount config for type "volume": volumes are not supported yet');
-  }
-  if ((hc.VolumesFrom ?? []).length > 0) throw invalidParameter('VolumesFrom is not supported yet');
+  for (const ref of hc.VolumesFrom ?? [])
+    if (typeof ref !== 'string') throw invalidParameter('VolumesFrom must be an array of strings');
   if ((hc.Links ?? []).length > 0) throw invalidParameter('legacy container links are not supported');
   for (const field of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
     const v = hc[field] ?? '';
@@ -186,6 +182,13 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   }
   const finalName = name ?? ix.names.freshName();
   ix.names.reserve(finalName, id);
+  let mountPoints: MountPoint[];
+  try {
+    mountPoints = await resolveVolumeMounts(ix, id, hostConfig, config);
+  } catch (err) {
+    ix.names.release(finalName);
+    throw err;
+  }
   const dir = ix.store.dir(id);
   const record: ContainerRecord = {
     ID: id,
@@ -211,6 +214,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
     NetworkingConfig: req.networkingConfig ?? {},
     SandboxKey: '',
   };
+  if (mountPoints.length > 0) record.MountPoints = mountPoints;
   const c = new Container(record, hostConfig, () => emit(ix, c, 'detach'));
   try {
     // Record first, then the writable layer: a crash in between leaves a record whose layer the
@@ -221,6 +225,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
     ix.names.release(finalName);
     await ix.images.snapshotter.remove(id).catch(() => undefined);
     await ix.store.remove(id).catch(() => undefined);
+    await abandonVolumeMounts(ix, id, mountPoints);
     throw err;
   }
   ix.names.addId(id);

@@ -138,7 +138,7 @@ export function filterContainers(
     }
     const vols = f.get('volume');
     if (vols) {
-      const mounts = mountsView(c.hostConfig);
+      const mounts = mountsView(c.hostConfig, c.record.MountPoints);
       const ok = vols.some((v) => mounts.some((m) => m.Source === v || m.Destination === v || m.Name === v));
       if (!ok) continue;
     }

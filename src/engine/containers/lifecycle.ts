@@ -17,6 +17,7 @@ import {
 import { parseSignal, SIGKILL, SIGTERM } from './signals.js';
 import type { WaitCondition, WaitResult } from './types.js';
 import { parseTimestampMs } from './units.js';
+import { forgetVolumes } from './volumes.js';
 
 /** Functions the lifecycle needs from the runtime package (injected so tests can fake them). */
 export interface RuntimeHelpers {
@@ -35,7 +36,8 @@ export interface Lifecycle {
   pause(c: Container): Promise<void>;
   unpause(c: Container): Promise<void>;
   wait(c: Container, condition: WaitCondition, signal?: AbortSignal): () => Promise<WaitResult>;
-  remove(c: Container, opts: { force?: boolean }): Promise<void>;
+  /** `volumes`: also remove the container's anonymous volumes (rm -v; auto-remove does). */
+  remove(c: Container, opts: { force?: boolean; volumes?: boolean }): Promise<void>;
   rename(c: Container, newName: string): Promise<void>;
   resize(c: Container, height: number, width: number): Promise<void>;
   /** Stop health checks and log watchers (engine shutdown; containers keep running). */
@@ -153,7 +155,8 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         }
       })
       .catch(async (err) => {
-        if (failed && c.hostConfig.AutoRemove) await remove(c, { force: true }).catch(() => undefined);
+        if (failed && c.hostConfig.AutoRemove)
+          await remove(c, { force: true, volumes: true }).catch(() => undefined);
         throw err;
       });
   }
@@ -213,7 +216,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       if (c.exiting === work) c.exiting = undefined;
     }
     if (autoRemove && !ix.closing && !c.removing) {
-      await remove(c, { force: true }).catch((err) =>
+      await remove(c, { force: true, volumes: true }).catch((err) =>
         ix.log.warn('auto-remove failed', { id: c.id, error: errorMessage(err) }),
       );
     }
@@ -389,7 +392,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     return () => waiting;
   }
 
-  async function remove(c: Container, opts: { force?: boolean }): Promise<void> {
+  async function remove(c: Container, opts: { force?: boolean; volumes?: boolean }): Promise<void> {
     if (c.removing || c.state.RemovalInProgress) {
       throw invalidParameter(`removal of container ${c.name.replace(/^\//, '')} is already in progress`);
     }
@@ -401,13 +404,13 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     }
     c.removing = true;
     try {
-      await removeNow(c);
+      await removeNow(c, opts.volumes === true);
     } finally {
       if (!c.removed) c.removing = false;
     }
   }
 
-  async function removeNow(c: Container): Promise<void> {
+  async function removeNow(c: Container, volumes = false): Promise<void> {
     if (c.state.Running) {
       c.restart.cancel();
       c.record.HasBeenManuallyStopped = true;
@@ -449,6 +452,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       ix.names.removeId(c.id);
       c.hub.exited();
       emit(ix, c, 'destroy');
+      await forgetVolumes(ix, c, volumes);
       c.events.emit('removed');
     });
   }

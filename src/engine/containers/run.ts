@@ -8,6 +8,7 @@ import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.type
 import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
 import { writeContainerFiles } from './files.js';
 import { parseBind } from './validate.js';
+import { releaseVolumeMounts, volumeSpecMounts } from './volumes.js';
 
 /**
  * What a start needs besides the state machine: the mounted rootfs, the container's files,
@@ -38,6 +39,7 @@ export async function mountRootfs(ix: Internals, c: Container): Promise<string> 
 }
 
 export async function unmountRootfs(ix: Internals, c: Container): Promise<void> {
+  await releaseVolumeMounts(ix, c);
   const target = await rootfsPath(ix, c.id);
   if (await isMounted(target)) await ix.images.snapshotter.unmount(target);
   c.rootfsMounted = false;
@@ -56,6 +58,7 @@ function bindMounts(c: Container): SpecMount[] {
   const hc = c.hostConfig;
   for (const b of hc.Binds ?? []) {
     const p = parseBind(b);
+    if (p.kind === 'volume') continue; // a volume: one of the record's MountPoints
     const opts = ['rbind', p.readOnly ? 'ro' : 'rw'];
     if (p.propagation) opts.push(p.propagation);
     out.push({ destination: p.destination, type: 'bind', source: p.source, options: opts });
@@ -159,7 +162,7 @@ export async function prepareStart(
     hostnamePath,
     resolvConfPath,
     cgroupsPath: `${parent.startsWith('/') ? parent : `/${parent}`}/${c.id}`,
-    mounts: bindMounts(c),
+    mounts: [...bindMounts(c), ...(await volumeSpecMounts(ix, c, rootfs))],
     joinNamespaces,
   };
   if (netns !== undefined) input.netns = netns;

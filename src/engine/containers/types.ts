@@ -1,4 +1,5 @@
 import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
+import type { MountPoint } from './volumes.js';
 
 /** Container states as the API names them (list State, inspect State.Status). */
 export type ContainerStatus =
@@ -73,6 +74,8 @@ export interface ContainerRecord {
   NetworkingConfig: NetworkingConfig;
   /** Network namespace the container runs in ('' when none yet). */
   SandboxKey: string;
+  /** Volumes and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */
+  MountPoints?: MountPoint[];
   /** Container labels for events are Config.Labels. */
 }
 

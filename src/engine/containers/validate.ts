@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { cpus } from 'node:os';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { parseSignal } from './signals.js';
@@ -282,7 +282,10 @@ function checkLogConfig(hc: HostConfig): void {
   }
 }
 
-/** `host-src:container-dest[:mode]` / `volume:container-dest[:mode]` / `container-dest`. */
+/**
+ * `host-src:container-dest[:mode]` / `volume:container-dest[:mode]` / `container-dest` (an
+ * anonymous volume: kind `volume`, source '').
+ */
 export interface ParsedBind {
   source: string;
   destination: string;
@@ -312,7 +315,10 @@ const BIND_MODES = new Set([
 export function parseBind(spec: string): ParsedBind {
   const bad = (why: string) => invalidParameter(`invalid volume specification: '${spec}': ${why}`);
   const parts = spec.split(':');
-  if (parts.length === 1 && isAbsolute(spec)) throw bad('anonymous volumes are not supported yet');
+  if (parts.length === 1 && isAbsolute(spec)) {
+    if (posix.normalize(spec) === '/') throw bad("invalid mount config: destination can't be '/'");
+    return { source: '', destination: spec, readOnly: false, mode: '', propagation: '', kind: 'volume' };
+  }
   if (parts.length < 2 || parts.length > 3 || parts.some((p, i) => p === '' && i < 2)) {
     throw bad('expected host-src:container-dest[:mode]');
   }
@@ -368,6 +374,14 @@ function checkMounts(mounts: MountSpec[]): void {
       case 'volume':
         if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
         if (m.TmpfsOptions) throw invalidParameter(`${what}: field TmpfsOptions must not be specified`);
+        if (!m.Source && m.ReadOnly) {
+          throw invalidParameter(`${what}: must not set ReadOnly mode when using anonymous volumes`);
+        }
+        if (m.Source && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/.test(m.Source)) {
+          throw invalidParameter(
+            `${what}: invalid volume name: "${m.Source}" includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed`,
+          );
+        }
         break;
       default:
         throw invalidParameter(`mount type unknown: ${JSON.stringify(m.Type ?? '')}`);

@@ -2,6 +2,7 @@ import type { EndpointSettings, HostConfig, PortBinding } from '../../common/doc
 import { type ContainerRecord, type ContainerStatus, ZERO_TIME } from './types.js';
 import { humanDuration, parseTimestampMs } from './units.js';
 import { parseBind } from './validate.js';
+import { type MountPoint, mountPointView } from './volumes.js';
 
 /**
  * The container as GET /containers/{id}/json and GET /containers/json show it, for the newest API
@@ -90,10 +91,12 @@ function portsView(src: ViewSource): Record<string, PortBinding[] | null> {
   return out;
 }
 
-export function mountsView(hc: HostConfig): Array<Record<string, unknown>> {
+/** Inspect/list `Mounts`: binds and bind/tmpfs Mounts from HostConfig, then volumes and VolumesFrom. */
+export function mountsView(hc: HostConfig, points: MountPoint[] = []): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
   for (const b of hc.Binds ?? []) {
     const p = parseBind(b);
+    if (p.kind === 'volume') continue;
     out.push({
       Type: 'bind',
       Source: p.source,
@@ -104,6 +107,7 @@ export function mountsView(hc: HostConfig): Array<Record<string, unknown>> {
     });
   }
   for (const m of hc.Mounts ?? []) {
+    if (m.Type === 'volume') continue;
     if (m.Type === 'tmpfs') {
       out.push({
         Type: 'tmpfs',
@@ -124,6 +128,7 @@ export function mountsView(hc: HostConfig): Array<Record<string, unknown>> {
       });
     }
   }
+  for (const m of points) out.push(mountPointView(m));
   return out;
 }
 
@@ -310,7 +315,7 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
   if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;
   const sk = sandboxKey(rec, src.hostConfig);
   Object.assign(out, {
-    Mounts: mountsView(src.hostConfig),
+    Mounts: mountsView(src.hostConfig, src.record.MountPoints),
     Config: configView(rec),
     NetworkSettings: {
       Bridge: '',
@@ -366,7 +371,7 @@ export function listItemView(src: ViewSource & { imageName: string; now?: number
     Status: statusText(rec, src.now),
     HostConfig: { NetworkMode: src.hostConfig.NetworkMode || 'default' },
     NetworkSettings: { Networks: networksView(src) },
-    Mounts: mountsView(src.hostConfig).map((m) => ({ ...m })),
+    Mounts: mountsView(src.hostConfig, src.record.MountPoints).map((m) => ({ ...m })),
   });
   if (src.hostConfig.Annotations && Object.keys(src.hostConfig.Annotations).length) {
     (out.HostConfig as Record<string, unknown>).Annotations = src.hostConfig.Annotations;

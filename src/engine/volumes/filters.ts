@@ -11,6 +11,15 @@ export function parseBoolFilter(name: string, value: string): boolean {
   throw invalidParameter(`invalid filter '${name}=${value}'`);
 }
 
+/** dockerd matches the name filter as a regular expression (so a plain part matches too). */
+function nameMatches(name: string, pattern: string): boolean {
+  try {
+    return new RegExp(pattern).test(name);
+  } catch {
+    return name.includes(pattern);
+  }
+}
+
 /** `key` or `key=value` against a label map. */
 export function labelMatches(labels: Record<string, string>, filter: string): boolean {
   const i = filter.indexOf('=');
@@ -32,7 +41,7 @@ export function filterVolumes(
   const drivers = filters.get('driver') ?? [];
   const labels = filters.get('label') ?? [];
   return volumes.filter((v) => {
-    if (names.length && !names.some((n) => v.Name.includes(n))) return false;
+    if (names.length && !names.some((n) => nameMatches(v.Name, n))) return false;
     if (drivers.length && !drivers.some((d) => v.Driver.includes(d))) return false;
     if (wantDangling.length && !wantDangling.some((d) => d === !inUse(v.Name))) return false;
     if (!labels.every((l) => labelMatches(v.Labels, l))) return false;

@@ -117,7 +117,8 @@ describe('create validation', () => {
     assert.match(warnings[0] ?? '', /does not support swap limit/);
   });
   it('binds, mounts, ports, log config', () => {
-    invalid(() => validateHostConfig({ Binds: ['/a'] }, {}, hv), /anonymous volumes are not supported yet/);
+    validateHostConfig({ Binds: ['/a'] }, {}, hv); // an anonymous volume
+    invalid(() => validateHostConfig({ Binds: ['/'] }, {}, hv), /destination can't be '\/'/);
     invalid(() => validateHostConfig({ Binds: ['/a:rel'] }, {}, hv), /must be absolute/);
     invalid(() => validateHostConfig({ Binds: ['/a:/b:xx'] }, {}, hv), /invalid mode/);
     validateHostConfig({ Binds: ['/tmp:/b:ro', 'vol:/c'] }, {}, hv);
