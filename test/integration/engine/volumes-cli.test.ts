@@ -1,0 +1,379 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
+import { TestEngine } from '../../helpers/engine.js';
+
+const exec = promisify(execFile);
+
+async function mounted(path: string): Promise<boolean> {
+  const info = await readFile('/proc/self/mountinfo', 'utf8');
+  return info.split('\n').some((l) => l.split(' ')[4] === path);
+}
+
+/** Volumes through the docker CLI (28) against a real engine. */
+describe('volumes: docker CLI', () => {
+  let engine: TestEngine;
+  let scratch: string;
+
+  before(async () => {
+    engine = await TestEngine.start();
+    scratch = await mkdtemp(join(tmpdir(), 'berth-vol-'));
+    await ensureBusybox(engine);
+  });
+
+  after(async () => {
+    await engine?.destroy();
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('creates, lists with filters, inspects and removes volumes', async () => {
+    assert.equal(await engine.dockerOk(['volume', 'create', '--label', 'team=a', 'v-one']), 'v-one');
+    await engine.dockerOk(['volume', 'create', 'v-two']);
+    const ls = await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'name=v-']);
+    assert.deepEqual(ls.split('\n').sort(), ['v-one', 'v-two']);
+    assert.equal(await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'label=team=a']), 'v-one');
+    assert.equal(await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'label=team=b']), '');
+    const dangling = await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'dangling=true']);
+    assert.ok(dangling.includes('v-one') && dangling.includes('v-two'));
+    assert.ok((await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'driver=local'])).includes('v-two'));
+    const [v] = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'v-one'])) as Array<
+      Record<string, unknown>
+    >;
+    assert.equal(v?.Name, 'v-one');
+    assert.equal(v?.Driver, 'local');
+    assert.equal(v?.Scope, 'local');
+    assert.deepEqual(v?.Labels, { team: 'a' });
+    assert.equal(v?.Mountpoint, join(engine.dataRoot, 'volumes', 'v-one', '_data'));
+    assert.match(String(v?.CreatedAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const st = await stat(join(engine.dataRoot, 'volumes', 'v-one', '_data'));
+    assert.equal(st.mode & 0o777, 0o755);
+    // Creating an existing name answers the existing volume.
+    assert.equal(await engine.dockerOk(['volume', 'create', 'v-one']), 'v-one');
+    const bad = await engine.docker(['volume', 'create', 'bad/name']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /includes invalid characters for a local volume name/);
+    await engine.dockerOk(['volume', 'rm', 'v-one', 'v-two']);
+    const gone = await engine.docker(['volume', 'inspect', 'v-one']);
+    assert.notEqual(gone.code, 0);
+    assert.match(gone.stderr, /no such volume/i);
+    assert.equal((await engine.docker(['volume', 'rm', '-f', 'v-one'])).code, 0);
+  });
+
+  it('shares a named volume between containers, read-only when asked', async () => {
+    await engine.dockerOk([
+      'run',
+      '--name',
+      'vw',
+      '-v',
+      'data:/data',
+      'busybox',
+      'sh',
+      '-c',
+      'echo x > /data/f',
+    ]);
+    assert.equal(
+      await engine.dockerOk(['run', '--rm', '-v', 'data:/data', 'busybox', 'cat', '/data/f']),
+      'x',
+    );
+    const ro = await engine.docker([
+      'run',
+      '--rm',
+      '-v',
+      'data:/data:ro',
+      'busybox',
+      'sh',
+      '-c',
+      'echo y > /data/f',
+    ]);
+    assert.notEqual(ro.code, 0);
+    assert.match(ro.stderr, /Read-only file system/);
+    const mounts = JSON.parse(await engine.dockerOk(['inspect', '--format', '{{json .Mounts}}', 'vw']));
+    assert.deepEqual(mounts, [
+      {
+        Type: 'volume',
+        Name: 'data',
+        Source: join(engine.dataRoot, 'volumes', 'data', '_data'),
+        Destination: '/data',
+        Driver: 'local',
+        Mode: 'z',
+        RW: true,
+        Propagation: '',
+      },
+    ]);
+    assert.match(
+      await engine.dockerOk(['ps', '-a', '--filter', 'volume=data', '--format', '{{.Names}}']),
+      /vw/,
+    );
+    assert.match(
+      await engine.dockerOk(['ps', '-a', '--filter', 'volume=/data', '--format', '{{.Names}}']),
+      /vw/,
+    );
+    assert.equal(
+      await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'dangling=false', '--filter', 'name=data']),
+      'data',
+    );
+    // In use by a (stopped) container: 409 and the volume stays.
+    const busy = await engine.docker(['volume', 'rm', 'data']);
+    assert.notEqual(busy.code, 0);
+    assert.match(busy.stderr, /volume is in use/);
+    const forced = await engine.docker(['volume', 'rm', '-f', 'data']);
+    assert.notEqual(forced.code, 0);
+    await engine.dockerOk(['rm', '-v', 'vw']);
+    // A named volume survives rm -v.
+    assert.equal(await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'name=^data$']), 'data');
+    await engine.dockerOk(['volume', 'rm', 'data']);
+  });
+
+  it('makes anonymous volumes that rm -v removes, and auto-remove too', async () => {
+    const id = await engine.dockerOk(['run', '-d', '-v', '/anon', 'busybox', 'sh', '-c', 'echo a > /anon/f']);
+    await engine.dockerOk(['wait', id]);
+    const [m] = JSON.parse(await engine.dockerOk(['inspect', '--format', '{{json .Mounts}}', id])) as Array<
+      Record<string, unknown>
+    >;
+    const name = String(m?.Name);
+    assert.match(name, /^[0-9a-f]{64}$/);
+    assert.equal(m?.Mode, '');
+    const [v] = JSON.parse(await engine.dockerOk(['volume', 'inspect', name])) as Array<
+      Record<string, unknown>
+    >;
+    assert.deepEqual(v?.Labels, { 'com.docker.volume.anonymous': '' });
+    await engine.dockerOk(['rm', '-v', id]);
+    assert.notEqual((await engine.docker(['volume', 'inspect', name])).code, 0);
+    const before = new Set((await engine.dockerOk(['volume', 'ls', '-q'])).split('\n').filter(Boolean));
+    await engine.dockerOk(['run', '--rm', '-v', '/anon2', 'busybox', 'true']);
+    const afterList = (await engine.dockerOk(['volume', 'ls', '-q'])).split('\n').filter(Boolean);
+    assert.deepEqual(
+      afterList.filter((n) => !before.has(n)),
+      [],
+    );
+  });
+
+  it("copies an image's VOLUME content into a new volume unless nocopy", async () => {
+    const root = join(scratch, 'volimg');
+    await mkdir(root, { recursive: true });
+    await exec('tar', ['-xf', await busyboxTarball(), '-C', root]);
+    await mkdir(join(root, 'vol'), { recursive: true });
+    await writeFile(join(root, 'vol', 'hello'), 'from-image\n');
+    await exec('chown', ['-R', '1000:1001', join(root, 'vol')]);
+    await exec('chmod', ['0640', join(root, 'vol', 'hello')]);
+    const tarball = join(scratch, 'volimg.tar');
+    await exec('tar', ['--numeric-owner', '-cf', tarball, '-C', root, '.']);
+    await engine.dockerOk([
+      'import',
+      ...BUSYBOX_CHANGES,
+      '--change',
+      'VOLUME /vol',
+      tarball,
+      'volimg:latest',
+    ]);
+    const out = await engine.dockerOk([
+      'run',
+      '--rm',
+      'volimg',
+      'sh',
+      '-c',
+      'stat -c "%u:%g %a" /vol/hello /vol && cat /vol/hello',
+    ]);
+    assert.equal(out, '1000:1001 640\n1000:1001 755\nfrom-image');
+    await engine.dockerOk(['run', '--rm', '-v', 'cu:/vol', 'volimg', 'true']);
+    assert.equal(
+      await engine.dockerOk(['run', '--rm', '-v', 'cu:/x', 'busybox', 'cat', '/x/hello']),
+      'from-image',
+    );
+    const empty = await engine.dockerOk([
+      'run',
+      '--rm',
+      '--mount',
+      'type=volume,src=nc,dst=/vol,volume-nocopy',
+      'volimg',
+      'ls',
+      '-A',
+      '/vol',
+    ]);
+    assert.equal(empty, '');
+    await engine.dockerOk(['volume', 'rm', 'cu', 'nc']);
+  });
+
+  it('mounts --mount volumes with labels and shares them with --volumes-from', async () => {
+    const hostDir = join(scratch, 'bindsrc');
+    await mkdir(hostDir, { recursive: true });
+    await writeFile(join(hostDir, 'b'), 'bound\n');
+    await engine.dockerOk([
+      'create',
+      '--name',
+      'vsrc',
+      '--mount',
+      'type=volume,src=shared,dst=/shared,volume-label=k=v',
+      '-v',
+      `${hostDir}:/bind`,
+      'busybox',
+    ]);
+    const [v] = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'shared'])) as Array<
+      Record<string, unknown>
+    >;
+    assert.deepEqual(v?.Labels, { k: 'v' });
+    await engine.dockerOk([
+      'run',
+      '--rm',
+      '--volumes-from',
+      'vsrc',
+      'busybox',
+      'sh',
+      '-c',
+      'echo s > /shared/s',
+    ]);
+    const both = await engine.dockerOk([
+      'run',
+      '--rm',
+      '--volumes-from',
+      'vsrc:ro',
+      'busybox',
+      'sh',
+      '-c',
+      'cat /shared/s /bind/b; touch /shared/t 2>/dev/null && echo writable || echo readonly',
+    ]);
+    assert.equal(both, 's\nbound\nreadonly');
+    // The CLI takes a 404 from create for a missing image (and tries a pull): ask the API.
+    const missing = await engine.request('POST', '/v1.41/containers/create', {
+      body: { Image: 'busybox', HostConfig: { VolumesFrom: ['nosuch'] } },
+    });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.json<{ message: string }>().message, 'No such container: nosuch');
+    await engine.dockerOk(['rm', 'vsrc']);
+    await engine.dockerOk(['volume', 'rm', 'shared']);
+  });
+
+  it('mounts tmpfs and bind volumes from driver options only while in use', async () => {
+    await engine.dockerOk([
+      'volume',
+      'create',
+      '--opt',
+      'type=tmpfs',
+      '--opt',
+      'device=tmpfs',
+      '--opt',
+      'o=size=2m',
+      'tv',
+    ]);
+    const df = await engine.dockerOk([
+      'run',
+      '--rm',
+      '-v',
+      'tv:/t',
+      'busybox',
+      'sh',
+      '-c',
+      'grep " /t " /proc/mounts',
+    ]);
+    assert.match(df, /^tmpfs \/t tmpfs/);
+    assert.equal(await mounted(join(engine.dataRoot, 'volumes', 'tv', '_data')), false);
+    const hostDir = join(scratch, 'optbind');
+    await mkdir(hostDir, { recursive: true });
+    await writeFile(join(hostDir, 'h'), 'host\n');
+    await engine.dockerOk([
+      'volume',
+      'create',
+      '--opt',
+      'type=none',
+      '--opt',
+      'o=bind',
+      '--opt',
+      `device=${hostDir}`,
+      'bv',
+    ]);
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'bv:/b', 'busybox', 'cat', '/b/h']), 'host');
+    assert.equal(await mounted(join(engine.dataRoot, 'volumes', 'bv', '_data')), false);
+    await engine.dockerOk(['volume', 'rm', 'tv', 'bv']);
+    // Removing the bind volume never touches the host directory.
+    assert.equal(await readFile(join(hostDir, 'h'), 'utf8'), 'host\n');
+    const badOpt = await engine.docker(['volume', 'create', '--opt', 'nope=1', 'x1']);
+    assert.notEqual(badOpt.code, 0);
+    assert.match(badOpt.stderr, /invalid option key: "nope"/);
+  });
+
+  it('prunes anonymous volumes by default and named ones with --all', async () => {
+    await engine.dockerOk(['volume', 'create', 'p-named']);
+    const id = await engine.dockerOk(['create', '-v', '/p', 'busybox']);
+    const anon = String(
+      (
+        JSON.parse(await engine.dockerOk(['inspect', '--format', '{{json .Mounts}}', id])) as Array<{
+          Name: string;
+        }>
+      )[0]?.Name,
+    );
+    await engine.dockerOk(['rm', id]);
+    const out = await engine.dockerOk(['volume', 'prune', '-f']);
+    assert.match(out, new RegExp(anon));
+    assert.doesNotMatch(out, /p-named/);
+    const all = await engine.dockerOk(['volume', 'prune', '-f', '--all', '--filter', 'label!=keep']);
+    assert.match(all, /p-named/);
+  });
+
+  it('publishes create, mount, unmount and destroy events', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    await engine.dockerOk(['run', '--rm', '-v', 'ev:/e', 'busybox', 'true']);
+    await engine.dockerOk(['volume', 'rm', 'ev']);
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const lines = await engine.dockerOk([
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(until),
+      '--filter',
+      'type=volume',
+      '--filter',
+      'volume=ev',
+      '--format',
+      '{{json .}}',
+    ]);
+    const events = lines
+      .split('\n')
+      .map((l) => JSON.parse(l) as { Action: string; Actor: { Attributes: Record<string, string> } });
+    assert.deepEqual(
+      events.map((e) => e.Action),
+      ['create', 'mount', 'unmount', 'destroy'],
+    );
+    const mount = events[1]?.Actor.Attributes ?? {};
+    assert.deepEqual(Object.keys(mount).sort(), [
+      'container',
+      'destination',
+      'driver',
+      'propagation',
+      'read/write',
+    ]);
+    assert.equal(mount.destination, '/e');
+    assert.equal(mount['read/write'], 'true');
+  });
+
+  it('keeps volumes, their data and their users across an engine restart and a kill -9', async () => {
+    await engine.dockerOk([
+      'run',
+      '--name',
+      'keeper',
+      '-v',
+      'kept:/k',
+      'busybox',
+      'sh',
+      '-c',
+      'echo kept > /k/f',
+    ]);
+    await engine.restart();
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'kept:/k', 'busybox', 'cat', '/k/f']), 'kept');
+    assert.match((await engine.docker(['volume', 'rm', 'kept'])).stderr, /volume is in use/);
+    await engine.dockerOk(['volume', 'create', '--label', 'a=b', 'after-kill']);
+    await engine.kill9();
+    await engine.launch();
+    const [v] = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'after-kill'])) as Array<
+      Record<string, unknown>
+    >;
+    assert.deepEqual(v?.Labels, { a: 'b' });
+    await engine.dockerOk(['rm', 'keeper']);
+    await engine.dockerOk(['volume', 'rm', 'kept', 'after-kill']);
+  });
+});
