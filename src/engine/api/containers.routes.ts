@@ -188,21 +188,32 @@ export function decodeCreateBody(
   return { config, hostConfig, networkingConfig };
 }
 
-function dropDnsNames(networks: unknown): void {
-  if (!networks || typeof networks !== 'object') return;
-  for (const ep of Object.values(networks as Record<string, Record<string, unknown>>)) delete ep.DNSNames;
+/** A copy of `obj` without the keys `drop` names (built key by key: no delete, no slow object). */
+function without(obj: Record<string, unknown>, drop: (key: string) => boolean): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(obj)) if (!drop(key)) out[key] = obj[key];
+  return out;
 }
 
-/**
- * The Networks map of a view, copied down to each endpoint (what dropDnsNames changes), so that
- * shaping never touches the view it was given; cheaper than a JSON round trip on every inspect.
- */
-function copyNetworks(networks: unknown): Record<string, unknown> {
+/** The Networks map without DNSNames (before 1.44), as a new map of new endpoints. */
+function withoutDnsNames(networks: unknown): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (!networks || typeof networks !== 'object') return out;
   for (const [name, ep] of Object.entries(networks as Record<string, unknown>)) {
-    out[name] = ep && typeof ep === 'object' ? { ...(ep as Record<string, unknown>) } : ep;
+    out[name] =
+      ep && typeof ep === 'object' ? without(ep as Record<string, unknown>, (k) => k === 'DNSNames') : ep;
   }
+  return out;
+}
+
+/**
+ * NetworkSettings as the request's version shows it: a new object when DNSNames go, else the
+ * view's own (shaping never changes the view it is given, so it can be shaped again).
+ */
+function shapeNetworkSettings(ns: unknown, ctx: Pick<ApiContext, 'version'>): unknown {
+  if (atLeast(ctx as ApiContext, gates.endpointDnsNames) || !ns || typeof ns !== 'object') return ns;
+  const out = { ...(ns as Record<string, unknown>) };
+  out.Networks = withoutDnsNames(out.Networks);
   return out;
 }
 
@@ -212,18 +223,22 @@ export function shapeInspect(
   ctx: Pick<ApiContext, 'version'>,
 ): Record<string, unknown> {
   const v = { ...view };
-  const hc = { ...(v.HostConfig as Record<string, unknown>) };
-  if (atLeast(ctx as ApiContext, gates.kernelMemoryOmitted)) {
-    if (!hc.KernelMemory) delete hc.KernelMemory;
-    if (!hc.KernelMemoryTCP) delete hc.KernelMemoryTCP;
-  }
-  if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) delete hc.Annotations;
-  v.HostConfig = hc;
-  const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
-  const networks = copyNetworks(ns.Networks);
-  if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
-  ns.Networks = networks;
-  v.NetworkSettings = ns;
+  const hc = (v.HostConfig ?? {}) as Record<string, unknown>;
+  const omitKernelMemory = atLeast(ctx as ApiContext, gates.kernelMemoryOmitted);
+  const dropAnnotations = !atLeast(ctx as ApiContext, gates.containerAnnotations) && 'Annotations' in hc;
+  const dropKernelMemory =
+    omitKernelMemory &&
+    (('KernelMemory' in hc && !hc.KernelMemory) || ('KernelMemoryTCP' in hc && !hc.KernelMemoryTCP));
+  v.HostConfig =
+    dropAnnotations || dropKernelMemory
+      ? without(
+          hc,
+          (k) =>
+            (k === 'Annotations' && dropAnnotations) ||
+            (omitKernelMemory && (k === 'KernelMemory' || k === 'KernelMemoryTCP') && !hc[k]),
+        )
+      : hc;
+  v.NetworkSettings = shapeNetworkSettings(v.NetworkSettings, ctx);
   return v;
 }
 
@@ -232,15 +247,10 @@ export function shapeListItem(
   ctx: Pick<ApiContext, 'version'>,
 ): Record<string, unknown> {
   const v = { ...item };
-  const ns = { ...(v.NetworkSettings as Record<string, unknown>) };
-  const networks = copyNetworks(ns.Networks);
-  if (!atLeast(ctx as ApiContext, gates.endpointDnsNames)) dropDnsNames(networks);
-  ns.Networks = networks;
-  v.NetworkSettings = ns;
+  v.NetworkSettings = shapeNetworkSettings(v.NetworkSettings, ctx);
   if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) {
-    const hc = { ...(v.HostConfig as Record<string, unknown>) };
-    delete hc.Annotations;
-    v.HostConfig = hc;
+    const hc = (v.HostConfig ?? {}) as Record<string, unknown>;
+    v.HostConfig = 'Annotations' in hc ? without(hc, (k) => k === 'Annotations') : { ...hc };
   }
   return v;
 }
