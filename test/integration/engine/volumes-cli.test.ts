@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
@@ -375,5 +376,34 @@ describe('volumes: docker CLI', () => {
     assert.deepEqual(v?.Labels, { a: 'b' });
     await engine.dockerOk(['rm', 'keeper']);
     await engine.dockerOk(['volume', 'rm', 'kept', 'after-kill']);
+  });
+
+  it('keeps the device of a running container mounted across a restart, unmounts it at stop', async () => {
+    await engine.dockerOk(['volume', 'create', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', 'live-tv']);
+    const data = join(engine.dataRoot, 'volumes', 'live-tv', '_data');
+    await engine.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'live',
+      '-v',
+      'live-tv:/t',
+      'busybox',
+      'sh',
+      '-c',
+      'echo on > /t/f; sleep 60',
+    ]);
+    assert.equal(await mounted(data), true);
+    await engine.restart();
+    assert.equal(await mounted(data), true);
+    let content = '';
+    for (let i = 0; i < 50 && content === ''; i++) {
+      content = await readFile(join(data, 'f'), 'utf8').catch(() => '');
+      if (content === '') await sleep(100);
+    }
+    assert.equal(content, 'on\n');
+    await engine.dockerOk(['rm', '-f', 'live']);
+    assert.equal(await mounted(data), false);
+    await engine.dockerOk(['volume', 'rm', 'live-tv']);
   });
 });
