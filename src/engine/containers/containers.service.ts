@@ -123,7 +123,14 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   }
 
   const service: ContainerService = {
-    create: (req) => createContainer(ix, req),
+    async create(req) {
+      const result = await createContainer(ix, req);
+      // GraphDriver paths are fixed from now on: work them out once, here, not on an inspect.
+      const c = ix.containers.get(result.Id);
+      if (c && !c.graphDriverData)
+        await addGraphDriver(c, { record: c.record, hostConfig: c.hostConfig, execIds: [] });
+      return result;
+    },
 
     async list(o: ListOptions): Promise<ListItemView[]> {
       const all = [...ix.containers.values()].map((c) => ({ record: c.record, hostConfig: c.hostConfig }));
