@@ -99,8 +99,9 @@ export function filterContainers(
     else if (v === 'false' || v === '0') isTask = false;
     else throw invalidParameter(`invalid filter 'is-task=${v}'`);
   }
-  const key = (c: Listed) => timeKey(c.record.Created);
-  const sorted = [...all].sort((a, b) => (key(a) < key(b) ? 1 : key(a) > key(b) ? -1 : 0));
+  // newest first; each creation time turned into its sort key once, not at every comparison
+  const keyed = all.map((c) => ({ c, created: timeKey(c.record.Created) }));
+  keyed.sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : 0));
   const createdOf = (idOrName: string): string => {
     const id = helpers.resolve(idOrName);
     const found = all.find((c) => c.record.ID === id);
@@ -114,11 +115,10 @@ export function filterContainers(
   const ancestors = (f.get('ancestor') ?? []).map((a) => ({ ref: a, ids: helpers.ancestorIds(a) }));
 
   const out: Listed[] = [];
-  for (const c of sorted) {
+  for (const { c, created } of keyed) {
     const r = c.record;
     const s = r.State;
     if (!showAll && !s.Running) continue;
-    const created = timeKey(r.Created);
     if (since.some((t) => created <= t)) continue;
     if (before.some((t) => created >= t)) continue;
     const ids = f.get('id');
