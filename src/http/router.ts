@@ -16,6 +16,12 @@ interface Route<H> {
   handler: H;
 }
 
+/** The first path segment of a template or path when it is literal (`/containers/...` -> `containers`). */
+function firstSegment(path: string): string {
+  const end = path.indexOf('/', 1);
+  return end < 0 ? path.slice(1) : path.slice(1, end);
+}
+
 export function compileTemplate(template: string): { regex: RegExp; keys: string[] } {
   const keys: string[] = [];
   let source = '';
@@ -47,12 +53,30 @@ function escapeRegex(s: string): string {
 }
 
 export class Router<H> {
-  private readonly routes: Route<H>[] = [];
+  /**
+   * Routes by their literal first segment, in the order added; routes whose first segment is a
+   * parameter are in every bucket. A request is matched only against its own bucket.
+   */
+  private readonly buckets = new Map<string, Route<H>[]>();
+  private readonly wildcard: Route<H>[] = [];
 
   add(method: string | string[], template: string, handler: H): this {
     const { regex, keys } = compileTemplate(template);
+    const segment = firstSegment(template);
+    const literal = !segment.includes('{');
     for (const m of Array.isArray(method) ? method : [method]) {
-      this.routes.push({ method: m.toUpperCase(), regex, keys, handler });
+      const route = { method: m.toUpperCase(), regex, keys, handler };
+      if (literal) {
+        let bucket = this.buckets.get(segment);
+        if (!bucket) {
+          bucket = [...this.wildcard];
+          this.buckets.set(segment, bucket);
+        }
+        bucket.push(route);
+      } else {
+        this.wildcard.push(route);
+        for (const bucket of this.buckets.values()) bucket.push(route);
+      }
     }
     return this;
   }
@@ -83,7 +107,8 @@ export class Router<H> {
   match(method: string, path: string): { found?: RouteMatch<H>; allowed: string[] } {
     const allowed: string[] = [];
     const upper = method.toUpperCase();
-    for (const route of this.routes) {
+    const candidates = this.buckets.get(firstSegment(path)) ?? this.wildcard;
+    for (const route of candidates) {
       const m = route.regex.exec(path);
       if (!m) continue;
       if (route.method !== upper) {

@@ -43,6 +43,18 @@ export function negotiateVersion(path: string): { version: string; path: string 
   return { version, path: rest };
 }
 
+/**
+ * Path and query of a request target, without building a URL object per request (the hot path):
+ * only a path with dot segments goes through URL's normalisation.
+ */
+export function splitUrl(target: string): { pathname: string; query: URLSearchParams } {
+  const q = target.indexOf('?');
+  let pathname = q < 0 ? target : target.slice(0, q);
+  if (!pathname.startsWith('/') || pathname.includes('/.'))
+    pathname = new URL(pathname, 'http://engine').pathname;
+  return { pathname, query: new URLSearchParams(q < 0 ? '' : target.slice(q + 1)) };
+}
+
 export function createEngineServer(router: ApiRouter, opts: EngineServerOptions): Server {
   const log = opts.log;
   const handle = async (ex: Exchange): Promise<void> => {
@@ -51,16 +63,18 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
     res.setHeader('Docker-Experimental', String(opts.experimental));
     res.setHeader('Ostype', 'linux');
     res.setHeader('Server', opts.serverHeader);
-    const url = new URL(req.url ?? '/', 'http://engine');
+    const { pathname, query } = splitUrl(req.url ?? '/');
     let version = MAX_API_VERSION;
     try {
       let rawPath: string;
-      ({ version, path: rawPath } = negotiateVersion(url.pathname));
-      let path: string;
-      try {
-        path = decodeURIComponent(rawPath);
-      } catch {
-        throw invalidParameter(`invalid path encoding: ${rawPath}`);
+      ({ version, path: rawPath } = negotiateVersion(pathname));
+      let path = rawPath;
+      if (rawPath.includes('%')) {
+        try {
+          path = decodeURIComponent(rawPath);
+        } catch {
+          throw invalidParameter(`invalid path encoding: ${rawPath}`);
+        }
       }
       const method = req.method ?? 'GET';
       let { found } = router.match(method, path);
@@ -72,7 +86,7 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
         res,
         upgrade: ex.upgrade,
         params: found.params,
-        query: url.searchParams,
+        query,
         version,
         takeOver: () => takeOverConnection(ex),
       };

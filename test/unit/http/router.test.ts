@@ -30,4 +30,18 @@ describe('router', () => {
     assert.ok(regex.test('/v2/_catalog'));
     assert.ok(!compileTemplate('/a.b').regex.test('/axb'));
   });
+
+  it('keeps the order of routes across literal and parameter first segments', () => {
+    const r = new Router<string>();
+    r.get('/a/x', 'a-literal');
+    r.get('/{any}/x', 'wild');
+    r.get('/a/{p}', 'a-param');
+    r.get('/b/x', 'b-literal');
+    assert.equal(r.match('GET', '/a/x').found?.handler, 'a-literal');
+    assert.equal(r.match('GET', '/a/y').found?.handler, 'a-param');
+    assert.equal(r.match('GET', '/b/x').found?.handler, 'wild');
+    assert.equal(r.match('GET', '/c/x').found?.handler, 'wild');
+    assert.equal(r.match('GET', '/c/y').found, undefined);
+    assert.equal(r.match('GET', '/').found, undefined);
+  });
 });

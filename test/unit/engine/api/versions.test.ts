@@ -31,3 +31,15 @@ describe('API versions', () => {
     );
   });
 });
+
+describe('request targets', () => {
+  it('splits path and query, normalising dot segments only', async () => {
+    const { splitUrl } = await import('../../../../src/engine/api/server.js');
+    const a = splitUrl('/v1.41/containers/json?all=1&filters=%7B%7D');
+    assert.equal(a.pathname, '/v1.41/containers/json');
+    assert.equal(a.query.get('all'), '1');
+    assert.equal(a.query.get('filters'), '{}');
+    assert.equal(splitUrl('/images/a/../b/json').pathname, '/images/b/json');
+    assert.equal(splitUrl('/_ping').query.toString(), '');
+  });
+});
