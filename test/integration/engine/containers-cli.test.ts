@@ -101,7 +101,9 @@ while time.time() < end and termios.tcgetattr(fd)[3] & termios.ECHO:
     time.sleep(0.05)
 time.sleep(0.2)
 os.write(fd, b'echo in-attach\r')
-pump(b'in-attach\r\n')
+# The command's output, not just the terminal's echo of the typed line.
+pump(b'in-attach\r\nin-attach\r\n')
+time.sleep(0.3)
 os.write(fd, b'\x10\x11')
 end = time.time() + 15
 status = None
@@ -111,6 +113,18 @@ while time.time() < end:
         status = os.waitstatus_to_exitcode(st)
         break
     pump(b'\x00', 0.1)
+# The CLI's last words may still sit in the pty after it exited: drain them.
+while True:
+    try:
+        r, _, _ = select.select([fd], [], [], 0.3)
+        if not r:
+            break
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    buf += chunk
 print(json.dumps({'status': status, 'buf': buf.decode('latin1')}))
 `;
 
