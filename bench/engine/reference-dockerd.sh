@@ -29,6 +29,8 @@ case "$cmd" in
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     fi
+    # dockerd bind-mounts its data root onto itself; undo what it left under DIR, deepest first.
+    findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r m; do umount -l "$m" || true; done
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac
