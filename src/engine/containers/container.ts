@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
@@ -213,4 +214,14 @@ export async function rootfsPath(ix: Internals, id: string): Promise<string> {
 
 export function bundlePath(ix: Internals, id: string): string {
   return join(ix.execRoot, 'containers', id, 'bundle');
+}
+
+/**
+ * Remove a removed container's directory under the exec root. Non-recursive on purpose: only
+ * empty directories go, so nothing still mounted there can be reached.
+ */
+export async function removeExecDir(ix: Internals, id: string): Promise<void> {
+  const dir = join(ix.execRoot, 'containers', id);
+  for (const sub of ['rootfs', 'bundle']) await rmdir(join(dir, sub)).catch(() => undefined);
+  await rmdir(dir).catch(() => undefined);
 }

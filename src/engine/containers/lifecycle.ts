@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { conflict, errorMessage, invalidParameter, isKind, notModified } from '../../common/errors.js';
 import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
-import { type Container, emit, type Internals, save } from './container.js';
+import { type Container, emit, type Internals, removeExecDir, save } from './container.js';
 import { HealthMonitor, hasExec, probeCommand } from './health.js';
 import type { LogBatchReader, LogReader } from './io.js';
 import { normalizeName } from './names.js';
@@ -437,6 +437,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         await ix.runtime.delete(c.id).catch(() => undefined);
         await unmountRootfs(ix, c);
         await ix.images.snapshotter.remove(c.id);
+        await removeExecDir(ix, c.id);
         c.removed = true;
         await ix.store.remove(c.id);
       } catch (err) {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FrameDecoder } from '../../../src/http/stream.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
@@ -54,5 +56,8 @@ describe('attach without Upgrade (plain 200)', () => {
     assert.equal(stdout, 'hello\nworld\n');
     const wait = await engine.request('POST', `/v1.44/containers/${id}/wait`);
     assert.equal(wait.json<{ StatusCode: number }>().StatusCode, 0);
+    // Removal leaves nothing of the container under the exec root.
+    assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}`)).status, 204);
+    assert.equal(existsSync(join(engine.execRoot, 'containers', id)), false);
   });
 });
