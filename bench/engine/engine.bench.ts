@@ -61,42 +61,110 @@ export interface Figures {
   logsMiBps: number;
 }
 
-async function measure(host: string, o: Options): Promise<Figures> {
-  const c = new EngineClient(socketOf(host));
-  await ensureBusybox(c);
-  for (let i = 0; i < 3; i++) await runCycle(c, ['true']);
+interface Target {
+  name: string;
+  c: EngineClient;
+}
 
-  const cycles: number[] = [];
-  for (let i = 0; i < o.iterations; i++) cycles.push((await timed(() => runCycle(c, ['true'])))[0]);
-  const none: number[] = [];
-  for (let i = 0; i < o.iterations; i++) none.push((await timed(() => runCycle(c, ['true'], 'none')))[0]);
+/** `fn` for each target in turn, `rounds` times: both engines meet the same client and load. */
+async function alternate(
+  targets: Target[],
+  rounds: number,
+  fn: (t: Target, i: number) => Promise<unknown>,
+): Promise<void> {
+  for (let i = 0; i < rounds; i++) for (const t of targets) await fn(t, i);
+}
 
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < o.concurrentTotal) {
-      next++;
-      await runCycle(c, ['true']);
+/** Timings per target, measured in alternation. */
+async function timeAlternately(
+  targets: Target[],
+  rounds: number,
+  fn: (t: Target, i: number) => Promise<unknown>,
+): Promise<Map<Target, number[]>> {
+  const times = new Map<Target, number[]>(targets.map((t) => [t, []]));
+  await alternate(targets, rounds, async (t, i) => {
+    times.get(t)?.push((await timed(() => fn(t, i)))[0]);
+  });
+  return times;
+}
+
+const INSPECT_WARMUP = 500;
+const INSPECT_MEASURED = 1000;
+const LIST_WARMUP = 20;
+const LIST_MEASURED = 20;
+/** Requests sent to one engine before turning to the other, in the list and inspect phases. */
+const BATCH = 50;
+
+/**
+ * Every phase runs on all targets before the next phase starts; within the request-rate phases
+ * the targets take turns (one cycle, or a batch of requests, each), so that neither is measured
+ * with a colder client or a different background load than the other.
+ */
+async function measure(targets: Target[], o: Options): Promise<Map<Target, Figures>> {
+  for (const t of targets) await ensureBusybox(t.c);
+  await alternate(targets, 3, (t) => runCycle(t.c, ['true']));
+
+  const cycles = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true']));
+  const none = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true'], 'none'));
+
+  const concurrent = new Map<Target, number>();
+  for (const t of targets) {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < o.concurrentTotal) {
+        next++;
+        await runCycle(t.c, ['true']);
+      }
+    };
+    concurrent.set(t, (await timed(() => Promise.all([worker(), worker(), worker(), worker()])))[0]);
+  }
+
+  const ids = new Map<Target, string[]>(targets.map((t) => [t, []]));
+  await alternate(targets, o.list, async (t) => {
+    const r = await t.c.ok('POST', '/v1.41/containers/create', { Image: 'busybox:latest', Cmd: ['true'] });
+    ids.get(t)?.push((JSON.parse(r.toString()) as { Id: string }).Id);
+  });
+  const list = (t: Target) => t.c.ok('GET', '/v1.41/containers/json?all=1');
+  await alternate(targets, LIST_WARMUP, list);
+  const lists = await timeAlternately(targets, LIST_MEASURED, list);
+
+  const inspectBatch = async (t: Target, round: number, into?: number[]): Promise<void> => {
+    const own = ids.get(t) ?? [];
+    for (let i = 0; i < BATCH; i++) {
+      const id = own[(round * BATCH + i) % own.length] ?? '';
+      const [ms] = await timed(() => t.c.ok('GET', `/v1.41/containers/${id}/json`));
+      into?.push(ms);
     }
   };
-  const [concurrentMs] = await timed(() => Promise.all([worker(), worker(), worker(), worker()]));
+  await alternate(targets, INSPECT_WARMUP / BATCH, (t, round) => inspectBatch(t, round));
+  const inspects = new Map<Target, number[]>(targets.map((t) => [t, []]));
+  await alternate(targets, INSPECT_MEASURED / BATCH, (t, round) => inspectBatch(t, round, inspects.get(t)));
+  for (const t of targets)
+    for (const id of ids.get(t) ?? []) await t.c.ok('DELETE', `/v1.41/containers/${id}?force=1`);
 
-  const ids: string[] = [];
-  for (let i = 0; i < o.list; i++) {
-    const r = await c.ok('POST', '/v1.41/containers/create', { Image: 'busybox:latest', Cmd: ['true'] });
-    ids.push((JSON.parse(r.toString()) as { Id: string }).Id);
-  }
-  const lists: number[] = [];
-  for (let i = 0; i < 20; i++)
-    lists.push((await timed(() => c.ok('GET', '/v1.41/containers/json?all=1')))[0]);
-  const inspects: number[] = [];
-  for (let i = 0; i < 200; i++) {
-    const id = ids[i % ids.length] ?? '';
-    inspects.push((await timed(() => c.ok('GET', `/v1.41/containers/${id}/json`)))[0]);
-  }
-  for (const id of ids) await c.ok('DELETE', `/v1.41/containers/${id}?force=1`);
+  const logs = new Map<Target, number>();
+  for (const t of targets) logs.set(t, await logsThroughput(t.c, o.logsMiB));
 
-  // A container writing o.logsMiB MiB of 64-byte lines, then read its whole log once.
-  const bytes = o.logsMiB * 1024 * 1024;
+  return new Map(
+    targets.map((t) => {
+      const own = (m: Map<Target, number[]>) => m.get(t) ?? [];
+      const figures: Figures = {
+        cycleMedianMs: median(own(cycles)),
+        cycleP90Ms: percentile(own(cycles), 90),
+        cycleNoneMedianMs: median(own(none)),
+        concurrentPerSec: (o.concurrentTotal / (concurrent.get(t) ?? Number.NaN)) * 1000,
+        listMedianMs: median(own(lists)),
+        inspectMedianMs: median(own(inspects)),
+        logsMiBps: logs.get(t) ?? Number.NaN,
+      };
+      return [t, figures];
+    }),
+  );
+}
+
+/** A container writes `mib` MiB of 64-byte lines; its whole log is then read once (MiB/s). */
+async function logsThroughput(c: EngineClient, mib: number): Promise<number> {
+  const bytes = mib * 1024 * 1024;
   const create = await c.ok('POST', '/v1.41/containers/create', {
     Image: 'busybox:latest',
     Cmd: ['sh', '-c', `yes 0123456789012345678901234567890123456789012345678901234567890 | head -c ${bytes}`],
@@ -113,16 +181,7 @@ async function measure(host: string, o: Options): Promise<Figures> {
   );
   await c.ok('DELETE', `/v1.41/containers/${logId}?force=1`);
   if (received < bytes) throw new Error(`logs returned ${received} bytes, expected at least ${bytes}`);
-  c.close();
-  return {
-    cycleMedianMs: median(cycles),
-    cycleP90Ms: percentile(cycles, 90),
-    cycleNoneMedianMs: median(none),
-    concurrentPerSec: (o.concurrentTotal / concurrentMs) * 1000,
-    listMedianMs: median(lists),
-    inspectMedianMs: median(inspects),
-    logsMiBps: bytes / (1024 * 1024) / (logMs / 1000),
-  };
+  return mib / (logMs / 1000);
 }
 
 function printTable(results: Array<[string, Figures]>): void {
@@ -147,16 +206,14 @@ function printTable(results: Array<[string, Figures]>): void {
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const own = o.berth ? undefined : await startBerth();
+  const targets: Target[] = [{ name: 'berth', c: new EngineClient(socketOf(o.berth ?? own?.host ?? '')) }];
+  if (o.reference) targets.push({ name: 'dockerd (reference)', c: new EngineClient(socketOf(o.reference)) });
   try {
-    const results: Array<[string, Figures]> = [];
-    console.error('measuring berth...');
-    results.push(['berth', await measure(o.berth ?? own?.host ?? '', o)]);
-    if (o.reference) {
-      console.error('measuring reference...');
-      results.push(['dockerd (reference)', await measure(o.reference, o)]);
-    }
-    printTable(results);
+    console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
+    const figures = await measure(targets, o);
+    printTable(targets.map((t) => [t.name, figures.get(t) as Figures]));
   } finally {
+    for (const t of targets) t.c.close();
     await own?.stop();
   }
 }
