@@ -6,10 +6,20 @@ export const MIN_API_VERSION = '1.24';
 /** Advertised maximum; every version up to it is really served. docker CLI 29 needs >= 1.44. */
 export const MAX_API_VERSION = '1.44';
 
+/** `major.minor` as one comparable number, memoised: a handful of version strings recur per request. */
+const ordinals = new Map<string, number>();
+function ordinal(v: string): number {
+  let n = ordinals.get(v);
+  if (n === undefined) {
+    const [major = 0, minor = 0] = v.split('.').map(Number);
+    n = major * 2 ** 32 + Math.min(minor, 2 ** 32 - 1);
+    if (ordinals.size < 1024) ordinals.set(v, n);
+  }
+  return n;
+}
+
 export function compareVersions(a: string, b: string): number {
-  const [amaj = 0, amin = 0] = a.split('.').map(Number);
-  const [bmaj = 0, bmin = 0] = b.split('.').map(Number);
-  return amaj !== bmaj ? amaj - bmaj : amin - bmin;
+  return ordinal(a) - ordinal(b);
 }
 
 export function versionAtLeast(version: string, min: string): boolean {
