@@ -13,13 +13,8 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/**
- * Write a file atomically: temp file in the same directory, fsync, rename, fsync the directory.
- * A reader sees the old content or the new, never a torn file, also after kill -9 or power loss.
- */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
+/** `data` in a new temp file beside `path`, fsynced: the first half of an atomic write. */
+export async function writeTempFile(path: string, data: string | Uint8Array, mode = 0o644): Promise<string> {
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   const handle = await open(tmp, 'w', mode);
   try {
@@ -31,6 +26,17 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     throw err;
   }
   await handle.close();
+  return tmp;
+}
+
+/**
+ * Write a file atomically: temp file in the same directory, fsync, rename, fsync the directory.
+ * A reader sees the old content or the new, never a torn file, also after kill -9 or power loss.
+ */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true });
+  const tmp = await writeTempFile(path, data, mode);
   try {
     await rename(tmp, path);
   } catch (err) {

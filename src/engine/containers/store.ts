@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
 import { errnoCode } from '../../common/errors.js';
-import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import { fsyncDir, writeJsonAtomic, writeTempFile } from '../../common/fs/atomic.js';
 import type { Logger } from '../../common/log.js';
 import type { ContainerRecord } from './types.js';
 
@@ -38,8 +37,8 @@ export class ContainerStore {
     // would: a record is never there without its HostConfig.
     const files = [join(dir, 'hostconfig.json'), join(dir, 'config.v2.json')] as const;
     const temps = await Promise.allSettled([
-      writeTemp(files[0], JSON.stringify(hostConfig)),
-      writeTemp(files[1], JSON.stringify(record)),
+      writeTempFile(files[0], JSON.stringify(hostConfig)),
+      writeTempFile(files[1], JSON.stringify(record)),
     ]);
     const made = temps.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
     try {
@@ -89,20 +88,4 @@ export class ContainerStore {
     }
     return out;
   }
-}
-
-/** `data` in a new temp file beside `path`, fsynced (the first half of an atomic write). */
-async function writeTemp(path: string, data: string): Promise<string> {
-  const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(tmp, 'w', 0o644);
-  try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } catch (err) {
-    await handle.close();
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  await handle.close();
-  return tmp;
 }

@@ -1,6 +1,7 @@
-import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { systemError } from '../../common/errors.js';
+import { runTool } from '../../common/host/run-tool.js';
+import { unmountWithRetry } from '../../common/host/unmount.js';
 
 /**
  * Everything the volumes service asks of the host beyond plain file I/O: mounting a volume's
@@ -18,20 +19,6 @@ export interface VolumeOps {
   copyTree(src: string, dst: string): Promise<void>;
 }
 
-function run(cmd: string, args: string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    const err: Buffer[] = [];
-    child.stderr?.on('data', (d: Buffer) => {
-      if (err.length < 64) err.push(d);
-    });
-    child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
-    child.on('close', (code, signal) =>
-      resolve({ code: code ?? (signal ? 128 : -1), stderr: Buffer.concat(err).toString('utf8').trim() }),
-    );
-  });
-}
-
 /** Octal escapes of /proc/self/mountinfo paths (`\040` for a space). */
 function unescapeMountPath(p: string): string {
   return p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
@@ -43,21 +30,12 @@ export class HostVolumeOps implements VolumeOps {
     if (opts.type && opts.type !== 'none') args.push('-t', opts.type);
     if (opts.options) args.push('-o', opts.options);
     args.push(opts.device, opts.target);
-    const r = await run('mount', args);
+    const r = await runTool('mount', args);
     if (r.code !== 0) throw systemError(`error while mounting volume '${opts.target}': ${r.stderr}`);
   }
 
   async unmount(target: string): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const r = await run('umount', [target]);
-      if (r.code === 0) return;
-      if (/not mounted|no mount point specified|No such file or directory/i.test(r.stderr)) return;
-      if (/busy/i.test(r.stderr) && attempt < 4) {
-        await new Promise((res) => setTimeout(res, 50 * (attempt + 1)));
-        continue;
-      }
-      throw systemError(`umount ${target}: ${r.stderr}`);
-    }
+    await unmountWithRetry(target);
   }
 
   async mountsUnder(dir: string): Promise<string[]> {
@@ -74,7 +52,7 @@ export class HostVolumeOps implements VolumeOps {
   }
 
   async copyTree(src: string, dst: string): Promise<void> {
-    const r = await run('cp', ['-a', '--', `${src}/.`, `${dst}/`]);
+    const r = await runTool('cp', ['-a', '--', `${src}/.`, `${dst}/`]);
     if (r.code !== 0) throw systemError(`copying image content into the volume: ${r.stderr}`);
   }
 }

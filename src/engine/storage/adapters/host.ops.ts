@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { BerthError, invalidParameter, systemError } from '../../../common/errors.js';
+import { runTool, runToolOk } from '../../../common/host/run-tool.js';
+import { unmountWithRetry } from '../../../common/host/unmount.js';
 
 /**
  * Everything the storage layer asks of the host that Node cannot do itself (mount, mknod,
@@ -45,42 +47,6 @@ export interface StorageOps {
   };
 }
 
-interface RunResult {
-  code: number;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], opts: { cwd?: string; input?: Readable } = {}): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, {
-      cwd: opts.cwd,
-      stdio: [opts.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
-    });
-    const err: Buffer[] = [];
-    child.stderr?.on('data', (d: Buffer) => {
-      if (err.length < 64) err.push(d);
-    });
-    child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
-    if (opts.input && child.stdin) {
-      const stdin = child.stdin;
-      stdin.on('error', () => undefined); // EPIPE when the tool exits early; its status tells why
-      opts.input.on('error', (e) => {
-        child.kill('SIGKILL');
-        reject(e);
-      });
-      opts.input.pipe(stdin);
-    }
-    child.on('close', (code, signal) => {
-      resolve({ code: code ?? (signal ? 128 : -1), stderr: Buffer.concat(err).toString('utf8').trim() });
-    });
-  });
-}
-
-async function runOk(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<void> {
-  const r = await run(cmd, args, opts);
-  if (r.code !== 0) throw systemError(`${cmd} ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
-}
-
 /** The real thing: util-linux mount/umount, coreutils mknod (through sh), attr's setfattr, GNU tar. */
 export class HostStorageOps implements StorageOps {
   async mountOverlay(opts: {
@@ -98,26 +64,17 @@ export class HostStorageOps implements StorageOps {
     if (options.length >= 4096) {
       throw systemError(`overlay mount options exceed one page (${options.length} bytes): too many layers`);
     }
-    await runOk('mount', ['-t', 'overlay', 'overlay', '-o', options, opts.target], { cwd: opts.cwd });
+    await runToolOk('mount', ['-t', 'overlay', 'overlay', '-o', options, opts.target], { cwd: opts.cwd });
   }
 
   async unmount(target: string): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const r = await run('umount', [target]);
-      if (r.code === 0) return;
-      if (/not mounted|no mount point specified|No such file or directory/i.test(r.stderr)) return;
-      if (/busy/i.test(r.stderr) && attempt < 4) {
-        await new Promise((res) => setTimeout(res, 50 * (attempt + 1)));
-        continue;
-      }
-      throw systemError(`umount ${target}: ${r.stderr}`);
-    }
+    await unmountWithRetry(target);
   }
 
   async makeWhiteouts(paths: string[]): Promise<void> {
     for (let i = 0; i < paths.length; i += 500) {
       const batch = paths.slice(i, i + 500);
-      await runOk('sh', [
+      await runToolOk('sh', [
         '-c',
         'for p; do rm -rf -- "$p" && mknod -- "$p" c 0 0 || exit 1; done',
         'sh',
@@ -128,7 +85,14 @@ export class HostStorageOps implements StorageOps {
 
   async setOpaque(dirs: string[]): Promise<void> {
     for (let i = 0; i < dirs.length; i += 500) {
-      await runOk('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', '--', ...dirs.slice(i, i + 500)]);
+      await runToolOk('setfattr', [
+        '-n',
+        'trusted.overlay.opaque',
+        '-v',
+        'y',
+        '--',
+        ...dirs.slice(i, i + 500),
+      ]);
     }
   }
 
@@ -148,7 +112,7 @@ export class HostStorageOps implements StorageOps {
       '--warning=no-timestamp',
       ...exclude.map((p) => `--exclude=${p}`),
     ];
-    const r = await run('tar', args, { input });
+    const r = await runTool('tar', args, { input });
     if (r.code !== 0) {
       const msg = r.stderr
         .replace(/^tar: /gm, '')

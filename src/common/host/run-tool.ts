@@ -1,0 +1,51 @@
+import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { systemError } from '../errors.js';
+
+export interface ToolResult {
+  /** The exit status; 128 when a signal ended the tool. */
+  code: number;
+  /** The first 64 chunks of its standard error, trimmed. */
+  stderr: string;
+}
+
+/**
+ * Run a host tool (mount, umount, tar, ...) with no shell: standard output is discarded,
+ * standard error kept for the message, `input` piped to standard input. Rejects only when the
+ * tool cannot be started; its exit status is the caller's to judge.
+ */
+export function runTool(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; input?: Readable } = {},
+): Promise<ToolResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      stdio: [opts.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
+    });
+    const err: Buffer[] = [];
+    child.stderr?.on('data', (d: Buffer) => {
+      if (err.length < 64) err.push(d);
+    });
+    child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
+    if (opts.input && child.stdin) {
+      const stdin = child.stdin;
+      stdin.on('error', () => undefined); // EPIPE when the tool exits early; its status tells why
+      opts.input.on('error', (e) => {
+        child.kill('SIGKILL');
+        reject(e);
+      });
+      opts.input.pipe(stdin);
+    }
+    child.on('close', (code, signal) => {
+      resolve({ code: code ?? (signal ? 128 : -1), stderr: Buffer.concat(err).toString('utf8').trim() });
+    });
+  });
+}
+
+/** `runTool`, failing with the tool's message unless it exits 0. */
+export async function runToolOk(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<void> {
+  const r = await runTool(cmd, args, opts);
+  if (r.code !== 0) throw systemError(`${cmd} ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
+}
