@@ -1,0 +1,118 @@
+import { spawn } from 'node:child_process';
+import { systemError } from '../../../common/errors.js';
+
+export interface LinkAddress {
+  address: string;
+  prefixLen: number;
+}
+
+export interface LinkInfo {
+  /** `bridge`, `veth`, ... ('' for a plain device). */
+  kind: string;
+  /** IPv4 addresses. */
+  addresses: LinkAddress[];
+}
+
+/**
+ * What the engine asks of the host's links and routes (iproute2): its bridge, and the address
+ * blocks already in use. Per-container plumbing is the CNI plugins' job. Unit tests substitute a
+ * fake; the engine runs `ip` (no shell).
+ */
+export interface LinkOps {
+  /** The link's kind and IPv4 addresses; null when there is no such link. */
+  link(name: string): Promise<LinkInfo | null>;
+  /** Create bridge `name` when missing, give it `address` (dropping `drop`), and bring it up. */
+  ensureBridge(name: string, address: LinkAddress, drop: LinkAddress[]): Promise<void>;
+  /** IPv4 blocks in use on the host: routes of the main table (not the default) and addresses. */
+  usedBlocks(): Promise<string[]>;
+  /** Delete a link; a missing link is no error. */
+  deleteLink(name: string): Promise<void>;
+}
+
+function runIp(args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout?.on('data', (d: Buffer) => out.push(d));
+    child.stderr?.on('data', (d: Buffer) => err.push(d));
+    child.on('error', (e) => reject(systemError(`cannot run ip: ${e.message}`)));
+    child.on('close', (code) =>
+      resolve({
+        code: code ?? -1,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8').trim(),
+      }),
+    );
+    if (input !== undefined) {
+      child.stdin?.on('error', () => undefined);
+      child.stdin?.end(input);
+    }
+  });
+}
+
+interface IpAddrJson {
+  ifname?: string;
+  linkinfo?: { info_kind?: string };
+  addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }>;
+}
+
+export class HostLinkOps implements LinkOps {
+  async link(name: string): Promise<LinkInfo | null> {
+    const r = await runIp(['-j', '-d', '-4', 'addr', 'show', 'dev', name]);
+    if (r.code !== 0) {
+      if (/does not exist/i.test(r.stderr)) return null;
+      throw systemError(`ip addr show dev ${name}: ${r.stderr}`);
+    }
+    const [entry] = JSON.parse(r.stdout || '[]') as IpAddrJson[];
+    if (!entry) return null;
+    return {
+      kind: entry.linkinfo?.info_kind ?? '',
+      addresses: (entry.addr_info ?? [])
+        .filter((a) => a.family === 'inet' && typeof a.local === 'string')
+        .map((a) => ({ address: a.local ?? '', prefixLen: a.prefixlen ?? 32 })),
+    };
+  }
+
+  async ensureBridge(name: string, address: LinkAddress, drop: LinkAddress[]): Promise<void> {
+    const current = await this.link(name);
+    const lines: string[] = [];
+    if (!current) lines.push(`link add name ${name} type bridge`);
+    for (const a of drop) lines.push(`addr del ${a.address}/${a.prefixLen} dev ${name}`);
+    const has = current?.addresses.some(
+      (a) => a.address === address.address && a.prefixLen === address.prefixLen,
+    );
+    if (!has) lines.push(`addr add ${address.address}/${address.prefixLen} dev ${name}`);
+    lines.push(`link set ${name} up`);
+    const r = await runIp(['-batch', '-'], `${lines.join('\n')}\n`);
+    if (r.code !== 0) throw systemError(`cannot set up bridge ${name}: ${r.stderr}`);
+  }
+
+  async usedBlocks(): Promise<string[]> {
+    const [routes, addrs] = await Promise.all([
+      runIp(['-j', '-4', 'route', 'show', 'table', 'main']),
+      runIp(['-j', '-4', 'addr', 'show']),
+    ]);
+    if (routes.code !== 0) throw systemError(`ip route: ${routes.stderr}`);
+    if (addrs.code !== 0) throw systemError(`ip addr: ${addrs.stderr}`);
+    const out: string[] = [];
+    for (const r of JSON.parse(routes.stdout || '[]') as Array<{ dst?: string }>) {
+      if (!r.dst || r.dst === 'default') continue;
+      out.push(r.dst.includes('/') ? r.dst : `${r.dst}/32`);
+    }
+    for (const l of JSON.parse(addrs.stdout || '[]') as IpAddrJson[]) {
+      for (const a of l.addr_info ?? []) {
+        if (a.family === 'inet' && a.local && a.prefixlen !== undefined)
+          out.push(`${a.local}/${a.prefixlen}`);
+      }
+    }
+    return out;
+  }
+
+  async deleteLink(name: string): Promise<void> {
+    const r = await runIp(['link', 'del', name]);
+    if (r.code !== 0 && !/does not exist|Cannot find device/i.test(r.stderr)) {
+      throw systemError(`ip link del ${name}: ${r.stderr}`);
+    }
+  }
+}

@@ -1,0 +1,112 @@
+import { systemError } from '../../common/errors.js';
+
+/**
+ * The CNI network configurations berth hands to the plugins of containernetworking-plugins, and
+ * what it reads back from their results (CNI spec 1.0.0). Pure.
+ */
+
+export const CNI_VERSION = '1.0.0';
+
+/** What a bridge network's plugin configuration is made from. */
+export interface BridgeNetwork {
+  /** The CNI network name: host-local's directory under dataDir, the ipMasq chains' comment. */
+  cniName: string;
+  /** The Linux bridge. */
+  bridge: string;
+  /** `172.18.0.0/16` */
+  subnet: string;
+  /** The bridge's address, `172.18.0.1`. */
+  gateway: string;
+  /** host-local's allocation directory. */
+  dataDir: string;
+}
+
+/**
+ * The bridge plugin with host-local IPAM: the bridge is the containers' gateway (isGateway),
+ * traffic leaving the subnet is masqueraded (ipMasq: one nat chain per container).
+ */
+export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
+  return {
+    cniVersion: CNI_VERSION,
+    name: n.cniName,
+    type: 'bridge',
+    bridge: n.bridge,
+    isGateway: true,
+    ipMasq: true,
+    hairpinMode: false,
+    ipam: {
+      type: 'host-local',
+      ranges: [[n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }]],
+      dataDir: n.dataDir,
+    },
+  };
+}
+
+/** The loopback plugin: brings `lo` up in a namespace the runtime did not make. */
+export function loopbackPluginConfig(): Record<string, unknown> {
+  return { cniVersion: CNI_VERSION, name: 'lo', type: 'loopback' };
+}
+
+/** CNI_ARGS for an ADD: a fixed MAC address when the container asks for one. */
+export function cniArgs(opts: { mac?: string }): string | undefined {
+  if (!opts.mac) return undefined;
+  return `IgnoreUnknown=1;MAC=${opts.mac}`;
+}
+
+/** The container side of an ADD: its address, prefix length, gateway and MAC. */
+export interface AddedInterface {
+  ipAddress: string;
+  prefixLen: number;
+  gateway: string;
+  macAddress: string;
+}
+
+interface CniInterface {
+  name?: unknown;
+  mac?: unknown;
+  sandbox?: unknown;
+}
+
+interface CniIp {
+  interface?: unknown;
+  address?: unknown;
+  gateway?: unknown;
+}
+
+/** Read the bridge plugin's ADD result: the IPv4 address given to `ifname` inside the sandbox. */
+export function parseAddResult(result: unknown, ifname: string): AddedInterface {
+  const r = (result ?? {}) as { interfaces?: unknown; ips?: unknown };
+  const interfaces = Array.isArray(r.interfaces) ? (r.interfaces as CniInterface[]) : [];
+  const ips = Array.isArray(r.ips) ? (r.ips as CniIp[]) : [];
+  const index = interfaces.findIndex((i) => i.name === ifname && typeof i.sandbox === 'string');
+  const ip = ips.find(
+    (i) =>
+      typeof i.address === 'string' &&
+      i.address.includes('.') &&
+      (index < 0 || i.interface === undefined || i.interface === index),
+  );
+  const m = typeof ip?.address === 'string' ? /^(\d+\.\d+\.\d+\.\d+)\/(\d+)$/.exec(ip.address) : null;
+  if (!m) throw systemError(`the CNI bridge plugin returned no IPv4 address for ${ifname}`);
+  const mac = index >= 0 ? interfaces[index]?.mac : undefined;
+  return {
+    ipAddress: m[1] ?? '',
+    prefixLen: Number(m[2]),
+    gateway: typeof ip?.gateway === 'string' ? ip.gateway : '',
+    macAddress: typeof mac === 'string' ? mac : '',
+  };
+}
+
+/** A plugin's error result (`{code, msg, details}`) as one message. */
+export function cniErrorMessage(plugin: string, command: string, stdout: string, stderr: string): string {
+  try {
+    const e = JSON.parse(stdout) as { code?: unknown; msg?: unknown; details?: unknown };
+    if (typeof e.msg === 'string') {
+      const details = typeof e.details === 'string' && e.details ? `: ${e.details}` : '';
+      return `CNI ${plugin} ${command}: ${e.msg}${details}`;
+    }
+  } catch {
+    // not JSON: fall through
+  }
+  const text = (stderr || stdout).trim();
+  return `CNI ${plugin} ${command} failed${text ? `: ${text}` : ''}`;
+}

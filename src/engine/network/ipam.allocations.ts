@@ -1,0 +1,43 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errnoCode } from '../../common/errors.js';
+
+/** One address host-local handed out: a file named by the address under `<dataDir>/<network>/`. */
+export interface Allocation {
+  /** The CNI network name (the directory). */
+  network: string;
+  ip: string;
+  /** CNI_CONTAINERID of the ADD (berth passes the sandbox ID). */
+  containerId: string;
+  ifname: string;
+}
+
+/** host-local's file content: the container ID, then (since CNI plugins 0.9) the interface name. */
+export function parseAllocationFile(text: string): { containerId: string; ifname: string } {
+  const [id = '', ifname = ''] = text.split(/\r?\n/);
+  return { containerId: id.trim(), ifname: ifname.trim() };
+}
+
+async function names(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return [];
+    throw err;
+  }
+}
+
+/** Every allocation recorded under host-local's data directory. */
+export async function listAllocations(dataDir: string): Promise<Allocation[]> {
+  const out: Allocation[] = [];
+  for (const network of await names(dataDir)) {
+    for (const file of await names(join(dataDir, network))) {
+      // addresses only: skip `lock` and `last_reserved_ip.N`
+      if (!/^[0-9a-f.:]+$/i.test(file) || !/[.:]/.test(file)) continue;
+      const text = await readFile(join(dataDir, network, file), 'utf8').catch(() => undefined);
+      if (text === undefined) continue;
+      out.push({ network, ip: file, ...parseAllocationFile(text) });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { forwardRules, natCleanup } from '../../../../src/engine/network/adapters/iptables.ops.js';
+import {
+  bridgePluginConfig,
+  cniArgs,
+  cniErrorMessage,
+  loopbackPluginConfig,
+  parseAddResult,
+} from '../../../../src/engine/network/cni.config.js';
+import { listAllocations, parseAllocationFile } from '../../../../src/engine/network/ipam.allocations.js';
+
+describe('CNI configuration', () => {
+  it('configures the bridge plugin as a gateway with masquerading and host-local IPAM', () => {
+    const conf = bridgePluginConfig({
+      cniName: 'berth0',
+      bridge: 'berth0',
+      subnet: '172.18.0.0/16',
+      gateway: '172.18.0.1',
+      dataDir: '/var/lib/berth/network/ipam',
+    });
+    assert.deepEqual(conf, {
+      cniVersion: '1.0.0',
+      name: 'berth0',
+      type: 'bridge',
+      bridge: 'berth0',
+      isGateway: true,
+      ipMasq: true,
+      hairpinMode: false,
+      ipam: {
+        type: 'host-local',
+        ranges: [[{ subnet: '172.18.0.0/16', gateway: '172.18.0.1' }]],
+        dataDir: '/var/lib/berth/network/ipam',
+      },
+    });
+    // a release of an address nobody knows the gateway of leaves it out (host-local refuses "")
+    const noGw = bridgePluginConfig({
+      cniName: 'x',
+      bridge: 'x',
+      subnet: '10.0.0.0/24',
+      gateway: '',
+      dataDir: '/d',
+    });
+    assert.deepEqual((noGw.ipam as { ranges: unknown }).ranges, [[{ subnet: '10.0.0.0/24' }]]);
+    assert.deepEqual(loopbackPluginConfig(), { cniVersion: '1.0.0', name: 'lo', type: 'loopback' });
+  });
+
+  it('passes a requested MAC address in CNI_ARGS', () => {
+    assert.equal(cniArgs({}), undefined);
+    assert.equal(cniArgs({ mac: '02:42:ac:11:00:05' }), 'IgnoreUnknown=1;MAC=02:42:ac:11:00:05');
+  });
+
+  it("reads the container's address, gateway and MAC from an ADD result", () => {
+    // the bridge plugin's (containernetworking-plugins 1.1.1) answer, as recorded
+    const result = {
+      cniVersion: '1.0.0',
+      interfaces: [
+        { name: 'bexp0', mac: '62:a6:a4:1f:18:58' },
+        { name: 'veth6b18747b', mac: '62:fb:11:06:fe:76' },
+        { name: 'eth0', mac: '4e:fd:2d:1d:6e:c0', sandbox: '/tmp/net-work/ns/t1' },
+      ],
+      ips: [{ interface: 2, address: '10.99.0.2/24', gateway: '10.99.0.1' }],
+      dns: {},
+    };
+    assert.deepEqual(parseAddResult(result, 'eth0'), {
+      ipAddress: '10.99.0.2',
+      prefixLen: 24,
+      gateway: '10.99.0.1',
+      macAddress: '4e:fd:2d:1d:6e:c0',
+    });
+    // IPv6 entries and other interfaces' addresses are not the container's IPv4 address
+    const mixed = {
+      interfaces: [{ name: 'eth0', mac: 'aa:bb:cc:dd:ee:ff', sandbox: '/ns' }],
+      ips: [
+        { interface: 0, address: 'fd00::2/64' },
+        { interface: 0, address: '10.1.0.9/16', gateway: '10.1.0.1' },
+      ],
+    };
+    assert.equal(parseAddResult(mixed, 'eth0').ipAddress, '10.1.0.9');
+    assert.throws(() => parseAddResult({ interfaces: [], ips: [] }, 'eth0'), /no IPv4 address/);
+    assert.throws(() => parseAddResult(undefined, 'eth0'), /no IPv4 address/);
+  });
+
+  it("words a plugin's error result as one message", () => {
+    const stdout = JSON.stringify({
+      code: 999,
+      msg: 'failed to open netns "/nonexist"',
+      details: 'no such file or directory',
+    });
+    assert.equal(
+      cniErrorMessage('bridge', 'ADD', stdout, ''),
+      'CNI bridge ADD: failed to open netns "/nonexist": no such file or directory',
+    );
+    assert.equal(cniErrorMessage('bridge', 'DEL', '', 'panic: boom\n'), 'CNI bridge DEL failed: panic: boom');
+  });
+});
+
+describe('host-local allocations', () => {
+  it('reads the container ID and interface of each address file', async () => {
+    assert.deepEqual(parseAllocationFile('abc\r\neth0'), { containerId: 'abc', ifname: 'eth0' });
+    assert.deepEqual(parseAllocationFile('abc'), { containerId: 'abc', ifname: '' });
+    const dir = await mkdtemp(join(tmpdir(), 'berth-ipam-'));
+    try {
+      await mkdir(join(dir, 'berth0'));
+      await writeFile(join(dir, 'berth0', '172.18.0.2'), 'sb1\r\neth0');
+      await writeFile(join(dir, 'berth0', '172.18.0.3'), 'sb2\r\neth0');
+      await writeFile(join(dir, 'berth0', 'last_reserved_ip.0'), '172.18.0.3');
+      await writeFile(join(dir, 'berth0', 'lock'), '');
+      const found = (await listAllocations(dir)).sort((a, b) => a.ip.localeCompare(b.ip));
+      assert.deepEqual(found, [
+        { network: 'berth0', ip: '172.18.0.2', containerId: 'sb1', ifname: 'eth0' },
+        { network: 'berth0', ip: '172.18.0.3', containerId: 'sb2', ifname: 'eth0' },
+      ]);
+      assert.deepEqual(await listAllocations(join(dir, 'missing')), []);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('iptables rules', () => {
+  it('lets the bridge forward and the replies come back, marked with its comment', () => {
+    assert.deepEqual(forwardRules('berth0'), [
+      'FORWARD -i berth0 -m comment --comment "berth bridge berth0" -j ACCEPT',
+      'FORWARD -o berth0 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "berth bridge berth0" -j ACCEPT',
+    ]);
+  });
+
+  it('removes the ipMasq rules and chains of one CNI network only (iptables -t nat -S input)', () => {
+    const nat = [
+      '-P PREROUTING ACCEPT',
+      '-P POSTROUTING ACCEPT',
+      '-N CNI-717908d906906cf61200f5cc',
+      '-N CNI-aaaaaaaaaaaaaaaaaaaaaaaa',
+      '-A POSTROUTING -s 10.99.0.2/32 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j CNI-717908d906906cf61200f5cc',
+      '-A POSTROUTING -s 10.98.0.2/32 -m comment --comment "name: \\"bt2\\" id: \\"def456\\"" -j CNI-aaaaaaaaaaaaaaaaaaaaaaaa',
+      '-A CNI-717908d906906cf61200f5cc -d 10.99.0.0/24 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j ACCEPT',
+      '-A CNI-717908d906906cf61200f5cc ! -d 224.0.0.0/4 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j MASQUERADE',
+    ].join('\n');
+    assert.equal(
+      natCleanup(nat, 'bt1'),
+      [
+        '*nat',
+        '-D POSTROUTING -s 10.99.0.2/32 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j CNI-717908d906906cf61200f5cc',
+        '-F CNI-717908d906906cf61200f5cc',
+        '-X CNI-717908d906906cf61200f5cc',
+        'COMMIT',
+        '',
+      ].join('\n'),
+    );
+    assert.equal(natCleanup(nat, 'bt3'), undefined);
+  });
+});

@@ -1,0 +1,104 @@
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Logger } from '../../../../src/common/log.js';
+import type { CniCall, CniRunner } from '../../../../src/engine/network/adapters/cni.runner.js';
+import type { LinkAddress, LinkInfo, LinkOps } from '../../../../src/engine/network/adapters/iproute.ops.js';
+import type { FirewallOps } from '../../../../src/engine/network/adapters/iptables.ops.js';
+import type { NetnsOps } from '../../../../src/engine/network/adapters/netns.ops.js';
+
+export const quietLog = (): Logger => new Logger('error');
+
+/** Links and routes of a pretend host. */
+export class FakeLinks implements LinkOps {
+  links = new Map<string, LinkInfo>();
+  used: string[] = ['192.0.2.0/24', '172.17.0.0/16'];
+  calls: string[] = [];
+  async link(name: string): Promise<LinkInfo | null> {
+    return this.links.get(name) ?? null;
+  }
+  async ensureBridge(name: string, address: LinkAddress, drop: LinkAddress[]): Promise<void> {
+    this.calls.push(`ensure ${name} ${address.address}/${address.prefixLen} drop=${drop.length}`);
+    const l = this.links.get(name) ?? { kind: 'bridge', addresses: [] };
+    l.addresses = l.addresses.filter((a) => !drop.some((d) => d.address === a.address));
+    if (!l.addresses.some((a) => a.address === address.address)) l.addresses.push(address);
+    this.links.set(name, l);
+    this.used.push(`${address.address}/${address.prefixLen}`);
+  }
+  async usedBlocks(): Promise<string[]> {
+    return [...this.used];
+  }
+  async deleteLink(name: string): Promise<void> {
+    this.calls.push(`delete ${name}`);
+    this.links.delete(name);
+  }
+}
+
+export class FakeFirewall implements FirewallOps {
+  calls: string[] = [];
+  async allowBridge(bridge: string): Promise<void> {
+    this.calls.push(`allow ${bridge}`);
+  }
+  async removeBridge(bridge: string, cniName: string): Promise<void> {
+    this.calls.push(`remove ${bridge} ${cniName}`);
+  }
+}
+
+/** Namespaces as plain files (no root needed). */
+export class FakeNetns implements NetnsOps {
+  live = new Set<string>();
+  calls: string[] = [];
+  async create(path: string): Promise<void> {
+    this.calls.push(`create ${path}`);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, '');
+    this.live.add(path);
+  }
+  async remove(path: string): Promise<void> {
+    this.calls.push(`remove ${path}`);
+    this.live.delete(path);
+  }
+  async list(dir: string): Promise<string[]> {
+    return [...this.live].filter((p) => dirname(p) === dir).map((p) => p.slice(dir.length + 1));
+  }
+}
+
+/**
+ * The bridge and loopback plugins as far as berth can see them: ADD hands out the next address of
+ * the configured block and records it as host-local does (a file per address in dataDir); DEL
+ * releases the container's addresses.
+ */
+export class FakeCni implements CniRunner {
+  calls: CniCall[] = [];
+  next = 2;
+  fail?: (plugin: string, call: CniCall) => Error | undefined;
+  async exec(plugin: string, call: CniCall): Promise<unknown> {
+    this.calls.push(call);
+    const err = this.fail?.(plugin, call);
+    if (err) throw err;
+    if (plugin === 'loopback')
+      return { cniVersion: '1.0.0', interfaces: [{ name: 'lo', sandbox: call.netns }] };
+    const ipam = call.config.ipam as { ranges: Array<Array<{ subnet: string }>>; dataDir: string };
+    const dir = join(ipam.dataDir, String(call.config.name));
+    if (call.command === 'DEL') {
+      for (const f of await readdir(dir).catch(() => [] as string[])) {
+        const text = await readFile(join(dir, f), 'utf8').catch(() => '');
+        if (text.split(/\r?\n/)[0] === call.containerId) await rm(join(dir, f));
+      }
+      return undefined;
+    }
+    const base = (ipam.ranges[0]?.[0]?.subnet ?? '').split('/')[0]?.split('.').slice(0, 3).join('.');
+    const ip = `${base}.${this.next++}`;
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, ip), `${call.containerId}\r\n${call.ifname}`);
+    return {
+      cniVersion: '1.0.0',
+      interfaces: [
+        { name: String(call.config.bridge), mac: '02:00:00:00:00:01' },
+        { name: 'veth0', mac: '02:00:00:00:00:02' },
+        { name: 'eth0', mac: '02:00:00:00:00:03', sandbox: call.netns },
+      ],
+      ips: [{ interface: 2, address: `${ip}/16`, gateway: `${base}.1` }],
+      dns: {},
+    };
+  }
+}
