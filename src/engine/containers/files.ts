@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../common/docker-types.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
@@ -16,8 +16,20 @@ const DEFAULT_HOSTS = [
 
 const FALLBACK_NAMESERVERS = ['8.8.8.8', '8.8.4.4'];
 
+/** One /etc/hosts line: an address and its names (space-separated). */
+export interface HostsEntry {
+  ip: string;
+  names: string;
+}
+
+/**
+ * /etc/hosts as dockerd writes it: the defaults, ExtraHosts, the linked containers
+ * (`IP alias hostname name`), then the container's own address with its names (the FQDN and the
+ * bare name when the hostname or domainname has a dot).
+ */
 export function hostsContent(opts: {
   extraHosts: string[];
+  links?: HostsEntry[];
   ip?: string;
   hostname: string;
   domainname?: string;
@@ -29,11 +41,39 @@ export function hostsContent(opts: {
     const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
     lines.push(`${ip === 'host-gateway' ? '127.0.0.1' : ip}\t${host}`);
   }
+  for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
   if (opts.ip) {
-    const names = opts.domainname ? `${opts.hostname}.${opts.domainname} ${opts.hostname}` : opts.hostname;
-    lines.push(`${opts.ip}\t${names}`);
+    const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname}` : opts.hostname;
+    const dot = fqdn.indexOf('.');
+    lines.push(`${opts.ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * etchosts.Update: give the lines naming `alias` first the address `ip` (a linked container
+ * started again with another address).
+ */
+export function updateHostsAddress(content: string, alias: string, ip: string): string {
+  return content
+    .split('\n')
+    .map((line) => {
+      const tab = line.indexOf('\t');
+      if (tab < 0) return line;
+      const names = line.slice(tab + 1);
+      return names === alias || names.startsWith(`${alias} `) || names.startsWith(`${alias}.`)
+        ? `${ip}${line.slice(tab)}`
+        : line;
+    })
+    .join('\n');
+}
+
+/**
+ * Rewrite a running container's /etc/hosts in place (same inode): the container sees the file
+ * bind-mounted, so a rename would not reach it.
+ */
+export async function rewriteInPlace(path: string, content: string): Promise<void> {
+  await writeFile(path, content);
 }
 
 function isLoopback(ip: string): boolean {
@@ -97,6 +137,8 @@ export async function writeContainerFiles(paths: {
   domainname?: string;
   hostConfig: HostConfig;
   hostNetwork: boolean;
+  /** /etc/hosts lines of linked containers. */
+  links?: HostsEntry[];
 }): Promise<void> {
   const hostname = paths.hostNetwork
     ? (await readFile('/etc/hostname', 'utf8').catch(() => paths.hostname)).trim()
@@ -106,6 +148,7 @@ export async function writeContainerFiles(paths: {
       ? readHostHosts()
       : hostsContent({
           extraHosts: paths.hostConfig.ExtraHosts ?? [],
+          links: paths.links,
           hostname: paths.hostname,
           domainname: paths.domainname,
         }),
