@@ -6,6 +6,8 @@ export interface FlagSpec {
   /** 'string' takes a value; 'bool' takes none; 'list' takes a value and may repeat. */
   kind: 'string' | 'bool' | 'list';
   help: string;
+  /** A one-letter alias (`-b`), as dockerd has for some flags. */
+  short?: string;
 }
 
 export interface Parsed {
@@ -24,14 +26,17 @@ export function parseArgs(argv: string[], spec: Record<string, FlagSpec>): Parse
       positional.push(...argv.slice(i + 1));
       break;
     }
-    if (!arg.startsWith('--')) {
+    const shortFlag = /^-([a-zA-Z])(=.*)?$/.exec(arg);
+    if (!arg.startsWith('--') && !shortFlag) {
       positional.push(arg);
       continue;
     }
     const eq = arg.indexOf('=');
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const name = shortFlag
+      ? (Object.keys(spec).find((k) => spec[k]?.short === shortFlag[1]) ?? `-${shortFlag[1]}`)
+      : arg.slice(2, eq < 0 ? undefined : eq);
     const s = spec[name];
-    if (!s) throw new UsageError(`unknown flag --${name}`);
+    if (!s) throw new UsageError(`unknown flag ${shortFlag ? arg.slice(0, 2) : `--${name}`}`);
     if (s.kind === 'bool') {
       const v = eq < 0 ? 'true' : arg.slice(eq + 1);
       if (!['true', 'false', '1', '0'].includes(v)) throw new UsageError(`--${name} takes true or false`);
@@ -58,7 +63,7 @@ export function usage(command: string, spec: Record<string, FlagSpec>): string {
   const lines = [`Usage: berth ${command} [flags]`, '', 'Flags:'];
   for (const [name, s] of Object.entries(spec)) {
     lines.push(
-      `  --${name}${s.kind === 'bool' ? '' : ' value'}${s.kind === 'list' ? ' (repeatable)' : ''}\n      ${s.help}`,
+      `  ${s.short ? `-${s.short}, ` : ''}--${name}${s.kind === 'bool' ? '' : ' value'}${s.kind === 'list' ? ' (repeatable)' : ''}\n      ${s.help}`,
     );
   }
   return lines.join('\n');

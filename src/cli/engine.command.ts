@@ -14,6 +14,12 @@ export const engineFlags: Record<string, FlagSpec> = {
   'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
   'insecure-registry': { kind: 'list', help: 'registry reached over plain HTTP (host:port or CIDR)' },
   experimental: { kind: 'bool', help: 'enable experimental features' },
+  bridge: {
+    kind: 'string',
+    short: 'b',
+    help: "the default bridge's name (default berth0; created when missing); none: no default bridge",
+  },
+  bip: { kind: 'string', help: "the default bridge's address and prefix length, as 172.30.0.1/16" },
   help: { kind: 'bool', help: 'print this help' },
 };
 
@@ -28,6 +34,8 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     logLevel: logLevel ? parseLogLevel(logLevel) : defaultEngineConfig.logLevel,
     insecureRegistries: [...defaultEngineConfig.insecureRegistries, ...(list(p, 'insecure-registry') ?? [])],
     experimental: bool(p, 'experimental'),
+    bridge: str(p, 'bridge') ?? defaultEngineConfig.bridge,
+    ...(str(p, 'bip') ? { bip: str(p, 'bip') } : {}),
   };
 }
 

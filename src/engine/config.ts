@@ -11,6 +11,13 @@ export interface EngineConfig {
   /** Registries reached over plain HTTP (host:port or CIDR); loopback is always insecure. */
   insecureRegistries: string[];
   experimental: boolean;
+  /**
+   * The default bridge's Linux name (`--bridge`/`-b`, default `berth0`); `none`: no default bridge
+   * (containers in the default network mode get loopback only).
+   */
+  bridge: string;
+  /** `--bip`: the default bridge's address and prefix length (else a free default pool). */
+  bip?: string;
 }
 
 export const defaultEngineConfig: EngineConfig = {
@@ -21,6 +28,7 @@ export const defaultEngineConfig: EngineConfig = {
   logLevel: 'info',
   insecureRegistries: ['127.0.0.0/8'],
   experimental: false,
+  bridge: 'berth0',
 };
 
 export function parseRuntimeName(value: string): 'runc' | 'crun' {

@@ -9,6 +9,7 @@ import { type ListenAddress, parseListenAddress } from '../http/server.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
+import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
@@ -16,6 +17,7 @@ import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
+import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
@@ -168,6 +170,15 @@ export async function startEngine(
     dataRoot: config.dataRoot,
     log,
   });
+  const network = await createNetworkService({
+    dataRoot: config.dataRoot,
+    execRoot: config.execRoot,
+    bridge: config.bridge === 'none' ? null : config.bridge,
+    bip: config.bip,
+    events,
+    log,
+  });
+  registerNetworkRoutes(router, network);
   const containers = await createContainerService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,
@@ -175,6 +186,7 @@ export async function startEngine(
     images,
     runtime,
     volumes,
+    network,
     log,
   });
   registerContainerRoutes(router, containers);
@@ -207,6 +219,7 @@ export async function startEngine(
       if (closed) return;
       closed = true;
       await containers.close();
+      await network.close();
       await runtime.close();
       await Promise.all(
         servers.map(

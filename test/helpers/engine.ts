@@ -1,10 +1,12 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { removeBridgeFromHost } from '../../src/engine/network/host-cleanup.js';
 import { type RunResult, runCommand } from './process.js';
 
 const exec = promisify(execFile);
@@ -25,6 +27,10 @@ export interface EngineOptions {
   /** Extra flags for `berth engine`. */
   args?: string[];
   logLevel?: string;
+  /** The default bridge (default: a name of its own, `bt` + 8 hex digits); `none` for none. */
+  bridge?: string;
+  /** `--bip` of the default bridge (default: the engine picks a free block under its host lock). */
+  bip?: string;
 }
 
 /**
@@ -36,6 +42,8 @@ export class TestEngine {
   readonly dataRoot: string;
   readonly execRoot: string;
   readonly dockerConfig: string;
+  /** The engine's default bridge: its own, so that engines running together never share one. */
+  readonly bridge: string;
   private child?: ChildProcess;
   private logChunks: Buffer[] = [];
 
@@ -47,6 +55,7 @@ export class TestEngine {
     this.dataRoot = join(dir, 'data');
     this.execRoot = join(dir, 'exec');
     this.dockerConfig = join(dir, 'docker-config');
+    this.bridge = opts.bridge ?? `bt${randomBytes(4).toString('hex')}`;
   }
 
   static async start(opts: EngineOptions = {}): Promise<TestEngine> {
@@ -84,6 +93,9 @@ export class TestEngine {
       '--log-level',
       this.opts.logLevel ?? 'info',
       ...(this.opts.runtime ? ['--runtime', this.opts.runtime] : []),
+      '--bridge',
+      this.bridge,
+      ...(this.opts.bip ? ['--bip', this.opts.bip] : []),
       ...(this.opts.args ?? []),
     ];
     const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -186,7 +198,8 @@ export class TestEngine {
 
   /**
    * Remove every container through the API, stop the engine, unmount what is left under the
-   * temp dir and delete it.
+   * temp dir (sandbox namespaces too) and delete it, then remove the engine's bridge and its
+   * iptables rules from the host.
    */
   async destroy(): Promise<void> {
     if (this.child && this.child.exitCode === null) {
@@ -203,5 +216,6 @@ export class TestEngine {
       .sort((a, b) => b.length - a.length);
     for (const t of targets) await exec('umount', ['-l', t]).catch(() => undefined);
     await rm(this.dir, { recursive: true, force: true });
+    if (this.bridge !== 'none') await removeBridgeFromHost(this.bridge);
   }
 }

@@ -5,9 +5,11 @@ import type { HostConfig } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
+import type { ContainerNetworking, PendingAttach } from '../network/network.types.js';
 import type { RuntimeDriver } from '../runtime/runtime.types.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
+import type { HostsEntry } from './files.js';
 import type { NameRegistry } from './names.js';
 import { RestartManager } from './restart.js';
 import type { ContainerStore } from './store.js';
@@ -45,6 +47,8 @@ export class Container {
   removing = false;
   /** Set once removal deleted the files: nothing may be saved for it any more. */
   removed = false;
+  /** The bridge attachment of a start under way (released when the start fails). */
+  startingNetwork?: { attach: PendingAttach; linkHosts: HostsEntry[] };
   /** Exec instances of this container (inspect ExecIDs). */
   readonly execIds = new Set<string>();
   /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
@@ -171,6 +175,8 @@ export interface Internals {
   runtime: RuntimeDriver;
   /** Named and anonymous volumes (absent in unit tests that need none). */
   volumes?: VolumeService;
+  /** The default bridge and predefined networks (absent: every container gets loopback only). */
+  network?: ContainerNetworking;
   log: Logger;
   store: ContainerStore;
   names: NameRegistry;

@@ -1,9 +1,10 @@
 import { join } from 'node:path';
-import { conflict, errorMessage, invalidParameter } from '../../common/errors.js';
+import { conflict, errorMessage } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { checkFilterNames } from '../../http/query.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
+import type { ContainerNetworking } from '../network/network.types.js';
 import {
   buildSpec,
   type ExitStatus,
@@ -26,6 +27,7 @@ import {
 } from './io.js';
 import { createLifecycle, type Lifecycle, type RuntimeHelpers } from './lifecycle.js';
 import { NameRegistry } from './names.js';
+import { linksView, namesView, registerLinkNames, removeLink, restoreEndpoint } from './network.js';
 import { startsWithDaemon } from './restart.js';
 import { isMounted } from './run.js';
 import { ContainerStore } from './store.js';
@@ -45,6 +47,8 @@ export interface ContainerServiceOptions {
   runtime: RuntimeDriver;
   /** Volumes for `-v name:/dst`, anonymous volumes, Mounts of type volume and VolumesFrom. */
   volumes?: VolumeService;
+  /** The default bridge (absent: containers get loopback only, as with `--network none`). */
+  network?: ContainerNetworking;
   log: Logger;
   /** Spec builder and log rotation; the runtime package's by default (tests inject fakes). */
   helpers?: RuntimeHelpers;
@@ -65,6 +69,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     closing: false,
   };
   if (opts.volumes) ix.volumes = opts.volumes;
+  if (opts.network) ix.network = opts.network;
   await ix.store.init();
   const helpers: RuntimeHelpers = opts.helpers ?? { buildSpec, readLogs, readLogBatches };
   const readBatches = helpers.readLogBatches ?? singleBatches(helpers.readLogs);
@@ -89,9 +94,18 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
 
   await reconcile(ix, life);
   await restoreVolumes(ix);
+  opts.network?.setContainerSource(() => {
+    const out = [];
+    for (const c of ix.containers.values()) {
+      const ep = c.record.Endpoint;
+      if (ep && c.isRunningProcess) out.push({ id: c.id, name: c.name.slice(1), endpoint: ep });
+    }
+    return out;
+  });
 
   async function view(c: Container, size: boolean, graph = true): Promise<ViewSource> {
     const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: [...c.execIds] };
+    if (c.record.Links) src.links = linksView(ix, c);
     if (graph) await addGraphDriver(c, src);
     if (size) {
       src.sizeRw = await ix.images.snapshotter.usage(c.id).catch(() => 0);
@@ -168,7 +182,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
           }
           if (byName.get(imageName) !== c.record.Image) imageName = img.repoTags[0] ?? c.record.Image;
         }
-        out.push(listItemView({ ...src, imageName, now }));
+        out.push(listItemView({ ...src, imageName, now, names: namesView(ix, c) }));
       }
       return out;
     },
@@ -194,7 +208,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       return life.wait(get(ix, idOrName), condition, signal);
     },
     async remove(idOrName, o) {
-      if (o.link) throw invalidParameter('Conflict, cannot remove the default link name of the container');
+      if (o.link) return removeLink(ix, idOrName);
       await life.remove(get(ix, idOrName), o);
     },
     async rename(idOrName, newName) {
@@ -347,6 +361,7 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
     ix.names.addId(record.ID);
     ix.containers.set(record.ID, c);
   }
+  for (const c of ix.containers.values()) registerLinkNames(ix, c);
   const starts: Container[] = [];
   for (const c of ix.containers.values()) {
     try {
@@ -362,6 +377,7 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
           c.state.Paused = rs.status === 'paused';
           c.state.Status = c.state.Paused ? 'paused' : 'running';
           c.rootfsMounted = await isMounted(await rootfsPath(ix, c.id));
+          restoreEndpoint(ix, c);
           await life.reattach(c);
           await ix.store.save(c.record);
           continue;
@@ -412,6 +428,9 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
       ix.log.error('cannot restore container', { id: c.id, error: errorMessage(err) });
     }
   }
+  // Sandboxes and addresses no running container holds (exits while the engine was down that
+  // were handled above released theirs; this is what a crash left behind).
+  await ix.network?.sweep().catch((err) => ix.log.warn('network sweep failed', { error: errorMessage(err) }));
   // In the background, one at a time, containers that join another's namespaces last.
   const joins = (c: Container) =>
     [c.hostConfig.NetworkMode, c.hostConfig.PidMode, c.hostConfig.IpcMode].some((m) =>

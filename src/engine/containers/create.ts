@@ -8,7 +8,9 @@ import { versionAtLeast } from '../api/versions.js';
 import type { ImageRecord } from '../images/images.types.js';
 import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../runtime/index.js';
 import { Container, emit, emptyState, type Internals, save } from './container.js';
+import { linkName } from './links.js';
 import { normalizeName } from './names.js';
+import { keptLinks, resolveLinks } from './network.js';
 import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
 import { nanoTimestamp } from './units.js';
 import { validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
@@ -133,14 +135,16 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   return out;
 }
 
-/** Checks that need other containers or services: networks, `container:` modes (volumes: volumes.ts). */
-function checkReferences(ix: Internals, hc: HostConfig): void {
+/**
+ * Checks that need other containers or services: networks, `container:` modes, links (volumes:
+ * volumes.ts). Returns the links' targets.
+ */
+function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resolveLinks> {
   if (hc.VolumesFrom !== undefined && hc.VolumesFrom !== null && !Array.isArray(hc.VolumesFrom)) {
     throw invalidParameter('VolumesFrom must be an array of strings');
   }
   for (const ref of hc.VolumesFrom ?? [])
     if (typeof ref !== 'string') throw invalidParameter('VolumesFrom must be an array of strings');
-  if ((hc.Links ?? []).length > 0) throw invalidParameter('legacy container links are not supported');
   for (const field of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
     const v = hc[field] ?? '';
     if (v.startsWith('container:')) ix.names.resolve(v.slice('container:'.length));
@@ -149,6 +153,9 @@ function checkReferences(ix: Internals, hc: HostConfig): void {
   if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
     throw notFound(`network ${nm} not found`);
   }
+  // an engine without a default bridge (--bridge none) has no `bridge` network
+  if (nm === 'bridge' && ix.network && !ix.network.bridge) throw notFound('network bridge not found');
+  return resolveLinks(ix, hc);
 }
 
 export async function createContainer(ix: Internals, req: CreateRequest): Promise<CreateResult> {
@@ -167,7 +174,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
     swapSupported,
   });
   validateNetworkingConfig(req.networkingConfig ?? {});
-  checkReferences(ix, hcIn);
+  const links = checkReferences(ix, hcIn);
   if (name && ix.names.nameTaken(name)) ix.names.reserve(name, ''); // throws the 409 message
 
   const image: ImageRecord = await ix.images.resolve(user.Image);
@@ -215,6 +222,8 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
     SandboxKey: '',
   };
   if (mountPoints.length > 0) record.MountPoints = mountPoints;
+  const kept = keptLinks(ix, finalName, links);
+  if (kept.length > 0) record.Links = kept;
   const c = new Container(record, hostConfig, () => emit(ix, c, 'detach'));
   try {
     // Record first, then the writable layer: a crash in between leaves a record whose layer the
@@ -230,6 +239,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   }
   ix.names.addId(id);
   ix.containers.set(id, c);
+  for (const l of kept) ix.names.reserveLink(linkName(finalName, l.alias), l.id);
   emit(ix, c, 'create');
   return { Id: id, Warnings: warnings };
 }

@@ -7,6 +7,14 @@ import { HealthMonitor, hasExec, probeCommand } from './health.js';
 import type { LogBatchReader, LogReader } from './io.js';
 import { normalizeName } from './names.js';
 import {
+  abortStartNetwork,
+  finishStartNetwork,
+  releaseEndpoint,
+  releaseLinkNames,
+  renameLinkNames,
+  takeEndpoint,
+} from './network.js';
+import {
   logLimits,
   mountRootfs,
   prepareStart,
@@ -130,6 +138,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
           const { pid } = await ix.runtime.start({
             ...opts,
             beforeStart: async () => {
+              await finishStartNetwork(ix, c);
               connectStdio(c, await ix.runtime.attach(c.id));
             },
           });
@@ -147,6 +156,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
           c.state.ExitCode = f.exitCode;
           c.state.Status = c.record.HasBeenStartedBefore ? 'exited' : 'created';
           if (c.state.Status === 'exited') c.state.Running = false;
+          abortStartNetwork(ix, c);
           await ix.runtime.delete(c.id).catch(() => undefined);
           await unmountRootfs(ix, c).catch(() => undefined);
           await save(ix, c).catch(() => undefined);
@@ -181,6 +191,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
       c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
       c.hub.exited();
+      const endpoint = takeEndpoint(c);
       // Record the exit before the runtime forgets it (a crash in between must not lose it).
       await save(ix, c);
       await ix.runtime
@@ -191,6 +202,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       );
       if (status.oomKilled) emit(ix, c, 'oom');
       emit(ix, c, 'die', { exitCode: String(status.exitCode) });
+      releaseEndpoint(ix, c, endpoint);
       const decision = ix.closing
         ? { restart: false, delayMs: 0 }
         : c.restart.shouldRestart(status.exitCode, {
@@ -440,6 +452,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         await removeExecDir(ix, c.id);
         c.removed = true;
         await ix.store.remove(c.id);
+        releaseLinkNames(ix, c);
       } catch (err) {
         c.removed = false;
         c.state.RemovalInProgress = false;
@@ -483,6 +496,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         throw err;
       }
       ix.names.release(old);
+      renameLinkNames(ix, c, old);
       emit(ix, c, 'rename', { oldName: old });
     });
   }

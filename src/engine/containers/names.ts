@@ -381,6 +381,8 @@ export function normalizeName(name: string): string {
 export class NameRegistry {
   private readonly byName = new Map<string, string>();
   private readonly ids = new Set<string>();
+  /** Link names (`/parent/alias`) by the container they point to. */
+  private readonly linkNames = new Map<string, Set<string>>();
 
   /** Reserve `name` (with slash) for `id`; 409 when taken by another container. */
   reserve(name: string, id: string): void {
@@ -394,7 +396,26 @@ export class NameRegistry {
   }
 
   release(name: string): void {
+    const owner = this.byName.get(name);
     this.byName.delete(name);
+    if (owner !== undefined) this.linkNames.get(owner)?.delete(name);
+  }
+
+  /** A legacy link's name (`/parent/alias`) resolves to the linked container, as in dockerd. */
+  reserveLink(name: string, id: string): void {
+    this.reserve(name, id);
+    let names = this.linkNames.get(id);
+    if (!names) {
+      names = new Set();
+      this.linkNames.set(id, names);
+    }
+    names.add(name);
+  }
+
+  /** The link names pointing to a container (list's Names shows them). */
+  linkNamesOf(id: string): string[] {
+    const names = this.linkNames.get(id);
+    return names ? [...names] : [];
   }
 
   addId(id: string): void {
@@ -404,6 +425,7 @@ export class NameRegistry {
   removeId(id: string): void {
     this.ids.delete(id);
     for (const [name, owner] of this.byName) if (owner === id) this.byName.delete(name);
+    this.linkNames.delete(id);
   }
 
   nameTaken(name: string): boolean {

@@ -7,6 +7,8 @@ import { type LogLimits, monitorLogSizeMax, parseLogLimits } from '../runtime/in
 import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.types.js';
 import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
 import { writeContainerFiles } from './files.js';
+import { mergeLinkEnv } from './links.js';
+import { beginStartNetwork, startNetworkReady } from './network.js';
 import { parseBind } from './validate.js';
 import { releaseVolumeMounts, volumeSpecMounts } from './volumes.js';
 
@@ -123,6 +125,9 @@ export async function prepareStart(
     hostnamePath = other.record.HostnamePath;
     resolvConfPath = other.record.ResolvConfPath;
   }
+  // the default bridge: links checked, the namespace and its CNI plumbing under way
+  const net = beginStartNetwork(ix, c);
+  if (net.netns) netns = net.netns;
   if (!nm.startsWith('container:')) {
     await writeContainerFiles({
       hostsPath,
@@ -132,6 +137,7 @@ export async function prepareStart(
       domainname: rec.Config.Domainname,
       hostConfig: hc,
       hostNetwork: nm === 'host',
+      links: net.linkHosts,
     });
   }
   rec.HostsPath = hostsPath;
@@ -151,6 +157,7 @@ export async function prepareStart(
 
   await ensureBindSources(c);
   const config: ContainerConfig = { ...rec.Config };
+  if (net.linkEnv.length) config.Env = mergeLinkEnv(net.linkEnv, rec.Config.Env ?? []);
   if (config.Entrypoint?.length === 1 && config.Entrypoint[0] === '') config.Entrypoint = [];
   const parent = hc.CgroupParent ? hc.CgroupParent.replace(/\/+$/, '') : '/berth';
   const input: SpecInput = {
@@ -167,6 +174,7 @@ export async function prepareStart(
   };
   if (netns !== undefined) input.netns = netns;
   const spec = await buildSpec(input);
+  await startNetworkReady(c);
   const cs = hc.ConsoleSize;
   const opts: Omit<StartOptions, 'beforeStart'> = {
     id: c.id,

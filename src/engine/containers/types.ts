@@ -1,4 +1,6 @@
 import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
+import type { Endpoint } from '../network/network.types.js';
+import type { LinkRecord } from './links.js';
 import type { MountPoint } from './volumes.js';
 
 /** Container states as the API names them (list State, inspect State.Status). */
@@ -72,11 +74,29 @@ export interface ContainerRecord {
   HostsPath: string;
   LogPath: string;
   NetworkingConfig: NetworkingConfig;
-  /** Network namespace the container runs in ('' when none yet). */
+  /** The network namespace file of the current or last bridge run ('' when none yet). */
   SandboxKey: string;
+  /**
+   * The network sandbox of the current or last run: dockerd keeps showing its ID, key and network
+   * ID after the container stopped.
+   */
+  Sandbox?: SandboxRecord;
+  /** The network endpoint while the container runs (address, MAC...); gone once it stopped. */
+  Endpoint?: Endpoint;
+  /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */
+  Links?: LinkRecord[];
   /** Volumes and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */
   MountPoints?: MountPoint[];
   /** Container labels for events are Config.Labels. */
+}
+
+export interface SandboxRecord {
+  ID: string;
+  /** The namespace file ('' when the runtime made the namespace, or the host's). */
+  Key: string;
+  /** `bridge`, `none` or `host`. */
+  Network: string;
+  NetworkID: string;
 }
 
 export const ZERO_TIME = '0001-01-01T00:00:00Z';

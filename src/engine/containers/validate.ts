@@ -465,6 +465,11 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
   }
   if (nm.startsWith('container:')) {
     if (config.Hostname) throw invalidParameter('conflicting options: hostname and the network mode');
+    if ((hc.Links ?? []).length > 0) {
+      throw invalidParameter(
+        "conflicting options: container type network can't be used with links. This would result in undefined behavior",
+      );
+    }
     if (Object.keys(hc.PortBindings ?? {}).length > 0 || hc.PublishAllPorts) {
       throw invalidParameter('conflicting options: port publishing and the container type network mode');
     }
@@ -473,6 +478,11 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
       throw invalidParameter('conflicting options: custom host-to-IP mapping and the network mode');
     }
   }
+  if (nm === 'host' && (hc.Links ?? []).length > 0) {
+    throw invalidParameter(
+      "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
+    );
+  }
   if (nm === 'host' && Object.keys(hc.PortBindings ?? {}).length > 0) {
     warnings.push('Published ports are discarded when using host network mode');
   } else if (
@@ -480,9 +490,7 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
     !nm.startsWith('container:') &&
     nm !== 'none'
   ) {
-    warnings.push(
-      'Port publishing is not available yet (no bridge networking): published ports are not bound',
-    );
+    warnings.push('Port publishing is not available yet: published ports are not bound');
   }
   const cs = hc.ConsoleSize;
   if (cs !== undefined && cs !== null) {

@@ -18,6 +18,10 @@ export interface ViewSource {
   graphDriverData?: Record<string, string>;
   sizeRw?: number;
   sizeRootFs?: number;
+  /** HostConfig.Links as inspect shows them (`/target:/parent/alias`). */
+  links?: string[] | null;
+  /** All names (list): the container's and the link names pointing to it. */
+  names?: string[];
 }
 
 /** Status text of the list ("Up 2 seconds", "Exited (0) 3 minutes ago"...). */
@@ -45,7 +49,9 @@ export function listState(rec: ContainerRecord): ContainerStatus {
 }
 
 /** The network the container's NetworkMode names, as the Networks map keys it. */
-export function networkName(hc: HostConfig): string | undefined {
+export function networkName(hc: HostConfig, rec?: ContainerRecord): string | undefined {
+  // the network its sandbox is on (`none` for the default mode of an engine without a bridge)
+  if (rec?.Sandbox && !hc.NetworkMode?.startsWith('container:')) return rec.Sandbox.Network;
   const nm = hc.NetworkMode || 'default';
   if (nm === 'default' || nm === 'bridge') return 'bridge';
   if (nm === 'host' || nm === 'none') return nm;
@@ -53,31 +59,43 @@ export function networkName(hc: HostConfig): string | undefined {
   return nm;
 }
 
-function endpointView(ep: EndpointSettings | null | undefined): Record<string, unknown> {
+/**
+ * One endpoint: what the create request gave (IPAMConfig, Aliases...), the network's ID once the
+ * container ran (dockerd keeps it after a stop), the addresses while it runs.
+ */
+function endpointView(
+  given: EndpointSettings | null | undefined,
+  rec: ContainerRecord,
+  name: string,
+): Record<string, unknown> {
+  const live = rec.Endpoint?.network === name ? rec.Endpoint : undefined;
+  const sandbox = rec.Sandbox?.Network === name ? rec.Sandbox : undefined;
   return {
-    IPAMConfig: ep?.IPAMConfig ?? null,
-    Links: ep?.Links ?? null,
-    Aliases: ep?.Aliases ?? null,
-    NetworkID: ep?.NetworkID ?? '',
-    EndpointID: ep?.EndpointID ?? '',
-    Gateway: ep?.Gateway ?? '',
-    IPAddress: ep?.IPAddress ?? '',
-    IPPrefixLen: ep?.IPPrefixLen ?? 0,
-    IPv6Gateway: ep?.IPv6Gateway ?? '',
-    GlobalIPv6Address: ep?.GlobalIPv6Address ?? '',
-    GlobalIPv6PrefixLen: ep?.GlobalIPv6PrefixLen ?? 0,
-    MacAddress: ep?.MacAddress ?? '',
-    DriverOpts: ep?.DriverOpts ?? null,
-    DNSNames: ep?.DNSNames ?? null,
+    IPAMConfig: given?.IPAMConfig ?? null,
+    Links: given?.Links ?? null,
+    Aliases: given?.Aliases ?? null,
+    NetworkID: sandbox?.NetworkID ?? given?.NetworkID ?? '',
+    EndpointID: live?.endpointId ?? '',
+    Gateway: live?.gateway ?? '',
+    IPAddress: live?.ipAddress ?? '',
+    IPPrefixLen: live?.prefixLen ?? 0,
+    IPv6Gateway: '',
+    GlobalIPv6Address: '',
+    GlobalIPv6PrefixLen: 0,
+    MacAddress: live?.macAddress ?? '',
+    DriverOpts: given?.DriverOpts ?? null,
+    DNSNames: given?.DNSNames ?? null,
   };
 }
 
-/** The Networks map: the one network of the container's NetworkMode (no addresses yet). */
+/** The Networks map: the one network of the container's NetworkMode. */
 export function networksView(src: ViewSource): Record<string, Record<string, unknown>> {
-  const name = networkName(src.hostConfig);
+  const name = networkName(src.hostConfig, src.record);
   if (!name) return {};
-  const given = src.record.NetworkingConfig.EndpointsConfig?.[name];
-  return { [name]: endpointView(given) };
+  const given =
+    src.record.NetworkingConfig.EndpointsConfig?.[name] ??
+    (name === 'bridge' ? src.record.NetworkingConfig.EndpointsConfig?.default : undefined);
+  return { [name]: endpointView(given, src.record, name) };
 }
 
 /** Ports as inspect shows them: exposed ports with their bindings (none yet: no publishing). */
@@ -156,7 +174,7 @@ function stateView(rec: ContainerRecord): Record<string, unknown> {
 }
 
 /** HostConfig as inspect echoes it, with dockerd's defaults and key order. */
-export function hostConfigView(hc: HostConfig): Record<string, unknown> {
+export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<string, unknown> {
   const out: Record<string, unknown> = {
     Binds: hc.Binds ?? null,
     ContainerIDFile: hc.ContainerIDFile ?? '',
@@ -183,7 +201,7 @@ export function hostConfigView(hc: HostConfig): Record<string, unknown> {
     GroupAdd: hc.GroupAdd ?? null,
     IpcMode: hc.IpcMode ?? '',
     Cgroup: hc.Cgroup ?? '',
-    Links: hc.Links ?? null,
+    Links: links !== undefined ? links : (hc.Links ?? null),
     OomScoreAdj: hc.OomScoreAdj ?? 0,
     PidMode: hc.PidMode ?? '',
     Privileged: hc.Privileged ?? false,
@@ -280,10 +298,38 @@ function configView(rec: ContainerRecord): Record<string, unknown> {
   return out;
 }
 
+/**
+ * The namespace: a bridge sandbox's file (kept after a stop, as dockerd shows it); the one the
+ * runtime made (none) while the container runs; none for host and `container:` modes.
+ */
 function sandboxKey(rec: ContainerRecord, hc: HostConfig): string {
   const nm = hc.NetworkMode ?? '';
-  if (!rec.State.Running || rec.State.Pid <= 0 || nm === 'host' || nm.startsWith('container:')) return '';
+  if (nm === 'host' || nm.startsWith('container:')) return '';
+  if (rec.Sandbox?.Key) return rec.Sandbox.Key;
+  if (!rec.State.Running || rec.State.Pid <= 0) return '';
   return `/proc/${rec.State.Pid}/ns/net`;
+}
+
+/** The top-level address fields: dockerd fills them from the default bridge's endpoint only. */
+function bridgeAddress(rec: ContainerRecord): Record<string, unknown> {
+  const ep = rec.Endpoint?.network === 'bridge' ? rec.Endpoint : undefined;
+  return {
+    EndpointID: ep?.endpointId ?? '',
+    Gateway: ep?.gateway ?? '',
+    GlobalIPv6Address: '',
+    GlobalIPv6PrefixLen: 0,
+    IPAddress: ep?.ipAddress ?? '',
+    IPPrefixLen: ep?.prefixLen ?? 0,
+    IPv6Gateway: '',
+    MacAddress: ep?.macAddress ?? '',
+  };
+}
+
+function sandboxId(rec: ContainerRecord, hc: HostConfig, key: string): string {
+  if (hc.NetworkMode?.startsWith('container:')) return '';
+  if (rec.Sandbox) return rec.Sandbox.ID;
+  // a runtime-made namespace without the network layer: the container is its own sandbox
+  return key ? rec.ID : '';
 }
 
 export function inspectView(src: ViewSource): Record<string, unknown> {
@@ -308,7 +354,7 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
     ProcessLabel: rec.ProcessLabel,
     AppArmorProfile: rec.AppArmorProfile,
     ExecIDs: src.execIds.length ? src.execIds : null,
-    HostConfig: hostConfigView(src.hostConfig),
+    HostConfig: hostConfigView(src.hostConfig, src.links),
     GraphDriver: { Data: src.graphDriverData ?? null, Name: rec.Driver },
   };
   if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
@@ -319,7 +365,7 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
     Config: configView(rec),
     NetworkSettings: {
       Bridge: '',
-      SandboxID: sk ? rec.ID : '',
+      SandboxID: sandboxId(rec, src.hostConfig, sk),
       HairpinMode: false,
       LinkLocalIPv6Address: '',
       LinkLocalIPv6PrefixLen: 0,
@@ -327,14 +373,7 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
       SandboxKey: sk,
       SecondaryIPAddresses: null,
       SecondaryIPv6Addresses: null,
-      EndpointID: '',
-      Gateway: '',
-      GlobalIPv6Address: '',
-      GlobalIPv6PrefixLen: 0,
-      IPAddress: '',
-      IPPrefixLen: 0,
-      IPv6Gateway: '',
-      MacAddress: '',
+      ...bridgeAddress(rec),
       Networks: networksView(src),
     },
   });
@@ -356,7 +395,7 @@ export function listItemView(src: ViewSource & { imageName: string; now?: number
   const rec = src.record;
   const out: Record<string, unknown> = {
     Id: rec.ID,
-    Names: [rec.Name],
+    Names: src.names ?? [rec.Name],
     Image: src.imageName,
     ImageID: rec.Image,
     Command: commandText(rec),
