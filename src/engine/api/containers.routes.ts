@@ -411,7 +411,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     );
   });
 
-  router.get('/containers/{name}/json', async (ctx) => {
+  // {name*}: a legacy link's name (`/parent/alias`) names its target too, as in dockerd
+  router.get('/containers/{name*}/json', async (ctx) => {
     const view = await containers.inspect(ctx.params.name ?? '', { size: bool(ctx, 'size') });
     sendJson(ctx.res, 200, shapeInspect(view, ctx));
   });
@@ -475,7 +476,7 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     else sendJson(ctx.res, 200, body);
   });
 
-  router.delete('/containers/{name}', async (ctx) => {
+  router.delete('/containers/{name*}', async (ctx) => {
     await containers.remove(ctx.params.name ?? '', {
       force: bool(ctx, 'force'),
       volumes: bool(ctx, 'v'),
