@@ -310,7 +310,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     async close() {
       ix.closing = true;
       opts.runtime.events.off('exit', onExit);
-      life.shutdown();
+      await life.shutdown();
       for (const c of ix.containers.values()) {
         if (c.restartTimer) clearTimeout(c.restartTimer);
         c.hub.disconnect();

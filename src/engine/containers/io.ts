@@ -5,7 +5,7 @@ import { DEFAULT_DETACH_KEYS, parseDetachKeys } from './detachkeys.js';
 import { Session } from './streams.js';
 import type { AttachOptions, AttachSession, AttachSink, LogChunk, LogsOptions } from './types.js';
 
-/** Logs (from the monitor's log file) and attach (through the engine's stdio hub). */
+/** Logs (the json-file log the engine writes, logging.ts) and attach (through the engine's stdio hub). */
 
 /** `2026-11-21T07:21:20.374598009Z`: dockerd's fixed-width RFC 3339 nano format. */
 export function fixedNano(time: string): string {
@@ -14,13 +14,43 @@ export function fixedNano(time: string): string {
   return `${m[1]}.${(m[2] ?? '').padEnd(9, '0').slice(0, 9)}Z`;
 }
 
+/** Go's url.QueryEscape (docker's form of attributes in `logs --details`). */
+function queryEscape(s: string): string {
+  let out = '';
+  for (const b of Buffer.from(s, 'utf8')) {
+    if (
+      (b >= 0x30 && b <= 0x39) ||
+      (b >= 0x41 && b <= 0x5a) ||
+      (b >= 0x61 && b <= 0x7a) ||
+      b === 0x2d ||
+      b === 0x2e ||
+      b === 0x5f ||
+      b === 0x7e
+    ) {
+      out += String.fromCharCode(b);
+    } else if (b === 0x20) out += '+';
+    else out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/**
+ * What `logs --details` puts before each message: its attributes as `k=v,k2=v2` (sorted,
+ * query-escaped) and a space, a lone space when it has none (dockerd's attrsByteSlice).
+ */
+export function detailsPrefix(attrs: Record<string, string> | undefined): string {
+  if (!attrs) return ' ';
+  const keys = Object.keys(attrs).sort();
+  return `${keys.map((k) => `${queryEscape(k)}=${queryEscape(attrs[k] ?? '')}`).join(',')} `;
+}
+
 export function checkLogsReadable(c: Container): void {
   if (c.hostConfig.LogConfig?.Type === 'none') {
     throw notImplemented('configured logging driver does not support reading');
   }
 }
 
-/** The runtime package's log reader (k8s-file, rotation-aware), injected for tests. */
+/** The runtime package's log reader (json-file, rotation-aware), injected for tests. */
 export type LogReader = (path: string, opts: ReadLogsOptions) => AsyncIterable<LogMessage>;
 
 /** The same reader in batches (one per chunk read): readLogBatches of the runtime package. */
@@ -33,8 +63,8 @@ export function singleBatches(read: LogReader): LogBatchReader {
   };
 }
 
-function nanos(d: Date | undefined): number | undefined {
-  return d ? d.getTime() * 1_000_000 : undefined;
+function nanos(d: Date | bigint | undefined): number | bigint | undefined {
+  return d instanceof Date ? d.getTime() * 1_000_000 : d;
 }
 
 /**
@@ -80,8 +110,9 @@ export async function* readContainerLogBatches(
       const out: LogChunk[] = new Array(batch.length);
       for (let i = 0; i < batch.length; i++) {
         const m = batch[i] as LogMessage;
-        const data = opts.timestamps ? Buffer.concat([Buffer.from(`${fixedNano(m.time)} `), m.line]) : m.line;
-        out[i] = { stream: m.stream, data };
+        let prefix = opts.details ? detailsPrefix(m.attrs) : '';
+        if (opts.timestamps) prefix = `${fixedNano(m.time)} ${prefix}`;
+        out[i] = { stream: m.stream, data: prefix ? Buffer.concat([Buffer.from(prefix), m.line]) : m.line };
       }
       yield out;
     }

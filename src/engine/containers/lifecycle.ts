@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { conflict, errorMessage, invalidParameter, isKind, notModified } from '../../common/errors.js';
-import { LogRotationWatcher } from '../runtime/index.js';
 import type { AttachConnection, ExitStatus } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, removeExecDir, save } from './container.js';
 import { HealthMonitor, hasExec, probeCommand } from './health.js';
 import type { LogBatchReader, LogReader } from './io.js';
+import { ContainerLogs } from './logging.js';
 import { normalizeName } from './names.js';
 import {
   abortStartNetwork,
@@ -14,14 +14,7 @@ import {
   renameLinkNames,
   takeEndpoint,
 } from './network.js';
-import {
-  logLimits,
-  mountRootfs,
-  prepareStart,
-  type SpecBuilder,
-  startFailure,
-  unmountRootfs,
-} from './run.js';
+import { mountRootfs, prepareStart, type SpecBuilder, startFailure, unmountRootfs } from './run.js';
 import { parseSignal, SIGKILL, SIGTERM } from './signals.js';
 import type { WaitCondition, WaitResult } from './types.js';
 import { parseTimestampMs } from './units.js';
@@ -48,8 +41,8 @@ export interface Lifecycle {
   remove(c: Container, opts: { force?: boolean; volumes?: boolean }): Promise<void>;
   rename(c: Container, newName: string): Promise<void>;
   resize(c: Container, height: number, width: number): Promise<void>;
-  /** Stop health checks and log watchers (engine shutdown; containers keep running). */
-  shutdown(): void;
+  /** Stop health checks and log copiers (engine shutdown; containers keep running). */
+  shutdown(): Promise<void>;
   /** Connect to a running container's stdio again (after an engine restart). */
   reattach(c: Container): Promise<void>;
 }
@@ -72,7 +65,7 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined>
 }
 
 export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecycle {
-  const rotationWatchers = new Map<string, LogRotationWatcher>();
+  const logs = new ContainerLogs(ix);
   const healthMonitors = new Map<string, HealthMonitor>();
 
   function startHealth(c: Container, fresh: boolean): void {
@@ -96,22 +89,6 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     conn.on('stderr', (d: Buffer) => c.hub.broadcast('stderr', d));
     conn.on('error', () => undefined);
     c.hub.connect(conn);
-  }
-
-  function watchLogSize(c: Container): void {
-    stopLogWatch(c);
-    const watcher = new LogRotationWatcher(
-      c.record.LogPath,
-      logLimits(c),
-      () => ix.runtime.reopenLog(c.id),
-      (err) => ix.log.warn('log rotation failed', { id: c.id, error: errorMessage(err) }),
-    ).start();
-    rotationWatchers.set(c.id, watcher);
-  }
-
-  function stopLogWatch(c: Container): void {
-    rotationWatchers.get(c.id)?.close();
-    rotationWatchers.delete(c.id);
   }
 
   async function start(c: Container, manual: boolean): Promise<void> {
@@ -145,7 +122,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
           c.setRunning(pid);
           startHealth(c, true);
           await save(ix, c);
-          watchLogSize(c);
+          logs.start(c);
           emit(ix, c, 'start');
         } catch (err) {
           failed = true;
@@ -186,8 +163,9 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     let autoRemove = false;
     const work = c.lock.run(async () => {
       if (!c.state.Running || c.state.Restarting) return;
-      stopLogWatch(c);
       stopHealth(c);
+      // everything the process wrote is in its log before anyone hears of the exit
+      await logs.finish(c);
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
       c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
       c.hub.exited();
@@ -445,7 +423,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       c.state.Status = 'removing';
       await save(ix, c);
       try {
-        stopLogWatch(c);
+        await logs.stop(c);
         await ix.runtime.delete(c.id).catch(() => undefined);
         await unmountRootfs(ix, c);
         await ix.images.snapshotter.remove(c.id);
@@ -513,15 +491,14 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     } catch (err) {
       ix.log.warn('cannot attach to restored container', { id: c.id, error: errorMessage(err) });
     }
-    watchLogSize(c);
+    logs.start(c);
     startHealth(c, false);
   }
 
-  function shutdown(): void {
+  async function shutdown(): Promise<void> {
     for (const m of healthMonitors.values()) m.stop();
     healthMonitors.clear();
-    for (const w of rotationWatchers.values()) w.close();
-    rotationWatchers.clear();
+    await logs.close();
   }
 
   return {

@@ -3,11 +3,12 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContainerConfig } from '../../common/docker-types.js';
 import { conflict, errorMessage } from '../../common/errors.js';
-import { type LogLimits, monitorLogSizeMax, parseLogLimits } from '../runtime/index.js';
+import { monitorLogSizeMax } from '../runtime/index.js';
 import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.types.js';
 import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
 import { writeContainerFiles } from './files.js';
 import { mergeLinkEnv } from './links.js';
+import { logLimits, writesLog } from './logging.js';
 import { beginStartNetwork, startNetworkReady } from './network.js';
 import { parseBind } from './validate.js';
 import { releaseVolumeMounts, volumeSpecMounts } from './volumes.js';
@@ -183,27 +184,15 @@ export async function prepareStart(
     terminal: rec.Config.Tty === true,
     stdin: rec.Config.OpenStdin === true,
     stdinOnce: rec.Config.StdinOnce === true,
-    logPath: rec.LogPath,
   };
-  const cap = monitorLogSizeMax(logLimits(c));
-  if (cap) opts.logSizeMax = cap;
+  if (writesLog(c)) {
+    // conmon writes there; the engine copies it into the container's log (logging.ts)
+    opts.logPath = ix.runtime.monitorLogPath(c.id);
+    const cap = monitorLogSizeMax(logLimits(c));
+    if (cap) opts.logSizeMax = cap;
+  }
   if (cs && cs[0] > 0 && cs[1] > 0) opts.consoleSize = { height: cs[0], width: cs[1] };
   return opts;
-}
-
-/**
- * max-size / max-file of the container's log: json-file's options; `local` defaults to 20 MB x 5;
- * `none` keeps 1 MB (attach still goes through the monitor, which always writes a log).
- */
-export function logLimits(c: Container): LogLimits {
-  const lc = c.hostConfig.LogConfig ?? {};
-  // dockerd ignores max-file without max-size
-  const opts = { ...(lc.Config ?? {}) };
-  if (!opts['max-size']) delete opts['max-file'];
-  const limits = parseLogLimits({ ...lc, Config: opts });
-  if (limits.maxSize <= 0 && lc.Type === 'local') return { maxSize: 20 * 1024 * 1024, maxFiles: 5 };
-  if (limits.maxSize <= 0 && lc.Type === 'none') return { maxSize: 1024 * 1024, maxFiles: 1 };
-  return limits;
 }
 
 /** Exit code and message of a failed start, as dockerd reports them (127 not found, 126 not executable). */

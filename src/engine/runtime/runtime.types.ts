@@ -50,9 +50,13 @@ export interface StartOptions {
   stdin: boolean;
   /** Close stdin after the first attached client detaches (Config.StdinOnce). */
   stdinOnce: boolean;
-  /** Where the monitor writes the container's output log. */
-  logPath: string;
-  /** Bytes after which the monitor rotates the log on its own (when the engine is not around). */
+  /**
+   * Where the monitor writes the container's output (conmon's k8s-file format): the engine turns
+   * it into the container's log (logs/LogCopier). Usually `monitorLogPath(id)`. None: no output
+   * is written anywhere (LogConfig `none`; attach still works).
+   */
+  logPath?: string;
+  /** Bytes after which the monitor empties its output file on its own (only a bound for when the engine is down). */
   logSizeMax?: number;
   /** Initial console size, for TTY containers. */
   consoleSize?: { height: number; width: number };
@@ -107,7 +111,12 @@ export interface RuntimeDriver {
   delete(id: string): Promise<void>;
   attach(id: string): Promise<AttachConnection>;
   resize(id: string, height: number, width: number): Promise<void>;
-  /** Ask the monitor to reopen its log file (after the engine rotated it). */
+  /**
+   * The file where the monitor of container `id` writes its output (StartOptions.logPath), in
+   * the runtime's own directory for the container (kept until `delete`).
+   */
+  monitorLogPath(id: string): string;
+  /** Ask the monitor to start a new output file at its log path (the engine read the old one). */
   reopenLog(id: string): Promise<void>;
   /** Host pids of the container's processes (top). */
   pids(id: string): Promise<number[]>;

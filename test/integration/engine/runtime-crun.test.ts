@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readCgroupLayout } from '../../../src/engine/runtime/driver/cgroups.js';
-import { readLogs } from '../../../src/engine/runtime/index.js';
+import { LogCopier, readLogs } from '../../../src/engine/runtime/index.js';
 import type { AttachConnection } from '../../../src/engine/runtime/runtime.types.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
 
@@ -25,9 +25,11 @@ describe('runtime driver (crun + conmon)', () => {
   it('runs a container, logs its output and records the exit code', async () => {
     const { logPath } = await h.run('c-echo', ['sh', '-c', 'echo hello; echo oops >&2; exit 7']);
     assert.equal((await h.waitExit('c-echo')).exitCode, 7);
+    const target = `${logPath}.json`;
+    const limits = { maxSize: -1, maxFiles: 1, compress: false };
+    await (await LogCopier.start({ source: logPath, target, limits })).finish();
     const got: string[] = [];
-    for await (const m of readLogs(logPath, { stdout: true, stderr: true }))
-      got.push(`${m.stream}:${m.line}`);
+    for await (const m of readLogs(target, { stdout: true, stderr: true })) got.push(`${m.stream}:${m.line}`);
     assert.deepEqual(got.sort(), ['stderr:oops\n', 'stdout:hello\n']);
     await h.driver.delete('c-echo');
     assert.equal(await h.driver.state('c-echo'), null);

@@ -36,7 +36,8 @@ import { readCgroupStats } from './stats.js';
 export interface MonitorMeta {
   id: string;
   bundleDir: string;
-  logPath: string;
+  /** The monitor's output file; none for LogConfig `none`. */
+  logPath?: string;
   terminal: boolean;
   stdin: boolean;
   stdinOnce: boolean;
@@ -180,7 +181,7 @@ export class ConmonDriver implements Runtime {
     const meta: MonitorMeta = {
       id,
       bundleDir,
-      logPath: opts.logPath,
+      ...(opts.logPath ? { logPath: opts.logPath } : {}),
       terminal: opts.terminal,
       stdin: opts.stdin,
       stdinOnce: opts.stdinOnce,
@@ -218,7 +219,7 @@ export class ConmonDriver implements Runtime {
       '-P',
       join(bundleDir, 'conmon.pid'),
       '-l',
-      `k8s-file:${opts.logPath}`,
+      opts.logPath ? `k8s-file:${opts.logPath}` : 'none',
       '--exit-dir',
       this.exitDir,
       '--persist-dir',
@@ -229,7 +230,7 @@ export class ConmonDriver implements Runtime {
       '--no-sync-log',
     ];
     for (const a of this.o.cli.globalArgs()) args.push('--runtime-arg', a);
-    if (opts.logSizeMax && opts.logSizeMax > 0)
+    if (opts.logPath && opts.logSizeMax && opts.logSizeMax > 0)
       args.push('--log-size-max', String(Math.floor(opts.logSizeMax)));
     if (opts.terminal) args.push('-t');
     else if (opts.stdin) {
@@ -396,6 +397,10 @@ export class ConmonDriver implements Runtime {
 
   async resize(id: string, height: number, width: number): Promise<void> {
     await this.ctl(id, WIN_RESIZE_EVENT, height, width);
+  }
+
+  monitorLogPath(id: string): string {
+    return join(this.persistDir(id), 'output.log');
   }
 
   async reopenLog(id: string): Promise<void> {

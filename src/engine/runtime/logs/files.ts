@@ -1,22 +1,38 @@
 import { type FileHandle, open, stat } from 'node:fs/promises';
 import { errnoCode } from '../../../common/errors.js';
+import { openDecompressed } from './compress.js';
 
 /** Most rotated files looked for (path.1 .. path.N). */
 export const maxRotated = 1000;
 
-/** The log files of `path`, oldest first: `path.N` .. `path.1`, then `path` (only those that exist). */
-export async function logFiles(path: string): Promise<string[]> {
-  const rotated: string[] = [];
-  for (let i = 1; i <= maxRotated; i++) {
-    try {
-      await stat(`${path}.${i}`);
-      rotated.push(`${path}.${i}`);
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') break;
-      throw err;
-    }
+/** One file of a log: the log itself, a rotated one (`path.N`) or a compressed one (`path.N.gz`). */
+export interface LogFile {
+  path: string;
+  gz: boolean;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return false;
+    throw err;
   }
-  return [...rotated.reverse(), path];
+}
+
+/**
+ * The files of the log at `path`, oldest first: `path.N` .. `path.1` (each plain or `.gz`, the
+ * plain one when both are there: its compression has not finished), then `path`.
+ */
+export async function logFiles(path: string): Promise<LogFile[]> {
+  const rotated: LogFile[] = [];
+  for (let i = 1; i <= maxRotated; i++) {
+    if (await exists(`${path}.${i}`)) rotated.push({ path: `${path}.${i}`, gz: false });
+    else if (await exists(`${path}.${i}.gz`)) rotated.push({ path: `${path}.${i}.gz`, gz: true });
+    else break;
+  }
+  return [...rotated.reverse(), { path, gz: false }];
 }
 
 export async function openIfExists(path: string): Promise<FileHandle | null> {
@@ -25,6 +41,53 @@ export async function openIfExists(path: string): Promise<FileHandle | null> {
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return null;
     throw err;
+  }
+}
+
+/**
+ * The files of a log, opened when first asked for (compressed ones decompressed then) and kept
+ * open until `close()`: the tail scan and the reader share them.
+ */
+export class LogFileSet {
+  private readonly handles = new Map<number, Promise<FileHandle | null>>();
+
+  constructor(readonly files: LogFile[]) {}
+
+  static async of(path: string): Promise<LogFileSet> {
+    return new LogFileSet(await logFiles(path));
+  }
+
+  get length(): number {
+    return this.files.length;
+  }
+
+  /** File `i` open for reading; null when it is gone. */
+  handle(i: number): Promise<FileHandle | null> {
+    let h = this.handles.get(i);
+    if (!h) {
+      const f = this.files[i]!;
+      // a rotated file may have been compressed (or rotated away) since it was listed
+      h = f.gz
+        ? openDecompressed(f.path)
+        : openIfExists(f.path).then((fh) =>
+            fh || i === this.files.length - 1 ? fh : openDecompressed(`${f.path}.gz`).catch(() => null),
+          );
+      this.handles.set(i, h);
+    }
+    return h;
+  }
+
+  /** Hand file `i` over to the caller (it closes it). */
+  take(i: number): Promise<FileHandle | null> {
+    const h = this.handle(i);
+    this.handles.delete(i);
+    return h;
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.handles.values()];
+    this.handles.clear();
+    for (const h of all) await (await h.catch(() => null))?.close().catch(() => undefined);
   }
 }
 

@@ -1,3 +1,8 @@
+export { MAX_MESSAGE, RecordAssembler } from './assembler.js';
+export { compressLog, lastEntryTime } from './compress.js';
+export { LogCopier, type LogCopierOptions } from './copier.js';
+export { decodeEntry, JsonEntryEncoder } from './json-file.js';
+export { JsonLogWriter } from './json-writer.js';
 export {
   dockerTime,
   formatRecord,
@@ -9,11 +14,9 @@ export {
 export { type LogMessage, type ReadLogsOptions, readLogBatches, readLogs } from './read.js';
 export {
   type LogLimits,
-  LogRotationWatcher,
-  logNeedsRotation,
+  MONITOR_LOG_FLOOR,
   monitorLogSizeMax,
   parseLogLimits,
   parseSize,
-  rotateLog,
-  rotateLogIfNeeded,
+  rotateFiles,
 } from './rotate.js';

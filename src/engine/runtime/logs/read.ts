@@ -2,7 +2,8 @@ import { type FSWatcher, watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
-import { LineReader, logFiles, openIfExists } from './files.js';
+import { LineReader, LogFileSet, openIfExists } from './files.js';
+import { decodeEntry } from './json-file.js';
 import {
   compareInstant,
   dockerTime,
@@ -14,10 +15,10 @@ import {
 import { findTail, type LogPosition } from './tail.js';
 
 export interface ReadLogsOptions {
-  /** Only messages at or after this time (unix nanoseconds). */
-  since?: number;
-  /** Only messages at or before this time (unix nanoseconds). */
-  until?: number;
+  /** Only messages at or after this time (unix nanoseconds; a bigint is exact). */
+  since?: number | bigint;
+  /** Only messages at or before this time (unix nanoseconds; a bigint is exact). */
+  until?: number | bigint;
   /** The last N messages (counted before since/until and stream filtering, as docker); -1 or undefined: all. */
   tail?: number;
   /** Keep reading what the container writes, across rotations, until `signal` or `stopFollowing`. */
@@ -34,46 +35,69 @@ export interface LogMessage {
   stream: LogStream;
   /** Docker's form of the message time (RFC 3339, nanoseconds, UTC). */
   time: string;
-  /** What the container wrote: a whole line with its newline, or the last unfinished line. */
+  /** What the container wrote: a line with its newline, or a part of one (json-file's partial entries). */
   line: Buffer;
+  /** The entry's attributes (json-file's labels/env options), when it has any. */
+  readonly attrs?: Record<string, string>;
+}
+
+let lastAttrsRaw = '';
+let lastAttrs: Record<string, string> | undefined;
+
+/** Attributes of an entry, parsed once per distinct JSON (every entry of a container has the same). */
+function parseAttrs(raw: string): Record<string, string> | undefined {
+  if (raw !== lastAttrsRaw) {
+    lastAttrsRaw = raw;
+    try {
+      const v: unknown = JSON.parse(raw);
+      lastAttrs = v && typeof v === 'object' ? (v as Record<string, string>) : undefined;
+    } catch {
+      lastAttrs = undefined;
+    }
+  }
+  return lastAttrs;
 }
 
 /**
- * A message whose time string is only made when asked for (docker logs without -t never asks):
- * it keeps the raw timestamp as a string, or as the record it starts (bytes 0..tsEnd), decoded
- * only then.
+ * A message whose time and attributes are taken from its entry's line only when asked for
+ * (docker logs without -t and --details never asks).
  */
 class Message implements LogMessage {
-  private t: string | null = null;
   constructor(
     readonly stream: LogStream,
-    private ts: string | Buffer,
-    private readonly tsEnd: number,
     readonly line: Buffer,
+    private readonly src: Buffer,
+    private readonly timeStart: number,
+    private readonly timeEnd: number,
+    private readonly attrsStart: number,
+    private readonly attrsEnd: number,
+    private readonly parsed?: { time: string; attrs?: Record<string, string> },
   ) {}
   get time(): string {
-    if (this.t === null) {
-      const raw = typeof this.ts === 'string' ? this.ts : this.ts.toString('latin1', 0, this.tsEnd);
-      this.ts = raw;
-      this.t = dockerTime(raw);
-    }
-    return this.t;
+    return this.parsed
+      ? dockerTime(this.parsed.time)
+      : this.src.toString('latin1', this.timeStart, this.timeEnd);
+  }
+  get attrs(): Record<string, string> | undefined {
+    if (this.parsed) return this.parsed.attrs;
+    if (this.attrsStart < 0) return undefined;
+    return parseAttrs(this.src.toString('utf8', this.attrsStart, this.attrsEnd));
   }
   toJSON(): LogMessage {
-    return { stream: this.stream, time: this.time, line: this.line };
+    const attrs = this.attrs;
+    return { stream: this.stream, time: this.time, line: this.line, ...(attrs ? { attrs } : {}) };
   }
 }
 
-const SPACE = 0x20;
-
-interface Pending {
-  ts: string;
-  parts: Buffer[];
+/** A since/until bound; none for 0 (docker's "no bound"). */
+function instant(ns: number | bigint | undefined): Instant | null {
+  if (ns === undefined || ns <= 0) return null;
+  if (typeof ns === 'number') return instantFromNanos(ns);
+  return { sec: Number(ns / 1_000_000_000n), nsec: Number(ns % 1_000_000_000n) };
 }
 
-/** Joins P records into messages, per stream; applies the time and stream filters. */
-class Assembler {
-  private readonly pending: Record<LogStream, Pending | null> = { stdout: null, stderr: null };
+/** Decodes entries and applies the time and stream filters. */
+class Filter {
   done = false;
 
   constructor(
@@ -82,55 +106,13 @@ class Assembler {
     private readonly until: Instant | null,
   ) {}
 
-  /** Feed one raw line (with its newline); add the message it completes to `out`. */
+  /** Feed one line (with its newline); add its message to `out` when it passes. */
   push(line: Buffer, out: LogMessage[]): void {
-    // `<ts> <stdout|stderr> <P|F> <data>`, parsed in place (see k8s-file.ts parseRecord)
-    const s1 = line.indexOf(SPACE);
-    if (s1 < 20 || line.length < s1 + 10 || line[s1 + 7] !== SPACE || line[s1 + 1] !== 0x73) return;
-    let stream: LogStream;
-    if (line[s1 + 4] === 0x6f) stream = 'stdout';
-    else if (line[s1 + 4] === 0x65) stream = 'stderr';
-    else return;
-    const tag = line[s1 + 8];
-    const from = s1 + 10;
-    const p = this.pending[stream];
-    if (tag === 0x50 /* P */) {
-      const to = line[line.length - 1] === 0x0a ? line.length - 1 : line.length;
-      const data = line.subarray(Math.min(from, to), to);
-      if (p) p.parts.push(data);
-      else this.pending[stream] = { ts: line.toString('latin1', 0, s1), parts: [data] };
-      return;
-    }
-    if (tag !== 0x46 /* F */) return;
-    const data = line.subarray(Math.min(from, line.length));
-    if (p) {
-      this.pending[stream] = null;
-      p.parts.push(data);
-      this.emit(stream, p.ts, p.ts.length, Buffer.concat(p.parts), out);
-    } else this.emit(stream, line, s1, data, out);
-  }
-
-  /** Unfinished lines, as messages of their own (end of the log, or caught up while following). */
-  flush(out: LogMessage[]): void {
-    const order = (['stdout', 'stderr'] as const)
-      .filter((s) => this.pending[s])
-      .sort((a, b) => this.pending[a]!.ts.localeCompare(this.pending[b]!.ts));
-    for (const s of order) {
-      const p = this.pending[s]!;
-      this.pending[s] = null;
-      this.emit(s, p.ts, p.ts.length, Buffer.concat(p.parts), out);
-    }
-  }
-
-  /** `ts` is the timestamp, or a record whose first `tsEnd` bytes are (decoded only when needed). */
-  private emit(stream: LogStream, ts: string | Buffer, tsEnd: number, data: Buffer, out: LogMessage[]): void {
     if (this.done) return;
+    const e = decodeEntry(line);
+    if (!e) return;
     if (this.since || this.until) {
-      if (typeof ts !== 'string') {
-        ts = ts.toString('latin1', 0, tsEnd);
-        tsEnd = ts.length;
-      }
-      const t = parseInstant(ts);
+      const t = parseInstant(e.parsed ? e.parsed.time : line.toString('latin1', e.timeStart, e.timeEnd));
       if (t) {
         if (this.since && compareInstant(t, this.since) < 0) return;
         if (this.until && compareInstant(t, this.until) > 0) {
@@ -139,7 +121,11 @@ class Assembler {
         }
       }
     }
-    if (this.want[stream]) out.push(new Message(stream, ts, tsEnd, data));
+    if (this.want[e.stream]) {
+      out.push(
+        new Message(e.stream, e.log, line, e.timeStart, e.timeEnd, e.attrsStart, e.attrsEnd, e.parsed),
+      );
+    }
   }
 }
 
@@ -174,15 +160,14 @@ class Wakeup {
  * at once. Same options and semantics as readLogs.
  */
 export async function* readLogBatches(path: string, opts: ReadLogsOptions): AsyncGenerator<LogMessage[]> {
-  const want = { stdout: opts.stdout, stderr: opts.stderr };
-  const asm = new Assembler(
-    want,
-    opts.since !== undefined && opts.since > 0 ? instantFromNanos(opts.since) : null,
-    opts.until !== undefined && opts.until > 0 ? instantFromNanos(opts.until) : null,
+  const filter = new Filter(
+    { stdout: opts.stdout, stderr: opts.stderr },
+    instant(opts.since),
+    instant(opts.until),
   );
   if (opts.signal?.aborted) return;
   const follow = opts.follow === true;
-  if (!follow && !want.stdout && !want.stderr) return;
+  if (!follow && !opts.stdout && !opts.stderr) return;
 
   // Follow: watch first, so nothing written between reading and waiting is missed.
   const wake = new Wakeup();
@@ -203,53 +188,43 @@ export async function* readLogBatches(path: string, opts: ReadLogsOptions): Asyn
   }
 
   let current: LineReader | null = null;
+  let files: LogFileSet | null = null;
+  /** Everything readable now from `current`, in batches; false when the reading is over. */
+  async function* drain(reader: LineReader): AsyncGenerator<LogMessage[], boolean> {
+    for (let lines = await reader.next(); lines.length > 0; lines = await reader.next()) {
+      const out: LogMessage[] = [];
+      for (const line of lines) filter.push(line, out);
+      if (out.length > 0) yield out;
+      if (filter.done || opts.signal?.aborted) return false;
+    }
+    return true;
+  }
   try {
-    const files = await logFiles(path);
+    files = await LogFileSet.of(path);
     const tail = opts.tail ?? -1;
     const startAt: LogPosition = tail >= 0 ? await findTail(files, tail) : { file: 0, offset: 0 };
 
     // The rotated files, then the current one.
     for (let f = startAt.file; f < files.length; f++) {
-      const handle = await openIfExists(files[f]!);
+      const handle = await files.take(f);
       if (!handle) continue;
       current = new LineReader(handle, f === startAt.file ? startAt.offset : 0);
-      for (let lines = await current.next(); lines.length > 0; lines = await current.next()) {
-        const out: LogMessage[] = [];
-        for (const line of lines) asm.push(line, out);
-        if (out.length > 0) yield out;
-        if (asm.done || opts.signal?.aborted) return;
-      }
+      if (!(yield* drain(current))) return;
       if (f < files.length - 1 || !follow) {
         await current.close();
         current = null;
       }
     }
-    if (!follow) {
-      const out: LogMessage[] = [];
-      asm.flush(out);
-      if (out.length > 0) yield out;
-      return;
-    }
+    await files.close();
+    files = null;
+    if (!follow) return;
 
     // Following.
     let stopping = false;
     for (;;) {
-      if (current) {
-        for (let lines = await current.next(); lines.length > 0; lines = await current.next()) {
-          const out: LogMessage[] = [];
-          for (const line of lines) asm.push(line, out);
-          if (out.length > 0) yield out;
-          if (asm.done || opts.signal?.aborted) return;
-        }
-      }
+      if (current && !(yield* drain(current))) return;
       if (opts.signal?.aborted) return;
-      if (stopping) {
-        const out: LogMessage[] = [];
-        asm.flush(out);
-        if (out.length > 0) yield out;
-        return;
-      }
-      // a rotation or a reopen put a new file at `path`; a truncation shrank ours
+      // a rotation put a new file at `path`; a truncation shrank ours
       const st = await stat(path).catch((err) => {
         if (errnoCode(err) === 'ENOENT') return null;
         throw err;
@@ -257,6 +232,8 @@ export async function* readLogBatches(path: string, opts: ReadLogsOptions): Asyn
       if (st) {
         const mine = current ? await current.handle.stat() : null;
         if (!mine || mine.ino !== st.ino || mine.dev !== st.dev) {
+          // the writer finished the old file before it made the new one: read its last entries
+          if (current && !(yield* drain(current))) return;
           await current?.close();
           current = null;
           const handle = await openIfExists(path);
@@ -268,18 +245,17 @@ export async function* readLogBatches(path: string, opts: ReadLogsOptions): Asyn
           continue;
         }
       }
+      // stopping: the log is complete (the container's output ended) and read to its end
+      if (stopping) return;
       if (opts.stopFollowing?.aborted) {
         stopping = true;
         continue;
       }
-      // caught up: an unfinished line goes out now (a prompt), not when its end arrives
-      const out: LogMessage[] = [];
-      asm.flush(out);
-      if (out.length > 0) yield out;
       await wake.wait();
     }
   } finally {
     await current?.close().catch(() => undefined);
+    await files?.close();
     watcher?.close();
     opts.signal?.removeEventListener('abort', onAbort);
     opts.stopFollowing?.removeEventListener('abort', onAbort);
@@ -287,10 +263,10 @@ export async function* readLogBatches(path: string, opts: ReadLogsOptions): Asyn
 }
 
 /**
- * The messages of a container log written by conmon (k8s-file format) at `path`, its rotated files
- * (`path.N` .. `path.1`) first. P records are joined into one message. `tail` reads backwards from
- * the end instead of parsing everything. With `follow`, waits for more (fs.watch, no polling) and
- * goes on in the new file after a rotation or a reopen.
+ * The messages of a container's json-file log at `path`, its rotated files (`path.N` ..
+ * `path.1`, compressed ones too) first: one message per entry, as dockerd reads them. `tail`
+ * counts entries backwards from the end instead of reading everything. With `follow`, waits for
+ * more (fs.watch, no polling) and goes on in the new file after a rotation.
  */
 export function readLogs(path: string, opts: ReadLogsOptions): AsyncIterableIterator<LogMessage> {
   // A hand-made iterator over the batches: one settled promise per message, not a generator's.

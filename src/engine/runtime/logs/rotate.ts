@@ -1,158 +1,125 @@
-import { type FSWatcher, watch } from 'node:fs';
-import { rename, rm, stat, truncate } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
+import { rename, rm, unlink } from 'node:fs/promises';
 import type { LogConfig } from '../../../common/docker-types.js';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
 
-/** json-file's max-size / max-file, parsed. `maxSize` -1: no limit. */
+/** max-size / max-file / compress of a container's log, parsed. `maxSize` -1: no limit. */
 export interface LogLimits {
   maxSize: number;
   maxFiles: number;
+  compress: boolean;
 }
 
-const units: Record<string, number> = {
-  '': 1,
-  b: 1,
-  k: 1024,
-  m: 1024 ** 2,
-  g: 1024 ** 3,
-  t: 1024 ** 4,
-  p: 1024 ** 5,
-};
+const prefixes = ['', 'k', 'm', 'g', 't', 'p'];
 
-/** Docker's RAMInBytes: `10m`, `1.5g`, `512k`, `100` (binary units). */
-export function parseSize(value: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$/i.exec(value);
+/**
+ * go-units' size strings: `10m`, `1.5g`, `512k`, `100`, `1kb`, `1 KiB`. json-file reads max-size
+ * with FromHumanSize (decimal: k = 1000), the local driver with RAMInBytes (binary: k = 1024).
+ */
+export function parseSize(value: string, unit: 1000 | 1024 = 1024): number {
+  const m = /^(\d+(?:\.\d+)?) ?([kmgtp])?i?b?$/i.exec(value);
   if (!m) throw invalidParameter(`invalid size: '${value}'`);
-  return Math.floor(Number(m[1]) * units[m[2]!.toLowerCase()]!);
+  return Math.floor(Number(m[1]) * unit ** prefixes.indexOf((m[2] ?? '').toLowerCase()));
 }
 
-/** max-size and max-file of a LogConfig (json-file / k8s-file options), validated as dockerd does. */
-export function parseLogLimits(config: LogConfig | undefined): LogLimits {
-  const opts = config?.Config ?? {};
-  let maxSize = -1;
-  let maxFiles = 1;
-  if (opts['max-size'] !== undefined && opts['max-size'] !== '') {
-    maxSize = parseSize(opts['max-size']);
-    if (maxSize <= 0) throw invalidParameter('max-size must be a positive number');
-  }
-  if (opts['max-file'] !== undefined && opts['max-file'] !== '') {
-    maxFiles = Number(opts['max-file']);
-    if (!Number.isInteger(maxFiles) || maxFiles < 1) throw invalidParameter('max-file cannot be less than 1');
-    if (maxFiles > 1 && maxSize === -1) throw invalidParameter("max-file can't be set without max-size");
-  }
-  return { maxSize, maxFiles };
+/** Go's strconv.ParseBool. */
+function parseBool(name: string, value: string): boolean {
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(value)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(value)) return false;
+  throw invalidParameter(
+    `invalid ${name}: strconv.ParseBool: parsing ${JSON.stringify(value)}: invalid syntax`,
+  );
+}
+
+function parseMaxFile(value: string): number {
+  if (!/^[+-]?\d+$/.test(value)) throw invalidParameter(`invalid max-file: ${value}`);
+  return Number(value);
 }
 
 /**
- * The size conmon enforces on its own (`--log-size-max`, StartOptions.logSizeMax) while the engine
- * is not there to rotate: the whole budget of max-size x max-file. conmon's own "rotation" empties
- * the log (it counts bytes since it started, not the file size), so it is only the safety cap.
+ * The limits of a LogConfig, validated as dockerd's drivers do when they start. json-file: no
+ * limit by default, max-file 1, no compression (max-file means nothing without max-size);
+ * local: 20 MiB x 5, compressed. Other types have no limits.
+ */
+export function parseLogLimits(config: LogConfig | undefined): LogLimits {
+  const type = config?.Type || 'json-file';
+  const opts = config?.Config ?? {};
+  const given = (k: string) => opts[k] !== undefined && opts[k] !== '';
+  if (type === 'local') {
+    const limits: LogLimits = { maxSize: 20 * 1024 * 1024, maxFiles: 5, compress: true };
+    if (given('max-size')) limits.maxSize = parseSize(opts['max-size']!, 1024);
+    if (given('max-file')) limits.maxFiles = parseMaxFile(opts['max-file']!);
+    if (given('compress')) limits.compress = parseBool('compress', opts.compress!);
+    if (limits.maxSize < 0) throw invalidParameter('max size should be a positive number');
+    if (limits.maxFiles < 0) throw invalidParameter('max file count cannot be less than 0');
+    if (limits.compress && limits.maxFiles <= 1) {
+      throw invalidParameter('compression cannot be enabled when max file count is 1');
+    }
+    // 0 means unlimited for the local driver
+    if (limits.maxSize === 0) limits.maxSize = -1;
+    if (limits.maxFiles === 0) limits.maxFiles = 1;
+    return limits;
+  }
+  if (type !== 'json-file') return { maxSize: -1, maxFiles: 1, compress: false };
+  const limits: LogLimits = { maxSize: -1, maxFiles: 1, compress: false };
+  if (given('max-size')) {
+    limits.maxSize = parseSize(opts['max-size']!, 1000);
+    if (limits.maxSize <= 0) throw invalidParameter('max-size must be a positive number');
+  }
+  if (given('max-file')) {
+    limits.maxFiles = parseMaxFile(opts['max-file']!);
+    if (limits.maxFiles < 1) throw invalidParameter('max-file cannot be less than 1');
+  }
+  if (given('compress')) limits.compress = parseBool('compress', opts.compress!);
+  if (limits.compress && (limits.maxFiles < 2 || limits.maxSize === -1)) {
+    throw invalidParameter('compress cannot be true when max-file is less than 2 or max-size is not set');
+  }
+  return limits;
+}
+
+/** The least size cap the monitor gets (see monitorLogSizeMax). */
+export const MONITOR_LOG_FLOOR = 64 * 1024 * 1024;
+
+/**
+ * The size at which conmon empties its output file on its own (`--log-size-max`,
+ * StartOptions.logSizeMax): only the bound for while the engine is down (it copies the file into
+ * the container's log and has conmon reopen it long before). The budget of max-size x max-file,
+ * but at least 64 MiB, so that conmon's own reopen (it counts bytes since its last one, whatever
+ * the engine asked meanwhile) never comes before the engine opened the file it replaces.
+ * Undefined (no cap) when the log has no size limit.
  */
 export function monitorLogSizeMax(limits: LogLimits): number | undefined {
   if (limits.maxSize <= 0) return undefined;
-  return limits.maxSize * Math.max(1, limits.maxFiles);
+  return Math.max(limits.maxSize * Math.max(1, limits.maxFiles), MONITOR_LOG_FLOOR);
+}
+
+async function renameIfExists(from: string, to: string): Promise<void> {
+  try {
+    await rename(from, to);
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  }
 }
 
 /**
- * Rotate a log as json-file does: `path.(N-2)` -> `path.(N-1)` ... `path` -> `path.1`, dropping
- * the oldest; with maxFiles < 2 the log is emptied instead. Returns true when the monitor must
- * reopen its log (driver.reopenLog): it keeps writing to the renamed file until then.
+ * Move the log out of the way as json-file does at max-size: `path.(N-2)` -> `path.(N-1)` ...
+ * `path` -> `path.1`, the oldest dropped (`.gz` names for compressed ones; a plain file left by a
+ * compression that did not finish moves along too). With maxFiles < 2 the log is unlinked (the
+ * current dockerd does so: readers keep their file). The caller creates the new file.
  */
-export async function rotateLog(path: string, maxFiles: number): Promise<boolean> {
+export async function rotateFiles(path: string, maxFiles: number): Promise<void> {
   if (maxFiles < 2) {
-    try {
-      await truncate(path, 0);
-    } catch (err) {
+    await unlink(path).catch((err) => {
       if (errnoCode(err) !== 'ENOENT') throw err;
-    }
-    return false;
-  }
-  await rm(`${path}.${maxFiles - 1}`, { force: true });
-  for (let i = maxFiles - 2; i >= 1; i--) {
-    try {
-      await rename(`${path}.${i}`, `${path}.${i + 1}`);
-    } catch (err) {
-      if (errnoCode(err) !== 'ENOENT') throw err;
-    }
-  }
-  try {
-    await rename(path, `${path}.1`);
-  } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return false;
-    throw err;
-  }
-  return true;
-}
-
-/** Whether the log reached max-size. */
-export async function logNeedsRotation(path: string, maxSize: number): Promise<boolean> {
-  if (maxSize <= 0) return false;
-  try {
-    return (await stat(path)).size >= maxSize;
-  } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return false;
-    throw err;
-  }
-}
-
-/** The size check the engine calls: rotate (and have the monitor reopen) when max-size is reached. */
-export async function rotateLogIfNeeded(
-  path: string,
-  limits: LogLimits,
-  reopen: () => Promise<void>,
-): Promise<boolean> {
-  if (!(await logNeedsRotation(path, limits.maxSize))) return false;
-  if (await rotateLog(path, limits.maxFiles)) await reopen();
-  return true;
-}
-
-/**
- * Watches a running container's log (fs.watch, no polling) and rotates it when it reaches
- * max-size. Checks are coalesced: at most one at a time, one more if writes came in meanwhile.
- */
-export class LogRotationWatcher {
-  private watcher: FSWatcher | null = null;
-  private running = false;
-  private again = false;
-
-  constructor(
-    private readonly path: string,
-    private readonly limits: LogLimits,
-    private readonly reopen: () => Promise<void>,
-    private readonly onError: (err: unknown) => void = () => undefined,
-  ) {}
-
-  start(): this {
-    if (this.limits.maxSize <= 0) return this;
-    const base = basename(this.path);
-    this.watcher = watch(dirname(this.path), { persistent: false }, (_e, name) => {
-      if (name?.toString() === base) this.check();
     });
-    this.watcher.on('error', (err) => this.onError(err));
-    this.check();
-    return this;
+    return;
   }
-
-  check(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    rotateLogIfNeeded(this.path, this.limits, this.reopen)
-      .catch((err) => this.onError(err))
-      .finally(() => {
-        this.running = false;
-        if (this.again && this.watcher) {
-          this.again = false;
-          this.check();
-        }
-      });
+  await Promise.all([
+    rm(`${path}.${maxFiles - 1}`, { force: true }),
+    rm(`${path}.${maxFiles - 1}.gz`, { force: true }),
+  ]);
+  for (let i = maxFiles - 1; i > 1; i--) {
+    await renameIfExists(`${path}.${i - 1}`, `${path}.${i}`);
+    await renameIfExists(`${path}.${i - 1}.gz`, `${path}.${i}.gz`);
   }
-
-  close(): void {
-    this.watcher?.close();
-    this.watcher = null;
-  }
+  await renameIfExists(path, `${path}.1`);
 }

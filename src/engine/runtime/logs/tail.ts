@@ -1,6 +1,5 @@
-import { type FileHandle, open } from 'node:fs/promises';
-import { errnoCode } from '../../../common/errors.js';
-import { isFinalRecord } from './k8s-file.js';
+import type { FileHandle } from 'node:fs/promises';
+import type { LogFileSet } from './files.js';
 
 /** Where reading starts: a file of the list and a byte offset in it. */
 export interface LogPosition {
@@ -55,40 +54,33 @@ export async function* linesBackward(
 }
 
 /**
- * The position of the first of the last `n` messages of the log files (oldest first), found by
- * reading backwards from the end: a message is a run of P records ended by an F record; a run of P
- * records at the very end (a line not finished yet) counts as one. Reads only what it needs.
+ * The position of the first of the last `n` entries of a json-file log (its files oldest first),
+ * found by counting newlines backwards from the end: every line is one entry, as docker's tail
+ * counts them; bytes after the last newline (an entry being written) are not one yet. Reads only
+ * the blocks it needs.
  */
-export async function findTail(files: string[], n: number): Promise<LogPosition> {
-  let ends = 0;
-  let first = true;
+export async function findTail(files: LogFileSet, n: number): Promise<LogPosition> {
+  let need = n;
   for (let f = files.length - 1; f >= 0; f--) {
-    let handle: FileHandle;
-    try {
-      handle = await open(files[f]!, 'r');
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') continue;
-      throw err;
-    }
-    try {
-      const size = (await handle.stat()).size;
-      for await (const { line, start } of linesBackward(handle, size)) {
-        if (n <= 0) return { file: f, offset: start + line.length };
-        const final = isFinalRecord(line);
-        if (final === null) continue;
-        if (first) {
-          first = false;
-          if (!final) ends = 1; // an unfinished line at the end is a message of its own
-        }
-        if (final) {
-          if (ends >= n) return { file: f, offset: start + line.length };
-          ends++;
-        }
+    const handle = await files.handle(f);
+    if (!handle) continue;
+    let pos = (await handle.stat()).size;
+    // newlines seen in this file; the (need+1)-th from the end ends the line before the ones taken
+    let seen = 0;
+    while (pos > 0) {
+      const start = Math.max(0, pos - block);
+      const buf = Buffer.allocUnsafe(pos - start);
+      const { bytesRead } = await handle.read(buf, 0, buf.length, start);
+      if (bytesRead === 0) break;
+      let i = buf.lastIndexOf(NL, bytesRead - 1);
+      while (i >= 0) {
+        if (++seen === need + 1) return { file: f, offset: start + i + 1 };
+        i = i > 0 ? buf.lastIndexOf(NL, i - 1) : -1;
       }
-      if (n <= 0) return { file: f, offset: 0 };
-    } finally {
-      await handle.close();
+      pos = start;
     }
+    if (seen === need) return { file: f, offset: 0 };
+    need -= seen;
   }
   return { file: 0, offset: 0 };
 }

@@ -199,6 +199,10 @@ export class FakeRuntime implements RuntimeDriver {
   async resize(id: string, h: number, w: number): Promise<void> {
     this.resizes.push([id, h, w]);
   }
+  /** Where a monitor would write: nothing is ever there (the fake runs nothing). */
+  monitorLogPath(id: string): string {
+    return join(tmpdir(), 'berth-fake-runtime', id, 'output.log');
+  }
   async reopenLog(): Promise<void> {}
   async pids(id: string): Promise<number[]> {
     const p = this.procs.get(id);

@@ -131,6 +131,17 @@ describe('conmon driver (fake processes)', () => {
     await d.close();
   });
 
+  it('writes no output without a log path (LogConfig none); monitorLogPath is in the persist dir', async () => {
+    const runner = new FakeRunner();
+    const { d, sub } = await driver(runner);
+    await d.start(startOpts(sub, { logPath: undefined, logSizeMax: 1000 }));
+    const args = runner.monitors[0]!.args;
+    assert.equal(flag(args, '-l'), 'none');
+    assert.ok(!args.includes('--log-size-max'));
+    assert.equal(d.monitorLogPath('abc'), join(sub, 'data', 'runtime', 'abc', 'output.log'));
+    await d.close();
+  });
+
   it('passes -t, -i and --leave-stdin-open as the stdio options ask', async () => {
     const runner = new FakeRunner();
     const { d, sub } = await driver(runner);

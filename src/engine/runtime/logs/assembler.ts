@@ -1,0 +1,165 @@
+import type { JsonEntryEncoder } from './json-file.js';
+import { dockerTime, type LogStream } from './k8s-file.js';
+
+/**
+ * dockerd's copier cuts a container's output into messages of at most this many bytes: a longer
+ * line becomes partial messages of exactly 16 KiB (no newline) and a last one with the newline.
+ */
+export const MAX_MESSAGE = 16 * 1024;
+
+/** An unfinished line of one stream: its parts so far and the time of its first part. */
+interface Pending {
+  time: Buffer;
+  parts: Buffer[];
+  length: number;
+  seq: number;
+}
+
+/** The unfinished lines, as a checkpoint keeps them (time as written, data in base64). */
+export type PendingState = Partial<Record<LogStream, { time: string; data: string }>>;
+
+const SPACE = 0x20;
+
+/**
+ * Turns conmon's k8s-file records (`<ts> <stream> <P|F> <data>`, cut wherever conmon's reads
+ * ended) back into the lines the container wrote, and hands them to a json-file encoder as
+ * dockerd's copier would have logged them: one entry per line (with its newline), lines of
+ * 16 KiB or more in 16 KiB partial entries, all parts with the time of the first. Each entry gets
+ * the time conmon read its first byte. Unfinished lines wait (per stream) until their newline
+ * comes, or until `flush()` (the output ended).
+ */
+export class RecordAssembler {
+  private readonly pending: Record<LogStream, Pending | null> = { stdout: null, stderr: null };
+  private seq = 0;
+  /** The last record's timestamp as written, and as json-file writes it. */
+  private lastTs: Buffer = Buffer.alloc(0);
+  private lastTime: Buffer = Buffer.alloc(0);
+
+  constructor(private readonly enc: JsonEntryEncoder) {}
+
+  /** The json-file time of a record whose timestamp is `line[0:end)` (records of one read share theirs). */
+  private timeOf(line: Buffer, end: number): Buffer {
+    const last = this.lastTs;
+    let same = last.length === end;
+    // compared from the end: the nanoseconds differ first
+    for (let i = end - 1; same && i >= 0; i--) same = line[i] === last[i];
+    if (!same) {
+      this.lastTs = Buffer.from(line.subarray(0, end));
+      this.lastTime = Buffer.from(dockerTime(this.lastTs.toString('latin1')), 'latin1');
+    }
+    return this.lastTime;
+  }
+
+  /** Whether a line is waiting for its end on some stream. */
+  get hasPending(): boolean {
+    return this.pending.stdout !== null || this.pending.stderr !== null;
+  }
+
+  /**
+   * Feed one record, with its newline. Returns false (and ignores it) when it is not a record.
+   */
+  push(line: Buffer): boolean {
+    const s1 = line.indexOf(SPACE);
+    if (s1 < 20 || line.length < s1 + 11 || line[s1 + 7] !== SPACE || line[s1 + 1] !== 0x73) return false;
+    let stream: LogStream;
+    if (line[s1 + 4] === 0x6f) stream = 'stdout';
+    else if (line[s1 + 4] === 0x65) stream = 'stderr';
+    else return false;
+    const tag = line[s1 + 8];
+    if (line[s1 + 9] !== SPACE || (tag !== 0x50 && tag !== 0x46)) return false;
+    const from = s1 + 10;
+    const time = this.timeOf(line, s1);
+    const p = this.pending[stream];
+    if (tag === 0x50 /* P: conmon's newline ends it, not the container's */) {
+      const end = line[line.length - 1] === 0x0a ? line.length - 1 : line.length;
+      if (end <= from) return true;
+      const data = Buffer.from(line.subarray(from, end));
+      if (p) {
+        p.parts.push(data);
+        p.length += data.length;
+      } else this.pending[stream] = { time, parts: [data], length: data.length, seq: this.seq++ };
+      this.cutLong(stream);
+      return true;
+    }
+    if (!p) {
+      if (line.length - from - 1 < MAX_MESSAGE) this.enc.add(stream, time, line, from, line.length);
+      else this.emitLine(stream, time, line.subarray(from));
+      return true;
+    }
+    this.pending[stream] = null;
+    p.parts.push(line.subarray(from));
+    this.emitLine(stream, p.time, Buffer.concat(p.parts));
+    return true;
+  }
+
+  /** A whole line (ending with its newline): 16 KiB partial entries while that much is left. */
+  private emitLine(stream: LogStream, time: Buffer, line: Buffer): void {
+    let off = 0;
+    while (line.length - off - 1 >= MAX_MESSAGE) {
+      this.enc.add(stream, time, line, off, off + MAX_MESSAGE);
+      off += MAX_MESSAGE;
+    }
+    this.enc.add(stream, time, line, off, line.length);
+  }
+
+  /** An unfinished line that reached 16 KiB goes out in 16 KiB partial entries. */
+  private cutLong(stream: LogStream): void {
+    const p = this.pending[stream]!;
+    if (p.length < MAX_MESSAGE) return;
+    const all = p.parts.length === 1 ? p.parts[0]! : Buffer.concat(p.parts);
+    let off = 0;
+    while (all.length - off >= MAX_MESSAGE) {
+      this.enc.add(stream, p.time, all, off, off + MAX_MESSAGE);
+      off += MAX_MESSAGE;
+    }
+    if (off === all.length) this.pending[stream] = null;
+    else {
+      const rest = Buffer.from(all.subarray(off));
+      p.parts = [rest];
+      p.length = rest.length;
+    }
+  }
+
+  /** The output ended: unfinished lines become partial entries (no newline), oldest first. */
+  flush(): void {
+    for (const s of this.waiting()) {
+      const p = this.pending[s]!;
+      this.pending[s] = null;
+      const all = Buffer.concat(p.parts);
+      this.enc.add(s, p.time, all, 0, all.length);
+    }
+  }
+
+  private waiting(): LogStream[] {
+    return (['stdout', 'stderr'] as const)
+      .filter((s) => this.pending[s] !== null)
+      .sort((a, b) => this.pending[a]!.seq - this.pending[b]!.seq);
+  }
+
+  /** The unfinished lines, oldest first. */
+  snapshot(): PendingState {
+    const out: PendingState = {};
+    for (const s of this.waiting()) {
+      const p = this.pending[s]!;
+      out[s] = { time: p.time.toString('latin1'), data: Buffer.concat(p.parts).toString('base64') };
+    }
+    return out;
+  }
+
+  /** Take up the unfinished lines of a snapshot (in its order). */
+  restore(state: PendingState | undefined): void {
+    for (const key of Object.keys(state ?? {})) {
+      if (key !== 'stdout' && key !== 'stderr') continue;
+      const s: LogStream = key;
+      const p = state?.[s];
+      if (!p) continue;
+      const data = Buffer.from(p.data, 'base64');
+      this.pending[s] = {
+        time: Buffer.from(p.time, 'latin1'),
+        parts: [data],
+        length: data.length,
+        seq: this.seq++,
+      };
+    }
+  }
+}
