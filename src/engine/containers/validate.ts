@@ -4,9 +4,10 @@ import { cpus } from 'node:os';
 import { isAbsolute, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import { parseLogLimits } from '../runtime/index.js';
+import { goRegExp } from './logging.js';
 import { parseSignal } from './signals.js';
 import type { NetworkingConfig } from './types.js';
-import { parseRamSize } from './units.js';
 
 /** Create-time validation of Config, HostConfig and NetworkingConfig, with dockerd's messages. */
 
@@ -271,15 +272,16 @@ function checkLogConfig(hc: HostConfig): void {
     if (!allowed.includes(k)) throw invalidParameter(`unknown log opt '${k}' for ${type} log driver`);
     if (typeof v !== 'string') throw invalidParameter(`log opt '${k}' must be a string`);
   }
-  if (cfg['max-size'] !== undefined) {
-    const size = parseRamSize(cfg['max-size'], 'max-size');
-    if (size <= 0 && type === 'local') throw invalidParameter('max-size must be a positive number');
+  const mode = cfg.mode ?? '';
+  if (mode !== '' && mode !== 'blocking' && mode !== 'non-blocking') {
+    throw invalidParameter(`logger: logging mode not supported: ${mode}`);
   }
-  if (cfg['max-file'] !== undefined) {
-    if (!/^-?\d+$/.test(cfg['max-file'])) throw invalidParameter(`invalid max-file: ${cfg['max-file']}`);
-    const n = Number(cfg['max-file']);
-    if (n < 1) throw invalidParameter('max-file cannot be less than 1');
+  if (cfg['max-buffer-size'] !== undefined && mode !== 'non-blocking') {
+    throw invalidParameter("logger: max-buffer-size option is only supported with 'mode=non-blocking'");
   }
+  // what dockerd's driver refuses when the container starts, refused at create
+  parseLogLimits(hc.LogConfig);
+  for (const k of ['labels-regex', 'env-regex']) if (cfg[k]) goRegExp(cfg[k]);
 }
 
 /**

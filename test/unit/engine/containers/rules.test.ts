@@ -146,6 +146,19 @@ describe('create validation', () => {
     );
     validateHostConfig({ LogConfig: { Type: 'local' } }, {}, hv);
     validateHostConfig({ LogConfig: { Type: 'none' } }, {}, hv);
+    // what dockerd's json-file driver refuses when the container starts, refused at create
+    const logOpts = (Config: Record<string, string>) => () =>
+      validateHostConfig({ LogConfig: { Type: 'json-file', Config } }, {}, hv);
+    invalid(logOpts({ 'max-size': 'abc' }), /invalid size: 'abc'/);
+    invalid(logOpts({ 'max-size': '0' }), /max-size must be a positive number/);
+    invalid(logOpts({ 'max-file': '0' }), /max-file cannot be less than 1/);
+    invalid(logOpts({ compress: 'maybe' }), /ParseBool/);
+    invalid(logOpts({ compress: 'true' }), /compress cannot be true when max-file is less than 2/);
+    invalid(logOpts({ 'labels-regex': '[' }), /error parsing regexp/);
+    invalid(logOpts({ mode: 'x' }), /logging mode not supported: x/);
+    invalid(logOpts({ 'max-buffer-size': '4m' }), /only supported with 'mode=non-blocking'/);
+    logOpts({ 'max-size': '1.5k', 'max-file': '3', compress: 'true', 'env-regex': '(?i)^foo' })();
+    logOpts({ mode: 'non-blocking', 'max-buffer-size': '4m' })();
   });
   it('merges the image config and computes Path/Args', () => {
     const merged = mergeImageConfig(
