@@ -521,14 +521,9 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     if (!stdout && !stderr) throw invalidParameter('Bad parameters: you must choose at least one stream');
     const sinceRaw = ctx.query.get('since');
     const untilRaw = atLeast(ctx, gates.logsUntil) ? ctx.query.get('until') : null;
-    const since =
-      sinceRaw && sinceRaw !== '0'
-        ? new Date(Number(parseTimestamp(sinceRaw, 'since') / 1_000_000n))
-        : undefined;
-    const until =
-      untilRaw && untilRaw !== '0'
-        ? new Date(Number(parseTimestamp(untilRaw, 'until') / 1_000_000n))
-        : undefined;
+    // unix nanoseconds: --until the time of an entry includes that entry
+    const since = sinceRaw && sinceRaw !== '0' ? parseTimestamp(sinceRaw, 'since') : undefined;
+    const until = untilRaw && untilRaw !== '0' ? parseTimestamp(untilRaw, 'until') : undefined;
     const tailRaw = ctx.query.get('tail') ?? 'all';
     let tail: number | undefined;
     if (tailRaw !== 'all' && tailRaw !== '') {

@@ -136,8 +136,9 @@ export interface WaitResult {
 export interface LogsOptions {
   stdout: boolean;
   stderr: boolean;
-  since?: Date;
-  until?: Date;
+  /** A Date, or unix nanoseconds (exact, as the API gives them). */
+  since?: Date | bigint;
+  until?: Date | bigint;
   tail?: number;
   timestamps: boolean;
   follow: boolean;
