@@ -22,8 +22,9 @@ export interface BridgeNetwork {
 }
 
 /**
- * The bridge plugin with host-local IPAM: the bridge is the containers' gateway (isGateway),
- * traffic leaving the subnet is masqueraded (ipMasq: one nat chain per container).
+ * The bridge plugin with host-local IPAM: the bridge is the containers' gateway (isGateway, and
+ * their default route), traffic leaving the subnet is masqueraded (ipMasq: one nat chain per
+ * container).
  */
 export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
   return {
@@ -37,6 +38,8 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     ipam: {
       type: 'host-local',
       ranges: [[n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }]],
+      // the container's default route, through the bridge
+      routes: [{ dst: '0.0.0.0/0' }],
       dataDir: n.dataDir,
     },
   };

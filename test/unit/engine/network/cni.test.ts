@@ -33,6 +33,7 @@ describe('CNI configuration', () => {
       ipam: {
         type: 'host-local',
         ranges: [[{ subnet: '172.18.0.0/16', gateway: '172.18.0.1' }]],
+        routes: [{ dst: '0.0.0.0/0' }],
         dataDir: '/var/lib/berth/network/ipam',
       },
     });
