@@ -38,13 +38,13 @@ export class RecordAssembler {
   constructor(private readonly enc: JsonEntryEncoder) {}
 
   /** The json-file time of a record whose timestamp is `line[0:end)` (records of one read share theirs). */
-  private timeOf(line: Buffer, end: number): Buffer {
+  private timeOf(buf: Buffer, from: number, end: number): Buffer {
     const last = this.lastTs;
-    let same = last.length === end;
+    let same = last.length === end - from;
     // compared from the end: the nanoseconds differ first
-    for (let i = end - 1; same && i >= 0; i--) same = line[i] === last[i];
+    for (let i = end - 1; same && i >= from; i--) same = buf[i] === last[i - from];
     if (!same) {
-      this.lastTs = Buffer.from(line.subarray(0, end));
+      this.lastTs = Buffer.from(buf.subarray(from, end));
       this.lastTime = Buffer.from(dockerTime(this.lastTs.toString('latin1')), 'latin1');
     }
     return this.lastTime;
@@ -56,24 +56,25 @@ export class RecordAssembler {
   }
 
   /**
-   * Feed one record, with its newline. Returns false (and ignores it) when it is not a record.
+   * Feed one record, `buf[start:to)` with its newline. Returns false (and ignores it) when it is
+   * not a record.
    */
-  push(line: Buffer): boolean {
-    const s1 = line.indexOf(SPACE);
-    if (s1 < 20 || line.length < s1 + 11 || line[s1 + 7] !== SPACE || line[s1 + 1] !== 0x73) return false;
+  push(buf: Buffer, start = 0, to = buf.length): boolean {
+    const s1 = buf.indexOf(SPACE, start);
+    if (s1 < start + 20 || to < s1 + 11 || buf[s1 + 7] !== SPACE || buf[s1 + 1] !== 0x73) return false;
     let stream: LogStream;
-    if (line[s1 + 4] === 0x6f) stream = 'stdout';
-    else if (line[s1 + 4] === 0x65) stream = 'stderr';
+    if (buf[s1 + 4] === 0x6f) stream = 'stdout';
+    else if (buf[s1 + 4] === 0x65) stream = 'stderr';
     else return false;
-    const tag = line[s1 + 8];
-    if (line[s1 + 9] !== SPACE || (tag !== 0x50 && tag !== 0x46)) return false;
+    const tag = buf[s1 + 8];
+    if (buf[s1 + 9] !== SPACE || (tag !== 0x50 && tag !== 0x46)) return false;
     const from = s1 + 10;
-    const time = this.timeOf(line, s1);
+    const time = this.timeOf(buf, start, s1);
     const p = this.pending[stream];
     if (tag === 0x50 /* P: conmon's newline ends it, not the container's */) {
-      const end = line[line.length - 1] === 0x0a ? line.length - 1 : line.length;
+      const end = buf[to - 1] === 0x0a ? to - 1 : to;
       if (end <= from) return true;
-      const data = Buffer.from(line.subarray(from, end));
+      const data = Buffer.from(buf.subarray(from, end));
       if (p) {
         p.parts.push(data);
         p.length += data.length;
@@ -82,12 +83,12 @@ export class RecordAssembler {
       return true;
     }
     if (!p) {
-      if (line.length - from - 1 < MAX_MESSAGE) this.enc.add(stream, time, line, from, line.length);
-      else this.emitLine(stream, time, line.subarray(from));
+      if (to - from - 1 < MAX_MESSAGE) this.enc.add(stream, time, buf, from, to);
+      else this.emitLine(stream, time, buf.subarray(from, to));
       return true;
     }
     this.pending[stream] = null;
-    p.parts.push(line.subarray(from));
+    p.parts.push(buf.subarray(from, to));
     this.emitLine(stream, p.time, Buffer.concat(p.parts));
     return true;
   }

@@ -53,8 +53,9 @@ export async function lastEntryTime(path: string): Promise<string> {
   }
   try {
     for await (const { line } of linesBackward(handle, (await handle.stat()).size)) {
-      const e = decodeEntry(Buffer.from(line));
-      if (e) return e.parsed ? e.parsed.time : line.toString('latin1', e.timeStart, e.timeEnd);
+      const copy = Buffer.from(line);
+      const e = decodeEntry(copy);
+      if (e) return e.parsed ? e.parsed.time : copy.toString('latin1', e.timeStart, e.timeEnd);
     }
     return '';
   } finally {

@@ -34,6 +34,7 @@ interface Source {
 }
 
 const REOPEN_AFTER = 1 << 20;
+const NL = 0x0a;
 
 async function openSource(path: string, offset: number): Promise<Source | null> {
   let handle: FileHandle;
@@ -213,16 +214,16 @@ export class LogCopier {
         if (!this.current) break;
       }
       const cur: Source = this.current;
-      const lines = await cur.reader.next();
-      if (lines.length > 0) {
-        await this.consume(cur, lines);
+      const blocks = await cur.reader.nextBlocks();
+      if (blocks.length > 0) {
+        await this.consume(cur, blocks);
         if (!final) await this.askReopen();
         continue;
       }
       await this.discover();
       if (this.newer.length === 0) break;
       // conmon closed this file before it made the newer one: one more read gets its last bytes
-      const last = await cur.reader.next();
+      const last = await cur.reader.nextBlocks();
       if (last.length > 0) {
         await this.consume(cur, last);
         continue;
@@ -236,19 +237,24 @@ export class LogCopier {
     } else await this.askReopen();
   }
 
-  private async consume(src: Source, lines: Buffer[]): Promise<void> {
+  /** Take blocks of whole records (LineReader.nextBlocks) from `src`. */
+  private async consume(src: Source, blocks: Buffer[]): Promise<void> {
     // a point to come back to before the first entry is ever written
     if (!this.saved) await this.save();
-    for (const line of lines) {
-      if (this.writer.needsRotation(this.enc.length)) {
-        // where we are (before this record) is recorded on both sides of the rotation
-        await this.commit();
-        await this.settle();
-        await this.writer.rotate();
-        await this.save();
+    for (const block of blocks) {
+      let start = 0;
+      for (let nl = block.indexOf(NL); nl >= 0; nl = block.indexOf(NL, start)) {
+        if (this.writer.needsRotation(this.enc.length)) {
+          // where we are (before this record) is recorded on both sides of the rotation
+          await this.commit();
+          await this.settle();
+          await this.writer.rotate();
+          await this.save();
+        }
+        this.asm.push(block, start, nl + 1);
+        src.consumed += nl + 1 - start;
+        start = nl + 1;
       }
-      this.asm.push(line);
-      src.consumed += line.length;
     }
     if (this.enc.length > 0) await this.commit();
   }

@@ -127,34 +127,47 @@ export class LineReader {
   }
 
   /**
-   * The next whole lines from the current offset; an empty array at the end of the file as it is
-   * now (then nothing is read ahead, so a later call sees what was appended meanwhile).
+   * The next whole lines from the current offset, in blocks of lines (views into what was read; a
+   * line cut by the end of a read comes joined, in a block of its own); an empty array at the end
+   * of the file as it is now (then nothing is read ahead, so a later call sees what was appended
+   * meanwhile).
    */
-  async next(): Promise<Buffer[]> {
-    const out: Buffer[] = [];
-    while (out.length === 0) {
+  async nextBlocks(): Promise<Buffer[]> {
+    for (;;) {
       const chunk = await (this.ahead ?? this.read());
       this.ahead = null;
-      if (chunk.length === 0) return out;
+      if (chunk.length === 0) return [];
       if (chunk.length === this.chunkSize) this.ahead = this.read();
+      const out: Buffer[] = [];
       let start = 0;
-      let nl = chunk.indexOf(NL);
-      if (nl >= 0 && this.rest) {
-        out.push(Buffer.concat([this.rest, chunk.subarray(0, nl + 1)]));
-        this.rest = null;
-        start = nl + 1;
-        nl = chunk.indexOf(NL, start);
-      }
-      while (nl >= 0) {
-        out.push(chunk.subarray(start, nl + 1));
-        start = nl + 1;
-        nl = chunk.indexOf(NL, start);
+      const last = chunk.lastIndexOf(NL);
+      if (last >= 0) {
+        if (this.rest) {
+          const nl = chunk.indexOf(NL);
+          out.push(Buffer.concat([this.rest, chunk.subarray(0, nl + 1)]));
+          this.rest = null;
+          start = nl + 1;
+        }
+        if (start <= last) out.push(chunk.subarray(start, last + 1));
+        start = last + 1;
       }
       if (start < chunk.length) {
         const tail = chunk.subarray(start);
         this.rest = this.rest ? Buffer.concat([this.rest, tail]) : Buffer.from(tail);
       }
-      if (!this.ahead && out.length === 0) return out;
+      if (out.length > 0 || !this.ahead) return out;
+    }
+  }
+
+  /** nextBlocks() cut into lines, each with its newline. */
+  async next(): Promise<Buffer[]> {
+    const out: Buffer[] = [];
+    for (const block of await this.nextBlocks()) {
+      let start = 0;
+      for (let nl = block.indexOf(NL); nl >= 0; nl = block.indexOf(NL, start)) {
+        out.push(block.subarray(start, nl + 1));
+        start = nl + 1;
+      }
     }
     return out;
   }

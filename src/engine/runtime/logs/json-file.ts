@@ -327,10 +327,10 @@ function unescapeInPlace(line: Uint8Array, from: number, to: number): number {
 }
 
 /** The entry of an object that is not in moby's layout (another writer's key order...). */
-function decodeSlow(line: Buffer): JsonEntry | null {
+function decodeSlow(buf: Buffer, from: number, to: number): JsonEntry | null {
   let obj: unknown;
   try {
-    obj = JSON.parse(line.toString('utf8'));
+    obj = JSON.parse(buf.toString('utf8', from, to));
   } catch {
     return null;
   }
@@ -351,59 +351,64 @@ function decodeSlow(line: Buffer): JsonEntry | null {
 }
 
 /**
- * Decode one line (with or without its newline). Lines in moby's layout are decoded without a
- * JSON parser, the message unescaped in place (the line's bytes change); others go through
- * JSON.parse. Null for lines that are not log entries (docker skips those too).
+ * Decode the line `buf[from:to)` (with or without its newline). Lines in moby's layout are decoded
+ * without a JSON parser, the message unescaped in place (the line's bytes change); others go
+ * through JSON.parse. Null for lines that are not log entries (docker skips those too). Offsets
+ * in the result are offsets in `buf`.
  */
-export function decodeEntry(line: Buffer): JsonEntry | null {
-  let end = line.length;
-  if (end > 0 && line[end - 1] === 0x0a) end--;
-  if (end < 30 || line[end - 1] !== 0x7d /* } */ || line[end - 2] !== Q) return decodeSlow(line);
-  // the time, from the end: ,"time":"<ts>"}
-  const timeEnd = end - 2;
-  const timeStart = line.lastIndexOf(Q, timeEnd - 1) + 1;
-  if (timeStart <= 0 || !matches(line, timeStart - TIME_KEY.length, TIME_KEY)) return decodeSlow(line);
+export function decodeEntry(buf: Buffer, from = 0, to = buf.length): JsonEntry | null {
+  let end = to;
+  if (end > from && buf[end - 1] === 0x0a) end--;
+  if (end - from < 30 || buf[end - 1] !== 0x7d /* } */ || buf[end - 2] !== Q)
+    return decodeSlow(buf, from, to);
+  const body = from + LOG_OPEN.length;
   // {"log":"<escaped>","stream":"std... or, for an empty message, {"stream":"std...
   let logEnd = -1;
   let tag: number;
-  if (matches(line, 0, LOG_OPEN)) {
+  if (matches(buf, from, LOG_OPEN)) {
     // the closing quote of "log": one not escaped by an odd run of backslashes
-    let q = line.indexOf(Q, 8);
+    let q = buf.indexOf(Q, body);
     for (;;) {
-      if (q < 0 || q >= timeStart) return decodeSlow(line);
+      if (q < 0 || q >= end) return decodeSlow(buf, from, to);
       let k = 0;
-      while (line[q - 1 - k] === BS) k++;
+      while (q - 1 - k >= body && buf[q - 1 - k] === BS) k++;
       if ((k & 1) === 0) break;
-      q = line.indexOf(Q, q + 1);
+      q = buf.indexOf(Q, q + 1);
     }
-    if (!matches(line, q, STREAM_KEY)) return decodeSlow(line);
+    if (!matches(buf, q, STREAM_KEY)) return decodeSlow(buf, from, to);
     logEnd = q;
     tag = q + STREAM_KEY.length;
-  } else if (matches(line, 0, EMPTY_STREAM_KEY)) {
-    tag = EMPTY_STREAM_KEY.length;
-  } else return decodeSlow(line);
+  } else if (matches(buf, from, EMPTY_STREAM_KEY)) {
+    tag = from + EMPTY_STREAM_KEY.length;
+  } else return decodeSlow(buf, from, to);
   let stream: LogStream;
-  if (line[tag] === 0x6f && line[tag + 1] === 0x75 && line[tag + 2] === 0x74) stream = 'stdout';
-  else if (line[tag] === 0x65 && line[tag + 1] === 0x72 && line[tag + 2] === 0x72) stream = 'stderr';
-  else return decodeSlow(line);
-  if (line[tag + 3] !== Q) return decodeSlow(line);
+  if (buf[tag] === 0x6f && buf[tag + 1] === 0x75 && buf[tag + 2] === 0x74) stream = 'stdout';
+  else if (buf[tag] === 0x65 && buf[tag + 1] === 0x72 && buf[tag + 2] === 0x72) stream = 'stderr';
+  else return decodeSlow(buf, from, to);
+  if (buf[tag + 3] !== Q) return decodeSlow(buf, from, to);
+  // ,"time":"<ts>"} or ,"attrs":{...},"time":"<ts>"}
   const after = tag + 4;
+  const timeEnd = end - 2;
+  let timeStart: number;
   let attrsStart = -1;
   let attrsEnd = -1;
-  if (after !== timeStart - TIME_KEY.length) {
-    if (!matches(line, after, ATTRS_KEY)) return decodeSlow(line);
+  if (matches(buf, after, TIME_KEY)) timeStart = after + TIME_KEY.length;
+  else if (matches(buf, after, ATTRS_KEY)) {
     attrsStart = after + ATTRS_KEY.length;
+    timeStart = buf.lastIndexOf(Q, timeEnd - 1) + 1;
     attrsEnd = timeStart - TIME_KEY.length;
-  }
+    if (attrsEnd <= attrsStart || !matches(buf, attrsEnd, TIME_KEY)) return decodeSlow(buf, from, to);
+  } else return decodeSlow(buf, from, to);
+  if (timeEnd <= timeStart || buf.indexOf(Q, timeStart) !== timeEnd) return decodeSlow(buf, from, to);
   let log: Buffer;
-  if (logEnd < 0) log = line.subarray(0, 0);
+  if (logEnd < 0) log = buf.subarray(from, from);
   else {
-    const firstEscape = line.indexOf(BS, 8);
-    if (firstEscape < 0 || firstEscape >= logEnd) log = line.subarray(8, logEnd);
+    const firstEscape = buf.indexOf(BS, body);
+    if (firstEscape < 0 || firstEscape >= logEnd) log = buf.subarray(body, logEnd);
     else {
-      const w = unescapeInPlace(line, firstEscape, logEnd);
+      const w = unescapeInPlace(buf, firstEscape, logEnd);
       if (w < 0) return null;
-      log = line.subarray(8, w);
+      log = buf.subarray(body, w);
     }
   }
   return { stream, log, timeStart, timeEnd, attrsStart, attrsEnd };

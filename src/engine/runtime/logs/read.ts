@@ -96,6 +96,8 @@ function instant(ns: number | bigint | undefined): Instant | null {
   return { sec: Number(ns / 1_000_000_000n), nsec: Number(ns % 1_000_000_000n) };
 }
 
+const NL = 0x0a;
+
 /** Decodes entries and applies the time and stream filters. */
 class Filter {
   done = false;
@@ -106,25 +108,28 @@ class Filter {
     private readonly until: Instant | null,
   ) {}
 
-  /** Feed one line (with its newline); add its message to `out` when it passes. */
-  push(line: Buffer, out: LogMessage[]): void {
-    if (this.done) return;
-    const e = decodeEntry(line);
-    if (!e) return;
-    if (this.since || this.until) {
-      const t = parseInstant(e.parsed ? e.parsed.time : line.toString('latin1', e.timeStart, e.timeEnd));
-      if (t) {
-        if (this.since && compareInstant(t, this.since) < 0) return;
-        if (this.until && compareInstant(t, this.until) > 0) {
-          this.done = true;
-          return;
+  /** Feed a block of whole lines; add the messages that pass to `out`. */
+  push(block: Buffer, out: LogMessage[]): void {
+    let start = 0;
+    for (let nl = block.indexOf(NL); nl >= 0 && !this.done; nl = block.indexOf(NL, start)) {
+      const e = decodeEntry(block, start, nl + 1);
+      start = nl + 1;
+      if (!e) continue;
+      if (this.since || this.until) {
+        const t = parseInstant(e.parsed ? e.parsed.time : block.toString('latin1', e.timeStart, e.timeEnd));
+        if (t) {
+          if (this.since && compareInstant(t, this.since) < 0) continue;
+          if (this.until && compareInstant(t, this.until) > 0) {
+            this.done = true;
+            return;
+          }
         }
       }
-    }
-    if (this.want[e.stream]) {
-      out.push(
-        new Message(e.stream, e.log, line, e.timeStart, e.timeEnd, e.attrsStart, e.attrsEnd, e.parsed),
-      );
+      if (this.want[e.stream]) {
+        out.push(
+          new Message(e.stream, e.log, block, e.timeStart, e.timeEnd, e.attrsStart, e.attrsEnd, e.parsed),
+        );
+      }
     }
   }
 }
@@ -191,9 +196,9 @@ export async function* readLogBatches(path: string, opts: ReadLogsOptions): Asyn
   let files: LogFileSet | null = null;
   /** Everything readable now from `current`, in batches; false when the reading is over. */
   async function* drain(reader: LineReader): AsyncGenerator<LogMessage[], boolean> {
-    for (let lines = await reader.next(); lines.length > 0; lines = await reader.next()) {
+    for (let blocks = await reader.nextBlocks(); blocks.length > 0; blocks = await reader.nextBlocks()) {
       const out: LogMessage[] = [];
-      for (const line of lines) filter.push(line, out);
+      for (const block of blocks) filter.push(block, out);
       if (out.length > 0) yield out;
       if (filter.done || opts.signal?.aborted) return false;
     }
