@@ -113,12 +113,10 @@ export class RecordAssembler {
       this.enc.add(stream, p.time, all, off, off + MAX_MESSAGE);
       off += MAX_MESSAGE;
     }
-    if (off === all.length) this.pending[stream] = null;
-    else {
-      const rest = Buffer.from(all.subarray(off));
-      p.parts = [rest];
-      p.length = rest.length;
-    }
+    // the line goes on (maybe with nothing yet): its next parts keep the time of its first
+    const rest = off === all.length ? null : Buffer.from(all.subarray(off));
+    p.parts = rest ? [rest] : [];
+    p.length = rest?.length ?? 0;
   }
 
   /** The output ended: unfinished lines become partial entries (no newline), oldest first. */
@@ -126,6 +124,7 @@ export class RecordAssembler {
     for (const s of this.waiting()) {
       const p = this.pending[s]!;
       this.pending[s] = null;
+      if (p.length === 0) continue;
       const all = Buffer.concat(p.parts);
       this.enc.add(s, p.time, all, 0, all.length);
     }

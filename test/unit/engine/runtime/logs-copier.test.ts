@@ -105,6 +105,20 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
       [MAX_MESSAGE, 1],
     );
     assert.equal(exact[1]!.log, '\n');
+    // a 16 KiB part that used up what was read: the rest of the line still has the first time
+    const b = 'b'.repeat(MAX_MESSAGE / 2);
+    assert.deepEqual(
+      assembled([
+        rec('stdout', 'P', b, 1),
+        rec('stdout', 'P', b, 2),
+        rec('stdout', 'P', 'x', 3),
+        rec('stdout', 'F', 'y', 4),
+      ]).map((e) => [e.log.length, e.time]),
+      [
+        [MAX_MESSAGE, time(1)],
+        [3, time(1)],
+      ],
+    );
     assert.equal(assembled([rec('stdout', 'F', 'c'.repeat(MAX_MESSAGE - 1))])[0]!.log.length, MAX_MESSAGE);
   });
 
