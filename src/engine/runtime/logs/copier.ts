@@ -34,6 +34,8 @@ interface Source {
 }
 
 const REOPEN_AFTER = 1 << 20;
+/** The longest a committed position waits before it is saved. */
+const SAVE_AFTER = 200;
 const NL = 0x0a;
 
 async function openSource(path: string, offset: number): Promise<Source | null> {
@@ -83,8 +85,13 @@ export class LogCopier {
   private again = false;
   private stopped = false;
   private discovering: Promise<void> = Promise.resolve();
-  /** The last commit's write and state save. */
+  /** The last commit's write. */
   private inflight: Promise<void> = Promise.resolve();
+  /** The position after the last commit, not saved yet, and that commit's write. */
+  private unsaved: { state: CopierState; written: Promise<void> } | null = null;
+  private saveTimer: NodeJS.Timeout | null = null;
+  /** State saves, one after the other. */
+  private saving: Promise<void> = Promise.resolve();
   /** A state was saved (or loaded): there is a point to go back to. */
   private saved = false;
   /** The file linked as `<source>.old`. */
@@ -234,6 +241,7 @@ export class LogCopier {
       this.asm.flush();
       if (this.enc.length > 0) await this.commit();
       await this.settle();
+      await this.flushState();
     } else await this.askReopen();
   }
 
@@ -260,18 +268,51 @@ export class LogCopier {
   }
 
   /**
-   * Write what is encoded, then record the new position; both go on while the next chunk is
-   * worked on (one write at a time: this waits for the previous one).
+   * Write what is encoded; the write goes on while the next chunk is worked on (one at a time:
+   * this waits for the previous one). The new position is saved within SAVE_AFTER ms (a crash
+   * before that only makes the next copier redo more).
    */
   private async commit(): Promise<void> {
     await this.settle();
-    const data = this.enc.take();
-    const written = this.writer.write(data);
-    const state = this.state();
-    this.saved = true;
-    this.inflight = written.then(() => saveCopierState(this.statePath, state));
+    const written = this.writer.write(this.enc.take());
+    this.inflight = written;
     // surfaces at the next settle()
-    this.inflight.catch(() => undefined);
+    written.catch(() => undefined);
+    this.unsaved = { state: this.state(), written };
+    if (!this.saveTimer) {
+      this.saveTimer = setTimeout(() => {
+        this.saveTimer = null;
+        this.saveUnsaved().catch((err) => this.onError(err));
+      }, SAVE_AFTER);
+      this.saveTimer.unref();
+    }
+  }
+
+  /** Save the last committed position once its write is done; saves go one at a time, in order. */
+  private saveUnsaved(): Promise<void> {
+    this.saving = this.saving.then(async () => {
+      const u = this.unsaved;
+      if (!u) return;
+      this.unsaved = null;
+      // a failed write is not saved as done (its error surfaces at the next settle)
+      if (
+        await u.written.then(
+          () => true,
+          () => false,
+        )
+      )
+        await saveCopierState(this.statePath, u.state);
+    });
+    return this.saving;
+  }
+
+  /** Save what is committed and not saved yet, now. */
+  private async flushState(): Promise<void> {
+    if (this.saveTimer) {
+      clearTimeout(this.saveTimer);
+      this.saveTimer = null;
+    }
+    await this.saveUnsaved();
   }
 
   /** The position now: what is encoded is written (or being written). */
@@ -286,17 +327,18 @@ export class LogCopier {
     return state;
   }
 
-  /** Wait for the last write and state save. */
+  /** Wait for the last write. */
   private async settle(): Promise<void> {
     const p = this.inflight;
     this.inflight = Promise.resolve();
     await p;
   }
 
-  /** Record the position now (after what is being written). */
+  /** Save the position now: only between records (nothing encoded that is not written). */
   private async save(): Promise<void> {
     await this.settle();
-    await saveCopierState(this.statePath, this.state());
+    this.unsaved = { state: this.state(), written: Promise.resolve() };
+    await this.flushState();
     this.saved = true;
   }
 
@@ -350,6 +392,7 @@ export class LogCopier {
     await this.running?.catch(() => undefined);
     await this.discovering.catch(() => undefined);
     await this.settle().catch((err) => this.onError(err));
+    await this.flushState().catch((err) => this.onError(err));
   }
 
   private async release(): Promise<void> {
