@@ -199,9 +199,10 @@ export class FakeRuntime implements RuntimeDriver {
   async resize(id: string, h: number, w: number): Promise<void> {
     this.resizes.push([id, h, w]);
   }
-  /** Where a monitor would write: nothing is ever there (the fake runs nothing). */
+  /** Where a monitor would write its output (the fake writes nothing; tests may). */
+  monitorDir = join(tmpdir(), 'berth-fake-runtime');
   monitorLogPath(id: string): string {
-    return join(tmpdir(), 'berth-fake-runtime', id, 'output.log');
+    return join(this.monitorDir, id, 'output.log');
   }
   async reopenLog(): Promise<void> {}
   async pids(id: string): Promise<number[]> {
@@ -226,6 +227,7 @@ export interface Harness {
 export async function harness(): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'berth-containers-'));
   const runtime = new FakeRuntime();
+  runtime.monitorDir = join(dir, 'monitor');
   const images = new FakeImages();
   const events = new EventsService();
   const seen: string[] = [];

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { appendFile, mkdir, readFile, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { after, before, describe, it } from 'node:test';
 import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { Container } from '../../../../src/engine/containers/container.js';
 import { detailsPrefix } from '../../../../src/engine/containers/io.js';
 import { goRegExp, logAttributes, logLimits, writesLog } from '../../../../src/engine/containers/logging.js';
-import type { ContainerRecord } from '../../../../src/engine/containers/types.js';
+import type { ContainerRecord, CreateRequest } from '../../../../src/engine/containers/types.js';
+import { type Harness, harness } from './fakes.js';
 
 function container(hostConfig: HostConfig, config: Partial<ContainerRecord['Config']> = {}): Container {
   const record = { ID: 'c1', Name: '/c1', Config: config, State: {} } as unknown as ContainerRecord;
@@ -61,5 +64,60 @@ describe('container logging options', () => {
     assert.equal(detailsPrefix(undefined), ' ');
     assert.equal(detailsPrefix({ team: 'a', FOO: 'bar' }), 'FOO=bar,team=a ');
     assert.equal(detailsPrefix({ 'a b': 'x/y&z=é~' }), 'a+b=x%2Fy%26z%3D%C3%A9~ ');
+  });
+});
+
+describe('container logs through the service (fake runtime)', () => {
+  let h: Harness;
+  before(async () => {
+    h = await harness();
+  });
+  after(async () => {
+    await h.cleanup();
+  });
+  const req = (hostConfig: CreateRequest['hostConfig'] = {}): CreateRequest => ({
+    config: { Image: 'busybox', Cmd: ['true'] },
+    hostConfig,
+    networkingConfig: {},
+    apiVersion: '1.44',
+  });
+  const rec = (stream: string, tag: string, text: string) =>
+    `2026-11-21T10:00:00.000000001+00:00 ${stream} ${tag} ${text}\n`;
+
+  it('the monitor output is in the json-file log when wait answers', async () => {
+    const { Id } = await h.service.create(req());
+    const out = h.runtime.monitorLogPath(Id);
+    await mkdir(dirname(out), { recursive: true });
+    await appendFile(out, '');
+    await h.service.start(Id);
+    const wait = await h.service.wait(Id, 'next-exit');
+    // written just before the exit: the copier has not seen it yet
+    await appendFile(out, rec('stdout', 'F', 'hello') + rec('stderr', 'P', 'no newline'));
+    h.runtime.exit(Id, 0);
+    await wait();
+    const logPath = (await h.service.inspect(Id)).LogPath as string;
+    assert.equal(
+      await readFile(logPath, 'utf8'),
+      '{"log":"hello\\n","stream":"stdout","time":"2026-11-21T10:00:00.000000001Z"}\n' +
+        '{"log":"no newline","stream":"stderr","time":"2026-11-21T10:00:00.000000001Z"}\n',
+    );
+    await h.service.remove(Id, {});
+  });
+
+  it('LogConfig none: no log file, logs answer 501', async () => {
+    const { Id } = await h.service.create(req({ LogConfig: { Type: 'none', Config: {} } }));
+    await h.service.start(Id);
+    assert.equal(h.runtime.procs.get(Id)?.opts.logPath, undefined);
+    const wait = await h.service.wait(Id, 'next-exit');
+    h.runtime.exit(Id, 0);
+    await wait();
+    const view = await h.service.inspect(Id);
+    assert.equal(view.LogPath, '');
+    await assert.rejects(stat(`${dirname(h.runtime.monitorLogPath(Id))}`), { code: 'ENOENT' });
+    await assert.rejects(
+      h.service.logs(Id, { stdout: true, stderr: true, timestamps: false, follow: false, details: false }),
+      /does not support reading/,
+    );
+    await h.service.remove(Id, {});
   });
 });
