@@ -34,6 +34,8 @@ interface Source {
 }
 
 const REOPEN_AFTER = 1 << 20;
+/** Reads of the monitor's output: most wakes find a few lines, a backlog is read in these. */
+const READ_SIZE = 256 * 1024;
 /** The longest a committed position waits before it is saved. */
 const SAVE_AFTER = 200;
 const NL = 0x0a;
@@ -48,7 +50,7 @@ async function openSource(path: string, offset: number): Promise<Source | null> 
   }
   const st = await handle.stat();
   const at = offset <= st.size ? offset : 0;
-  return { handle, id: identityOf(st), reader: new LineReader(handle, at), consumed: at };
+  return { handle, id: identityOf(st), reader: new LineReader(handle, at, READ_SIZE), consumed: at };
 }
 
 async function unlinkIfExists(path: string): Promise<void> {
@@ -68,10 +70,11 @@ async function unlinkIfExists(path: string): Promise<void> {
  *   `<source>.old`; it reads its open file to the end once a newer file is at `source` (conmon
  *   closed the old one before), then moves on and drops the link. Files conmon replaced by itself
  *   (its size cap) are opened as soon as they appear.
- * - Restartable: `<source>.state` (CopierState) is saved after each write to `target`; a copier
- *   started later (engine restart, kill -9) truncates `target` back to it and reads on from there,
- *   through `<source>.old` when a reopen was under way. What the container wrote meanwhile is
- *   waiting in `source` (conmon kept appending; only its own size cap, if any, drops data).
+ * - Restartable: `<source>.state` (CopierState) is saved within SAVE_AFTER ms of a write to
+ *   `target`, and at once around rotations and file switches; a copier started later (engine
+ *   restart, kill -9) truncates `target` back to it and reads on from there, through
+ *   `<source>.old` when a reopen was under way. What the container wrote meanwhile is waiting in
+ *   `source` (conmon kept appending; only its own size cap, if any, drops data).
  */
 export class LogCopier {
   private writer!: JsonLogWriter;

@@ -126,6 +126,9 @@ const NO_LOG_ERR = Buffer.from('{"stream":"stderr"', 'latin1');
 const TIME_OPEN = Buffer.from(',"time":"', 'latin1');
 const CLOSE = Buffer.from('"}\n', 'latin1');
 
+const EMPTY = Buffer.alloc(0);
+const MIN_BUFFER = 64 * 1024;
+
 /**
  * Encodes log entries one after the other into one growing buffer (written to the file at once).
  */
@@ -140,9 +143,9 @@ export class JsonEntryEncoder {
   private suffixStream: LogStream = 'stdout';
   private suffix: Buffer = Buffer.alloc(0);
 
-  constructor(attrs?: Record<string, string>, initialSize = 1 << 20) {
+  constructor(attrs?: Record<string, string>) {
     this.attrs = Buffer.from(attrsField(attrs), 'utf8');
-    this.buf = Buffer.allocUnsafe(initialSize);
+    this.buf = EMPTY;
   }
 
   private suffixFor(stream: LogStream, time: Buffer): Buffer {
@@ -162,7 +165,7 @@ export class JsonEntryEncoder {
 
   private reserve(n: number): void {
     if (this.length + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n));
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n, MIN_BUFFER));
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
@@ -192,10 +195,13 @@ export class JsonEntryEncoder {
     this.length = o;
   }
 
-  /** What was encoded since the last take; the caller owns it (the encoder goes on in a new buffer). */
+  /**
+   * What was encoded since the last take; the caller owns it (the encoder goes on in a new buffer,
+   * made when it is needed: an idle encoder holds none).
+   */
   take(): Buffer {
     const out = this.buf.subarray(0, this.length);
-    this.buf = Buffer.allocUnsafe(this.buf.length);
+    this.buf = EMPTY;
     this.length = 0;
     return out;
   }

@@ -10,7 +10,7 @@ import {
 const T = Buffer.from('2026-11-21T09:57:44.621824478Z');
 
 function encode(stream: 'stdout' | 'stderr', data: Buffer | string, attrs?: Record<string, string>): string {
-  const enc = new JsonEntryEncoder(attrs, 16);
+  const enc = new JsonEntryEncoder(attrs);
   enc.add(stream, T, typeof data === 'string' ? Buffer.from(data, 'latin1') : data);
   return enc.take().toString('utf8');
 }
