@@ -1,0 +1,21 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseArgs, UsageError, usage } from '../../../src/cli/args.js';
+import { engineConfigFrom, engineFlags } from '../../../src/cli/engine.command.js';
+
+describe('engine flags', () => {
+  it('takes --bridge, its short form -b, and --bip', () => {
+    assert.equal(engineConfigFrom(parseArgs([], engineFlags)).bridge, 'berth0');
+    assert.equal(engineConfigFrom(parseArgs([], engineFlags)).bip, undefined);
+    const c = engineConfigFrom(parseArgs(['-b', 'br9', '--bip', '10.1.0.1/24'], engineFlags));
+    assert.deepEqual([c.bridge, c.bip], ['br9', '10.1.0.1/24']);
+    assert.equal(engineConfigFrom(parseArgs(['-b=none'], engineFlags)).bridge, 'none');
+    assert.equal(engineConfigFrom(parseArgs(['--bridge=br7'], engineFlags)).bridge, 'br7');
+  });
+
+  it('refuses unknown short flags and lists the short form in the help', () => {
+    assert.throws(() => parseArgs(['-x'], engineFlags), UsageError);
+    assert.throws(() => parseArgs(['-b'], engineFlags), /--bridge needs a value/);
+    assert.match(usage('engine', engineFlags), /-b, --bridge value/);
+  });
+});
