@@ -505,6 +505,10 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
 
 export function validateNetworkingConfig(nc: NetworkingConfig): void {
   for (const [net, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
+    // API 1.44 moved --mac-address here; the bridge plugin would fail on a bad one at start
+    if (ep?.MacAddress && !/^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$/.test(ep.MacAddress)) {
+      throw invalidParameter(`invalid MAC address: ${ep.MacAddress}`);
+    }
     const ipam = ep?.IPAMConfig;
     if (!ipam) continue;
     if (ipam.IPv4Address && isIP(ipam.IPv4Address) !== 4) {

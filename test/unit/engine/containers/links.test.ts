@@ -8,6 +8,7 @@ import {
   mergeLinkEnv,
   parseLink,
 } from '../../../../src/engine/containers/links.js';
+import { validateNetworkingConfig } from '../../../../src/engine/containers/validate.js';
 import { containerEnv } from '../../../../src/engine/runtime/spec/process-env.js';
 
 describe('legacy links', () => {
@@ -147,6 +148,18 @@ describe('/etc/hosts', () => {
     assert.equal(
       updateHostsAddress(before, 'db', '172.17.0.7'),
       '127.0.0.1\tlocalhost\n172.17.0.7\tdb 0123456789ab pg\n172.17.0.9\tdbx 1\n172.17.0.3\tme\n',
+    );
+  });
+});
+
+describe('endpoint settings at create', () => {
+  it('refuses a bad MAC address with 400 before the bridge plugin sees it', () => {
+    validateNetworkingConfig({ EndpointsConfig: { bridge: { MacAddress: '02:42:ac:11:00:09' } } });
+    validateNetworkingConfig({ EndpointsConfig: { default: { MacAddress: '02-42-AC-11-00-09' } } });
+    assert.throws(
+      () => validateNetworkingConfig({ EndpointsConfig: { bridge: { MacAddress: '02:42:zz:11:00:09' } } }),
+      (err: Error & { kind?: string }) =>
+        err.kind === 'InvalidParameter' && err.message === 'invalid MAC address: 02:42:zz:11:00:09',
     );
   });
 });
