@@ -41,7 +41,8 @@ export interface BridgeSetup extends SubnetChoice {
  * chosen before (kept across restarts), else the bridge's own address when it exists with one,
  * else the first default pool that collides with no route or address of the host (picked under
  * a host-wide lock, and given to the bridge before the lock is let go). The bridge is created
- * when missing, gets its address, is brought up, and may forward (FORWARD rules).
+ * when missing, gets its address, is brought up, may forward (FORWARD rules), and what leaves its
+ * block through another interface is masqueraded (one nat rule).
  */
 export async function setupBridge(o: BridgeSetupOptions): Promise<BridgeSetup> {
   validateBridgeName(o.name);
@@ -85,7 +86,7 @@ export async function setupBridge(o: BridgeSetupOptions): Promise<BridgeSetup> {
       };
     });
   }
-  await o.firewall.allowBridge(o.name);
+  await o.firewall.allowBridge(o.name, setup.subnet);
   return setup;
 }
 

@@ -9,7 +9,7 @@ export const CNI_VERSION = '1.0.0';
 
 /** What a bridge network's plugin configuration is made from. */
 export interface BridgeNetwork {
-  /** The CNI network name: host-local's directory under dataDir, the ipMasq chains' comment. */
+  /** The CNI network name: host-local's directory under dataDir. */
   cniName: string;
   /** The Linux bridge. */
   bridge: string;
@@ -23,8 +23,8 @@ export interface BridgeNetwork {
 
 /**
  * The bridge plugin with host-local IPAM: the bridge is the containers' gateway (isGateway, and
- * their default route), traffic leaving the subnet is masqueraded (ipMasq: one nat chain per
- * container).
+ * their default route). No ipMasq: the engine masquerades the whole block with one nat rule of its
+ * own (iptables.ops.ts), where the plugin would add and remove a nat chain per container.
  */
 export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
   return {
@@ -33,7 +33,7 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     type: 'bridge',
     bridge: n.bridge,
     isGateway: true,
-    ipMasq: true,
+    ipMasq: false,
     hairpinMode: false,
     ipam: {
       type: 'host-local',

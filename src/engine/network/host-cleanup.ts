@@ -2,8 +2,8 @@ import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 
 /**
- * Remove from the host what an engine made for its default bridge: the masquerading rules the
- * CNI bridge plugin left for sandboxes never released, the engine's FORWARD rules, and the bridge.
+ * Remove from the host what an engine made for its default bridge: its FORWARD and MASQUERADE
+ * rules, and the bridge.
  * The engine keeps them across restarts (live restore); this is for tearing an engine down for
  * good (tests, uninstall). Sandboxes are files under the engine's exec root (unmount those).
  */
@@ -13,7 +13,6 @@ export async function removeBridgeFromHost(
 ): Promise<void> {
   const firewall = ops.firewall ?? new HostFirewallOps();
   const link = ops.link ?? new HostLinkOps();
-  // the CNI network is named after the bridge (network.service.ts)
-  await firewall.removeBridge(bridge, bridge);
+  await firewall.removeBridge(bridge);
   await link.deleteLink(bridge);
 }

@@ -8,7 +8,7 @@ export interface BridgeInfo {
   created: string;
   /** The Linux bridge (`berth0` unless `--bridge`). */
   name: string;
-  /** The CNI network name (host-local's directory, the ipMasq chains' comment). */
+  /** The CNI network name (host-local's directory). */
   cniName: string;
   subnet: string;
   gateway: string;

@@ -102,7 +102,6 @@ describe('default bridge across engine restarts', () => {
     await engine.dockerOk(['stop', '-t', '0', 'server']);
     await eventually('the address to be released', () => !existsSync(ipamFile(now.IPAddress)));
     await eventually('the namespace to be removed', () => !existsSync(now.SandboxKey));
-    await eventually('the masquerading to go', async () => !(await natRules()).includes(now.SandboxID));
     await engine.dockerOk(['rm', 'server']);
   });
 
@@ -123,7 +122,6 @@ describe('default bridge across engine restarts', () => {
     assert.equal((await settings('doomed')).IPAddress, '');
     await eventually('the address to be released', () => !existsSync(ipamFile(ns.IPAddress)));
     await eventually('the namespace to be removed', () => !existsSync(ns.SandboxKey));
-    await eventually('the masquerading to go', async () => !(await natRules()).includes(ns.SandboxID));
     await engine.dockerOk(['rm', 'doomed']);
   });
 
@@ -166,13 +164,15 @@ describe('engines side by side, --bip and --bridge none', () => {
       assert.ok(await linkExists(a.bridge));
       assert.ok(await linkExists(b.bridge));
       assert.match(await forwardRules(), new RegExp(`-i ${a.bridge} `));
+      assert.match(await natRules(), new RegExp(`-s ${sa} ! -o ${a.bridge} .*-j MASQUERADE`));
+      assert.match(await natRules(), new RegExp(`-s ${sb} ! -o ${b.bridge} .*-j MASQUERADE`));
     } finally {
       await Promise.all([a.destroy(), b.destroy()]);
     }
     for (const e of [a, b]) {
       assert.equal(await linkExists(e.bridge), false, `${e.bridge} removed`);
       assert.doesNotMatch(await forwardRules(), new RegExp(`berth bridge ${e.bridge}"`));
-      assert.doesNotMatch(await natRules(), new RegExp(`name: \\\\"${e.bridge}\\\\"`));
+      assert.doesNotMatch(await natRules(), new RegExp(`berth bridge ${e.bridge}"`));
     }
   });
 

@@ -35,7 +35,7 @@ export class HostCniRunner implements CniRunner {
       CNI_NETNS: call.netns,
       CNI_IFNAME: call.ifname,
       CNI_PATH: this.binDir,
-      // the bridge plugin runs iptables (ipMasq) and the IPAM plugin
+      // the bridge plugin runs the IPAM plugin (and iptables when asked to masquerade)
       PATH: process.env.PATH || '/usr/sbin:/usr/bin:/sbin:/bin',
     };
     if (call.args) env.CNI_ARGS = call.args;

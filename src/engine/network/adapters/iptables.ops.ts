@@ -2,19 +2,17 @@ import { spawn } from 'node:child_process';
 import { systemError } from '../../../common/errors.js';
 
 /**
- * The engine's own iptables rules (the per-container masquerading is the CNI bridge plugin's):
- * forwarding to and from its bridge, as dockerd accepts it for docker0, so that containers keep
- * talking when the FORWARD policy is DROP (as dockerd leaves it). Unit tests substitute a fake;
- * the engine runs iptables and iptables-restore (no shell).
+ * The engine's own iptables rules for its bridge, as dockerd's for docker0: forwarding to and from
+ * the bridge (so that containers keep talking when the FORWARD policy is DROP, as dockerd leaves
+ * it), and one MASQUERADE rule for what leaves the bridge's block through another interface (the
+ * CNI bridge plugin's per-container ipMasq chains cost iptables calls on every start and stop).
+ * Unit tests substitute a fake; the engine runs iptables and iptables-restore (no shell).
  */
 export interface FirewallOps {
-  /** Accept what the bridge forwards and the replies to it (idempotent). */
-  allowBridge(bridge: string): Promise<void>;
-  /**
-   * Remove every rule berth made for `bridge`: its FORWARD rules, and the nat rules and chains
-   * the bridge plugin's ipMasq left for the CNI network `cniName` (containers never released).
-   */
-  removeBridge(bridge: string, cniName: string): Promise<void>;
+  /** Accept what the bridge forwards and the replies to it, masquerade what leaves `subnet` (idempotent). */
+  allowBridge(bridge: string, subnet: string): Promise<void>;
+  /** Remove every rule berth made for `bridge` (FORWARD and MASQUERADE). */
+  removeBridge(bridge: string): Promise<void>;
 }
 
 function run(
@@ -57,60 +55,61 @@ export function forwardRules(bridge: string): string[] {
   ];
 }
 
+/** The nat rule (iptables-save form, without -A/-I) that masquerades what leaves the bridge's block. */
+export function masqueradeRule(bridge: string, subnet: string): string {
+  return `POSTROUTING -s ${subnet} ! -o ${bridge} -m comment --comment "${bridgeComment(bridge)}" -j MASQUERADE`;
+}
+
 /**
- * The iptables-restore input that deletes the bridge plugin's ipMasq rules of CNI network
- * `cniName` from `iptables -t nat -S` output: the POSTROUTING jumps, then their chains.
+ * The iptables-restore input for one table that deletes the rules of `have` (`iptables -S`
+ * output) carrying the bridge's comment but not in `want`, and adds those of `want` missing
+ * (inserted first, in order); undefined when nothing is to change.
  */
-export function natCleanup(natRules: string, cniName: string): string | undefined {
-  const marker = `--comment "name: \\"${cniName}\\" id: `;
-  const lines: string[] = [];
-  const chains = new Set<string>();
-  for (const rule of natRules.split('\n')) {
-    if (!rule.startsWith('-A POSTROUTING ') || !rule.includes(marker)) continue;
-    lines.push(`-D ${rule.slice(3)}`);
-    const jump = / -j (CNI-[0-9a-f]+)$/.exec(rule)?.[1];
-    if (jump) chains.add(jump);
-  }
-  for (const chain of chains) lines.push(`-F ${chain}`, `-X ${chain}`);
-  return lines.length ? `*nat\n${lines.join('\n')}\nCOMMIT\n` : undefined;
+export function ruleUpdate(table: string, have: string, want: string[], bridge: string): string | undefined {
+  const lines = have.split('\n');
+  const stale = lines.filter(
+    (l) => l.startsWith('-A ') && l.includes(`"${bridgeComment(bridge)}"`) && !want.includes(l.slice(3)),
+  );
+  const missing = want.filter((r) => !lines.includes(`-A ${r}`));
+  if (!stale.length && !missing.length) return undefined;
+  const position = new Map<string, number>();
+  const inserts = missing.map((r) => {
+    const chain = r.slice(0, r.indexOf(' '));
+    const at = (position.get(chain) ?? 0) + 1;
+    position.set(chain, at);
+    return `-I ${chain} ${at}${r.slice(chain.length)}`;
+  });
+  return [`*${table}`, ...stale.map((l) => `-D ${l.slice(3)}`), ...inserts, 'COMMIT', ''].join('\n');
 }
 
 export class HostFirewallOps implements FirewallOps {
-  async allowBridge(bridge: string): Promise<void> {
-    const listed = await run('iptables', ['-w', '-S', 'FORWARD']);
-    if (listed.code !== 0) throw systemError(`iptables -S FORWARD: ${listed.stderr}`);
-    const have = listed.stdout.split('\n');
-    const want = forwardRules(bridge);
-    if (want.every((r) => have.includes(`-A ${r}`))) return;
-    const stale = have.filter((l) => l.startsWith('-A ') && l.includes(`"${bridgeComment(bridge)}"`));
-    const input = [
-      '*filter',
-      ...stale.map((l) => `-D ${l.slice(3)}`),
-      ...want.map((r, i) => `-I ${r.replace(/^FORWARD /, `FORWARD ${i + 1} `)}`),
-      'COMMIT',
-      '',
-    ].join('\n');
-    const r = await run('iptables-restore', ['-w', '--noflush'], input);
-    if (r.code !== 0) throw systemError(`cannot add the FORWARD rules of bridge ${bridge}: ${r.stderr}`);
-  }
-
-  async removeBridge(bridge: string, cniName: string): Promise<void> {
+  async allowBridge(bridge: string, subnet: string): Promise<void> {
     const [filter, nat] = await Promise.all([
       run('iptables', ['-w', '-S', 'FORWARD']),
-      run('iptables', ['-w', '-t', 'nat', '-S']),
+      run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
     ]);
-    const ours = filter.stdout
-      .split('\n')
-      .filter((l) => l.startsWith('-A ') && l.includes(`"${bridgeComment(bridge)}"`));
-    if (ours.length) {
-      const input = ['*filter', ...ours.map((l) => `-D ${l.slice(3)}`), 'COMMIT', ''].join('\n');
-      const r = await run('iptables-restore', ['-w', '--noflush'], input);
-      if (r.code !== 0) throw systemError(`cannot remove the FORWARD rules of bridge ${bridge}: ${r.stderr}`);
-    }
-    const natInput = natCleanup(nat.stdout, cniName);
-    if (natInput) {
-      const r = await run('iptables-restore', ['-w', '--noflush'], natInput);
-      if (r.code !== 0) throw systemError(`cannot remove the nat rules of network ${cniName}: ${r.stderr}`);
-    }
+    if (filter.code !== 0) throw systemError(`iptables -S FORWARD: ${filter.stderr}`);
+    if (nat.code !== 0) throw systemError(`iptables -t nat -S POSTROUTING: ${nat.stderr}`);
+    const updates = [
+      ruleUpdate('filter', filter.stdout, forwardRules(bridge), bridge),
+      ruleUpdate('nat', nat.stdout, [masqueradeRule(bridge, subnet)], bridge),
+    ].filter((u): u is string => u !== undefined);
+    if (!updates.length) return;
+    const r = await run('iptables-restore', ['-w', '--noflush'], updates.join(''));
+    if (r.code !== 0) throw systemError(`cannot add the iptables rules of bridge ${bridge}: ${r.stderr}`);
+  }
+
+  async removeBridge(bridge: string): Promise<void> {
+    const [filter, nat] = await Promise.all([
+      run('iptables', ['-w', '-S', 'FORWARD']),
+      run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
+    ]);
+    const input = [
+      ruleUpdate('filter', filter.stdout, [], bridge),
+      ruleUpdate('nat', nat.stdout, [], bridge),
+    ].filter((u): u is string => u !== undefined);
+    if (!input.length) return;
+    const r = await run('iptables-restore', ['-w', '--noflush'], input.join(''));
+    if (r.code !== 0) throw systemError(`cannot remove the iptables rules of bridge ${bridge}: ${r.stderr}`);
   }
 }

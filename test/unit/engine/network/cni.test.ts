@@ -3,7 +3,11 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { forwardRules, natCleanup } from '../../../../src/engine/network/adapters/iptables.ops.js';
+import {
+  forwardRules,
+  masqueradeRule,
+  ruleUpdate,
+} from '../../../../src/engine/network/adapters/iptables.ops.js';
 import {
   bridgePluginConfig,
   cniArgs,
@@ -14,7 +18,7 @@ import {
 import { listAllocations, parseAllocationFile } from '../../../../src/engine/network/ipam.allocations.js';
 
 describe('CNI configuration', () => {
-  it('configures the bridge plugin as a gateway with masquerading and host-local IPAM', () => {
+  it('configures the bridge plugin as a gateway with host-local IPAM (the engine masquerades)', () => {
     const conf = bridgePluginConfig({
       cniName: 'berth0',
       bridge: 'berth0',
@@ -28,7 +32,7 @@ describe('CNI configuration', () => {
       type: 'bridge',
       bridge: 'berth0',
       isGateway: true,
-      ipMasq: true,
+      ipMasq: false,
       hairpinMode: false,
       ipam: {
         type: 'host-local',
@@ -130,28 +134,40 @@ describe('iptables rules', () => {
     ]);
   });
 
-  it('removes the ipMasq rules and chains of one CNI network only (iptables -t nat -S input)', () => {
-    const nat = [
-      '-P PREROUTING ACCEPT',
-      '-P POSTROUTING ACCEPT',
-      '-N CNI-717908d906906cf61200f5cc',
-      '-N CNI-aaaaaaaaaaaaaaaaaaaaaaaa',
-      '-A POSTROUTING -s 10.99.0.2/32 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j CNI-717908d906906cf61200f5cc',
-      '-A POSTROUTING -s 10.98.0.2/32 -m comment --comment "name: \\"bt2\\" id: \\"def456\\"" -j CNI-aaaaaaaaaaaaaaaaaaaaaaaa',
-      '-A CNI-717908d906906cf61200f5cc -d 10.99.0.0/24 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j ACCEPT',
-      '-A CNI-717908d906906cf61200f5cc ! -d 224.0.0.0/4 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j MASQUERADE',
-    ].join('\n');
+  it('masquerades what leaves the block through another interface', () => {
     assert.equal(
-      natCleanup(nat, 'bt1'),
+      masqueradeRule('berth0', '172.18.0.0/16'),
+      'POSTROUTING -s 172.18.0.0/16 ! -o berth0 -m comment --comment "berth bridge berth0" -j MASQUERADE',
+    );
+  });
+
+  it('adds the missing rules first and deletes stale ones of the same bridge only', () => {
+    const [accept = '', replies = ''] = forwardRules('bt1');
+    const other = forwardRules('bt10')[0] ?? '';
+    const have = ['-P FORWARD DROP', `-A ${other}`, `-A ${replies}`, '-A FORWARD -j DOCKER-USER'].join('\n');
+    // all there: nothing to do
+    assert.equal(ruleUpdate('filter', `${have}\n-A ${accept}`, [accept, replies], 'bt1'), undefined);
+    // one missing: inserted at the top of its chain
+    assert.equal(
+      ruleUpdate('filter', have, [accept, replies], 'bt1'),
+      ['*filter', `-I FORWARD 1${accept.slice('FORWARD'.length)}`, 'COMMIT', ''].join('\n'),
+    );
+    // a block that changed: the old rule goes, the new one comes
+    const nat = `-P POSTROUTING ACCEPT\n-A ${masqueradeRule('bt1', '10.1.0.0/24')}\n-A ${masqueradeRule('bt10', '10.2.0.0/24')}`;
+    assert.equal(
+      ruleUpdate('nat', nat, [masqueradeRule('bt1', '10.3.0.0/24')], 'bt1'),
       [
         '*nat',
-        '-D POSTROUTING -s 10.99.0.2/32 -m comment --comment "name: \\"bt1\\" id: \\"abc123\\"" -j CNI-717908d906906cf61200f5cc',
-        '-F CNI-717908d906906cf61200f5cc',
-        '-X CNI-717908d906906cf61200f5cc',
+        `-D ${masqueradeRule('bt1', '10.1.0.0/24')}`,
+        `-I POSTROUTING 1${masqueradeRule('bt1', '10.3.0.0/24').slice('POSTROUTING'.length)}`,
         'COMMIT',
         '',
       ].join('\n'),
     );
-    assert.equal(natCleanup(nat, 'bt3'), undefined);
+    // removal: every rule of the bridge, no other
+    assert.equal(
+      ruleUpdate('nat', nat, [], 'bt1'),
+      ['*nat', `-D ${masqueradeRule('bt1', '10.1.0.0/24')}`, 'COMMIT', ''].join('\n'),
+    );
   });
 });

@@ -35,11 +35,11 @@ export class FakeLinks implements LinkOps {
 
 export class FakeFirewall implements FirewallOps {
   calls: string[] = [];
-  async allowBridge(bridge: string): Promise<void> {
-    this.calls.push(`allow ${bridge}`);
+  async allowBridge(bridge: string, subnet: string): Promise<void> {
+    this.calls.push(`allow ${bridge} ${subnet}`);
   }
-  async removeBridge(bridge: string, cniName: string): Promise<void> {
-    this.calls.push(`remove ${bridge} ${cniName}`);
+  async removeBridge(bridge: string): Promise<void> {
+    this.calls.push(`remove ${bridge}`);
   }
 }
 

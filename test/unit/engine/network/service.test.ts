@@ -41,7 +41,7 @@ describe('default bridge setup', () => {
       gatewayInConfig: false,
     });
     assert.deepEqual(links.calls, ['ensure berth0 172.18.0.1/16 drop=0']);
-    assert.deepEqual(firewall.calls, ['allow berth0']);
+    assert.deepEqual(firewall.calls, ['allow berth0 172.18.0.0/16']);
     // a second engine's bridge takes the next block (the first one's route is in use now)
     const other = await setupBridge(opts(links, { name: 'berth1' }));
     assert.equal(other.subnet, '172.19.0.0/16');
