@@ -188,10 +188,13 @@ export function decodeCreateBody(
   return { config, hostConfig, networkingConfig };
 }
 
-/** A copy of `obj` without the keys `drop` names (built key by key: no delete, no slow object). */
-function without(obj: Record<string, unknown>, drop: (key: string) => boolean): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const key of Object.keys(obj)) if (!drop(key)) out[key] = obj[key];
+/**
+ * A copy of `obj` that JSON shows without `keys`: a spread copy (V8 keeps the fast object) with
+ * those keys set to `undefined`, which JSON.stringify leaves out. Views only ever go to JSON.
+ */
+function omitKeys(obj: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out = { ...obj };
+  for (const k of keys) if (k in out) out[k] = undefined;
   return out;
 }
 
@@ -200,8 +203,7 @@ function withoutDnsNames(networks: unknown): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (!networks || typeof networks !== 'object') return out;
   for (const [name, ep] of Object.entries(networks as Record<string, unknown>)) {
-    out[name] =
-      ep && typeof ep === 'object' ? without(ep as Record<string, unknown>, (k) => k === 'DNSNames') : ep;
+    out[name] = ep && typeof ep === 'object' ? omitKeys(ep as Record<string, unknown>, ['DNSNames']) : ep;
   }
   return out;
 }
@@ -217,27 +219,32 @@ function shapeNetworkSettings(ns: unknown, ctx: Pick<ApiContext, 'version'>): un
   return out;
 }
 
+/**
+ * HostConfig as the request's version shows it: Annotations only from 1.43, KernelMemory and
+ * KernelMemoryTCP left out when zero from 1.42 (dockerd's omitempty). The view's own when
+ * nothing goes.
+ */
+function shapeHostConfig(
+  hc: Record<string, unknown>,
+  ctx: Pick<ApiContext, 'version'>,
+): Record<string, unknown> {
+  const drop: string[] = [];
+  if (hc.Annotations !== undefined && !atLeast(ctx as ApiContext, gates.containerAnnotations))
+    drop.push('Annotations');
+  if (atLeast(ctx as ApiContext, gates.kernelMemoryOmitted)) {
+    if (!hc.KernelMemory) drop.push('KernelMemory');
+    if (!hc.KernelMemoryTCP) drop.push('KernelMemoryTCP');
+  }
+  return drop.length ? omitKeys(hc, drop) : hc;
+}
+
 /** Inspect as the request's API version shows it. */
 export function shapeInspect(
   view: Record<string, unknown>,
   ctx: Pick<ApiContext, 'version'>,
 ): Record<string, unknown> {
   const v = { ...view };
-  const hc = (v.HostConfig ?? {}) as Record<string, unknown>;
-  const omitKernelMemory = atLeast(ctx as ApiContext, gates.kernelMemoryOmitted);
-  const dropAnnotations = !atLeast(ctx as ApiContext, gates.containerAnnotations) && 'Annotations' in hc;
-  const dropKernelMemory =
-    omitKernelMemory &&
-    (('KernelMemory' in hc && !hc.KernelMemory) || ('KernelMemoryTCP' in hc && !hc.KernelMemoryTCP));
-  v.HostConfig =
-    dropAnnotations || dropKernelMemory
-      ? without(
-          hc,
-          (k) =>
-            (k === 'Annotations' && dropAnnotations) ||
-            (omitKernelMemory && (k === 'KernelMemory' || k === 'KernelMemoryTCP') && !hc[k]),
-        )
-      : hc;
+  v.HostConfig = shapeHostConfig((v.HostConfig ?? {}) as Record<string, unknown>, ctx);
   v.NetworkSettings = shapeNetworkSettings(v.NetworkSettings, ctx);
   return v;
 }
@@ -250,7 +257,7 @@ export function shapeListItem(
   v.NetworkSettings = shapeNetworkSettings(v.NetworkSettings, ctx);
   if (!atLeast(ctx as ApiContext, gates.containerAnnotations)) {
     const hc = (v.HostConfig ?? {}) as Record<string, unknown>;
-    v.HostConfig = 'Annotations' in hc ? without(hc, (k) => k === 'Annotations') : { ...hc };
+    v.HostConfig = hc.Annotations !== undefined ? omitKeys(hc, ['Annotations']) : hc;
   }
   return v;
 }

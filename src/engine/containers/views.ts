@@ -173,9 +173,19 @@ function stateView(rec: ContainerRecord): Record<string, unknown> {
   return out;
 }
 
-/** HostConfig as inspect echoes it, with dockerd's defaults and key order. */
+/** A map's value when it has keys (an absent key in JSON: JSON.stringify skips `undefined`). */
+function nonEmpty<T extends object>(m: T | undefined | null): T | undefined {
+  return m && Object.keys(m).length ? m : undefined;
+}
+
+/**
+ * HostConfig as inspect echoes it, with dockerd's defaults and key order. One object literal, so
+ * that V8 keeps it a fast object (JSON.stringify is ~30% slower on the dictionary object that
+ * adding ~75 keys one group at a time made); keys dockerd leaves out when empty are `undefined`
+ * here, which JSON leaves out too.
+ */
 export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<string, unknown> {
-  const out: Record<string, unknown> = {
+  return {
     Binds: hc.Binds ?? null,
     ContainerIDFile: hc.ContainerIDFile ?? '',
     LogConfig: { Type: hc.LogConfig?.Type || 'json-file', Config: hc.LogConfig?.Config ?? {} },
@@ -188,9 +198,7 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
     AutoRemove: hc.AutoRemove ?? false,
     VolumeDriver: hc.VolumeDriver ?? '',
     VolumesFrom: hc.VolumesFrom ?? null,
-  };
-  if (hc.Annotations && Object.keys(hc.Annotations).length) out.Annotations = hc.Annotations;
-  Object.assign(out, {
+    Annotations: nonEmpty(hc.Annotations),
     CapAdd: hc.CapAdd ?? null,
     CapDrop: hc.CapDrop ?? null,
     CgroupnsMode: hc.CgroupnsMode || 'host',
@@ -208,16 +216,12 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
     PublishAllPorts: hc.PublishAllPorts ?? false,
     ReadonlyRootfs: hc.ReadonlyRootfs ?? false,
     SecurityOpt: hc.SecurityOpt ?? null,
-  });
-  if (hc.StorageOpt && Object.keys(hc.StorageOpt).length) out.StorageOpt = hc.StorageOpt;
-  if (hc.Tmpfs && Object.keys(hc.Tmpfs).length) out.Tmpfs = hc.Tmpfs;
-  Object.assign(out, {
+    StorageOpt: nonEmpty(hc.StorageOpt),
+    Tmpfs: nonEmpty(hc.Tmpfs),
     UTSMode: hc.UTSMode ?? '',
     UsernsMode: hc.UsernsMode ?? '',
     ShmSize: hc.ShmSize ?? 67108864,
-  });
-  if (hc.Sysctls && Object.keys(hc.Sysctls).length) out.Sysctls = hc.Sysctls;
-  Object.assign(out, {
+    Sysctls: nonEmpty(hc.Sysctls),
     Runtime: hc.Runtime || 'runc',
     ConsoleSize: hc.ConsoleSize ?? [0, 0],
     Isolation: hc.Isolation ?? '',
@@ -252,14 +256,11 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
     CpuPercent: hc.CpuPercent ?? 0,
     IOMaximumIOps: hc.IOMaximumIOps ?? 0,
     IOMaximumBandwidth: hc.IOMaximumBandwidth ?? 0,
-  });
-  if (hc.Mounts?.length) out.Mounts = hc.Mounts;
-  if (hc.Init !== undefined && hc.Init !== null) out.Init = hc.Init;
-  Object.assign(out, {
+    Mounts: hc.Mounts?.length ? hc.Mounts : undefined,
+    Init: hc.Init ?? undefined,
     MaskedPaths: hc.MaskedPaths ?? null,
     ReadonlyPaths: hc.ReadonlyPaths ?? null,
-  });
-  return out;
+  };
 }
 
 function configView(rec: ContainerRecord): Record<string, unknown> {
