@@ -8,6 +8,7 @@
  * bounded in count; the whole run stops by itself.
  */
 import { EngineClient } from './client.js';
+import { RawEngineClient } from './raw-client.js';
 import { median, percentile, timed } from './stats.js';
 import { ensureBusybox, startBerth } from './targets.js';
 
@@ -64,6 +65,8 @@ export interface Figures {
 interface Target {
   name: string;
   c: EngineClient;
+  /** The list and inspect phases' client (see raw-client.ts). */
+  raw: RawEngineClient;
 }
 
 /** `fn` for each target in turn, `rounds` times: both engines meet the same client and load. */
@@ -124,7 +127,7 @@ async function measure(targets: Target[], o: Options): Promise<Map<Target, Figur
     const r = await t.c.ok('POST', '/v1.41/containers/create', { Image: 'busybox:latest', Cmd: ['true'] });
     ids.get(t)?.push((JSON.parse(r.toString()) as { Id: string }).Id);
   });
-  const list = (t: Target) => t.c.ok('GET', '/v1.41/containers/json?all=1');
+  const list = (t: Target) => t.raw.get('/v1.41/containers/json?all=1');
   await alternate(targets, LIST_WARMUP, list);
   const lists = await timeAlternately(targets, LIST_MEASURED, list);
 
@@ -132,7 +135,7 @@ async function measure(targets: Target[], o: Options): Promise<Map<Target, Figur
     const own = ids.get(t) ?? [];
     for (let i = 0; i < BATCH; i++) {
       const id = own[(round * BATCH + i) % own.length] ?? '';
-      const [ms] = await timed(() => t.c.ok('GET', `/v1.41/containers/${id}/json`));
+      const [ms] = await timed(() => t.raw.get(`/v1.41/containers/${id}/json`));
       into?.push(ms);
     }
   };
@@ -206,14 +209,22 @@ function printTable(results: Array<[string, Figures]>): void {
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const own = o.berth ? undefined : await startBerth();
-  const targets: Target[] = [{ name: 'berth', c: new EngineClient(socketOf(o.berth ?? own?.host ?? '')) }];
-  if (o.reference) targets.push({ name: 'dockerd (reference)', c: new EngineClient(socketOf(o.reference)) });
+  const target = async (name: string, host: string): Promise<Target> => ({
+    name,
+    c: new EngineClient(socketOf(host)),
+    raw: await RawEngineClient.open(socketOf(host)),
+  });
+  const targets: Target[] = [await target('berth', o.berth ?? own?.host ?? '')];
+  if (o.reference) targets.push(await target('dockerd (reference)', o.reference));
   try {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
     const figures = await measure(targets, o);
     printTable(targets.map((t) => [t.name, figures.get(t) as Figures]));
   } finally {
-    for (const t of targets) t.c.close();
+    for (const t of targets) {
+      t.c.close();
+      t.raw.close();
+    }
     await own?.stop();
   }
 }

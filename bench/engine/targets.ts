@@ -1,10 +1,19 @@
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { buildBusyboxRootfs } from '../../src/engine/images/seed.js';
 import { TestEngine } from '../../test/helpers/engine.js';
 import type { EngineClient } from './client.js';
 
-/** A berth engine of its own for the benchmark (temp socket and data root). */
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+/**
+ * A berth engine of its own for the benchmark (temp socket and data root): the build in dist/, as
+ * `bin/berth` runs it (build first: `npm run build`).
+ */
 export async function startBerth(): Promise<{ host: string; stop(): Promise<void> }> {
-  const engine = await TestEngine.start({ logLevel: 'warn' });
+  if (!existsSync(join(repoRoot, 'dist/cli/main.js')))
+    throw new Error('no build in dist/: run npm run build first');
+  const engine = await TestEngine.start({ logLevel: 'warn', compiled: true });
   return { host: engine.host, stop: () => engine.destroy() };
 }
 

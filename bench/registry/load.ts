@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { ResponseFramer } from '../common/http1.js';
 
 /**
  * A lean closed-loop HTTP/1.1 load generator on raw keep-alive sockets: each connection sends
@@ -45,7 +46,7 @@ export async function runLoad(options: {
   const one = (): Promise<void> =>
     new Promise((resolve) => {
       let socket: Socket;
-      let buffer: Buffer = Buffer.alloc(0);
+      const framer = new ResponseFramer(isHead);
       let sentAt = 0;
       let done = false;
       const finish = () => {
@@ -67,24 +68,7 @@ export async function runLoad(options: {
       });
       socket.on('close', finish);
       socket.on('data', (chunk: Buffer) => {
-        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
-        for (;;) {
-          const end = buffer.indexOf('\r\n\r\n');
-          if (end < 0) return;
-          const headerText = buffer.subarray(0, end).toString('latin1');
-          const status = Number(headerText.slice(9, 12));
-          const m = /\r\ncontent-length:\s*(\d+)/i.exec(headerText);
-          let total = end + 4;
-          if (!isHead && status !== 204 && status !== 304) {
-            if (m) total += Number(m[1]);
-            else if (/\r\ntransfer-encoding:\s*chunked/i.test(headerText)) {
-              const term = buffer.indexOf('\r\n0\r\n\r\n', end);
-              if (term < 0) return;
-              total = term + 7;
-            }
-          }
-          if (buffer.length < total) return;
-          buffer = buffer.subarray(total);
+        for (const status of framer.push(chunk)) {
           statuses[status] = (statuses[status] ?? 0) + 1;
           if (status >= 200 && status < 300) requests++;
           else errors++;

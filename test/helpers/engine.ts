@@ -31,6 +31,8 @@ export interface EngineOptions {
   bridge?: string;
   /** `--bip` of the default bridge (default: the engine picks a free block under its host lock). */
   bip?: string;
+  /** Run the build in dist/ (as `bin/berth` does) rather than the sources through tsx. */
+  compiled?: boolean;
 }
 
 /**
@@ -80,9 +82,9 @@ export class TestEngine {
 
   async launch(): Promise<void> {
     const args = [
-      '--import',
-      'tsx',
-      join(repoRoot, 'src/cli/main.ts'),
+      ...(this.opts.compiled
+        ? [join(repoRoot, 'dist/cli/main.js')]
+        : ['--import', 'tsx', join(repoRoot, 'src/cli/main.ts')]),
       'engine',
       '--host',
       this.host,
