@@ -283,6 +283,8 @@ export class ConmonDriver implements Runtime {
   }
 
   async state(id: string): Promise<RuntimeState | null> {
+    // no state directory: nothing to ask the runtime (engine start asks for every container)
+    if (!(await runtimeStateExists(this.o.cli.root, id))) return null;
     return this.o.cli.state(id);
   }
 
