@@ -7,39 +7,54 @@ export interface ToolResult {
   code: number;
   /** The first 64 chunks of its standard error, trimmed. */
   stderr: string;
+  /** Its standard output when `stdout` was asked for, else ''. */
+  stdout: string;
+}
+
+export interface ToolOptions {
+  cwd?: string;
+  /** What to pipe to standard input: a stream, or a text written whole. */
+  input?: Readable | string;
+  /** Keep standard output (`ip -j`, `iptables -S`); discarded otherwise. */
+  stdout?: boolean;
 }
 
 /**
- * Run a host tool (mount, umount, tar, ...) with no shell: standard output is discarded,
- * standard error kept for the message, `input` piped to standard input. Rejects only when the
- * tool cannot be started; its exit status is the caller's to judge.
+ * Run a host tool (mount, umount, tar, ip, iptables, ...) with no shell: standard error kept for
+ * the message, standard output kept when asked for, `input` piped to standard input. Rejects only
+ * when the tool cannot be started; its exit status is the caller's to judge.
  */
-export function runTool(
-  cmd: string,
-  args: string[],
-  opts: { cwd?: string; input?: Readable } = {},
-): Promise<ToolResult> {
+export function runTool(cmd: string, args: string[], opts: ToolOptions = {}): Promise<ToolResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
       cwd: opts.cwd,
-      stdio: [opts.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
+      stdio: [opts.input === undefined ? 'ignore' : 'pipe', opts.stdout ? 'pipe' : 'ignore', 'pipe'],
     });
+    const out: Buffer[] = [];
     const err: Buffer[] = [];
+    child.stdout?.on('data', (d: Buffer) => out.push(d));
     child.stderr?.on('data', (d: Buffer) => {
       if (err.length < 64) err.push(d);
     });
     child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
-    if (opts.input && child.stdin) {
-      const stdin = child.stdin;
+    const stdin = child.stdin;
+    if (opts.input !== undefined && stdin) {
       stdin.on('error', () => undefined); // EPIPE when the tool exits early; its status tells why
-      opts.input.on('error', (e) => {
-        child.kill('SIGKILL');
-        reject(e);
-      });
-      opts.input.pipe(stdin);
+      if (typeof opts.input === 'string') stdin.end(opts.input);
+      else {
+        opts.input.on('error', (e) => {
+          child.kill('SIGKILL');
+          reject(e);
+        });
+        opts.input.pipe(stdin);
+      }
     }
     child.on('close', (code, signal) => {
-      resolve({ code: code ?? (signal ? 128 : -1), stderr: Buffer.concat(err).toString('utf8').trim() });
+      resolve({
+        code: code ?? (signal ? 128 : -1),
+        stderr: Buffer.concat(err).toString('utf8').trim(),
+        stdout: Buffer.concat(out).toString('utf8'),
+      });
     });
   });
 }

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
 import { systemError } from '../../../common/errors.js';
+import { runTool, type ToolResult } from '../../../common/host/run-tool.js';
 
 export interface LinkAddress {
   address: string;
@@ -29,26 +29,8 @@ export interface LinkOps {
   deleteLink(name: string): Promise<void>;
 }
 
-function runIp(args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('ip', args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout?.on('data', (d: Buffer) => out.push(d));
-    child.stderr?.on('data', (d: Buffer) => err.push(d));
-    child.on('error', (e) => reject(systemError(`cannot run ip: ${e.message}`)));
-    child.on('close', (code) =>
-      resolve({
-        code: code ?? -1,
-        stdout: Buffer.concat(out).toString('utf8'),
-        stderr: Buffer.concat(err).toString('utf8').trim(),
-      }),
-    );
-    if (input !== undefined) {
-      child.stdin?.on('error', () => undefined);
-      child.stdin?.end(input);
-    }
-  });
+function runIp(args: string[], input?: string): Promise<ToolResult> {
+  return runTool('ip', args, { input, stdout: true });
 }
 
 interface IpAddrJson {

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
 import { systemError } from '../../../common/errors.js';
+import { runTool, type ToolResult } from '../../../common/host/run-tool.js';
 
 /**
  * The engine's own iptables rules for its bridge, as dockerd's for docker0: forwarding to and from
@@ -15,30 +15,8 @@ export interface FirewallOps {
   removeBridge(bridge: string): Promise<void>;
 }
 
-function run(
-  cmd: string,
-  args: string[],
-  input?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout?.on('data', (d: Buffer) => out.push(d));
-    child.stderr?.on('data', (d: Buffer) => err.push(d));
-    child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
-    child.on('close', (code) =>
-      resolve({
-        code: code ?? -1,
-        stdout: Buffer.concat(out).toString('utf8'),
-        stderr: Buffer.concat(err).toString('utf8').trim(),
-      }),
-    );
-    if (input !== undefined) {
-      child.stdin?.on('error', () => undefined);
-      child.stdin?.end(input);
-    }
-  });
+function run(cmd: string, args: string[], input?: string): Promise<ToolResult> {
+  return runTool(cmd, args, { input, stdout: true });
 }
 
 /** The comment marking the engine's FORWARD rules of one bridge. */
