@@ -37,7 +37,6 @@ describe('built-in token server', () => {
       htpasswd: new Htpasswd(file, { log: quiet }),
       acl: new Acl(
         validateAcl([
-          // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
           { account: '*', name: '${account}/*', actions: ['pull', 'push', 'delete'] },
           { account: 'bob', name: 'alice/shared', actions: ['pull'] },
           { anonymous: true, name: 'public/*', actions: ['pull'] },

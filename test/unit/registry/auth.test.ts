@@ -340,7 +340,6 @@ describe('ACLs', () => {
   const acl = new Acl(
     validateAcl([
       { account: 'alice', name: 'alice/*', actions: ['pull', 'push'] },
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
       { account: '*', name: '${account}/*', actions: ['*'] },
       { group: 'readers', name: 'shared/*', actions: ['pull'] },
       { anonymous: true, name: 'public/*', actions: ['pull'] },
@@ -371,7 +370,6 @@ describe('ACLs', () => {
     ]);
   });
 
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: the ACL placeholder, not a template
   it('treats ${account} literally and keeps registry scopes apart', () => {
     assert.deepEqual(acl.grant({ account: 'a*' }, [want('abc/x', 'pull')]), [want('abc/x')]);
     const catalog = { type: 'registry' as const, name: 'catalog', actions: ['*'] };
