@@ -191,6 +191,7 @@ export async function startEngine(
   });
   registerContainerRoutes(router, containers);
   sources.containers = () => containers.counts();
+  sources.images = async () => (await images.list()).length;
 
   await hooks.beforeListen?.({ images });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 
 describe('engine system API', () => {
@@ -62,6 +63,28 @@ describe('engine system API', () => {
     assert.match(String(info.ID), /^([A-Z2-7]{4}:){11}[A-Z2-7]{4}$/);
     const v24 = (await engine.request('GET', '/v1.24/info')).json<Record<string, unknown>>();
     assert.equal(v24.ExecutionDriver, '<not supported>');
+  });
+
+  it('counts images and containers by state in /info', async () => {
+    const counts = async () => {
+      const i = (await engine.request('GET', '/v1.44/info')).json<Record<string, number>>();
+      return [i.Images, i.Containers, i.ContainersRunning, i.ContainersPaused, i.ContainersStopped];
+    };
+    const before = await counts();
+    await ensureBusybox(engine);
+    await engine.dockerOk(['tag', 'busybox', 'another/name:1']);
+    const images = (await engine.request('GET', '/v1.44/images/json?all=1')).json<unknown[]>().length;
+    const stopped = await engine.dockerOk(['create', 'busybox', 'true']);
+    const running = await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '60']);
+    const paused = await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '60']);
+    await engine.dockerOk(['pause', paused]);
+    try {
+      assert.deepEqual(await counts(), [images, (before[1] ?? 0) + 3, 1, 1, (before[4] ?? 0) + 1]);
+      assert.ok(images >= 1);
+    } finally {
+      await engine.dockerOk(['rm', '-f', stopped, running, paused]);
+      await engine.dockerOk(['rmi', 'another/name:1']);
+    }
   });
 
   it('drives docker version and docker info', async () => {
