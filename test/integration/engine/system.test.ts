@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { runCommand } from '../../helpers/process.js';
 
 describe('engine system API', () => {
   let engine: TestEngine;
@@ -102,5 +104,33 @@ describe('engine system API', () => {
     assert.equal(badTime.status, 400);
     const r = await engine.docker(['events', '--since', '1m', '--until', '0s']);
     assert.equal(r.code, 0, r.stderr);
+  });
+});
+
+describe('engine listening on several hosts', () => {
+  it('serves the same API on a unix socket and on tcp://127.0.0.1 (--host repeated)', async () => {
+    const port = await new Promise<number>((resolve, reject) => {
+      const probe = createServer();
+      probe.once('error', reject);
+      probe.listen(0, '127.0.0.1', () => {
+        const address = probe.address();
+        probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+    });
+    const engine = await TestEngine.start({ args: ['--host', `tcp://127.0.0.1:${port}`] });
+    try {
+      const viaUnix = await engine.dockerOk(['info', '--format', '{{.ID}}']);
+      const tcp = await runCommand(
+        'docker',
+        ['-H', `tcp://127.0.0.1:${port}`, 'info', '--format', '{{.ID}}'],
+        {
+          env: { DOCKER_CONFIG: engine.dockerConfig },
+        },
+      );
+      assert.equal(tcp.code, 0, tcp.stderr);
+      assert.equal(tcp.stdout.trim(), viaUnix);
+    } finally {
+      await engine.destroy();
+    }
   });
 });
