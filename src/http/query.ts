@@ -1,21 +1,14 @@
 import { invalidParameter } from '../common/errors.js';
 
-/** Docker's boolean query values: 1/true/True are true, 0/false/False/empty are false. */
-export function parseBool(value: string | null | undefined, name: string, fallback = false): boolean {
+/**
+ * A boolean query value as dockerd reads it (httputils.BoolValue): trimmed and lowercased, "",
+ * "0", "no", "false" and "none" are false and anything else is true; `fallback` when the
+ * parameter is absent.
+ */
+export function parseBool(value: string | null | undefined, fallback = false): boolean {
   if (value === null || value === undefined) return fallback;
-  switch (value) {
-    case '1':
-    case 'true':
-    case 'True':
-      return true;
-    case '':
-    case '0':
-    case 'false':
-    case 'False':
-      return false;
-    default:
-      throw invalidParameter(`invalid boolean value ${JSON.stringify(value)} for query parameter ${name}`);
-  }
+  const s = value.trim().toLowerCase();
+  return !(s === '' || s === '0' || s === 'no' || s === 'false' || s === 'none');
 }
 
 export function parseIntParam(
@@ -36,8 +29,10 @@ export function parseIntParam(
 export type Filters = Map<string, string[]>;
 
 /**
- * Parse the `filters` query parameter. Accepts the map-of-arrays form ({"status":["running"]}) and
- * the legacy map-of-bools form ({"status":{"running":true}}).
+ * Parse the `filters` query parameter: dockerd's map of values to booleans
+ * ({"status":{"running":true}}) or the older map of arrays ({"status":["running"]}). As dockerd's
+ * matchers do, the values count whatever their booleans say, and a name with no values filters
+ * nothing (it is left out).
  */
 export function parseFilters(raw: string | null | undefined): Filters {
   const filters: Filters = new Map();
@@ -45,27 +40,23 @@ export function parseFilters(raw: string | null | undefined): Filters {
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
-  } catch (err) {
-    throw invalidParameter(`invalid filter: ${(err as Error).message}`);
+  } catch {
+    throw invalidParameter(`invalid filter: not a JSON object: ${raw.slice(0, 100)}`);
   }
   if (parsed === null) return filters;
   if (typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw invalidParameter('invalid filter: expected a JSON object');
   }
   for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
-    if (Array.isArray(value)) {
-      filters.set(
-        key,
-        value.map((v) => String(v)),
-      );
-    } else if (value && typeof value === 'object') {
-      const values = Object.entries(value as Record<string, unknown>)
-        .filter(([, on]) => on === true)
-        .map(([v]) => v);
-      filters.set(key, values);
-    } else {
+    let values: unknown[];
+    if (Array.isArray(value)) values = value;
+    else if (value && typeof value === 'object') values = Object.keys(value);
+    else if (value === null) continue;
+    else throw invalidParameter(`invalid filter ${JSON.stringify(key)}: expected an array of strings`);
+    if (!values.every((v) => typeof v === 'string')) {
       throw invalidParameter(`invalid filter ${JSON.stringify(key)}: expected an array of strings`);
     }
+    if (values.length) filters.set(key, values as string[]);
   }
   return filters;
 }

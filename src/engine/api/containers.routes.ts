@@ -37,7 +37,7 @@ function streamType(ctx: ApiContext, tty: boolean): string {
 }
 
 function bool(ctx: ApiContext, name: string, fallback = false): boolean {
-  return parseBool(ctx.query.get(name), name, fallback);
+  return parseBool(ctx.query.get(name), fallback);
 }
 
 /** A string or array of strings (Cmd, Entrypoint, Shell) as Docker's StrSlice decodes it. */

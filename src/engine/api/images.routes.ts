@@ -155,7 +155,7 @@ export function registerImageRoutes(router: ApiRouter, images: ImageService): vo
 
   router.get('/images/json', async (ctx) => {
     const q = ctx.query;
-    const all = parseBool(q.get('all'), 'all');
+    const all = parseBool(q.get('all'));
     const filters = parseFilters(q.get('filters'));
     const legacy = q.get('filter');
     if (legacy && versionBefore(ctx.version, gates.imagesNoSingularFilter)) {
@@ -190,8 +190,8 @@ export function registerImageRoutes(router: ApiRouter, images: ImageService): vo
   });
 
   router.delete('/images/{name*}', async (ctx) => {
-    const force = parseBool(ctx.query.get('force'), 'force');
-    const noprune = parseBool(ctx.query.get('noprune'), 'noprune');
+    const force = parseBool(ctx.query.get('force'));
+    const noprune = parseBool(ctx.query.get('noprune'));
     const items = await images.remove(ctx.params.name ?? '', { force, prune: !noprune });
     sendJson(ctx.res, 200, items);
   });

@@ -45,7 +45,7 @@ export function registerVolumeRoutes(router: ApiRouter, volumes: VolumeService):
   });
 
   router.delete('/volumes/{name}', async (ctx) => {
-    const force = atLeast(ctx, gates.volumeRemoveForce) && parseBool(ctx.query.get('force'), 'force');
+    const force = atLeast(ctx, gates.volumeRemoveForce) && parseBool(ctx.query.get('force'));
     await volumes.remove(ctx.params.name ?? '', { force });
     sendEmpty(ctx.res, 204);
   });

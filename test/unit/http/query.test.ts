@@ -5,14 +5,13 @@ import { checkFilterNames, parseBool, parseFilters, parseIntParam } from '../../
 import { FrameDecoder, frame } from '../../../src/http/stream.js';
 
 describe('query parsing', () => {
-  it('reads Docker booleans', () => {
-    for (const v of ['1', 'true', 'True']) assert.equal(parseBool(v, 'x'), true);
-    for (const v of ['0', 'false', 'False', '']) assert.equal(parseBool(v, 'x'), false);
-    assert.equal(parseBool(null, 'x', true), true);
-    assert.throws(
-      () => parseBool('yes', 'x'),
-      (e) => e instanceof BerthError && e.kind === 'InvalidParameter',
-    );
+  it("reads booleans as dockerd does: '', 0, no, false, none (any case, trimmed) are false", () => {
+    for (const v of ['1', 'true', 'True', 'TRUE', 'yes', '2', 'on', ' true '])
+      assert.equal(parseBool(v), true, v);
+    for (const v of ['0', 'false', 'False', 'FALSE', '', 'no', 'None', ' 0 '])
+      assert.equal(parseBool(v), false, v);
+    assert.equal(parseBool(null, true), true);
+    assert.equal(parseBool(undefined), false);
   });
 
   it('reads integers strictly', () => {
@@ -28,11 +27,16 @@ describe('query parsing', () => {
       [...parseFilters('{"status":["running","exited"]}')],
       [['status', ['running', 'exited']]],
     );
+    // dockerd's matchers use the keys of the map whatever their booleans
     assert.deepEqual(
       [...parseFilters('{"status":{"running":true,"paused":false}}')],
-      [['status', ['running']]],
+      [['status', ['running', 'paused']]],
     );
+    // no values: no filter
+    assert.deepEqual([...parseFilters('{"name":[],"status":{},"label":null,"id":["x"]}')], [['id', ['x']]]);
     assert.equal(parseFilters('').size, 0);
+    assert.throws(() => parseFilters('{"name":[1]}'), /invalid filter "name"/);
+    assert.throws(() => parseFilters('{"name":"x"}'), /invalid filter "name"/);
     assert.throws(() => parseFilters('{bad'), /invalid filter/);
     assert.throws(() => parseFilters('["a"]'), /invalid filter/);
     assert.throws(
