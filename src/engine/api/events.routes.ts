@@ -1,22 +1,23 @@
 import { invalidParameter } from '../../common/errors.js';
 import { parseFilters } from '../../http/query.js';
 import { eventFilter } from '../events/events.filter.js';
-import type { EngineEvent, EventsService } from '../events/events.service.js';
+import { type EngineEvent, type EventsService, eventJson } from '../events/events.service.js';
 import type { ApiRouter } from './context.js';
 
 /**
- * Docker timestamps in query parameters: Unix seconds with optional fraction (`1700000000.5`,
- * `1700000000.000000001`), or RFC 3339. Returns Unix nanoseconds.
+ * Docker timestamps in query parameters: Unix seconds with an optional fraction
+ * (`1700000000.5`; digits past the ninth are dropped, as dockerd does), or RFC 3339 (the docker
+ * CLI sends Unix seconds; RFC 3339 is accepted for people). Returns Unix nanoseconds.
  */
 export function parseTimestamp(value: string, name: string): bigint {
-  const unix = /^(-?\d+)(?:\.(\d{1,9}))?$/.exec(value);
+  const unix = /^(-?\d+)(?:\.(\d+))?$/.exec(value);
   if (unix) {
     const seconds = BigInt(unix[1] ?? '0');
-    const frac = BigInt((unix[2] ?? '').padEnd(9, '0') || '0');
-    return seconds * 1_000_000_000n + frac;
+    const frac = BigInt((unix[2] ?? '').slice(0, 9).padEnd(9, '0'));
+    return seconds * 1_000_000_000n + (seconds < 0n ? -frac : frac);
   }
   const ms = Date.parse(value);
-  if (!Number.isNaN(ms)) return BigInt(ms) * 1_000_000n;
+  if (!Number.isNaN(ms) && /^\d{4}-\d\d-\d\dT/.test(value)) return BigInt(ms) * 1_000_000n;
   throw invalidParameter(
     `invalid value for ${name}: ${JSON.stringify(value)}: not a Unix timestamp or RFC 3339 time`,
   );
@@ -25,17 +26,19 @@ export function parseTimestamp(value: string, name: string): bigint {
 export function registerEventRoutes(router: ApiRouter, events: EventsService): void {
   router.get('/events', async (ctx) => {
     const { query, res, req } = ctx;
-    const since = query.get('since') ? parseTimestamp(query.get('since') ?? '', 'since') : undefined;
-    const until = query.get('until') ? parseTimestamp(query.get('until') ?? '', 'until') : undefined;
+    const sinceText = query.get('since') ?? '';
+    const untilText = query.get('until') ?? '';
+    const since = sinceText ? parseTimestamp(sinceText, 'since') : undefined;
+    const until = untilText ? parseTimestamp(untilText, 'until') : undefined;
     if (since !== undefined && until !== undefined && until < since) {
-      throw invalidParameter('`since` time must be before `until` time');
+      throw invalidParameter(`\`since\` time (${sinceText}) cannot be after \`until\` time (${untilText})`);
     }
     const matches = eventFilter(parseFilters(query.get('filters')));
     res.statusCode = 200;
     res.setHeader('Content-Type', 'application/json');
     res.flushHeaders();
     const write = (e: EngineEvent): void => {
-      if (matches(e)) res.write(`${JSON.stringify(e)}\n`);
+      if (matches(e)) res.write(`${eventJson(e)}\n`);
     };
     const nowNano = BigInt(Date.now()) * 1_000_000n;
     const buffered: EngineEvent[] = [];
@@ -43,17 +46,18 @@ export function registerEventRoutes(router: ApiRouter, events: EventsService): v
     // Subscribe before replaying history so that nothing published meanwhile is lost.
     const unsubscribe = events.subscribe((e) => {
       if (replaying) buffered.push(e);
-      else if (until === undefined || BigInt(e.timeNano) <= until) write(e);
+      else if (until === undefined || e.timeNano <= until) write(e);
     });
-    let lastReplayed = -1;
-    if (since !== undefined) {
-      for (const e of events.past(since, until)) {
+    // dockerd replays its history when either bound is given (until alone: all of it up to until)
+    let lastReplayed = -1n;
+    if (since !== undefined || until !== undefined) {
+      for (const e of events.past(since ?? 0n, until !== undefined && until > 0n ? until : undefined)) {
         write(e);
         lastReplayed = e.timeNano;
       }
     }
     for (const e of buffered)
-      if (e.timeNano > lastReplayed && (until === undefined || BigInt(e.timeNano) <= until)) write(e);
+      if (e.timeNano > lastReplayed && (until === undefined || e.timeNano <= until)) write(e);
     replaying = false;
     await new Promise<void>((resolve) => {
       let timer: NodeJS.Timeout | undefined;

@@ -23,7 +23,16 @@ export interface EngineEvent {
   Actor: { ID: string; Attributes: Record<string, string> };
   scope: 'local' | 'swarm';
   time: number;
-  timeNano: number;
+  /** Exact (a Number would round nanoseconds since 1970); written as a JSON integer by eventJson. */
+  timeNano: bigint;
+}
+
+/** One event as a JSON line's text, `timeNano` as the exact integer dockerd writes. */
+export function eventJson(e: EngineEvent): string {
+  // timeNano is the last key (reorder): write the rest, then it
+  const { timeNano, ...rest } = e;
+  const head = JSON.stringify(rest);
+  return `${head.slice(0, -1)},"timeNano":${timeNano}}`;
 }
 
 export type EventListener = (event: EngineEvent) => void;
@@ -53,7 +62,7 @@ export class EventsService {
       Actor: { ID: id, Attributes: attributes },
       scope: 'local',
       time: Number(timeNano / 1_000_000_000n),
-      timeNano: Number(timeNano),
+      timeNano,
     };
     if (type === 'container' || type === 'image') {
       const withLegacy: EngineEvent = { status: action, id, ...event };
@@ -66,7 +75,7 @@ export class EventsService {
   /** Past events with timeNano in [sinceNano, untilNano]. */
   past(sinceNano: bigint, untilNano?: bigint): EngineEvent[] {
     return this.history.filter(
-      (e) => BigInt(e.timeNano) >= sinceNano && (untilNano === undefined || BigInt(e.timeNano) <= untilNano),
+      (e) => e.timeNano >= sinceNano && (untilNano === undefined || e.timeNano <= untilNano),
     );
   }
 
