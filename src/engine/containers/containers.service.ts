@@ -302,9 +302,10 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       ix.containers.get(id)?.execIds.delete(execId);
     },
     counts() {
+      // as dockerd's StateString: a restarting container counts as stopped
       const all = [...ix.containers.values()].map((c) => c.state);
-      const paused = all.filter((s) => s.Paused).length;
-      const running = all.filter((s) => s.Running && !s.Paused).length;
+      const paused = all.filter((s) => s.Running && s.Paused).length;
+      const running = all.filter((s) => s.Running && !s.Paused && !s.Restarting).length;
       return { total: all.length, running, paused, stopped: all.length - running - paused };
     },
     async close() {

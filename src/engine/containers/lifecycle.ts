@@ -212,7 +212,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     }
   }
 
-  /** Send a signal; a paused container is resumed so that it gets it. */
+  /** Send a signal; a paused container is resumed so that it gets it (and unpause announced). */
   async function signalContainer(c: Container, sig: number): Promise<void> {
     emit(ix, c, 'kill', { signal: String(sig) });
     await ix.runtime.signal(c.id, sig);
@@ -221,18 +221,26 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       c.state.Paused = false;
       c.state.Status = 'running';
       await save(ix, c);
+      emit(ix, c, 'unpause');
     }
   }
 
-  /** Wait for the process to be gone, checking the runtime too in case an exit report is late. */
+  /**
+   * Wait for the process to be gone and its exit handled (the die event sent, so that a caller's
+   * own events come after it, as dockerd's do), checking the runtime too in case an exit report is
+   * late. Never called under the container's lock (exit handling takes it).
+   */
   async function awaitExit(c: Container, exit: Promise<number>, ms: number): Promise<boolean> {
     const deadline = ms < 0 ? Number.POSITIVE_INFINITY : Date.now() + ms;
     for (;;) {
-      if (!c.isRunningProcess) return true;
+      if (!c.isRunningProcess) {
+        if (c.exiting) await c.exiting.catch(() => undefined);
+        return true;
+      }
       const left = deadline - Date.now();
       if (left <= 0) return false;
-      const r = await withTimeout(exit, Math.min(left, 1000));
-      if (r !== undefined || !c.isRunningProcess) return true;
+      if ((await withTimeout(exit, Math.min(left, 1000))) !== undefined) return true;
+      if (!c.isRunningProcess) continue;
       const st = await ix.runtime.exitStatus(c.id).catch(() => null);
       if (st) await handleExit(c, st);
     }
@@ -306,7 +314,10 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
 
   async function restart(c: Container, opts: { timeout?: number; signal?: string }): Promise<void> {
     if (opts.signal) parseSignal(opts.signal);
-    if (c.state.Running) await stopRunning(c, opts);
+    if (c.state.Running) {
+      await stopRunning(c, opts);
+      emit(ix, c, 'stop');
+    }
     await start(c, true).catch((err) => {
       if (err && typeof err === 'object' && 'kind' in err && err.kind === 'NotModified') return;
       throw err;

@@ -218,6 +218,37 @@ describe('containers service with runc', () => {
     await service.remove(Id, {});
   });
 
+  it("announces events in dockerd's order: die before stop, stop within restart, unpause after a signal", async () => {
+    const actions: string[] = [];
+    const { Id } = await service.create(
+      req({
+        Image: 'busybox',
+        // exits a while after SIGTERM: stop must still announce die first
+        Cmd: ['sh', '-c', 'trap "sleep 0.3; exit 3" TERM; while :; do sleep 0.05; done'],
+      }),
+    );
+    const off = events.subscribe((e) => {
+      if (e.Actor.ID === Id)
+        actions.push(e.Action === 'kill' ? `kill(${e.Actor.Attributes.signal})` : e.Action);
+    });
+    try {
+      await service.start(Id);
+      await service.stop(Id, { timeout: 5 });
+      assert.deepEqual(actions.slice(-3), ['kill(15)', 'die', 'stop']);
+      actions.length = 0;
+      await service.start(Id);
+      await service.restart(Id, { timeout: 5 });
+      assert.deepEqual(actions, ['start', 'kill(15)', 'die', 'stop', 'start', 'restart']);
+      actions.length = 0;
+      await service.pause(Id);
+      await service.kill(Id, 'HUP');
+      assert.deepEqual(actions, ['pause', 'kill(1)', 'unpause']);
+    } finally {
+      off();
+      await service.remove(Id, { force: true });
+    }
+  });
+
   it('live restore across a new service and runtime instance', async () => {
     const { Id } = await service.create(
       req({ Image: 'busybox', Cmd: ['sleep', '60'] }, { name: 'survivor' }),
