@@ -138,6 +138,8 @@ export async function startEngine(
       version: () => runtimeVersion(path),
     })),
     defaultRuntime: config.runtime,
+    // every container gets Docker's default seccomp profile unless its SecurityOpt says otherwise
+    securityOptions: () => ['name=seccomp,profile=default'],
   };
   const system = new SystemService(
     {

@@ -25,14 +25,9 @@ export function registerSystemRoutes(router: ApiRouter, system: SystemService, e
   router.get('/_ping', ping('GET'));
   router.head('/_ping', ping('HEAD'));
 
+  // dockerd answers the same /version at every API version
   router.get('/version', async (ctx) => {
-    const v = await system.version();
-    if (versionBefore(ctx.version, gates.minApiVersionField)) delete v.MinAPIVersion;
-    if (versionBefore(ctx.version, gates.logsUntil)) {
-      delete v.Platform;
-      delete v.Components;
-    }
-    sendJson(ctx.res, 200, v);
+    sendJson(ctx.res, 200, await system.version());
   });
 
   router.get('/info', async (ctx) => {
@@ -42,6 +37,8 @@ export function registerSystemRoutes(router: ApiRouter, system: SystemService, e
       info.ExecutionDriver = '<not supported>';
       info.SecurityOptions = (info.SecurityOptions as string[]).map((o) => /name=([^,]+)/.exec(o)?.[1] ?? o);
     }
+    // moby's router from 1.42: kernel memory limits are gone
+    if (!versionBefore(ctx.version, gates.kernelMemoryOmitted)) info.KernelMemory = false;
     sendJson(ctx.res, 200, info);
   });
 }

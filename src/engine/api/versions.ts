@@ -41,8 +41,6 @@ export function isValidVersionString(v: string): boolean {
 export const gates = {
   /** Container list/inspect: status `removing`; HostConfig.AutoRemove, Mounts, Init, etc. */
   removingState: '1.25',
-  /** /version MinAPIVersion. */
-  minApiVersionField: '1.25',
   /** Image inspect: RootFS.BaseLayer dropped, OsVersion added. */
   imageOsVersion: '1.25',
   /** Stats: cpu_stats.online_cpus. */

@@ -98,7 +98,6 @@ export class SystemService {
       Os: 'linux',
       Arch: arch,
       KernelVersion: f.kernelVersion,
-      BuildTime: '',
     };
   }
 
@@ -128,7 +127,7 @@ export class SystemService {
       ],
       Plugins: {
         Volume: ['local'],
-        Network: ['host', 'null'],
+        Network: ['bridge', 'host', 'null'],
         Authorization: null,
         Log: ['json-file', 'local'],
       },
@@ -148,7 +147,7 @@ export class SystemService {
       NFd: await openFileDescriptors(),
       OomKillDisable: f.cgroup.oomKillDisable,
       NGoroutines: process.getActiveResourcesInfo().length,
-      SystemTime: new Date().toISOString().replace('Z', '000000Z'),
+      SystemTime: rfc3339Nano(),
       LoggingDriver: 'json-file',
       CgroupDriver: 'cgroupfs',
       CgroupVersion: f.cgroupVersion,
@@ -196,7 +195,7 @@ export class SystemService {
       },
       LiveRestoreEnabled: this.config.liveRestore,
       Isolation: '',
-      InitBinary: '',
+      InitBinary: 'docker-init',
       ContainerdCommit: { ID: '', Expected: '' },
       RuncCommit: { ID: runcCommit, Expected: runcCommit },
       InitCommit: { ID: '', Expected: '' },
@@ -204,6 +203,16 @@ export class SystemService {
       Warnings: f.ipv4Forwarding ? null : ['WARNING: IPv4 forwarding is disabled'],
     };
   }
+}
+
+/** Now as Go's RFC3339Nano writes it: nanoseconds, trailing zeros dropped, UTC. */
+export function rfc3339Nano(
+  now = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n),
+): string {
+  const seconds = now / 1_000_000_000n;
+  const nanos = (now % 1_000_000_000n).toString().padStart(9, '0').replace(/0+$/, '');
+  const base = new Date(Number(seconds) * 1000).toISOString().slice(0, 19);
+  return `${base}${nanos ? `.${nanos}` : ''}Z`;
 }
 
 function goArch(machine: string): string {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { runCommand } from '../../helpers/process.js';
@@ -44,11 +45,10 @@ describe('engine system API', () => {
     assert.deepEqual(unknown.json(), { message: 'page not found' });
   });
 
-  it('shapes /version by API version', async () => {
+  it('answers the same /version at every API version, as dockerd', async () => {
     const v24 = (await engine.request('GET', '/v1.24/version')).json<Record<string, unknown>>();
-    assert.equal(v24.MinAPIVersion, undefined);
-    assert.equal(v24.Components, undefined);
     const v44 = (await engine.request('GET', '/v1.44/version')).json<Record<string, unknown>>();
+    assert.deepEqual(Object.keys(v24), Object.keys(v44));
     assert.equal(v44.ApiVersion, '1.44');
     assert.equal(v44.MinAPIVersion, '1.24');
     assert.ok(Array.isArray(v44.Components));
@@ -63,8 +63,16 @@ describe('engine system API', () => {
     assert.ok((info.MemTotal as number) > 0);
     assert.equal(typeof info.KernelVersion, 'string');
     assert.match(String(info.ID), /^([A-Z2-7]{4}:){11}[A-Z2-7]{4}$/);
+    assert.deepEqual(info.SecurityOptions, ['name=seccomp,profile=default']);
+    assert.deepEqual((info.Plugins as { Network: string[] }).Network, ['bridge', 'host', 'null']);
+    assert.equal(info.InitBinary, 'docker-init');
+    assert.match(String(info.SystemTime), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z$/);
+    assert.equal(info.KernelMemory, false); // moby's router from 1.42
+    const v41 = (await engine.request('GET', '/v1.41/info')).json<Record<string, unknown>>();
+    assert.equal(typeof v41.KernelMemory, 'boolean');
     const v24 = (await engine.request('GET', '/v1.24/info')).json<Record<string, unknown>>();
     assert.equal(v24.ExecutionDriver, '<not supported>');
+    assert.deepEqual(v24.SecurityOptions, ['seccomp']);
   });
 
   it('counts images and containers by state in /info', async () => {
@@ -96,12 +104,35 @@ describe('engine system API', () => {
     assert.equal(info, `overlay2 ${engine.dataRoot}`);
   });
 
-  it('validates /events parameters', async () => {
-    const bad = await engine.request('GET', `/events?filters=${encodeURIComponent('{"bogus":["x"]}')}`);
-    assert.equal(bad.status, 400);
-    assert.match(bad.json<{ message: string }>().message, /invalid filter 'bogus'/);
+  it('reads /events parameters as dockerd does', async () => {
+    await engine.dockerOk(['tag', 'busybox', 'events-probe:1']);
+    await engine.dockerOk(['rmi', 'events-probe:1']);
+    const now = (Date.now() / 1000).toFixed(3);
+    // until alone replays the history up to it; filter names dockerd does not know filter nothing
+    const past = await engine.request(
+      'GET',
+      `/events?until=${now}&filters=${encodeURIComponent('{"bogus":["x"],"type":["image"]}')}`,
+    );
+    assert.equal(past.status, 200);
+    const actions = past
+      .text()
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { Action: string }).Action);
+    assert.deepEqual(actions.slice(-2), ['tag', 'untag']);
+    // (untag names the image by its ID, as dockerd's does)
+    // the CLI sends until in whole seconds: the events must be in a second gone by
+    await sleep(1010 - (Date.now() % 1000));
+    const viaCli = await engine.dockerOk(['events', '--until', '0s', '--filter', 'image=events-probe']);
+    assert.match(viaCli, /image tag sha256:[0-9a-f]{64} \(name=events-probe:1\)$/);
     const badTime = await engine.request('GET', '/events?since=yesterday');
     assert.equal(badTime.status, 400);
+    const reversed = await engine.request('GET', '/events?since=20&until=10');
+    assert.equal(reversed.status, 400);
+    assert.equal(
+      reversed.json<{ message: string }>().message,
+      '`since` time (20) cannot be after `until` time (10)',
+    );
     const r = await engine.docker(['events', '--since', '1m', '--until', '0s']);
     assert.equal(r.code, 0, r.stderr);
   });
