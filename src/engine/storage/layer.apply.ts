@@ -252,6 +252,8 @@ export async function applyLayer(opts: {
     } catch (err) {
       parseError = err as Error;
     }
+    // a member cut short fails on its own stream: fail the parse with it (never an uncaught error)
+    stream.on('error', (err: Error) => parser.destroy(err));
     stream.on('end', next);
     stream.resume();
   });

@@ -93,6 +93,27 @@ describe('layer application (no root: fake host adapters)', () => {
     assert.deepEqual(ops.opaque, [join(target, 'var/lib')]);
   });
 
+  it('a tar cut short (in a member, in a header, garbage) is a 400, never an uncaught error', async () => {
+    const tar = await makeTar([{ name: 'big', content: Buffer.alloc(20_000, 7) }]);
+    const cases = [
+      tar.subarray(0, 10_000),
+      tar.subarray(0, 300),
+      Buffer.from('not a tar at all, '.repeat(40)),
+    ];
+    for (const input of cases) {
+      const target = join(dir, `cut-${input.length}`);
+      await mkdir(target);
+      await assert.rejects(
+        applyLayer({ input: [input], dir: target, ops: new FakeOps() }),
+        (err: unknown) => {
+          assert.equal((err as { kind?: string }).kind, 'InvalidParameter', String(err));
+          assert.match(String((err as Error).message), /invalid layer tar/);
+          return true;
+        },
+      );
+    }
+  });
+
   it('an empty input is an empty layer', async () => {
     const ops = new FakeOps();
     const r = await applyLayer({ input: [], dir, ops });
