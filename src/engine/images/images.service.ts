@@ -43,6 +43,7 @@ import type {
   ImageUsers,
   ImportOptions,
 } from './images.types.js';
+import { openUrl } from './url-source.js';
 
 /** The image service: everything the image routes and the other engine services ask of images. */
 export interface ImageService extends ImageResolver {
@@ -402,30 +403,10 @@ class LocalImageService implements ImageService {
       body = o.body;
     } else {
       if (!src.includes('://')) src = `http://${src}`;
-      let url: URL;
-      try {
-        url = new URL(src);
-      } catch {
-        throw invalidParameter(`invalid import source URL ${JSON.stringify(o.src)}`);
-      }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-        throw invalidParameter(`unsupported import source ${JSON.stringify(o.src)}: use - or an http(s) URL`);
-      }
-      let res: Response;
-      try {
-        res = await fetch(url, { redirect: 'follow' });
-      } catch (err) {
-        const cause = (err as { cause?: { message?: string } }).cause?.message;
-        throw new BerthError('System', `Get "${url}": ${cause ?? errorMessage(err)}`);
-      }
-      if (!res.ok || !res.body) {
-        const text = (await res.text().catch(() => '')).trim();
-        throw invalidParameter(`failed to GET ${url} with status ${res.status} ${res.statusText}: ${text}`);
-      }
-      o.onProgress?.({ kind: 'status', status: `Downloading from ${url}` });
-      const len = Number(res.headers.get('content-length') ?? Number.NaN);
-      total = Number.isFinite(len) ? len : undefined;
-      body = res.body as unknown as AsyncIterable<Buffer>;
+      const opened = await openUrl(src);
+      o.onProgress?.({ kind: 'status', status: `Downloading from ${opened.url}` });
+      total = opened.length;
+      body = opened.body;
     }
     const message = o.message || `Imported from ${src}`;
 

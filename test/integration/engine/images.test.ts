@@ -150,6 +150,50 @@ describe('images through the docker CLI and the API', () => {
     }
   });
 
+  it('imports from a URL on any port, follows redirects, answers 404 for a missing file', async () => {
+    // 6666 is on the Fetch standard's list of "bad ports" that node's fetch refuses
+    const server: Server = createServer((req, res) => {
+      if (req.url === '/moved') {
+        res.writeHead(302, { Location: '/rootfs.tar' });
+        res.end();
+      } else if (req.url === '/rootfs.tar') {
+        res.setHeader('Content-Length', tar.length);
+        res.end(tar);
+      } else {
+        res.writeHead(404);
+        res.end('no such file');
+      }
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(6666, '127.0.0.1', () => resolve(6666));
+    }).catch(
+      () =>
+        new Promise<number>((resolve) =>
+          server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)),
+        ),
+    );
+    try {
+      const out = await engine.dockerOk(['import', `http://127.0.0.1:${port}/moved`, 'fromurl:2']);
+      assert.match(out, /sha256:[a-f0-9]{64}/);
+      assert.equal((await inspect('fromurl:2')).Comment, `Imported from http://127.0.0.1:${port}/moved`);
+      const missing = await engine.request(
+        'POST',
+        `/v1.41/images/create?fromSrc=${encodeURIComponent(`http://127.0.0.1:${port}/nothing`)}`,
+      );
+      assert.equal(missing.status, 404);
+      assert.match(
+        missing.json<{ message: string }>().message,
+        /failed to GET .* with status 404 .*: no such file/,
+      );
+      const ftp = await engine.request('POST', '/v1.41/images/create?fromSrc=ftp%3A%2F%2F127.0.0.1%2Fx');
+      assert.equal(ftp.status, 400);
+      assert.match(ftp.json<{ message: string }>().message, /unsupported protocol scheme "ftp"/);
+    } finally {
+      server.close();
+    }
+  });
+
   it('docker images: filters, -q, -a, --digests, --format', async () => {
     const all = await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']);
     for (const name of ['busybox:latest', 'localhost:5000/team/app:v1', 'fromstdin:gz', 'raw:t1']) {
@@ -276,6 +320,14 @@ describe('images through the docker CLI and the API', () => {
       body: Buffer.alloc(4096, 9),
     });
     assert.ok(garbage.status === 400 || /"error"/.test(garbage.text()), garbage.text());
+    // a tarball cut short in the middle of a member: an error, and the engine lives on
+    const cut = await engine.request('POST', '/v1.41/images/create?fromSrc=-&repo=cut', {
+      body: tar.subarray(0, Math.floor(tar.length / 2)),
+    });
+    assert.ok(cut.status === 400 || /"error"/.test(cut.text()), cut.text());
+    assert.match(cut.text(), /invalid layer tar/);
+    assert.equal((await engine.request('GET', '/_ping')).status, 200);
+    assert.equal((await engine.request('GET', '/v1.41/images/cut/json')).status, 404);
     const pull = await engine.docker(['pull', 'alpine']);
     assert.notEqual(pull.code, 0);
     assert.match(pull.stderr + pull.stdout, /cannot pull images yet/);
