@@ -65,7 +65,8 @@ export class EventsService {
       timeNano,
     };
     if (type === 'container' || type === 'image') {
-      const withLegacy: EngineEvent = { status: action, id, ...event };
+      // dockerd leaves an empty id out (image prune has none)
+      const withLegacy: EngineEvent = { status: action, ...(id ? { id } : {}), ...event };
       if (type === 'container' && attributes.image !== undefined) withLegacy.from = attributes.image;
       return this.emit(reorder(withLegacy));
     }
