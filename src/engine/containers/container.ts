@@ -3,6 +3,7 @@ import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
+import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { ContainerNetworking, PendingAttach } from '../network/network.types.js';
@@ -15,7 +16,6 @@ import { RestartManager } from './restart.js';
 import type { ContainerStore } from './store.js';
 import { StdioHub } from './streams.js';
 import { type ContainerRecord, type ContainerState, ZERO_TIME } from './types.js';
-import { nanoTimestamp } from './units.js';
 
 /** A serialising lock: operations that change a container's state run one at a time. */
 export class Mutex {
@@ -109,7 +109,7 @@ export class Container {
     s.Pid = pid;
     s.ExitCode = 0;
     s.Error = '';
-    s.StartedAt = nanoTimestamp();
+    s.StartedAt = rfc3339Nano();
     this.record.HasBeenStartedBefore = true;
   }
 
@@ -122,7 +122,7 @@ export class Container {
     s.Pid = 0;
     s.ExitCode = exitCode;
     s.OOMKilled = oomKilled;
-    s.FinishedAt = nanoTimestamp(finishedAt, 0);
+    s.FinishedAt = rfc3339Nano(finishedAt, 0);
   }
 
   /** Restart pending: dockerd reports Running and Restarting both true meanwhile. */

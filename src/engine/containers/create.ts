@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { ContainerConfig, HostConfig, ImageConfigFile } from '../../common/docker-types.js';
 import { invalidParameter, notFound } from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
+import { rfc3339Nano } from '../../common/time.js';
 import { versionAtLeast } from '../api/versions.js';
 import type { ImageRecord } from '../images/images.types.js';
 import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../runtime/index.js';
@@ -12,7 +13,6 @@ import { linkName } from './links.js';
 import { normalizeName } from './names.js';
 import { keptLinks, resolveLinks } from './network.js';
 import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
-import { nanoTimestamp } from './units.js';
 import { validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
 import { abandonVolumeMounts, type MountPoint, resolveVolumeMounts } from './volumes.js';
 
@@ -199,7 +199,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   const dir = ix.store.dir(id);
   const record: ContainerRecord = {
     ID: id,
-    Created: nanoTimestamp(),
+    Created: rfc3339Nano(),
     Path: path,
     Args: args,
     Config: config,

@@ -1,10 +1,10 @@
 import type { HealthConfig } from '../../common/docker-types.js';
 import { errorMessage } from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
+import { rfc3339Nano } from '../../common/time.js';
 import type { ExecDriver, RuntimeDriver } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
 import type { HealthLogEntry } from './types.js';
-import { nanoTimestamp } from './units.js';
 
 /**
  * Health checks as dockerd runs them: the Healthcheck test runs in the container (an exec) every
@@ -79,8 +79,8 @@ export class HealthMonitor {
     }
     const entry = await this.run().catch(
       (err): HealthLogEntry => ({
-        Start: nanoTimestamp(),
-        End: nanoTimestamp(),
+        Start: rfc3339Nano(),
+        End: rfc3339Nano(),
         ExitCode: -1,
         Output: errorMessage(err),
       }),
@@ -93,7 +93,7 @@ export class HealthMonitor {
   private async run(): Promise<HealthLogEntry> {
     const { ix, c } = this;
     const execId = randomId();
-    const start = nanoTimestamp();
+    const start = rfc3339Nano();
     const timeoutMs = (this.cfg.Timeout ?? 0) / NS || DEFAULTS.timeout;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -130,7 +130,7 @@ export class HealthMonitor {
     emit(ix, c, 'exec_die', { execID: execId, exitCode: String(result.exitCode) });
     const output =
       result.error && result.exitCode === -1 ? result.error : Buffer.concat(chunks).toString('utf8');
-    return { Start: start, End: nanoTimestamp(), ExitCode: result.exitCode, Output: output };
+    return { Start: start, End: rfc3339Nano(), ExitCode: result.exitCode, Output: output };
   }
 
   private async record(entry: HealthLogEntry): Promise<void> {

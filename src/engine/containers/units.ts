@@ -36,14 +36,6 @@ export function humanDuration(ms: number): string {
   return `${Math.floor(ms / 3_600_000 / 24 / 365)} years`;
 }
 
-/** RFC 3339 with nanoseconds, as Go marshals time.Time (`2026-11-21T07:21:20.374598009Z`). */
-export function nanoTimestamp(date: Date = new Date(), nanosWithinMs?: number): string {
-  const iso = date.toISOString(); // 2026-11-21T07:21:20.374Z
-  const extra = nanosWithinMs ?? Number(process.hrtime.bigint() % 1_000_000n); // sub-millisecond part
-  const frac = `${iso.slice(20, 23)}${String(extra).padStart(6, '0')}`.replace(/0+$/, '');
-  return frac ? `${iso.slice(0, 19)}.${frac}Z` : `${iso.slice(0, 19)}Z`;
-}
-
 /** Parse an RFC 3339 timestamp to milliseconds (sub-ms digits dropped); NaN when invalid. */
 export function parseTimestampMs(value: string): number {
   return Date.parse(value.replace(/(\.\d{3})\d+/, '$1'));

@@ -50,17 +50,6 @@ export function serializeImageConfig(config: ImageConfigFile): string {
   return JSON.stringify(sorted);
 }
 
-/** RFC 3339 with nanoseconds, trailing zeros dropped, as Go's time.RFC3339Nano prints UTC times. */
-export function rfc3339Nano(
-  ms: number = Date.now(),
-  extraNanos: number = Number(process.hrtime.bigint() % 1_000_000n),
-): string {
-  const iso = new Date(ms).toISOString(); // 2026-11-21T07:16:04.901Z
-  const base = iso.slice(0, 19);
-  const frac = `${iso.slice(20, 23)}${String(extraNanos).padStart(6, '0')}`.replace(/0+$/, '');
-  return frac ? `${base}.${frac}Z` : `${base}Z`;
-}
-
 /** Unix seconds of an RFC 3339 timestamp (0 when absent or unparseable). */
 export function unixSeconds(ts: string | undefined): number {
   if (!ts) return 0;

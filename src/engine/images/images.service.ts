@@ -18,6 +18,7 @@ import {
   tagNameOnly,
   withTag,
 } from '../../common/reference.js';
+import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import { ContentStore } from '../storage/content.store.js';
@@ -25,13 +26,7 @@ import { JsonRecordStore, Mutex } from '../storage/metadata.store.js';
 import { chainIds, OverlaySnapshotter } from '../storage/overlay.snapshotter.js';
 import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
 import { applyChanges, parseGoDuration } from './changes.js';
-import {
-  hostArchitecture,
-  orderedContainerConfig,
-  rfc3339Nano,
-  serializeImageConfig,
-  unixSeconds,
-} from './config.js';
+import { hostArchitecture, orderedContainerConfig, serializeImageConfig, unixSeconds } from './config.js';
 import type {
   ImageDeleteItem,
   ImageDetails,
@@ -350,7 +345,7 @@ class LocalImageService implements ImageService {
   /** The image ID `s` names, or undefined; throws InvalidParameter for a malformed reference. */
   private lookup(s: string): { id?: string; notFoundName: string } {
     const any = parseAnyReference(s);
-    if (any.kind === 'id') return { id: this.images.has(any.id) ? any.id : undefined, notFoundName: s };
+    if (any.kind === 'id') return { id: this.images.has(any.id) ? any.id : undefined, notFoundName: any.id };
     const ref = any.ref;
     const key =
       ref.digest !== undefined
@@ -596,17 +591,8 @@ class LocalImageService implements ImageService {
         throw invalidParameter(`invalid filter '${key}'`);
       }
     }
-    let danglingOnly = false;
     const dangling = filters.get('dangling');
-    if (dangling?.length) {
-      const truthy = dangling.every((v) => v === 'true' || v === '1');
-      const falsy = dangling.every((v) => v === 'false' || v === '0');
-      if (!truthy && !falsy)
-        throw invalidParameter(
-          `invalid filter 'dangling=${dangling.find((v) => !['true', '1', 'false', '0'].includes(v))}'`,
-        );
-      danglingOnly = truthy;
-    }
+    const danglingOnly = danglingFilter(dangling, false);
     const timeOf = (name: string): number => {
       const r = this.lookup(name);
       if (!r.id) throw notFound(`No such image: ${r.notFoundName}`);
@@ -844,13 +830,7 @@ class LocalImageService implements ImageService {
       if (!['dangling', 'label', 'label!', 'until'].includes(key))
         throw invalidParameter(`invalid filter '${key}'`);
     }
-    let danglingOnly = true;
-    const dangling = filters.get('dangling');
-    if (dangling?.length) {
-      const bad = dangling.find((v) => !['true', '1', 'false', '0'].includes(v));
-      if (bad !== undefined) throw invalidParameter(`invalid filter 'dangling=${bad}'`);
-      danglingOnly = dangling.every((v) => v === 'true' || v === '1');
-    }
+    const danglingOnly = danglingFilter(filters.get('dangling'), true);
     const until = (filters.get('until') ?? []).map((v) => parseTimestamp(v));
     const labels = filters.get('label') ?? [];
     const notLabels = filters.get('label!') ?? [];
@@ -1033,4 +1013,15 @@ export async function createImageService(opts: {
   });
   await service.init();
   return service;
+}
+
+/**
+ * The `dangling` filter as dockerd reads it: true when one of its values is true (or 1), else
+ * false when one is false (or 0), `fallback` when it has none; anything else is a 400.
+ */
+function danglingFilter(values: string[] | undefined, fallback: boolean): boolean {
+  if (!values?.length) return fallback;
+  if (values.some((v) => v === 'true' || v === '1')) return true;
+  if (values.some((v) => v === 'false' || v === '0')) return false;
+  throw invalidParameter(`invalid filter 'dangling=[${values.join(' ')}]'`);
 }

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
+import { rfc3339Nano } from '../../common/time.js';
 import { BERTH_VERSION } from '../../common/version.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from '../api/versions.js';
 import type { EventsService } from '../events/events.service.js';
@@ -203,16 +204,6 @@ export class SystemService {
       Warnings: f.ipv4Forwarding ? null : ['WARNING: IPv4 forwarding is disabled'],
     };
   }
-}
-
-/** Now as Go's RFC3339Nano writes it: nanoseconds, trailing zeros dropped, UTC. */
-export function rfc3339Nano(
-  now = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n),
-): string {
-  const seconds = now / 1_000_000_000n;
-  const nanos = (now % 1_000_000_000n).toString().padStart(9, '0').replace(/0+$/, '');
-  const base = new Date(Number(seconds) * 1000).toISOString().slice(0, 19);
-  return `${base}${nanos ? `.${nanos}` : ''}Z`;
 }
 
 function goArch(machine: string): string {

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { rfc3339Nano } from '../../../../src/common/time.js';
 import {
   shapeHistoryItem,
   shapeImageInspect,
   shapeImageSummary,
 } from '../../../../src/engine/api/images.routes.js';
-import {
-  orderedContainerConfig,
-  rfc3339Nano,
-  serializeImageConfig,
-} from '../../../../src/engine/images/config.js';
+import { orderedContainerConfig, serializeImageConfig } from '../../../../src/engine/images/config.js';
 import type { ImageDetails, ImageRecord } from '../../../../src/engine/images/images.types.js';
 import { referenceJson } from '../../../helpers/reference.js';
 
