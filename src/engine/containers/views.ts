@@ -1,4 +1,5 @@
 import type { EndpointSettings, HostConfig, PortBinding } from '../../common/docker-types.js';
+import { sortedMap } from '../../common/sorted-map.js';
 import { type ContainerRecord, type ContainerStatus, ZERO_TIME } from './types.js';
 import { humanDuration, parseTimestampMs } from './units.js';
 import { parseBind } from './validate.js';
@@ -188,9 +189,9 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
   return {
     Binds: hc.Binds ?? null,
     ContainerIDFile: hc.ContainerIDFile ?? '',
-    LogConfig: { Type: hc.LogConfig?.Type || 'json-file', Config: hc.LogConfig?.Config ?? {} },
+    LogConfig: { Type: hc.LogConfig?.Type || 'json-file', Config: sortedMap(hc.LogConfig?.Config ?? {}) },
     NetworkMode: hc.NetworkMode || 'default',
-    PortBindings: hc.PortBindings ?? {},
+    PortBindings: sortedMap(hc.PortBindings ?? {}),
     RestartPolicy: {
       Name: hc.RestartPolicy?.Name || 'no',
       MaximumRetryCount: hc.RestartPolicy?.MaximumRetryCount ?? 0,
@@ -198,7 +199,7 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
     AutoRemove: hc.AutoRemove ?? false,
     VolumeDriver: hc.VolumeDriver ?? '',
     VolumesFrom: hc.VolumesFrom ?? null,
-    Annotations: nonEmpty(hc.Annotations),
+    Annotations: sortedMap(nonEmpty(hc.Annotations)),
     CapAdd: hc.CapAdd ?? null,
     CapDrop: hc.CapDrop ?? null,
     CgroupnsMode: hc.CgroupnsMode || 'host',
@@ -216,12 +217,12 @@ export function hostConfigView(hc: HostConfig, links?: string[] | null): Record<
     PublishAllPorts: hc.PublishAllPorts ?? false,
     ReadonlyRootfs: hc.ReadonlyRootfs ?? false,
     SecurityOpt: hc.SecurityOpt ?? null,
-    StorageOpt: nonEmpty(hc.StorageOpt),
-    Tmpfs: nonEmpty(hc.Tmpfs),
+    StorageOpt: sortedMap(nonEmpty(hc.StorageOpt)),
+    Tmpfs: sortedMap(nonEmpty(hc.Tmpfs)),
     UTSMode: hc.UTSMode ?? '',
     UsernsMode: hc.UsernsMode ?? '',
     ShmSize: hc.ShmSize ?? 67108864,
-    Sysctls: nonEmpty(hc.Sysctls),
+    Sysctls: sortedMap(nonEmpty(hc.Sysctls)),
     Runtime: hc.Runtime || 'runc',
     ConsoleSize: hc.ConsoleSize ?? [0, 0],
     Isolation: hc.Isolation ?? '',
@@ -273,7 +274,7 @@ function configView(rec: ContainerRecord): Record<string, unknown> {
     AttachStdout: c.AttachStdout ?? false,
     AttachStderr: c.AttachStderr ?? false,
   };
-  if (c.ExposedPorts && Object.keys(c.ExposedPorts).length) out.ExposedPorts = c.ExposedPorts;
+  if (c.ExposedPorts && Object.keys(c.ExposedPorts).length) out.ExposedPorts = sortedMap(c.ExposedPorts);
   Object.assign(out, {
     Tty: c.Tty ?? false,
     OpenStdin: c.OpenStdin ?? false,
@@ -285,14 +286,14 @@ function configView(rec: ContainerRecord): Record<string, unknown> {
   if (c.ArgsEscaped) out.ArgsEscaped = c.ArgsEscaped;
   Object.assign(out, {
     Image: c.Image ?? '',
-    Volumes: c.Volumes && Object.keys(c.Volumes).length > 0 ? c.Volumes : null,
+    Volumes: c.Volumes && Object.keys(c.Volumes).length > 0 ? sortedMap(c.Volumes) : null,
     WorkingDir: c.WorkingDir ?? '',
     Entrypoint: c.Entrypoint ?? null,
   });
   if (c.NetworkDisabled) out.NetworkDisabled = c.NetworkDisabled;
   if (c.MacAddress) out.MacAddress = c.MacAddress;
   out.OnBuild = c.OnBuild ?? null;
-  out.Labels = c.Labels ?? {};
+  out.Labels = sortedMap(c.Labels ?? {});
   if (c.StopSignal) out.StopSignal = c.StopSignal;
   if (c.StopTimeout !== undefined && c.StopTimeout !== null) out.StopTimeout = c.StopTimeout;
   if (c.Shell) out.Shell = c.Shell;

@@ -1,4 +1,5 @@
 import type { ContainerConfig, ImageConfigFile } from '../../common/docker-types.js';
+import { sortedMap } from '../../common/sorted-map.js';
 
 /**
  * A ContainerConfig as Go's encoding/json writes moby's container.Config: every field in struct
@@ -15,7 +16,8 @@ export function orderedContainerConfig(c: ContainerConfig | null | undefined): R
     AttachStdout: src.AttachStdout ?? false,
     AttachStderr: src.AttachStderr ?? false,
   };
-  if (src.ExposedPorts && Object.keys(src.ExposedPorts).length) out.ExposedPorts = src.ExposedPorts;
+  if (src.ExposedPorts && Object.keys(src.ExposedPorts).length)
+    out.ExposedPorts = sortedMap(src.ExposedPorts);
   out.Tty = src.Tty ?? false;
   out.OpenStdin = src.OpenStdin ?? false;
   out.StdinOnce = src.StdinOnce ?? false;
@@ -24,13 +26,13 @@ export function orderedContainerConfig(c: ContainerConfig | null | undefined): R
   if (src.Healthcheck) out.Healthcheck = src.Healthcheck;
   if (src.ArgsEscaped) out.ArgsEscaped = true;
   out.Image = src.Image ?? '';
-  out.Volumes = src.Volumes ?? null;
+  out.Volumes = sortedMap(src.Volumes) ?? null;
   out.WorkingDir = src.WorkingDir ?? '';
   out.Entrypoint = src.Entrypoint ?? null;
   if (src.NetworkDisabled) out.NetworkDisabled = true;
   if (src.MacAddress) out.MacAddress = src.MacAddress;
   out.OnBuild = src.OnBuild ?? null;
-  out.Labels = src.Labels ?? null;
+  out.Labels = sortedMap(src.Labels) ?? null;
   if (src.StopSignal) out.StopSignal = src.StopSignal;
   if (src.StopTimeout !== undefined && src.StopTimeout !== null) out.StopTimeout = src.StopTimeout;
   if (src.Shell?.length) out.Shell = src.Shell;

@@ -74,7 +74,7 @@ describe('images through the docker CLI and the API', () => {
       '--change',
       'EXPOSE 8080/tcp 53/udp',
       '--change',
-      'LABEL com.example.kind=test',
+      'LABEL com.example.kind=test a.first=1',
       '--change',
       'WORKDIR /srv',
       '--change',
@@ -94,8 +94,12 @@ describe('images through the docker CLI and the API', () => {
     assert.deepEqual(img.RepoTags, ['localhost:5000/team/app:v1']);
     assert.deepEqual(img.Config.Cmd, ['echo', 'hi']);
     assert.deepEqual(img.Config.Env, ['A=1', 'B=two words']);
-    assert.deepEqual(img.Config.ExposedPorts, { '8080/tcp': {}, '53/udp': {} });
-    assert.deepEqual(img.Config.Labels, { 'com.example.kind': 'test' });
+    // maps in Go's order (sorted keys), in the stored config and in inspect
+    assert.deepEqual(Object.keys(img.Config.ExposedPorts as object), ['53/udp', '8080/tcp']);
+    assert.deepEqual(Object.entries(img.Config.Labels as object), [
+      ['a.first', '1'],
+      ['com.example.kind', 'test'],
+    ]);
     assert.equal(img.Config.WorkingDir, '/srv');
     assert.equal(img.Config.User, 'nobody');
     assert.deepEqual(img.Config.Volumes, { '/data': {} });
