@@ -20,12 +20,17 @@ export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): 
 
 /**
  * Read a JSON body. An empty body gives `undefined`; malformed JSON is an InvalidParameter error
- * with the parser's message, as dockerd answers 400 for it.
+ * with the parser's message, as dockerd answers 400 for it; so is a body whose Content-Type is
+ * given and is not application/json (dockerd's CheckForJSON; a body without one is taken).
  */
 export async function readJson(req: IncomingMessage, limit = 16 * 1024 * 1024): Promise<unknown> {
   const body = await readBody(req, limit);
   const text = body.toString('utf8').trim();
   if (text === '') return undefined;
+  const type = req.headers['content-type'];
+  if (type !== undefined && type.split(';')[0]?.trim().toLowerCase() !== 'application/json') {
+    throw invalidParameter(`Content-Type specified (${type}) must be 'application/json'`);
+  }
   try {
     return JSON.parse(text);
   } catch (err) {

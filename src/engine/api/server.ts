@@ -2,10 +2,10 @@ import type { Server } from 'node:http';
 import { invalidParameter, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { Router } from '../../http/router.js';
-import { createExchangeServer, type Exchange, takeOverConnection } from '../../http/server.js';
+import { createExchangeServer, type Exchange, sendEmpty, takeOverConnection } from '../../http/server.js';
 import type { ApiContext, ApiHandler, ApiRouter } from './context.js';
 import { sendEngineError } from './errors.js';
-import { compareVersions, isValidVersionString, MAX_API_VERSION, MIN_API_VERSION } from './versions.js';
+import { compareDotted, MAX_API_VERSION, MIN_API_VERSION, majorMinor } from './versions.js';
 
 export interface EngineServerOptions {
   log: Logger;
@@ -18,29 +18,30 @@ export function createApiRouter(): ApiRouter {
   return new Router<ApiHandler>();
 }
 
-const versionPrefix = /^\/v([^/]+)(\/.*)$/;
+/** dockerd's router: `/v{version:[0-9.]+}` before every route. */
+const versionPrefix = /^\/v([0-9.]+)(\/.*)$/;
 
 /**
- * Split `/v1.41/containers/json` into the API version and the route path, refusing versions
- * outside [MIN_API_VERSION, MAX_API_VERSION] with 400 as dockerd does.
+ * Split `/v1.41/containers/json` into the API version (its `major.minor`) and the route path,
+ * refusing versions outside [MIN_API_VERSION, MAX_API_VERSION] with 400 as dockerd does
+ * (`/v1/...` is too old, `/v2/...` too new, `/v1.41.0/...` is 1.41).
  */
 export function negotiateVersion(path: string): { version: string; path: string } {
   const m = versionPrefix.exec(path);
   if (!m) return { version: MAX_API_VERSION, path };
   const version = m[1] ?? '';
   const rest = m[2] ?? '/';
-  if (!isValidVersionString(version)) throw notFound('page not found');
-  if (compareVersions(version, MIN_API_VERSION) < 0) {
+  if (compareDotted(version, MIN_API_VERSION) < 0) {
     throw invalidParameter(
       `client version ${version} is too old. Minimum supported API version is ${MIN_API_VERSION}, please upgrade your client to a newer version`,
     );
   }
-  if (compareVersions(version, MAX_API_VERSION) > 0) {
+  if (compareDotted(version, MAX_API_VERSION) > 0) {
     throw invalidParameter(
       `client version ${version} is too new. Maximum supported API version is ${MAX_API_VERSION}`,
     );
   }
-  return { version, path: rest };
+  return { version: majorMinor(version), path: rest };
 }
 
 /**
@@ -77,9 +78,12 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
         }
       }
       const method = req.method ?? 'GET';
-      let { found } = router.match(method, path);
-      // HEAD is answered by the GET handler where no HEAD route exists; node drops the body.
-      if (!found && method === 'HEAD') found = router.match('GET', path).found;
+      // dockerd answers OPTIONS on every path (CORS preflight) with an empty 200
+      if (method === 'OPTIONS') {
+        sendEmpty(res, 200);
+        return;
+      }
+      const { found } = router.match(method, path);
       if (!found) throw notFound('page not found');
       const ctx: ApiContext = {
         req,

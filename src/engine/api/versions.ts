@@ -30,8 +30,24 @@ export function versionBefore(version: string, bound: string): boolean {
   return compareVersions(version, bound) < 0;
 }
 
-export function isValidVersionString(v: string): boolean {
-  return /^\d+\.\d+$/.test(v);
+/**
+ * Compare dotted versions segment by segment (`1.41.0` = `1.41`, `2` > `1.44`), as dockerd's
+ * versions.compare does for the version in a request's path.
+ */
+export function compareDotted(a: string, b: string): number {
+  const x = a.split('.');
+  const y = b.split('.');
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (Number(x[i]) || 0) - (Number(y[i]) || 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/** The `major.minor` the gates compare (`1.41.0` -> `1.41`). */
+export function majorMinor(v: string): string {
+  const [major = '0', minor = '0'] = v.split('.');
+  return `${Number(major) || 0}.${Number(minor) || 0}`;
 }
 
 /**

@@ -43,6 +43,24 @@ describe('engine system API', () => {
     const unknown = await engine.request('GET', '/v1.41/nothing-here');
     assert.equal(unknown.status, 404);
     assert.deepEqual(unknown.json(), { message: 'page not found' });
+    // dockerd's /v{version:[0-9.]+}
+    assert.match((await engine.request('GET', '/v1/version')).json<{ message: string }>().message, /too old/);
+    assert.equal((await engine.request('GET', '/v1.41.0/version')).status, 200);
+    // HEAD only where dockerd has it (/_ping); OPTIONS answered everywhere (CORS preflight)
+    assert.equal((await engine.request('HEAD', '/v1.41/version')).status, 404);
+    const options = await engine.request('OPTIONS', '/v1.41/containers/create');
+    assert.equal(options.status, 200);
+    assert.equal(options.text(), '');
+    // a JSON body must not say it is something else
+    const typed = await engine.request('POST', '/v1.41/containers/create', {
+      body: Buffer.from(JSON.stringify({ Image: 'busybox', Cmd: ['true'] })),
+      headers: { 'Content-Type': 'text/plain' },
+    });
+    assert.equal(typed.status, 400);
+    assert.equal(
+      typed.json<{ message: string }>().message,
+      "Content-Type specified (text/plain) must be 'application/json'",
+    );
   });
 
   it('answers the same /version at every API version, as dockerd', async () => {

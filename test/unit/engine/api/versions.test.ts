@@ -2,13 +2,21 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BerthError } from '../../../../src/common/errors.js';
 import { negotiateVersion } from '../../../../src/engine/api/server.js';
-import { compareVersions, MAX_API_VERSION, versionAtLeast } from '../../../../src/engine/api/versions.js';
+import {
+  compareDotted,
+  compareVersions,
+  MAX_API_VERSION,
+  versionAtLeast,
+} from '../../../../src/engine/api/versions.js';
 
 describe('API versions', () => {
   it('compares numerically, not lexically', () => {
     assert.ok(compareVersions('1.9', '1.24') < 0);
     assert.ok(compareVersions('1.44', '1.41') > 0);
     assert.ok(versionAtLeast('1.40', '1.40'));
+    assert.equal(compareDotted('1.41.0', '1.41'), 0);
+    assert.ok(compareDotted('1.44.1', '1.44') > 0);
+    assert.ok(compareDotted('2', '1.44') > 0);
   });
 
   it('negotiates the URL prefix', () => {
@@ -25,10 +33,12 @@ describe('API versions', () => {
       (e) => e instanceof BerthError && e.kind === 'InvalidParameter',
     );
     assert.throws(() => negotiateVersion('/v2.0/info'), /too new/);
-    assert.throws(
-      () => negotiateVersion('/vx/info'),
-      (e) => e instanceof BerthError && e.kind === 'NotFound',
-    );
+    // dockerd's /v{version:[0-9.]+}: any digits and dots
+    assert.throws(() => negotiateVersion('/v1/info'), /client version 1 is too old/);
+    assert.throws(() => negotiateVersion('/v2/info'), /client version 2 is too new/);
+    assert.deepEqual(negotiateVersion('/v1.41.0/info'), { version: '1.41', path: '/info' });
+    // not a version: an unversioned path (which no route has)
+    assert.deepEqual(negotiateVersion('/vx/info'), { version: MAX_API_VERSION, path: '/vx/info' });
   });
 });
 
