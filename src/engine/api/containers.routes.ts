@@ -476,9 +476,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       if (!ctx.res.writableEnded) ctx.res.end();
       return;
     }
-    const body = atLeast(ctx, gates.waitError)
-      ? { Error: result.Error, StatusCode: result.StatusCode }
-      : { StatusCode: result.StatusCode };
+    // dockerd 20.10 writes Error (null without one) at every API version
+    const body = { Error: result.Error, StatusCode: result.StatusCode };
     if (ctx.res.headersSent) ctx.res.end(`${JSON.stringify(body)}\n`);
     else sendJson(ctx.res, 200, body);
   });

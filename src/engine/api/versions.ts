@@ -67,8 +67,6 @@ export const gates = {
   waitCondition: '1.30',
   /** Image create: `platform`. */
   imagePlatform: '1.32',
-  /** Wait response carries Error. */
-  waitError: '1.34',
   /** Logs `until`; exec WorkingDir; /version Platform/Components. */
   logsUntil: '1.35',
   /** Events: exec_die. */
