@@ -173,7 +173,7 @@ describe('container API over raw HTTP', () => {
     const w = await post('/v1.44/containers/api1/wait');
     assert.deepEqual(w.json(), { Error: null, StatusCode: 137 });
     const w24 = await post('/v1.24/containers/api1/wait');
-    assert.deepEqual(w24.json(), { StatusCode: 137 });
+    assert.deepEqual(w24.json(), { Error: null, StatusCode: 137 });
     assert.equal((await post('/v1.44/containers/api1/wait?condition=bogus')).status, 400);
     assert.equal((await engine.request('GET', '/v1.44/containers/nope/json')).status, 404);
     assert.equal(
