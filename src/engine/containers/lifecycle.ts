@@ -219,7 +219,8 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
     if (c.state.Paused) {
       await ix.runtime.resume(c.id).catch(() => undefined);
       c.state.Paused = false;
-      c.state.Status = 'running';
+      // the signal may have ended it meanwhile: its exit handling has set the status then
+      if (c.isRunningProcess) c.state.Status = 'running';
       await save(ix, c);
       emit(ix, c, 'unpause');
     }
@@ -291,10 +292,22 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
 
   async function kill(c: Container, name: string, signal?: string): Promise<void> {
     const sig = signal ? parseSignal(signal) : SIGKILL;
+    const stopSig = c.record.Config.StopSignal ? parseSignal(c.record.Config.StopSignal) : SIGTERM;
+    if (c.state.Restarting) {
+      // no process to signal: as dockerd, the kill ends the restart loop (the container stays exited)
+      if (sig === SIGKILL || sig === stopSig) {
+        c.record.HasBeenManuallyStopped = true;
+        c.restart.cancel();
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        c.restartTimer = undefined;
+        c.clearRestarting();
+        await save(ix, c);
+      }
+      return;
+    }
     if (!c.isRunningProcess) {
       throw conflict(`Cannot kill container: ${name}: Container ${c.id} is not running`);
     }
-    const stopSig = c.record.Config.StopSignal ? parseSignal(c.record.Config.StopSignal) : SIGTERM;
     if (sig === SIGKILL || sig === stopSig) {
       c.record.HasBeenManuallyStopped = true;
       await save(ix, c);

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { notFound } from '../../../src/common/errors.js';
 import { Logger } from '../../../src/common/log.js';
@@ -247,6 +248,36 @@ describe('containers service with runc', () => {
       off();
       await service.remove(Id, { force: true });
     }
+  });
+
+  it('kill of a paused container leaves it exited; kill of a restarting one ends its restart loop', async () => {
+    const state = async (id: string) => (await service.inspect(id)).State as Record<string, unknown>;
+    const { Id: paused } = await service.create(req({ Image: 'busybox', Cmd: ['sleep', '60'] }));
+    await service.start(paused);
+    await service.pause(paused);
+    await service.kill(paused);
+    let s = await state(paused);
+    assert.deepEqual([s.Status, s.Running, s.Paused, s.ExitCode], ['exited', false, false, 137]);
+    await service.remove(paused, {});
+
+    const { Id: looping } = await service.create(
+      req(
+        { Image: 'busybox', Cmd: ['sh', '-c', 'exit 2'] },
+        { hostConfig: { RestartPolicy: { Name: 'always' } } },
+      ),
+    );
+    await service.start(looping);
+    const deadline = Date.now() + 10_000;
+    while (!(await state(looping)).Restarting && Date.now() < deadline) await sleep(20);
+    assert.equal((await state(looping)).Restarting, true);
+    await service.kill(looping);
+    s = await state(looping);
+    assert.deepEqual([s.Status, s.Running, s.Restarting], ['exited', false, false]);
+    const restarts = (await service.inspect(looping)).RestartCount;
+    await sleep(1500);
+    assert.equal((await service.inspect(looping)).RestartCount, restarts, 'no restart after the kill');
+    assert.equal((await state(looping)).Status, 'exited');
+    await service.remove(looping, { force: true });
   });
 
   it('live restore across a new service and runtime instance', async () => {
