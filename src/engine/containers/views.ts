@@ -151,8 +151,10 @@ export function mountsView(hc: HostConfig, points: MountPoint[] = []): Array<Rec
   return out;
 }
 
+/** The list's Command as dockerd writes it: the path, then the arguments, those with a space quoted. */
 export function commandText(rec: ContainerRecord): string {
-  return [rec.Path, ...rec.Args].filter((x) => x !== '').join(' ');
+  if (!rec.Args.length) return rec.Path;
+  return `${rec.Path} ${rec.Args.map((a) => (a.includes(' ') ? `'${a}'` : a)).join(' ')}`;
 }
 
 function stateView(rec: ContainerRecord): Record<string, unknown> {
@@ -357,7 +359,7 @@ export function inspectView(src: ViewSource): Record<string, unknown> {
     AppArmorProfile: rec.AppArmorProfile,
     ExecIDs: src.execIds.length ? src.execIds : null,
     HostConfig: hostConfigView(src.hostConfig, src.links),
-    GraphDriver: { Data: src.graphDriverData ?? null, Name: rec.Driver },
+    GraphDriver: { Data: sortedMap(src.graphDriverData) ?? null, Name: rec.Driver },
   };
   if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
   if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;
@@ -404,7 +406,8 @@ export function listItemView(src: ViewSource & { imageName: string; now?: number
     Created: Math.floor(parseTimestampMs(rec.Created) / 1000),
     Ports: listPorts(src),
   };
-  if (src.sizeRw !== undefined) out.SizeRw = src.sizeRw;
+  // the list leaves a zero SizeRw out (omitempty); inspect shows it
+  if (src.sizeRw) out.SizeRw = src.sizeRw;
   if (src.sizeRootFs !== undefined) out.SizeRootFs = src.sizeRootFs;
   Object.assign(out, {
     Labels: rec.Config.Labels ?? {},

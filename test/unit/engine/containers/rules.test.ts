@@ -18,7 +18,7 @@ import { parsePsOutput } from '../../../../src/engine/containers/top.js';
 import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/types.js';
 import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/units.js';
 import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/validate.js';
-import { inspectView, listItemView, statusText } from '../../../../src/engine/containers/views.js';
+import { commandText, inspectView, listItemView, statusText } from '../../../../src/engine/containers/views.js';
 import { referenceDir } from '../../../helpers/reference.js';
 
 function invalid(fn: () => unknown, re: RegExp): void {
@@ -418,6 +418,9 @@ describe('inspect and list shapes per API version', () => {
     );
     assert.deepEqual(keyPaths(item), keyPaths(ref));
     assert.equal(item.Command, 'httpd -f -p 80');
+    assert.equal(commandText(record({ Path: 'sh', Args: ['-c', 'exit 3'] })), "sh -c 'exit 3'");
+    assert.equal(commandText(record({ Path: 'true', Args: [] })), 'true');
+    assert.equal('SizeRw' in item, false);
     assert.equal(item.Status, 'Created');
   });
   it('status text', () => {
