@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { conflict, errorMessage } from '../../common/errors.js';
+import { conflict, errorMessage, isKind, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { checkFilterNames } from '../../http/query.js';
 import type { EventsService } from '../events/events.service.js';
@@ -162,7 +162,14 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
           before: o.before,
           filters: o.filters ?? new Map(),
         },
-        { resolve: (x) => ix.names.resolve(x), ancestorIds: (ref) => ancestorIds.get(ref) ?? [] },
+        {
+          resolve: (x) => ix.names.resolve(x),
+          ancestorIds: (ref) => ancestorIds.get(ref) ?? [],
+          networkId: (name) =>
+            ix.network && (name === 'bridge' || name === 'host' || name === 'none')
+              ? ix.network.networkId(name)
+              : undefined,
+        },
       );
       const images = new Map((await ix.images.list()).map((i) => [i.id, i]));
       const now = Date.now();
@@ -202,7 +209,16 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
       await life.restart(get(ix, idOrName), o ?? {});
     },
     async kill(idOrName, signal) {
-      await life.kill(get(ix, idOrName), idOrName, signal);
+      let c: Container;
+      try {
+        c = get(ix, idOrName);
+      } catch (err) {
+        // dockerd: "Cannot kill container: x: No such container: x"
+        if (isKind(err, 'NotFound'))
+          throw notFound(`Cannot kill container: ${idOrName}: ${errorMessage(err)}`);
+        throw err;
+      }
+      await life.kill(c, idOrName, signal);
     },
     async wait(idOrName, condition, signal) {
       return life.wait(get(ix, idOrName), condition, signal);

@@ -77,7 +77,12 @@ function portMatches(values: string[], ports: string[]): boolean {
 export function filterContainers(
   all: Listed[],
   q: ListQuery,
-  helpers: { resolve(idOrName: string): string; ancestorIds(ref: string): string[] },
+  helpers: {
+    resolve(idOrName: string): string;
+    ancestorIds(ref: string): string[];
+    /** The ID of a network by name (absent: names only). */
+    networkId?(name: string): string | undefined;
+  },
 ): Listed[] {
   const f = q.filters;
   checkFilterNames(f, LIST_FILTERS);
@@ -144,8 +149,10 @@ export function filterContainers(
     }
     const nets = f.get('network');
     if (nets) {
+      // dockerd: the network's name, or a prefix of its ID
       const name = networkName(c.hostConfig);
-      if (!name || !nets.includes(name)) continue;
+      const id = name ? (helpers.networkId?.(name) ?? '') : '';
+      if (!name || !nets.some((v) => v === name || (id !== '' && v !== '' && id.startsWith(v)))) continue;
     }
     const publish = f.get('publish');
     if (publish && !portMatches(publish, s.Running ? Object.keys(c.hostConfig.PortBindings ?? {}) : []))

@@ -488,7 +488,12 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       throw invalidParameter('Renaming a container with the same name as its current name');
     await c.lock.run(async () => {
       const old = c.name;
-      ix.names.reserve(name, c.id);
+      try {
+        ix.names.reserve(name, c.id);
+      } catch (err) {
+        if (isKind(err, 'Conflict')) throw conflict(`Error when allocating new name: ${errorMessage(err)}`);
+        throw err;
+      }
       c.record.Name = name;
       try {
         await save(ix, c);

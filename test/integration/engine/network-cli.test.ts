@@ -233,6 +233,12 @@ describe('default bridge network (docker CLI)', () => {
       IPv6Address: '',
     });
     assert.ok(existsSync(ipamFile(ns.IPAddress)));
+    // the network filter takes the network's name or a prefix of its ID
+    for (const value of ['bridge', bridge.Id, bridge.Id.slice(0, 12)]) {
+      const ids = await engine.dockerOk(['ps', '-q', '--no-trunc', '--filter', `network=${value}`]);
+      assert.ok(ids.split('\n').includes(run.Id), `network=${value}`);
+    }
+    assert.equal(await engine.dockerOk(['ps', '-q', '--filter', 'network=nonet']), '');
 
     await engine.dockerOk(['stop', '-t', '0', 'insp']);
     const stopped = (await inspect('insp')).NetworkSettings;
