@@ -28,7 +28,7 @@ import type { Rlimit } from '../spec/rlimits.js';
 import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
-import type { OciCli } from './oci-cli.js';
+import { type OciCli, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
 import { readCgroupStats } from './stats.js';
 
@@ -256,7 +256,7 @@ export class ConmonDriver implements Runtime {
     }
     if (res.pid <= 0) {
       await this.o.cli.delete(id).catch(() => undefined);
-      throw systemError(`OCI runtime create failed: ${(res.message ?? 'unknown error').trim()}`);
+      throw systemError(`OCI runtime create failed: ${runtimeMessage(res.message ?? '') || 'unknown error'}`);
     }
     try {
       if (opts.beforeStart) await opts.beforeStart();

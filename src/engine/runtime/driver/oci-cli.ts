@@ -4,6 +4,35 @@ import type { ProcessRunner, RunResult } from './process.js';
 
 const missing = /does not exist|no such file or directory|not found/i;
 
+/**
+ * The message of what a runtime wrote when it failed, without its log framing: runc's logfmt lines
+ * (`time="…" level=error msg="runc create failed: …"`, the last error line, quotes unescaped),
+ * crun's JSON log lines (`{"msg": …}`), or the text as it is.
+ */
+export function runtimeMessage(raw: string): string {
+  const lines = raw
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim() !== '');
+  const messages = lines.map((line) => {
+    const logfmt = /(?:^|\s)level=(\w+)\s+msg=("(?:[^"\\]|\\.)*"|\S+)/.exec(line);
+    if (logfmt) {
+      const text = logfmt[2] ?? '';
+      const msg = text.startsWith('"') ? (JSON.parse(text) as string) : text;
+      return { level: logfmt[1] ?? '', msg };
+    }
+    try {
+      const j = JSON.parse(line) as { msg?: unknown; level?: unknown };
+      if (typeof j.msg === 'string') return { level: String(j.level ?? 'error'), msg: j.msg };
+    } catch {
+      // not JSON
+    }
+    return { level: 'error', msg: line.trim() };
+  });
+  const errors = messages.filter((m) => m.level === 'error' || m.level === 'fatal');
+  return (errors.at(-1) ?? messages.at(-1))?.msg ?? '';
+}
+
 /** The OCI runtime's command line (runc and crun take the same verbs). */
 export class OciCli {
   constructor(
@@ -22,10 +51,7 @@ export class OciCli {
   }
 
   private fail(id: string, verb: string, r: RunResult): never {
-    const msg = (r.stderr || r.stdout)
-      .trim()
-      .replace(/^time="[^"]*" level=\w+ msg="?/, '')
-      .replace(/"$/, '');
+    const msg = runtimeMessage(r.stderr || r.stdout);
     if (missing.test(msg)) throw notFound(`No such container: ${id}`);
     if (/not running|not paused|already paused|is paused|cannot .* (stopped|paused)|stopped/i.test(msg)) {
       throw conflict(`container ${id}: ${msg}`);

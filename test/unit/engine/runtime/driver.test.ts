@@ -12,7 +12,7 @@ import {
   runtimeStateExists,
   sameProcessAlive,
 } from '../../../../src/engine/runtime/driver/fast-delete.js';
-import { OciCli } from '../../../../src/engine/runtime/driver/oci-cli.js';
+import { OciCli, runtimeMessage } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
   MonitorStart,
@@ -226,6 +226,22 @@ describe('conmon driver (fake processes)', () => {
 });
 
 describe('runtime CLI errors', () => {
+  it('takes the message out of the runtime log framing', () => {
+    assert.equal(
+      runtimeMessage(
+        'time="2026-11-23T20:00:00Z" level=warning msg="cgroup v1 is deprecated"\n' +
+          'time="2026-11-23T20:00:00Z" level=error msg="runc create failed: unable to start container process: exec: \\"/nope\\": stat /nope: no such file or directory"\n',
+      ),
+      'runc create failed: unable to start container process: exec: "/nope": stat /nope: no such file or directory',
+    );
+    assert.equal(
+      runtimeMessage('{"msg":"executable file not found in $PATH","level":"error"}'),
+      'executable file not found in $PATH',
+    );
+    assert.equal(runtimeMessage('crun: open: Permission denied\n'), 'crun: open: Permission denied');
+    assert.equal(runtimeMessage(''), '');
+  });
+
   it('maps runc and crun messages to error kinds', async () => {
     const runner = new FakeRunner();
     const cli = new OciCli('/usr/sbin/runc', '/run/x', runner);
