@@ -113,7 +113,7 @@ export class Container {
     this.record.HasBeenStartedBefore = true;
   }
 
-  setStopped(exitCode: number, finishedAt: Date, oomKilled: boolean): void {
+  setStopped(exitCode: number, finishedAt: Date, oomKilled: boolean, finishedNanos = 0): void {
     const s = this.record.State;
     s.Status = 'exited';
     s.Running = false;
@@ -122,7 +122,7 @@ export class Container {
     s.Pid = 0;
     s.ExitCode = exitCode;
     s.OOMKilled = oomKilled;
-    s.FinishedAt = rfc3339Nano(finishedAt, 0);
+    s.FinishedAt = rfc3339Nano(finishedAt, finishedNanos);
   }
 
   /** Restart pending: dockerd reports Running and Restarting both true meanwhile. */

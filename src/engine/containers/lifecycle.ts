@@ -167,7 +167,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       // everything the process wrote is in its log before anyone hears of the exit
       await logs.finish(c);
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
-      c.setStopped(status.exitCode, status.finishedAt, status.oomKilled);
+      c.setStopped(status.exitCode, status.finishedAt, status.oomKilled, status.finishedNanos);
       c.hub.exited();
       const endpoint = takeEndpoint(c);
       // Record the exit before the runtime forgets it (a crash in between must not lose it).

@@ -72,6 +72,8 @@ export interface ExitStatus {
   exitCode: number;
   oomKilled: boolean;
   finishedAt: Date;
+  /** Nanoseconds within finishedAt's millisecond, when known (the exit file's mtime has them). */
+  finishedNanos?: number;
 }
 
 export interface RuntimeState {

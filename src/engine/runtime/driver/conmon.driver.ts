@@ -290,16 +290,16 @@ export class ConmonDriver implements Runtime {
 
   async exitStatus(id: string): Promise<ExitStatus | null> {
     const persist = this.persistDir(id);
+    const read = async (path: string) =>
+      Promise.all([readFile(path, 'utf8'), stat(path, { bigint: true }).then((st) => st.mtimeNs)]);
     let text: string;
-    let finishedAt: Date;
+    let mtimeNs: bigint;
     try {
-      const path = join(persist, 'exit');
-      [text, finishedAt] = await Promise.all([readFile(path, 'utf8'), stat(path).then((s) => s.mtime)]);
+      [text, mtimeNs] = await read(join(persist, 'exit'));
     } catch (err) {
       if (errnoCode(err) !== 'ENOENT') throw err;
       try {
-        const path = join(this.exitDir, id);
-        [text, finishedAt] = await Promise.all([readFile(path, 'utf8'), stat(path).then((s) => s.mtime)]);
+        [text, mtimeNs] = await read(join(this.exitDir, id));
       } catch (err2) {
         if (errnoCode(err2) === 'ENOENT') return null;
         throw err2;
@@ -309,7 +309,8 @@ export class ConmonDriver implements Runtime {
     return {
       exitCode: Number.isNaN(exitCode) ? -1 : exitCode,
       oomKilled: await this.oomKilled(id),
-      finishedAt,
+      finishedAt: new Date(Number(mtimeNs / 1_000_000n)),
+      finishedNanos: Number(mtimeNs % 1_000_000n),
     };
   }
 
