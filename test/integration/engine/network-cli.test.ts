@@ -134,7 +134,18 @@ describe('default bridge network (docker CLI)', () => {
   });
 
   it('lets two containers talk over the bridge, and reach the gateway', async () => {
-    await engine.dockerOk(['run', '-d', '--name', 'listener', 'busybox', 'nc', '-l', '-p', '8080']);
+    // nc's stdin held open: with /dev/null (as for any -d container) busybox nc may see its EOF and
+    // leave before reading what the client sent (seen under load, with dockerd too)
+    await engine.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'listener',
+      'busybox',
+      'sh',
+      '-c',
+      'sleep 60 | nc -l -p 8080',
+    ]);
     const ip = (await inspect('listener')).NetworkSettings.IPAddress;
     const gateway = (await inspect('listener')).NetworkSettings.Gateway;
     const client = await engine.docker(

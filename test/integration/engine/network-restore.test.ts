@@ -69,7 +69,8 @@ describe('default bridge across engine restarts', () => {
       'busybox',
       'sh',
       '-c',
-      'while true; do nc -l -p 8080; done',
+      // stdin held open: busybox nc may leave at /dev/null's EOF before reading what was sent
+      'while true; do sleep 60 | nc -l -p 8080; done',
     ]);
     const before = await settings('server');
     const net = await bridgeNet();
