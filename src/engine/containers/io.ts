@@ -158,6 +158,8 @@ export async function beginAttach(
       sink.output(chunk.stream, chunk.data);
     }
   }
-  if (!opts.stream) session.finish('closed');
+  // as dockerd: a stream with nothing to carry (no output asked for, no stdin to take) ends at once
+  const carries = opts.stdout || opts.stderr || (opts.stdin && c.record.Config.OpenStdin === true);
+  if (!opts.stream || !carries) session.finish('closed');
   return session;
 }

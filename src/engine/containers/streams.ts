@@ -24,7 +24,8 @@ export class Session implements AttachSession {
     this.done = new Promise((r) => {
       this.resolveDone = r;
     });
-    if (want.stdin && detachKeys) this.scanner = new DetachScanner(detachKeys);
+    // dockerd looks for the detach keys on a TTY only: other stdin is passed through as it is
+    if (want.stdin && tty && detachKeys) this.scanner = new DetachScanner(detachKeys);
   }
 
   get isOpen(): boolean {
@@ -47,9 +48,14 @@ export class Session implements AttachSession {
     if (detach) this.finish('detached');
   }
 
+  /**
+   * The client's stdin ended. As dockerd: with StdinOnce and no TTY the container's stdin is
+   * closed (and output goes on until it exits); otherwise this attach ends.
+   */
   endInput(): void {
     if (this.ended || !this.want.stdin) return;
-    this.hub.clientInputEnded();
+    if (this.hub.closesStdinWith(this)) this.hub.clientInputEnded();
+    else this.finish('closed');
   }
 
   close(): void {
@@ -90,8 +96,14 @@ export class StdioHub {
   remove(session: Session, reason: EndReason): void {
     if (!this.sessions.delete(session)) return;
     if (reason === 'detached') this.onDetach(session);
-    // StdinOnce: stdin closes when the (one) client that had it goes away.
-    if (reason !== 'exited' && session.want.stdin && this.opts.stdinOnce()) this.clientInputEnded();
+    // StdinOnce: stdin closes when the (one) client that had it goes away (never on a TTY, so
+    // that a detached or dropped client can attach again)
+    if (reason !== 'exited' && this.closesStdinWith(session)) this.clientInputEnded();
+  }
+
+  /** Whether the end of this session's input closes the container's stdin (StdinOnce, no TTY). */
+  closesStdinWith(session: Session): boolean {
+    return session.want.stdin && !session.tty && this.opts.stdinOnce();
   }
 
   get size(): number {
@@ -145,6 +157,8 @@ export class StdioHub {
     this.heldInput = [];
     this.heldBytes = 0;
     this.closeStdinPending = false;
+    // the next run has a fresh stdin (input sent before it starts is held for it)
+    this.stdinClosed = false;
     conn?.close();
     for (const s of [...this.sessions]) s.finish('exited');
   }

@@ -60,4 +60,45 @@ describe('attach without Upgrade (plain 200)', () => {
     assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}`)).status, 204);
     assert.equal(existsSync(join(engine.execRoot, 'containers', id)), false);
   });
+
+  /** Attach over a raw connection; resolves when the engine closes it (or after `ms`). */
+  const rawAttach = async (id: string, query: string, input?: string, ms = 10_000) => {
+    const socket = connect(engine.socket);
+    const received: Buffer[] = [];
+    const closed = new Promise<boolean>((resolve) => socket.on('close', () => resolve(true)));
+    socket.on('data', (d: Buffer) => received.push(d));
+    socket.write(
+      `POST /v1.44/containers/${id}/attach?${query} HTTP/1.1\r\nHost: engine\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n`,
+    );
+    for (let i = 0; i < 100 && !Buffer.concat(received).includes('\r\n\r\n'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    if (input !== undefined) {
+      socket.write(input);
+      socket.end();
+    }
+    const timer = setTimeout(() => socket.destroy(), ms);
+    const t0 = Date.now();
+    await closed;
+    clearTimeout(timer);
+    return { head: Buffer.concat(received).toString('latin1'), ms: Date.now() - t0 };
+  };
+
+  it('ends at once a stream with nothing to carry, and when the client ends its input (not StdinOnce)', async () => {
+    const created = await engine.request('POST', '/v1.44/containers/create', {
+      body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true },
+    });
+    const id = created.json<{ Id: string }>().Id;
+    assert.equal((await engine.request('POST', `/v1.44/containers/${id}/start`)).status, 204);
+    // stream=1 and nothing asked for: 101, then closed (dockerd does the same)
+    const empty = await rawAttach(id, 'stream=1');
+    assert.match(empty.head, /^HTTP\/1\.1 101 /);
+    assert.ok(empty.ms < 5000, `closed after ${empty.ms} ms`);
+    // the client ends its stdin: without StdinOnce the attach ends and the container runs on
+    const ended = await rawAttach(id, 'stream=1&stdin=1&stdout=1', 'hi\n');
+    assert.ok(ended.ms < 5000, `closed after ${ended.ms} ms`);
+    const state = await engine.request('GET', `/v1.44/containers/${id}/json`);
+    assert.equal(state.json<{ State: { Running: boolean } }>().State.Running, true);
+    assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}?force=1`)).status, 204);
+  });
 });

@@ -215,6 +215,40 @@ describe('containers with the docker CLI', () => {
     await ok('rm', '-f', 'detachable');
   });
 
+  it('a TTY container with StdinOnce can be attached again after a detach', async () => {
+    // what `docker run -it` makes (OpenStdin, StdinOnce, Tty), started without a client
+    const created = await engine.request('POST', '/v1.44/containers/create?name=reattach', {
+      body: { Image: 'busybox', Cmd: ['sh'], Tty: true, OpenStdin: true, StdinOnce: true, AttachStdin: true },
+    });
+    assert.equal(created.status, 201, created.text());
+    await ok('start', 'reattach');
+    for (const round of [1, 2]) {
+      const r = await runPty(engine, DETACH_SCRIPT, ['reattach']);
+      assert.match(r.buf, /in-attach\r\nin-attach/, `round ${round}: ${r.buf}`);
+      assert.match(r.buf, /read escape sequence/);
+    }
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'reattach'), 'true');
+    await ok('rm', '-f', 'reattach');
+  });
+
+  it('stdin without a TTY is passed through as it is (ctrl-p ctrl-q bytes too)', async () => {
+    const r = await engine.docker(['run', '-i', '--rm', 'busybox', 'od', '-An', '-c'], {
+      input: Buffer.from('A\x10\x11B'),
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /A\s+020\s+021\s+B/);
+  });
+
+  it('start -ai with piped input, run after run', async () => {
+    await ok('create', '-i', '--name', 'again', 'busybox', 'sh', '-c', 'cat; exit 6');
+    for (const run of ['run1', 'run2', 'run3']) {
+      const r = await engine.docker(['start', '-ai', 'again'], { input: `${run}\n`, timeoutMs: 20_000 });
+      assert.equal(r.code, 6, `${run}: ${r.stderr}`);
+      assert.equal(r.stdout, `${run}\n`);
+    }
+    await ok('rm', 'again');
+  });
+
   it('run -d, ps with filters, inspect, logs (--tail, -t, --since, -f)', async () => {
     const id = await ok(
       'run',
