@@ -102,6 +102,19 @@ describe('container logs (json-file, docker CLI)', () => {
     await ok('rm', id, tty);
   });
 
+  it('a line has the time its newline was read (dockerd stamps a message when it finds its end)', async () => {
+    await ok('run', '--name', 'stamps', 'busybox', 'sh', '-c', 'printf x; sleep 1; echo y >&2; echo z');
+    const r = await engine.docker(['logs', '-t', 'stamps']);
+    const lines = `${r.stdout}${r.stderr}`.split('\n');
+    const at = (text: string) => {
+      const line = lines.find((l) => l.endsWith(` ${text}`)) ?? '';
+      return Date.parse(line.split(' ')[0] ?? '');
+    };
+    assert.ok(at('xz') >= at('y'), lines.join('\n'));
+    assert.ok(at('xz') - at('y') < 500, lines.join('\n'));
+    await ok('rm', 'stamps');
+  });
+
   it('logs are complete once wait answers', async () => {
     for (let i = 0; i < 15; i++) {
       const id = await ok('run', '-d', 'busybox', 'echo', `hi-${i}`);

@@ -7,16 +7,23 @@ import { dockerTime, type LogStream } from './k8s-file.js';
  */
 export const MAX_MESSAGE = 16 * 1024;
 
-/** An unfinished line of one stream: its parts so far and the time of its first part. */
+/**
+ * An unfinished line of one stream: its parts so far, the time of its latest part, and the time
+ * of its first 16 KiB partial entry once it was cut (every later part of it has that time).
+ */
 interface Pending {
-  time: Buffer;
+  latest: Buffer;
+  cut: Buffer | null;
   parts: Buffer[];
   length: number;
   seq: number;
 }
 
-/** The unfinished lines, as a checkpoint keeps them (time as written, data in base64). */
-export type PendingState = Partial<Record<LogStream, { time: string; data: string }>>;
+/**
+ * The unfinished lines, as a checkpoint keeps them (time as written, data in base64; `cut` when
+ * the line already went out in part, `time` being then that of its parts).
+ */
+export type PendingState = Partial<Record<LogStream, { time: string; data: string; cut?: boolean }>>;
 
 const SPACE = 0x20;
 
@@ -24,9 +31,10 @@ const SPACE = 0x20;
  * Turns conmon's k8s-file records (`<ts> <stream> <P|F> <data>`, cut wherever conmon's reads
  * ended) back into the lines the container wrote, and hands them to a json-file encoder as
  * dockerd's copier would have logged them: one entry per line (with its newline), lines of
- * 16 KiB or more in 16 KiB partial entries, all parts with the time of the first. Each entry gets
- * the time conmon read its first byte. Unfinished lines wait (per stream) until their newline
- * comes, or until `flush()` (the output ended).
+ * 16 KiB or more in 16 KiB partial entries. As the copier stamps a message when it finds its end, a
+ * line gets the time conmon read its newline; the parts of a long line all get the time its first
+ * 16 KiB were complete (dockerd's partialTS). Unfinished lines wait (per stream) until their
+ * newline comes, or until `flush()` (the output ended: the time of their last part).
  */
 export class RecordAssembler {
   private readonly pending: Record<LogStream, Pending | null> = { stdout: null, stderr: null };
@@ -78,7 +86,15 @@ export class RecordAssembler {
       if (p) {
         p.parts.push(data);
         p.length += data.length;
-      } else this.pending[stream] = { time, parts: [data], length: data.length, seq: this.seq++ };
+        p.latest = time;
+      } else
+        this.pending[stream] = {
+          latest: time,
+          cut: null,
+          parts: [data],
+          length: data.length,
+          seq: this.seq++,
+        };
       this.cutLong(stream);
       return true;
     }
@@ -89,7 +105,7 @@ export class RecordAssembler {
     }
     this.pending[stream] = null;
     p.parts.push(buf.subarray(from, to));
-    this.emitLine(stream, p.time, Buffer.concat(p.parts));
+    this.emitLine(stream, p.cut ?? time, Buffer.concat(p.parts));
     return true;
   }
 
@@ -108,12 +124,13 @@ export class RecordAssembler {
     const p = this.pending[stream]!;
     if (p.length < MAX_MESSAGE) return;
     const all = p.parts.length === 1 ? p.parts[0]! : Buffer.concat(p.parts);
+    p.cut ??= p.latest;
     let off = 0;
     while (all.length - off >= MAX_MESSAGE) {
-      this.enc.add(stream, p.time, all, off, off + MAX_MESSAGE);
+      this.enc.add(stream, p.cut, all, off, off + MAX_MESSAGE);
       off += MAX_MESSAGE;
     }
-    // the line goes on (maybe with nothing yet): its next parts keep the time of its first
+    // the line goes on (maybe with nothing yet): its next parts keep the time of the first cut
     const rest = off === all.length ? null : Buffer.from(all.subarray(off));
     p.parts = rest ? [rest] : [];
     p.length = rest?.length ?? 0;
@@ -126,7 +143,7 @@ export class RecordAssembler {
       this.pending[s] = null;
       if (p.length === 0) continue;
       const all = Buffer.concat(p.parts);
-      this.enc.add(s, p.time, all, 0, all.length);
+      this.enc.add(s, p.cut ?? p.latest, all, 0, all.length);
     }
   }
 
@@ -141,7 +158,11 @@ export class RecordAssembler {
     const out: PendingState = {};
     for (const s of this.waiting()) {
       const p = this.pending[s]!;
-      out[s] = { time: p.time.toString('latin1'), data: Buffer.concat(p.parts).toString('base64') };
+      out[s] = {
+        time: (p.cut ?? p.latest).toString('latin1'),
+        data: Buffer.concat(p.parts).toString('base64'),
+      };
+      if (p.cut) out[s].cut = true;
     }
     return out;
   }
@@ -154,8 +175,10 @@ export class RecordAssembler {
       const p = state?.[s];
       if (!p) continue;
       const data = Buffer.from(p.data, 'base64');
+      const time = Buffer.from(p.time, 'latin1');
       this.pending[s] = {
-        time: Buffer.from(p.time, 'latin1'),
+        latest: time,
+        cut: p.cut ? time : null,
         parts: [data],
         length: data.length,
         seq: this.seq++,

@@ -66,7 +66,7 @@ function assembled(records: string[], flush = false): Entry[] {
 }
 
 describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
-  it('joins records cut at read boundaries into lines, with the time of the first part', () => {
+  it('joins records cut at read boundaries into lines, with the time their newline was read', () => {
     assert.deepEqual(
       assembled([
         rec('stdout', 'P', 'hel', 1),
@@ -77,13 +77,13 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
       ]),
       [
         { log: 'err\n', stream: 'stderr', time: time(2) },
-        { log: 'hello world\n', stream: 'stdout', time: time(1) },
+        { log: 'hello world\n', stream: 'stdout', time: time(4) },
         { log: '\n', stream: 'stdout', time: time(5) },
       ],
     );
   });
 
-  it('cuts long lines in 16 KiB partial entries as dockerd (all with the first part’s time)', () => {
+  it('cuts long lines in 16 KiB partial entries as dockerd (all with the time the first 16 KiB were complete)', () => {
     const a = 'a'.repeat(8000);
     // 20000 bytes and a newline, in conmon's 8 KiB reads
     const long = assembled([
@@ -94,8 +94,8 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
     assert.deepEqual(
       long.map((e) => [e.log.length, e.log.endsWith('\n'), e.time]),
       [
-        [MAX_MESSAGE, false, time(1)],
-        [20000 - MAX_MESSAGE + 1, true, time(1)],
+        [MAX_MESSAGE, false, time(3)],
+        [20000 - MAX_MESSAGE + 1, true, time(3)],
       ],
     );
     // exactly 16 KiB before the newline: a full partial entry, then the newline alone
@@ -105,7 +105,7 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
       [MAX_MESSAGE, 1],
     );
     assert.equal(exact[1]!.log, '\n');
-    // a 16 KiB part that used up what was read: the rest of the line still has the first time
+    // a 16 KiB part that used up what was read: the rest of the line keeps the time of that cut
     const b = 'b'.repeat(MAX_MESSAGE / 2);
     assert.deepEqual(
       assembled([
@@ -115,8 +115,8 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
         rec('stdout', 'F', 'y', 4),
       ]).map((e) => [e.log.length, e.time]),
       [
-        [MAX_MESSAGE, time(1)],
-        [3, time(1)],
+        [MAX_MESSAGE, time(2)],
+        [3, time(2)],
       ],
     );
     assert.equal(assembled([rec('stdout', 'F', 'c'.repeat(MAX_MESSAGE - 1))])[0]!.log.length, MAX_MESSAGE);
@@ -139,7 +139,7 @@ describe('RecordAssembler (conmon records -> dockerd copier messages)', () => {
     asm2.flush();
     assert.deepEqual(entries(enc2.take().toString()), [
       { log: 'e-prompt ', stream: 'stderr', time: time(1) },
-      { log: 'o-prompt more', stream: 'stdout', time: time(2) },
+      { log: 'o-prompt more', stream: 'stdout', time: time(3) }, // at the end of the output: the time of its last part
     ]);
     assert.equal(asm.push(Buffer.from('not a record\n')), false);
   });
