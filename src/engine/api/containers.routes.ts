@@ -5,6 +5,7 @@ import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
 import { frame, hijack, STDERR, STDOUT } from '../../http/stream.js';
+import { decodeCreateJson } from '../containers/create.schema.js';
 import type {
   AttachSession,
   AttachSink,
@@ -40,151 +41,23 @@ function bool(ctx: ApiContext, name: string, fallback = false): boolean {
   return parseBool(ctx.query.get(name), fallback);
 }
 
-/** A string or array of strings (Cmd, Entrypoint, Shell) as Docker's StrSlice decodes it. */
-function strSlice(value: unknown, field: string): string[] | null | undefined {
-  if (value === undefined) return undefined;
-  if (value === null) return null;
-  if (typeof value === 'string') return [value];
-  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value as string[];
-  throw invalidParameter(
-    `json: cannot unmarshal ${typeof value} into Go struct field ${field} of type strslice.StrSlice`,
-  );
-}
-
-function expectType(
-  obj: Record<string, unknown>,
-  field: string,
-  type: 'string' | 'boolean' | 'number' | 'object' | 'array',
-  prefix: string,
-): void {
-  const v = obj[field];
-  if (v === undefined || v === null) return;
-  const ok =
-    type === 'array'
-      ? Array.isArray(v)
-      : type === 'object'
-        ? typeof v === 'object' && !Array.isArray(v)
-        : typeof v === type;
-  if (!ok) {
-    throw invalidParameter(
-      `json: cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go struct field ${prefix}.${field} of type ${type}`,
-    );
-  }
-}
-
-function checkStringMap(v: unknown, field: string): void {
-  if (v === undefined || v === null) return;
-  if (typeof v !== 'object' || Array.isArray(v) || Object.values(v).some((x) => typeof x !== 'string')) {
-    throw invalidParameter(`json: cannot unmarshal ${field}: expected a map of strings`);
-  }
-}
-
-function checkStringArray(v: unknown, field: string): void {
-  if (v === undefined || v === null) return;
-  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
-    throw invalidParameter(`json: cannot unmarshal ${field}: expected an array of strings`);
-  }
-}
-
-/** The JSON shape of a create body (types only; meaning is the service's business). */
+/**
+ * The create body as dockerd decodes it (types, key case, legacy top-level HostConfig fields: see
+ * create.schema.ts), with the fields the request's API version does not have dropped.
+ */
 export function decodeCreateBody(
   body: Record<string, unknown>,
   version: string,
 ): { config: ContainerConfig; hostConfig: HostConfig; networkingConfig: NetworkingConfig } {
-  for (const f of ['Hostname', 'Domainname', 'User', 'Image', 'WorkingDir', 'MacAddress', 'StopSignal']) {
-    expectType(body, f, 'string', 'container.Config');
-  }
-  for (const f of [
-    'AttachStdin',
-    'AttachStdout',
-    'AttachStderr',
-    'Tty',
-    'OpenStdin',
-    'StdinOnce',
-    'NetworkDisabled',
-    'ArgsEscaped',
-  ]) {
-    expectType(body, f, 'boolean', 'container.Config');
-  }
-  expectType(body, 'StopTimeout', 'number', 'container.Config');
-  for (const f of ['ExposedPorts', 'Volumes', 'Healthcheck', 'HostConfig', 'NetworkingConfig']) {
-    expectType(body, f, 'object', 'container.Config');
-  }
-  checkStringArray(body.Env, 'Env');
-  checkStringArray(body.OnBuild, 'OnBuild');
-  checkStringMap(body.Labels, 'Labels');
-  const config: ContainerConfig = { ...(body as ContainerConfig) };
-  const cmd = strSlice(body.Cmd, 'Config.Cmd');
-  if (cmd !== undefined) config.Cmd = cmd;
-  const ep = strSlice(body.Entrypoint, 'Config.Entrypoint');
-  if (ep !== undefined) config.Entrypoint = ep;
-  const shell = strSlice(body.Shell, 'Config.Shell');
-  if (shell !== undefined) config.Shell = shell;
-  if (typeof body.StopSignal === 'number') config.StopSignal = String(body.StopSignal);
-  const hc = (body.HostConfig ?? {}) as Record<string, unknown>;
-  for (const f of [
-    'Binds',
-    'Links',
-    'Dns',
-    'DnsOptions',
-    'DnsSearch',
-    'ExtraHosts',
-    'VolumesFrom',
-    'CapAdd',
-    'CapDrop',
-    'GroupAdd',
-    'SecurityOpt',
-  ]) {
-    checkStringArray(hc[f], `HostConfig.${f}`);
-  }
-  for (const f of ['Tmpfs', 'Sysctls', 'StorageOpt', 'Annotations']) checkStringMap(hc[f], `HostConfig.${f}`);
-  for (const f of [
-    'NetworkMode',
-    'IpcMode',
-    'PidMode',
-    'UTSMode',
-    'UsernsMode',
-    'CgroupParent',
-    'CgroupnsMode',
-    'CpusetCpus',
-    'CpusetMems',
-    'Runtime',
-  ]) {
-    expectType(hc, f, 'string', 'container.HostConfig');
-  }
-  for (const f of [
-    'Memory',
-    'MemorySwap',
-    'MemoryReservation',
-    'KernelMemory',
-    'ShmSize',
-    'CpuShares',
-    'CpuPeriod',
-    'CpuQuota',
-    'NanoCpus',
-    'OomScoreAdj',
-    'BlkioWeight',
-    'PidsLimit',
-    'MemorySwappiness',
-  ]) {
-    expectType(hc, f, 'number', 'container.HostConfig');
-  }
-  for (const f of ['RestartPolicy', 'LogConfig', 'PortBindings'])
-    expectType(hc, f, 'object', 'container.HostConfig');
-  for (const f of ['Mounts', 'Ulimits', 'Devices', 'ConsoleSize'])
-    expectType(hc, f, 'array', 'container.HostConfig');
-  for (const f of ['AutoRemove', 'Privileged', 'PublishAllPorts', 'ReadonlyRootfs']) {
-    expectType(hc, f, 'boolean', 'container.HostConfig');
-  }
-  const hostConfig = { ...hc } as HostConfig;
+  const decoded = decodeCreateJson(body);
+  if (!decoded.config) throw invalidParameter('Config cannot be empty in order to create a container');
+  const config = decoded.config;
+  const hostConfig = decoded.hostConfig ?? {};
+  const networkingConfig = decoded.networkingConfig ?? {};
   if (!atLeast({ version } as ApiContext, gates.containerAnnotations)) delete hostConfig.Annotations;
   if (!atLeast({ version } as ApiContext, gates.endpointMacAddress) && config.Healthcheck) {
-    config.Healthcheck = { ...config.Healthcheck };
     delete config.Healthcheck.StartInterval;
   }
-  const networkingConfig = (body.NetworkingConfig ?? {}) as NetworkingConfig;
-  delete (config as Record<string, unknown>).HostConfig;
-  delete (config as Record<string, unknown>).NetworkingConfig;
   return { config, hostConfig, networkingConfig };
 }
 

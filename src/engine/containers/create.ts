@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerConfig, HostConfig, ImageConfigFile } from '../../common/docker-types.js';
@@ -13,12 +12,8 @@ import { linkName } from './links.js';
 import { normalizeName } from './names.js';
 import { keptLinks, resolveLinks } from './network.js';
 import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
-import { validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
+import { KNOWN_RUNTIMES, validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
 import { abandonVolumeMounts, type MountPoint, resolveVolumeMounts } from './volumes.js';
-
-const swapSupported =
-  existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes') ||
-  existsSync('/sys/fs/cgroup/memory.swap.max');
 
 function envKey(e: string): string {
   const i = e.indexOf('=');
@@ -107,8 +102,11 @@ function checkPlatform(
   }
 }
 
+/** dockerd's adaptContainerSettings and the defaults inspect shows. */
 function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: string): HostConfig {
   const out: HostConfig = { ...hc };
+  // By default, MemorySwap is twice Memory (dockerd stores it so)
+  if ((out.Memory ?? 0) > 0 && !out.MemorySwap) out.MemorySwap = (out.Memory ?? 0) * 2;
   if (!out.NetworkMode) out.NetworkMode = 'default';
   if (!out.LogConfig?.Type) out.LogConfig = { Type: 'json-file', Config: out.LogConfig?.Config ?? {} };
   if (!out.LogConfig.Config) out.LogConfig = { ...out.LogConfig, Config: {} };
@@ -132,12 +130,14 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   // As dockerd: -1 swappiness and a non-positive pids limit mean "unset".
   if (out.MemorySwappiness === -1) out.MemorySwappiness = null;
   if (out.PidsLimit !== undefined && out.PidsLimit !== null && out.PidsLimit <= 0) out.PidsLimit = null;
+  if (out.OomKillDisable === undefined || out.OomKillDisable === null) out.OomKillDisable = false;
   return out;
 }
 
 /**
  * Checks that need other containers or services: networks, `container:` modes, links (volumes:
- * volumes.ts). Returns the links' targets.
+ * volumes.ts). Returns the links' targets. `container:<name|id>` modes are stored with the full ID
+ * (dockerd's adaptSharedNamespaceContainer), so that renaming the other container breaks nothing.
  */
 function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resolveLinks> {
   if (hc.VolumesFrom !== undefined && hc.VolumesFrom !== null && !Array.isArray(hc.VolumesFrom)) {
@@ -147,7 +147,7 @@ function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resol
     if (typeof ref !== 'string') throw invalidParameter('VolumesFrom must be an array of strings');
   for (const field of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
     const v = hc[field] ?? '';
-    if (v.startsWith('container:')) ix.names.resolve(v.slice('container:'.length));
+    if (v.startsWith('container:')) hc[field] = `container:${ix.names.resolve(v.slice('container:'.length))}`;
   }
   const nm = hc.NetworkMode ?? '';
   if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
@@ -160,7 +160,7 @@ function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resol
 
 export async function createContainer(ix: Internals, req: CreateRequest): Promise<CreateResult> {
   const { config: body, apiVersion } = req;
-  const hcIn: HostConfig = req.hostConfig ?? {};
+  const hcIn: HostConfig = { ...(req.hostConfig ?? {}) };
   const user: ContainerConfig = { ...body };
   delete (user as Record<string, unknown>).HostConfig;
   delete (user as Record<string, unknown>).NetworkingConfig;
@@ -171,7 +171,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   validateConfig(user);
   const warnings = validateHostConfig(hcIn, user, {
     apiKernelMemory: !versionAtLeast(apiVersion, '1.42'),
-    swapSupported,
+    runtimes: [...new Set([...KNOWN_RUNTIMES, ix.runtime.name])],
   });
   validateNetworkingConfig(req.networkingConfig ?? {});
   const links = checkReferences(ix, hcIn);
@@ -184,9 +184,9 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
 
   const id = randomId();
   const hostConfig = normalizeHostConfig(hcIn, apiVersion, ix.runtime.name);
-  if (!config.Hostname && !hostConfig.NetworkMode?.startsWith('container:')) {
-    config.Hostname = hostConfig.NetworkMode === 'host' ? osHostname() : id.slice(0, 12);
-  }
+  // dockerd: the host's name with the host's network, else the short ID (also with another
+  // container's network: that one's hostname replaces it at every start)
+  if (!config.Hostname) config.Hostname = hostConfig.NetworkMode === 'host' ? osHostname() : id.slice(0, 12);
   const finalName = name ?? ix.names.freshName();
   ix.names.reserve(finalName, id);
   let mountPoints: MountPoint[];

@@ -7,12 +7,12 @@ import { invalidParameter } from '../../common/errors.js';
 import { parseLogLimits } from '../runtime/index.js';
 import { goRegExp } from './logging.js';
 import { parseSignal } from './signals.js';
+import { hostSysInfo, type SysInfo } from './sysinfo.js';
 import type { NetworkingConfig } from './types.js';
 
 /** Create-time validation of Config, HostConfig and NetworkingConfig, with dockerd's messages. */
 
 const MIN_MEMORY = 6 * 1024 * 1024;
-const MIN_KERNEL_MEMORY = 4 * 1024 * 1024;
 const MIN_DURATION_NS = 1_000_000;
 const HOSTNAME =
   /^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])\.)*([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])$/;
@@ -156,89 +156,185 @@ function parsePortRange(s: string): { start: number; end: number } | undefined {
 
 function checkRestartPolicy(hc: HostConfig): void {
   const rp = hc.RestartPolicy ?? {};
-  const name = rp.Name ?? '';
+  const name: string = rp.Name ?? '';
   const count = rp.MaximumRetryCount ?? 0;
+  // dockerd 20.10's words; an unnamed policy with a count is refused as current dockerd does
   switch (name) {
     case '':
-    case 'no':
-    case 'always':
-    case 'unless-stopped':
       if (count !== 0) {
         throw invalidParameter(
           "invalid restart policy: maximum retry count can only be used with 'on-failure'",
         );
       }
       break;
+    case 'no':
+    case 'always':
+    case 'unless-stopped':
+      if (count !== 0) {
+        throw invalidParameter(`maximum retry count cannot be used with restart policy '${name}'`);
+      }
+      break;
     case 'on-failure':
-      if (count < 0) throw invalidParameter('invalid restart policy: maximum retry count cannot be negative');
+      if (count < 0) throw invalidParameter('maximum retry count cannot be negative');
       break;
     default:
-      throw invalidParameter(
-        `invalid restart policy: unknown policy '${name}'; use one of 'no', 'always', 'on-failure', or 'unless-stopped'`,
-      );
-  }
-  if (hc.AutoRemove && name !== '' && name !== 'no') {
-    throw invalidParameter("can't create 'AutoRemove' container with restart policy");
+      throw invalidParameter(`invalid restart policy '${name}'`);
   }
 }
 
-function checkResources(
-  hc: HostConfig,
-  apiKernelMemory: boolean,
-  warnings: string[],
-  swapSupported: boolean,
-): void {
+/**
+ * A cgroup list (`0-2,5`) as dockerd's parsers.ParseUintList reads it; `maximum` bounds the
+ * values (0: none). Throws the message dockerd wraps.
+ */
+function parseUintList(value: string, maximum = 0): Set<number> {
+  const out = new Set<number>();
+  if (value === '') return out;
+  const bad = () => new Error(`invalid format: ${value}`);
+  const num = (s: string) => {
+    if (!/^[+-]?\d+$/.test(s)) throw bad();
+    return Number(s);
+  };
+  for (const part of value.split(',')) {
+    const dash = part.indexOf('-');
+    const [min, max] =
+      dash < 0 ? [num(part), num(part)] : [num(part.slice(0, dash)), num(part.slice(dash + 1))];
+    if (max < min) throw bad();
+    if (maximum !== 0 && max > maximum) throw new Error(`value of out range, maximum is ${maximum}`);
+    for (let i = min; i <= max && out.size <= 1 << 16; i++) out.add(i);
+  }
+  return out;
+}
+
+/** dockerd's isCpusetListAvailable: every requested CPU (or node) is in the available list. */
+function cpusetAvailable(provided: string, available: string, what: 'cpus' | 'mems'): boolean {
+  let avail: Set<number>;
+  let wanted: Set<number>;
+  try {
+    avail = parseUintList(available);
+    let max = 8192;
+    for (const m of avail) if (m > max) max = m;
+    wanted = parseUintList(provided, max);
+  } catch (err) {
+    throw invalidParameter(`Invalid value ${provided} for cpuset ${what}: ${(err as Error).message}`);
+  }
+  for (const n of wanted) if (!avail.has(n)) return false;
+  return true;
+}
+
+/**
+ * dockerd's verifyPlatformContainerResources (daemon_unix.go) in its order: refusals, warnings,
+ * and what the kernel cannot do discarded from `hc` (so inspect shows what applies), plus
+ * berth's own refusals of values that would only fail at start.
+ */
+function checkResources(hc: HostConfig, opts: Required<HostValidation>, warnings: string[]): void {
+  const si = opts.sysInfo;
+  const swapLimit = opts.swapSupported;
+  if (hc.MemorySwappiness === -1) hc.MemorySwappiness = null;
+
+  // memory
+  const mem0 = hc.Memory ?? 0;
+  if (mem0 !== 0 && mem0 < MIN_MEMORY) throw invalidParameter('Minimum memory limit allowed is 6MB');
+  if (mem0 > 0 && !si.memoryLimit) {
+    warnings.push(
+      'Your kernel does not support memory limit capabilities or the cgroup is not mounted. Limitation discarded.',
+    );
+    hc.Memory = 0;
+    hc.MemorySwap = -1;
+  }
   const mem = hc.Memory ?? 0;
+  if ((hc.MemorySwap ?? 0) < -1) throw invalidParameter('invalid memory swap limit: use -1 for unlimited');
+  if (mem > 0 && (hc.MemorySwap ?? 0) !== -1 && !swapLimit) {
+    warnings.push(
+      'Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.',
+    );
+    hc.MemorySwap = -1;
+  }
   const swap = hc.MemorySwap ?? 0;
-  if (mem < 0) throw invalidParameter('invalid memory limit: must not be negative');
-  if (mem > 0 && mem < MIN_MEMORY) throw invalidParameter('Minimum memory limit allowed is 6MB');
   if (mem > 0 && swap > 0 && swap < mem) {
     throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
   }
   if (mem === 0 && swap > 0) {
     throw invalidParameter('You should always set the Memory limit when using Memoryswap limit, see usage');
   }
-  if (swap < -1) throw invalidParameter('invalid memory swap limit: use -1 for unlimited');
-  if (mem > 0 && swap !== -1 && !swapSupported) {
+  if (hc.MemorySwappiness !== undefined && hc.MemorySwappiness !== null && !si.memorySwappiness) {
     warnings.push(
-      'Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.',
+      'Your kernel does not support memory swappiness capabilities or the cgroup is not mounted. Memory swappiness discarded.',
     );
+    hc.MemorySwappiness = null;
   }
   const swappiness = hc.MemorySwappiness;
-  if (
-    swappiness !== undefined &&
-    swappiness !== null &&
-    swappiness !== -1 &&
-    (swappiness < 0 || swappiness > 100)
-  ) {
+  if (swappiness !== undefined && swappiness !== null && (swappiness < 0 || swappiness > 100)) {
     throw invalidParameter(`Invalid value: ${swappiness}, valid memory swappiness range is 0-100`);
   }
+  if ((hc.MemoryReservation ?? 0) > 0 && !si.memoryReservation) {
+    warnings.push(
+      'Your kernel does not support memory soft limit capabilities or the cgroup is not mounted. Limitation discarded.',
+    );
+    hc.MemoryReservation = 0;
+  }
   const res = hc.MemoryReservation ?? 0;
+  if (res > 0 && res < MIN_MEMORY) throw invalidParameter('Minimum memory reservation allowed is 6MB');
   if (mem > 0 && res > 0 && mem < res) {
     throw invalidParameter('Minimum memory limit can not be less than memory reservation limit, see usage');
   }
-  if (res > 0 && res < MIN_MEMORY) throw invalidParameter('Minimum memory reservation allowed is 6MB');
-  if (apiKernelMemory && (hc.KernelMemory ?? 0) > 0 && (hc.KernelMemory ?? 0) < MIN_KERNEL_MEMORY) {
-    throw invalidParameter('Minimum kernel memory limit allowed is 4MB');
+  if (opts.apiKernelMemory && (hc.KernelMemory ?? 0) > 0) {
+    warnings.push('Specifying a kernel memory limit is deprecated and will be removed in a future release.');
+    if (!si.kernelMemory) {
+      warnings.push(
+        'Your kernel does not support kernel memory limit capabilities or the cgroup is not mounted. Limitation discarded.',
+      );
+      hc.KernelMemory = 0;
+    }
+    const kmem = hc.KernelMemory ?? 0;
+    if (kmem > 0 && kmem < MIN_MEMORY) throw invalidParameter('Minimum kernel memory limit allowed is 6MB');
   }
-  if ((hc.ShmSize ?? 0) < 0) throw invalidParameter('SHM size can not be less than 0');
-  const oom = hc.OomScoreAdj ?? 0;
-  if (oom < -1000 || oom > 1000) {
-    throw invalidParameter(`Invalid value ${oom}, range for oom score adj is [-1000, 1000]`);
+  if (hc.OomKillDisable !== undefined && hc.OomKillDisable !== null && !si.oomKillDisable) {
+    if (hc.OomKillDisable)
+      warnings.push('Your kernel does not support OomKillDisable. OomKillDisable discarded.');
+    hc.OomKillDisable = null;
   }
-  const blkio = hc.BlkioWeight ?? 0;
-  if (blkio > 0 && (blkio < 10 || blkio > 1000))
-    throw invalidParameter('Range of blkio weight is from 10 to 1000');
-  if ((hc.CpuShares ?? 0) < 0) throw invalidParameter('invalid CPU shares: must not be negative');
+  if (hc.OomKillDisable && mem === 0) {
+    warnings.push(
+      'OOM killer is disabled for the container, but no memory limit is set, this can result in the system running out of resources.',
+    );
+  }
+  if (hc.PidsLimit !== undefined && hc.PidsLimit !== null && !si.pidsLimit) {
+    if (hc.PidsLimit > 0) {
+      warnings.push(
+        'Your kernel does not support PIDs limit capabilities or the cgroup is not mounted. PIDs limit discarded.',
+      );
+    }
+    hc.PidsLimit = null;
+  }
+
+  // cpu
   const nano = hc.NanoCpus ?? 0;
-  if (nano > 0 && ((hc.CpuPeriod ?? 0) > 0 || (hc.CpuQuota ?? 0) > 0)) {
+  if (nano > 0 && (hc.CpuPeriod ?? 0) > 0) {
     throw invalidParameter('Conflicting options: Nano CPUs and CPU Period cannot both be set');
+  }
+  if (nano > 0 && (hc.CpuQuota ?? 0) > 0) {
+    throw invalidParameter('Conflicting options: Nano CPUs and CPU Quota cannot both be set');
+  }
+  if (nano > 0 && !si.cpuCfs) {
+    throw invalidParameter(
+      'NanoCPUs can not be set, as your kernel does not support CPU CFS scheduler or the cgroup is not mounted',
+    );
   }
   const ncpu = cpus().length;
   if (nano < 0 || nano > ncpu * 1e9) {
     throw invalidParameter(
       `Range of CPUs is from 0.01 to ${ncpu}.00, as there are only ${ncpu} CPUs available`,
     );
+  }
+  if ((hc.CpuShares ?? 0) < 0) throw invalidParameter('invalid CPU shares: must not be negative');
+  if ((hc.CpuShares ?? 0) > 0 && !si.cpuShares) {
+    warnings.push('Your kernel does not support CPU shares or the cgroup is not mounted. Shares discarded.');
+    hc.CpuShares = 0;
+  }
+  if (((hc.CpuPeriod ?? 0) !== 0 || (hc.CpuQuota ?? 0) !== 0) && !si.cpuCfs) {
+    warnings.push('Your kernel does not support CPU CFS scheduler. CPU period/quota discarded.');
+    hc.CpuPeriod = 0;
+    hc.CpuQuota = 0;
   }
   const period = hc.CpuPeriod ?? 0;
   if (period !== 0 && (period < 1000 || period > 1_000_000)) {
@@ -248,16 +344,114 @@ function checkResources(
   }
   const quota = hc.CpuQuota ?? 0;
   if (quota > 0 && quota < 1000) throw invalidParameter('CPU cfs quota can not be less than 1ms (i.e. 1000)');
-  if (hc.CpusetCpus && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(hc.CpusetCpus)) {
-    throw invalidParameter(`Invalid value ${hc.CpusetCpus} for cpuset cpus`);
+  if ((hc.CpuPercent ?? 0) > 0) {
+    warnings.push('linux does not support CPU percent. Percent discarded.');
+    hc.CpuPercent = 0;
   }
-  if (hc.CpusetMems && !/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(hc.CpusetMems)) {
-    throw invalidParameter(`Invalid value ${hc.CpusetMems} for cpuset mems`);
+
+  // cpuset
+  if ((hc.CpusetCpus || hc.CpusetMems) && !si.cpuset) {
+    warnings.push('Your kernel does not support cpuset or the cgroup is not mounted. Cpuset discarded.');
+    hc.CpusetCpus = '';
+    hc.CpusetMems = '';
+  }
+  if (hc.CpusetCpus && !cpusetAvailable(hc.CpusetCpus, si.cpus, 'cpus')) {
+    throw invalidParameter(
+      `Requested CPUs are not available - requested ${hc.CpusetCpus}, available: ${si.cpus}`,
+    );
+  }
+  if (hc.CpusetMems && !cpusetAvailable(hc.CpusetMems, si.mems, 'mems')) {
+    throw invalidParameter(
+      `Requested memory nodes are not available - requested ${hc.CpusetMems}, available: ${si.mems}`,
+    );
+  }
+
+  // blkio
+  if ((hc.BlkioWeight ?? 0) > 0 && !si.blkioWeight) {
+    warnings.push(
+      'Your kernel does not support Block I/O weight or the cgroup is not mounted. Weight discarded.',
+    );
+    hc.BlkioWeight = 0;
+  }
+  const blkio = hc.BlkioWeight ?? 0;
+  if (blkio > 0 && (blkio < 10 || blkio > 1000)) {
+    throw invalidParameter('Range of blkio weight is from 10 to 1000');
+  }
+  const lists: [keyof HostConfig, boolean, string][] = [
+    [
+      'BlkioWeightDevice',
+      si.blkioWeightDevice,
+      'Your kernel does not support Block I/O weight_device or the cgroup is not mounted. Weight-device discarded.',
+    ],
+    [
+      'BlkioDeviceReadBps',
+      si.blkioReadBpsDevice,
+      'Your kernel does not support BPS Block I/O read limit or the cgroup is not mounted. Block I/O BPS read limit discarded.',
+    ],
+    [
+      'BlkioDeviceWriteBps',
+      si.blkioWriteBpsDevice,
+      'Your kernel does not support BPS Block I/O write limit or the cgroup is not mounted. Block I/O BPS write limit discarded.',
+    ],
+    [
+      'BlkioDeviceReadIOps',
+      si.blkioReadIOpsDevice,
+      'Your kernel does not support IOPS Block read limit or the cgroup is not mounted. Block I/O IOPS read limit discarded.',
+    ],
+    [
+      'BlkioDeviceWriteIOps',
+      si.blkioWriteIOpsDevice,
+      'Your kernel does not support IOPS Block write limit or the cgroup is not mounted. Block I/O IOPS write limit discarded.',
+    ],
+  ];
+  for (const [field, supported, warning] of lists) {
+    const list = hc[field] as unknown[] | null | undefined;
+    if (!list?.length) continue;
+    if (!supported) {
+      warnings.push(warning);
+      (hc as Record<string, unknown>)[field] = [];
+      continue;
+    }
+    for (const d of list) {
+      if (!d || typeof d !== 'object') throw invalidParameter(`invalid ${field}: an entry is null`);
+      const path = (d as { Path?: string }).Path;
+      if (!path || !isAbsolute(path))
+        throw invalidParameter(`invalid ${field}: "${path ?? ''}" is not a device path`);
+    }
+  }
+  for (const w of hc.BlkioWeightDevice ?? []) {
+    if (w.Weight !== 0 && (w.Weight < 10 || w.Weight > 1000)) {
+      throw invalidParameter('Range of blkio weight is from 10 to 1000');
+    }
+  }
+
+  if ((hc.ShmSize ?? 0) < 0) throw invalidParameter('SHM size can not be less than 0');
+  const oom = hc.OomScoreAdj ?? 0;
+  if (oom < -1000 || oom > 1000) {
+    throw invalidParameter(`Invalid value ${oom}, range for oom score adj is [-1000, 1000]`);
   }
   for (const u of hc.Ulimits ?? []) {
     if (!u || typeof u.Name !== 'string' || u.Soft > u.Hard) {
       throw invalidParameter(`invalid ulimit: ${JSON.stringify(u)}: soft limit must not exceed hard limit`);
     }
+  }
+  for (const d of hc.Devices ?? []) {
+    if (!d || typeof d !== 'object') throw invalidParameter('invalid Devices: an entry is null');
+  }
+  for (const d of hc.DeviceRequests ?? []) {
+    if (!d || typeof d !== 'object') throw invalidParameter('invalid DeviceRequests: an entry is null');
+  }
+}
+
+/** runconfig's validateResources: real-time scheduling. */
+function checkRealtime(hc: HostConfig, si: SysInfo): void {
+  const period = hc.CpuRealtimePeriod ?? 0;
+  const runtime = hc.CpuRealtimeRuntime ?? 0;
+  if ((period !== 0 || runtime !== 0) && !si.cpuRealtime) {
+    throw invalidParameter('Your kernel does not support CPU real-time scheduler');
+  }
+  if (period !== 0 && runtime !== 0 && runtime > period) {
+    throw invalidParameter('cpu real-time runtime cannot be higher than cpu real-time period');
   }
 }
 
@@ -297,82 +491,113 @@ export interface ParsedBind {
   kind: 'bind' | 'volume';
 }
 
-const BIND_MODES = new Set([
-  'ro',
-  'rw',
-  'z',
-  'Z',
-  'nocopy',
-  'private',
-  'rprivate',
-  'shared',
-  'rshared',
-  'slave',
-  'rslave',
-  'consistent',
-  'cached',
-  'delegated',
-]);
+const RW_MODES = new Set(['ro', 'rw']);
+const LABEL_MODES = new Set(['z', 'Z']);
+const PROPAGATIONS = new Set(['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave']);
+const COPY_MODES = new Set(['nocopy']);
+const CONSISTENCY_MODES = new Set(['consistent', 'cached', 'delegated']);
+const MODE_KINDS = [RW_MODES, LABEL_MODES, PROPAGATIONS, COPY_MODES, CONSISTENCY_MODES];
 
+/** Every option of `mode` known (dockerd's linuxValidMountMode without its one-of-each rule). */
+function knownMode(mode: string): boolean {
+  return mode === '' || mode.split(',').every((o) => MODE_KINDS.some((k) => k.has(o)));
+}
+
+/** dockerd's linuxValidMountMode: known options, at most one of each kind. */
+function validMode(mode: string): boolean {
+  if (!knownMode(mode)) return false;
+  const opts = mode === '' ? [] : mode.split(',');
+  return MODE_KINDS.every((kind) => opts.filter((o) => kind.has(o)).length <= 1);
+}
+
+/** Go's path.Clean (posix.normalize keeps a trailing slash). */
+function clean(p: string): string {
+  const c = posix.normalize(p);
+  return c.length > 1 && c.endsWith('/') ? c.slice(0, -1) : c;
+}
+
+/** Mount target checks shared by binds and Mounts (linuxValidateNotRoot, linuxValidateAbsolute). */
+function targetError(target: string): string | undefined {
+  if (target === '') return 'field Target must not be empty';
+  if (clean(target.replaceAll('\\', '/')) === '/') {
+    return "invalid specification: destination can't be '/'";
+  }
+  if (!isAbsolute(target.replaceAll('\\', '/'))) {
+    return `invalid mount path: '${target}' mount path must be absolute`;
+  }
+  return undefined;
+}
+
+/** Parse a bind as dockerd's linux ParseMountRaw does (messages included). */
 export function parseBind(spec: string): ParsedBind {
-  const bad = (why: string) => invalidParameter(`invalid volume specification: '${spec}': ${why}`);
+  const invalidSpec = `invalid volume specification: '${spec}'`;
   const parts = spec.split(':');
-  if (parts.length === 1 && isAbsolute(spec)) {
-    if (posix.normalize(spec) === '/') throw bad("invalid mount config: destination can't be '/'");
-    return { source: '', destination: spec, readOnly: false, mode: '', propagation: '', kind: 'volume' };
+  if (parts.length > 3 || parts[0] === '') throw invalidParameter(invalidSpec);
+  let source = '';
+  let destination: string;
+  let mode = '';
+  if (parts.length === 1) destination = spec;
+  else {
+    // `/dst:ro` is a destination and a mode: an anonymous volume cannot take a mode
+    if (parts.length === 2 && knownMode(parts[1] ?? '')) throw invalidParameter(invalidSpec);
+    [source = '', destination = '', mode = ''] = parts;
   }
-  if (parts.length < 2 || parts.length > 3 || parts.some((p, i) => p === '' && i < 2)) {
-    throw bad('expected host-src:container-dest[:mode]');
-  }
-  const [source = '', destination = '', mode = ''] = parts;
-  if (!isAbsolute(destination)) {
-    throw bad(
-      `invalid mount config for type "bind": invalid mount path: '${destination}' mount path must be absolute`,
-    );
-  }
-  if (destination === '/') throw bad("invalid mount config: destination can't be '/'");
-  const modes = mode === '' ? [] : mode.split(',');
-  for (const m of modes) if (!BIND_MODES.has(m)) throw bad(`invalid mode: ${m}`);
-  const propagation = modes.find((m) => /^r?(private|shared|slave)$/.test(m)) ?? '';
+  if (!knownMode(mode)) throw invalidParameter(`invalid mode: ${mode}`);
   const kind = source.startsWith('/') ? 'bind' : 'volume';
-  if (kind === 'volume' && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/.test(source)) {
-    throw bad(
-      `"${source}" includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed. If you intended to pass a host directory, use absolute path`,
+  const bad = targetError(destination);
+  if (bad) throw invalidParameter(`${invalidSpec}: invalid mount config for type "${kind}": ${bad}`);
+  if (kind === 'volume' && source !== '' && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/.test(source)) {
+    throw invalidParameter(
+      `${invalidSpec}: "${source}" includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed. If you intended to pass a host directory, use absolute path`,
     );
   }
+  const modes = mode === '' ? [] : mode.split(',');
+  const propagation = modes.find((m) => PROPAGATIONS.has(m)) ?? '';
   return { source, destination, readOnly: modes.includes('ro'), mode, propagation, kind };
 }
 
-function checkMounts(mounts: MountSpec[]): void {
+/**
+ * A bind given at create: parsed, plus what dockerd also refuses there but stored binds are not
+ * held to (one option of each kind; `nocopy` on a bind, a propagation on a volume).
+ */
+function checkBind(spec: string): ParsedBind {
+  const p = parseBind(spec);
+  if (!validMode(p.mode)) throw invalidParameter(`invalid mode: ${p.mode}`);
+  const modes = p.mode === '' ? [] : p.mode.split(',');
+  const what = `invalid volume specification: '${spec}': invalid mount config for type "${p.kind}"`;
+  if (p.kind === 'bind' && modes.includes('nocopy')) {
+    throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
+  }
+  if (p.kind === 'volume' && p.propagation) {
+    throw invalidParameter(`${what}: field BindOptions must not be specified`);
+  }
+  return p;
+}
+
+/** HostConfig.Mounts as dockerd's linux validateMountConfigImpl checks them. */
+function checkMounts(mounts: (MountSpec | null)[]): void {
   const seen = new Set<string>();
   for (const m of mounts) {
     if (!m || typeof m !== 'object') throw invalidParameter('invalid mount config: expected an object');
     const what = `invalid mount config for type "${m.Type ?? ''}"`;
-    if (m.Target !== undefined && typeof m.Target !== 'string')
-      throw invalidParameter(`${what}: Target must be a string`);
-    if (m.Source !== undefined && typeof m.Source !== 'string')
-      throw invalidParameter(`${what}: Source must be a string`);
-    if (!m.Target) throw invalidParameter(`${what}: field Target must not be empty`);
-    if (!isAbsolute(m.Target))
-      throw invalidParameter(`${what}: invalid mount path: '${m.Target}' mount path must be absolute`);
-    if (seen.has(m.Target)) throw invalidParameter(`Duplicate mount point: ${m.Target}`);
-    seen.add(m.Target);
+    const target = m.Target ?? '';
+    const bad = targetError(target);
+    if (bad) throw invalidParameter(`${what}: ${bad}`);
     switch (m.Type) {
-      case 'bind':
+      case 'bind': {
+        if (!m.Source) throw invalidParameter(`${what}: field Source must not be empty`);
+        const prop = m.BindOptions?.Propagation;
+        if (prop && !PROPAGATIONS.has(prop))
+          throw invalidParameter(`${what}: invalid propagation mode: ${prop}`);
         if (m.VolumeOptions) throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
         if (m.TmpfsOptions) throw invalidParameter(`${what}: field TmpfsOptions must not be specified`);
-        if (!m.Source) throw invalidParameter(`${what}: field Source must not be empty`);
         if (!isAbsolute(m.Source))
           throw invalidParameter(`${what}: invalid mount path: '${m.Source}' mount path must be absolute`);
         if (!existsSync(m.Source) && !m.BindOptions?.CreateMountpoint) {
           throw invalidParameter(`${what}: bind source path does not exist: ${m.Source}`);
         }
         break;
-      case 'tmpfs':
-        if (m.Source) throw invalidParameter(`${what}: field Source must not be specified`);
-        if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
-        if (m.VolumeOptions) throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
-        break;
+      }
       case 'volume':
         if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
         if (m.TmpfsOptions) throw invalidParameter(`${what}: field TmpfsOptions must not be specified`);
@@ -385,17 +610,75 @@ function checkMounts(mounts: MountSpec[]): void {
           );
         }
         break;
+      case 'tmpfs':
+        if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
+        if (m.Source) throw invalidParameter(`${what}: field Source must not be specified`);
+        if (m.VolumeOptions) throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
+        break;
       default:
-        throw invalidParameter(`mount type unknown: ${JSON.stringify(m.Type ?? '')}`);
+        throw invalidParameter(`${what}: mount type unknown`);
+    }
+    const dest = clean(target);
+    if (seen.has(dest)) throw invalidParameter(`Duplicate mount point: ${target}`);
+    seen.add(dest);
+  }
+}
+
+/**
+ * HostConfig.Tmpfs destinations (ValidateTmpfsMountDestination), then the duplicate mount points
+ * dockerd's registerMountPoints refuses: a bind over another bind or a Tmpfs entry, a mount over
+ * a bind or an earlier mount.
+ */
+function checkMountPoints(hc: HostConfig): void {
+  const tmpfs = hc.Tmpfs ?? {};
+  for (const dest of Object.keys(tmpfs)) {
+    if (clean(dest.replaceAll('\\', '/')) === '/') {
+      throw invalidParameter("invalid specification: destination can't be '/'");
+    }
+    if (!isAbsolute(dest))
+      throw invalidParameter(`invalid mount path: '${dest}' mount path must be absolute`);
+  }
+  const taken = new Set<string>();
+  for (const b of hc.Binds ?? []) {
+    if (typeof b !== 'string') throw invalidParameter('invalid volume specification: binds must be strings');
+    const dest = clean(checkBind(b).destination);
+    if (taken.has(dest) || Object.hasOwn(tmpfs, dest))
+      throw invalidParameter(`Duplicate mount point: ${dest}`);
+    taken.add(dest);
+  }
+  for (const m of hc.Mounts ?? []) {
+    const dest = clean(m?.Target ?? '');
+    if (taken.has(dest)) throw invalidParameter(`Duplicate mount point: ${m?.Target ?? ''}`);
+  }
+}
+
+/** dockerd's NormalizeLegacyCapabilities: `ALL`, or a known name with or without `CAP_`, any case. */
+function checkCaps(list: string[] | null | undefined, field: string): void {
+  for (const c of list ?? []) {
+    let name = String(c).toUpperCase();
+    if (name === 'ALL') continue;
+    if (!name.startsWith('CAP_')) name = `CAP_${name}`;
+    if (!CAPABILITIES.has(name.slice(4))) {
+      throw invalidParameter(`invalid ${field}: unknown capability: "${name}"`);
     }
   }
 }
 
-function checkCaps(list: string[] | null | undefined, field: string): void {
-  for (const c of list ?? []) {
-    const name = String(c).toUpperCase().replace(/^CAP_/, '');
-    if (name !== 'ALL' && !CAPABILITIES.has(name)) {
-      throw invalidParameter(`invalid ${field}: unknown capability: "CAP_${name}"`);
+const PARSE_BOOL = ['1', 't', 'T', 'true', 'TRUE', 'True', '0', 'f', 'F', 'false', 'FALSE', 'False'];
+
+/** dockerd's parseSecurityOpt (what the runtime takes at start: label, apparmor, seccomp...). */
+function checkSecurityOpt(opts: string[] | null | undefined): void {
+  for (const opt of opts ?? []) {
+    if (opt === 'no-new-privileges' || opt === 'disable') continue;
+    const sep = opt.includes('=') ? '=' : opt.includes(':') ? ':' : '';
+    if (!sep) throw invalidParameter(`invalid --security-opt 1: "${opt}"`);
+    const key = opt.slice(0, opt.indexOf(sep));
+    const value = opt.slice(opt.indexOf(sep) + 1);
+    if (key === 'no-new-privileges' && !PARSE_BOOL.includes(value)) {
+      throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
+    }
+    if (!['label', 'apparmor', 'seccomp', 'no-new-privileges', 'systempaths'].includes(key)) {
+      throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
     }
   }
 }
@@ -407,83 +690,87 @@ function checkNamespaceMode(value: string | undefined, field: string, allowed: s
   throw invalidParameter(`invalid ${field}: ${value}`);
 }
 
+/** The runtimes the engine knows (the ones /info lists: daemon.ts). */
+export const KNOWN_RUNTIMES = ['runc', 'crun'] as const;
+
 export interface HostValidation {
+  /** KernelMemory still means something at this API version (before 1.42). */
   apiKernelMemory: boolean;
-  swapSupported: boolean;
+  /** Swap can be limited (else the limit is discarded with dockerd's warning); default: sysInfo's. */
+  swapSupported?: boolean;
+  /** What the host's cgroups support; default: this host's. */
+  sysInfo?: SysInfo;
+  /** Runtime names HostConfig.Runtime may give; default: KNOWN_RUNTIMES. */
+  runtimes?: readonly string[];
 }
 
-/** Validate HostConfig; returns warnings. */
-export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts: HostValidation): string[] {
+/**
+ * Validate HostConfig (with the request's Config) as dockerd does at create, in its order, and
+ * apply its discards to `hc` in place (values the kernel cannot apply: inspect shows 0). Returns
+ * the warnings of the create response.
+ */
+export function validateHostConfig(
+  hc: HostConfig,
+  config: ContainerConfig,
+  options: HostValidation,
+): string[] {
+  const sysInfo = options.sysInfo ?? hostSysInfo();
+  const opts: Required<HostValidation> = {
+    apiKernelMemory: options.apiKernelMemory,
+    sysInfo,
+    swapSupported: options.swapSupported ?? sysInfo.swapLimit,
+    runtimes: options.runtimes ?? KNOWN_RUNTIMES,
+  };
   const warnings: string[] = [];
-  checkRestartPolicy(hc);
-  checkResources(hc, opts.apiKernelMemory, warnings, opts.swapSupported);
-  checkLogConfig(hc);
-  for (const b of hc.Binds ?? []) {
-    if (typeof b !== 'string') throw invalidParameter('invalid volume specification: binds must be strings');
-    parseBind(b);
+  const nm = hc.NetworkMode ?? '';
+
+  // runconfig (at decode): network mode, isolation, QoS, real-time
+  checkNetworkMode(hc, config);
+  const iso = hc.Isolation ?? '';
+  if (iso !== '' && iso.toLowerCase() !== 'default') {
+    throw invalidParameter(`Invalid isolation: "${iso}" - linux only supports 'default'`);
+  }
+  if ((hc.IOMaximumBandwidth ?? 0) !== 0) {
+    throw invalidParameter('Invalid QoS settings: linux does not support configuration of maximum bandwidth');
+  }
+  if ((hc.IOMaximumIOps ?? 0) !== 0) {
+    throw invalidParameter('Invalid QoS settings: linux does not support configuration of maximum IOPs');
+  }
+  checkRealtime(hc, sysInfo);
+
+  // daemon validateHostConfig
+  const policy = hc.RestartPolicy?.Name ?? '';
+  if (hc.AutoRemove && policy !== '' && policy !== 'no') {
+    throw invalidParameter("can't create 'AutoRemove' container with restart policy");
   }
   checkMounts(hc.Mounts ?? []);
-  for (const [dest] of Object.entries(hc.Tmpfs ?? {})) {
-    if (!isAbsolute(dest))
-      throw invalidParameter(`invalid tmpfs mount path: '${dest}' mount path must be absolute`);
-  }
-  for (const [port, bindings] of Object.entries(hc.PortBindings ?? {})) {
-    parsePortKey(port);
-    if (bindings !== null && !Array.isArray(bindings)) {
-      throw invalidParameter(`invalid port bindings for ${port}: expected an array of {HostIp, HostPort}`);
-    }
-    for (const pb of bindings ?? []) {
-      if (!pb || typeof pb !== 'object') throw invalidParameter(`invalid port binding for ${port}`);
-      if (pb?.HostPort && !parsePortRange(pb.HostPort)) {
-        throw invalidParameter(`invalid port specification: "${pb.HostPort}"`);
-      }
-      if (pb?.HostIp && isIP(pb.HostIp) === 0) throw invalidParameter(`invalid IP address: ${pb.HostIp}`);
-    }
-  }
-  checkCaps(hc.CapAdd, 'CapAdd');
-  checkCaps(hc.CapDrop, 'CapDrop');
   for (const h of hc.ExtraHosts ?? []) {
     const i = h.indexOf(':');
-    const host = i < 0 ? '' : h.slice(0, i);
-    const ip = i < 0 ? '' : h.slice(i + 1).replace(/^\[|\]$/g, '');
-    if (!host || (ip !== 'host-gateway' && isIP(ip) === 0)) {
+    if (i <= 0) throw invalidParameter(`bad format for add-host: "${h}"`);
+    const ip = h.slice(i + 1);
+    const bare = ip.trim().replace(/^\[(.*)\]$/, '$1');
+    if (ip !== 'host-gateway' && isIP(bare) === 0) {
       throw invalidParameter(`invalid IP address in add-host: "${ip}"`);
     }
   }
-  for (const d of hc.Dns ?? []) {
-    if (isIP(d) === 0) throw invalidParameter(`${d} is not an ip address`);
-  }
-  checkNamespaceMode(hc.PidMode, 'PID mode', ['host', '']);
-  checkNamespaceMode(hc.IpcMode, 'IPC mode', ['host', 'private', 'shareable', 'none', '']);
-  if (hc.UTSMode && hc.UTSMode !== 'host') throw invalidParameter(`invalid UTS mode: ${hc.UTSMode}`);
-  if (hc.UsernsMode && hc.UsernsMode !== 'host')
-    throw invalidParameter(`invalid USER mode: ${hc.UsernsMode}`);
-  if (hc.CgroupnsMode && !['host', 'private'].includes(hc.CgroupnsMode)) {
-    throw invalidParameter(`invalid cgroup namespace mode: ${hc.CgroupnsMode}`);
-  }
-  const nm = hc.NetworkMode ?? '';
-  if (nm === 'host' && config.Hostname) {
-    // dockerd accepts this and keeps the host's hostname; nothing to refuse.
-  }
-  if (nm.startsWith('container:')) {
-    if (config.Hostname) throw invalidParameter('conflicting options: hostname and the network mode');
-    if ((hc.Links ?? []).length > 0) {
-      throw invalidParameter(
-        "conflicting options: container type network can't be used with links. This would result in undefined behavior",
-      );
-    }
-    if (Object.keys(hc.PortBindings ?? {}).length > 0 || hc.PublishAllPorts) {
-      throw invalidParameter('conflicting options: port publishing and the container type network mode');
-    }
-    if ((hc.Dns ?? []).length > 0) throw invalidParameter('conflicting options: dns and the network mode');
-    if ((hc.ExtraHosts ?? []).length > 0) {
-      throw invalidParameter('conflicting options: custom host-to-IP mapping and the network mode');
+  for (const [port, bindings] of Object.entries(hc.PortBindings ?? {})) {
+    parsePortKey(port);
+    for (const pb of bindings ?? []) {
+      if (!pb || typeof pb !== 'object') throw invalidParameter(`invalid port binding for ${port}`);
+      if (pb.HostPort && !parsePortRange(pb.HostPort)) {
+        throw invalidParameter(`invalid port specification: "${pb.HostPort}"`);
+      }
+      if (pb.HostIp && isIP(pb.HostIp) === 0) throw invalidParameter(`invalid IP address: ${pb.HostIp}`);
     }
   }
-  if (nm === 'host' && (hc.Links ?? []).length > 0) {
-    throw invalidParameter(
-      "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
-    );
+  checkRestartPolicy(hc);
+  checkCaps(hc.CapAdd, 'CapAdd');
+  checkCaps(hc.CapDrop, 'CapDrop');
+
+  // verifyPlatformContainerSettings
+  checkResources(hc, opts, warnings);
+  if (sysInfo.ipv4ForwardingDisabled && nm !== 'host' && nm !== 'none') {
+    warnings.push('IPv4 forwarding is disabled. Networking will not work.');
   }
   if (nm === 'host' && Object.keys(hc.PortBindings ?? {}).length > 0) {
     warnings.push('Published ports are discarded when using host network mode');
@@ -494,6 +781,28 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
   ) {
     warnings.push('Port publishing is not available yet: published ports are not bound');
   }
+  if (hc.Runtime && !opts.runtimes.includes(hc.Runtime)) {
+    throw invalidParameter(`Unknown runtime specified ${hc.Runtime}`);
+  }
+  checkMountPoints(hc);
+  if (hc.CgroupnsMode && !['host', 'private'].includes(hc.CgroupnsMode)) {
+    throw invalidParameter(`invalid cgroup namespace mode: ${hc.CgroupnsMode}`);
+  }
+  if (hc.CgroupnsMode === 'private' && !sysInfo.cgroupNamespaces) {
+    warnings.push('Your kernel does not support cgroup namespaces.  Cgroup namespace setting discarded.');
+  }
+
+  // create: log config, security options; berth's own checks of what would only fail at start
+  checkLogConfig(hc);
+  checkSecurityOpt(hc.SecurityOpt);
+  for (const d of hc.Dns ?? []) {
+    if (isIP(d) === 0) throw invalidParameter(`${d} is not an ip address`);
+  }
+  checkNamespaceMode(hc.PidMode, 'PID mode', ['host', '']);
+  checkNamespaceMode(hc.IpcMode, 'IPC mode', ['host', 'private', 'shareable', 'none', '']);
+  if (hc.UTSMode && hc.UTSMode !== 'host') throw invalidParameter(`invalid UTS mode: ${hc.UTSMode}`);
+  if (hc.UsernsMode && hc.UsernsMode !== 'host')
+    throw invalidParameter(`invalid USER mode: ${hc.UsernsMode}`);
   const cs = hc.ConsoleSize;
   if (cs !== undefined && cs !== null) {
     if (!Array.isArray(cs) || cs.length !== 2 || cs.some((n) => !Number.isInteger(n) || n < 0)) {
@@ -503,13 +812,55 @@ export function validateHostConfig(hc: HostConfig, config: ContainerConfig, opts
   return warnings;
 }
 
+/** runconfig's validateNetMode / validateNetContainerMode, and berth's host-network rules. */
+function checkNetworkMode(hc: HostConfig, config: ContainerConfig): void {
+  const nm = hc.NetworkMode ?? '';
+  const [kind, ref] = nm.split(':');
+  if (kind === 'container' && !ref) {
+    throw invalidParameter('Invalid network mode: invalid container format container:<name|id>');
+  }
+  const container = nm.startsWith('container:');
+  if (container) {
+    if (config.Hostname) throw invalidParameter('conflicting options: hostname and the network mode');
+    if ((hc.Links ?? []).length > 0) {
+      throw invalidParameter(
+        "conflicting options: container type network can't be used with links. This would result in undefined behavior",
+      );
+    }
+    if ((hc.Dns ?? []).length > 0) throw invalidParameter('conflicting options: dns and the network mode');
+    if ((hc.ExtraHosts ?? []).length > 0) {
+      throw invalidParameter('conflicting options: custom host-to-IP mapping and the network mode');
+    }
+  }
+  if ((container || nm === 'host') && config.MacAddress) {
+    throw invalidParameter('conflicting options: mac-address and the network mode');
+  }
+  if (container) {
+    if (Object.keys(hc.PortBindings ?? {}).length > 0 || hc.PublishAllPorts) {
+      throw invalidParameter('conflicting options: port publishing and the container type network mode');
+    }
+    if (Object.keys(config.ExposedPorts ?? {}).length > 0) {
+      throw invalidParameter('conflicting options: port exposing and the container type network mode');
+    }
+  }
+  if (hc.UTSMode === 'host' && config.Hostname) {
+    throw invalidParameter('conflicting options: hostname and the UTS mode');
+  }
+  if (nm === 'host' && (hc.Links ?? []).length > 0) {
+    throw invalidParameter(
+      "conflicting options: host type networking can't be used with links. This would result in undefined behavior",
+    );
+  }
+}
+
 export function validateNetworkingConfig(nc: NetworkingConfig): void {
   for (const [net, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
+    if (!ep) throw invalidParameter(`no EndpointSettings for ${net}`);
     // API 1.44 moved --mac-address here; the bridge plugin would fail on a bad one at start
-    if (ep?.MacAddress && !/^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$/.test(ep.MacAddress)) {
+    if (ep.MacAddress && !/^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$/.test(ep.MacAddress)) {
       throw invalidParameter(`invalid MAC address: ${ep.MacAddress}`);
     }
-    const ipam = ep?.IPAMConfig;
+    const ipam = ep.IPAMConfig;
     if (!ipam) continue;
     if (ipam.IPv4Address && isIP(ipam.IPv4Address) !== 4) {
       throw invalidParameter(`invalid IPv4 address: ${ipam.IPv4Address}`);

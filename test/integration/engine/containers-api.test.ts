@@ -91,7 +91,7 @@ describe('container API over raw HTTP', () => {
       [{ Image: 'busybox', HostConfig: { ShmSize: -1 } }, /SHM size can not be less than 0/],
       [
         { Image: 'busybox', HostConfig: { RestartPolicy: { Name: 'always', MaximumRetryCount: 3 } } },
-        /only be used with 'on-failure'/,
+        /cannot be used with restart policy 'always'/,
       ],
       [
         { Image: 'busybox', HostConfig: { AutoRemove: true, RestartPolicy: { Name: 'always' } } },

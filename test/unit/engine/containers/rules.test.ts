@@ -18,7 +18,12 @@ import { parsePsOutput } from '../../../../src/engine/containers/top.js';
 import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/types.js';
 import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/units.js';
 import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/validate.js';
-import { commandText, inspectView, listItemView, statusText } from '../../../../src/engine/containers/views.js';
+import {
+  commandText,
+  inspectView,
+  listItemView,
+  statusText,
+} from '../../../../src/engine/containers/views.js';
 import { referenceDir } from '../../../helpers/reference.js';
 
 function invalid(fn: () => unknown, re: RegExp): void {
@@ -90,11 +95,11 @@ describe('create validation', () => {
     invalid(() => validateHostConfig({ MemorySwappiness: 101 }, {}, hv), /swappiness/);
     invalid(
       () => validateHostConfig({ RestartPolicy: { Name: 'always', MaximumRetryCount: 2 } }, {}, hv),
-      /maximum retry count can only be used with 'on-failure'/,
+      /maximum retry count cannot be used with restart policy 'always'/,
     );
     invalid(
       () => validateHostConfig({ RestartPolicy: { Name: 'sometimes' as 'always' } }, {}, hv),
-      /unknown policy/,
+      /invalid restart policy 'sometimes'/,
     );
     invalid(
       () => validateHostConfig({ RestartPolicy: { Name: 'on-failure', MaximumRetryCount: -1 } }, {}, hv),
