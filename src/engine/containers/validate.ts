@@ -5,9 +5,9 @@ import { isAbsolute, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { parseLogLimits } from '../runtime/index.js';
+import { hostSysInfo, type SysInfo } from '../system/sysinfo.js';
 import { goRegExp } from './logging.js';
 import { parseSignal } from './signals.js';
-import { hostSysInfo, type SysInfo } from './sysinfo.js';
 import type { NetworkingConfig } from './types.js';
 
 /** Create-time validation of Config, HostConfig and NetworkingConfig, with dockerd's messages. */

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, statfs } from 'node:fs/promises';
 import os from 'node:os';
+import { hostSysInfo } from './sysinfo.js';
 
 /** Facts about the host the engine runs on, read from the kernel as dockerd reads them. */
 export interface HostFacts {
@@ -51,10 +52,7 @@ const cg = '/sys/fs/cgroup';
 
 export async function readHostFacts(): Promise<HostFacts> {
   const osRelease = await readOsRelease();
-  const v1 = existsSync(`${cg}/memory`) || existsSync(`${cg}/cpu`);
-  const has = (p: string): boolean => existsSync(`${cg}/${p}`);
-  const v2Controllers = v1 ? '' : ((await readTrim(`${cg}/cgroup.controllers`)) ?? '');
-  const v2 = (c: string): boolean => v2Controllers.split(' ').includes(c);
+  const si = hostSysInfo();
   return {
     kernelVersion: os.release(),
     operatingSystem: osRelease.prettyName,
@@ -63,33 +61,20 @@ export async function readHostFacts(): Promise<HostFacts> {
     ncpu: os.availableParallelism(),
     memTotal: os.totalmem(),
     hostname: os.hostname(),
-    cgroupVersion: v1 ? '1' : '2',
-    cgroup: v1
-      ? {
-          memoryLimit: has('memory/memory.limit_in_bytes'),
-          swapLimit: has('memory/memory.memsw.limit_in_bytes'),
-          kernelMemory: has('memory/memory.kmem.limit_in_bytes'),
-          kernelMemoryTcp: has('memory/memory.kmem.tcp.limit_in_bytes'),
-          cpuCfsPeriod: has('cpu/cpu.cfs_period_us'),
-          cpuCfsQuota: has('cpu/cpu.cfs_quota_us'),
-          cpuShares: has('cpu/cpu.shares'),
-          cpuSet: has('cpuset/cpuset.cpus'),
-          pidsLimit: has('pids/pids.max') || has('pids'),
-          oomKillDisable: has('memory/memory.oom_control'),
-        }
-      : {
-          memoryLimit: v2('memory'),
-          swapLimit: v2('memory'),
-          kernelMemory: false,
-          kernelMemoryTcp: false,
-          cpuCfsPeriod: v2('cpu'),
-          cpuCfsQuota: v2('cpu'),
-          cpuShares: v2('cpu'),
-          cpuSet: v2('cpuset'),
-          pidsLimit: v2('pids'),
-          oomKillDisable: false,
-        },
-    ipv4Forwarding: (await readTrim('/proc/sys/net/ipv4/ip_forward')) === '1',
+    cgroupVersion: existsSync(`${cg}/cgroup.controllers`) ? '2' : '1',
+    cgroup: {
+      memoryLimit: si.memoryLimit,
+      swapLimit: si.swapLimit,
+      kernelMemory: si.kernelMemory,
+      kernelMemoryTcp: si.kernelMemoryTcp,
+      cpuCfsPeriod: si.cpuCfs,
+      cpuCfsQuota: si.cpuCfs,
+      cpuShares: si.cpuShares,
+      cpuSet: si.cpuset,
+      pidsLimit: si.pidsLimit,
+      oomKillDisable: si.oomKillDisable,
+    },
+    ipv4Forwarding: !si.ipv4ForwardingDisabled,
     bridgeNfIptables: (await readTrim('/proc/sys/net/bridge/bridge-nf-call-iptables')) === '1',
     bridgeNfIp6tables: (await readTrim('/proc/sys/net/bridge/bridge-nf-call-ip6tables')) === '1',
   };

@@ -4,7 +4,6 @@ import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
 import { decodeCreateBody } from '../../../../src/engine/api/containers.routes.js';
 import { decodeCreateJson } from '../../../../src/engine/containers/create.schema.js';
-import { fullSysInfo, hostSysInfo, type SysInfo } from '../../../../src/engine/containers/sysinfo.js';
 import type { CreateRequest } from '../../../../src/engine/containers/types.js';
 import {
   parseBind,
@@ -12,6 +11,7 @@ import {
   validateHostConfig,
   validateNetworkingConfig,
 } from '../../../../src/engine/containers/validate.js';
+import { fullSysInfo, hostSysInfo, type SysInfo } from '../../../../src/engine/system/sysinfo.js';
 import { type Harness, harness } from './fakes.js';
 
 /** Create-time decoding and validation, against what dockerd 20.10 answers (recorded below). */

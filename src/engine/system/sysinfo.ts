@@ -3,7 +3,8 @@ import { join } from 'node:path';
 
 /**
  * What the host's cgroups support, as dockerd's pkg/sysinfo finds it: create refuses, warns about
- * or discards the resource settings the kernel cannot apply (verifyPlatformContainerResources).
+ * or discards the resource settings the kernel cannot apply (verifyPlatformContainerResources),
+ * and /info reports it. The one place that reads it.
  */
 export interface SysInfo {
   memoryLimit: boolean;
@@ -12,6 +13,7 @@ export interface SysInfo {
   oomKillDisable: boolean;
   memorySwappiness: boolean;
   kernelMemory: boolean;
+  kernelMemoryTcp: boolean;
   cpuShares: boolean;
   cpuCfs: boolean;
   cpuRealtime: boolean;
@@ -55,6 +57,7 @@ function detectV1(): Omit<SysInfo, 'ipv4ForwardingDisabled'> {
     oomKillDisable: has('memory', 'memory.oom_control'),
     memorySwappiness: has('memory', 'memory.swappiness'),
     kernelMemory: has('memory', 'memory.kmem.limit_in_bytes'),
+    kernelMemoryTcp: has('memory', 'memory.kmem.tcp.limit_in_bytes'),
     cpuShares: has('cpu', 'cpu.shares'),
     cpuCfs: has('cpu', 'cpu.cfs_quota_us'),
     cpuRealtime: has('cpu', 'cpu.rt_period_us'),
@@ -87,6 +90,7 @@ function detectV2(): Omit<SysInfo, 'ipv4ForwardingDisabled'> {
     oomKillDisable: false,
     memorySwappiness: false,
     kernelMemory: false,
+    kernelMemoryTcp: false,
     cpuShares: cpu,
     cpuCfs: cpu,
     cpuRealtime: false,
@@ -128,6 +132,7 @@ export function fullSysInfo(cpus = '0-1', mems = '0'): SysInfo {
     oomKillDisable: true,
     memorySwappiness: true,
     kernelMemory: true,
+    kernelMemoryTcp: true,
     cpuShares: true,
     cpuCfs: true,
     cpuRealtime: true,
