@@ -406,9 +406,9 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     const tailRaw = ctx.query.get('tail') ?? 'all';
     let tail: number | undefined;
     if (tailRaw !== 'all' && tailRaw !== '') {
-      if (!/^-?\d+$/.test(tailRaw))
-        throw invalidParameter(`invalid value for "tail": ${JSON.stringify(tailRaw)}`);
-      tail = Number(tailRaw) < 0 ? undefined : Number(tailRaw);
+      // as dockerd (strconv.Atoi): a number of lines; negative or not a number means all of them
+      const n = /^[+-]?\d+$/.test(tailRaw) ? Number(tailRaw) : -1;
+      tail = n >= 0 ? n : undefined;
     }
     const ac = new AbortController();
     ctx.res.on('close', () => ac.abort());

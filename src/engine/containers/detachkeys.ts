@@ -3,30 +3,29 @@ import { invalidParameter } from '../../common/errors.js';
 /** Docker's default detach sequence: ctrl-p, ctrl-q. */
 export const DEFAULT_DETACH_KEYS = 'ctrl-p,ctrl-q';
 
+/** `ctrl-@` (0) to `ctrl-_` (31): the control characters a key spec may name. */
+const CONTROL_NAMES = [
+  'ctrl-@',
+  ...Array.from({ length: 26 }, (_, i) => `ctrl-${String.fromCharCode(97 + i)}`),
+  'ctrl-[',
+  'ctrl-\\',
+  'ctrl-]',
+  'ctrl-^',
+  'ctrl-_',
+];
+
 /**
- * Parse a detach-key spec (`ctrl-p,ctrl-q`, `a`, `ctrl-@`...) to bytes, as dockerd does:
- * a single character, or `ctrl-<value>` with value in a-z, @, ^, [, \, ], _ or `,`.
+ * Parse a detach-key spec (`ctrl-p,ctrl-q`, `a`, `ctrl-@`, `DEL`...) to bytes as dockerd does
+ * (moby/term ToBytes): a one-byte key as it is, or a control name in lower case, or DEL.
  */
 export function parseDetachKeys(spec: string): Buffer {
   const out: number[] = [];
   for (const key of spec.split(',')) {
-    if (key.length > 1 && key.toLowerCase().startsWith('ctrl-')) {
-      const v = key.slice(5);
-      if (v.length !== 1) throw invalidParameter(`Invalid escape keys (${spec}) provided`);
-      const c = v.toLowerCase();
-      if (c >= 'a' && c <= 'z') out.push(c.charCodeAt(0) - 96);
-      else if (c === '@') out.push(0);
-      else if (c === '[') out.push(27);
-      else if (c === '\\') out.push(28);
-      else if (c === ']') out.push(29);
-      else if (c === '^') out.push(30);
-      else if (c === '_') out.push(31);
-      else throw invalidParameter(`Invalid escape keys (${spec}) provided`);
-    } else if (key.length === 1) {
-      out.push(key.charCodeAt(0));
-    } else {
-      throw invalidParameter(`Invalid escape keys (${spec}) provided`);
-    }
+    const bytes = Buffer.from(key, 'utf8');
+    if (bytes.length === 1) out.push(bytes[0] as number);
+    else if (CONTROL_NAMES.includes(key)) out.push(CONTROL_NAMES.indexOf(key));
+    else if (key === 'DEL') out.push(127);
+    else throw invalidParameter(`Invalid detach keys (${spec}) provided`);
   }
   return Buffer.from(out);
 }

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
+import { FrameDecoder } from '../../../src/http/stream.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 
@@ -158,6 +159,18 @@ describe('container logs (json-file, docker CLI)', () => {
     const es = await entries(await ok('inspect', '-f', '{{.LogPath}}', id));
     assert.deepEqual(es[0]!.attrs, { STAGE: 'test', team: 'blue' });
     assert.equal(await ok('logs', '--tail', '1', id), 'three');
+    // a tail that is not a number of lines means all of them (dockerd's strconv.Atoi or -1)
+    for (const tail of ['abc', '1.5', '-3']) {
+      const r = await engine.request('GET', `/v1.44/containers/${id}/logs?stdout=1&tail=${tail}`);
+      assert.equal(r.status, 200, tail);
+      assert.equal(
+        new FrameDecoder()
+          .push(r.body)
+          .map((f) => f.payload.toString())
+          .join(''),
+        'one\nthree\n',
+      );
+    }
     assert.equal((await engine.docker(['logs', '--tail', '2', id])).stderr, 'two\n');
     const at = (log: string) => es.find((e) => e.log === log)!.time;
     // since and until are inclusive, to the nanosecond

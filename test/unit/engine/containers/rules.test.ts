@@ -212,7 +212,9 @@ describe('signals, detach keys, durations, resolv.conf, ps', () => {
   it('detach keys', () => {
     assert.deepEqual([...parseDetachKeys('ctrl-p,ctrl-q')], [16, 17]);
     assert.deepEqual([...parseDetachKeys('a,ctrl-@')], [97, 0]);
-    invalid(() => parseDetachKeys('ctrl-1'), /Invalid escape keys/);
+    invalid(() => parseDetachKeys('ctrl-1'), /^Invalid detach keys \(ctrl-1\) provided$/);
+    invalid(() => parseDetachKeys('ctrl-P'), /Invalid detach keys/);
+    assert.deepEqual([...parseDetachKeys('ctrl-@,ctrl-\\,ctrl-_,DEL,x')], [0, 28, 31, 127, 120]);
     const s = new DetachScanner(parseDetachKeys('ctrl-p,ctrl-q'));
     assert.deepEqual(s.push(Buffer.from([1, 16])), { pass: Buffer.from([1]), detach: false });
     assert.deepEqual(s.push(Buffer.from([2])), { pass: Buffer.from([16, 2]), detach: false });
