@@ -33,13 +33,15 @@ export function hostsContent(opts: {
   ip?: string;
   hostname: string;
   domainname?: string;
+  /** What `host-gateway` stands for: the default bridge's address, as dockerd's --host-gateway-ip. */
+  hostGateway?: string;
 }): string {
   const lines = [...DEFAULT_HOSTS];
   for (const entry of opts.extraHosts) {
     const i = entry.indexOf(':');
     const host = entry.slice(0, i);
     const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
-    lines.push(`${ip === 'host-gateway' ? '127.0.0.1' : ip}\t${host}`);
+    lines.push(`${ip === 'host-gateway' ? (opts.hostGateway ?? '127.0.0.1') : ip}\t${host}`);
   }
   for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
   if (opts.ip) {
@@ -139,6 +141,7 @@ export async function writeContainerFiles(paths: {
   hostNetwork: boolean;
   /** /etc/hosts lines of linked containers. */
   links?: HostsEntry[];
+  hostGateway?: string;
 }): Promise<void> {
   const hostname = paths.hostNetwork
     ? (await readFile('/etc/hostname', 'utf8').catch(() => paths.hostname)).trim()
@@ -151,6 +154,7 @@ export async function writeContainerFiles(paths: {
           links: paths.links,
           hostname: paths.hostname,
           domainname: paths.domainname,
+          hostGateway: paths.hostGateway,
         }),
     readHostResolvConf(),
   ]);

@@ -87,17 +87,18 @@ export async function finishStartNetwork(ix: Internals, c: Container): Promise<v
   rec.SandboxKey = ep.sandboxKey;
   network.announce('connect', c.id, 'bridge');
   // a failure from here fails the start, which releases the endpoint (the record's now)
-  await rewriteInPlace(rec.HostsPath, ownHosts(c, starting.linkHosts, ep.ipAddress));
+  await rewriteInPlace(rec.HostsPath, ownHosts(ix, c, starting.linkHosts, ep.ipAddress));
   await updateLinkingContainers(ix, c, ep.ipAddress);
 }
 
-function ownHosts(c: Container, links: HostsEntry[], ip: string): string {
+function ownHosts(ix: Internals, c: Container, links: HostsEntry[], ip: string): string {
   return hostsContent({
     extraHosts: c.hostConfig.ExtraHosts ?? [],
     links,
     ip,
     hostname: c.record.Config.Hostname ?? '',
     domainname: c.record.Config.Domainname,
+    hostGateway: ix.network?.bridge?.gateway,
   });
 }
 
@@ -341,7 +342,7 @@ export async function removeLink(ix: Internals, idOrName: string): Promise<void>
     const ep = parent.record.Endpoint;
     if (parent.isRunningProcess && ep?.network === 'bridge') {
       const links = resolveRunningLinkHosts(ix, parent);
-      await rewriteInPlace(parent.record.HostsPath, ownHosts(parent, links, ep.ipAddress));
+      await rewriteInPlace(parent.record.HostsPath, ownHosts(ix, parent, links, ep.ipAddress));
     }
   });
 }

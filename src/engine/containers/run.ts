@@ -139,6 +139,7 @@ export async function prepareStart(
       hostConfig: hc,
       hostNetwork: nm === 'host',
       links: net.linkHosts,
+      hostGateway: ix.network?.bridge?.gateway,
     });
   }
   rec.HostsPath = hostsPath;

@@ -77,6 +77,9 @@ describe('default bridge network (docker CLI)', () => {
     assert.equal(r.status, 200, r.text());
     return r.json<Inspect>();
   };
+  const inspectBridgeGateway = async () =>
+    JSON.parse((await exec('ip', ['-j', '-4', 'addr', 'show', 'dev', engine.bridge])).stdout)[0].addr_info[0]
+      .local as string;
   const ipamFile = (ip: string) => join(engine.dataRoot, 'network', 'ipam', engine.bridge, ip);
   const natRules = async () => (await exec('iptables', ['-w', '-t', 'nat', '-S'])).stdout;
 
@@ -164,6 +167,21 @@ describe('default bridge network (docker CLI)', () => {
       (await engine.dockerOk(['logs', 'listener'])).includes('hello-over-the-bridge'),
     );
     await engine.dockerOk(['rm', '-f', 'listener']);
+  });
+
+  it("host-gateway in --add-host is the bridge address (dockerd: docker0's)", async () => {
+    const gateway = bridge.IPAM.Config[0]?.Gateway ?? (await inspectBridgeGateway());
+    const line = await engine.dockerOk([
+      'run',
+      '--rm',
+      '--add-host',
+      'gw:host-gateway',
+      'busybox',
+      'grep',
+      'gw',
+      '/etc/hosts',
+    ]);
+    assert.equal(line, `${gateway}\tgw`);
   });
 
   it('masquerades what leaves the block through another interface (one nat rule for the bridge)', async () => {
