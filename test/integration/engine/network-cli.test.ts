@@ -169,6 +169,24 @@ describe('default bridge network (docker CLI)', () => {
     await engine.dockerOk(['rm', '-f', 'listener']);
   });
 
+  it('has no IPv6 in the container (as dockerd on a network without it), unless --sysctl turns it on', async () => {
+    for (const mode of ['bridge', 'none']) {
+      const addrs = await engine.dockerOk(['run', '--rm', '--network', mode, 'busybox', 'ip', '-o', 'addr']);
+      assert.doesNotMatch(addrs, /inet6/, `${mode}: ${addrs}`);
+      assert.match(addrs, /inet 127\.0\.0\.1/);
+    }
+    const on = await engine.dockerOk([
+      'run',
+      '--rm',
+      '--sysctl',
+      'net.ipv6.conf.all.disable_ipv6=0',
+      'busybox',
+      'cat',
+      '/proc/sys/net/ipv6/conf/all/disable_ipv6',
+    ]);
+    assert.equal(on, '0');
+  });
+
   it("host-gateway in --add-host is the bridge address (dockerd: docker0's)", async () => {
     const gateway = bridge.IPAM.Config[0]?.Gateway ?? (await inspectBridgeGateway());
     const line = await engine.dockerOk([

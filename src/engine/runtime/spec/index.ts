@@ -124,6 +124,12 @@ export async function buildSpec(
     if (await host.sysctlExists('net.ipv4.ip_unprivileged_port_start')) {
       sysctl['net.ipv4.ip_unprivileged_port_start'] = '0';
     }
+    // no IPv6 on berth's networks: as dockerd does for a network without IPv6, the container's
+    // namespace has it off (no ::1, no link-local addresses); --sysctl can turn it back on
+    if (await host.sysctlExists('net.ipv6.conf.all.disable_ipv6')) {
+      sysctl['net.ipv6.conf.all.disable_ipv6'] = '1';
+      sysctl['net.ipv6.conf.default.disable_ipv6'] = '1';
+    }
   }
   validateSysctls(hc.Sysctls ?? {}, plan);
   Object.assign(sysctl, hc.Sysctls ?? {});

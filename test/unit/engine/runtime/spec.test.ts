@@ -261,6 +261,8 @@ describe('buildSpec defaults (as dockerd)', () => {
     assert.deepEqual(s.linux.sysctl, {
       'net.ipv4.ping_group_range': '0 2147483647',
       'net.ipv4.ip_unprivileged_port_start': '0',
+      'net.ipv6.conf.all.disable_ipv6': '1',
+      'net.ipv6.conf.default.disable_ipv6': '1',
     });
     assert.deepEqual(s.process.rlimits, [{ type: 'RLIMIT_NOFILE', soft: 20000, hard: 20000 }]);
     const roomy = fakeHost({
