@@ -1,22 +1,10 @@
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { busyboxTarball } from '../../helpers/busybox.js';
+import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
-
-/** busybox:latest in the engine, imported from the host's busybox-static when missing. */
-async function ensureBusybox(engine: TestEngine): Promise<void> {
-  if ((await engine.docker(['image', 'inspect', 'busybox:latest'])).code === 0) return;
-  await engine.dockerOk([
-    'import',
-    '--change',
-    'CMD ["sh"]',
-    '--change',
-    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-    await busyboxTarball(),
-    'busybox:latest',
-  ]);
-}
 
 /** Live restore: the engine is killed with SIGKILL and started again; containers are not lost. */
 describe('containers survive kill -9 of the engine', () => {
@@ -80,5 +68,32 @@ describe('containers survive kill -9 of the engine', () => {
     await engine.restart();
     assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'calm'), 'true');
     await ok('rm', '-f', 'calm');
+  });
+
+  it("a container's output keeps flowing after a restart while containers started later run", async () => {
+    // a conmon started after the engine connected to another's attach socket must not hold that
+    // connection: the other conmon would never see the old engine leave, and would block once
+    // nobody reads it
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'chatty',
+      'busybox',
+      'sh',
+      '-c',
+      'while [ ! -f /tmp/go ]; do sleep 0.1; done; yes 0123456789abcdef | head -c 20000000; echo DONE',
+    );
+    await ok('run', '-d', '--name', 'later', 'busybox', 'sleep', '600');
+    await engine.restart();
+    const merged = await ok('inspect', '-f', '{{.GraphDriver.Data.MergedDir}}', 'chatty');
+    await writeFile(join(merged, 'tmp', 'go'), '');
+    let done = false;
+    for (let i = 0; i < 300 && !done; i++) {
+      done = (await ok('logs', '--tail', '1', 'chatty')).endsWith('DONE');
+      if (!done) await sleep(100);
+    }
+    assert.ok(done, 'the output stalled');
+    await ok('rm', '-f', 'chatty', 'later');
   });
 });
