@@ -33,7 +33,7 @@ export function shapeImageSummary(item: ImageListItem, version: string): Record<
     ParentId: r.parent,
     RepoDigests: orNull(item.repoDigests, version),
     RepoTags: orNull(item.repoTags, version),
-    SharedSize: -1,
+    SharedSize: item.sharedSize ?? -1,
     Size: r.size,
   };
   if (versionBefore(version, gates.imageVirtualSizeOmitted)) out.VirtualSize = r.size;
@@ -161,7 +161,8 @@ export function registerImageRoutes(router: ApiRouter, images: ImageService): vo
     if (legacy && versionBefore(ctx.version, gates.imagesNoSingularFilter)) {
       filters.set('reference', [...(filters.get('reference') ?? []), legacy]);
     }
-    const items = await images.listImages({ all, filters });
+    const sharedSize = atLeast(ctx, gates.imageListSharedSize) && parseBool(q.get('shared-size'));
+    const items = await images.listImages({ all, filters, sharedSize });
     sendJson(
       ctx.res,
       200,

@@ -92,6 +92,8 @@ export const gates = {
   /** Stop/restart `signal`; KernelMemory ignored at create and omitted from inspect when unset. */
   stopSignalParam: '1.42',
   kernelMemoryOmitted: '1.42',
+  /** Image list: `shared-size` fills SharedSize. */
+  imageListSharedSize: '1.42',
   /** attach/logs: Content-Type application/vnd.docker.multiplexed-stream for framed streams. */
   multiplexedStreamType: '1.42',
   /** attach/ws honours stdin/stdout/stderr (all streams before). */

@@ -637,7 +637,23 @@ class LocalImageService implements ImageService {
       out.push({ record: rec, repoTags, repoDigests });
     }
     out.sort((a, b) => (Date.parse(b.record.created) || 0) - (Date.parse(a.record.created) || 0));
+    if (opts.sharedSize) await this.addSharedSizes(out);
     return out;
+  }
+
+  /** dockerd's SharedSize: the sizes of an image's layers that more than one image has. */
+  private async addSharedSizes(items: ImageListItem[]): Promise<void> {
+    const users = new Map<string, number>();
+    for (const img of this.images.values())
+      for (const chainId of new Set(img.chain)) users.set(chainId, (users.get(chainId) ?? 0) + 1);
+    const sizes = new Map<string, number>();
+    for (const l of await this.overlay.listLayers()) sizes.set(l.chainId, l.size);
+    for (const item of items) {
+      const chain = this.images.get(item.record.id)?.chain ?? [];
+      item.sharedSize = [...new Set(chain)]
+        .filter((c) => (users.get(c) ?? 0) > 1)
+        .reduce((sum, c) => sum + (sizes.get(c) ?? 0), 0);
+    }
   }
 
   async inspect(name: string): Promise<ImageDetails> {

@@ -60,10 +60,14 @@ export interface ImageListItem {
   /** Familiar `name:tag` strings shown for this row (filtered by `reference`), `<none>:<none>` when dangling. */
   repoTags: string[];
   repoDigests: string[];
+  /** With `sharedSize`: the size of this image's layers that other images use too. */
+  sharedSize?: number;
 }
 
 export interface ImageListOptions {
   all?: boolean;
+  /** Work out each row's shared size (API 1.42 `shared-size`). */
+  sharedSize?: boolean;
   /** dangling, label, before, since, reference. */
   filters?: Map<string, string[]>;
 }

@@ -257,6 +257,23 @@ describe('images through the docker CLI and the API', () => {
     assert.ok(!('VirtualSize' in (v144[0] ?? {})));
   });
 
+  it('shared-size (1.42+): the size of the layers an image shares with others', async () => {
+    const a = await engine.dockerOk(['import', '--change', 'ENV WHO=a', tarPath, 'shared:a']);
+    const b = await engine.dockerOk(['import', '--change', 'ENV WHO=b', tarPath, 'shared:b']);
+    assert.notEqual(a, b);
+    type Row = { Id: string; Size: number; SharedSize: number };
+    const rows = (await engine.request('GET', '/v1.44/images/json?shared-size=1')).json<Row[]>();
+    const [ra, rb] = [rows.find((r) => r.Id === a), rows.find((r) => r.Id === b)];
+    assert.ok(ra && rb);
+    assert.equal(ra.SharedSize, ra.Size); // one layer, the same in both
+    assert.equal(rb.SharedSize, rb.Size);
+    const plain = (await engine.request('GET', '/v1.44/images/json')).json<Row[]>();
+    assert.equal(plain.find((r) => r.Id === a)?.SharedSize, -1);
+    const old = (await engine.request('GET', '/v1.41/images/json?shared-size=1')).json<Row[]>();
+    assert.equal(old.find((r) => r.Id === a)?.SharedSize, -1);
+    await engine.dockerOk(['rmi', 'shared:a', 'shared:b']);
+  });
+
   it('docker tag, and tag errors over raw HTTP', async () => {
     await engine.dockerOk(['tag', 'busybox', 'localhost:5000/a/b:tag']);
     await engine.dockerOk(['tag', 'busybox', 'second']);
