@@ -25,8 +25,9 @@ import { ContentStore } from '../storage/content.store.js';
 import { JsonRecordStore, Mutex } from '../storage/metadata.store.js';
 import { chainIds, OverlaySnapshotter } from '../storage/overlay.snapshotter.js';
 import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
-import { applyChanges, parseGoDuration } from './changes.js';
+import { applyChanges } from './changes.js';
 import { hostArchitecture, orderedContainerConfig, serializeImageConfig, unixSeconds } from './config.js';
+import { parseGoDuration } from './dockerfile/go-text.js';
 import type {
   ImageDeleteItem,
   ImageDetails,

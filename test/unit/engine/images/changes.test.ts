@@ -1,14 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ContainerConfig } from '../../../../src/common/docker-types.js';
-import {
-  applyChanges,
-  goQuote,
-  parseDockerfile,
-  parseGoDuration,
-  processWord,
-  processWords,
-} from '../../../../src/engine/images/changes.js';
+import { applyChanges } from '../../../../src/engine/images/changes.js';
+import { goQuote, parseGoDuration } from '../../../../src/engine/images/dockerfile/go-text.js';
+import { parseDockerfile } from '../../../../src/engine/images/dockerfile/parser.js';
+import { processWord, processWords } from '../../../../src/engine/images/dockerfile/shell-words.js';
 
 type Want = { config: ContainerConfig } | { error: string };
 
