@@ -84,8 +84,8 @@ const childEnv = (): NodeJS.ProcessEnv => {
  * container). ~2 ms per monitor started.
  */
 export function withoutInheritedFds(file: string, args: string[], keep: number): [string, string[]] {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash script's ${f##*/}, not a template
   const script =
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash script's ${f##*/}, not a template
     'keep=$0; for f in /proc/self/fd/*; do n=${f##*/}; if [ "$n" -gt "$keep" ]; then eval "exec $n>&-" 2>/dev/null; fi; done; exec "$@"';
   return ['/bin/bash', ['-c', script, String(keep), file, ...args]];
 }
