@@ -9,8 +9,8 @@ import { bundlePath, type Container, get, type Internals, rootfsPath } from './c
 import { writeContainerFiles } from './files.js';
 import { mergeLinkEnv } from './links.js';
 import { logLimits, writesLog } from './logging.js';
+import { parseBind } from './mounts.validate.js';
 import { beginStartNetwork, startNetworkReady } from './network.js';
-import { parseBind } from './validate.js';
 import { releaseVolumeMounts, volumeSpecMounts } from './volumes.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { EndpointSettings, HostConfig, PortBinding } from '../../common/docker-types.js';
 import { sortedMap } from '../../common/sorted-map.js';
+import { parseBind } from './mounts.validate.js';
 import { type ContainerRecord, type ContainerStatus, ZERO_TIME } from './types.js';
 import { humanDuration, parseTimestampMs } from './units.js';
-import { parseBind } from './validate.js';
 import { type MountPoint, mountPointView } from './volumes.js';
 
 /**

@@ -5,7 +5,7 @@ import { errorMessage, invalidParameter, notFound } from '../../common/errors.js
 import type { SpecMount } from '../runtime/runtime.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
 import type { Container, Internals } from './container.js';
-import { parseBind } from './validate.js';
+import { parseBind } from './mounts.validate.js';
 
 /**
  * A container's mount that is not simply in its HostConfig: a volume (named, anonymous, from

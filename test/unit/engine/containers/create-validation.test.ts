@@ -4,9 +4,9 @@ import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
 import { decodeCreateBody } from '../../../../src/engine/api/containers.routes.js';
 import { decodeCreateJson } from '../../../../src/engine/containers/create.schema.js';
+import { parseBind } from '../../../../src/engine/containers/mounts.validate.js';
 import type { CreateRequest } from '../../../../src/engine/containers/types.js';
 import {
-  parseBind,
   validateConfig,
   validateHostConfig,
   validateNetworkingConfig,
