@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
+import { errorMessage, invalidParameter, isKind } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
@@ -189,6 +190,16 @@ export function get(ix: Internals, idOrName: string): Container {
   const c = ix.containers.get(id);
   if (!c) throw new Error(`container ${id} is registered but not loaded`);
   return c;
+}
+
+/** A container named at create (`container:x`, VolumesFrom): its ID, or a 400 (create.ts checkReferences says why). */
+export function resolveForCreate(ix: Internals, idOrName: string): string {
+  try {
+    return ix.names.resolve(idOrName);
+  } catch (err) {
+    if (isKind(err, 'NotFound')) throw invalidParameter(errorMessage(err));
+    throw err;
+  }
 }
 
 export async function save(ix: Internals, c: Container, withHostConfig = false): Promise<void> {

@@ -7,7 +7,7 @@ import { rfc3339Nano } from '../../common/time.js';
 import { versionAtLeast } from '../api/versions.js';
 import type { ImageRecord } from '../images/images.types.js';
 import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../runtime/index.js';
-import { Container, emit, emptyState, type Internals, save } from './container.js';
+import { Container, emit, emptyState, type Internals, resolveForCreate, save } from './container.js';
 import { linkName } from './links.js';
 import { normalizeName } from './names.js';
 import { keptLinks, resolveLinks } from './network.js';
@@ -139,6 +139,11 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
  * volumes.ts). Returns the links' targets. `container:<name|id>` modes are stored with the full ID
  * (dockerd's adaptSharedNamespaceContainer), so that renaming the other container breaks nothing.
  */
+/**
+ * What create refers to must exist. A missing one is a 400, not a 404: the docker CLI takes any
+ * 404 from create for a missing image and goes to pull it (dockerd creates such a container and
+ * fails its start with the 404; berth refuses at once, with the same words).
+ */
 function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resolveLinks> {
   if (hc.VolumesFrom !== undefined && hc.VolumesFrom !== null && !Array.isArray(hc.VolumesFrom)) {
     throw invalidParameter('VolumesFrom must be an array of strings');
@@ -147,14 +152,15 @@ function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resol
     if (typeof ref !== 'string') throw invalidParameter('VolumesFrom must be an array of strings');
   for (const field of ['NetworkMode', 'PidMode', 'IpcMode'] as const) {
     const v = hc[field] ?? '';
-    if (v.startsWith('container:')) hc[field] = `container:${ix.names.resolve(v.slice('container:'.length))}`;
+    if (v.startsWith('container:'))
+      hc[field] = `container:${resolveForCreate(ix, v.slice('container:'.length))}`;
   }
   const nm = hc.NetworkMode ?? '';
   if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
-    throw notFound(`network ${nm} not found`);
+    throw invalidParameter(`network ${nm} not found`);
   }
   // an engine without a default bridge (--bridge none) has no `bridge` network
-  if (nm === 'bridge' && ix.network && !ix.network.bridge) throw notFound('network bridge not found');
+  if (nm === 'bridge' && ix.network && !ix.network.bridge) throw invalidParameter('network bridge not found');
   return resolveLinks(ix, hc);
 }
 

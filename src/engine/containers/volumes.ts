@@ -1,10 +1,10 @@
 import { lstat, readlink } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
-import { errorMessage, invalidParameter, notFound } from '../../common/errors.js';
+import { errorMessage, invalidParameter } from '../../common/errors.js';
 import type { SpecMount } from '../runtime/runtime.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
-import type { Container, Internals } from './container.js';
+import { type Container, type Internals, resolveForCreate } from './container.js';
 import { parseBind } from './mounts.validate.js';
 
 /**
@@ -148,9 +148,8 @@ export async function resolveVolumeMounts(
     for (const spec of hc.VolumesFrom ?? []) {
       if (typeof spec !== 'string') throw invalidParameter('VolumesFrom entries must be strings');
       const { ref, mode } = parseVolumesFrom(spec);
-      const otherId = ix.names.resolve(ref);
-      const other = ix.containers.get(otherId);
-      if (!other) throw notFound(`No such container: ${ref}`);
+      const other = ix.containers.get(resolveForCreate(ix, ref));
+      if (!other) throw invalidParameter(`No such container: ${ref}`);
       const readOnly = mode.split(',').includes('ro');
       for (const m of allMountPoints(other.hostConfig, other.record.MountPoints ?? [])) {
         const dest = clean(m.Destination);

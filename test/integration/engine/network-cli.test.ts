@@ -169,6 +169,39 @@ describe('default bridge network (docker CLI)', () => {
     await engine.dockerOk(['rm', '-f', 'listener']);
   });
 
+  it('refuses at create what does not exist or needs a user-defined network (400: the CLI pulls on a 404)', async () => {
+    const cases: Array<[string[], string]> = [
+      [['--network', 'nonet'], 'network nonet not found'],
+      [['--network', 'container:nope'], 'No such container: nope'],
+      [['--volumes-from', 'nope'], 'No such container: nope'],
+      [['--ip', '172.99.0.5'], 'user specified IP address is supported on user defined networks only'],
+    ];
+    for (const [flags, message] of cases) {
+      const r = await engine.docker(['run', '--rm', ...flags, 'busybox', 'true']);
+      assert.equal(r.code, 125, `${flags.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+      assert.doesNotMatch(r.stderr, /Unable to find image|pull/, flags.join(' '));
+    }
+    // (the CLI refuses --network-alias on the default network itself)
+    const alias = await engine.request('POST', '/v1.44/containers/create', {
+      body: { Image: 'busybox', NetworkingConfig: { EndpointsConfig: { bridge: { Aliases: ['web'] } } } },
+    });
+    assert.equal(alias.status, 400);
+    assert.equal(
+      alias.json<{ message: string }>().message,
+      'network-scoped alias is supported only for containers in user defined networks',
+    );
+    const two = await engine.request('POST', '/v1.44/containers/create', {
+      body: { Image: 'busybox', NetworkingConfig: { EndpointsConfig: { bridge: {}, none: {} } } },
+    });
+    assert.equal(two.status, 400);
+    assert.equal(
+      two.json<{ message: string }>().message,
+      'Container cannot be connected to network endpoints: bridge, none',
+    );
+    assert.equal(await engine.dockerOk(['ps', '-aq', '--filter', 'status=created']), '');
+  });
+
   it('has no IPv6 in the container (as dockerd on a network without it), unless --sysctl turns it on', async () => {
     for (const mode of ['bridge', 'none']) {
       const addrs = await engine.dockerOk(['run', '--rm', '--network', mode, 'busybox', 'ip', '-o', 'addr']);
