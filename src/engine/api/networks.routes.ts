@@ -1,3 +1,5 @@
+import { invalidParameter } from '../../common/errors.js';
+import { readJsonObject } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import type { ApiRouter } from './context.js';
@@ -5,16 +7,55 @@ import type { ApiRouter } from './context.js';
 /** What the routes need from the network layer (src/engine/network). */
 export interface NetworkBackend {
   list(filters: Map<string, string[]>): Array<Record<string, unknown>>;
-  inspect(idOrName: string): Record<string, unknown>;
+  inspect(idOrName: string, opts?: { scope?: string }): Record<string, unknown>;
+  create(name: string): never;
+  remove(idOrName: string): never;
+  connect(idOrName: string): never;
+  disconnect(idOrName: string): never;
+  prune(filters: Map<string, string[]>): { NetworksDeleted: string[] };
 }
 
-/** GET /networks and /networks/{id}: the predefined networks (bridge, host, none). */
+const GO_BOOLS = ['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False'];
+
+/** /networks: the predefined networks (bridge, host, none); the writes refuse as docs/networking.md says. */
 export function registerNetworkRoutes(router: ApiRouter, networks: NetworkBackend): void {
   router.get('/networks', async (ctx) => {
     sendJson(ctx.res, 200, networks.list(parseFilters(ctx.query.get('filters'))));
   });
 
   router.get('/networks/{id}', async (ctx) => {
-    sendJson(ctx.res, 200, networks.inspect(ctx.params.id ?? ''));
+    // dockerd parses verbose with strconv.ParseBool
+    const verbose = ctx.query.get('verbose');
+    if (verbose && !GO_BOOLS.includes(verbose)) {
+      throw invalidParameter(`strconv.ParseBool: parsing ${JSON.stringify(verbose)}: invalid syntax`);
+    }
+    sendJson(
+      ctx.res,
+      200,
+      networks.inspect(ctx.params.id ?? '', { scope: ctx.query.get('scope') || undefined }),
+    );
+  });
+
+  router.post('/networks/create', async (ctx) => {
+    const body = await readJsonObject(ctx.req);
+    networks.create(typeof body.Name === 'string' ? body.Name : '');
+  });
+
+  router.delete('/networks/{id}', async (ctx) => {
+    networks.remove(ctx.params.id ?? '');
+  });
+
+  router.post('/networks/{id}/connect', async (ctx) => {
+    await readJsonObject(ctx.req);
+    networks.connect(ctx.params.id ?? '');
+  });
+
+  router.post('/networks/{id}/disconnect', async (ctx) => {
+    await readJsonObject(ctx.req);
+    networks.disconnect(ctx.params.id ?? '');
+  });
+
+  router.post('/networks/prune', async (ctx) => {
+    sendJson(ctx.res, 200, networks.prune(parseFilters(ctx.query.get('filters'))));
   });
 }

@@ -1,5 +1,12 @@
 import { join } from 'node:path';
-import { errorMessage, notFound, systemError } from '../../common/errors.js';
+import {
+  errorMessage,
+  forbidden,
+  invalidParameter,
+  notFound,
+  notImplemented,
+  systemError,
+} from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
 import type { Logger } from '../../common/log.js';
 import type { EventsService } from '../events/events.service.js';
@@ -42,12 +49,26 @@ export interface NetworkServiceOptions {
 /** The network layer: the containers' side (ContainerNetworking) and the /networks API's. */
 export interface NetworkService extends ContainerNetworking {
   list(filters: Map<string, string[]>): Array<Record<string, unknown>>;
-  inspect(idOrName: string): Record<string, unknown>;
+  /** By ID, name or unique ID prefix; `scope` other than the network's is a 404, as dockerd. */
+  inspect(idOrName: string, opts?: { scope?: string }): Record<string, unknown>;
+  /**
+   * What the API's network writes can do while the engine has only its predefined networks:
+   * refuse what dockerd refuses on them (403), and say that user-defined networks are not there.
+   */
+  create(name: string): never;
+  remove(idOrName: string): never;
+  connect(idOrName: string): never;
+  disconnect(idOrName: string): never;
+  /** Nothing to prune: predefined networks never are. */
+  prune(filters: Map<string, string[]>): { NetworksDeleted: string[] };
   /** Wait for the releases under way (engine shutdown; sandboxes of running containers stay). */
   close(): Promise<void>;
 }
 
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
+
+const USER_DEFINED =
+  'user-defined networks are not supported by this engine yet (only bridge, host and none)';
 const CLOSE_WAIT_MS = 20_000;
 
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
@@ -106,6 +127,21 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       gateway: p.gateway,
       dataDir: ipamDir,
     });
+  }
+
+  /** A network by exact ID, name, or unique ID prefix (dockerd's lookup order and errors). */
+  function find(idOrName: string): NetworkFacts {
+    const all = facts();
+    const exact = all.find((n) => n.id === idOrName) ?? all.find((n) => n.name === idOrName);
+    if (exact) return exact;
+    const byPrefix = idOrName ? all.filter((n) => n.id.startsWith(idOrName)) : [];
+    if (byPrefix.length > 1) {
+      throw invalidParameter(
+        `network ${idOrName} is ambiguous (${byPrefix.length} matches found based on ID prefix)`,
+      );
+    }
+    if (!byPrefix[0]) throw notFound(`network ${idOrName} not found`);
+    return byPrefix[0];
   }
 
   function facts(): NetworkFacts[] {
@@ -266,17 +302,41 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       return filterNetworks(facts(), filters).map((n) => networkView(n));
     },
 
-    inspect(idOrName) {
-      const all = facts();
-      const found =
-        all.find((n) => n.id === idOrName) ??
-        all.find((n) => n.name === idOrName) ??
-        (() => {
-          const byPrefix = idOrName ? all.filter((n) => n.id.startsWith(idOrName)) : [];
-          return byPrefix.length === 1 ? byPrefix[0] : undefined;
-        })();
-      if (!found) throw notFound(`network ${idOrName} not found`);
+    inspect(idOrName, opts = {}) {
+      const found = find(idOrName);
+      if (opts.scope && opts.scope !== 'local') throw notFound(`network ${idOrName} not found`);
       return networkView(found, containerSource());
+    },
+
+    create(name) {
+      if (!name) throw invalidParameter('network name must not be empty');
+      if (name === 'bridge' || name === 'host' || name === 'none') {
+        throw forbidden(`operation is not permitted on predefined ${name} network`);
+      }
+      throw notImplemented(USER_DEFINED);
+    },
+
+    remove(idOrName) {
+      const n = find(idOrName);
+      throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
+    },
+
+    connect(idOrName) {
+      find(idOrName);
+      throw notImplemented(`connecting a running container to another network: ${USER_DEFINED}`);
+    },
+
+    disconnect(idOrName) {
+      find(idOrName);
+      throw notImplemented(`disconnecting a container from its network: ${USER_DEFINED}`);
+    },
+
+    prune(filters) {
+      for (const key of filters.keys()) {
+        if (key !== 'until' && key !== 'label' && key !== 'label!')
+          throw invalidParameter(`invalid filter '${key}'`);
+      }
+      return { NetworksDeleted: [] };
     },
 
     async close() {

@@ -114,6 +114,34 @@ describe('default bridge network (docker CLI)', () => {
     );
   });
 
+  it('network writes: predefined networks refused as dockerd does, user-defined ones said to be missing', async () => {
+    const create = await engine.docker(['network', 'create', 'mynet']);
+    assert.notEqual(create.code, 0);
+    assert.match(create.stderr, /user-defined networks are not supported by this engine yet/);
+    const createBridge = await engine.request('POST', '/v1.44/networks/create', { body: { Name: 'bridge' } });
+    assert.equal(createBridge.status, 403);
+    assert.equal(
+      createBridge.json<{ message: string }>().message,
+      'operation is not permitted on predefined bridge network',
+    );
+    for (const name of ['bridge', 'host', 'none']) {
+      const rm = await engine.docker(['network', 'rm', name]);
+      assert.match(rm.stderr, new RegExp(`${name} is a pre-defined network and cannot be removed`));
+    }
+    assert.equal((await engine.request('DELETE', '/v1.44/networks/nonet')).status, 404);
+    const connect = await engine.request('POST', '/v1.44/networks/bridge/connect', {
+      body: { Container: 'x' },
+    });
+    assert.equal(connect.status, 501);
+    const pruned = await engine.request('POST', '/v1.44/networks/prune');
+    assert.deepEqual(pruned.json(), { NetworksDeleted: [] });
+    assert.equal(await engine.dockerOk(['network', 'prune', '-f']), '');
+    assert.equal((await engine.request('GET', '/v1.44/networks/bridge?verbose=maybe')).status, 400);
+    assert.equal((await engine.request('GET', '/v1.44/networks/bridge?verbose=true')).status, 200);
+    assert.equal((await engine.request('GET', '/v1.44/networks/bridge?scope=swarm')).status, 404);
+    assert.equal((await engine.request('GET', '/v1.44/networks/bridge?scope=local')).status, 200);
+  });
+
   it('gives a container eth0 with an address on the bridge, the default route and its own hosts line', async () => {
     const out = await engine.dockerOk([
       'run',

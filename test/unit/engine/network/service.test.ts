@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -219,6 +219,31 @@ describe('network service', () => {
       assert.equal(b.service.networkId(n), a.service.networkId(n));
     }
     assert.equal(b.service.bridge?.subnet, a.service.bridge?.subnet);
+  });
+
+  it('finds networks by ID, name or unique ID prefix; an ambiguous prefix is a 400 as dockerd', async () => {
+    // IDs that share a prefix, as saved by an earlier run
+    const root = join(dir, 'ambiguous');
+    await mkdir(join(root, 'data', 'network'), { recursive: true });
+    const created = new Date().toISOString();
+    await writeFile(
+      join(root, 'data', 'network', 'networks.json'),
+      JSON.stringify({
+        host: { id: `ab1${'0'.repeat(61)}`, created },
+        none: { id: `ab2${'0'.repeat(61)}`, created },
+      }),
+    );
+    const { service } = await make('ambiguous', { bridge: null });
+    assert.equal(service.inspect('ab1').Name, 'host');
+    assert.throws(() => service.inspect('ab'), {
+      message: 'network ab is ambiguous (2 matches found based on ID prefix)',
+    });
+    assert.throws(() => service.inspect('host', { scope: 'swarm' }), { message: 'network host not found' });
+    assert.throws(() => service.remove('none'), {
+      message: 'none is a pre-defined network and cannot be removed',
+    });
+    assert.throws(() => service.create('mine'), { kind: 'NotImplemented' });
+    assert.deepEqual(service.prune(new Map()), { NetworksDeleted: [] });
   });
 
   it('answers GET /networks and /networks/{id} for bridge, host and none, with filters', async () => {
