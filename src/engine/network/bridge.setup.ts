@@ -64,7 +64,9 @@ export async function setupBridge(o: BridgeSetupOptions): Promise<BridgeSetup> {
     const choice = own && choiceFromAddress(own.address, own.prefixLen);
     if (!choice) throw invalidParameter(`cannot read the address of bridge ${o.name}`);
     await o.link.ensureBridge(o.name, { address: choice.gateway, prefixLen: choice.prefixLen }, []);
-    setup = { ...choice, name: o.name, gatewayInConfig: saved ? saved.gatewayInConfig : true };
+    // as dockerd: a bridge found with its address shows that address as the gateway (docker0 on a
+    // restart), one the engine had to make does not
+    setup = { ...choice, name: o.name, gatewayInConfig: true };
   } else {
     setup = await withHostLock(o.lockPath, async () => {
       const used = await o.link.usedBlocks();

@@ -85,7 +85,8 @@ describe('default bridge across engine restarts', () => {
     assert.ok(existsSync(ipamFile(now.IPAddress)));
     const after = await bridgeNet();
     assert.equal(after.Id, net.Id);
-    assert.deepEqual(after.IPAM, net.IPAM);
+    // as dockerd's docker0 after a restart: the bridge had its address, so it shows as the gateway
+    assert.deepEqual(after.IPAM.Config, [{ ...net.IPAM.Config[0], Gateway: before.Gateway }]);
     assert.ok(after.Containers[await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'server'])]);
     // still reachable, from a container started by the new engine process
     await engine.dockerOk([
