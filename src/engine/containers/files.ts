@@ -115,12 +115,23 @@ export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwor
   return `${out.join('\n')}\n`;
 }
 
-export async function readHostResolvConf(): Promise<string> {
-  try {
-    return await readFile('/etc/resolv.conf', 'utf8');
-  } catch {
-    return '';
-  }
+/**
+ * The host's resolv.conf, as dockerd picks it (resolvconf.Path): when it names only
+ * systemd-resolved's stub (127.0.0.53), which a container's own network cannot reach,
+ * systemd-resolved's list of the real servers instead.
+ */
+export async function readHostResolvConf(hostNetwork = false): Promise<string> {
+  const etc = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+  if (hostNetwork || !onlyResolvedStub(etc)) return etc;
+  return readFile('/run/systemd/resolve/resolv.conf', 'utf8').catch(() => etc);
+}
+
+export function onlyResolvedStub(resolvConf: string): boolean {
+  const servers = resolvConf
+    .split('\n')
+    .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
+    .filter((ns): ns is string => ns !== undefined);
+  return servers.length > 0 && servers.every((ns) => ns === '127.0.0.53');
 }
 
 export async function readHostHosts(): Promise<string> {
@@ -143,11 +154,12 @@ export async function writeContainerFiles(paths: {
   links?: HostsEntry[];
   hostGateway?: string;
 }): Promise<void> {
-  const hostname = paths.hostNetwork
-    ? (await readFile('/etc/hostname', 'utf8').catch(() => paths.hostname)).trim()
-    : paths.hostname;
+  // as dockerd: the container's hostname (with the host's network, create made it the host's
+  // name unless one was given); the host's /etc/hosts with the host's network, unless ExtraHosts
+  // are given (then the default lines and those)
+  const hostname = paths.hostname;
   const [hosts, hostResolvConf] = await Promise.all([
-    paths.hostNetwork
+    paths.hostNetwork && !(paths.hostConfig.ExtraHosts ?? []).length
       ? readHostHosts()
       : hostsContent({
           extraHosts: paths.hostConfig.ExtraHosts ?? [],
@@ -156,7 +168,7 @@ export async function writeContainerFiles(paths: {
           domainname: paths.domainname,
           hostGateway: paths.hostGateway,
         }),
-    readHostResolvConf(),
+    readHostResolvConf(paths.hostNetwork),
   ]);
   // three independent files: written (each atomically) at the same time
   await Promise.all([

@@ -230,6 +230,29 @@ describe('default bridge network (docker CLI)', () => {
     assert.equal(await engine.dockerOk(['ps', '-aq', '--filter', 'status=created']), '');
   });
 
+  it("host network: the host's /etc/hosts, or the default lines and ExtraHosts; the container's hostname", async () => {
+    const plain = await engine.dockerOk(['run', '--rm', '--network', 'host', 'busybox', 'cat', '/etc/hosts']);
+    assert.equal(`${plain}\n`, await readFile('/etc/hosts', 'utf8').then((t) => `${t.trimEnd()}\n`));
+    const extra = await engine.dockerOk([
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '--add-host',
+      'q:1.1.1.1',
+      '--hostname',
+      'hh',
+      'busybox',
+      'sh',
+      '-c',
+      'cat /etc/hosts; cat /etc/hostname; hostname',
+    ]);
+    const lines = extra.split('\n');
+    assert.equal(lines[0], '127.0.0.1\tlocalhost');
+    assert.ok(lines.includes('1.1.1.1\tq'), extra);
+    assert.deepEqual(lines.slice(-2), ['hh', 'hh']);
+  });
+
   it('has no IPv6 in the container (as dockerd on a network without it), unless --sysctl turns it on', async () => {
     for (const mode of ['bridge', 'none']) {
       const addrs = await engine.dockerOk(['run', '--rm', '--network', mode, 'busybox', 'ip', '-o', 'addr']);
@@ -567,6 +590,7 @@ describe('legacy links (docker CLI)', () => {
       'db',
       'busybox',
       'grep',
+      '-w', // the container's own random hostname may hold "db"
       'db',
       '/etc/hosts',
     ]);

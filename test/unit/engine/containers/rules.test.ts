@@ -9,7 +9,7 @@ import {
 } from '../../../../src/engine/api/containers.routes.js';
 import { entrypointAndArgs, mergeImageConfig } from '../../../../src/engine/containers/create.js';
 import { DetachScanner, parseDetachKeys } from '../../../../src/engine/containers/detachkeys.js';
-import { resolvConfContent } from '../../../../src/engine/containers/files.js';
+import { onlyResolvedStub, resolvConfContent } from '../../../../src/engine/containers/files.js';
 import { filterContainers } from '../../../../src/engine/containers/filters.js';
 import { generateName, NameRegistry, normalizeName } from '../../../../src/engine/containers/names.js';
 import { RestartManager } from '../../../../src/engine/containers/restart.js';
@@ -368,6 +368,14 @@ const hcDefaults = {
   MaskedPaths: ['/proc/asound'],
   ReadonlyPaths: ['/proc/bus'],
 };
+
+describe('host resolv.conf', () => {
+  it("takes systemd-resolved's list when the host names only its stub", () => {
+    assert.equal(onlyResolvedStub('# managed\nnameserver 127.0.0.53\noptions edns0\n'), true);
+    assert.equal(onlyResolvedStub('nameserver 127.0.0.53\nnameserver 10.0.0.2\n'), false);
+    assert.equal(onlyResolvedStub('search example.com\n'), false);
+  });
+});
 
 describe('inspect and list shapes per API version', () => {
   // views are what JSON makes of them (keys left out are undefined in the objects)
