@@ -453,7 +453,9 @@ export function validateNetworkingConfig(nc: NetworkingConfig): void {
   }
   for (const ep of Object.values(nc.EndpointsConfig ?? {})) {
     if (ep?.Aliases?.length) {
-      throw invalidParameter('network-scoped alias is supported only for containers in user defined networks');
+      throw invalidParameter(
+        'network-scoped alias is supported only for containers in user defined networks',
+      );
     }
   }
 }
