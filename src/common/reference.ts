@@ -1,4 +1,5 @@
 import { BerthError } from './errors.js';
+import { compileGoRegExp } from './go-regexp.js';
 
 /**
  * Image references, as Docker's distribution/reference package parses and prints them.
@@ -270,7 +271,8 @@ export function pathMatch(pattern: string, name: string): boolean {
   }
   re += '$';
   try {
-    return new RegExp(re).test(name);
+    // RE2: linear time, whatever the pattern's stars (a backtracking RegExp is exponential)
+    return compileGoRegExp(re).test(name);
   } catch {
     throw new InvalidReferenceError('syntax error in pattern');
   }

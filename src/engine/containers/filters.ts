@@ -1,5 +1,6 @@
 import type { HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import { filterMatch } from '../../common/go-regexp.js';
 import { checkFilterNames, type Filters } from '../../http/query.js';
 import type { ContainerRecord } from './types.js';
 import { timeKey } from './units.js';
@@ -42,14 +43,7 @@ export interface ListQuery {
   filters: Filters;
 }
 
-/** Unanchored regular-expression match, as dockerd's filters.Match; bad patterns match literally. */
-function regexMatch(pattern: string, value: string): boolean {
-  try {
-    return new RegExp(pattern).test(value);
-  } catch {
-    return value.includes(pattern);
-  }
-}
+const regexMatch = filterMatch;
 
 function matchLabels(values: string[], labels: Record<string, string>): boolean {
   return values.every((v) => {

@@ -1,4 +1,5 @@
 import { invalidParameter } from '../../common/errors.js';
+import { filterMatch } from '../../common/go-regexp.js';
 import { checkFilterNames } from '../../http/query.js';
 import type { AttachedContainer, BridgeInfo, PredefinedNetwork } from './network.types.js';
 
@@ -69,11 +70,7 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
 export const NETWORK_LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'] as const;
 
 function matches(value: string, pattern: string): boolean {
-  try {
-    return new RegExp(pattern).test(value);
-  } catch {
-    return value.includes(pattern);
-  }
+  return filterMatch(pattern, value);
 }
 
 /**
