@@ -58,12 +58,16 @@ export function takeOverConnection(ex: Exchange): Duplex {
   markHijacked(ex);
   if (ex.upgrade) {
     ex.upgrade.socket.pause();
+    // the handler adds its own; until then a client gone (EPIPE, ECONNRESET) must not be uncaught
+    ex.upgrade.socket.on('error', () => undefined);
     return ex.upgrade.socket;
   }
   const socket = ex.req.socket;
   socket.pause();
   ex.res.detachSocket(socket);
   for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout']) socket.removeAllListeners(event);
+  // the handler adds its own; until then a client gone (EPIPE, ECONNRESET) must not be uncaught
+  socket.on('error', () => undefined);
   socket.setTimeout(0);
   // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
   const unconsume = (): void => undefined;

@@ -101,4 +101,39 @@ describe('attach without Upgrade (plain 200)', () => {
     assert.equal(state.json<{ State: { Running: boolean } }>().State.Running, true);
     assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}?force=1`)).status, 204);
   });
+
+  it('survives clients that leave in the middle of a log replay (attach and attach/ws)', async () => {
+    const created = await engine.request('POST', '/v1.44/containers/create', {
+      body: {
+        Image: 'busybox',
+        Cmd: ['sh', '-c', 'yes 0123456789012345678901234567890123456789 | head -c 8000000; sleep 600'],
+      },
+    });
+    const id = created.json<{ Id: string }>().Id;
+    assert.equal((await engine.request('POST', `/v1.44/containers/${id}/start`)).status, 204);
+    for (let i = 0; i < 100; i++) {
+      const logs = await engine.request('GET', `/v1.44/containers/${id}/logs?stdout=1&tail=1`);
+      if (logs.body.length > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const requests = [
+      `POST /v1.44/containers/${id}/attach?logs=1&stream=1&stdout=1 HTTP/1.1\r\nHost: e\r\nContent-Length: 0\r\n\r\n`,
+      `POST /v1.44/containers/${id}/attach?logs=1&stream=1&stdout=1 HTTP/1.1\r\nHost: e\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n`,
+      `GET /v1.44/containers/${id}/attach/ws?logs=1&stream=1&stdout=1 HTTP/1.1\r\nHost: e\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    ];
+    for (const request of [...requests, ...requests]) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(engine.socket);
+        socket.on('error', () => resolve());
+        socket.once('data', () => {
+          socket.destroy(); // gone at the first bytes, while the engine writes the replay
+          resolve();
+        });
+        socket.write(request);
+      });
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await engine.request('GET', '/_ping')).status, 200, engine.log());
+    assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}?force=1`)).status, 204);
+  });
 });
