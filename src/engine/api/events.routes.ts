@@ -1,4 +1,5 @@
 import { invalidParameter } from '../../common/errors.js';
+import { type LongTimer, setLongTimeout } from '../../common/long-timer.js';
 import { parseFilters } from '../../http/query.js';
 import { eventFilter } from '../events/events.filter.js';
 import { type EngineEvent, type EventsService, eventJson } from '../events/events.service.js';
@@ -60,9 +61,9 @@ export function registerEventRoutes(router: ApiRouter, events: EventsService): v
       if (e.timeNano > lastReplayed && (until === undefined || e.timeNano <= until)) write(e);
     replaying = false;
     await new Promise<void>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
+      let timer: LongTimer | undefined;
       const finish = (): void => {
-        if (timer) clearTimeout(timer);
+        timer?.clear();
         unsubscribe();
         resolve();
       };
@@ -73,7 +74,7 @@ export function registerEventRoutes(router: ApiRouter, events: EventsService): v
           res.end();
           return;
         }
-        timer = setTimeout(() => {
+        timer = setLongTimeout(() => {
           finish();
           res.end();
         }, waitMs);

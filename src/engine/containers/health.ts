@@ -1,6 +1,7 @@
 import type { HealthConfig } from '../../common/docker-types.js';
 import { errorMessage } from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
+import { type LongTimer, setLongTimeout } from '../../common/long-timer.js';
 import { rfc3339Nano } from '../../common/time.js';
 import type { ExecDriver, RuntimeDriver } from '../runtime/runtime.types.js';
 import { type Container, emit, type Internals, save } from './container.js';
@@ -33,7 +34,7 @@ export function probeCommand(hc: HealthConfig | null | undefined): string[] | un
 }
 
 export class HealthMonitor {
-  private timer?: NodeJS.Timeout;
+  private timer?: LongTimer;
   private stopped = false;
   private readonly started = Date.now();
 
@@ -55,7 +56,7 @@ export class HealthMonitor {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.timer?.clear();
   }
 
   private inStartPeriod(): boolean {
@@ -68,8 +69,7 @@ export class HealthMonitor {
     const interval = (this.cfg.Interval ?? 0) / NS || DEFAULTS.interval;
     const startInterval = (this.cfg.StartInterval ?? 0) / NS || DEFAULTS.startInterval;
     const delay = this.inStartPeriod() && this.cfg.StartInterval ? startInterval : interval;
-    this.timer = setTimeout(() => void this.probe(), delay);
-    this.timer.unref();
+    this.timer = setLongTimeout(() => void this.probe(), delay, { unref: true });
   }
 
   private async probe(): Promise<void> {
@@ -117,16 +117,16 @@ export class HealthMonitor {
         conn.on('error', () => undefined);
       },
     });
-    let timer: NodeJS.Timeout | undefined;
+    let timer: LongTimer | undefined;
     const timedOut = new Promise<{ exitCode: number; error: string }>((resolve) => {
-      timer = setTimeout(
+      timer = setLongTimeout(
         () => resolve({ exitCode: -1, error: `Health check exceeded timeout (${timeoutMs / 1000}s)` }),
         timeoutMs,
+        { unref: true },
       );
-      timer.unref();
     });
     const result = await Promise.race([proc.exited, timedOut]);
-    if (timer) clearTimeout(timer);
+    timer?.clear();
     emit(ix, c, 'exec_die', { execID: execId, exitCode: String(result.exitCode) });
     const output =
       result.error && result.exitCode === -1 ? result.error : Buffer.concat(chunks).toString('utf8');

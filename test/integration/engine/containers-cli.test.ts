@@ -239,6 +239,30 @@ describe('containers with the docker CLI', () => {
     assert.match(r.stdout, /A\s+020\s+021\s+B/);
   });
 
+  it('a health check interval longer than setTimeout allows (720h) does not probe at once', async () => {
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'slowprobe',
+      '--health-cmd',
+      'true',
+      '--health-interval',
+      '720h',
+      'busybox',
+      'sleep',
+      '60',
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const health = JSON.parse(await ok('inspect', '-f', '{{json .State.Health}}', 'slowprobe')) as {
+      Status: string;
+      Log: unknown[];
+    };
+    assert.equal(health.Status, 'starting');
+    assert.equal(health.Log.length, 0);
+    await ok('rm', '-f', 'slowprobe');
+  });
+
   it('start -ai with piped input, run after run', async () => {
     await ok('create', '-i', '--name', 'again', 'busybox', 'sh', '-c', 'cat; exit 6');
     for (const run of ['run1', 'run2', 'run3']) {

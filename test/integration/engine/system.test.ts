@@ -153,6 +153,9 @@ describe('engine system API', () => {
     );
     const r = await engine.docker(['events', '--since', '1m', '--until', '0s']);
     assert.equal(r.code, 0, r.stderr);
+    // an until a month away (past setTimeout's limit) keeps the stream open
+    const month = (Date.now() / 1000 + 30 * 86400).toFixed(0);
+    await assert.rejects(engine.request('GET', `/events?until=${month}`, { timeoutMs: 1500 }), /timed out/);
   });
 });
 
