@@ -9,11 +9,23 @@ export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): 
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) throw new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`);
-    chunks.push(buf);
+  try {
+    for await (const chunk of req) {
+      const buf = chunk as Buffer;
+      size += buf.length;
+      if (size > limit) throw new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`);
+      chunks.push(buf);
+    }
+  } catch (err) {
+    // the client left before sending all it announced: its error, not the server's
+    if (
+      req.aborted ||
+      (err as NodeJS.ErrnoException).code === 'ECONNRESET' ||
+      String(err) === 'Error: aborted'
+    ) {
+      throw invalidParameter('the client closed the connection before the request body was complete');
+    }
+    throw err;
   }
   return Buffer.concat(chunks);
 }

@@ -141,6 +141,9 @@ async function createImage(ctx: ApiContext, images: ImageService): Promise<void>
     out().status(id);
     out().end();
   } catch (err) {
+    // an upload the client gave up: its error, not the engine's (and nobody reads the answer)
+    if (ctx.req.aborted)
+      throw invalidParameter('the client closed the connection before the upload was complete');
     if (!stream) {
       await drain(ctx.req);
       throw err;

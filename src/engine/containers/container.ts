@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
-import { errorMessage, invalidParameter, isKind } from '../../common/errors.js';
+import { errorMessage, invalidParameter, isKind, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
@@ -188,7 +188,8 @@ export interface Internals {
 export function get(ix: Internals, idOrName: string): Container {
   const id = ix.names.resolve(idOrName);
   const c = ix.containers.get(id);
-  if (!c) throw new Error(`container ${id} is registered but not loaded`);
+  // a name reserved by a create still under way: not a container yet (dockerd: no such container)
+  if (!c) throw notFound(`No such container: ${idOrName}`);
   return c;
 }
 

@@ -106,7 +106,11 @@ function checkPlatform(
 function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: string): HostConfig {
   const out: HostConfig = { ...hc };
   // By default, MemorySwap is twice Memory (dockerd stores it so)
-  if ((out.Memory ?? 0) > 0 && !out.MemorySwap) out.MemorySwap = (out.Memory ?? 0) * 2;
+  // twice Memory, as dockerd; where that leaves int64 (a Memory of 2^62 or more), unlimited
+  if ((out.Memory ?? 0) > 0 && !out.MemorySwap) {
+    const twice = BigInt(out.Memory ?? 0) * 2n;
+    out.MemorySwap = twice > 2n ** 63n - 1n ? -1 : Number(twice);
+  }
   if (!out.NetworkMode) out.NetworkMode = 'default';
   if (!out.LogConfig?.Type) out.LogConfig = { Type: 'json-file', Config: out.LogConfig?.Config ?? {} };
   if (!out.LogConfig.Config) out.LogConfig = { ...out.LogConfig, Config: {} };

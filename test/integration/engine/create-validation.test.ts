@@ -184,6 +184,31 @@ describe('container create: validation, adjustments, warnings', () => {
     await engine.dockerOk(['start', 'cv-mem']);
     assert.equal((await engine.dockerOk(['wait', 'cv-mem'])).trim(), '0');
     await engine.dockerOk(['rm', 'cv-mem']);
+    // twice 2^62 leaves int64: unlimited swap, and the container starts
+    const huge = await engine.request('POST', '/v1.44/containers/create?name=cv-huge', {
+      body: { Image: 'busybox', Cmd: ['true'], HostConfig: { Memory: 2 ** 62 } },
+    });
+    assert.equal(huge.status, 201, huge.text());
+    if (hostSysInfo().swapLimit) assert.equal((await inspect('cv-huge')).HostConfig.MemorySwap, -1);
+    assert.equal((await engine.request('POST', '/v1.44/containers/cv-huge/start')).status, 204);
+    assert.equal((await engine.dockerOk(['wait', 'cv-huge'])).trim(), '0');
+    await engine.dockerOk(['rm', 'cv-huge']);
+  });
+
+  it('a request naming a container whose create is still under way gets a 404, never a 500', async () => {
+    for (let round = 0; round < 5; round++) {
+      const name = `cv-race${round}`;
+      const results = await Promise.all([
+        engine.request('POST', `/v1.44/containers/create?name=${name}`, {
+          body: { Image: 'busybox', Cmd: ['true'] },
+        }),
+        engine.request('DELETE', `/v1.44/containers/${name}?force=1`),
+        engine.request('POST', `/v1.44/containers/${name}/start`),
+        engine.request('GET', `/v1.44/containers/${name}/json`),
+      ]);
+      for (const r of results) assert.ok(r.status < 500, `${r.status} ${r.text()}`);
+      await engine.request('DELETE', `/v1.44/containers/${name}?force=1`);
+    }
   });
 
   it('--network container:x survives `docker rename x y`: stored with the full ID', async () => {
