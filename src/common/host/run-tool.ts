@@ -5,7 +5,7 @@ import { systemError } from '../errors.js';
 export interface ToolResult {
   /** The exit status; 128 when a signal ended the tool. */
   code: number;
-  /** The first 64 chunks of its standard error, trimmed. */
+  /** Its standard error (the first `stderrLimit` bytes), trimmed. */
   stderr: string;
   /** Its standard output when `stdout` was asked for, else ''. */
   stdout: string;
@@ -17,6 +17,10 @@ export interface ToolOptions {
   input?: Readable | string;
   /** Keep standard output (`ip -j`, `iptables -S`); discarded otherwise. */
   stdout?: boolean;
+  /** Added to the environment. */
+  env?: NodeJS.ProcessEnv;
+  /** How much of standard error to keep (default 64 KiB). */
+  stderrLimit?: number;
 }
 
 /**
@@ -29,12 +33,17 @@ export function runTool(cmd: string, args: string[], opts: ToolOptions = {}): Pr
     const child = spawn(cmd, args, {
       cwd: opts.cwd,
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', opts.stdout ? 'pipe' : 'ignore', 'pipe'],
+      env: opts.env ? { ...process.env, ...opts.env } : undefined,
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
+    const stderrLimit = opts.stderrLimit ?? 64 * 1024;
+    let errBytes = 0;
     child.stdout?.on('data', (d: Buffer) => out.push(d));
     child.stderr?.on('data', (d: Buffer) => {
-      if (err.length < 64) err.push(d);
+      if (errBytes >= stderrLimit) return;
+      err.push(d);
+      errBytes += d.length;
     });
     child.on('error', (e) => reject(systemError(`cannot run ${cmd}: ${e.message}`)));
     const stdin = child.stdin;

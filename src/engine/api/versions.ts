@@ -102,13 +102,14 @@ export const gates = {
   containerAnnotations: '1.43',
   /** Endpoint settings DNSNames in container inspect/list. */
   endpointDnsNames: '1.44',
-  /** Volumes: `Options` in volume objects; DELETE /volumes/{name} `force`. */
-  volumeOptions: '1.25',
-  volumeRemoveForce: '1.25',
-  /** Volumes: `CreatedAt` in volume objects. */
-  volumeCreatedAt: '1.31',
-  /** POST /volumes/prune removes only anonymous volumes unless the `all` filter says otherwise. */
+  /**
+   * Volumes: dockerd 20.10 answers `CreatedAt` and `Options` and reads DELETE's `force` at every
+   * version, so they have no gates.
+   * POST /volumes/prune removes only anonymous volumes unless the `all` filter says otherwise.
+   */
   volumePruneAnonymousOnly: '1.42',
+  /** POST /volumes/prune: the `all` filter (before: `Invalid filter 'all'`, as dockerd 20.10). */
+  volumePruneAllFilter: '1.42',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
 } as const;

@@ -1,52 +1,126 @@
-import { readJsonObject } from '../../http/body.js';
+import type { IncomingMessage } from 'node:http';
+import { invalidParameter } from '../../common/errors.js';
+import { sortedMap } from '../../common/sorted-map.js';
+import { readBody } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendEmpty, sendJson } from '../../http/server.js';
 import type { CreateVolumeRequest, VolumeInfo, VolumeService } from '../volumes/volumes.types.js';
 import { type ApiRouter, atLeast } from './context.js';
-import { gates, versionAtLeast } from './versions.js';
+import { gates } from './versions.js';
 
-/** A volume as dockerd 20.10 answers it: keys in its order, empty maps as null, fields by version. */
-export function shapeVolume(v: VolumeInfo, version: string): Record<string, unknown> {
-  const at = (min: string) => versionAtLeast(version, min);
-  const out: Record<string, unknown> = {};
-  if (at(gates.volumeCreatedAt)) out.CreatedAt = v.CreatedAt;
-  out.Driver = v.Driver;
-  out.Labels = Object.keys(v.Labels).length ? v.Labels : null;
-  out.Mountpoint = v.Mountpoint;
-  out.Name = v.Name;
-  if (at(gates.volumeOptions)) out.Options = Object.keys(v.Options).length ? v.Options : null;
-  out.Scope = v.Scope;
+/**
+ * A volume as dockerd 20.10 answers it at every API version: keys in its order, `Labels` and
+ * `Options` with sorted keys (Go maps), empty maps as null.
+ */
+export function shapeVolume(v: VolumeInfo): Record<string, unknown> {
+  return {
+    CreatedAt: v.CreatedAt,
+    Driver: v.Driver,
+    Labels: Object.keys(v.Labels).length ? sortedMap(v.Labels) : null,
+    Mountpoint: v.Mountpoint,
+    Name: v.Name,
+    Options: Object.keys(v.Options).length ? sortedMap(v.Options) : null,
+    Scope: v.Scope,
+  };
+}
+
+/** Go's word for a JSON value's kind in its unmarshal errors. */
+function goKind(value: unknown): string {
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'object') return 'object';
+  return typeof value === 'boolean' ? 'bool' : typeof value;
+}
+
+const FIELDS = ['Name', 'Driver', 'DriverOpts', 'Labels'] as const;
+type Field = (typeof FIELDS)[number];
+
+/**
+ * A volume create body decoded as Go's encoding/json fills dockerd's VolumeCreateBody: field
+ * names match without regard to case (the last one given wins), unknown fields are ignored, null
+ * leaves a field (or a map value) empty, and a wrong type is Go's `cannot unmarshal` error.
+ */
+export function decodeCreateBody(value: unknown): CreateVolumeRequest {
+  const type = 'volume.VolumeCreateBody';
+  if (value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidParameter(`json: cannot unmarshal ${goKind(value)} into Go value of type ${type}`);
+  }
+  const wrong = (v: unknown, field: Field, goType: string) =>
+    invalidParameter(
+      `json: cannot unmarshal ${goKind(v)} into Go struct field VolumeCreateBody.${field} of type ${goType}`,
+    );
+  const out: CreateVolumeRequest = {};
+  for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
+    const field = FIELDS.find((f) => f.toLowerCase() === key.toLowerCase());
+    if (!field || v === null) continue;
+    if (field === 'Name' || field === 'Driver') {
+      if (typeof v !== 'string') throw wrong(v, field, 'string');
+      out[field] = v;
+      continue;
+    }
+    if (typeof v !== 'object' || Array.isArray(v)) throw wrong(v, field, 'map[string]string');
+    const map: Record<string, string> = {};
+    for (const [k, item] of Object.entries(v as Record<string, unknown>)) {
+      if (item !== null && typeof item !== 'string') throw wrong(item, field, 'string');
+      map[k] = item ?? '';
+    }
+    out[field] = map;
+  }
   return out;
+}
+
+/**
+ * POST /volumes/create's body as dockerd reads it: a Content-Type other than JSON is refused
+ * (even with no body), an empty body is `got EOF while reading request body`.
+ */
+async function readCreateBody(req: IncomingMessage): Promise<CreateVolumeRequest> {
+  const type = req.headers['content-type'];
+  if (type !== undefined && type.split(';')[0]?.trim().toLowerCase() !== 'application/json') {
+    throw invalidParameter(`Content-Type specified (${type}) must be 'application/json'`);
+  }
+  const text = (await readBody(req, 16 * 1024 * 1024)).toString('utf8');
+  if (text.trim() === '') throw invalidParameter('got EOF while reading request body');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    // A body that ends too soon is Go's `unexpected EOF`; other syntax errors keep the parser's words.
+    const message = (err as Error).message;
+    const at = /at position (\d+)/.exec(message)?.[1];
+    const atEnd =
+      /end of JSON input/i.test(message) || (at !== undefined && Number(at) >= text.trimEnd().length);
+    throw invalidParameter(atEnd ? 'unexpected EOF' : `invalid JSON body: ${message}`);
+  }
+  return decodeCreateBody(value);
 }
 
 export function registerVolumeRoutes(router: ApiRouter, volumes: VolumeService): void {
   router.get('/volumes', async (ctx) => {
     const r = await volumes.list(parseFilters(ctx.query.get('filters')));
-    sendJson(ctx.res, 200, {
-      Volumes: r.Volumes.map((v) => shapeVolume(v, ctx.version)),
-      Warnings: r.Warnings,
-    });
+    sendJson(ctx.res, 200, { Volumes: r.Volumes.map(shapeVolume), Warnings: r.Warnings });
   });
 
   router.post('/volumes/create', async (ctx) => {
-    const body = (await readJsonObject(ctx.req)) as CreateVolumeRequest;
-    const v = await volumes.create(body);
-    sendJson(ctx.res, 201, shapeVolume(v, ctx.version));
+    const v = await volumes.create(await readCreateBody(ctx.req));
+    sendJson(ctx.res, 201, shapeVolume(v));
   });
 
   router.post('/volumes/prune', async (ctx) => {
     const filters = parseFilters(ctx.query.get('filters'));
-    const report = await volumes.prune(filters, { allNamed: !atLeast(ctx, gates.volumePruneAnonymousOnly) });
+    const report = await volumes.prune(filters, {
+      allNamed: !atLeast(ctx, gates.volumePruneAnonymousOnly),
+      allFilter: atLeast(ctx, gates.volumePruneAllFilter),
+    });
     sendJson(ctx.res, 200, report);
   });
 
   router.get('/volumes/{name}', async (ctx) => {
-    sendJson(ctx.res, 200, shapeVolume(await volumes.inspect(ctx.params.name ?? ''), ctx.version));
+    sendJson(ctx.res, 200, shapeVolume(await volumes.inspect(ctx.params.name ?? '')));
   });
 
   router.delete('/volumes/{name}', async (ctx) => {
-    const force = atLeast(ctx, gates.volumeRemoveForce) && parseBool(ctx.query.get('force'));
-    await volumes.remove(ctx.params.name ?? '', { force });
+    // dockerd 20.10 reads `force` at every version (a missing volume is then no error).
+    await volumes.remove(ctx.params.name ?? '', { force: parseBool(ctx.query.get('force')) });
     sendEmpty(ctx.res, 204);
   });
 }

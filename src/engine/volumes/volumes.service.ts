@@ -1,16 +1,31 @@
 import { lstat, mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { conflict, errnoCode, errorMessage, invalidParameter, notFound } from '../../common/errors.js';
+import {
+  BerthError,
+  conflict,
+  errnoCode,
+  errorMessage,
+  invalidParameter,
+  isBerthError,
+  notFound,
+  systemError,
+} from '../../common/errors.js';
 import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
 import type { Logger } from '../../common/log.js';
 import { Mutex } from '../containers/container.js';
 import type { EventsService } from '../events/events.service.js';
-import { filterVolumes, pruneMatches } from './filters.js';
+import { filterVolumes, pruneMatches, pruneScope } from './filters.js';
 import { HostVolumeOps, type VolumeOps } from './mount.adapter.js';
-import { ANONYMOUS_LABEL, anonymousName, checkVolumeName, VOLUME_NAME } from './names.js';
+import { ANONYMOUS_LABEL, anonymousName, checkVolumeName, NAME_MAX, VOLUME_NAME } from './names.js';
 import { checkLocalOptions, mountArgs, needsMount } from './options.js';
 import { VolumeRefs } from './refs.js';
-import type { CreateVolumeRequest, VolumeInfo, VolumeRecord, VolumeService } from './volumes.types.js';
+import type {
+  CreateVolumeRequest,
+  VolumeInfo,
+  VolumeMountUse,
+  VolumeRecord,
+  VolumeService,
+} from './volumes.types.js';
 
 export type { VolumeService } from './volumes.types.js';
 
@@ -134,6 +149,12 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
     }
   }
 
+  /** The same error (same kind; System for a plain one) with `<prefix>: ` in front, as dockerd wraps. */
+  function withPrefix(prefix: string, err: unknown): BerthError {
+    if (!isBerthError(err)) return systemError(`${prefix}: ${errorMessage(err)}`);
+    return new BerthError(err.kind, `${prefix}: ${err.message}`, err.detail);
+  }
+
   async function createLocked(req: CreateVolumeRequest, reference?: string): Promise<VolumeInfo> {
     if (req === null || typeof req !== 'object') throw invalidParameter('invalid volume create request');
     const driver = req.Driver ?? '';
@@ -148,23 +169,33 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
       name = anonymousName();
       labels[ANONYMOUS_LABEL] = '';
     }
-    checkVolumeName(name);
-    const existing = volumes.get(name);
-    if (existing) {
-      if (driver !== '' && driver !== 'local') {
-        throw conflict(
-          `create ${name}: volume name must be unique: a volume with name ${name} already exists with driver local`,
-        );
-      }
-      if (reference) refs.add(name, reference);
-      return info(existing);
-    }
+    // dockerd's order: the driver first (there are no plugins: anything but local is unknown,
+    // for an existing name too), then an existing volume answers as it is (labels and options
+    // stay), then the local driver checks the name, makes the directory, checks the options.
     if (driver !== '' && driver !== 'local') {
       throw notFound(
         `create ${name}: error looking up volume plugin ${driver}: plugin "${driver}" not found`,
       );
     }
-    checkLocalOptions(options);
+    const existing = volumes.get(name);
+    if (existing) {
+      if (reference) refs.add(name, reference);
+      // dockerd announces `create` for every create, of an existing volume too.
+      opts.events.publish('volume', 'create', name, { driver: 'local' });
+      return info(existing);
+    }
+    const dir = dirOf(name);
+    try {
+      checkVolumeName(name);
+      if (Buffer.byteLength(name) > NAME_MAX) {
+        throw invalidParameter(
+          `error while creating volume root path '${dir}': mkdir ${dir}: file name too long`,
+        );
+      }
+      checkLocalOptions(options);
+    } catch (err) {
+      throw withPrefix(`create ${name}`, err);
+    }
     const rec: VolumeRecord = {
       Name: name,
       Driver: 'local',
@@ -172,8 +203,10 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
       Options: options,
       CreatedAt: rfc3339(new Date()),
     };
-    const dir = dirOf(name);
-    await mkdir(dir, { recursive: true, mode: 0o755 });
+    await mkdir(dir, { recursive: true, mode: 0o755 }).catch((err) => {
+      const kind = errnoCode(err) === 'ENAMETOOLONG' ? invalidParameter : systemError;
+      throw kind(`create ${name}: error while creating volume root path '${dir}': ${errorMessage(err)}`);
+    });
     await writeJsonAtomic(join(dir, META), rec);
     await mkdir(join(dir, DATA), { mode: 0o755 }).catch((err) => {
       if (errnoCode(err) !== 'EEXIST') throw err;
@@ -185,7 +218,8 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
     return info(rec);
   }
 
-  async function removeLocked(name: string): Promise<number> {
+  /** Remove a volume; `quiet`: no `destroy` event (prune announces only itself, as dockerd). */
+  async function removeLocked(name: string, quiet = false): Promise<number> {
     getRecord(name);
     const users = refs.ids(name);
     if (users.length > 0) throw conflict(`remove ${name}: volume is in use - [${users.join(', ')}]`);
@@ -194,15 +228,30 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
     const left = await ops.mountsUnder(dir);
     if (left.length > 0) throw conflict(`remove ${name}: volume is still mounted at ${left.join(', ')}`);
     const size = await treeSize(dataOf(name));
-    const doomed = join(root, `.removing-${name}-${Date.now()}`);
+    // A name can be NAME_MAX long: only its start goes into the temporary name.
+    const doomed = join(root, `.removing-${name.slice(0, 200)}-${Date.now()}`);
     await rename(dir, doomed);
     await fsyncDir(root);
     volumes.delete(name);
     refs.forget(name);
     active.forget(name);
     await rm(doomed, { recursive: true, force: true });
-    opts.events.publish('volume', 'destroy', name, { driver: 'local' });
+    if (!quiet) opts.events.publish('volume', 'destroy', name, { driver: 'local' });
     return size;
+  }
+
+  function announceMount(name: string, use: VolumeMountUse): void {
+    opts.events.publish('volume', 'mount', name, {
+      container: use.container,
+      destination: use.destination,
+      driver: 'local',
+      propagation: use.propagation,
+      'read/write': String(use.readWrite),
+    });
+  }
+
+  function announceUnmount(name: string, containerId: string): void {
+    opts.events.publish('volume', 'unmount', name, { container: containerId, driver: 'local' });
   }
 
   const service: VolumeService = {
@@ -225,15 +274,7 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
     },
 
     prune(filters, o) {
-      for (const key of filters.keys()) {
-        if (!['label', 'label!', 'all'].includes(key)) throw invalidParameter(`invalid filter '${key}'`);
-      }
-      let all = o.allNamed;
-      for (const v of filters.get('all') ?? []) {
-        if (v === 'true' || v === '1') all = true;
-        else if (v === 'false' || v === '0') all = false;
-        else throw invalidParameter(`invalid filter 'all=${v}'`);
-      }
+      const all = pruneScope(filters, { allNamed: o.allNamed, allFilter: o.allFilter ?? false });
       return lock.run(async () => {
         const deleted: string[] = [];
         let reclaimed = 0;
@@ -242,14 +283,14 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
           if (!all && !Object.hasOwn(v.Labels, ANONYMOUS_LABEL)) continue;
           if (!pruneMatches(info(v), filters)) continue;
           try {
-            reclaimed += await removeLocked(v.Name);
+            reclaimed += await removeLocked(v.Name, true);
             deleted.push(v.Name);
           } catch (err) {
             log.warn('prune: cannot remove volume', { name: v.Name, error: errorMessage(err) });
           }
         }
         opts.events.publish('volume', 'prune', '', { reclaimed: String(reclaimed) });
-        return { VolumesDeleted: deleted.length ? deleted : null, SpaceReclaimed: reclaimed };
+        return { VolumesDeleted: deleted, SpaceReclaimed: reclaimed };
       });
     },
 
@@ -276,19 +317,13 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
         if (needsMount(v.Options) && !active.has(name, use.container)) {
           if (active.count(name) === 0 && (await ops.mountsUnder(target)).length === 0) {
             await mkdir(target, { recursive: true, mode: 0o755 });
-            await ops.mount({ ...mountArgs(v.Options), target });
+            await ops.mount({ ...mountArgs(v.Options), target }).catch((err) => {
+              throw withPrefix(`error while mounting volume '${target}'`, err);
+            });
           }
           active.add(name, use.container);
         }
-        if (!o.quiet) {
-          opts.events.publish('volume', 'mount', name, {
-            container: use.container,
-            destination: use.destination,
-            driver: 'local',
-            propagation: use.propagation,
-            'read/write': String(use.readWrite),
-          });
-        }
+        if (!o.quiet) announceMount(name, use);
         return target;
       });
     },
@@ -300,10 +335,12 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
         if (needsMount(v.Options) && active.has(name, containerId)) {
           if (active.delete(name, containerId) === 0) await ops.unmount(dataOf(name));
         }
-        if (!o.quiet)
-          opts.events.publish('volume', 'unmount', name, { container: containerId, driver: 'local' });
+        if (!o.quiet) announceUnmount(name, containerId);
       });
     },
+
+    announceMount,
+    announceUnmount,
 
     populate(name, source) {
       return lock.run(async () => {

@@ -25,7 +25,8 @@ export interface CreateVolumeRequest {
 }
 
 export interface VolumePruneReport {
-  VolumesDeleted: string[] | null;
+  /** `[]` when nothing was deleted (dockerd 20.10). */
+  VolumesDeleted: string[];
   SpaceReclaimed: number;
 }
 
@@ -40,8 +41,9 @@ export interface VolumeMountUse {
 /** What the routes and the containers service ask of the volumes service. */
 export interface VolumeService {
   /**
-   * Create a volume, or answer the existing one of that name. `reference`: a container that
-   * references it from now on (atomically, so a concurrent prune cannot take it away).
+   * Create a volume, or answer the existing one of that name (a `create` event either way, as
+   * dockerd). `reference`: a container that references it from now on (atomically, so a
+   * concurrent prune cannot take it away).
    */
   create(req: CreateVolumeRequest, opts?: { reference?: string }): Promise<VolumeInfo>;
   /** `filters`: name, dangling, driver, label. */
@@ -50,8 +52,15 @@ export interface VolumeService {
   inspect(name: string): Promise<VolumeInfo>;
   /** 404, or 409 when in use; `force` turns the 404 into success. */
   remove(name: string, opts?: { force?: boolean }): Promise<void>;
-  /** `allNamed`: named volumes too (before API 1.42, or the `all` filter). */
-  prune(filters: Map<string, string[]>, opts: { allNamed: boolean }): Promise<VolumePruneReport>;
+  /**
+   * Remove unreferenced volumes (a `prune` event, no `destroy` per volume, as dockerd).
+   * `allNamed`: named volumes too (before API 1.42); `allFilter`: the `all` filter is known
+   * (API 1.42+; before, it is a 400).
+   */
+  prune(
+    filters: Map<string, string[]>,
+    opts: { allNamed: boolean; allFilter?: boolean },
+  ): Promise<VolumePruneReport>;
 
   /** Whether a volume carries the anonymous label. */
   isAnonymous(name: string): boolean;
@@ -68,6 +77,12 @@ export interface VolumeService {
   mount(name: string, use: VolumeMountUse, opts?: { quiet?: boolean }): Promise<string>;
   /** The container stopped: unmount the device after its last user; emits `unmount`. */
   unmount(name: string, containerId: string, opts?: { quiet?: boolean }): Promise<void>;
+  /**
+   * The `mount` / `unmount` events alone, for a caller that mounted or unmounted quietly and
+   * announces at the point of dockerd's order (connect, mount, start; die, disconnect, unmount).
+   */
+  announceMount(name: string, use: VolumeMountUse): void;
+  announceUnmount(name: string, containerId: string): void;
   /** Copy `source` (a directory in a container's rootfs) into the volume when the volume is empty. */
   populate(name: string, source: string): Promise<void>;
   /** Unmount devices of volumes nobody uses any more (after the containers were restored). */

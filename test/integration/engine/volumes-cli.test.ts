@@ -42,6 +42,8 @@ describe('volumes: docker CLI', () => {
     const dangling = await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'dangling=true']);
     assert.ok(dangling.includes('v-one') && dangling.includes('v-two'));
     assert.ok((await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'driver=local'])).includes('v-two'));
+    // the driver filter matches exactly (dockerd lists nothing for a part of the name)
+    assert.equal(await engine.dockerOk(['volume', 'ls', '-q', '--filter', 'driver=loc']), '');
     const [v] = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'v-one'])) as Array<
       Record<string, unknown>
     >;
@@ -53,8 +55,19 @@ describe('volumes: docker CLI', () => {
     assert.match(String(v?.CreatedAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     const st = await stat(join(engine.dataRoot, 'volumes', 'v-one', '_data'));
     assert.equal(st.mode & 0o777, 0o755);
-    // Creating an existing name answers the existing volume.
+    // Creating an existing name answers the existing volume; another driver is unknown (404).
     assert.equal(await engine.dockerOk(['volume', 'create', 'v-one']), 'v-one');
+    const otherDriver = await engine.docker(['volume', 'create', '-d', 'foo', 'v-one']);
+    assert.notEqual(otherDriver.code, 0);
+    assert.match(
+      otherDriver.stderr,
+      /Error response from daemon: create v-one: error looking up volume plugin foo: plugin "foo" not found/,
+    );
+    const short = await engine.docker(['volume', 'create', 'a']);
+    assert.match(
+      short.stderr,
+      /create a: volume name is too short, names should be at least two alphanumeric characters/,
+    );
     const bad = await engine.docker(['volume', 'create', 'bad/name']);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /includes invalid characters for a local volume name/);
@@ -294,7 +307,8 @@ describe('volumes: docker CLI', () => {
     assert.equal(await readFile(join(hostDir, 'h'), 'utf8'), 'host\n');
     const badOpt = await engine.docker(['volume', 'create', '--opt', 'nope=1', 'x1']);
     assert.notEqual(badOpt.code, 0);
-    assert.match(badOpt.stderr, /invalid option key: "nope"/);
+    assert.match(badOpt.stderr, /Error response from daemon: create x1: invalid option: "nope"/);
+    assert.equal((await engine.docker(['volume', 'inspect', 'x1'])).code, 1);
   });
 
   it('prunes anonymous volumes by default and named ones with --all', async () => {
@@ -405,5 +419,61 @@ describe('volumes: docker CLI', () => {
     await engine.dockerOk(['rm', '-f', 'live']);
     assert.equal(await mounted(data), false);
     await engine.dockerOk(['volume', 'rm', 'live-tv']);
+  });
+
+  it('announces create for every create, and only prune when pruning', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    await engine.dockerOk(['volume', 'create', 'ev2']);
+    await engine.dockerOk(['volume', 'create', 'ev2']);
+    const id = await engine.dockerOk(['create', '-v', 'ev2:/x', 'busybox', 'true']);
+    const id2 = await engine.dockerOk(['create', '--mount', 'source=ev2,target=/y', 'busybox', 'true']);
+    await engine.dockerOk(['rm', id, id2]);
+    await engine.dockerOk(['volume', 'prune', '-f', '--all', '--filter', 'label!=nothing-has-this']);
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const lines = await engine.dockerOk([
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(until),
+      '--filter',
+      'type=volume',
+      '--format',
+      '{{json .}}',
+    ]);
+    const events = lines
+      .split('\n')
+      .map(
+        (l) => JSON.parse(l) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } },
+      )
+      .filter((e) => e.Actor.ID === 'ev2' || e.Action === 'prune');
+    assert.deepEqual(
+      events.map((e) => `${e.Action} ${e.Actor.ID}`),
+      ['create ev2', 'create ev2', 'create ev2', 'create ev2', 'prune '],
+    );
+    assert.deepEqual(events[0]?.Actor.Attributes, { driver: 'local' });
+    assert.equal((await engine.docker(['volume', 'inspect', 'ev2'])).code, 1);
+  });
+
+  it("fails a local volume's mount with dockerd's message", async () => {
+    await engine.dockerOk([
+      'volume',
+      'create',
+      '-o',
+      'type=none',
+      '-o',
+      'device=/nonexistent',
+      '-o',
+      'o=bind',
+      'badmount',
+    ]);
+    const data = join(engine.dataRoot, 'volumes', 'badmount', '_data');
+    const r = await engine.docker(['run', '--name', 'badmount-c', '-v', 'badmount:/x', 'busybox', 'true']);
+    assert.notEqual(r.code, 0);
+    const expected = `Error response from daemon: error while mounting volume '${data}': failed to mount local volume: mount /nonexistent:${data}, flags: 0x1000: no such file or directory`;
+    assert.ok(r.stderr.includes(expected), r.stderr);
+    assert.equal(await mounted(data), false);
+    await engine.dockerOk(['rm', 'badmount-c']);
+    await engine.dockerOk(['volume', 'rm', 'badmount']);
   });
 });
