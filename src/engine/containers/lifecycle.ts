@@ -126,7 +126,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
           emit(ix, c, 'start');
         } catch (err) {
           failed = true;
-          const f = startFailure(err);
+          const f = startFailure(err, c.record.Path);
           c.hub.exited();
           c.clearRestarting();
           c.state.Error = f.message;

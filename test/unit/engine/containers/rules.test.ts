@@ -13,6 +13,7 @@ import { onlyResolvedStub, resolvConfContent } from '../../../../src/engine/cont
 import { filterContainers } from '../../../../src/engine/containers/filters.js';
 import { generateName, NameRegistry, normalizeName } from '../../../../src/engine/containers/names.js';
 import { RestartManager } from '../../../../src/engine/containers/restart.js';
+import { startFailure } from '../../../../src/engine/containers/run.js';
 import { parseSignal } from '../../../../src/engine/containers/signals.js';
 import { parsePsOutput } from '../../../../src/engine/containers/top.js';
 import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/types.js';
@@ -494,5 +495,22 @@ describe('list filters', () => {
     assert.deepEqual(q({ since: ['a'.repeat(64)] }), ['b']);
     assert.deepEqual(q({ before: ['b'.repeat(64)] }), ['a']);
     assert.throws(() => q({ exited: ['x'] }), /invalid filter 'exited=x'/);
+  });
+});
+
+describe('start failures', () => {
+  it("decide exit code and whose error it is as dockerd's translateContainerdStartErr", () => {
+    const rt = (m: string) => new Error(`OCI runtime create failed: runc create failed: ${m}`);
+    assert.deepEqual(
+      startFailure(rt('exec: "/nope": stat /nope: no such file or directory'), '/nope').exitCode,
+      127,
+    );
+    assert.equal(startFailure(rt('exec: "/bin/x": permission denied'), '/bin/x').exitCode, 126);
+    const dir = startFailure(rt('mount /a to rootfs: not a directory'), 'sh');
+    assert.equal(dir.exitCode, 127);
+    assert.match(dir.message, /Are you trying to mount a directory onto a file/);
+    // not the runtime's: a volume that would not mount is the engine's error, exit 128
+    const vol = startFailure(new Error('error while mounting volume: no such file or directory'), 'sh');
+    assert.deepEqual([vol.exitCode, vol.userError], [128, false]);
   });
 });
