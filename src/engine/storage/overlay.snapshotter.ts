@@ -384,11 +384,19 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     await this.opts.ops.unmount(target);
   }
 
+  /**
+   * Remove a writable snapshot. The record goes first (a crash after it leaves only a directory);
+   * so a removal that failed on the directory (a file it could not delete) is finished by the
+   * next one, which finds the directory without its record.
+   */
   async remove(key: string): Promise<void> {
     const dir = this.dirOf(key);
     await this.locks.run(`active:${key}`, async () => {
       const rec = await this.active.get(key);
-      if (!rec) throw notFound(`snapshot ${key} does not exist`);
+      if (!rec) {
+        if (existsSync(dir)) await this.removeDir(dir);
+        return;
+      }
       await this.active.delete(key);
       await rm(join(this.linkDir, rec.link), { force: true });
       await this.removeDir(dir);
