@@ -182,6 +182,8 @@ export interface Internals {
   store: ContainerStore;
   names: NameRegistry;
   containers: Map<string, Container>;
+  /** Creates under way: the new container's ID and the image it was resolved to (rmi sees them). */
+  creating: Map<string, string>;
   closing: boolean;
 }
 

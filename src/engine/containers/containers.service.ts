@@ -66,6 +66,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     store: new ContainerStore(join(opts.dataRoot, 'containers'), log),
     names: new NameRegistry(),
     containers: new Map(),
+    creating: new Map(),
     closing: false,
   };
   if (opts.volumes) ix.volumes = opts.volumes;
@@ -86,9 +87,11 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
 
   opts.images.setUsers({
     containersUsing(imageId: string) {
-      return [...ix.containers.values()]
+      const using = [...ix.containers.values()]
         .filter((c) => c.record.Image === imageId)
         .map((c) => ({ id: c.id, running: c.state.Running }));
+      for (const [id, image] of ix.creating) if (image === imageId) using.push({ id, running: false });
+      return using;
     },
   });
 

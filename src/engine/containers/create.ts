@@ -187,12 +187,37 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   const links = checkReferences(ix, hcIn);
   if (name && ix.names.nameTaken(name)) ix.names.reserve(name, ''); // throws the 409 message
 
+  const id = randomId();
   const image: ImageRecord = await ix.images.resolve(user.Image);
-  checkPlatform(req.platform, image.config, user.Image, warnings);
+  // from here until the container is registered, an image removal sees this create using it
+  ix.creating.set(id, image.id);
+  try {
+    return await createFromImage(ix, req, { id, image, user, hcIn, name, links, warnings });
+  } finally {
+    ix.creating.delete(id);
+  }
+}
+
+/** The part of create after the image is known (see createContainer). */
+async function createFromImage(
+  ix: Internals,
+  req: CreateRequest,
+  o: {
+    id: string;
+    image: ImageRecord;
+    user: ContainerConfig;
+    hcIn: HostConfig;
+    name?: string;
+    links: ReturnType<typeof resolveLinks>;
+    warnings: string[];
+  },
+): Promise<CreateResult> {
+  const { id, image, user, hcIn, name, links, warnings } = o;
+  const apiVersion = req.apiVersion;
+  checkPlatform(req.platform, image.config, user.Image ?? '', warnings);
   const config = mergeImageConfig(user, image.config.config);
   const { path, args } = entrypointAndArgs(config);
 
-  const id = randomId();
   const hostConfig = normalizeHostConfig(hcIn, apiVersion, ix.runtime.name);
   // dockerd: the host's name with the host's network, else the short ID (also with another
   // container's network: that one's hostname replaces it at every start)

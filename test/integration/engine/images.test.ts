@@ -438,6 +438,30 @@ describe('images through the docker CLI and the API', () => {
     assert.match(await engine.dockerOk(['rmi', id2]), new RegExp(`Deleted: ${id2}`));
   });
 
+  it('an image being used by a create under way is not deleted from under it', async () => {
+    for (let round = 0; round < 5; round++) {
+      const tag = `racing:r${round}`;
+      await engine.dockerOk(['import', '--change', `ENV ROUND=${round}`, tarPath, tag]);
+      const [created, removed] = await Promise.all([
+        engine.request('POST', '/v1.44/containers/create', { body: { Image: tag, Cmd: ['true'] } }),
+        new Promise((r) => setTimeout(r, 1)).then(() => engine.request('DELETE', `/v1.44/images/${tag}`)),
+      ]);
+      if (created.status === 201) {
+        // the container's image must still be there (rmi answered 409), or the untag left it
+        const id = created.json<{ Id: string }>().Id;
+        const image = (await engine.request('GET', `/v1.44/containers/${id}/json`)).json<{ Image: string }>()
+          .Image;
+        assert.equal(
+          (await engine.request('GET', `/v1.44/images/${image}/json`)).status,
+          200,
+          removed.text(),
+        );
+        await engine.request('DELETE', `/v1.44/containers/${id}`);
+      }
+      await engine.request('DELETE', `/v1.44/images/${tag}?force=1`);
+    }
+  });
+
   it('docker image prune removes dangling images', async () => {
     const first = await engine.dockerOk(['import', '--change', 'CMD ["a"]', tarPath, 'dang:1']);
     await engine.dockerOk(['import', '--change', 'CMD ["b"]', tarPath, 'dang:1']);
