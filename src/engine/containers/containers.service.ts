@@ -96,7 +96,6 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   });
 
   await reconcile(ix, life);
-  await restoreVolumes(ix);
   opts.network?.setContainerSource(() => {
     const out = [];
     for (const c of ix.containers.values()) {
@@ -382,6 +381,9 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
     ix.containers.set(record.ID, c);
   }
   for (const c of ix.containers.values()) registerLinkNames(ix, c);
+  // every container's volume references before any exit is handled: an AutoRemove of one that
+  // exited while the engine was down must not take an anonymous volume another one still uses
+  await restoreVolumes(ix);
   const starts: Container[] = [];
   for (const c of ix.containers.values()) {
     try {

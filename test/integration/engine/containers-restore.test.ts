@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -95,5 +95,30 @@ describe('containers survive kill -9 of the engine', () => {
     }
     assert.ok(done, 'the output stalled');
     await ok('rm', '-f', 'chatty', 'later');
+  });
+
+  it('an --rm container that exits while the engine is down leaves the anonymous volume another one uses', async () => {
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'va',
+      '--rm',
+      '-v',
+      '/data',
+      'busybox',
+      'sh',
+      '-c',
+      'echo precious > /data/f; sleep 3',
+    );
+    await ok('run', '-d', '--name', 'vb', '--volumes-from', 'va', 'busybox', 'sleep', '600');
+    const volume = await ok('inspect', '-f', '{{(index .Mounts 0).Name}}', 'vb');
+    await engine.kill9();
+    await sleep(4500);
+    await engine.launch();
+    assert.equal((await engine.docker(['inspect', 'va'])).code, 1, 'va removed (AutoRemove)');
+    const path = await ok('volume', 'inspect', '-f', '{{.Mountpoint}}', volume);
+    assert.equal(await readFile(join(path, 'f'), 'utf8'), 'precious\n');
+    await ok('rm', '-f', '-v', 'vb');
   });
 });
