@@ -429,13 +429,16 @@ async function reconcile(ix: Internals, life: Lifecycle): Promise<void> {
         const target = await rootfsPath(ix, c.id);
         if (await isMounted(target)) await ix.images.snapshotter.unmount(target).catch(() => undefined);
         if (c.hostConfig.AutoRemove && c.record.HasBeenStartedBefore) {
-          // stopped before its removal could happen (a crash in between): remove it now, as dockerd does
-          await life.remove(c, { force: true });
+          // stopped before its removal could happen (a crash in between): remove it now, as dockerd
+          // does, with its anonymous volumes as the live AutoRemove would
+          await life.remove(c, { force: true, volumes: true });
           continue;
         }
       }
       if (c.state.Restarting) {
+        // the policy restart that was waiting for its backoff: it counts as one
         c.clearRestarting();
+        c.record.RestartCount++;
         await ix.store.save(c.record);
         starts.push(c);
         continue;
