@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import { type ListenAddress, parseListenAddress } from '../http/server.js';
+import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
@@ -221,18 +221,12 @@ export async function startEngine(
     async close() {
       if (closed) return;
       closed = true;
+      // no new requests; those under way finish in the services' own drain
+      for (const s of servers) s.close();
       await containers.close();
       await network.close();
       await runtime.close();
-      await Promise.all(
-        servers.map(
-          (s) =>
-            new Promise<void>((resolve) => {
-              s.close(() => resolve());
-              s.closeAllConnections();
-            }),
-        ),
-      );
+      await Promise.all(servers.map((s) => closeServer(s)));
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
       await rm(pidFile, { force: true });
       log.info('engine stopped; containers keep running');

@@ -20,6 +20,13 @@ export type ExchangeHandler = (ex: Exchange) => void;
  */
 export function createExchangeServer(handler: ExchangeHandler): Server {
   const server = createServer({ keepAlive: true }, (req, res) => handler({ req, res }));
+  // every connection, taken over ones too (node's server forgets those): closeServer ends them
+  const sockets = new Set<Duplex>();
+  connections.set(server, sockets);
+  server.on('connection', (socket: Duplex) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const res = new ServerResponse(req);
     // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
@@ -38,6 +45,20 @@ export function createExchangeServer(handler: ExchangeHandler): Server {
   server.headersTimeout = 70_000;
   server.requestTimeout = 0;
   return server;
+}
+
+const connections = new WeakMap<Server, Set<Duplex>>();
+
+/**
+ * Stop a server made by createExchangeServer: no new connections, and every open one ended,
+ * taken-over ones (attach sessions) included, which node's close() would wait for forever.
+ */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+    for (const socket of connections.get(server) ?? []) socket.destroy();
+  });
 }
 
 /** Mark an exchange as taken over so the server does not end its socket. */

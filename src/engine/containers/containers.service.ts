@@ -54,6 +54,9 @@ export interface ContainerServiceOptions {
   helpers?: RuntimeHelpers;
 }
 
+/** How long an engine stop waits for container operations under way. */
+const CLOSE_DRAIN_MS = 15_000;
+
 export async function createContainerService(opts: ContainerServiceOptions): Promise<ContainerService> {
   const log = opts.log.child('containers');
   const ix: Internals = {
@@ -328,6 +331,16 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async close() {
       ix.closing = true;
+      // let operations under way finish (a start cut short would leave a container running
+      // without its recorded network), within a bound
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all([...ix.containers.values()].map((c) => c.lock.run(async () => undefined))),
+        new Promise<void>((r) => {
+          timer = setTimeout(r, CLOSE_DRAIN_MS);
+        }),
+      ]);
+      clearTimeout(timer);
       opts.runtime.events.off('exit', onExit);
       await life.shutdown();
       for (const c of ix.containers.values()) {

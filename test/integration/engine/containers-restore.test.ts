@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -120,5 +121,24 @@ describe('containers survive kill -9 of the engine', () => {
     const path = await ok('volume', 'inspect', '-f', '{{.Mountpoint}}', volume);
     assert.equal(await readFile(join(path, 'f'), 'utf8'), 'precious\n');
     await ok('rm', '-f', '-v', 'vb');
+  });
+
+  it('a graceful stop ends attach sessions and exits, its pid file gone (the next engine starts)', async () => {
+    await ok('run', '-d', '--name', 'attached', 'busybox', 'sleep', '600');
+    const socket = connect(engine.socket);
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    socket.write(
+      'POST /v1.44/containers/attached/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: e\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n',
+    );
+    await new Promise((r) => socket.once('data', r));
+    const t0 = Date.now();
+    await engine.stop();
+    assert.ok(Date.now() - t0 < 10_000, `stopped after ${Date.now() - t0} ms`);
+    await closed;
+    assert.match(engine.log(), /engine stopped/);
+    await engine.launch();
+    assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'attached'), 'true');
+    await ok('rm', '-f', 'attached');
   });
 });
