@@ -282,6 +282,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         const owned = [...active, ...releasing.keys(), ...orphans.keys()].some((id) => id.startsWith(file));
         if (!owned) orphans.set(file, { sandboxId: file, sandboxKey: join(netnsDir, file) });
       }
+      // a namespace with processes in it belongs to a container the engine could not load (its
+      // metadata unreadable, or adopted after a crash before its endpoint was saved): kept
+      for (const [id, t] of orphans) {
+        if (t.sandboxKey && (await netns.inUse(t.sandboxKey))) {
+          log.warn('keeping a network sandbox that processes still use', { sandbox: id, path: t.sandboxKey });
+          orphans.delete(id);
+        }
+      }
       if (orphans.size) log.info('releasing network sandboxes no container holds', { count: orphans.size });
       for (const t of orphans.values()) await service.release(t);
     },

@@ -1,4 +1,4 @@
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { errnoCode, systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
@@ -16,6 +16,8 @@ export interface NetnsOps {
   remove(path: string): Promise<void>;
   /** The file names in `dir` ([] when it does not exist). */
   list(dir: string): Promise<string[]>;
+  /** Whether some process lives in the namespace bound at `path` (a container the engine lost). */
+  inUse(path: string): Promise<boolean>;
 }
 
 export class HostNetnsOps implements NetnsOps {
@@ -48,5 +50,21 @@ export class HostNetnsOps implements NetnsOps {
       if (errnoCode(err) === 'ENOENT') return [];
       throw err;
     }
+  }
+
+  async inUse(path: string): Promise<boolean> {
+    let ns: { dev: number; ino: number };
+    try {
+      ns = await stat(path);
+    } catch {
+      return false;
+    }
+    // the bound file is the namespace's nsfs inode: any /proc/<pid>/ns/net that is the same one
+    for (const pid of await readdir('/proc').catch(() => [])) {
+      if (!/^\d+$/.test(pid)) continue;
+      const p = await stat(`/proc/${pid}/ns/net`).catch(() => undefined);
+      if (p && p.ino === ns.ino && p.dev === ns.dev) return true;
+    }
+    return false;
   }
 }

@@ -60,6 +60,11 @@ export class FakeNetns implements NetnsOps {
   async list(dir: string): Promise<string[]> {
     return [...this.live].filter((p) => dirname(p) === dir).map((p) => p.slice(dir.length + 1));
   }
+  /** Namespaces a process is pretended to live in. */
+  busy = new Set<string>();
+  async inUse(path: string): Promise<boolean> {
+    return this.busy.has(path);
+  }
 }
 
 /**

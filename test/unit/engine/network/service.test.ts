@@ -209,6 +209,14 @@ describe('network service', () => {
     const files = await readdir(ipam);
     assert.deepEqual(files, [kept.ipAddress]);
     assert.equal((await readFile(join(ipam, kept.ipAddress), 'utf8')).split('\r\n')[0], kept.sandboxId);
+    // a sandbox nobody recorded but with processes in it (a container the engine could not load)
+    const inhabited = await second.service.attachBridge({}).endpoint;
+    const third = await make('sweep', { cni, netns });
+    third.service.restore(kept);
+    netns.busy.add(inhabited.sandboxKey);
+    await third.service.sweep();
+    assert.ok(netns.live.has(inhabited.sandboxKey));
+    assert.deepEqual((await readdir(ipam)).sort(), [kept.ipAddress, inhabited.ipAddress].sort());
   });
 
   it('keeps network IDs and the block across restarts (networks.json)', async () => {
