@@ -69,10 +69,22 @@ export class ContainerStore {
     const out: Array<{ record: ContainerRecord; hostConfig: HostConfig }> = [];
     for (const id of entries) {
       if (!/^[a-f0-9]{64}$/.test(id)) continue;
+      let text: string;
       try {
-        const record = JSON.parse(
-          await readFile(join(this.dir(id), 'config.v2.json'), 'utf8'),
-        ) as ContainerRecord;
+        text = await readFile(join(this.dir(id), 'config.v2.json'), 'utf8');
+      } catch (err) {
+        if (errnoCode(err) !== 'ENOENT') {
+          this.log.warn('skipping unreadable container metadata', { id, error: String(err) });
+          continue;
+        }
+        // a create cut short before its record was in place (temp files at most): nothing refers
+        // to it, and nothing of it is kept
+        this.log.info('removing what a create cut short left', { id });
+        await rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+        continue;
+      }
+      try {
+        const record = JSON.parse(text) as ContainerRecord;
         let hostConfig: HostConfig = {};
         try {
           hostConfig = JSON.parse(
@@ -80,6 +92,8 @@ export class ContainerStore {
           ) as HostConfig;
         } catch (err) {
           if (errnoCode(err) !== 'ENOENT') throw err;
+          // never written so (the record is renamed into place after it): someone removed it
+          this.log.warn('container has no hostconfig.json: loaded with default settings', { id });
         }
         out.push({ record, hostConfig });
       } catch (err) {
