@@ -111,8 +111,10 @@ describe('container logs (json-file, docker CLI)', () => {
       const line = lines.find((l) => l.endsWith(` ${text}`)) ?? '';
       return Date.parse(line.split(' ')[0] ?? '');
     };
-    assert.ok(at('xz') >= at('y'), lines.join('\n'));
-    assert.ok(at('xz') - at('y') < 500, lines.join('\n'));
+    // stdout and stderr are separate pipes, so which of y and z is read
+    // first is a race; what matters is that xz is stamped about a second
+    // after its first byte, next to y, not when x arrived.
+    assert.ok(Math.abs(at('xz') - at('y')) < 500, lines.join('\n'));
     await ok('rm', 'stamps');
   });
 
