@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { appendFile, mkdtemp, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { LogFileSet } from '../../../../src/engine/runtime/logs/files.js';
 import {
   compressLog,
@@ -21,7 +19,6 @@ import {
 } from '../../../../src/engine/runtime/logs/index.js';
 import { findTail } from '../../../../src/engine/runtime/logs/tail.js';
 
-const execFileP = promisify(execFile);
 let dir: string;
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'berth-logs-'));
@@ -161,53 +158,39 @@ describe('readLogs (json-file)', () => {
   });
 
   it('tails a large file reading only its end', async () => {
+    // 64 GiB of hole before the last entries: reading from the start would
+    // never finish within the test's time, reading backwards from the end
+    // finds the ten lines in the last block.
     const p = join(dir, 'big.log');
     const line = entry(0, 'stdout', `${'x'.repeat(200)}\n`);
     const handle = await open(p, 'w');
-    const block = line.repeat(5000);
-    for (let i = 0; i < 64; i++) await handle.write(block);
-    await handle.write(entry(9, 'stdout', 'last\n'));
+    await handle.write(line.repeat(20), 64 * 2 ** 30);
+    await handle.write(entry(9, 'stdout', 'last\n'), 64 * 2 ** 30 + line.length * 20);
     await handle.close();
-    const t0 = performance.now();
     const ms = await all(p, { tail: 10 });
-    const took = performance.now() - t0;
     assert.equal(ms.length, 10);
     assert.equal(ms[9]!.line.toString(), 'last\n');
-    assert.ok(took < 200, `tail of a ${64 * block.length} byte log took ${took} ms`);
+    assert.equal(ms[0]!.line.toString(), `${'x'.repeat(200)}\n`);
+    await rm(p);
   });
 
-  it('reads 64 MiB of log at more than 150 MiB/s', async () => {
-    // Measured in a child process: inside a test, node:test's async context tracking slows every
-    // promise several times over, which is not what the engine sees.
-    const p = join(dir, 'perf.log');
+  it('reads a large log whole: every entry, every byte', async () => {
+    // Throughput is measured by bench/engine (logs read), not here.
+    const p = join(dir, 'large.log');
     const line = entry(0, 'stdout', `${'y'.repeat(120)}\n`, 123456789);
     const block = line.repeat(Math.ceil((1 << 20) / line.length));
     const handle = await open(p, 'w');
-    for (let i = 0; i < 64; i++) await handle.write(block);
+    for (let i = 0; i < 8; i++) await handle.write(block);
     await handle.close();
-    const bytes = 64 * block.length;
-    const module = join(import.meta.dirname, '../../../../src/engine/runtime/logs/index.ts');
-    const script = `
-      const { readLogs } = await import(${JSON.stringify(module)});
-      let best = 0, n = 0, size = 0;
-      for (let round = 0; round < 3; round++) {
-        n = 0; size = 0;
-        const t0 = performance.now();
-        for await (const m of readLogs(${JSON.stringify(p)}, { stdout: true, stderr: true })) { n++; size += m.line.length; }
-        best = Math.max(best, ${bytes} / 1048576 / ((performance.now() - t0) / 1000));
-      }
-      console.log(JSON.stringify({ n, size, rate: best }));`;
-    const { stdout } = await execFileP(process.execPath, [
-      '--import',
-      'tsx',
-      '--input-type=module',
-      '-e',
-      script,
-    ]);
-    const { n, size, rate } = JSON.parse(stdout) as { n: number; size: number; rate: number };
-    assert.equal(n, 64 * (block.length / line.length));
+    let n = 0;
+    let size = 0;
+    for await (const m of readLogs(p, { stdout: true, stderr: true })) {
+      n++;
+      size += m.line.length;
+    }
+    assert.equal(n, 8 * (block.length / line.length));
     assert.equal(size, n * 121);
-    assert.ok(rate > 150, `read at ${rate.toFixed(0)} MiB/s`);
+    await rm(p);
   });
 
   it('follows appends and a rotation (the old file read to its end first), stops after draining', async () => {
