@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { lstat, mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { conflict, errnoCode, invalidParameter, notFound } from '../../common/errors.js';
+import { conflict, invalidParameter, notFound } from '../../common/errors.js';
+import { diskUsage } from '../../common/fs/disk-usage.js';
 import type { Logger } from '../../common/log.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
@@ -442,32 +443,4 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     for (const t of below) await this.opts.ops.unmount(t);
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/** Bytes of regular files and symlinks below `dir`, each inode counted once (du --apparent-size). */
-export async function diskUsage(dir: string): Promise<number> {
-  const seen = new Set<number>();
-  let total = 0;
-  const stack = [dir];
-  while (stack.length) {
-    const cur = stack.pop() as string;
-    let names: string[];
-    try {
-      names = await readdir(cur);
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') continue;
-      throw err;
-    }
-    for (const name of names) {
-      const p = join(cur, name);
-      const st = await lstat(p).catch(() => undefined);
-      if (!st) continue;
-      if (st.isDirectory()) stack.push(p);
-      else if (!seen.has(st.ino)) {
-        seen.add(st.ino);
-        if (st.isFile() || st.isSymbolicLink()) total += st.size;
-      }
-    }
-  }
-  return total;
 }

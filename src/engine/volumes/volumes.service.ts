@@ -1,4 +1,4 @@
-import { lstat, mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   BerthError,
@@ -11,6 +11,7 @@ import {
   systemError,
 } from '../../common/errors.js';
 import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import { diskUsage } from '../../common/fs/disk-usage.js';
 import type { Logger } from '../../common/log.js';
 import { Mutex } from '../containers/container.js';
 import type { EventsService } from '../events/events.service.js';
@@ -54,26 +55,6 @@ function stringMap(value: unknown, what: string): Record<string, string> {
     out[k] = v;
   }
   return out;
-}
-
-/** Bytes used by a directory tree (regular files and links), never following links or mounts. */
-async function treeSize(dir: string, depth = 0): Promise<number> {
-  if (depth > 256) return 0;
-  let total = 0;
-  let entries: string[];
-  try {
-    entries = await readdir(dir);
-  } catch {
-    return 0;
-  }
-  for (const e of entries) {
-    const p = join(dir, e);
-    const st = await lstat(p).catch(() => undefined);
-    if (!st) continue;
-    if (st.isDirectory()) total += await treeSize(p, depth + 1);
-    else total += st.size;
-  }
-  return total;
 }
 
 /**
@@ -227,7 +208,7 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
     if ((await ops.mountsUnder(dataOf(name))).length > 0) await ops.unmount(dataOf(name));
     const left = await ops.mountsUnder(dir);
     if (left.length > 0) throw conflict(`remove ${name}: volume is still mounted at ${left.join(', ')}`);
-    const size = await treeSize(dataOf(name));
+    const size = await diskUsage(dataOf(name)).catch(() => 0);
     // A name can be NAME_MAX long: only its start goes into the temporary name.
     const doomed = join(root, `.removing-${name.slice(0, 200)}-${Date.now()}`);
     await rename(dir, doomed);

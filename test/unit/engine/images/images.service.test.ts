@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { diskUsage } from '../../../../src/common/fs/disk-usage.js';
 import { Logger } from '../../../../src/common/log.js';
 import type { EngineEvent } from '../../../../src/engine/events/events.service.js';
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import { createImageService, type ImageService } from '../../../../src/engine/images/images.service.js';
 import { buildBusyboxRootfs, seedBusybox } from '../../../../src/engine/images/seed.js';
-import { diskUsage } from '../../../../src/engine/storage/overlay.snapshotter.js';
 import { makeTar } from '../storage/tar.helper.js';
 
 const log = new Logger('error');
