@@ -7,6 +7,7 @@ import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
+import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
@@ -19,6 +20,7 @@ import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
+import { DiskUsage } from './system/disk-usage.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
 
@@ -192,6 +194,7 @@ export async function startEngine(
     log,
   });
   registerContainerRoutes(router, containers);
+  registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

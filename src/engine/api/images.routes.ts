@@ -26,7 +26,7 @@ function orNull(list: string[], version: string): string[] | null {
 export function shapeImageSummary(item: ImageListItem, version: string): Record<string, unknown> {
   const r = item.record;
   const out: Record<string, unknown> = {
-    Containers: -1,
+    Containers: item.containers ?? -1,
     Created: unixSeconds(r.created),
     Id: r.id,
     Labels: r.config.config?.Labels ?? null,

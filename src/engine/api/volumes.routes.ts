@@ -4,7 +4,12 @@ import { sortedMap } from '../../common/sorted-map.js';
 import { readBody } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendEmpty, sendJson } from '../../http/server.js';
-import type { CreateVolumeRequest, VolumeInfo, VolumeService } from '../volumes/volumes.types.js';
+import type {
+  CreateVolumeRequest,
+  VolumeInfo,
+  VolumeService,
+  VolumeUsage,
+} from '../volumes/volumes.types.js';
 import { type ApiRouter, atLeast } from './context.js';
 import { gates } from './versions.js';
 
@@ -12,8 +17,8 @@ import { gates } from './versions.js';
  * A volume as dockerd 20.10 answers it at every API version: keys in its order, `Labels` and
  * `Options` with sorted keys (Go maps), empty maps as null.
  */
-export function shapeVolume(v: VolumeInfo): Record<string, unknown> {
-  return {
+export function shapeVolume(v: VolumeInfo | VolumeUsage): Record<string, unknown> {
+  const out: Record<string, unknown> = {
     CreatedAt: v.CreatedAt,
     Driver: v.Driver,
     Labels: Object.keys(v.Labels).length ? sortedMap(v.Labels) : null,
@@ -22,6 +27,8 @@ export function shapeVolume(v: VolumeInfo): Record<string, unknown> {
     Options: Object.keys(v.Options).length ? sortedMap(v.Options) : null,
     Scope: v.Scope,
   };
+  if ('UsageData' in v) out.UsageData = { RefCount: v.UsageData.RefCount, Size: v.UsageData.Size };
+  return out;
 }
 
 /** Go's word for a JSON value's kind in its unmarshal errors. */

@@ -66,6 +66,8 @@ export interface ImageService extends ImageResolver {
    */
   commit(opts: CommitOptions): Promise<string>;
   listImages(opts?: ImageListOptions): Promise<ImageListItem[]>;
+  /** The unpacked size of every layer some image uses, each once (GET /system/df). */
+  layersSize(): Promise<number>;
   inspect(name: string): Promise<ImageDetails>;
   history(name: string): Promise<ImageHistoryItem[]>;
   /** Tag `name` as `repo[:tag]` (tag defaults to latest). */
@@ -639,7 +641,18 @@ class LocalImageService implements ImageService {
     }
     out.sort((a, b) => (Date.parse(b.record.created) || 0) - (Date.parse(a.record.created) || 0));
     if (opts.sharedSize) await this.addSharedSizes(out);
+    if (opts.containers)
+      for (const item of out) item.containers = this.users.containersUsing(item.record.id).length;
     return out;
+  }
+
+  /** dockerd's LayersSize: the unpacked size of every layer some image is built on, each once. */
+  async layersSize(): Promise<number> {
+    const used = new Set<string>();
+    for (const img of this.images.values()) for (const chainId of img.chain) used.add(chainId);
+    let total = 0;
+    for (const l of await this.overlay.listLayers()) if (used.has(l.chainId)) total += l.size;
+    return total;
   }
 
   /** dockerd's SharedSize: the sizes of an image's layers that more than one image has. */

@@ -62,12 +62,16 @@ export interface ImageListItem {
   repoDigests: string[];
   /** With `sharedSize`: the size of this image's layers that other images use too. */
   sharedSize?: number;
+  /** With `containers`: how many containers use this image. */
+  containers?: number;
 }
 
 export interface ImageListOptions {
   all?: boolean;
   /** Work out each row's shared size (API 1.42 `shared-size`). */
   sharedSize?: boolean;
+  /** Count the containers using each image (GET /system/df). */
+  containers?: boolean;
   /** dangling, label, before, since, reference. */
   filters?: Map<string, string[]>;
 }

@@ -243,6 +243,18 @@ export async function createVolumeService(opts: VolumeServiceOptions): Promise<V
       return { Volumes: filterVolumes(all, filters, (n) => refs.count(n) > 0), Warnings: null };
     },
 
+    async usage() {
+      const local = [...volumes.values()]
+        .filter((v) => Object.keys(v.Options).length === 0)
+        .sort((a, b) => a.Name.localeCompare(b.Name));
+      return Promise.all(
+        local.map(async (v) => ({
+          ...info(v),
+          UsageData: { Size: await diskUsage(dataOf(v.Name)), RefCount: refs.count(v.Name) },
+        })),
+      );
+    },
+
     async inspect(name) {
       return info(getRecord(name));
     },

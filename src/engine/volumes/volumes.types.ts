@@ -16,6 +16,12 @@ export interface VolumeInfo extends VolumeRecord {
   Scope: 'local';
 }
 
+/** A volume with the space it takes (GET /system/df). */
+export interface VolumeUsage extends VolumeInfo {
+  /** Bytes under `_data` (each inode once); `RefCount`: containers referencing it. */
+  UsageData: { Size: number; RefCount: number };
+}
+
 export interface CreateVolumeRequest {
   /** Generated (64 hex, anonymous label) when omitted or empty. */
   Name?: string;
@@ -61,6 +67,12 @@ export interface VolumeService {
     filters: Map<string, string[]>,
     opts: { allNamed: boolean; allFilter?: boolean },
   ): Promise<VolumePruneReport>;
+
+  /**
+   * Volumes without driver options (what dockerd sizes: others are a device's), each with its
+   * size and reference count, sorted by name.
+   */
+  usage(): Promise<VolumeUsage[]>;
 
   /** Whether a volume carries the anonymous label. */
   isAnonymous(name: string): boolean;
