@@ -170,13 +170,14 @@ export async function writeContainerFiles(paths: {
         }),
     readHostResolvConf(paths.hostNetwork),
   ]);
-  // three independent files: written (each atomically) at the same time
+  // three independent files (an empty path: not this one): written, each atomically, at once
   await Promise.all([
     writeFileAtomic(paths.hostnamePath, `${hostname}\n`),
-    writeFileAtomic(paths.hostsPath, hosts),
-    writeFileAtomic(
-      paths.resolvConfPath,
-      resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
-    ),
+    paths.hostsPath && writeFileAtomic(paths.hostsPath, hosts),
+    paths.resolvConfPath &&
+      writeFileAtomic(
+        paths.resolvConfPath,
+        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
+      ),
   ]);
 }

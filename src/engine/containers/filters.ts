@@ -144,7 +144,7 @@ export function filterContainers(
     const nets = f.get('network');
     if (nets) {
       // dockerd: the network's name, or a prefix of its ID
-      const name = networkName(c.hostConfig);
+      const name = c.record.Config.NetworkDisabled ? undefined : networkName(c.hostConfig);
       const id = name ? (helpers.networkId?.(name) ?? '') : '';
       if (!name || !nets.some((v) => v === name || (id !== '' && v !== '' && id.startsWith(v)))) continue;
     }

@@ -15,16 +15,19 @@ import { type LinkRecord, linkEnv, linkHostNames, linkName, parseLink } from './
 
 /**
  * `bridge`: a sandbox on the default bridge; `none`/`host`: dockerd's predefined networks;
- * `container`: another container's namespace; `private`: no network layer (loopback only).
+ * `container`: another container's namespace; `private`: no network layer (loopback only), for
+ * an engine without networking and for a container with `NetworkDisabled` (whatever its mode, as
+ * dockerd: no network, no /etc/hosts or /etc/resolv.conf of the engine's).
  */
 export type NetworkKind = 'bridge' | 'none' | 'host' | 'container' | 'private';
 
 export function networkKind(ix: Internals, c: Container): NetworkKind {
+  if (c.record.Config.NetworkDisabled) return 'private';
   const nm = c.hostConfig.NetworkMode || 'default';
   if (nm.startsWith('container:')) return 'container';
   if (!ix.network) return nm === 'host' ? 'host' : 'private';
   if (nm === 'host') return 'host';
-  if (nm === 'none' || c.record.Config.NetworkDisabled) return 'none';
+  if (nm === 'none') return 'none';
   return ix.network.bridge ? 'bridge' : 'none';
 }
 

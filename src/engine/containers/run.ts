@@ -114,7 +114,12 @@ export async function prepareStart(
   let hostsPath = join(dir, 'hosts');
   let hostnamePath = join(dir, 'hostname');
   let resolvConfPath = join(dir, 'resolv.conf');
-  if (nm === 'host') netns = 'host';
+  const disabled = rec.Config.NetworkDisabled === true;
+  if (disabled) {
+    // dockerd: a namespace of its own with loopback only, only /etc/hostname of the engine's
+    hostsPath = '';
+    resolvConfPath = '';
+  } else if (nm === 'host') netns = 'host';
   else if (nm.startsWith('container:')) {
     const ref = nm.slice('container:'.length);
     netns = nsPathOf(ix, ref, 'net', 'network');
@@ -129,7 +134,7 @@ export async function prepareStart(
   // the default bridge: links checked, the namespace and its CNI plumbing under way
   const net = beginStartNetwork(ix, c);
   if (net.netns) netns = net.netns;
-  if (!nm.startsWith('container:')) {
+  if (disabled || !nm.startsWith('container:')) {
     await writeContainerFiles({
       hostsPath,
       hostnamePath,
@@ -137,7 +142,7 @@ export async function prepareStart(
       hostname: rec.Config.Hostname ?? c.id.slice(0, 12),
       domainname: rec.Config.Domainname,
       hostConfig: hc,
-      hostNetwork: nm === 'host',
+      hostNetwork: nm === 'host' && !disabled,
       links: net.linkHosts,
       hostGateway: ix.network?.bridge?.gateway,
     });
@@ -166,7 +171,8 @@ export async function prepareStart(
     id: c.id,
     rootfs,
     config,
-    hostConfig: hc,
+    // NetworkDisabled: a new network namespace whatever the mode says
+    hostConfig: disabled ? { ...hc, NetworkMode: 'none' } : hc,
     hostsPath,
     hostnamePath,
     resolvConfPath,

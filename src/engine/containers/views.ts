@@ -51,6 +51,8 @@ export function listState(rec: ContainerRecord): ContainerStatus {
 
 /** The network the container's NetworkMode names, as the Networks map keys it. */
 export function networkName(hc: HostConfig, rec?: ContainerRecord): string | undefined {
+  // NetworkDisabled: on no network at all (dockerd's Networks is empty)
+  if (rec?.Config.NetworkDisabled) return undefined;
   // the network its sandbox is on (`none` for the default mode of an engine without a bridge)
   if (rec?.Sandbox && !hc.NetworkMode?.startsWith('container:')) return rec.Sandbox.Network;
   const nm = hc.NetworkMode || 'default';
@@ -104,7 +106,8 @@ function portsView(src: ViewSource): Record<string, PortBinding[] | null> {
   const out: Record<string, PortBinding[] | null> = {};
   if (!src.record.State.Running) return out;
   const nm = src.hostConfig.NetworkMode ?? '';
-  if (nm === 'host' || nm === 'none' || nm.startsWith('container:')) return out;
+  if (nm === 'host' || nm === 'none' || nm.startsWith('container:') || src.record.Config.NetworkDisabled)
+    return out;
   for (const port of Object.keys(src.record.Config.ExposedPorts ?? {})) out[port] = null;
   for (const port of Object.keys(src.hostConfig.PortBindings ?? {})) out[port] = null;
   return out;

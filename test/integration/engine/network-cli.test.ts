@@ -3,6 +3,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -517,6 +518,56 @@ describe('default bridge network (docker CLI)', () => {
     assert.match(nr.Networks.none?.EndpointID ?? '', /^[0-9a-f]{64}$/);
     assert.equal(nr.IPAddress, '');
     await engine.dockerOk(['rm', '-f', 'owner', 'nonerun']);
+  });
+
+  it('NetworkDisabled: loopback only whatever the mode, on no network, no hosts or resolv.conf of the engine (as dockerd)', async () => {
+    const since = Math.floor(Date.now() / 1000);
+    const ids: string[] = [];
+    for (const mode of ['default', 'host', 'none']) {
+      const created = await engine.request('POST', '/v1.41/containers/create', {
+        body: {
+          Image: 'busybox',
+          Cmd: ['sh', '-c', 'ip -o link; cat /etc/hosts /etc/resolv.conf /etc/hostname'],
+          NetworkDisabled: true,
+          HostConfig: { NetworkMode: mode },
+        },
+      });
+      assert.equal(created.status, 201, created.text());
+      const id = created.json<{ Id: string }>().Id;
+      ids.push(id);
+      assert.deepEqual((await inspect(id)).NetworkSettings.Networks, {}, mode);
+      await engine.dockerOk(['start', '-a', id]);
+      const out = await engine.dockerOk(['logs', id]);
+      const links = out.split('\n').filter((l) => /^\d+: /.test(l));
+      assert.deepEqual(
+        links.map((l) => l.split(':')[1]?.trim()),
+        ['lo'],
+        `${mode}: ${out}`,
+      );
+      // the image's own (empty) /etc/hosts and /etc/resolv.conf; the engine's /etc/hostname (the
+      // host's name in host mode, as dockerd)
+      assert.doesNotMatch(out, /localhost|nameserver/, mode);
+      assert.match(out, new RegExp(`^${mode === 'host' ? hostname() : id.slice(0, 12)}$`, 'm'), mode);
+      const after = await inspect(id);
+      assert.deepEqual(after.NetworkSettings.Networks, {});
+      assert.equal(after.HostsPath, '');
+      const listed = await engine.dockerOk(['ps', '-aq', '--no-trunc', '--filter', 'network=bridge']);
+      assert.ok(!listed.includes(id), mode);
+      await engine.dockerOk(['rm', id]);
+    }
+    // no network connect/disconnect for them
+    const events = await engine.dockerOk([
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(Math.floor(Date.now() / 1000) + 1),
+      '--filter',
+      'type=network',
+      '--format',
+      '{{.Actor.Attributes.container}}',
+    ]);
+    for (const id of ids) assert.ok(!events.includes(id), events);
   });
 });
 
