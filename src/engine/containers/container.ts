@@ -44,6 +44,8 @@ export class Container {
   rootfsMounted = false;
   /** Its volumes are mounted (between start and exit): unmount them once. */
   volumesMounted = false;
+  /** Their `mount` events went out (after `network connect`): their unmounts are announced too. */
+  volumeMountsAnnounced = false;
   /** A removal is under way (a second one answers 400). */
   removing = false;
   /** Set once removal deleted the files: nothing may be saved for it any more. */

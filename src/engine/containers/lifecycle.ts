@@ -18,7 +18,7 @@ import { mountRootfs, prepareStart, type SpecBuilder, startFailure, unmountRootf
 import { parseSignal, SIGKILL, SIGTERM } from './signals.js';
 import type { WaitCondition, WaitResult } from './types.js';
 import { parseTimestampMs } from './units.js';
-import { forgetVolumes } from './volumes.js';
+import { announceVolumeMounts, forgetVolumes } from './volumes.js';
 
 /** Functions the lifecycle needs from the runtime package (injected so tests can fake them). */
 export interface RuntimeHelpers {
@@ -116,6 +116,8 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
             ...opts,
             beforeStart: async () => {
               await finishStartNetwork(ix, c);
+              // dockerd's order: network connect, volume mount, start
+              announceVolumeMounts(ix, c);
               connectStdio(c, await ix.runtime.attach(c.id));
             },
           });
@@ -175,12 +177,13 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       await ix.runtime
         .delete(c.id)
         .catch((err) => ix.log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));
+      if (status.oomKilled) emit(ix, c, 'oom');
+      // dockerd's order: die, network disconnect, then the cleanup (volume unmount)
+      emit(ix, c, 'die', { exitCode: String(status.exitCode) });
+      releaseEndpoint(ix, c, endpoint);
       await unmountRootfs(ix, c).catch((err) =>
         ix.log.warn('unmount failed', { id: c.id, error: errorMessage(err) }),
       );
-      if (status.oomKilled) emit(ix, c, 'oom');
-      emit(ix, c, 'die', { exitCode: String(status.exitCode) });
-      releaseEndpoint(ix, c, endpoint);
       const decision = ix.closing
         ? { restart: false, delayMs: 0 }
         : c.restart.shouldRestart(status.exitCode, {

@@ -3,7 +3,7 @@ import { isAbsolute, join, posix } from 'node:path';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { errorMessage, invalidParameter } from '../../common/errors.js';
 import type { SpecMount } from '../runtime/runtime.types.js';
-import type { VolumeService } from '../volumes/volumes.types.js';
+import type { VolumeMountUse, VolumeService } from '../volumes/volumes.types.js';
 import { type Container, type Internals, resolveForCreate } from './container.js';
 import { parseBind } from './mounts.validate.js';
 
@@ -292,25 +292,26 @@ export async function scopedPath(root: string, path: string): Promise<string> {
   return join(root, ...done);
 }
 
+function useOf(c: Container, m: MountPoint): VolumeMountUse {
+  return { container: c.id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation };
+}
+
 /**
- * Mount a starting container's volumes (emitting `mount`), copy image content into new empty
- * volumes, and answer the runtime mounts for them and for VolumesFrom binds.
+ * Mount a starting container's volumes (quietly: `announceVolumeMounts` tells of them at dockerd's
+ * point of the start), copy image content into new empty volumes, and answer the runtime mounts
+ * for them and for VolumesFrom binds.
  */
 export async function volumeSpecMounts(ix: Internals, c: Container, rootfs: string): Promise<SpecMount[]> {
   const points = c.record.MountPoints ?? [];
   if (points.length === 0) return [];
   const out: SpecMount[] = [];
   c.volumesMounted = true;
+  c.volumeMountsAnnounced = false;
   for (const m of points) {
     let source = m.Source;
     if (m.Type === 'volume') {
       const vs = need(ix);
-      source = await vs.mount(m.Name ?? '', {
-        container: c.id,
-        destination: m.Destination,
-        readWrite: m.RW,
-        propagation: m.Propagation,
-      });
+      source = await vs.mount(m.Name ?? '', useOf(c, m), { quiet: true });
       if (m.CopyData) {
         await vs.populate(m.Name ?? '', await scopedPath(rootfs, m.Destination));
         m.CopyData = false;
@@ -323,15 +324,29 @@ export async function volumeSpecMounts(ix: Internals, c: Container, rootfs: stri
   return out;
 }
 
-/** The container stopped (or never started): unmount its volumes, emitting `unmount`. */
+/** The start goes on past `network connect`: the `mount` events, in dockerd's order. */
+export function announceVolumeMounts(ix: Internals, c: Container): void {
+  if (!c.volumesMounted || c.volumeMountsAnnounced || !ix.volumes) return;
+  c.volumeMountsAnnounced = true;
+  for (const m of c.record.MountPoints ?? []) {
+    if (m.Type === 'volume') ix.volumes.announceMount(m.Name ?? '', useOf(c, m));
+  }
+}
+
+/**
+ * The container stopped (or never started): unmount its volumes, emitting `unmount` for those
+ * whose `mount` was announced.
+ */
 export async function releaseVolumeMounts(ix: Internals, c: Container): Promise<void> {
   if (!c.volumesMounted) return;
   c.volumesMounted = false;
+  const quiet = !c.volumeMountsAnnounced;
+  c.volumeMountsAnnounced = false;
   if (!ix.volumes) return;
   for (const m of c.record.MountPoints ?? []) {
     if (m.Type !== 'volume') continue;
     await ix.volumes
-      .unmount(m.Name ?? '', c.id)
+      .unmount(m.Name ?? '', c.id, { quiet })
       .catch((err) => ix.log.warn('volume unmount failed', { id: c.id, error: errorMessage(err) }));
   }
 }
@@ -363,12 +378,10 @@ export async function restoreVolumes(ix: Internals): Promise<void> {
       try {
         ix.volumes.reference(m.Name ?? '', c.id);
         if (c.state.Running) {
-          await ix.volumes.mount(
-            m.Name ?? '',
-            { container: c.id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation },
-            { quiet: true },
-          );
+          await ix.volumes.mount(m.Name ?? '', useOf(c, m), { quiet: true });
           c.volumesMounted = true;
+          // announced when it started (before this engine's restart): its unmount will be too
+          c.volumeMountsAnnounced = true;
         }
       } catch (err) {
         ix.log.warn('volume of a container is missing', {

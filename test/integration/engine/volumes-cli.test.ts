@@ -364,6 +364,46 @@ describe('volumes: docker CLI', () => {
     ]);
     assert.equal(mount.destination, '/e');
     assert.equal(mount['read/write'], 'true');
+
+    // among the container's own events, in dockerd 20.10's order
+    const all = (
+      await engine.dockerOk([
+        'events',
+        '--since',
+        String(since),
+        '--until',
+        String(until),
+        '--format',
+        '{{json .}}',
+      ])
+    )
+      .split('\n')
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            Type: string;
+            Action: string;
+            Actor: { ID: string; Attributes: Record<string, string> };
+          },
+      );
+    const cid = all.find((e) => e.Type === 'container' && e.Action === 'create')?.Actor.ID;
+    assert.ok(cid);
+    assert.deepEqual(
+      all
+        .filter((e) => e.Actor.ID === cid || e.Actor.Attributes.container === cid)
+        .map((e) => `${e.Type} ${e.Action}`),
+      [
+        'container create',
+        'container attach',
+        'network connect',
+        'volume mount',
+        'container start',
+        'container die',
+        'network disconnect',
+        'volume unmount',
+        'container destroy',
+      ],
+    );
   });
 
   it('keeps volumes, their data and their users across an engine restart and a kill -9', async () => {
