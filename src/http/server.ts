@@ -68,38 +68,80 @@ export function markHijacked(ex: Exchange): void {
 }
 
 /**
- * The raw connection of an exchange, taken away from node's HTTP server, returned paused: the
- * caller attaches its listeners, then resumes it. For an upgrade request that is the upgraded
- * socket. For a plain request it is the request's socket, taken as node does it for upgrades:
- * detached from the response, without the server's listeners (so a half-close does not end it and
- * bytes after the headers are not parsed as a next request) and with the parser unconsumed.
- * dockerd hijacks attach connections with or without `Upgrade`, and clients send stdin on both.
+ * The raw connection of an exchange, taken away from node's HTTP server, returned paused and
+ * positioned after the request: the caller attaches its listeners, then resumes it. For an upgrade
+ * request that is the upgraded socket, with the bytes node read past the headers put back. For a
+ * plain request it is the request's socket, taken as node does it for upgrades: detached from the
+ * response, without the server's listeners (so a half-close does not end it and bytes after the
+ * headers are not parsed as a next request) and with the parser unconsumed. dockerd hijacks
+ * attach connections with or without `Upgrade`, and clients send stdin on both.
+ *
+ * A request body (`Content-Length`; some clients send their options as JSON, dockerode on
+ * attach, the docker CLI on exec start) belongs to the request, not to the stream: it is read
+ * and dropped first, as dockerd never lets it reach the container.
  */
-export function takeOverConnection(ex: Exchange): Duplex {
+export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
   markHijacked(ex);
+  const declared = Number(ex.req.headers['content-length'] ?? 0);
+  let bodyLeft = Number.isSafeInteger(declared) && declared > 0 ? declared : 0;
+  let socket: Duplex;
+  let head: Buffer = Buffer.alloc(0);
   if (ex.upgrade) {
-    ex.upgrade.socket.pause();
-    // the handler adds its own; until then a client gone (EPIPE, ECONNRESET) must not be uncaught
-    ex.upgrade.socket.on('error', () => undefined);
-    return ex.upgrade.socket;
+    socket = ex.upgrade.socket;
+    socket.pause();
+    head = ex.upgrade.head;
+  } else {
+    const plain = ex.req.socket;
+    socket = plain;
+    plain.pause();
+    ex.res.detachSocket(plain);
+    for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout'])
+      plain.removeAllListeners(event);
+    plain.setTimeout(0);
+    // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
+    const unconsume = (): void => undefined;
+    socket.on('data', unconsume);
+    socket.off('data', unconsume);
+    (socket as unknown as { parser: unknown }).parser = null;
+    // The parser read on the socket's behalf; reset the stream's read state as node's own
+    // upgrade path does, so that resuming starts reading from the handle again.
+    const state = (socket as unknown as { _readableState: { reading: boolean } })._readableState;
+    state.reading = false;
+    // the part of the body the parser already took is in the request
+    bodyLeft = ex.req.complete ? 0 : Math.max(0, bodyLeft - ex.req.readableLength);
   }
-  const socket = ex.req.socket;
-  socket.pause();
-  ex.res.detachSocket(socket);
-  for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout']) socket.removeAllListeners(event);
   // the handler adds its own; until then a client gone (EPIPE, ECONNRESET) must not be uncaught
   socket.on('error', () => undefined);
-  socket.setTimeout(0);
-  // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
-  const unconsume = (): void => undefined;
-  socket.on('data', unconsume);
-  socket.off('data', unconsume);
-  (socket as unknown as { parser: unknown }).parser = null;
-  // The parser read on the socket's behalf; reset the stream's read state as node's own upgrade
-  // path does, so that resuming starts reading from the handle again.
-  const state = (socket as unknown as { _readableState: { reading: boolean } })._readableState;
-  state.reading = false;
+  const dropped = Math.min(bodyLeft, head.length);
+  head = head.subarray(dropped);
+  await skipBytes(socket, bodyLeft - dropped);
+  if (head.length) socket.unshift(head);
   return socket;
+}
+
+/** Read and drop `n` bytes of a paused stream (fewer if it ends first); it stays paused. */
+async function skipBytes(stream: Duplex, n: number): Promise<void> {
+  let left = n;
+  while (left > 0 && !stream.destroyed && !stream.readableEnded) {
+    const chunk = stream.read() as Buffer | null;
+    if (chunk === null) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          stream.off('readable', done);
+          stream.off('close', done);
+          stream.off('end', done);
+          resolve();
+        };
+        stream.on('readable', done);
+        stream.on('close', done);
+        stream.on('end', done);
+      });
+      continue;
+    }
+    if (chunk.length > left) stream.unshift(chunk.subarray(left));
+    left -= Math.min(left, chunk.length);
+  }
+  stream.pause();
 }
 
 /** Send a JSON body with the right headers. */

@@ -231,8 +231,7 @@ function stopSignal(ctx: ApiContext): string | undefined {
   return ctx.query.get('signal') || undefined;
 }
 
-function pipeSession(socket: Duplex, session: AttachSession, head?: Buffer): void {
-  if (head?.length) session.write(head);
+function pipeSession(socket: Duplex, session: AttachSession): void {
   socket.on('data', (d: Buffer) => session.write(d));
   socket.on('end', () => session.endInput());
   socket.on('close', () => session.close());
@@ -440,10 +439,10 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       detachKeys: ctx.query.get('detachKeys') || undefined,
     };
     const { tty, begin } = await containers.attach(ctx.params.name ?? '', opts);
-    const socket = ctx.takeOver();
+    const socket = await ctx.takeOver();
     hijack(socket, ctx.upgrade !== undefined, {}, streamType(ctx, tty));
     const session = await begin(socketSink(socket, tty));
-    pipeSession(socket, session, ctx.upgrade?.head);
+    pipeSession(socket, session);
     socket.resume();
   });
 
@@ -468,7 +467,7 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       detachKeys: ctx.query.get('detachKeys') || undefined,
     };
     const { begin } = await containers.attach(ctx.params.name ?? '', opts);
-    const socket = ctx.takeOver();
+    const socket = await ctx.takeOver();
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptKey(key)}\r\n\r\n`,
     );
@@ -493,7 +492,6 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
         }
       }
     };
-    if (ctx.upgrade.head.length) onData(ctx.upgrade.head);
     socket.on('data', onData);
     socket.on('end', () => session.endInput());
     socket.on('close', () => session.close());

@@ -15,9 +15,10 @@ export interface ApiContext {
   version: string;
   /**
    * Take the raw connection over (attach, exec start): the upgraded socket, or a plain request's
-   * socket taken from the HTTP server. It comes paused: attach listeners, then resume it.
+   * socket taken from the HTTP server, positioned after the request (its body read and dropped,
+   * what came after it put back). It comes paused: attach listeners, then resume it.
    */
-  takeOver(): Duplex;
+  takeOver(): Promise<Duplex>;
 }
 
 export type ApiHandler = (ctx: ApiContext) => Promise<void> | void;

@@ -136,4 +136,55 @@ describe('attach without Upgrade (plain 200)', () => {
     assert.equal((await engine.request('GET', '/_ping')).status, 200, engine.log());
     assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}?force=1`)).status, 204);
   });
+
+  it('drops a request body (dockerode sends its options as JSON): stdin starts after it', async () => {
+    const body = JSON.stringify({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true });
+    const cases: Array<{ name: string; upgrade: boolean; writes: (head: string) => Array<string | number> }> =
+      [
+        // everything in one write: node hands the body over as the upgrade's first bytes
+        { name: 'upgrade, one write', upgrade: true, writes: (h) => [`${h}${body}one\n`] },
+        // the body split across writes, stdin right after its end
+        {
+          name: 'upgrade, split body',
+          upgrade: true,
+          writes: (h) => [`${h}${body.slice(0, 10)}`, 100, `${body.slice(10)}two\n`],
+        },
+        { name: 'plain, one write', upgrade: false, writes: (h) => [`${h}${body}`, 'answer', 'three\n'] },
+        // the engine takes the connection before the body came: it waits for it
+        { name: 'plain, late body', upgrade: false, writes: (h) => [h, 200, body, 'answer', 'four\n'] },
+      ];
+    for (const c of cases) {
+      const created = await engine.request('POST', '/v1.44/containers/create', {
+        body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true, AttachStdin: true },
+      });
+      const id = created.json<{ Id: string }>().Id;
+      assert.equal((await engine.request('POST', `/v1.44/containers/${id}/start`)).status, 204);
+      const socket = connect(engine.socket);
+      const received: Buffer[] = [];
+      const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      socket.on('data', (d: Buffer) => received.push(d));
+      const head =
+        `POST /v1.44/containers/${id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: engine\r\n` +
+        (c.upgrade ? 'Upgrade: tcp\r\nConnection: Upgrade\r\n' : '') +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+      for (const w of c.writes(head)) {
+        if (typeof w === 'number') await new Promise((r) => setTimeout(r, w));
+        else if (w === 'answer') {
+          for (let i = 0; i < 100 && !Buffer.concat(received).includes('\r\n\r\n'); i++) {
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        } else socket.write(w);
+      }
+      socket.end();
+      const timer = setTimeout(() => socket.destroy(), 20_000);
+      await closed;
+      clearTimeout(timer);
+      const all = Buffer.concat(received);
+      assert.match(all.toString('latin1'), c.upgrade ? /^HTTP\/1\.1 101 UPGRADED/ : /^HTTP\/1\.1 200 OK/);
+      const frames = new FrameDecoder().push(all.subarray(all.indexOf('\r\n\r\n') + 4));
+      const stdout = Buffer.concat(frames.filter((f) => f.stream === 1).map((f) => f.payload)).toString();
+      assert.match(stdout, /^(one|two|three|four)\n$/, `${c.name}: ${JSON.stringify(stdout)}`);
+      assert.equal((await engine.request('DELETE', `/v1.44/containers/${id}?force=1`)).status, 204);
+    }
+  });
 });
