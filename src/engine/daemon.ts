@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
+import { registerBuildRoutes } from './api/build.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
@@ -195,6 +196,7 @@ export async function startEngine(
   });
   registerContainerRoutes(router, containers);
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
+  registerBuildRoutes(router);
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

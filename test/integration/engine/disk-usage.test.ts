@@ -149,4 +149,37 @@ describe('disk usage: docker system df', () => {
     assert.equal(after.Images?.find((i) => i.Id === busyboxId)?.Containers, 0);
     assert.deepEqual(after.Volumes?.[0]?.UsageData, { RefCount: 0, Size: 100_000 });
   });
+
+  it('docker builder prune and docker system prune: no build cache to delete, parameters checked as dockerd', async () => {
+    assert.match(await engine.dockerOk(['builder', 'prune', '-f']), /Total reclaimed space: 0B/);
+    const stopped = await engine.dockerOk(['create', 'busybox', 'true']);
+    const pruned = await engine.dockerOk(['system', 'prune', '-f']);
+    assert.ok(pruned.includes(stopped), pruned);
+    const bad = await engine.request(
+      'POST',
+      `/v1.44/build/prune?filters=${encodeURIComponent('{"bogus":["x"]}')}`,
+    );
+    assert.equal(bad.status, 400);
+    assert.deepEqual(bad.json(), { message: "failed to prune build cache: Invalid filter 'bogus'" });
+    const until = await engine.request(
+      'POST',
+      `/v1.44/build/prune?filters=${encodeURIComponent('{"until":["x"]}')}`,
+    );
+    assert.equal(until.status, 400);
+    assert.equal(
+      until.json<{ message: string }>().message,
+      `failed to prune build cache: "until" filter expects a duration (e.g., '24h'): time: invalid duration "x"`,
+    );
+    const keep = await engine.request('POST', '/v1.44/build/prune?keep-storage=abc');
+    assert.equal(keep.status, 400);
+    assert.equal(
+      keep.json<{ message: string }>().message,
+      'keep-storage is in bytes and expects an integer, got abc: strconv.Atoi: parsing "abc": invalid syntax',
+    );
+    const ok = await engine.request(
+      'POST',
+      `/v1.44/build/prune?all=1&filters=${encodeURIComponent('{"until":["24h"]}')}`,
+    );
+    assert.deepEqual(ok.json(), { CachesDeleted: null, SpaceReclaimed: 0 });
+  });
 });
