@@ -1,19 +1,12 @@
-import type { Duplex, Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
-import { frame, hijack, STDERR, STDOUT } from '../../http/stream.js';
+import { hijack, STDERR, STDOUT } from '../../http/stream.js';
 import { decodeCreateJson } from '../containers/create.schema.js';
-import type {
-  AttachSession,
-  AttachSink,
-  ContainerService,
-  LogChunk,
-  NetworkingConfig,
-  WaitCondition,
-} from '../containers/types.js';
+import type { ContainerService, LogChunk, NetworkingConfig, WaitCondition } from '../containers/types.js';
 import {
   acceptKey,
   encodeFrame,
@@ -26,16 +19,10 @@ import {
 } from '../containers/websocket.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { parseTimestamp } from './events.routes.js';
+import { pipeSession, socketSink, streamType } from './hijack.js';
 import { gates } from './versions.js';
 
 /** Container endpoints: validate input, call the containers service, shape output per API version. */
-
-const RAW_STREAM = 'application/vnd.docker.raw-stream';
-const MUX_STREAM = 'application/vnd.docker.multiplexed-stream';
-
-function streamType(ctx: ApiContext, tty: boolean): string {
-  return !tty && atLeast(ctx, gates.multiplexedStreamType) ? MUX_STREAM : RAW_STREAM;
-}
 
 function bool(ctx: ApiContext, name: string, fallback = false): boolean {
   return parseBool(ctx.query.get(name), fallback);
@@ -229,25 +216,6 @@ function stopTimeout(ctx: ApiContext): number | undefined {
 function stopSignal(ctx: ApiContext): string | undefined {
   if (!atLeast(ctx, gates.stopSignalParam)) return undefined;
   return ctx.query.get('signal') || undefined;
-}
-
-function pipeSession(socket: Duplex, session: AttachSession): void {
-  socket.on('data', (d: Buffer) => session.write(d));
-  socket.on('end', () => session.endInput());
-  socket.on('close', () => session.close());
-  socket.on('error', () => session.close());
-}
-
-function socketSink(socket: Duplex, tty: boolean): AttachSink {
-  return {
-    output(stream, data) {
-      if (socket.destroyed || !socket.writable) return;
-      socket.write(tty ? data : frame(stream === 'stdout' ? STDOUT : STDERR, data));
-    },
-    end() {
-      if (!socket.destroyed) socket.end();
-    },
-  };
 }
 
 export function registerContainerRoutes(router: ApiRouter, containers: ContainerService): void {
