@@ -36,12 +36,15 @@ export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): 
  * given and is not application/json (dockerd's CheckForJSON; a body without one is taken).
  */
 export async function readJson(req: IncomingMessage, limit = 16 * 1024 * 1024): Promise<unknown> {
-  const body = await readBody(req, limit);
+  return parseJsonBody(await readBody(req, limit), req.headers['content-type']);
+}
+
+/** A JSON body already read (readJson's rules: empty is `undefined`, Content-Type checked). */
+export function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
   const text = body.toString('utf8').trim();
   if (text === '') return undefined;
-  const type = req.headers['content-type'];
-  if (type !== undefined && type.split(';')[0]?.trim().toLowerCase() !== 'application/json') {
-    throw invalidParameter(`Content-Type specified (${type}) must be 'application/json'`);
+  if (contentType !== undefined && contentType.split(';')[0]?.trim().toLowerCase() !== 'application/json') {
+    throw invalidParameter(`Content-Type specified (${contentType}) must be 'application/json'`);
   }
   try {
     return JSON.parse(text);
@@ -52,7 +55,11 @@ export async function readJson(req: IncomingMessage, limit = 16 * 1024 * 1024): 
 
 /** Read a JSON body that must be an object (or absent, giving {}). */
 export async function readJsonObject(req: IncomingMessage, limit?: number): Promise<Record<string, unknown>> {
-  const value = await readJson(req, limit);
+  return jsonObject(await readJson(req, limit));
+}
+
+/** A parsed JSON body that must be an object (or absent, giving {}). */
+export function jsonObject(value: unknown): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) {
     throw invalidParameter('invalid JSON body: expected an object');

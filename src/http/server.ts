@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { BerthError, invalidParameter } from '../common/errors.js';
 
 /**
  * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
@@ -67,6 +68,37 @@ export function markHijacked(ex: Exchange): void {
   if (ex.upgrade) ex.res.detachSocket(ex.upgrade.socket as never);
 }
 
+/** Exchanges whose request body has been read (by readUpgradeBody) or dropped already. */
+const bodyDone = new WeakSet<Exchange>();
+
+function declaredLength(req: IncomingMessage): number {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  return Number.isSafeInteger(declared) && declared > 0 ? declared : 0;
+}
+
+/**
+ * The body of an upgrade request (`Content-Length` bytes; docker exec start sends its options so):
+ * node hands such a request over right after its headers, so the body is in the bytes read past
+ * them and what follows on the socket. Read once; what comes after it stays for the stream.
+ */
+export async function readUpgradeBody(ex: Exchange, limit = 1024 * 1024): Promise<Buffer> {
+  const up = ex.upgrade;
+  if (!up || bodyDone.has(ex)) return Buffer.alloc(0);
+  bodyDone.add(ex);
+  const declared = declaredLength(ex.req);
+  if (declared > limit)
+    throw new BerthError('TooLarge', `request body of ${declared} bytes exceeds the limit of ${limit}`);
+  up.socket.pause();
+  const inHead = Math.min(declared, up.head.length);
+  const first = up.head.subarray(0, inHead);
+  up.head = up.head.subarray(inHead);
+  const rest = await readBytes(up.socket, declared - inHead, true);
+  if (first.length + rest.length < declared) {
+    throw invalidParameter('the client closed the connection before the request body was complete');
+  }
+  return Buffer.concat([first, rest]);
+}
+
 /**
  * The raw connection of an exchange, taken away from node's HTTP server, returned paused and
  * positioned after the request: the caller attaches its listeners, then resumes it. For an upgrade
@@ -76,20 +108,21 @@ export function markHijacked(ex: Exchange): void {
  * headers are not parsed as a next request) and with the parser unconsumed. dockerd hijacks
  * attach connections with or without `Upgrade`, and clients send stdin on both.
  *
- * A request body (`Content-Length`; some clients send their options as JSON, dockerode on
- * attach, the docker CLI on exec start) belongs to the request, not to the stream: it is read
- * and dropped first, as dockerd never lets it reach the container.
+ * A request body not read by the handler (`Content-Length`; dockerode sends its attach options as
+ * JSON) belongs to the request, not to the stream: it is read and dropped first, as dockerd never
+ * lets it reach the container.
  */
 export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
   markHijacked(ex);
-  const declared = Number(ex.req.headers['content-length'] ?? 0);
-  let bodyLeft = Number.isSafeInteger(declared) && declared > 0 ? declared : 0;
+  let bodyLeft = bodyDone.has(ex) ? 0 : declaredLength(ex.req);
+  bodyDone.add(ex);
   let socket: Duplex;
   let head: Buffer = Buffer.alloc(0);
   if (ex.upgrade) {
     socket = ex.upgrade.socket;
     socket.pause();
     head = ex.upgrade.head;
+    ex.upgrade.head = Buffer.alloc(0);
   } else {
     const plain = ex.req.socket;
     socket = plain;
@@ -100,12 +133,12 @@ export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
     plain.setTimeout(0);
     // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
     const unconsume = (): void => undefined;
-    socket.on('data', unconsume);
-    socket.off('data', unconsume);
-    (socket as unknown as { parser: unknown }).parser = null;
+    plain.on('data', unconsume);
+    plain.off('data', unconsume);
+    (plain as unknown as { parser: unknown }).parser = null;
     // The parser read on the socket's behalf; reset the stream's read state as node's own
     // upgrade path does, so that resuming starts reading from the handle again.
-    const state = (socket as unknown as { _readableState: { reading: boolean } })._readableState;
+    const state = (plain as unknown as { _readableState: { reading: boolean } })._readableState;
     state.reading = false;
     // the part of the body the parser already took is in the request
     bodyLeft = ex.req.complete ? 0 : Math.max(0, bodyLeft - ex.req.readableLength);
@@ -114,13 +147,17 @@ export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
   socket.on('error', () => undefined);
   const dropped = Math.min(bodyLeft, head.length);
   head = head.subarray(dropped);
-  await skipBytes(socket, bodyLeft - dropped);
+  await readBytes(socket, bodyLeft - dropped, false);
   if (head.length) socket.unshift(head);
   return socket;
 }
 
-/** Read and drop `n` bytes of a paused stream (fewer if it ends first); it stays paused. */
-async function skipBytes(stream: Duplex, n: number): Promise<void> {
+/**
+ * Read `n` bytes of a paused stream (fewer if it ends first), keeping them or dropping them; what
+ * was read past them goes back, and the stream stays paused.
+ */
+async function readBytes(stream: Duplex, n: number, keep: boolean): Promise<Buffer> {
+  const kept: Buffer[] = [];
   let left = n;
   while (left > 0 && !stream.destroyed && !stream.readableEnded) {
     const chunk = stream.read() as Buffer | null;
@@ -139,9 +176,11 @@ async function skipBytes(stream: Duplex, n: number): Promise<void> {
       continue;
     }
     if (chunk.length > left) stream.unshift(chunk.subarray(left));
+    if (keep) kept.push(chunk.subarray(0, left));
     left -= Math.min(left, chunk.length);
   }
   stream.pause();
+  return Buffer.concat(kept);
 }
 
 /** Send a JSON body with the right headers. */

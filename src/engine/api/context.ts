@@ -19,6 +19,11 @@ export interface ApiContext {
    * what came after it put back). It comes paused: attach listeners, then resume it.
    */
   takeOver(): Promise<Duplex>;
+  /**
+   * The request's JSON object body ({} when empty), for routes that may be upgraded (exec start):
+   * an upgrade request's body arrives on the socket, not in `req`.
+   */
+  readJsonObject(limit?: number): Promise<Record<string, unknown>>;
 }
 
 export type ApiHandler = (ctx: ApiContext) => Promise<void> | void;

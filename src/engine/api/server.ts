@@ -1,8 +1,15 @@
 import type { Server } from 'node:http';
 import { invalidParameter, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { jsonObject, parseJsonBody, readJsonObject } from '../../http/body.js';
 import { Router } from '../../http/router.js';
-import { createExchangeServer, type Exchange, sendEmpty, takeOverConnection } from '../../http/server.js';
+import {
+  createExchangeServer,
+  type Exchange,
+  readUpgradeBody,
+  sendEmpty,
+  takeOverConnection,
+} from '../../http/server.js';
 import type { ApiContext, ApiHandler, ApiRouter } from './context.js';
 import { sendEngineError } from './errors.js';
 import { compareDotted, MAX_API_VERSION, MIN_API_VERSION, majorMinor } from './versions.js';
@@ -93,6 +100,10 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
         query,
         version,
         takeOver: () => takeOverConnection(ex),
+        readJsonObject: async (limit) =>
+          ex.upgrade
+            ? jsonObject(parseJsonBody(await readUpgradeBody(ex, limit), req.headers['content-type']))
+            : readJsonObject(req, limit),
       };
       await found.handler(ctx);
     } catch (err) {
