@@ -386,7 +386,7 @@ describe('volumes: docker CLI', () => {
             Actor: { ID: string; Attributes: Record<string, string> };
           },
       );
-    const cid = all.find((e) => e.Type === 'container' && e.Action === 'create')?.Actor.ID;
+    const cid = mount.container;
     assert.ok(cid);
     assert.deepEqual(
       all
