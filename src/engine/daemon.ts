@@ -10,6 +10,7 @@ import { registerBuildRoutes } from './api/build.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
 import { registerEventRoutes } from './api/events.routes.js';
+import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
@@ -195,6 +196,7 @@ export async function startEngine(
     log,
   });
   registerContainerRoutes(router, containers);
+  registerExecRoutes(router, containers);
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
   registerBuildRoutes(router);
   sources.containers = () => containers.counts();

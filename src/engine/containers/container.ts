@@ -11,6 +11,7 @@ import type { ContainerNetworking, PendingAttach } from '../network/network.type
 import type { RuntimeDriver } from '../runtime/runtime.types.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
+import type { ExecStore } from './exec.js';
 import type { HostsEntry } from './files.js';
 import type { NameRegistry } from './names.js';
 import { RestartManager } from './restart.js';
@@ -186,6 +187,8 @@ export interface Internals {
   containers: Map<string, Container>;
   /** Creates under way: the new container's ID and the image it was resolved to (rmi sees them). */
   creating: Map<string, string>;
+  /** Exec instances (in memory: they do not outlive the engine, nor their container's run). */
+  execs: ExecStore;
   closing: boolean;
 }
 

@@ -16,6 +16,7 @@ import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
+import { createExec, ExecStore, execView, resizeExec, startExec } from './exec.js';
 import { filterContainers } from './filters.js';
 import {
   beginAttach,
@@ -70,6 +71,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     names: new NameRegistry(),
     containers: new Map(),
     creating: new Map(),
+    execs: new ExecStore(),
     closing: false,
   };
   if (opts.volumes) ix.volumes = opts.volumes;
@@ -272,6 +274,21 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     async resize(idOrName, height, width) {
       await life.resize(get(ix, idOrName), height, width);
     },
+    async execCreate(idOrName, req) {
+      return { Id: createExec(ix, get(ix, idOrName), idOrName, req).id };
+    },
+    execCheck(execId) {
+      ix.execs.get(execId);
+    },
+    execStart(execId, o) {
+      return startExec(ix, ix.execs.get(execId), o);
+    },
+    execInspect(execId) {
+      return execView(ix.execs.get(execId));
+    },
+    async execResize(execId, height, width) {
+      await resizeExec(ix, ix.execs.get(execId), height, width);
+    },
     resolveId: (idOrName) => ix.names.resolve(idOrName),
     async prune(filters) {
       checkFilterNames(filters, ['until', 'label', 'label!']);
@@ -315,12 +332,6 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
         hostConfig: c.hostConfig,
         attributes: (extra) => c.attributes(extra),
       };
-    },
-    addExec(id, execId) {
-      ix.containers.get(id)?.execIds.add(execId);
-    },
-    removeExec(id, execId) {
-      ix.containers.get(id)?.execIds.delete(execId);
     },
     counts() {
       // as dockerd's StateString: a restarting container counts as stopped

@@ -1,9 +1,10 @@
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import type { ExecCreateRequest, ExecStartRequest } from './exec.js';
 import type { NetworkingConfig } from './types.js';
 
 /**
- * The JSON types of a container create body, as moby declares them (api/types/container Config
+ * The JSON types of a container create body (and of the exec bodies), as moby declares them (api/types/container Config
  * and HostConfig up to API 1.44, network.NetworkingConfig, runconfig.ContainerConfigWrapper), and
  * a decoder that reads a body the way Go's encoding/json does: keys match struct fields exactly or
  * else case-insensitively, unknown keys are dropped, `null` leaves a field unset, a value of the
@@ -363,6 +364,39 @@ function decodeStruct(
     out[field] = value === null ? null : decodeValue(value, node, { struct: name, path: [...path, field] });
   }
   return out;
+}
+
+/** types.ExecConfig (POST /containers/{id}/exec). */
+const execConfigFields: Fields = {
+  User: str,
+  Privileged: bool,
+  Tty: bool,
+  ConsoleSize: array('*[2]uint', uint),
+  AttachStdin: bool,
+  AttachStderr: bool,
+  AttachStdout: bool,
+  Detach: bool,
+  DetachKeys: str,
+  Env: strings,
+  WorkingDir: str,
+  Cmd: strings,
+};
+
+/** types.ExecStartCheck (POST /exec/{id}/start). */
+const execStartFields: Fields = {
+  Detach: bool,
+  Tty: bool,
+  ConsoleSize: array('*[2]uint', uint),
+};
+
+/** An exec create body, decoded as dockerd's json.Decoder fills types.ExecConfig. */
+export function decodeExecCreateJson(body: Record<string, unknown>): ExecCreateRequest {
+  return decodeStruct(body, execConfigFields, 'ExecConfig', []) as ExecCreateRequest;
+}
+
+/** An exec start body, decoded as dockerd's json.Decoder fills types.ExecStartCheck. */
+export function decodeExecStartJson(body: Record<string, unknown>): ExecStartRequest {
+  return decodeStruct(body, execStartFields, 'ExecStartCheck', []) as ExecStartRequest;
 }
 
 export interface DecodedCreateBody {

@@ -171,6 +171,8 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
       const runMs = status.finishedAt.getTime() - parseTimestampMs(c.state.StartedAt);
       c.setStopped(status.exitCode, status.finishedAt, status.oomKilled, status.finishedNanos);
       c.hub.exited();
+      // its exec instances end with it (dockerd's Cleanup)
+      ix.execs.forgetContainer(c);
       const endpoint = takeEndpoint(c);
       // Record the exit before the runtime forgets it (a crash in between must not lose it).
       await save(ix, c);
@@ -458,6 +460,7 @@ export function createLifecycle(ix: Internals, helpers: RuntimeHelpers): Lifecyc
         c.removed = true;
         await ix.store.remove(c.id);
         releaseLinkNames(ix, c);
+        ix.execs.forgetContainer(c);
       } catch (err) {
         c.removed = false;
         c.state.RemovalInProgress = false;

@@ -1,5 +1,6 @@
 import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
 import type { Endpoint } from '../network/network.types.js';
+import type { ExecCreateRequest, ExecSession } from './exec.js';
 import type { LinkRecord } from './links.js';
 import type { MountPoint } from './volumes.js';
 
@@ -235,15 +236,26 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** POST /containers/{id}/exec: 404, 409 (not running, paused, restarting), 400 (no command). */
+  execCreate(idOrName: string, req: ExecCreateRequest): Promise<{ Id: string }>;
+  /** Whether an exec instance exists (404 `No such exec instance` otherwise). */
+  execCheck(execId: string): void;
+  /**
+   * Start an exec: detached without a sink (resolves once it runs), else attached to the sink
+   * (the session takes the client's input). 409 when it runs or ran already.
+   */
+  execStart(
+    execId: string,
+    opts: { tty: boolean; consoleSize?: { height: number; width: number }; sink?: AttachSink },
+  ): Promise<ExecSession | undefined>;
+  execInspect(execId: string): Record<string, unknown>;
+  execResize(execId: string, height: number, width: number): Promise<void>;
   /** POST /containers/prune: stopped containers matching until/label/label!. */
   prune(
     filters: Map<string, string[]>,
   ): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }>;
   /** 404 `No such container: x` when unknown. */
   lookup(idOrName: string): ContainerSummary;
-  /** Exec instances shown in inspect's ExecIDs while they exist. */
-  addExec(id: string, execId: string): void;
-  removeExec(id: string, execId: string): void;
   /** Container counts by state (GET /info). */
   counts(): { total: number; running: number; paused: number; stopped: number };
   /** Full ID of a container by ID, prefix or name (404 otherwise). */

@@ -481,7 +481,7 @@ export class ConmonDriver implements Runtime {
     }
     if (mon.pid <= 0) {
       await rm(dir, { recursive: true, force: true });
-      const msg = (mon.message ?? 'unknown error').trim();
+      const msg = runtimeMessage(mon.message ?? '') || 'unknown error';
       if (/not running|is paused|stopped/i.test(msg))
         throw conflict(`Container ${id} is not running: ${msg}`);
       throw systemError(`OCI runtime exec failed: ${msg}`);
