@@ -397,6 +397,26 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     if (!ctx.res.writableEnded) ctx.res.end();
   });
 
+  router.get('/containers/{name}/stats', async (ctx) => {
+    const stream = bool(ctx, 'stream', true);
+    const abort = new AbortController();
+    const objects = await containers.stats(ctx.params.name ?? '', {
+      stream,
+      oneShot: atLeast(ctx, gates.statsOneShot) && bool(ctx, 'one-shot'),
+      signal: abort.signal,
+    });
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', 'application/json');
+    ctx.res.on('close', () => abort.abort());
+    if (stream) ctx.res.flushHeaders();
+    for await (const o of objects) {
+      if (ctx.res.destroyed) break;
+      ctx.res.write(`${JSON.stringify(o)}\n`);
+    }
+    abort.abort();
+    if (!ctx.res.writableEnded) ctx.res.end();
+  });
+
   router.post('/containers/{name}/attach', async (ctx) => {
     const opts = {
       stdin: bool(ctx, 'stdin'),

@@ -98,6 +98,8 @@ export const gates = {
   multiplexedStreamType: '1.42',
   /** attach/ws honours stdin/stdout/stderr (all streams before). */
   attachWsStreams: '1.42',
+  /** GET /containers/{id}/stats: `one-shot` answers the first sample at once. */
+  statsOneShot: '1.41',
   /** GET /system/df: `type` picks the kinds of object reported (all of them before). */
   diskUsageType: '1.42',
   /** HostConfig.Annotations. */

@@ -31,6 +31,7 @@ import { NameRegistry } from './names.js';
 import { linksView, namesView, registerLinkNames, removeLink, restoreEndpoint } from './network.js';
 import { startsWithDaemon } from './restart.js';
 import { isMounted } from './run.js';
+import { containerStats } from './stats.js';
 import { ContainerStore } from './store.js';
 import { runTop } from './top.js';
 import type { ContainerService, InspectView, ListItemView, ListOptions } from './types.js';
@@ -273,6 +274,9 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async resize(idOrName, height, width) {
       await life.resize(get(ix, idOrName), height, width);
+    },
+    async stats(idOrName, o) {
+      return containerStats(ix, get(ix, idOrName), o);
     },
     async execCreate(idOrName, req) {
       return { Id: createExec(ix, get(ix, idOrName), idOrName, req).id };

@@ -2,6 +2,7 @@ import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '.
 import type { Endpoint } from '../network/network.types.js';
 import type { ExecCreateRequest, ExecSession } from './exec.js';
 import type { LinkRecord } from './links.js';
+import type { StatsOptions } from './stats.js';
 import type { MountPoint } from './volumes.js';
 
 /** Container states as the API names them (list State, inspect State.Status). */
@@ -236,6 +237,8 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** GET /containers/{id}/stats: 404 first; then the objects to send, one per line. */
+  stats(idOrName: string, opts: StatsOptions): Promise<AsyncIterable<unknown>>;
   /** POST /containers/{id}/exec: 404, 409 (not running, paused, restarting), 400 (no command). */
   execCreate(idOrName: string, req: ExecCreateRequest): Promise<{ Id: string }>;
   /** Whether an exec instance exists (404 `No such exec instance` otherwise). */
