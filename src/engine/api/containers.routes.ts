@@ -5,7 +5,7 @@ import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
 import { hijack, STDERR, STDOUT } from '../../http/stream.js';
-import { decodeCreateJson } from '../containers/create.schema.js';
+import { decodeCreateJson, decodeUpdateJson } from '../containers/create.schema.js';
 import type { ContainerService, LogChunk, NetworkingConfig, WaitCondition } from '../containers/types.js';
 import {
   acceptKey,
@@ -395,6 +395,14 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     ctx.res.flushHeaders();
     await writeLogBatches(ctx.res, batches, tty);
     if (!ctx.res.writableEnded) ctx.res.end();
+  });
+
+  router.post('/containers/{name}/update', async (ctx) => {
+    const settings = decodeUpdateJson(await readJsonObject(ctx.req));
+    const warnings = await containers.update(ctx.params.name ?? '', settings, {
+      apiKernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
+    });
+    sendJson(ctx.res, 200, { Warnings: warnings.length ? warnings : null });
   });
 
   router.get('/containers/{name}/stats', async (ctx) => {

@@ -36,6 +36,7 @@ import { ContainerStore } from './store.js';
 import { runTop } from './top.js';
 import type { ContainerService, InspectView, ListItemView, ListOptions } from './types.js';
 import { parseFilterTime, parseTimestampMs } from './units.js';
+import { updateContainer } from './update.js';
 import { inspectView, listItemView, type ViewSource } from './views.js';
 import { restoreVolumes } from './volumes.js';
 
@@ -274,6 +275,9 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async resize(idOrName, height, width) {
       await life.resize(get(ix, idOrName), height, width);
+    },
+    async update(idOrName, settings, o) {
+      return updateContainer(ix, get(ix, idOrName), settings, o);
     },
     async stats(idOrName, o) {
       return containerStats(ix, get(ix, idOrName), o);

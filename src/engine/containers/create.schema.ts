@@ -366,6 +366,55 @@ function decodeStruct(
   return out;
 }
 
+/** container.Resources' JSON names: what an update may change, with RestartPolicy. */
+const RESOURCE_FIELDS = [
+  'CpuShares',
+  'Memory',
+  'NanoCpus',
+  'CgroupParent',
+  'BlkioWeight',
+  'BlkioWeightDevice',
+  'BlkioDeviceReadBps',
+  'BlkioDeviceWriteBps',
+  'BlkioDeviceReadIOps',
+  'BlkioDeviceWriteIOps',
+  'CpuPeriod',
+  'CpuQuota',
+  'CpuRealtimePeriod',
+  'CpuRealtimeRuntime',
+  'CpusetCpus',
+  'CpusetMems',
+  'Devices',
+  'DeviceCgroupRules',
+  'DeviceRequests',
+  'KernelMemory',
+  'KernelMemoryTCP',
+  'MemoryReservation',
+  'MemorySwap',
+  'MemorySwappiness',
+  'OomKillDisable',
+  'PidsLimit',
+  'Ulimits',
+  'CpuCount',
+  'CpuPercent',
+  'IOMaximumIOps',
+  'IOMaximumBandwidth',
+] as const;
+
+/** container.UpdateConfig (POST /containers/{id}/update): Resources and RestartPolicy. */
+const updateConfigFields: Fields = Object.fromEntries(
+  [...RESOURCE_FIELDS, 'RestartPolicy'].map((f) => {
+    const node = hostConfigFields[f];
+    if (!node) throw new Error(`HostConfig has no field ${f}`);
+    return [f, node];
+  }),
+);
+
+/** An update body, decoded as dockerd's json.Decoder fills container.UpdateConfig. */
+export function decodeUpdateJson(body: Record<string, unknown>): HostConfig {
+  return decodeStruct(body, updateConfigFields, 'UpdateConfig', []) as HostConfig;
+}
+
 /** types.ExecConfig (POST /containers/{id}/exec). */
 const execConfigFields: Fields = {
   User: str,

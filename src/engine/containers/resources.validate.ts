@@ -78,7 +78,7 @@ export function checkResources(hc: HostConfig, opts: Required<HostValidation>, w
   if (mem > 0 && swap > 0 && swap < mem) {
     throw invalidParameter('Minimum memoryswap limit should be larger than memory limit, see usage');
   }
-  if (mem === 0 && swap > 0) {
+  if (mem === 0 && swap > 0 && !opts.update) {
     throw invalidParameter('You should always set the Memory limit when using Memoryswap limit, see usage');
   }
   if (hc.MemorySwappiness !== undefined && hc.MemorySwappiness !== null && !si.memorySwappiness) {

@@ -237,6 +237,8 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** POST /containers/{id}/update: the warnings; 400 for bad or conflicting settings. */
+  update(idOrName: string, settings: HostConfig, opts: { apiKernelMemory: boolean }): Promise<string[]>;
   /** GET /containers/{id}/stats: 404 first; then the objects to send, one per line. */
   stats(idOrName: string, opts: StatsOptions): Promise<AsyncIterable<unknown>>;
   /** POST /containers/{id}/exec: 404, 409 (not running, paused, restarting), 400 (no command). */

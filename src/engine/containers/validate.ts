@@ -268,6 +268,8 @@ export interface HostValidation {
   sysInfo?: SysInfo;
   /** Runtime names HostConfig.Runtime may give; default: KNOWN_RUNTIMES. */
   runtimes?: readonly string[];
+  /** The settings of an update (docker update), not of a create: a swap limit may come alone. */
+  update?: boolean;
 }
 
 /**
@@ -286,6 +288,7 @@ export function validateHostConfig(
     sysInfo,
     swapSupported: options.swapSupported ?? sysInfo.swapLimit,
     runtimes: options.runtimes ?? KNOWN_RUNTIMES,
+    update: options.update ?? false,
   };
   const warnings: string[] = [];
   const nm = hc.NetworkMode ?? '';
