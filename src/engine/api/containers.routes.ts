@@ -1,4 +1,5 @@
 import type { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { readBody, readJsonObject } from '../../http/body.js';
@@ -395,6 +396,26 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     ctx.res.flushHeaders();
     await writeLogBatches(ctx.res, batches, tty);
     if (!ctx.res.writableEnded) ctx.res.end();
+  });
+
+  router.get('/containers/{name}/changes', async (ctx) => {
+    sendJson(ctx.res, 200, await containers.changes(ctx.params.name ?? ''));
+  });
+
+  router.get('/containers/{name}/export', async (ctx) => {
+    const { stream, done, cancel } = await containers.export(ctx.params.name ?? '');
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', 'application/octet-stream');
+    ctx.res.on('close', () => {
+      if (!ctx.res.writableFinished) cancel();
+    });
+    // a tar that failed half-way must not look complete: the connection is cut instead
+    await Promise.all([pipeline(stream, ctx.res, { end: false }), done])
+      .then(() => ctx.res.end())
+      .catch(() => {
+        cancel();
+        ctx.res.destroy();
+      });
   });
 
   router.post('/containers/{name}/update', async (ctx) => {

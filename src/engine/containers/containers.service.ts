@@ -14,9 +14,11 @@ import {
 } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
+import { containerChanges } from './changes.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
 import { createExec, ExecStore, execView, resizeExec, startExec } from './exec.js';
+import { exportContainer } from './export.js';
 import { filterContainers } from './filters.js';
 import {
   beginAttach,
@@ -275,6 +277,12 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async resize(idOrName, height, width) {
       await life.resize(get(ix, idOrName), height, width);
+    },
+    async changes(idOrName) {
+      return containerChanges(ix, get(ix, idOrName));
+    },
+    async export(idOrName) {
+      return exportContainer(ix, get(ix, idOrName));
     },
     async update(idOrName, settings, o) {
       return updateContainer(ix, get(ix, idOrName), settings, o);

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
 import type { Endpoint } from '../network/network.types.js';
 import type { ExecCreateRequest, ExecSession } from './exec.js';
@@ -237,6 +238,10 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** GET /containers/{id}/changes (docker diff): null when nothing changed. */
+  changes(idOrName: string): Promise<Array<{ Path: string; Kind: number }> | null>;
+  /** GET /containers/{id}/export: the filesystem as a tar stream (`done` fails if tar did); `cancel` stops it. */
+  export(idOrName: string): Promise<{ stream: Readable; done: Promise<void>; cancel(): void }>;
   /** POST /containers/{id}/update: the warnings; 400 for bad or conflicting settings. */
   update(idOrName: string, settings: HostConfig, opts: { apiKernelMemory: boolean }): Promise<string[]>;
   /** GET /containers/{id}/stats: 404 first; then the objects to send, one per line. */

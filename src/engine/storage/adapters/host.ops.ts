@@ -34,10 +34,10 @@ export interface StorageOps {
    */
   extractTar(input: Readable, dir: string, exclude: string[]): Promise<void>;
   /**
-   * An uncompressed POSIX tar of `dir` (numeric owners, xattrs, hard links, devices), member
-   * names `./...`; `done` settles when tar exits.
+   * An uncompressed POSIX tar of `members` of `dir` (numeric owners, xattrs, hard links,
+   * devices); by default `.`, so member names are `./...`; `done` settles when tar exits.
    */
-  createTar(dir: string): { stdout: Readable; done: Promise<void>; kill(): void };
+  createTar(dir: string, members?: string[]): { stdout: Readable; done: Promise<void>; kill(): void };
   /** Start an external decompressor (bzip2, xz, zstd); gzip is decompressed in-process. */
   decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
     stdin: NodeJS.WritableStream;
@@ -130,34 +130,8 @@ export class HostStorageOps implements StorageOps {
     }
   }
 
-  createTar(dir: string): { stdout: Readable; done: Promise<void>; kill(): void } {
-    const args = [
-      '-c',
-      '-f',
-      '-',
-      '-C',
-      dir,
-      '--numeric-owner',
-      '--xattrs',
-      '--xattrs-include=*',
-      '--format=posix',
-      '--pax-option=delete=atime,delete=ctime',
-      '.',
-    ];
-    const child = spawn('tar', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const err: Buffer[] = [];
-    child.stderr.on('data', (d: Buffer) => {
-      if (err.length < 64) err.push(d);
-    });
-    const done = new Promise<void>((resolve, reject) => {
-      child.on('error', (e) => reject(systemError(`cannot run tar: ${e.message}`)));
-      child.on('close', (code) => {
-        if (code === 0) resolve();
-        else reject(systemError(`tar -c ${dir}: ${Buffer.concat(err).toString('utf8').trim()}`));
-      });
-    });
-    done.catch(() => undefined);
-    return { stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
+  createTar(dir: string, members: string[] = ['.']): { stdout: Readable; done: Promise<void>; kill(): void } {
+    return tarDirectory(dir, members);
   }
 
   decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
@@ -180,4 +154,42 @@ export class HostStorageOps implements StorageOps {
     done.catch(() => undefined);
     return { stdin: child.stdin, stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
   }
+}
+
+/**
+ * GNU tar of `members` of `dir` to standard output: uncompressed POSIX, numeric owners, xattrs,
+ * hard links, devices (layer export, docker export).
+ */
+export function tarDirectory(
+  dir: string,
+  members: string[] = ['.'],
+): { stdout: Readable; done: Promise<void>; kill(): void } {
+  const args = [
+    '-c',
+    '-f',
+    '-',
+    '-C',
+    dir,
+    '--numeric-owner',
+    '--xattrs',
+    '--xattrs-include=*',
+    '--format=posix',
+    '--pax-option=delete=atime,delete=ctime',
+    '--',
+    ...members,
+  ];
+  const child = spawn('tar', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const err: Buffer[] = [];
+  child.stderr.on('data', (d: Buffer) => {
+    if (err.length < 64) err.push(d);
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    child.on('error', (e) => reject(systemError(`cannot run tar: ${e.message}`)));
+    child.on('close', (code) => {
+      if (code === 0) resolve();
+      else reject(systemError(`tar -c ${dir}: ${Buffer.concat(err).toString('utf8').trim()}`));
+    });
+  });
+  done.catch(() => undefined);
+  return { stdout: child.stdout, done, kill: () => child.kill('SIGKILL') };
 }
