@@ -51,9 +51,11 @@ export function loopbackPluginConfig(): Record<string, unknown> {
 }
 
 /** CNI_ARGS for an ADD: a fixed MAC address when the container asks for one. */
-export function cniArgs(opts: { mac?: string }): string | undefined {
-  if (!opts.mac) return undefined;
-  return `IgnoreUnknown=1;MAC=${opts.mac}`;
+export function cniArgs(opts: { mac?: string; ip?: string }): string | undefined {
+  const args = [];
+  if (opts.ip) args.push(`IP=${opts.ip}`);
+  if (opts.mac) args.push(`MAC=${opts.mac}`);
+  return args.length ? ['IgnoreUnknown=1', ...args].join(';') : undefined;
 }
 
 /** The container side of an ADD: its address, prefix length, gateway and MAC. */

@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
+import { broadcastAddress, formatIpv4, networkAddress, parseCidr, parseIpv4 } from './ipv4.js';
 
 /** One address host-local handed out: a file named by the address under `<dataDir>/<network>/`. */
 export interface Allocation {
@@ -40,4 +41,30 @@ export async function listAllocations(dataDir: string): Promise<Allocation[]> {
     }
   }
   return out;
+}
+
+/**
+ * The address dockerd's IPAM would hand out next: the lowest of the subnet's host addresses that
+ * is neither the gateway nor taken (host-local on its own goes round-robin).
+ */
+export function lowestFree(subnet: string, gateway: string, taken: ReadonlySet<string>): string | undefined {
+  const c = parseCidr(subnet);
+  if (!c) return undefined;
+  const gw = parseIpv4(gateway);
+  const first = networkAddress(c) + 1;
+  const last = broadcastAddress(c) - 1;
+  for (let ip = first; ip <= last; ip++) {
+    if (ip === gw) continue;
+    const text = formatIpv4(ip);
+    if (!taken.has(text)) return text;
+  }
+  return undefined;
+}
+
+/** dockerd's MAC for an IPv4 address: 02:42 and the address's four bytes. */
+export function macFromIpv4(ip: string): string | undefined {
+  const n = parseIpv4(ip);
+  if (n === undefined) return undefined;
+  const bytes = [2, 0x42, (n >>> 24) & 255, (n >>> 16) & 255, (n >>> 8) & 255, n & 255];
+  return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
 }

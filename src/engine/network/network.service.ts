@@ -16,7 +16,7 @@ import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
 import { setupBridge } from './bridge.setup.js';
 import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
-import { listAllocations } from './ipam.allocations.js';
+import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
 import { formatNetwork, parseCidr } from './ipv4.js';
 import { loadNetworks, newNetworkIdentity, saveNetworks } from './network.state.js';
 import type {
@@ -119,6 +119,23 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     none: saved.none.id,
   };
 
+  /**
+   * Addresses this engine chose, by sandbox, from the pick until the sandbox is released: a
+   * listing of host-local's files taken before an ADD wrote its file must not hand it out again.
+   */
+  const reserved = new Map<string, string>();
+
+  /** The lowest address of the bridge's subnet nobody holds or is being given (dockerd's IPAM). */
+  async function pickAddress(sandboxId: string, p: BridgePlumbing): Promise<string | undefined> {
+    const held = await listAllocations(ipamDir).catch(() => []);
+    // from here on synchronous: concurrent picks see each other's choice
+    const taken = new Set(reserved.values());
+    for (const a of held) if (a.network === p.cniName) taken.add(a.ip);
+    const ip = lowestFree(p.subnet, p.gateway, taken);
+    if (ip) reserved.set(sandboxId, ip);
+    return ip;
+  }
+
   function plumbingConfig(p: BridgePlumbing): Record<string, unknown> {
     return bridgePluginConfig({
       cniName: p.cniName,
@@ -204,25 +221,32 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       const ready = netns.create(sandboxKey);
       const endpoint = ready.then(async (): Promise<Endpoint> => {
         const common = { containerId: sandboxId, netns: sandboxKey };
-        const [added] = await Promise.all([
-          cni.exec('bridge', {
-            ...common,
-            command: 'ADD',
-            ifname: 'eth0',
-            args: cniArgs({ mac: opts.macAddress }),
-            config: plumbingConfig(plumbing),
-          }),
-          cni.exec('loopback', { ...common, command: 'ADD', ifname: 'lo', config: loopbackPluginConfig() }),
-        ]);
-        return {
-          network: 'bridge',
-          networkId: br.id,
-          endpointId: randomId(),
-          sandboxId,
-          sandboxKey,
-          ...parseAddResult(added, 'eth0'),
-          bridge: plumbing,
-        };
+        // as dockerd: the lowest free address, and a MAC made of it unless one was asked for
+        const ip = await pickAddress(sandboxId, plumbing);
+        try {
+          const [added] = await Promise.all([
+            cni.exec('bridge', {
+              ...common,
+              command: 'ADD',
+              ifname: 'eth0',
+              args: cniArgs({ ip, mac: opts.macAddress ?? (ip ? macFromIpv4(ip) : undefined) }),
+              config: plumbingConfig(plumbing),
+            }),
+            cni.exec('loopback', { ...common, command: 'ADD', ifname: 'lo', config: loopbackPluginConfig() }),
+          ]);
+          return {
+            network: 'bridge',
+            networkId: br.id,
+            endpointId: randomId(),
+            sandboxId,
+            sandboxKey,
+            ...parseAddResult(added, 'eth0'),
+            bridge: plumbing,
+          };
+        } catch (err) {
+          reserved.delete(sandboxId);
+          throw err;
+        }
       });
       // Whoever starts the container awaits these; a start abandoned early must not leave an
       // unhandled rejection behind.
@@ -258,7 +282,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
             error: errorMessage(err),
           }),
         )
-        .finally(() => releasing.delete(t.sandboxId));
+        .finally(() => {
+          releasing.delete(t.sandboxId);
+          reserved.delete(t.sandboxId);
+        });
       releasing.set(t.sandboxId, work);
       return work;
     },

@@ -520,6 +520,25 @@ describe('default bridge network (docker CLI)', () => {
     await engine.dockerOk(['rm', '-f', 'owner', 'nonerun']);
   });
 
+  it('hands out addresses as dockerd: the lowest free one, reused after a removal; the MAC made of it', async () => {
+    const a = await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '300']);
+    const b = await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '300']);
+    const ipA = (await inspect(a)).NetworkSettings.IPAddress;
+    const ipB = (await inspect(b)).NetworkSettings.IPAddress;
+    await engine.dockerOk(['rm', '-f', a]);
+    const c = await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '300']);
+    const ns = (await inspect(c)).NetworkSettings;
+    // a's address is free again and lower than b's: c gets it, or a lower one another test's
+    // removal freed meanwhile (host-local alone would go on past b's)
+    const num = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+    assert.ok(num(ipA) < num(ipB), `${ipA} ${ipB}`);
+    assert.ok(num(ns.IPAddress) <= num(ipA), `${ns.IPAddress} after ${ipA} ${ipB}`);
+    const hex = ns.IPAddress.split('.').map((o) => Number(o).toString(16).padStart(2, '0'));
+    assert.equal(ns.MacAddress, `02:42:${hex.join(':')}`);
+    assert.match(await engine.dockerOk(['exec', c, 'ip', 'link', 'show', 'eth0']), new RegExp(ns.MacAddress));
+    await engine.dockerOk(['rm', '-f', b, c]);
+  });
+
   it('NetworkDisabled: loopback only whatever the mode, on no network, no hosts or resolv.conf of the engine (as dockerd)', async () => {
     const since = Math.floor(Date.now() / 1000);
     const ids: string[] = [];

@@ -15,7 +15,12 @@ import {
   loopbackPluginConfig,
   parseAddResult,
 } from '../../../../src/engine/network/cni.config.js';
-import { listAllocations, parseAllocationFile } from '../../../../src/engine/network/ipam.allocations.js';
+import {
+  listAllocations,
+  lowestFree,
+  macFromIpv4,
+  parseAllocationFile,
+} from '../../../../src/engine/network/ipam.allocations.js';
 
 describe('CNI configuration', () => {
   it('configures the bridge plugin as a gateway with host-local IPAM (the engine masquerades)', () => {
@@ -53,9 +58,13 @@ describe('CNI configuration', () => {
     assert.deepEqual(loopbackPluginConfig(), { cniVersion: '1.0.0', name: 'lo', type: 'loopback' });
   });
 
-  it('passes a requested MAC address in CNI_ARGS', () => {
+  it('passes a requested address and MAC in CNI_ARGS', () => {
     assert.equal(cniArgs({}), undefined);
     assert.equal(cniArgs({ mac: '02:42:ac:11:00:05' }), 'IgnoreUnknown=1;MAC=02:42:ac:11:00:05');
+    assert.equal(
+      cniArgs({ ip: '172.17.0.5', mac: '02:42:ac:11:00:05' }),
+      'IgnoreUnknown=1;IP=172.17.0.5;MAC=02:42:ac:11:00:05',
+    );
   });
 
   it("reads the container's address, gateway and MAC from an ADD result", () => {
@@ -123,6 +132,18 @@ describe('host-local allocations', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it("hands out dockerd's next address: the lowest free one, never the gateway; MACs made of it", () => {
+    assert.equal(lowestFree('172.17.0.0/16', '172.17.0.1', new Set()), '172.17.0.2');
+    assert.equal(
+      lowestFree('172.17.0.0/16', '172.17.0.1', new Set(['172.17.0.2', '172.17.0.4'])),
+      '172.17.0.3',
+    );
+    assert.equal(lowestFree('10.0.0.0/30', '10.0.0.1', new Set(['10.0.0.2'])), undefined);
+    assert.equal(lowestFree('10.0.0.0/24', '10.0.0.254', new Set()), '10.0.0.1');
+    assert.equal(macFromIpv4('172.17.0.2'), '02:42:ac:11:00:02');
+    assert.equal(macFromIpv4('10.255.1.200'), '02:42:0a:ff:01:c8');
   });
 });
 

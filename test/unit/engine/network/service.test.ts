@@ -156,7 +156,7 @@ describe('network service', () => {
     assert.deepEqual(
       cni.calls.map((c) => [c.command, c.ifname, c.containerId, c.netns, c.args]),
       [
-        ['ADD', 'eth0', att.sandboxId, att.sandboxKey, 'IgnoreUnknown=1;MAC=02:42:0a:00:00:09'],
+        ['ADD', 'eth0', att.sandboxId, att.sandboxKey, 'IgnoreUnknown=1;IP=172.18.0.2;MAC=02:42:0a:00:00:09'],
         ['ADD', 'lo', att.sandboxId, att.sandboxKey, undefined],
       ],
     );
