@@ -398,6 +398,37 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     if (!ctx.res.writableEnded) ctx.res.end();
   });
 
+  const PATH_STAT = 'X-Docker-Container-Path-Stat';
+  const statHeader = (stat: unknown) => Buffer.from(JSON.stringify(stat)).toString('base64');
+
+  router.head('/containers/{name}/archive', async (ctx) => {
+    const stat = await containers.statPath(ctx.params.name ?? '', ctx.query.get('path') ?? '');
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader(PATH_STAT, statHeader(stat));
+    ctx.res.setHeader('Content-Length', '0');
+    ctx.res.end();
+  });
+
+  router.get('/containers/{name}/archive', async (ctx) => {
+    const { stat, stream, done, cancel } = await containers.archivePath(
+      ctx.params.name ?? '',
+      ctx.query.get('path') ?? '',
+    );
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', 'application/x-tar');
+    ctx.res.setHeader(PATH_STAT, statHeader(stat));
+    ctx.res.on('close', () => {
+      if (!ctx.res.writableFinished) cancel();
+    });
+    // a tar that failed half-way must not look complete: the connection is cut instead
+    await Promise.all([pipeline(stream, ctx.res, { end: false }), done])
+      .then(() => ctx.res.end())
+      .catch(() => {
+        cancel();
+        ctx.res.destroy();
+      });
+  });
+
   router.get('/containers/{name}/changes', async (ctx) => {
     sendJson(ctx.res, 200, await containers.changes(ctx.params.name ?? ''));
   });

@@ -14,6 +14,7 @@ import {
 } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
+import { archiveContainerPath, statContainerPath } from './archive.js';
 import { containerChanges } from './changes.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
@@ -277,6 +278,12 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async resize(idOrName, height, width) {
       await life.resize(get(ix, idOrName), height, width);
+    },
+    async statPath(idOrName, path) {
+      return statContainerPath(ix, get(ix, idOrName), path);
+    },
+    async archivePath(idOrName, path) {
+      return archiveContainerPath(ix, get(ix, idOrName), path);
     },
     async changes(idOrName) {
       return containerChanges(ix, get(ix, idOrName));

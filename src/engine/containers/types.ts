@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { ContainerConfig, EndpointSettings, HostConfig, StringMap } from '../../common/docker-types.js';
 import type { Endpoint } from '../network/network.types.js';
+import type { PathStat } from './archive.js';
 import type { ExecCreateRequest, ExecSession } from './exec.js';
 import type { LinkRecord } from './links.js';
 import type { StatsOptions } from './stats.js';
@@ -238,6 +239,13 @@ export interface ContainerService {
     opts: AttachOptions,
   ): Promise<{ tty: boolean; begin(sink: AttachSink): Promise<AttachSession> }>;
   resize(idOrName: string, height: number, width: number): Promise<void>;
+  /** HEAD /containers/{id}/archive: the stat of a path (404 when missing). */
+  statPath(idOrName: string, path: string): Promise<PathStat>;
+  /** GET /containers/{id}/archive: the stat and a tar of a path (docker cp out of a container). */
+  archivePath(
+    idOrName: string,
+    path: string,
+  ): Promise<{ stat: PathStat; stream: Readable; done: Promise<void>; cancel(): void }>;
   /** GET /containers/{id}/changes (docker diff): null when nothing changed. */
   changes(idOrName: string): Promise<Array<{ Path: string; Kind: number }> | null>;
   /** GET /containers/{id}/export: the filesystem as a tar stream (`done` fails if tar did); `cancel` stops it. */

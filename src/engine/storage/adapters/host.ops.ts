@@ -163,6 +163,7 @@ export class HostStorageOps implements StorageOps {
 export function tarDirectory(
   dir: string,
   members: string[] = ['.'],
+  extraArgs: string[] = [],
 ): { stdout: Readable; done: Promise<void>; kill(): void } {
   const args = [
     '-c',
@@ -175,6 +176,7 @@ export function tarDirectory(
     '--xattrs-include=*',
     '--format=posix',
     '--pax-option=delete=atime,delete=ctime',
+    ...extraArgs,
     '--',
     ...members,
   ];

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, readlink, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { ensureBusybox } from '../../helpers/busybox.js';
+import { TestEngine } from '../../helpers/engine.js';
+
+const exec = promisify(execFile);
+
+interface PathStat {
+  name: string;
+  size: number;
+  mode: number;
+  mtime: string;
+  linkTarget: string;
+}
+
+/** docker cp out of a container: HEAD and GET /containers/{id}/archive against a real engine. */
+describe('docker cp from a container (archive)', () => {
+  let engine: TestEngine;
+  let out: string;
+  const ok = (...args: string[]) => engine.dockerOk(args);
+  const statOf = async (path: string) => {
+    const r = await engine.request('HEAD', `/v1.41/containers/src/archive?path=${encodeURIComponent(path)}`);
+    const header = r.headers['x-docker-container-path-stat'];
+    return {
+      status: r.status,
+      stat: header ? (JSON.parse(Buffer.from(String(header), 'base64').toString()) as PathStat) : undefined,
+    };
+  };
+
+  before(async () => {
+    engine = await TestEngine.start();
+    await ensureBusybox(engine);
+    out = await mkdtemp(join(tmpdir(), 'berth-cp-'));
+    await ok(
+      'run',
+      '-d',
+      '--name',
+      'src',
+      '-v',
+      '/vol',
+      'busybox',
+      'sh',
+      '-c',
+      'mkdir -p /d/e; echo hi > /d/e/f; ln -s /d/e /lnk; ln -s / /escape; ln -s ../../../.. /up; echo v > /vol/x; sleep 1000',
+    );
+    for (
+      let i = 0;
+      i < 50 && (await engine.docker(['exec', 'src', 'test', '-f', '/vol/x'])).code !== 0;
+      i++
+    ) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+  after(async () => {
+    await engine?.destroy();
+    if (out) await rm(out, { recursive: true, force: true });
+  });
+
+  it("stats paths as dockerd: Go's file modes, the link's target in the container, 404 and 400", async () => {
+    const d = await statOf('/d');
+    assert.equal(d.status, 200);
+    assert.equal(d.stat?.name, 'd');
+    assert.equal(d.stat?.mode, 2 ** 31 + 0o755);
+    assert.match(d.stat?.mtime ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    const f = await statOf('/d/e/f');
+    assert.deepEqual([f.stat?.name, f.stat?.size, f.stat?.mode, f.stat?.linkTarget], ['f', 3, 0o644, '']);
+    const link = await statOf('/lnk');
+    assert.deepEqual(
+      [link.stat?.name, link.stat?.mode, link.stat?.linkTarget],
+      ['lnk', 2 ** 27 + 0o777, '/d/e'],
+    );
+    assert.equal((await statOf('/vol')).stat?.mode, 2 ** 31 + 0o755);
+    assert.equal((await statOf('/nope')).status, 404);
+    const missing = await engine.request('GET', '/v1.41/containers/src/archive?path=/nope');
+    assert.deepEqual(missing.json(), { message: 'Could not find the file /nope in container src' });
+    const empty = await engine.request('GET', '/v1.41/containers/src/archive');
+    assert.equal(empty.status, 400);
+    assert.equal((await engine.request('GET', '/v1.41/containers/nope/archive?path=/d')).status, 404);
+  });
+
+  it('copies directories, files through links, links themselves or followed (-L), and volume content', async () => {
+    await ok('cp', 'src:/d', `${out}/`);
+    assert.equal(await readFile(join(out, 'd', 'e', 'f'), 'utf8'), 'hi\n');
+    await ok('cp', 'src:/lnk/f', join(out, 'through-link'));
+    assert.equal(await readFile(join(out, 'through-link'), 'utf8'), 'hi\n');
+    await ok('cp', 'src:/lnk', join(out, 'as-link'));
+    assert.equal(await readlink(join(out, 'as-link')), '/d/e');
+    await ok('cp', '-L', 'src:/lnk', join(out, 'followed'));
+    assert.deepEqual(await readdir(join(out, 'followed')), ['f']);
+    await ok('cp', 'src:/vol/x', join(out, 'from-volume'));
+    assert.equal(await readFile(join(out, 'from-volume'), 'utf8'), 'v\n');
+    const { stdout } = await exec('sh', ['-c', `docker -H ${engine.host} cp src:/vol - | tar -t`], {
+      env: { ...process.env, DOCKER_CONFIG: engine.dockerConfig },
+    });
+    assert.deepEqual(stdout.trim().split('\n'), ['vol/', 'vol/x']);
+  });
+
+  it("keeps links inside the container: / and .. lead to the container's root, never the host's", async () => {
+    await ok('cp', 'src:/escape/etc/passwd', join(out, 'passwd'));
+    // busybox's passwd of the image, not the host's
+    assert.equal(
+      await readFile(join(out, 'passwd'), 'utf8'),
+      await ok('exec', 'src', 'cat', '/etc/passwd').then((t) => `${t}\n`),
+    );
+    await ok('cp', 'src:/up/d/e/f', join(out, 'up-f'));
+    assert.equal(await readFile(join(out, 'up-f'), 'utf8'), 'hi\n');
+  });
+
+  it('copies from a stopped container (mounted for the copy only) and announces archive-path', async () => {
+    const since = Math.floor(Date.now() / 1000);
+    await ok('stop', '-t', '1', 'src');
+    await ok('cp', 'src:/d/e/f', join(out, 'from-stopped'));
+    assert.equal(await readFile(join(out, 'from-stopped'), 'utf8'), 'hi\n');
+    const id = await ok('inspect', '-f', '{{.Id}}', 'src');
+    assert.ok(!(await readFile('/proc/self/mountinfo', 'utf8')).includes(id), 'no mount left behind');
+    const events = await ok(
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(Math.floor(Date.now() / 1000) + 1),
+      '--filter',
+      'event=archive-path',
+      '--format',
+      '{{.Actor.Attributes.name}}',
+    );
+    // every copy announces one (the earlier tests' ones may fall in the same second)
+    assert.ok(events.split('\n').length >= 1 && events.split('\n').every((n) => n === 'src'), events);
+    assert.equal(await ok('start', 'src'), 'src');
+  });
+});
