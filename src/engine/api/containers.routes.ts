@@ -429,6 +429,16 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       });
   });
 
+  router.put('/containers/{name}/archive', async (ctx) => {
+    await containers.extractTo(ctx.params.name ?? '', ctx.query.get('path') ?? '', ctx.req, {
+      noOverwriteDirNonDir: bool(ctx, 'noOverwriteDirNonDir'),
+      copyUIDGID: bool(ctx, 'copyUIDGID'),
+    });
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Length', '0');
+    ctx.res.end();
+  });
+
   router.get('/containers/{name}/changes', async (ctx) => {
     sendJson(ctx.res, 200, await containers.changes(ctx.params.name ?? ''));
   });

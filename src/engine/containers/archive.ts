@@ -1,9 +1,14 @@
 import type { BigIntStats } from 'node:fs';
-import { lstat, readlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { chmod, lchown, link, lstat, lutimes, mkdir, open, readlink, rm, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
-import { errnoCode, invalidParameter, notFound } from '../../common/errors.js';
+import { pipeline } from 'node:stream/promises';
+import tarStream from 'tar-stream';
+import { BerthError, errnoCode, errorMessage, invalidParameter, notFound } from '../../common/errors.js';
+import { runTool } from '../../common/host/run-tool.js';
 import { rfc3339Nano } from '../../common/time.js';
+import { resolveUserInRootfs } from '../runtime/spec/user.js';
 import { tarDirectory } from '../storage/adapters/host.ops.js';
 import { type Container, emit, type Internals } from './container.js';
 import { borrowRootfs } from './rootfs.js';
@@ -57,26 +62,60 @@ export function goFileMode(st: { mode: number | bigint }): number {
  * it (the deepest mount point that holds a path wins).
  */
 class ContainerFs {
-  private readonly mounts: Array<{ dest: string; source: string }>;
+  private readonly mounts: Array<{ dest: string; source: string; rw: boolean }>;
 
   constructor(
     private readonly rootfs: string,
-    c: Container,
+    private readonly c: Container,
   ) {
     this.mounts = mountsView(c.hostConfig, c.record.MountPoints)
       .filter(
         (m) => (m.Type === 'volume' || m.Type === 'bind') && typeof m.Source === 'string' && m.Source !== '',
       )
-      .map((m) => ({ dest: posix.normalize(String(m.Destination)), source: String(m.Source) }))
+      .map((m) => ({
+        dest: posix.normalize(String(m.Destination)),
+        source: String(m.Source),
+        rw: m.RW !== false,
+      }))
       .sort((a, b) => b.dest.length - a.dest.length);
   }
 
+  private mountOf(path: string): { dest: string; source: string; rw: boolean } | undefined {
+    return this.mounts.find((m) => path === m.dest || path.startsWith(`${m.dest}/`));
+  }
+
   host(path: string): string {
-    for (const m of this.mounts) {
-      if (path === m.dest) return m.source;
-      if (path.startsWith(`${m.dest}/`)) return join(m.source, path.slice(m.dest.length));
-    }
+    const m = this.mountOf(path);
+    if (m) return path === m.dest ? m.source : join(m.source, path.slice(m.dest.length));
     return join(this.rootfs, path);
+  }
+
+  /** 403 when the container cannot write there (dockerd's messages). */
+  checkWritable(path: string): void {
+    const m = this.mountOf(path);
+    if (m && !m.rw) throw new BerthError('Forbidden', 'mounted volume is marked read-only');
+    if (!m && this.c.hostConfig.ReadonlyRootfs) {
+      throw new BerthError('Forbidden', 'container rootfs is marked read-only');
+    }
+  }
+
+  /** Resolve a directory path (links followed), making what is missing of it (0755, root). */
+  async mkdirAll(path: string): Promise<string> {
+    const resolved = await this.resolve(path, true);
+    try {
+      const st = await lstat(this.host(resolved));
+      if (!st.isDirectory()) throw invalidParameter(`cannot extract into ${path}: not a directory`);
+      return resolved;
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+    }
+    const parent = await this.mkdirAll(posix.dirname(resolved));
+    const made = posix.join(parent, posix.basename(resolved));
+    this.checkWritable(made);
+    await mkdir(this.host(made), { mode: 0o755 }).catch((err) => {
+      if (errnoCode(err) !== 'EEXIST') throw err;
+    });
+    return made;
   }
 
   /**
@@ -195,5 +234,163 @@ export async function archiveContainerPath(
   } catch (err) {
     release();
     throw err;
+  }
+}
+
+/** A tar member's name inside the extraction point, or an error for one that would leave it. */
+function memberPath(name: string): string {
+  const clean = posix.normalize(`/${name}`).slice(1);
+  if (name.split('/').includes('..'))
+    throw invalidParameter(`invalid tar member name ${JSON.stringify(name)}`);
+  return clean;
+}
+
+/** One tar member written at `target` (a host path whose parent is resolved and in place). */
+async function writeMember(
+  fs: ContainerFs,
+  destC: string,
+  target: string,
+  h: tarStream.Header,
+  entry: AsyncIterable<unknown> & { resume(): unknown },
+  owner: { uid: number; gid: number } | undefined,
+): Promise<void> {
+  const mode = (h.mode ?? 0o644) & 0o7777;
+  switch (h.type) {
+    case 'file':
+    case 'contiguous-file': {
+      const handle = await open(
+        target,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        mode,
+      );
+      try {
+        // consumed to its end (a pipeline would end the member early and stall the archive)
+        for await (const chunk of entry) await handle.write(chunk as Buffer);
+        await handle.chmod(mode);
+      } finally {
+        await handle.close();
+      }
+      break;
+    }
+    case 'directory':
+      entry.resume();
+      await mkdir(target, { mode }).catch((err) => {
+        if (errnoCode(err) !== 'EEXIST') throw err;
+      });
+      await chmod(target, mode);
+      break;
+    case 'symlink':
+      entry.resume();
+      await symlink(h.linkname ?? '', target);
+      break;
+    case 'link': {
+      entry.resume();
+      const source = await fs.resolve(posix.join(destC, memberPath(h.linkname ?? '')), false);
+      await link(fs.host(source), target);
+      break;
+    }
+    case 'character-device':
+    case 'block-device': {
+      entry.resume();
+      const kind = h.type === 'block-device' ? 'b' : 'c';
+      const r = await runTool('mknod', [
+        '-m',
+        mode.toString(8),
+        target,
+        kind,
+        String(h.devmajor ?? 0),
+        String(h.devminor ?? 0),
+      ]);
+      if (r.code !== 0) throw invalidParameter(`cannot make device ${h.name}: ${r.stderr}`);
+      break;
+    }
+    case 'fifo': {
+      entry.resume();
+      const r = await runTool('mkfifo', ['-m', mode.toString(8), target]);
+      if (r.code !== 0) throw invalidParameter(`cannot make fifo ${h.name}: ${r.stderr}`);
+      break;
+    }
+    default:
+      entry.resume();
+      return;
+  }
+  await lchown(target, owner?.uid ?? h.uid ?? 0, owner?.gid ?? h.gid ?? 0);
+  const mtime = h.mtime ?? new Date();
+  await lutimes(target, mtime, mtime);
+}
+
+/**
+ * PUT /containers/{id}/archive (docker cp into a container): a tar extracted into a directory of
+ * the container, every member's parent resolved inside the container's filesystem as for reading
+ * (no link leads out of it; members with `..` are refused), an existing entry replaced (or, with
+ * `noOverwriteDirNonDir`, a directory and a non-directory never replace each other), owners from
+ * the tar or, with `copyUIDGID`, the container's user. A running container is frozen while its
+ * files change, so that it cannot swap a directory for a link under the copy. Emits
+ * `extract-to-dir`.
+ */
+export async function extractToContainer(
+  ix: Internals,
+  c: Container,
+  path: string,
+  body: Readable,
+  o: { noOverwriteDirNonDir: boolean; copyUIDGID: boolean },
+): Promise<void> {
+  const { clean } = requestedPath(path);
+  const { dir, release } = await borrowRootfs(ix, c);
+  const freeze = c.isRunningProcess && !c.state.Paused;
+  let frozen = false;
+  try {
+    if (freeze) {
+      await ix.runtime.pause(c.id);
+      frozen = true;
+    }
+    const fs = new ContainerFs(dir, c);
+    const destC = await fs.resolve(clean, true, path);
+    const st = await lstat(fs.host(destC)).catch((err) => {
+      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') {
+        throw notFound(`Could not find the file ${path} in container ${c.name.replace(/^\//, '')}`);
+      }
+      throw err;
+    });
+    if (!st.isDirectory()) throw invalidParameter('extraction point is not a directory');
+    fs.checkWritable(destC);
+    const owner = o.copyUIDGID ? await resolveUserInRootfs(dir, c.record.Config.User ?? '') : undefined;
+    const extract = tarStream.extract();
+    const feeding = pipeline(body, extract).catch((err) => {
+      throw invalidParameter(`cannot read the archive: ${errorMessage(err)}`);
+    });
+    feeding.catch(() => undefined);
+    for await (const entry of extract) {
+      const h = entry.header;
+      const rel = memberPath(h.name);
+      if (rel === '' || rel === '.') {
+        entry.resume();
+        continue;
+      }
+      const full = posix.join(destC, rel);
+      const parent = await fs.mkdirAll(posix.dirname(full));
+      const placed = posix.join(parent, posix.basename(full));
+      fs.checkWritable(placed);
+      const target = fs.host(placed);
+      const existing = await lstat(target).catch(() => undefined);
+      const isDir = h.type === 'directory';
+      if (existing) {
+        if (o.noOverwriteDirNonDir && existing.isDirectory() !== isDir) {
+          entry.resume();
+          throw invalidParameter(
+            existing.isDirectory()
+              ? `cannot overwrite directory "${placed}" with non-directory "${h.name}"`
+              : `cannot overwrite non-directory "${placed}" with directory "${h.name}"`,
+          );
+        }
+        if (!(existing.isDirectory() && isDir)) await rm(target, { recursive: true, force: true });
+      }
+      await writeMember(fs, destC, target, h, entry, owner ? { uid: owner.uid, gid: owner.gid } : undefined);
+    }
+    await feeding;
+    emit(ix, c, 'extract-to-dir');
+  } finally {
+    if (frozen) await ix.runtime.resume(c.id).catch(() => undefined);
+    release();
   }
 }

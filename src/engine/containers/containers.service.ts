@@ -14,7 +14,7 @@ import {
 } from '../runtime/index.js';
 import type { Snapshotter } from '../storage/snapshotter.types.js';
 import type { VolumeService } from '../volumes/volumes.types.js';
-import { archiveContainerPath, statContainerPath } from './archive.js';
+import { archiveContainerPath, extractToContainer, statContainerPath } from './archive.js';
 import { containerChanges } from './changes.js';
 import { Container, emit, get, type Internals, rootfsPath } from './container.js';
 import { createContainer } from './create.js';
@@ -284,6 +284,9 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async archivePath(idOrName, path) {
       return archiveContainerPath(ix, get(ix, idOrName), path);
+    },
+    async extractTo(idOrName, path, body, o) {
+      await extractToContainer(ix, get(ix, idOrName), path, body, o);
     },
     async changes(idOrName) {
       return containerChanges(ix, get(ix, idOrName));

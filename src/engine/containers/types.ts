@@ -246,6 +246,13 @@ export interface ContainerService {
     idOrName: string,
     path: string,
   ): Promise<{ stat: PathStat; stream: Readable; done: Promise<void>; cancel(): void }>;
+  /** PUT /containers/{id}/archive: a tar extracted into a directory of the container (docker cp in). */
+  extractTo(
+    idOrName: string,
+    path: string,
+    body: Readable,
+    opts: { noOverwriteDirNonDir: boolean; copyUIDGID: boolean },
+  ): Promise<void>;
   /** GET /containers/{id}/changes (docker diff): null when nothing changed. */
   changes(idOrName: string): Promise<Array<{ Path: string; Kind: number }> | null>;
   /** GET /containers/{id}/export: the filesystem as a tar stream (`done` fails if tar did); `cancel` stops it. */

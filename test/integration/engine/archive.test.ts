@@ -18,8 +18,8 @@ interface PathStat {
   linkTarget: string;
 }
 
-/** docker cp out of a container: HEAD and GET /containers/{id}/archive against a real engine. */
-describe('docker cp from a container (archive)', () => {
+/** docker cp: HEAD, GET and PUT /containers/{id}/archive against a real engine. */
+describe('docker cp (archive)', () => {
   let engine: TestEngine;
   let out: string;
   const ok = (...args: string[]) => engine.dockerOk(args);
@@ -132,5 +132,43 @@ describe('docker cp from a container (archive)', () => {
     // every copy announces one (the earlier tests' ones may fall in the same second)
     assert.ok(events.split('\n').length >= 1 && events.split('\n').every((n) => n === 'src'), events);
     assert.equal(await ok('start', 'src'), 'src');
+  });
+
+  it('copies into a container: directories, links, volumes, through its links never out of it', async () => {
+    const local = join(out, 'local');
+    await exec('sh', [
+      '-c',
+      `mkdir -p ${local}/dir/sub && echo hello > ${local}/dir/sub/f && ln -s sub/f ${local}/dir/l && echo single > ${local}/one`,
+    ]);
+    await ok('exec', 'src', 'mkdir', '-p', '/target');
+    await ok('cp', join(local, 'dir'), 'src:/target/');
+    await ok('cp', join(local, 'one'), 'src:/vol/one');
+    // /escape is a link to / in the container: the file lands in the container's /tmp
+    await ok('cp', join(local, 'one'), 'src:/escape/tmp/');
+    assert.equal(
+      await ok('exec', 'src', 'sh', '-c', 'cat /target/dir/l /vol/one /tmp/one; readlink /target/dir/l'),
+      'hello\nsingle\nsingle\nsub/f',
+    );
+    // and nothing on the host's /tmp
+    assert.notEqual(await readFile('/tmp/one', 'utf8').catch(() => ''), 'single\n');
+    const missing = await engine.docker(['cp', join(local, 'one'), 'src:/nonexist/x']);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /Could not find the file \/nonexist in container src/);
+    // a member that would climb out of the extraction point is refused
+    const { stdout: evil } = await exec('sh', [
+      '-c',
+      `cd ${local} && tar -cf - --transform='s,^one,../../evil,' one | base64 -w0`,
+    ]);
+    const r = await engine.request('PUT', '/v1.41/containers/src/archive?path=/target', {
+      body: Buffer.from(evil, 'base64'),
+      headers: { 'Content-Type': 'application/x-tar' },
+    });
+    assert.equal(r.status, 400, r.text());
+    assert.notEqual((await engine.docker(['exec', 'src', 'test', '-e', '/evil'])).code, 0);
+    assert.equal(await ok('inspect', '-f', '{{.State.Status}}', 'src'), 'running');
+    await ok('run', '-d', '--name', 'ro', '--read-only', 'busybox', 'sleep', '300');
+    const ro = await engine.docker(['cp', join(local, 'one'), 'ro:/tmp/']);
+    assert.match(ro.stderr, /container rootfs is marked read-only/);
+    await ok('rm', '-f', 'ro');
   });
 });
