@@ -138,6 +138,23 @@ export class TestEngine {
     return r.stdout.trim();
   }
 
+  /**
+   * `docker events` from `since` (Unix seconds) up to a second from now, with `--filter`s
+   * (`key=value`) and a `--format`; the trimmed output.
+   */
+  events(since: number, format: string, filters: string[] = []): Promise<string> {
+    return this.dockerOk([
+      'events',
+      '--since',
+      String(since),
+      '--until',
+      String(Math.floor(Date.now() / 1000) + 1),
+      ...filters.flatMap((f) => ['--filter', f]),
+      '--format',
+      format,
+    ]);
+  }
+
   /** A raw HTTP request over the engine's socket. */
   request(
     method: string,

@@ -1,4 +1,4 @@
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
@@ -219,6 +219,28 @@ function stopSignal(ctx: ApiContext): string | undefined {
   return ctx.query.get('signal') || undefined;
 }
 
+/**
+ * Send a tar made as it goes (export, archive): the client leaving stops it, and a tar that failed
+ * half-way must not look complete, so the connection is cut instead of ended.
+ */
+async function sendTar(
+  ctx: ApiContext,
+  contentType: string,
+  tar: { stream: Readable; done: Promise<void>; cancel(): void },
+): Promise<void> {
+  ctx.res.statusCode = 200;
+  ctx.res.setHeader('Content-Type', contentType);
+  ctx.res.on('close', () => {
+    if (!ctx.res.writableFinished) tar.cancel();
+  });
+  await Promise.all([pipeline(tar.stream, ctx.res, { end: false }), tar.done])
+    .then(() => ctx.res.end())
+    .catch(() => {
+      tar.cancel();
+      ctx.res.destroy();
+    });
+}
+
 export function registerContainerRoutes(router: ApiRouter, containers: ContainerService): void {
   router.post('/containers/create', async (ctx) => {
     const name = ctx.query.get('name') ?? undefined;
@@ -414,19 +436,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       ctx.params.name ?? '',
       ctx.query.get('path') ?? '',
     );
-    ctx.res.statusCode = 200;
-    ctx.res.setHeader('Content-Type', 'application/x-tar');
     ctx.res.setHeader(PATH_STAT, statHeader(stat));
-    ctx.res.on('close', () => {
-      if (!ctx.res.writableFinished) cancel();
-    });
-    // a tar that failed half-way must not look complete: the connection is cut instead
-    await Promise.all([pipeline(stream, ctx.res, { end: false }), done])
-      .then(() => ctx.res.end())
-      .catch(() => {
-        cancel();
-        ctx.res.destroy();
-      });
+    await sendTar(ctx, 'application/x-tar', { stream, done, cancel });
   });
 
   router.put('/containers/{name}/archive', async (ctx) => {
@@ -444,19 +455,7 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
   });
 
   router.get('/containers/{name}/export', async (ctx) => {
-    const { stream, done, cancel } = await containers.export(ctx.params.name ?? '');
-    ctx.res.statusCode = 200;
-    ctx.res.setHeader('Content-Type', 'application/octet-stream');
-    ctx.res.on('close', () => {
-      if (!ctx.res.writableFinished) cancel();
-    });
-    // a tar that failed half-way must not look complete: the connection is cut instead
-    await Promise.all([pipeline(stream, ctx.res, { end: false }), done])
-      .then(() => ctx.res.end())
-      .catch(() => {
-        cancel();
-        ctx.res.destroy();
-      });
+    await sendTar(ctx, 'application/octet-stream', await containers.export(ctx.params.name ?? ''));
   });
 
   router.post('/containers/{name}/update', async (ctx) => {

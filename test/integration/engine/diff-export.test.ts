@@ -90,19 +90,10 @@ describe('docker diff and docker export', () => {
     assert.ok(r.body.includes(Buffer.from('live\n')));
     assert.equal(await ok('inspect', '-f', '{{.State.Running}}', 'live'), 'true');
     assert.equal((await engine.request('GET', '/v1.41/containers/nope/export')).status, 404);
-    const events = await ok(
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.floor(Date.now() / 1000) + 1),
-      '--filter',
+    const events = await engine.events(since, '{{.Actor.Attributes.name}}', [
       'event=export',
-      '--filter',
       'container=live',
-      '--format',
-      '{{.Actor.Attributes.name}}',
-    );
+    ]);
     assert.equal(events, 'live');
     await ok('rm', '-f', 'live');
   });

@@ -257,36 +257,14 @@ describe('exec (docker CLI and API)', () => {
   it('announces exec_create, exec_start and exec_die with the exec ID and exit code', async () => {
     const since = Math.floor(Date.now() / 1000);
     await engine.docker(['exec', 'box', 'sh', '-c', 'exit 7']);
-    const lines = await ok(
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.floor(Date.now() / 1000) + 1),
-      '--filter',
-      'container=box',
-      '--filter',
-      'event=exec_die',
-      '--format',
-      '{{json .}}',
-    );
+    const lines = await engine.events(since, '{{json .}}', ['container=box', 'event=exec_die']);
     const die = lines
       .split('\n')
       .map((l) => JSON.parse(l) as { Action: string; Actor: { Attributes: Record<string, string> } })
       .find((e) => e.Actor.Attributes.exitCode === '7');
     assert.ok(die, lines);
     const execId = die.Actor.Attributes.execID ?? '';
-    const all = await ok(
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.floor(Date.now() / 1000) + 1),
-      '--filter',
-      'container=box',
-      '--format',
-      '{{.Action}} {{.Actor.Attributes.execID}}',
-    );
+    const all = await engine.events(since, '{{.Action}} {{.Actor.Attributes.execID}}', ['container=box']);
     assert.deepEqual(
       all.split('\n').filter((l) => l.endsWith(execId)),
       [`exec_create: sh -c exit 7 ${execId}`, `exec_start: sh -c exit 7 ${execId}`, `exec_die ${execId}`],

@@ -575,17 +575,7 @@ describe('default bridge network (docker CLI)', () => {
       await engine.dockerOk(['rm', id]);
     }
     // no network connect/disconnect for them
-    const events = await engine.dockerOk([
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.floor(Date.now() / 1000) + 1),
-      '--filter',
-      'type=network',
-      '--format',
-      '{{.Actor.Attributes.container}}',
-    ]);
+    const events = await engine.events(since, '{{.Actor.Attributes.container}}', ['type=network']);
     for (const id of ids) assert.ok(!events.includes(id), events);
   });
 });

@@ -129,17 +129,7 @@ describe('docker update', () => {
     );
 
     assert.equal((await update('strict', { Memory: 32 << 20, MemorySwap: 64 << 20 })).status, 200);
-    const events = await ok(
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(Math.floor(Date.now() / 1000) + 1),
-      '--filter',
-      'event=update',
-      '--format',
-      '{{.Actor.Attributes.name}}',
-    );
+    const events = await engine.events(since, '{{.Actor.Attributes.name}}', ['event=update']);
     assert.equal(events, 'strict');
     await ok('rm', '-f', 'strict', 'gone');
   });
