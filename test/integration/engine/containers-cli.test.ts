@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { busyboxTarball } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { runPty } from '../../helpers/pty.js';
 
 /** busybox:latest in the engine, imported from the host's busybox-static when missing. */
 async function ensureBusybox(engine: TestEngine): Promise<void> {
@@ -21,37 +21,15 @@ async function ensureBusybox(engine: TestEngine): Promise<void> {
 
 /** The docker CLI (28) against a real engine: every container command. */
 
-const PTY_SCRIPT = String.raw`
-import json, os, pty, select, struct, sys, termios, fcntl, time
-host, config = sys.argv[1], sys.argv[2]
-env = dict(os.environ, DOCKER_CONFIG=config, DOCKER_HOST='', DOCKER_CLI_HINTS='false', TERM='xterm')
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvpe('docker', ['docker', '-H', host, 'run', '-it', '--rm', '--name', 'tty-test', 'busybox', 'sh'], env)
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 101, 0, 0))
-buf = b''
-def read_until(pat, timeout=15):
-    global buf
-    end = time.time() + timeout
-    while pat not in buf:
-        left = end - time.time()
-        if left <= 0:
-            raise SystemExit(json.dumps({'error': 'timeout waiting for %r' % pat, 'buf': buf.decode('latin1')}))
-        r, _, _ = select.select([fd], [], [], left)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                chunk = b''
-            if not chunk:
-                raise SystemExit(json.dumps({'error': 'eof waiting for %r' % pat, 'buf': buf.decode('latin1')}))
-            buf += chunk
+/** `docker run -it ... sh`: the size, echo, a resize, Ctrl-D ends it. */
+const TTY_SCENARIO = String.raw`
+resize(33, 101)
 read_until(b'# ')
 os.write(fd, b'stty size\r')
 read_until(b'33 101')
 os.write(fd, b'echo ab""cd\r')
 read_until(b'abcd\r\n')
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
+resize(40, 120)
 time.sleep(0.5)
 os.write(fd, b'stty size\r')
 read_until(b'40 120')
@@ -61,41 +39,11 @@ read_until(b'40 120\r\n/ # ')
 time.sleep(0.5)
 echoed = b'echo ab""cd' in buf
 os.write(fd, b'\x04')
-end = time.time() + 15
-status = None
-while time.time() < end:
-    wpid, st = os.waitpid(pid, os.WNOHANG)
-    if wpid:
-        status = os.waitstatus_to_exitcode(st)
-        break
-    try:
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            buf += os.read(fd, 4096)
-    except OSError:
-        pass
-print(json.dumps({'echoed': echoed, 'status': status, 'buf': buf.decode('latin1')}))
+finish(echoed=echoed)
 `;
 
-const DETACH_SCRIPT = String.raw`
-import json, os, pty, select, sys, time
-host, config, name = sys.argv[1], sys.argv[2], sys.argv[3]
-env = dict(os.environ, DOCKER_CONFIG=config, DOCKER_HOST='', DOCKER_CLI_HINTS='false', TERM='xterm')
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvpe('docker', ['docker', '-H', host, 'attach', name], env)
-buf = b''
-def pump(until, timeout=15):
-    global buf
-    end = time.time() + timeout
-    while until not in buf and time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                buf += os.read(fd, 4096)
-            except OSError:
-                return
-import termios
+/** `docker attach`: a command runs, then ctrl-p ctrl-q detaches. */
+const DETACH_SCENARIO = String.raw`
 end = time.time() + 15
 while time.time() < end and termios.tcgetattr(fd)[3] & termios.ECHO:
     time.sleep(0.05)
@@ -105,57 +53,8 @@ os.write(fd, b'echo in-attach\r')
 pump(b'in-attach\r\nin-attach\r\n')
 time.sleep(0.3)
 os.write(fd, b'\x10\x11')
-end = time.time() + 15
-status = None
-while time.time() < end:
-    wpid, st = os.waitpid(pid, os.WNOHANG)
-    if wpid:
-        status = os.waitstatus_to_exitcode(st)
-        break
-    pump(b'\x00', 0.1)
-# The CLI's last words may still sit in the pty after it exited: drain them.
-while True:
-    try:
-        r, _, _ = select.select([fd], [], [], 0.3)
-        if not r:
-            break
-        chunk = os.read(fd, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    buf += chunk
-print(json.dumps({'status': status, 'buf': buf.decode('latin1')}))
+finish()
 `;
-
-function runPty(
-  engine: TestEngine,
-  script = PTY_SCRIPT,
-  extra: string[] = [],
-): Promise<{ echoed: boolean; status: number | null; buf: string; error?: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('python3', ['-c', script, engine.host, engine.dockerConfig, ...extra], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      err += d.toString();
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', () => {
-      clearTimeout(timer);
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? err));
-      } catch {
-        reject(new Error(`pty script failed: ${out} ${err}`));
-      }
-    });
-  });
-}
 
 describe('containers with the docker CLI', () => {
   let engine: TestEngine;
@@ -196,7 +95,11 @@ describe('containers with the docker CLI', () => {
   });
 
   it('run -it: TTY, echo, window size, Ctrl-D ends the shell', async () => {
-    const r = await runPty(engine);
+    const r = await runPty(
+      engine,
+      ['run', '-it', '--rm', '--name', 'tty-test', 'busybox', 'sh'],
+      TTY_SCENARIO,
+    );
     assert.equal(r.error, undefined, r.buf);
     assert.ok(r.echoed, r.buf);
     assert.equal(r.status, 0, r.buf);
@@ -206,7 +109,7 @@ describe('containers with the docker CLI', () => {
 
   it('attach to a TTY container and detach with ctrl-p ctrl-q: the container keeps running', async () => {
     await ok('run', '-dit', '--name', 'detachable', 'busybox', 'sh');
-    const r = await runPty(engine, DETACH_SCRIPT, ['detachable']);
+    const r = await runPty(engine, ['attach', 'detachable'], DETACH_SCENARIO);
     assert.match(r.buf, /in-attach/);
     assert.match(r.buf, /read escape sequence/);
     // docker CLI 28 exits 1 after a detach, with dockerd too
@@ -223,7 +126,7 @@ describe('containers with the docker CLI', () => {
     assert.equal(created.status, 201, created.text());
     await ok('start', 'reattach');
     for (const round of [1, 2]) {
-      const r = await runPty(engine, DETACH_SCRIPT, ['reattach']);
+      const r = await runPty(engine, ['attach', 'reattach'], DETACH_SCENARIO);
       assert.match(r.buf, /in-attach\r\nin-attach/, `round ${round}: ${r.buf}`);
       assert.match(r.buf, /read escape sequence/);
     }

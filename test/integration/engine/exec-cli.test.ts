@@ -1,61 +1,25 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FrameDecoder } from '../../../src/http/stream.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { runPty } from '../../helpers/pty.js';
 
-/** `docker exec -it <c> sh` in a pseudo-terminal: size, echo, resize, the exit code. */
-const EXEC_PTY = String.raw`
-import json, os, pty, select, struct, sys, termios, fcntl, time
-host, config, name = sys.argv[1], sys.argv[2], sys.argv[3]
-env = dict(os.environ, DOCKER_CONFIG=config, DOCKER_HOST='', DOCKER_CLI_HINTS='false', TERM='xterm')
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvpe('docker', ['docker', '-H', host, 'exec', '-it', name, 'sh'], env)
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 27, 91, 0, 0))
-buf = b''
-def read_until(pat, timeout=15):
-    global buf
-    end = time.time() + timeout
-    while pat not in buf:
-        left = end - time.time()
-        if left <= 0:
-            raise SystemExit(json.dumps({'error': 'timeout waiting for %r' % pat, 'buf': buf.decode('latin1')}))
-        r, _, _ = select.select([fd], [], [], left)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                chunk = b''
-            if not chunk:
-                raise SystemExit(json.dumps({'error': 'eof waiting for %r' % pat, 'buf': buf.decode('latin1')}))
-            buf += chunk
+/** `docker exec -it <c> sh`: size, echo, a resize, the exit code. */
+const EXEC_SCENARIO = String.raw`
+resize(27, 91)
 read_until(b'# ')
 os.write(fd, b'stty size\r')
 read_until(b'27 91')
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 44, 132, 0, 0))
+resize(44, 132)
 time.sleep(0.5)
 os.write(fd, b'stty size\r')
 read_until(b'44 132\r\n/tmp # ')
 time.sleep(0.5)
 os.write(fd, b'echo ab""cd; exit 3\r')
-end = time.time() + 15
-status = None
-while time.time() < end:
-    wpid, st = os.waitpid(pid, os.WNOHANG)
-    if wpid:
-        status = os.waitstatus_to_exitcode(st)
-        break
-    try:
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            buf += os.read(fd, 4096)
-    except OSError:
-        pass
-print(json.dumps({'status': status, 'buf': buf.decode('latin1')}))
+finish()
 `;
 
 interface ExecInspect {
@@ -272,28 +236,7 @@ describe('exec (docker CLI and API)', () => {
   });
 
   it('docker exec -it: a terminal of the right size that follows resizes, echo, the exit code', async () => {
-    const r = await new Promise<{ status: number | null; buf: string; error?: string }>((resolve, reject) => {
-      const child = spawn('python3', ['-c', EXEC_PTY, engine.host, engine.dockerConfig, 'box'], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on('data', (d: Buffer) => {
-        err += d.toString();
-      });
-      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-      child.on('close', () => {
-        clearTimeout(timer);
-        try {
-          resolve(JSON.parse(out.trim().split('\n').pop() ?? ''));
-        } catch {
-          reject(new Error(`pty script failed: ${out} ${err}`));
-        }
-      });
-    });
+    const r = await runPty(engine, ['exec', '-it', 'box', 'sh'], EXEC_SCENARIO);
     assert.equal(r.error, undefined, r.buf);
     assert.match(r.buf, /27 91/);
     assert.match(r.buf, /44 132/);
