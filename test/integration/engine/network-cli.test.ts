@@ -453,16 +453,10 @@ describe('default bridge network (docker CLI)', () => {
     const id = await engine.dockerOk(['run', '-d', 'busybox', 'true']);
     await engine.dockerOk(['wait', id]);
     await engine.dockerOk(['rm', id]);
-    const until = Math.floor(Date.now() / 1000) + 1;
-    const out = await engine.dockerOk([
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(until),
-      '--format',
+    const out = await engine.events(
+      since,
       '{{.Type}} {{.Action}} {{.Actor.ID}} {{.Actor.Attributes.container}} {{.Actor.Attributes.name}} {{.Actor.Attributes.type}}',
-    ]);
+    );
     const mine = out
       .split('\n')
       .filter((l) => l.includes(id))

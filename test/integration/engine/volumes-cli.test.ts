@@ -333,20 +333,7 @@ describe('volumes: docker CLI', () => {
     const since = Math.floor(Date.now() / 1000) - 1;
     await engine.dockerOk(['run', '--rm', '-v', 'ev:/e', 'busybox', 'true']);
     await engine.dockerOk(['volume', 'rm', 'ev']);
-    const until = Math.floor(Date.now() / 1000) + 1;
-    const lines = await engine.dockerOk([
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(until),
-      '--filter',
-      'type=volume',
-      '--filter',
-      'volume=ev',
-      '--format',
-      '{{json .}}',
-    ]);
+    const lines = await engine.events(since, '{{json .}}', ['type=volume', 'volume=ev']);
     const events = lines
       .split('\n')
       .map((l) => JSON.parse(l) as { Action: string; Actor: { Attributes: Record<string, string> } });
@@ -366,26 +353,14 @@ describe('volumes: docker CLI', () => {
     assert.equal(mount['read/write'], 'true');
 
     // among the container's own events, in dockerd 20.10's order
-    const all = (
-      await engine.dockerOk([
-        'events',
-        '--since',
-        String(since),
-        '--until',
-        String(until),
-        '--format',
-        '{{json .}}',
-      ])
-    )
-      .split('\n')
-      .map(
-        (l) =>
-          JSON.parse(l) as {
-            Type: string;
-            Action: string;
-            Actor: { ID: string; Attributes: Record<string, string> };
-          },
-      );
+    const all = (await engine.events(since, '{{json .}}')).split('\n').map(
+      (l) =>
+        JSON.parse(l) as {
+          Type: string;
+          Action: string;
+          Actor: { ID: string; Attributes: Record<string, string> };
+        },
+    );
     const cid = mount.container;
     assert.ok(cid);
     assert.deepEqual(
@@ -469,18 +444,7 @@ describe('volumes: docker CLI', () => {
     const id2 = await engine.dockerOk(['create', '--mount', 'source=ev2,target=/y', 'busybox', 'true']);
     await engine.dockerOk(['rm', id, id2]);
     await engine.dockerOk(['volume', 'prune', '-f', '--all', '--filter', 'label!=nothing-has-this']);
-    const until = Math.floor(Date.now() / 1000) + 1;
-    const lines = await engine.dockerOk([
-      'events',
-      '--since',
-      String(since),
-      '--until',
-      String(until),
-      '--filter',
-      'type=volume',
-      '--format',
-      '{{json .}}',
-    ]);
+    const lines = await engine.events(since, '{{json .}}', ['type=volume']);
     const events = lines
       .split('\n')
       .map(
