@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { BerthError, invalidParameter } from '../common/errors.js';
+import { onceAny } from '../common/once-any.js';
 
 /**
  * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
@@ -162,17 +163,7 @@ async function readBytes(stream: Duplex, n: number, keep: boolean): Promise<Buff
   while (left > 0 && !stream.destroyed && !stream.readableEnded) {
     const chunk = stream.read() as Buffer | null;
     if (chunk === null) {
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          stream.off('readable', done);
-          stream.off('close', done);
-          stream.off('end', done);
-          resolve();
-        };
-        stream.on('readable', done);
-        stream.on('close', done);
-        stream.on('end', done);
-      });
+      await onceAny(stream, ['readable', 'close', 'end']);
       continue;
     }
     if (chunk.length > left) stream.unshift(chunk.subarray(left));

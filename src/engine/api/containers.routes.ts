@@ -2,6 +2,7 @@ import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import { onceAny } from '../../common/once-any.js';
 import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
@@ -167,17 +168,7 @@ export async function writeLogBatches(
 
 /** 'drain', or the stream going away (whichever comes first). */
 function waitDrain(res: Writable): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      res.off('error', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-    res.on('error', done);
-  });
+  return onceAny(res, ['drain', 'close', 'error']);
 }
 
 /** The messages of a batch, each in a stdout/stderr frame, in one buffer. */
