@@ -2,18 +2,14 @@ import { invalidParameter } from '../../common/errors.js';
 import { readJsonObject } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
+import type { NetworkService } from '../network/network.service.js';
 import type { ApiRouter } from './context.js';
 
 /** What the routes need from the network layer (src/engine/network). */
-export interface NetworkBackend {
-  list(filters: Map<string, string[]>): Array<Record<string, unknown>>;
-  inspect(idOrName: string, opts?: { scope?: string }): Record<string, unknown>;
-  create(name: string): never;
-  remove(idOrName: string): never;
-  connect(idOrName: string): never;
-  disconnect(idOrName: string): never;
-  prune(filters: Map<string, string[]>): { NetworksDeleted: string[] };
-}
+export type NetworkBackend = Pick<
+  NetworkService,
+  'list' | 'inspect' | 'create' | 'remove' | 'connect' | 'disconnect' | 'prune'
+>;
 
 const GO_BOOLS = ['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False'];
 
