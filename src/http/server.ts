@@ -183,8 +183,14 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-export function sendEmpty(res: ServerResponse, status: number): void {
+/** End an answer without a body (a Content-Length of 0 unless the status has no body). */
+export function sendEmpty(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string | number> = {},
+): void {
   res.statusCode = status;
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   if (status !== 204 && status !== 304) res.setHeader('Content-Length', 0);
   res.end();
 }

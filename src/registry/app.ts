@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessage } from '../common/errors.js';
 import { type Logger, rootLogger } from '../common/log.js';
+import { sendEmpty } from '../http/server.js';
 import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
-import { type RegistryState, type RequestContext, sendEmpty } from './context.js';
+import type { RegistryState, RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
 import { checkName, isValidName } from './names.js';
 import { accessesFor, matchRoute } from './routes.js';

@@ -49,18 +49,6 @@ function firstValue(v: string | string[] | undefined): string | undefined {
   return first || undefined;
 }
 
-/** End an answer without a body. */
-export function sendEmpty(
-  res: ServerResponse,
-  status: number,
-  headers: Record<string, string | number> = {},
-): void {
-  res.statusCode = status;
-  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-  if (status !== 204 && status !== 304) res.setHeader('Content-Length', 0);
-  res.end();
-}
-
 export function sendJsonBody(
   res: ServerResponse,
   status: number,

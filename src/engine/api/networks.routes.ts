@@ -1,4 +1,5 @@
 import { invalidParameter } from '../../common/errors.js';
+import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJsonObject } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
@@ -11,8 +12,6 @@ export type NetworkBackend = Pick<
   'list' | 'inspect' | 'create' | 'remove' | 'connect' | 'disconnect' | 'prune'
 >;
 
-const GO_BOOLS = ['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False'];
-
 /** /networks: the predefined networks (bridge, host, none); the writes refuse as docs/networking.md says. */
 export function registerNetworkRoutes(router: ApiRouter, networks: NetworkBackend): void {
   router.get('/networks', async (ctx) => {
@@ -22,9 +21,7 @@ export function registerNetworkRoutes(router: ApiRouter, networks: NetworkBacken
   router.get('/networks/{id}', async (ctx) => {
     // dockerd parses verbose with strconv.ParseBool
     const verbose = ctx.query.get('verbose');
-    if (verbose && !GO_BOOLS.includes(verbose)) {
-      throw invalidParameter(`strconv.ParseBool: parsing ${JSON.stringify(verbose)}: invalid syntax`);
-    }
+    if (verbose && goParseBool(verbose) === undefined) throw invalidParameter(parseBoolError(verbose));
     sendJson(
       ctx.res,
       200,

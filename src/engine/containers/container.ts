@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { HostConfig } from '../../common/docker-types.js';
 import { errorMessage, invalidParameter, isKind, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { Mutex } from '../../common/mutex.js';
 import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
@@ -18,20 +19,6 @@ import { RestartManager } from './restart.js';
 import type { ContainerStore } from './store.js';
 import { StdioHub } from './streams.js';
 import { type ContainerRecord, type ContainerState, ZERO_TIME } from './types.js';
-
-/** A serialising lock: operations that change a container's state run one at a time. */
-export class Mutex {
-  private tail: Promise<void> = Promise.resolve();
-
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(fn);
-    this.tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
-  }
-}
 
 /** One container in memory: its persisted record plus what only lives while the engine runs. */
 export class Container {

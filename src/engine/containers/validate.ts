@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import { goParseBool } from '../../common/go-strconv.js';
 import { parseLogLimits } from '../runtime/index.js';
 import { hostSysInfo, type SysInfo } from '../system/sysinfo.js';
 import { goRegExp } from './logging.js';
@@ -230,8 +231,6 @@ function checkCaps(list: string[] | null | undefined, field: string): void {
   }
 }
 
-const PARSE_BOOL = ['1', 't', 'T', 'true', 'TRUE', 'True', '0', 'f', 'F', 'false', 'FALSE', 'False'];
-
 /** dockerd's parseSecurityOpt (what the runtime takes at start: label, apparmor, seccomp...). */
 function checkSecurityOpt(opts: string[] | null | undefined): void {
   for (const opt of opts ?? []) {
@@ -240,7 +239,7 @@ function checkSecurityOpt(opts: string[] | null | undefined): void {
     if (!sep) throw invalidParameter(`invalid --security-opt 1: "${opt}"`);
     const key = opt.slice(0, opt.indexOf(sep));
     const value = opt.slice(opt.indexOf(sep) + 1);
-    if (key === 'no-new-privileges' && !PARSE_BOOL.includes(value)) {
+    if (key === 'no-new-privileges' && goParseBool(value) === undefined) {
       throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
     }
     if (!['label', 'apparmor', 'seccomp', 'no-new-privileges', 'systempaths'].includes(key)) {

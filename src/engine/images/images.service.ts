@@ -5,6 +5,7 @@ import { BerthError, conflict, errorMessage, invalidParameter, notFound } from '
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
 import { shortId } from '../../common/ids.js';
 import type { Logger } from '../../common/log.js';
+import { Mutex } from '../../common/mutex.js';
 import {
   familiarMatch,
   familiarName,
@@ -22,7 +23,7 @@ import { rfc3339Nano } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import { ContentStore } from '../storage/content.store.js';
-import { JsonRecordStore, Mutex } from '../storage/metadata.store.js';
+import { JsonRecordStore } from '../storage/metadata.store.js';
 import { chainIds, OverlaySnapshotter } from '../storage/overlay.snapshotter.js';
 import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
 import { applyChanges } from './changes.js';

@@ -6,11 +6,12 @@ import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, notFound } from '../../common/errors.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
 import type { Logger } from '../../common/log.js';
+import { KeyedMutex } from '../../common/mutex.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 import { applyLayer, type Compression } from './layer.apply.js';
 import { exportDiff } from './layer.export.js';
-import { JsonRecordStore, KeyedMutex } from './metadata.store.js';
+import { JsonRecordStore } from './metadata.store.js';
 import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
 
 /** A read-only layer snapshot, keyed by chain ID. Its record file is the commit point. */

@@ -13,7 +13,7 @@ import {
 import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
 import type { Logger } from '../../common/log.js';
-import { Mutex } from '../containers/container.js';
+import { Mutex } from '../../common/mutex.js';
 import type { EventsService } from '../events/events.service.js';
 import { filterVolumes, pruneMatches, pruneScope } from './filters.js';
 import { HostVolumeOps, type VolumeOps } from './mount.adapter.js';

@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises';
 import { errnoCode } from '../../common/errors.js';
-import { type RequestContext, sendEmpty } from '../context.js';
+import { sendEmpty } from '../../http/server.js';
+import type { RequestContext } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest } from '../names.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { type ParsedDigest, tryParseDigest } from '../../common/digest.js';
-import { type RequestContext, sendEmpty, urlFor } from '../context.js';
+import { sendEmpty } from '../../http/server.js';
+import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
 import { bareMediaType, MAX_MANIFEST_SIZE, parseManifest } from '../manifests/validate.js';

@@ -1,6 +1,7 @@
 import type { ParsedDigest } from '../../common/digest.js';
 import { tryParseDigest } from '../../common/digest.js';
-import { contentLength, hasBody, type RequestContext, sendEmpty, urlFor } from '../context.js';
+import { sendEmpty } from '../../http/server.js';
+import { contentLength, hasBody, type RequestContext, urlFor } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest, checkName } from '../names.js';
 import { rangeHeader, type UploadStatus } from '../storage/uploads.js';

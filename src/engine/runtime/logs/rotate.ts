@@ -1,6 +1,7 @@
 import { rename, rm, unlink } from 'node:fs/promises';
 import type { LogConfig } from '../../../common/docker-types.js';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
+import { goParseBool, parseBoolError } from '../../../common/go-strconv.js';
 
 /** max-size / max-file / compress of a container's log, parsed. `maxSize` -1: no limit. */
 export interface LogLimits {
@@ -21,13 +22,10 @@ export function parseSize(value: string, unit: 1000 | 1024 = 1024): number {
   return Math.floor(Number(m[1]) * unit ** prefixes.indexOf((m[2] ?? '').toLowerCase()));
 }
 
-/** Go's strconv.ParseBool. */
 function parseBool(name: string, value: string): boolean {
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(value)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(value)) return false;
-  throw invalidParameter(
-    `invalid ${name}: strconv.ParseBool: parsing ${JSON.stringify(value)}: invalid syntax`,
-  );
+  const b = goParseBool(value);
+  if (b === undefined) throw invalidParameter(`invalid ${name}: ${parseBoolError(value)}`);
+  return b;
 }
 
 function parseMaxFile(value: string): number {

@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
+import { goParseBool } from '../../../common/go-strconv.js';
 import type { SpecInput, SpecMount } from '../runtime.types.js';
 import { capabilitySets, tweakCapabilities } from './capabilities.js';
 import { planDevices } from './devices.js';
@@ -50,12 +51,11 @@ function parseSecurityOpt(opts: readonly string[] | null | undefined): SecurityO
     const value = opt.slice(opt.indexOf(sep) + 1);
     switch (key) {
       case 'no-new-privileges':
-        if (
-          !['1', 't', 'T', 'true', 'TRUE', 'True', '0', 'f', 'F', 'false', 'FALSE', 'False'].includes(value)
-        ) {
-          throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
+        {
+          const b = goParseBool(value);
+          if (b === undefined) throw invalidParameter(`invalid --security-opt 2: "${opt}"`);
+          out.noNewPrivileges = b;
         }
-        out.noNewPrivileges = ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(value);
         break;
       case 'seccomp':
         out.seccomp = value;
