@@ -15,6 +15,7 @@ import { registerImageRoutes } from './api/images.routes.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerSystemRoutes } from './api/system.routes.js';
+import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
@@ -152,6 +153,7 @@ export async function startEngine(
       debug: config.logLevel === 'debug',
       insecureRegistries: config.insecureRegistries,
       liveRestore: true,
+      apiVersions: { min: MIN_API_VERSION, max: MAX_API_VERSION },
     },
     sources,
     events,

@@ -1,4 +1,5 @@
 import { invalidParameter } from '../common/errors.js';
+import type { Filters } from '../common/filters.js';
 
 /**
  * A boolean query value as dockerd reads it (httputils.BoolValue): trimmed and lowercased, "",
@@ -24,9 +25,6 @@ export function parseIntParam(
   }
   return Number(value);
 }
-
-/** Filters as Docker sends them: a JSON map of name to values. */
-export type Filters = Map<string, string[]>;
 
 /**
  * Parse the `filters` query parameter: dockerd's map of values to booleans
@@ -59,11 +57,4 @@ export function parseFilters(raw: string | null | undefined): Filters {
     if (values.length) filters.set(key, values as string[]);
   }
   return filters;
-}
-
-/** Refuse filter names the endpoint does not know, as dockerd does ("invalid filter 'x'"). */
-export function checkFilterNames(filters: Filters, allowed: readonly string[]): void {
-  for (const key of filters.keys()) {
-    if (!allowed.includes(key)) throw invalidParameter(`invalid filter '${key}'`);
-  }
 }

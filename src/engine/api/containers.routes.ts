@@ -7,8 +7,6 @@ import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
 import { hijack, STDERR, STDOUT } from '../../http/stream.js';
-import { decodeCreateJson, decodeUpdateJson } from '../containers/create.schema.js';
-import type { ContainerService, LogChunk, NetworkingConfig, WaitCondition } from '../containers/types.js';
 import {
   acceptKey,
   encodeFrame,
@@ -18,10 +16,12 @@ import {
   OP_PING,
   OP_PONG,
   OP_TEXT,
-} from '../containers/websocket.js';
+} from '../../http/websocket.js';
+import type { ContainerService, LogChunk, NetworkingConfig, WaitCondition } from '../containers/types.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { parseTimestamp } from './events.routes.js';
 import { pipeSession, socketSink, streamType } from './hijack.js';
+import { decodeCreateJson, decodeUpdateJson } from './schema/containers.schema.js';
 import { gates } from './versions.js';
 
 /** Container endpoints: validate input, call the containers service, shape output per API version. */
@@ -32,7 +32,7 @@ function bool(ctx: ApiContext, name: string, fallback = false): boolean {
 
 /**
  * The create body as dockerd decodes it (types, key case, legacy top-level HostConfig fields: see
- * create.schema.ts), with the fields the request's API version does not have dropped.
+ * schema/containers.schema.ts), with the fields the request's API version does not have dropped.
  */
 export function decodeCreateBody(
   body: Record<string, unknown>,
@@ -246,7 +246,10 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
       config,
       hostConfig,
       networkingConfig,
-      apiVersion: ctx.version,
+      options: {
+        defaultIpcMode: atLeast(ctx, gates.ipcPrivateDefault) ? 'private' : 'shareable',
+        kernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
+      },
     });
     sendJson(ctx.res, 201, { Id: result.Id, Warnings: result.Warnings });
   });
@@ -452,7 +455,7 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
   router.post('/containers/{name}/update', async (ctx) => {
     const settings = decodeUpdateJson(await readJsonObject(ctx.req));
     const warnings = await containers.update(ctx.params.name ?? '', settings, {
-      apiKernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
+      kernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
     });
     sendJson(ctx.res, 200, { Warnings: warnings.length ? warnings : null });
   });

@@ -2,10 +2,10 @@ import { invalidParameter } from '../../common/errors.js';
 import { readJsonObject } from '../../http/body.js';
 import { sendJson } from '../../http/server.js';
 import { hijack } from '../../http/stream.js';
-import { decodeExecCreateJson, decodeExecStartJson } from '../containers/create.schema.js';
 import type { ContainerService } from '../containers/types.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { pipeSession, socketSink, streamType } from './hijack.js';
+import { decodeExecCreateJson, decodeExecStartJson } from './schema/exec.schema.js';
 
 function consoleSize(v: number[] | null | undefined): { height: number; width: number } | undefined {
   const [height = 0, width = 0] = v ?? [];

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { conflict, errorMessage, isKind, notFound } from '../../common/errors.js';
+import { checkFilterNames } from '../../common/filters.js';
 import type { Logger } from '../../common/log.js';
-import { checkFilterNames } from '../../http/query.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { ContainerNetworking } from '../network/network.types.js';

@@ -4,14 +4,13 @@ import type { ContainerConfig, HostConfig, ImageConfigFile } from '../../common/
 import { invalidParameter, notFound } from '../../common/errors.js';
 import { randomId } from '../../common/ids.js';
 import { rfc3339Nano } from '../../common/time.js';
-import { versionAtLeast } from '../api/versions.js';
 import type { ImageRecord } from '../images/images.types.js';
 import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../runtime/index.js';
 import { Container, emit, emptyState, type Internals, resolveForCreate, save } from './container.js';
 import { linkName } from './links.js';
 import { normalizeName } from './names.js';
 import { keptLinks, resolveLinks } from './network.js';
-import type { ContainerRecord, CreateRequest, CreateResult } from './types.js';
+import type { ContainerRecord, CreateOptions, CreateRequest, CreateResult } from './types.js';
 import { KNOWN_RUNTIMES, validateConfig, validateHostConfig, validateNetworkingConfig } from './validate.js';
 import { abandonVolumeMounts, type MountPoint, resolveVolumeMounts } from './volumes.js';
 
@@ -103,7 +102,7 @@ function checkPlatform(
 }
 
 /** dockerd's adaptContainerSettings and the defaults inspect shows. */
-function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: string): HostConfig {
+function normalizeHostConfig(hc: HostConfig, o: CreateOptions, runtimeName: string): HostConfig {
   const out: HostConfig = { ...hc };
   // By default, MemorySwap is twice Memory (dockerd stores it so)
   // twice Memory, as dockerd; where that leaves int64 (a Memory of 2^62 or more), unlimited
@@ -117,12 +116,10 @@ function normalizeHostConfig(hc: HostConfig, apiVersion: string, runtimeName: st
   if (!out.RestartPolicy?.Name)
     out.RestartPolicy = { Name: 'no', MaximumRetryCount: out.RestartPolicy?.MaximumRetryCount ?? 0 };
   if (!out.ShmSize) out.ShmSize = defaultShmSize;
-  if (!out.IpcMode) out.IpcMode = versionAtLeast(apiVersion, '1.40') ? 'private' : 'shareable';
+  if (!out.IpcMode) out.IpcMode = o.defaultIpcMode;
   if (!out.CgroupnsMode) out.CgroupnsMode = 'host';
   if (!out.Runtime) out.Runtime = runtimeName;
-  if (versionAtLeast(apiVersion, '1.42')) {
-    delete out.KernelMemory;
-  }
+  if (!o.kernelMemory) delete out.KernelMemory;
   if (!out.Privileged) {
     if (!out.MaskedPaths) out.MaskedPaths = [...defaultMaskedPaths];
     if (!out.ReadonlyPaths) out.ReadonlyPaths = [...defaultReadonlyPaths];
@@ -169,7 +166,7 @@ function checkReferences(ix: Internals, hc: HostConfig): ReturnType<typeof resol
 }
 
 export async function createContainer(ix: Internals, req: CreateRequest): Promise<CreateResult> {
-  const { config: body, apiVersion } = req;
+  const { config: body } = req;
   const hcIn: HostConfig = { ...(req.hostConfig ?? {}) };
   const user: ContainerConfig = { ...body };
   delete (user as Record<string, unknown>).HostConfig;
@@ -180,7 +177,7 @@ export async function createContainer(ix: Internals, req: CreateRequest): Promis
   const name = req.name ? normalizeName(req.name) : undefined;
   validateConfig(user);
   const warnings = validateHostConfig(hcIn, user, {
-    apiKernelMemory: !versionAtLeast(apiVersion, '1.42'),
+    kernelMemory: req.options.kernelMemory,
     runtimes: [...new Set([...KNOWN_RUNTIMES, ix.runtime.name])],
   });
   validateNetworkingConfig(req.networkingConfig ?? {});
@@ -213,12 +210,11 @@ async function createFromImage(
   },
 ): Promise<CreateResult> {
   const { id, image, user, hcIn, name, links, warnings } = o;
-  const apiVersion = req.apiVersion;
   checkPlatform(req.platform, image.config, user.Image ?? '', warnings);
   const config = mergeImageConfig(user, image.config.config);
   const { path, args } = entrypointAndArgs(config);
 
-  const hostConfig = normalizeHostConfig(hcIn, apiVersion, ix.runtime.name);
+  const hostConfig = normalizeHostConfig(hcIn, req.options, ix.runtime.name);
   // dockerd: the host's name with the host's network, else the short ID (also with another
   // container's network: that one's hostname replaces it at every start)
   if (!config.Hostname) config.Hostname = hostConfig.NetworkMode === 'host' ? osHostname() : id.slice(0, 12);

@@ -1,7 +1,7 @@
 import type { HostConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
+import { checkFilterNames, type Filters } from '../../common/filters.js';
 import { filterMatch } from '../../common/go-regexp.js';
-import { checkFilterNames, type Filters } from '../../http/query.js';
 import type { ContainerRecord } from './types.js';
 import { timeKey } from './units.js';
 import { parsePortKey } from './validate.js';

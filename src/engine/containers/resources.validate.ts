@@ -102,7 +102,7 @@ export function checkResources(hc: HostConfig, opts: Required<HostValidation>, w
   if (mem > 0 && res > 0 && mem < res) {
     throw invalidParameter('Minimum memory limit can not be less than memory reservation limit, see usage');
   }
-  if (opts.apiKernelMemory && (hc.KernelMemory ?? 0) > 0) {
+  if (opts.kernelMemory && (hc.KernelMemory ?? 0) > 0) {
     warnings.push('Specifying a kernel memory limit is deprecated and will be removed in a future release.');
     if (!si.kernelMemory) {
       warnings.push(

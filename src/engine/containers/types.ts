@@ -112,8 +112,16 @@ export interface CreateRequest {
   config: ContainerConfig & { HostConfig?: HostConfig; NetworkingConfig?: NetworkingConfig };
   hostConfig: HostConfig;
   networkingConfig: NetworkingConfig;
-  /** The API version of the request (some defaults depend on it). */
-  apiVersion: string;
+  /** What the request's API version decides (the API layer works it out). */
+  options: CreateOptions;
+}
+
+/** Create behaviour that depends on the client's API version, as plain choices. */
+export interface CreateOptions {
+  /** HostConfig.IpcMode when none is given: `private` (API 1.40+) or `shareable` before. */
+  defaultIpcMode: 'private' | 'shareable';
+  /** Whether HostConfig.KernelMemory is taken (before API 1.42; dropped from then on). */
+  kernelMemory: boolean;
 }
 
 export interface CreateResult {
@@ -258,7 +266,7 @@ export interface ContainerService {
   /** GET /containers/{id}/export: the filesystem as a tar stream (`done` fails if tar did); `cancel` stops it. */
   export(idOrName: string): Promise<{ stream: Readable; done: Promise<void>; cancel(): void }>;
   /** POST /containers/{id}/update: the warnings; 400 for bad or conflicting settings. */
-  update(idOrName: string, settings: HostConfig, opts: { apiKernelMemory: boolean }): Promise<string[]>;
+  update(idOrName: string, settings: HostConfig, opts: { kernelMemory: boolean }): Promise<string[]>;
   /** GET /containers/{id}/stats: 404 first; then the objects to send, one per line. */
   stats(idOrName: string, opts: StatsOptions): Promise<AsyncIterable<unknown>>;
   /** POST /containers/{id}/exec: 404, 409 (not running, paused, restarting), 400 (no command). */

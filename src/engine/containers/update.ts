@@ -77,9 +77,9 @@ export async function updateContainer(
   ix: Internals,
   c: Container,
   u: HostConfig,
-  opts: { apiKernelMemory: boolean },
+  opts: { kernelMemory: boolean },
 ): Promise<string[]> {
-  const warnings = validateHostConfig(u, {}, { apiKernelMemory: opts.apiKernelMemory, update: true });
+  const warnings = validateHostConfig(u, {}, { kernelMemory: opts.kernelMemory, update: true });
   return c.lock.run(async () => {
     const before = c.hostConfig;
     const next = mergeUpdate(c, before, u);

@@ -259,8 +259,8 @@ function checkNamespaceMode(value: string | undefined, field: string, allowed: s
 export const KNOWN_RUNTIMES = ['runc', 'crun'] as const;
 
 export interface HostValidation {
-  /** KernelMemory still means something at this API version (before 1.42). */
-  apiKernelMemory: boolean;
+  /** KernelMemory is honoured (API before 1.42: the API layer decides). */
+  kernelMemory: boolean;
   /** Swap can be limited (else the limit is discarded with dockerd's warning); default: sysInfo's. */
   swapSupported?: boolean;
   /** What the host's cgroups support; default: this host's. */
@@ -283,7 +283,7 @@ export function validateHostConfig(
 ): string[] {
   const sysInfo = options.sysInfo ?? hostSysInfo();
   const opts: Required<HostValidation> = {
-    apiKernelMemory: options.apiKernelMemory,
+    kernelMemory: options.kernelMemory,
     sysInfo,
     swapSupported: options.swapSupported ?? sysInfo.swapLimit,
     runtimes: options.runtimes ?? KNOWN_RUNTIMES,

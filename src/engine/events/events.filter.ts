@@ -1,5 +1,5 @@
+import type { Filters } from '../../common/filters.js';
 import { familiarName, tryParseNormalizedNamed } from '../../common/reference.js';
-import type { Filters } from '../../http/query.js';
 import type { EngineEvent } from './events.service.js';
 
 /**

@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../common/errors.js';
+import { checkFilterNames } from '../../common/filters.js';
 import { filterMatch } from '../../common/go-regexp.js';
-import { checkFilterNames } from '../../http/query.js';
 import type { AttachedContainer, BridgeInfo, PredefinedNetwork } from './network.types.js';
 
 /** GET /networks and /networks/{id} of the predefined networks, in dockerd 20.10's shape. Pure. */

@@ -5,7 +5,6 @@ import { errnoCode } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
 import { rfc3339Nano } from '../../common/time.js';
 import { BERTH_VERSION } from '../../common/version.js';
-import { MAX_API_VERSION, MIN_API_VERSION } from '../api/versions.js';
 import type { EventsService } from '../events/events.service.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
 
@@ -37,6 +36,8 @@ export interface SystemConfig {
   debug: boolean;
   insecureRegistries: string[];
   liveRestore: boolean;
+  /** The API versions the engine serves (the API layer's range), for /version. */
+  apiVersions: { min: string; max: string };
 }
 
 /** /info and /version: true figures from the host and the other services. */
@@ -72,14 +73,14 @@ export class SystemService {
         Name: 'Engine',
         Version: ENGINE_VERSION,
         Details: {
-          ApiVersion: MAX_API_VERSION,
+          ApiVersion: this.config.apiVersions.max,
           Arch: arch,
           BuildTime: '',
           Experimental: String(this.config.experimental),
           GitCommit: '',
           GoVersion: `node${process.versions.node}`,
           KernelVersion: f.kernelVersion,
-          MinAPIVersion: MIN_API_VERSION,
+          MinAPIVersion: this.config.apiVersions.min,
           Os: 'linux',
         },
       },
@@ -92,8 +93,8 @@ export class SystemService {
       Platform: { Name: 'berth' },
       Components: components,
       Version: ENGINE_VERSION,
-      ApiVersion: MAX_API_VERSION,
-      MinAPIVersion: MIN_API_VERSION,
+      ApiVersion: this.config.apiVersions.max,
+      MinAPIVersion: this.config.apiVersions.min,
       GitCommit: '',
       GoVersion: `node${process.versions.node}`,
       Os: 'linux',

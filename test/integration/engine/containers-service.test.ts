@@ -91,7 +91,13 @@ function images(snapshotter: Snapshotter): ImageResolver & { snapshotter: Snapsh
 }
 
 function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}): CreateRequest {
-  return { config, hostConfig: {}, networkingConfig: {}, apiVersion: '1.44', ...extra };
+  return {
+    config,
+    hostConfig: {},
+    networkingConfig: {},
+    options: { defaultIpcMode: 'private', kernelMemory: false },
+    ...extra,
+  };
 }
 
 function collector(): AttachSink & { text(): string; ended: Promise<string> } {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BerthError } from '../../../src/common/errors.js';
-import { checkFilterNames, parseBool, parseFilters, parseIntParam } from '../../../src/http/query.js';
+import { checkFilterNames } from '../../../src/common/filters.js';
+import { parseBool, parseFilters, parseIntParam } from '../../../src/http/query.js';
 import { FrameDecoder, frame } from '../../../src/http/stream.js';
 
 describe('query parsing', () => {

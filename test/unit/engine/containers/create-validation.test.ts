@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
 import { decodeCreateBody } from '../../../../src/engine/api/containers.routes.js';
-import { decodeCreateJson } from '../../../../src/engine/containers/create.schema.js';
+import { decodeCreateJson } from '../../../../src/engine/api/schema/containers.schema.js';
 import { parseBind } from '../../../../src/engine/containers/mounts.validate.js';
 import type { CreateRequest } from '../../../../src/engine/containers/types.js';
 import {
@@ -27,7 +27,7 @@ function invalid(fn: () => unknown, message: string | RegExp): void {
 
 /** A host where everything is supported, 2 CPUs (0-1), one memory node. */
 const full = fullSysInfo('0-1', '0');
-const opts = (sysInfo: SysInfo = full) => ({ apiKernelMemory: true, sysInfo });
+const opts = (sysInfo: SysInfo = full) => ({ kernelMemory: true, sysInfo });
 const hostcfg = (hc: HostConfig, sysInfo?: SysInfo) => validateHostConfig(hc, {}, opts(sysInfo));
 
 // dockerd 20.10's messages for bodies of the wrong JSON types (it answers 500; berth 400)
@@ -611,7 +611,7 @@ describe('HostConfig validation at create (dockerd messages)', () => {
     ]);
     // from API 1.42 KernelMemory means nothing (it is dropped at create)
     assert.deepEqual(
-      validateHostConfig({ KernelMemory: 10 }, {}, { apiKernelMemory: false, sysInfo: full }),
+      validateHostConfig({ KernelMemory: 10 }, {}, { kernelMemory: false, sysInfo: full }),
       [],
     );
     const pct: HostConfig = { CpuPercent: 50 };
@@ -678,7 +678,7 @@ describe('HostConfig validation at create (dockerd messages)', () => {
     assert.match(si.cpus, /^\d+(-\d+)?(,\d+(-\d+)?)*$/);
     assert.match(si.mems, /^\d+(-\d+)?(,\d+(-\d+)?)*$/);
     invalid(
-      () => validateHostConfig({ CpusetCpus: '0-4000' }, {}, { apiKernelMemory: true }),
+      () => validateHostConfig({ CpusetCpus: '0-4000' }, {}, { kernelMemory: true }),
       /^Requested CPUs/,
     );
   });
@@ -721,7 +721,7 @@ describe('create-time adjustments (containers service, fake runtime)', () => {
     config,
     hostConfig,
     networkingConfig: {},
-    apiVersion: '1.44',
+    options: { defaultIpcMode: 'private', kernelMemory: false },
     ...(name ? { name } : {}),
   });
 

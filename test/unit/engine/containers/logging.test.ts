@@ -79,7 +79,7 @@ describe('container logs through the service (fake runtime)', () => {
     config: { Image: 'busybox', Cmd: ['true'] },
     hostConfig,
     networkingConfig: {},
-    apiVersion: '1.44',
+    options: { defaultIpcMode: 'private', kernelMemory: false },
   });
   const rec = (stream: string, tag: string, text: string) =>
     `2026-11-21T10:00:00.000000001+00:00 ${stream} ${tag} ${text}\n`;

@@ -35,7 +35,7 @@ function invalid(fn: () => unknown, re: RegExp): void {
   });
 }
 
-const hv = { apiKernelMemory: true, swapSupported: true };
+const hv = { kernelMemory: true, swapSupported: true };
 
 describe('names', () => {
   it('generates adjective_surname and never boring_wozniak', () => {

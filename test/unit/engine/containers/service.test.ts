@@ -7,7 +7,13 @@ import type { AttachSink, CreateRequest } from '../../../../src/engine/container
 import { type Harness, harness, until } from './fakes.js';
 
 function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}): CreateRequest {
-  return { config, hostConfig: {}, networkingConfig: {}, apiVersion: '1.44', ...extra };
+  return {
+    config,
+    hostConfig: {},
+    networkingConfig: {},
+    options: { defaultIpcMode: 'private', kernelMemory: false },
+    ...extra,
+  };
 }
 
 async function rejectsKind(p: Promise<unknown>, kind: string, message?: RegExp): Promise<void> {

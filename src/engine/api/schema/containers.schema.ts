@@ -1,55 +1,30 @@
-import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
-import { invalidParameter } from '../../common/errors.js';
-import type { ExecCreateRequest, ExecStartRequest } from './exec.js';
-import type { NetworkingConfig } from './types.js';
+import type { ContainerConfig, HostConfig } from '../../../common/docker-types.js';
+import type { NetworkingConfig } from '../../containers/types.js';
+import {
+  array,
+  bool,
+  decodeStruct,
+  duration,
+  type Fields,
+  fileMode,
+  goInt,
+  int64,
+  named,
+  str,
+  stringMap,
+  strings,
+  strslice,
+  struct,
+  uint,
+  uint16,
+  uint64,
+} from './go-json.js';
 
 /**
- * The JSON types of a container create body (and of the exec bodies), as moby declares them (api/types/container Config
- * and HostConfig up to API 1.44, network.NetworkingConfig, runconfig.ContainerConfigWrapper), and
- * a decoder that reads a body the way Go's encoding/json does: keys match struct fields exactly or
- * else case-insensitively, unknown keys are dropped, `null` leaves a field unset, a value of the
- * wrong JSON type or a number that does not fit the field's integer type is refused with the
- * message Go gives (dockerd answers it with 500; berth with 400).
+ * The JSON types of a container create and update body, as moby declares them (api/types/container
+ * Config and HostConfig, network.NetworkingConfig, runconfig.ContainerConfigWrapper), and their
+ * decoders (go-json.ts: Go's encoding/json rules and messages).
  */
-
-type Node =
-  | { k: 'bool'; go: string }
-  | { k: 'string'; go: string }
-  /** An integer type: Go refuses fractions and values out of range (`number 1.5`). */
-  | { k: 'int'; go: string; min: number; max: number }
-  /** strslice.StrSlice: a string or an array of strings (decoded to an array). */
-  | { k: 'strslice' }
-  | { k: 'array'; go: string; elem: Node }
-  | { k: 'map'; go: string; elem: Node }
-  /** `struct {}`: any object. */
-  | { k: 'empty' }
-  /** `name` is what Go's errors call the struct (`HostConfig`), `go` its qualified type. */
-  | { k: 'struct'; go: string; name: string; fields: Fields };
-
-type Fields = Record<string, Node>;
-
-const bool: Node = { k: 'bool', go: 'bool' };
-const str: Node = { k: 'string', go: 'string' };
-const named = (go: string): Node => ({ k: 'string', go });
-const int = (go: string, min: number, max: number): Node => ({ k: 'int', go, min, max });
-// JSON numbers are doubles: 2^63 - 1 reads as 2^63, so the bound is inclusive of that.
-const int64 = int('int64', -(2 ** 63), 2 ** 63);
-const goInt = int('int', -(2 ** 63), 2 ** 63);
-const uint16 = int('uint16', 0, 65535);
-const uint64 = int('uint64', 0, 2 ** 64);
-const uint = int('uint', 0, 2 ** 64);
-const duration = int('time.Duration', -(2 ** 63), 2 ** 63);
-const fileMode = int('fs.FileMode', 0, 2 ** 32 - 1);
-const strslice: Node = { k: 'strslice' };
-const strings: Node = { k: 'array', go: '[]string', elem: str };
-const stringMap: Node = { k: 'map', go: 'map[string]string', elem: str };
-const struct = (go: string, fields: Fields): Node => ({
-  k: 'struct',
-  go,
-  name: go.slice(go.lastIndexOf('.') + 1),
-  fields,
-});
-const array = (go: string, elem: Node): Node => ({ k: 'array', go, elem });
 
 const healthConfig = struct('container.HealthConfig', {
   Test: strings,
@@ -247,125 +222,6 @@ const wrapperFields: Fields = {
   ...hostConfigFields,
 };
 
-/** Field lookup: exact name first, then the first field equal to the key ignoring case (Go). */
-const folded = new WeakMap<Fields, Map<string, string>>();
-function fieldName(fields: Fields, key: string): string | undefined {
-  if (Object.hasOwn(fields, key)) return key;
-  let byLower = folded.get(fields);
-  if (!byLower) {
-    byLower = new Map();
-    for (const name of Object.keys(fields)) {
-      const lower = name.toLowerCase();
-      if (!byLower.has(lower)) byLower.set(lower, name);
-    }
-    folded.set(fields, byLower);
-  }
-  return byLower.get(key.toLowerCase());
-}
-
-/** Where a value sits, for Go's message: the enclosing struct's name and the path of field names. */
-interface At {
-  struct: string;
-  path: string[];
-}
-
-function jsonKind(v: unknown): string {
-  if (Array.isArray(v)) return 'array';
-  if (typeof v === 'boolean') return 'bool';
-  return typeof v; // string, number, object
-}
-
-function typeError(v: unknown, node: Node, at: At, literal = false): Error {
-  const what = literal ? `number ${String(v)}` : jsonKind(v);
-  const go = node.k === 'strslice' ? 'string' : node.k === 'empty' ? 'struct {}' : node.go;
-  return invalidParameter(
-    `json: cannot unmarshal ${what} into Go struct field ${at.struct}.${at.path.join('.')} of type ${go}`,
-  );
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/**
- * What a `null` array element or map value becomes: Go's zero value for scalars; `null` for
- * structs and lists, which validation refuses where an entry is needed.
- */
-function zero(node: Node): unknown {
-  switch (node.k) {
-    case 'bool':
-      return false;
-    case 'string':
-      return '';
-    case 'int':
-      return 0;
-    case 'empty':
-      return {};
-    default:
-      return null;
-  }
-}
-
-function decodeValue(v: unknown, node: Node, at: At): unknown {
-  switch (node.k) {
-    case 'bool':
-      if (typeof v !== 'boolean') throw typeError(v, node, at);
-      return v;
-    case 'string':
-      if (typeof v !== 'string') throw typeError(v, node, at);
-      return v;
-    case 'int':
-      if (typeof v !== 'number') throw typeError(v, node, at);
-      if (!Number.isInteger(v) || v < node.min || v > node.max) throw typeError(v, node, at, true);
-      return v;
-    case 'strslice':
-      // StrSlice.UnmarshalJSON: an array of strings, else one string (Go reports the second try)
-      if (typeof v === 'string') return [v];
-      if (!Array.isArray(v)) throw typeError(v, node, at);
-      return v.map((s) => {
-        if (s === null) return '';
-        if (typeof s !== 'string') throw typeError(v, node, at);
-        return s;
-      });
-    case 'empty':
-      if (!isObject(v)) throw typeError(v, node, at);
-      return {};
-    case 'array': {
-      if (!Array.isArray(v)) throw typeError(v, node, at);
-      return v.map((e) => (e === null ? zero(node.elem) : decodeValue(e, node.elem, at)));
-    }
-    case 'map': {
-      if (!isObject(v)) throw typeError(v, node, at);
-      const out: Record<string, unknown> = {};
-      for (const [key, e] of Object.entries(v)) {
-        const value = e === null ? zero(node.elem) : decodeValue(e, node.elem, at);
-        // a data key (`__proto__` too) as an own property, never a prototype
-        Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-      }
-      return out;
-    }
-    case 'struct':
-      if (!isObject(v)) throw typeError(v, node, at);
-      return decodeStruct(v, node.fields, node.name, at.path);
-  }
-}
-
-function decodeStruct(
-  v: Record<string, unknown>,
-  fields: Fields,
-  name: string,
-  path: string[],
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(v)) {
-    const field = fieldName(fields, key);
-    if (field === undefined) continue; // unknown: ignored, as Go does
-    const node = fields[field] as Node;
-    out[field] = value === null ? null : decodeValue(value, node, { struct: name, path: [...path, field] });
-  }
-  return out;
-}
-
 /** container.Resources' JSON names: what an update may change, with RestartPolicy. */
 const RESOURCE_FIELDS = [
   'CpuShares',
@@ -413,39 +269,6 @@ const updateConfigFields: Fields = Object.fromEntries(
 /** An update body, decoded as dockerd's json.Decoder fills container.UpdateConfig. */
 export function decodeUpdateJson(body: Record<string, unknown>): HostConfig {
   return decodeStruct(body, updateConfigFields, 'UpdateConfig', []) as HostConfig;
-}
-
-/** types.ExecConfig (POST /containers/{id}/exec). */
-const execConfigFields: Fields = {
-  User: str,
-  Privileged: bool,
-  Tty: bool,
-  ConsoleSize: array('*[2]uint', uint),
-  AttachStdin: bool,
-  AttachStderr: bool,
-  AttachStdout: bool,
-  Detach: bool,
-  DetachKeys: str,
-  Env: strings,
-  WorkingDir: str,
-  Cmd: strings,
-};
-
-/** types.ExecStartCheck (POST /exec/{id}/start). */
-const execStartFields: Fields = {
-  Detach: bool,
-  Tty: bool,
-  ConsoleSize: array('*[2]uint', uint),
-};
-
-/** An exec create body, decoded as dockerd's json.Decoder fills types.ExecConfig. */
-export function decodeExecCreateJson(body: Record<string, unknown>): ExecCreateRequest {
-  return decodeStruct(body, execConfigFields, 'ExecConfig', []) as ExecCreateRequest;
-}
-
-/** An exec start body, decoded as dockerd's json.Decoder fills types.ExecStartCheck. */
-export function decodeExecStartJson(body: Record<string, unknown>): ExecStartRequest {
-  return decodeStruct(body, execStartFields, 'ExecStartCheck', []) as ExecStartRequest;
 }
 
 export interface DecodedCreateBody {
