@@ -8,7 +8,7 @@ import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter, notFound } from '../../common/errors.js';
 import { runTool } from '../../common/host/run-tool.js';
 import { rfc3339Nano } from '../../common/time.js';
-import { resolveUserInRootfs } from '../runtime/spec/user.js';
+import { resolveUserInRootfs } from '../runtime/oci/user.js';
 import { tarDirectory } from '../storage/adapters/host.ops.js';
 import { type Container, emit, type Internals } from './container.js';
 import { borrowRootfs } from './rootfs.js';

@@ -3,8 +3,8 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContainerConfig } from '../../common/docker-types.js';
 import { conflict, errorMessage } from '../../common/errors.js';
+import type { OciSpec, SpecInput, SpecMount, StartOptions } from '../runtime/index.js';
 import { monitorLogSizeMax } from '../runtime/index.js';
-import type { SpecInput, SpecMount, StartOptions } from '../runtime/runtime.types.js';
 import { bundlePath, type Container, get, type Internals, rootfsPath } from './container.js';
 import { writeContainerFiles } from './files.js';
 import { mergeLinkEnv } from './links.js';
@@ -18,10 +18,7 @@ import { releaseVolumeMounts, volumeSpecMounts } from './volumes.js';
  * namespaces to join, mounts, and the runtime's start options.
  */
 
-export type SpecBuilder = (
-  input: SpecInput,
-  options?: { warnings?: string[] },
-) => Promise<Record<string, unknown>>;
+export type SpecBuilder = (input: SpecInput, options?: { warnings?: string[] }) => Promise<OciSpec>;
 
 /** Is `target` a mount point (per /proc/self/mountinfo)? */
 export async function isMounted(target: string): Promise<boolean> {

@@ -1,6 +1,6 @@
 import type { HostConfig } from '../../common/docker-types.js';
 import { BerthError, errorMessage } from '../../common/errors.js';
-import { buildResources } from '../runtime/spec/index.js';
+import { buildResources } from '../runtime/oci/index.js';
 import { type Container, emit, type Internals, save } from './container.js';
 import { hasResources } from './stats.js';
 import { validateHostConfig } from './validate.js';

@@ -52,13 +52,14 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
 }
 
 export * from './logs/index.js';
-export type * from './runtime.types.js';
-export { buildExecProcess } from './spec/exec.js';
+export { buildExecProcess } from './oci/exec.js';
 export {
   type BuildSpecOptions,
   buildResources,
   buildSpec,
   type SeccompProfile,
   specToJson,
-} from './spec/index.js';
-export { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from './spec/mounts.js';
+} from './oci/index.js';
+export { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from './oci/mounts.js';
+export type * from './oci/spec.types.js';
+export type * from './runtime.types.js';

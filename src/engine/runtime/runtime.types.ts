@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
+import type { OciResources, OciSpec } from './oci/spec.types.js';
 
 /**
  * The contract between the containers service (which decides what runs) and the runtime layer
@@ -43,8 +44,8 @@ export interface StartOptions {
   id: string;
   /** Directory for config.json and runtime state of this container (created by the driver). */
   bundleDir: string;
-  /** The OCI spec (JSON object) to run. */
-  spec: Record<string, unknown>;
+  /** The OCI spec to run (written as the bundle's config.json). */
+  spec: OciSpec;
   terminal: boolean;
   /** Keep a stdin pipe open (Config.OpenStdin). */
   stdin: boolean;
@@ -210,7 +211,7 @@ export interface ResourceDriver {
   /** Usage read from the container's cgroups; null when they are gone. */
   stats(id: string): Promise<ContainerStats | null>;
   /** Change the limits of a running container (`runtime update`); see buildResources(). */
-  update(id: string, resources: Record<string, unknown>): Promise<void>;
+  update(id: string, resources: OciResources): Promise<void>;
 }
 
 /** What createRuntime returns. */

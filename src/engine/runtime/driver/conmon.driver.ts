@@ -11,6 +11,11 @@ import {
   systemError,
 } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { buildExecProcess } from '../oci/exec.js';
+import { type ProcessLimit, realSpecHost } from '../oci/host.js';
+import { specToJson } from '../oci/index.js';
+import type { Rlimit } from '../oci/rlimits.js';
+import type { OciProcess, OciResources, OciSpec } from '../oci/spec.types.js';
 import type {
   AttachConnection,
   ContainerStats,
@@ -21,10 +26,6 @@ import type {
   RuntimeState,
   StartOptions,
 } from '../runtime.types.js';
-import { buildExecProcess } from '../spec/exec.js';
-import { type ProcessLimit, realSpecHost } from '../spec/host.js';
-import { specToJson } from '../spec/index.js';
-import type { Rlimit } from '../spec/rlimits.js';
 import { ConmonAttach } from './attach.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
@@ -169,15 +170,11 @@ export class ConmonDriver implements Runtime {
     const { id, bundleDir } = opts;
     if (!validId.test(id)) throw invalidParameter(`invalid container id ${id}`);
     const persist = this.persistDir(id);
-    const spec: Record<string, unknown> = {
-      ...opts.spec,
-      process: { ...(opts.spec.process as Record<string, unknown>) },
-    };
-    const proc = spec.process as Record<string, unknown>;
-    proc.terminal = opts.terminal;
-    if (Array.isArray(proc.rlimits)) proc.rlimits = capRlimits(proc.rlimits as Rlimit[], this.limits);
+    const proc: OciProcess = { ...opts.spec.process, terminal: opts.terminal };
+    proc.rlimits = capRlimits(proc.rlimits, this.limits);
     if (opts.terminal && opts.consoleSize) proc.consoleSize = opts.consoleSize;
-    const linux = spec.linux as { cgroupsPath?: string } | undefined;
+    const spec: OciSpec = { ...opts.spec, process: proc };
+    const linux = spec.linux;
     const meta: MonitorMeta = {
       id,
       bundleDir,
@@ -411,7 +408,7 @@ export class ConmonDriver implements Runtime {
   }
 
   /** The spec the container runs with (its bundle's config.json). */
-  private async containerSpec(id: string): Promise<Record<string, unknown>> {
+  private async containerSpec(id: string): Promise<OciSpec> {
     const meta = await this.meta(id);
     let text: string;
     try {
@@ -421,7 +418,7 @@ export class ConmonDriver implements Runtime {
       throw err;
     }
     // RLIM_INFINITY does not fit a JS number: keep it as the spec object's -1
-    return JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as Record<string, unknown>;
+    return JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as OciSpec;
   }
 
   async exec(opts: ExecOptions): Promise<ExecProcess> {
@@ -509,7 +506,7 @@ export class ConmonDriver implements Runtime {
     return readCgroupStats(meta.cgroupsPath.startsWith('/') ? meta.cgroupsPath : `/${meta.cgroupsPath}`);
   }
 
-  async update(id: string, resources: Record<string, unknown>): Promise<void> {
+  async update(id: string, resources: OciResources): Promise<void> {
     const meta = await this.meta(id);
     const file = join(meta.bundleDir, 'update.json');
     await writeFile(file, JSON.stringify(resources));

@@ -16,6 +16,7 @@ import type {
   StartOptions,
 } from '../../../../src/engine/runtime/runtime.types.js';
 import type { Snapshotter } from '../../../../src/engine/storage/snapshotter.types.js';
+import { ociSpec } from '../../../helpers/oci.js';
 
 export const IMAGE_ID = `sha256:${'a'.repeat(64)}`;
 
@@ -244,9 +245,8 @@ export async function harness(): Promise<Harness> {
       runtime,
       log,
       helpers: {
-        buildSpec: async (input) => ({
-          process: { args: [...(input.config.Entrypoint ?? []), ...(input.config.Cmd ?? [])] },
-        }),
+        buildSpec: async (input) =>
+          ociSpec({ process: { args: [...(input.config.Entrypoint ?? []), ...(input.config.Cmd ?? [])] } }),
         readLogs: async function* () {},
       },
     });

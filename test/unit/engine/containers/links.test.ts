@@ -9,7 +9,7 @@ import {
   parseLink,
 } from '../../../../src/engine/containers/links.js';
 import { validateNetworkingConfig } from '../../../../src/engine/containers/validate.js';
-import { containerEnv } from '../../../../src/engine/runtime/spec/process-env.js';
+import { containerEnv } from '../../../../src/engine/runtime/oci/process-env.js';
 
 describe('legacy links', () => {
   it("parses link strings as dockerd's ParseLink", () => {

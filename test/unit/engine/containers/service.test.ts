@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import type { AttachSink, CreateRequest } from '../../../../src/engine/containers/types.js';
+import { ociSpec } from '../../../helpers/oci.js';
 import { type Harness, harness, until } from './fakes.js';
 
 function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}): CreateRequest {
@@ -292,7 +293,7 @@ describe('containers service (fake runtime)', () => {
     await h.runtime.start({
       id: Id,
       bundleDir: '/nonexistent',
-      spec: {},
+      spec: ociSpec(),
       terminal: false,
       stdin: false,
       stdinOnce: false,

@@ -22,6 +22,7 @@ import type {
 import { parseBlkio, parseKeyValues, systemCpuUsage } from '../../../../src/engine/runtime/driver/stats.js';
 import { createRuntime } from '../../../../src/engine/runtime/index.js';
 import type { ExitStatus, StartOptions } from '../../../../src/engine/runtime/runtime.types.js';
+import { ociSpec } from '../../../helpers/oci.js';
 
 /** Records calls; answers from a script. */
 class FakeRunner implements ProcessRunner {
@@ -81,10 +82,10 @@ function startOpts(sub: string, over: Partial<StartOptions> = {}): StartOptions 
   return {
     id: 'abc',
     bundleDir: join(sub, 'bundle'),
-    spec: {
+    spec: ociSpec({
       process: { args: ['true'], rlimits: [{ type: 'RLIMIT_CORE', soft: -1, hard: -1 }] },
       linux: { cgroupsPath: '/berth/abc' },
-    },
+    }),
     terminal: false,
     stdin: false,
     stdinOnce: false,

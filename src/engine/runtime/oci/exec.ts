@@ -5,19 +5,8 @@ import { capabilitySets, tweakCapabilities } from './capabilities.js';
 import type { SpecHost } from './host.js';
 import { realSpecHost } from './host.js';
 import { replaceOrAppendEnv } from './process-env.js';
+import type { OciProcess, OciSpec } from './spec.types.js';
 import { resolveUserInRootfs } from './user.js';
-
-interface ContainerProcess {
-  terminal?: boolean;
-  user?: { uid: number; gid: number; additionalGids?: number[] };
-  env?: string[];
-  cwd?: string;
-  capabilities?: Record<string, string[]>;
-  rlimits?: unknown[];
-  noNewPrivileges?: boolean;
-  oomScoreAdj?: number;
-  apparmorProfile?: string;
-}
 
 /**
  * The OCI process of an exec instance, from the container's spec (as moby's exec: the container's
@@ -25,13 +14,13 @@ interface ContainerProcess {
  * TERM=xterm for a TTY; all capabilities when Privileged).
  */
 export async function buildExecProcess(
-  containerSpec: Record<string, unknown>,
+  containerSpec: OciSpec,
   config: ExecConfig,
   opts: { host?: SpecHost; consoleSize?: { height: number; width: number } } = {},
-): Promise<Record<string, unknown>> {
+): Promise<OciProcess> {
   if (!config.Cmd || config.Cmd.length === 0) throw invalidParameter('No exec command specified');
-  const proc = (containerSpec.process ?? {}) as ContainerProcess;
-  const root = (containerSpec.root ?? {}) as { path?: string };
+  const proc: Partial<OciProcess> = containerSpec.process ?? {};
+  const root = containerSpec.root;
   const tty = config.Tty === true;
 
   let env = [...(proc.env ?? [])];
@@ -41,7 +30,7 @@ export async function buildExecProcess(
 
   let user = proc.user ?? { uid: 0, gid: 0, additionalGids: [0] };
   if (config.User) {
-    if (!root.path) throw invalidParameter('the container has no root filesystem path');
+    if (!root?.path) throw invalidParameter('the container has no root filesystem path');
     const u = await resolveUserInRootfs(root.path, config.User, config.GroupAdd ?? []);
     user = { uid: u.uid, gid: u.gid, additionalGids: u.additionalGids };
   }
@@ -59,7 +48,7 @@ export async function buildExecProcess(
   if (config.Privileged)
     caps = tweakCapabilities([], [], true, await (opts.host ?? realSpecHost).capabilityBound());
 
-  const out: Record<string, unknown> = {
+  const out: OciProcess = {
     terminal: tty,
     user,
     args: [...config.Cmd],

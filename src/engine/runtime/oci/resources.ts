@@ -1,7 +1,14 @@
 import type { HostConfig, ThrottleDevice } from '../../../common/docker-types.js';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
-import type { DeviceCgroupRule } from './devices.js';
 import type { SpecHost } from './host.js';
+import type {
+  OciBlockIO,
+  OciCpu,
+  OciDeviceRule,
+  OciMemory,
+  OciResources,
+  OciThrottleDevice,
+} from './spec.types.js';
 
 async function deviceNumbers(host: SpecHost, path: string): Promise<{ major: number; minor: number }> {
   try {
@@ -14,7 +21,7 @@ async function deviceNumbers(host: SpecHost, path: string): Promise<{ major: num
 }
 
 async function throttles(host: SpecHost, list: ThrottleDevice[] | null | undefined) {
-  const out: { major: number; minor: number; rate: number }[] = [];
+  const out: OciThrottleDevice[] = [];
   for (const t of list ?? []) out.push({ ...(await deviceNumbers(host, t.Path)), rate: t.Rate });
   return out;
 }
@@ -26,13 +33,13 @@ async function throttles(host: SpecHost, list: ThrottleDevice[] | null | undefin
  */
 export async function planResources(
   hc: HostConfig,
-  devices: DeviceCgroupRule[],
+  devices: OciDeviceRule[],
   host: SpecHost,
   warnings: string[],
-): Promise<Record<string, unknown>> {
-  const res: Record<string, unknown> = { devices };
+): Promise<OciResources> {
+  const res: OciResources = { devices };
 
-  const memory: Record<string, unknown> = {};
+  const memory: OciMemory = {};
   if (hc.Memory && hc.Memory > 0) memory.limit = hc.Memory;
   if (hc.MemoryReservation && hc.MemoryReservation > 0) memory.reservation = hc.MemoryReservation;
   let swap = hc.MemorySwap ?? 0;
@@ -54,7 +61,7 @@ export async function planResources(
     memory.disableOOMKiller = hc.OomKillDisable;
   if (Object.keys(memory).length > 0) res.memory = memory;
 
-  const cpu: Record<string, unknown> = {};
+  const cpu: OciCpu = {};
   if (hc.CpuShares !== undefined && hc.CpuShares < 0) throw invalidParameter('shares: invalid argument');
   if (hc.CpuShares && hc.CpuShares > 0) cpu.shares = hc.CpuShares;
   if (hc.CpusetCpus) cpu.cpus = hc.CpusetCpus;
@@ -77,7 +84,7 @@ export async function planResources(
     res.pids = { limit: hc.PidsLimit <= 0 ? -1 : hc.PidsLimit };
   }
 
-  const blockIO: Record<string, unknown> = {};
+  const blockIO: OciBlockIO = {};
   if (hc.BlkioWeight) {
     if (hc.BlkioWeight < 10 || hc.BlkioWeight > 1000)
       throw invalidParameter('Range of blkio weight is from 10 to 1000');
@@ -89,7 +96,7 @@ export async function planResources(
       list.push({ ...(await deviceNumbers(host, w.Path)), weight: w.Weight });
     blockIO.weightDevice = list;
   }
-  const pairs: [keyof HostConfig, string][] = [
+  const pairs: [keyof HostConfig, keyof OciBlockIO & `throttle${string}`][] = [
     ['BlkioDeviceReadBps', 'throttleReadBpsDevice'],
     ['BlkioDeviceWriteBps', 'throttleWriteBpsDevice'],
     ['BlkioDeviceReadIOps', 'throttleReadIOPSDevice'],

@@ -1,14 +1,10 @@
 import type { HostConfig } from '../../../common/docker-types.js';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
 import type { DeviceNode, SpecHost } from './host.js';
+import type { OciDeviceRule } from './spec.types.js';
 
-export interface DeviceCgroupRule {
-  allow: boolean;
-  type?: 'a' | 'c' | 'b';
-  major?: number;
-  minor?: number;
-  access: string;
-}
+/** A device cgroup rule (linux.resources.devices). */
+export type DeviceCgroupRule = OciDeviceRule;
 
 /** moby's default device cgroup rules: deny all, allow null/zero/full/random/urandom/tty/console, deny fuse. */
 export function defaultDeviceRules(): DeviceCgroupRule[] {

@@ -1,6 +1,7 @@
 import type { Ulimit } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
 import type { ProcessLimit } from './host.js';
+import type { OciRlimit } from './spec.types.js';
 
 /** The ulimit names Docker accepts (go-units). */
 export const ulimitNames = new Set([
@@ -26,11 +27,7 @@ export const ulimitNames = new Set([
 export const defaultNofile = 1048576;
 
 /** An OCI rlimit; `-1` means unlimited (written as RLIM_INFINITY by specToJson). */
-export interface Rlimit {
-  type: string;
-  soft: number;
-  hard: number;
-}
+export type Rlimit = OciRlimit;
 
 const isUnlimited = (v: number) => v < 0;
 const min = (a: number, b: number) => (isUnlimited(a) ? b : isUnlimited(b) ? a : Math.min(a, b));

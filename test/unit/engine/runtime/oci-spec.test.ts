@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ContainerConfig, HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
-import type { SpecInput } from '../../../../src/engine/runtime/runtime.types.js';
-import { defaultCapabilities, tweakCapabilities } from '../../../../src/engine/runtime/spec/capabilities.js';
-import { parseDeviceCgroupRule } from '../../../../src/engine/runtime/spec/devices.js';
-import { buildExecProcess } from '../../../../src/engine/runtime/spec/exec.js';
+import { defaultCapabilities, tweakCapabilities } from '../../../../src/engine/runtime/oci/capabilities.js';
+import { parseDeviceCgroupRule } from '../../../../src/engine/runtime/oci/devices.js';
+import { buildExecProcess } from '../../../../src/engine/runtime/oci/exec.js';
 import {
   capabilityNames,
   capsFromMask,
@@ -16,39 +15,14 @@ import {
   parseProcLimits,
   type SpecHost,
   splitDev,
-} from '../../../../src/engine/runtime/spec/host.js';
-import { buildSpec, specToJson } from '../../../../src/engine/runtime/spec/index.js';
-import { replaceOrAppendEnv } from '../../../../src/engine/runtime/spec/process-env.js';
-import { resolveInRoot } from '../../../../src/engine/runtime/spec/rootfs-path.js';
+} from '../../../../src/engine/runtime/oci/host.js';
+import { buildSpec, specToJson } from '../../../../src/engine/runtime/oci/index.js';
+import { replaceOrAppendEnv } from '../../../../src/engine/runtime/oci/process-env.js';
+import { resolveInRoot } from '../../../../src/engine/runtime/oci/rootfs-path.js';
+import type { OciSpec } from '../../../../src/engine/runtime/oci/spec.types.js';
+import type { SpecInput } from '../../../../src/engine/runtime/runtime.types.js';
 
-type Spec = {
-  ociVersion: string;
-  process: {
-    terminal: boolean;
-    user: { uid: number; gid: number; additionalGids: number[] };
-    args: string[];
-    env: string[];
-    cwd: string;
-    capabilities: Record<string, string[]>;
-    rlimits: { type: string; soft: number; hard: number }[];
-    noNewPrivileges: boolean;
-    oomScoreAdj: number;
-    consoleSize?: { height: number; width: number };
-  };
-  root: { path: string; readonly: boolean };
-  hostname: string;
-  mounts: { destination: string; type: string; source: string; options: string[] }[];
-  linux: {
-    sysctl: Record<string, string>;
-    resources: Record<string, unknown> & { devices: unknown[] };
-    cgroupsPath: string;
-    namespaces: { type: string; path?: string }[];
-    devices: DeviceNode[];
-    maskedPaths: string[];
-    readonlyPaths: string[];
-    rootfsPropagation?: string;
-  };
-};
+type Spec = OciSpec;
 
 const devices: Record<string, DeviceNode> = {
   '/dev/sda': { path: '/dev/sda', type: 'b', major: 8, minor: 0, fileMode: 0o660, uid: 0, gid: 6 },
@@ -155,7 +129,7 @@ async function spec(
   host = fakeHost(),
   warnings: string[] = [],
 ): Promise<Spec> {
-  return (await buildSpec(input(config, hostConfig, extra), { host, warnings })) as unknown as Spec;
+  return await buildSpec(input(config, hostConfig, extra), { host, warnings });
 }
 
 async function rejectsInvalid(p: Promise<unknown>, message: RegExp): Promise<void> {
@@ -535,10 +509,7 @@ describe('buildSpec: user and working directory', () => {
   it('works without /etc/passwd for numeric users', async () => {
     const bare = join(dir, 'bare');
     await mkdir(bare, { recursive: true });
-    const s = (await buildSpec(
-      { ...input({ User: '33:33' }), rootfs: bare },
-      { host: fakeHost() },
-    )) as unknown as Spec;
+    const s = await buildSpec({ ...input({ User: '33:33' }), rootfs: bare }, { host: fakeHost() });
     assert.deepEqual(s.process.user, { uid: 33, gid: 33, additionalGids: [33] });
   });
 
@@ -674,7 +645,7 @@ describe('buildSpec: devices', () => {
         ['/dev/sound/timer', 'c', 116, 33],
       ],
     );
-    assert.deepEqual(s.linux.resources.devices.slice(8), [
+    assert.deepEqual(s.linux.resources.devices?.slice(8), [
       { allow: true, type: 'c', major: 10, minor: 229, access: 'rwm' },
       { allow: true, type: 'c', major: 116, minor: 2, access: 'r' },
       { allow: true, type: 'c', major: 116, minor: 33, access: 'r' },
@@ -811,10 +782,10 @@ describe('buildSpec: seccomp (Docker default profile)', () => {
 
 describe('buildExecProcess', () => {
   it('derives the exec process from the container spec', async () => {
-    const container = (await buildSpec(input({ Env: ['FOO=1'], Tty: true, User: 'app', WorkingDir: '/w' }), {
+    const container = await buildSpec(input({ Env: ['FOO=1'], Tty: true, User: 'app', WorkingDir: '/w' }), {
       host: fakeHost(),
-    })) as Record<string, unknown>;
-    const p = (await buildExecProcess(container, { Cmd: ['sh'], Env: ['BAR=2'] })) as Spec['process'];
+    });
+    const p = await buildExecProcess(container, { Cmd: ['sh'], Env: ['BAR=2'] });
     assert.deepEqual(p.args, ['sh']);
     assert.equal(p.terminal, false);
     assert.ok(!p.env.includes('TERM=xterm'));
@@ -822,11 +793,11 @@ describe('buildExecProcess', () => {
     assert.equal(p.cwd, '/w');
     assert.deepEqual(p.user, { uid: 1000, gid: 1000, additionalGids: [1000, 10, 29] });
     assert.deepEqual(Object.keys(p.capabilities), ['bounding']);
-    const root = (await buildExecProcess(
+    const root = await buildExecProcess(
       container,
       { Cmd: ['id'], User: '0', Tty: true, WorkingDir: '/tmp', Privileged: true },
       { host: fakeHost(), consoleSize: { height: 3, width: 4 } },
-    )) as Spec['process'];
+    );
     assert.equal(root.user.uid, 0);
     assert.ok(root.env.includes('TERM=xterm'));
     assert.equal(root.cwd, '/tmp');

@@ -2,17 +2,10 @@ import { constants } from 'node:fs';
 import { lstat, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import type { OciDevice } from './spec.types.js';
 
 /** A device node as the OCI spec describes it (linux.devices). */
-export interface DeviceNode {
-  path: string;
-  type: 'c' | 'b' | 'p';
-  major: number;
-  minor: number;
-  fileMode: number;
-  uid: number;
-  gid: number;
-}
+export type DeviceNode = OciDevice;
 
 /** One limit of /proc/self/limits; `-1` stands for unlimited. */
 export interface ProcessLimit {

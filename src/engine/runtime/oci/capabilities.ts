@@ -1,5 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { capabilityNames } from './host.js';
+import type { OciCapabilities } from './spec.types.js';
 
 /** Docker's default capability set (moby oci/caps/defaults.go). */
 export const defaultCapabilities: readonly string[] = [
@@ -54,7 +55,7 @@ export function tweakCapabilities(
 }
 
 /** process.capabilities for a user: root gets effective/permitted, others only bounding (moby). */
-export function capabilitySets(caps: string[], uid: number): Record<string, string[]> {
+export function capabilitySets(caps: string[], uid: number): OciCapabilities {
   if (uid === 0) return { bounding: caps, effective: caps, permitted: caps };
   return { bounding: caps };
 }

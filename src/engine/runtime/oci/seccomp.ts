@@ -1,5 +1,6 @@
 import { arch, release } from 'node:os';
 import { invalidParameter } from '../../../common/errors.js';
+import type { OciSeccomp, OciSyscall } from './spec.types.js';
 
 /** A seccomp profile in moby's format (what `--security-opt seccomp=<file>` sends). */
 export interface SeccompProfile {
@@ -56,7 +57,7 @@ export function seccompForContainer(
   profile: SeccompProfile,
   boundingCaps: readonly string[],
   env: { arch?: string; kernel?: string } = {},
-): Record<string, unknown> | null {
+): OciSeccomp | null {
   if (!profile.defaultAction && (profile.syscalls ?? []).length === 0) return null;
   if (profile.architectures?.length && profile.archMap?.length) {
     throw invalidParameter(
@@ -65,14 +66,14 @@ export function seccompForContainer(
   }
   const [native, ociArch] = archs[env.arch ?? arch()] ?? ['', ''];
   const kernel = env.kernel ?? release();
-  const out: Record<string, unknown> = { defaultAction: profile.defaultAction };
+  const out: OciSeccomp = { defaultAction: profile.defaultAction };
   if (profile.defaultErrnoRet !== undefined) out.defaultErrnoRet = profile.defaultErrnoRet;
   const architectures = [...(profile.architectures ?? [])];
   const m = profile.archMap?.find((a) => a.architecture === ociArch);
   if (m) architectures.push(m.architecture, ...m.subArchitectures);
   if (architectures.length > 0) out.architectures = architectures;
   const caps = new Set(boundingCaps);
-  const syscalls: Record<string, unknown>[] = [];
+  const syscalls: OciSyscall[] = [];
   for (const call of profile.syscalls ?? []) {
     const ex = call.excludes ?? {};
     const inc = call.includes ?? {};
@@ -87,7 +88,7 @@ export function seccompForContainer(
         "'name' and 'names' were specified in the seccomp profile, use either 'name' or 'names'",
       );
     }
-    const s: Record<string, unknown> = {
+    const s: OciSyscall = {
       names: call.name ? [call.name] : (call.names ?? []),
       action: call.action,
     };

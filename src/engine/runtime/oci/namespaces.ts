@@ -1,11 +1,9 @@
 import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
 import type { SpecInput } from '../runtime.types.js';
+import type { OciNamespace } from './spec.types.js';
 
-export interface Namespace {
-  type: 'mount' | 'network' | 'uts' | 'pid' | 'ipc' | 'cgroup' | 'user';
-  path?: string;
-}
+export type Namespace = OciNamespace;
 
 /** How the container relates to the host's namespaces; other modules decide from this. */
 export interface NamespacePlan {

@@ -14,6 +14,7 @@ import { planRlimits } from './rlimits.js';
 import { mkdirInRoot } from './rootfs-path.js';
 import { parseSeccompProfile, type SeccompProfile, seccompForContainer } from './seccomp.js';
 import { defaultSeccompProfile } from './seccomp-default.js';
+import type { OciLinux, OciProcess, OciResources, OciSeccomp, OciSpec } from './spec.types.js';
 import { resolveUserInRootfs } from './user.js';
 
 export interface BuildSpecOptions {
@@ -76,10 +77,7 @@ function parseSecurityOpt(opts: readonly string[] | null | undefined): SecurityO
  * The OCI runtime spec (config.json) of a container, as dockerd 20.10 generates it. Creates the
  * working directory in the rootfs when it is missing.
  */
-export async function buildSpec(
-  input: SpecInput,
-  options: BuildSpecOptions = {},
-): Promise<Record<string, unknown>> {
+export async function buildSpec(input: SpecInput, options: BuildSpecOptions = {}): Promise<OciSpec> {
   const host = options.host ?? realSpecHost;
   const warnings = options.warnings ?? [];
   const cfg = input.config;
@@ -151,7 +149,7 @@ export async function buildSpec(
   }
 
   const { devices, rules } = await planDevices(hc, host);
-  let seccomp: Record<string, unknown> | null = null;
+  let seccomp: OciSeccomp | null = null;
   const daemonProfile = options.seccompProfile ?? defaultSeccompProfile;
   if (!hc.Privileged) {
     if (security.seccomp === undefined || security.seccomp === '') {
@@ -166,7 +164,7 @@ export async function buildSpec(
   const resources = await planResources(hc, rules, host, warnings);
 
   const hostname = plan.hostUts ? '' : (cfg.Hostname ?? '');
-  const process: Record<string, unknown> = {
+  const process: OciProcess = {
     terminal: cfg.Tty === true,
     user: { uid: user.uid, gid: user.gid, additionalGids: user.additionalGids },
     args: processArgs,
@@ -181,7 +179,7 @@ export async function buildSpec(
     process.consoleSize = { height: hc.ConsoleSize[0], width: hc.ConsoleSize[1] };
   }
 
-  const linux: Record<string, unknown> = {
+  const linux: OciLinux = {
     sysctl,
     resources,
     cgroupsPath: input.cgroupsPath,
@@ -193,7 +191,7 @@ export async function buildSpec(
   if (mountPlan.rootfsPropagation) linux.rootfsPropagation = mountPlan.rootfsPropagation;
   if (seccomp) linux.seccomp = seccomp;
 
-  const spec: Record<string, unknown> = {
+  const spec: OciSpec = {
     ociVersion: '1.0.2-dev',
     process,
     root: { path: input.rootfs, readonly: hc.ReadonlyRootfs === true },
@@ -211,7 +209,7 @@ export async function buildSpec(
 export async function buildResources(
   hostConfig: HostConfig,
   options: Pick<BuildSpecOptions, 'host' | 'warnings'> = {},
-): Promise<Record<string, unknown>> {
+): Promise<OciResources> {
   const res = await planResources(hostConfig, [], options.host ?? realSpecHost, options.warnings ?? []);
   delete res.devices;
   return res;
@@ -220,7 +218,7 @@ export async function buildResources(
 const u64Max = '18446744073709551615';
 
 /** Serialize a spec for config.json: rlimits of -1 become RLIM_INFINITY (a uint64 JSON can't hold). */
-export function specToJson(spec: Record<string, unknown>): string {
+export function specToJson(spec: OciSpec | OciProcess | OciResources): string {
   const marker = '"__berth_rlim_infinity__"';
   const json = JSON.stringify(spec, (key, value) => {
     if ((key === 'soft' || key === 'hard') && value === -1) return '__berth_rlim_infinity__';
@@ -232,3 +230,4 @@ export function specToJson(spec: Record<string, unknown>): string {
 export type { SpecHost } from './host.js';
 export { realSpecHost } from './host.js';
 export type { SeccompProfile } from './seccomp.js';
+export type * from './spec.types.js';
