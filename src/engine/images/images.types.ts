@@ -1,4 +1,4 @@
-import type { ImageConfigFile } from '../../common/docker-types.js';
+import type { ContainerConfig, ImageConfigFile } from '../../common/docker-types.js';
 import type { SnapshotPaths } from '../storage/snapshotter.types.js';
 
 /** What other engine services (containers, build, system) need to know of an image. */
@@ -95,3 +95,20 @@ export interface ImageHistoryItem {
 }
 
 export type ImageDeleteItem = { Untagged: string } | { Deleted: string };
+
+/** docker commit's image half (ImageService.commit). */
+export interface CommitOptions {
+  /** The writable snapshot (container ID). */
+  key: string;
+  /** The image the container runs (ID), or undefined for a container from scratch. */
+  parentImageId?: string;
+  containerId: string;
+  /** The container's config, recorded as ContainerConfig; its Cmd becomes the history's created_by. */
+  containerConfig: ContainerConfig;
+  /** The new image's config. */
+  config: ContainerConfig;
+  author?: string;
+  comment?: string;
+  repo?: string;
+  tag?: string;
+}

@@ -1,0 +1,47 @@
+import type { LayerRecord } from '../storage/overlay.snapshotter.js';
+import type { ImageStore } from './image.store.js';
+
+/** Digest of an empty tar archive (1024 zero bytes): a layer that changes nothing. */
+export const EMPTY_LAYER_DIFF_ID = 'sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef';
+
+/** A layer just added, pinned against garbage collection until release(). */
+export interface PinnedLayer {
+  layer: LayerRecord;
+  /** Unpin (once; later calls do nothing). Call it once the image that uses the layer exists. */
+  release(): void;
+}
+
+export async function* toBuffers(
+  source: AsyncIterable<Buffer | Uint8Array | string>,
+): AsyncGenerator<Buffer> {
+  for await (const c of source)
+    yield typeof c === 'string' ? Buffer.from(c) : Buffer.isBuffer(c) ? c : Buffer.from(c);
+}
+
+/**
+ * Unpack a layer tarball (any compression) on top of the chain `parent` (null: base layer),
+ * keeping its blob in the content store. The layer is pinned from the moment it exists (under
+ * the layer's lock) until release(), so a concurrent garbage collection cannot take it before
+ * its image is created. Import, commit (and load, pull, build) add their layers here.
+ */
+export async function addLayer(
+  store: Pick<ImageStore, 'content' | 'overlay' | 'pin' | 'unpin'>,
+  parent: string | null,
+  input: AsyncIterable<Buffer | Uint8Array | string>,
+  onProgress?: (rawBytes: number) => void,
+): Promise<PinnedLayer> {
+  const { layer } = await store.overlay.applyLayer(parent, toBuffers(input), {
+    blob: store.content.writer(),
+    onProgress,
+    onCommit: (chainId) => store.pin(chainId),
+  });
+  let released = false;
+  return {
+    layer,
+    release: () => {
+      if (released) return;
+      released = true;
+      store.unpin(layer.chainId);
+    },
+  };
+}
