@@ -17,6 +17,12 @@ import type {
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { gates, versionBefore } from './versions.js';
 
+/** What the routes need from the image service (src/engine/images). */
+export type ImageBackend = Pick<
+  ImageService,
+  'importImage' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
+>;
+
 /** dockerd 20.10 leaves an empty list nil (JSON null) in image list rows. */
 function orNull(list: string[], version: string): string[] | null {
   return list.length === 0 && versionBefore(version, gates.imageListEmptyArrays) ? null : list;
@@ -91,7 +97,7 @@ async function drain(req: IncomingMessage): Promise<void> {
   await Promise.race([once(req, 'end').catch(() => undefined), sleep(2000)]);
 }
 
-async function createImage(ctx: ApiContext, images: ImageService): Promise<void> {
+async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importImage'>): Promise<void> {
   const q = ctx.query;
   const fromImage = q.get('fromImage') ?? '';
   const fromSrc = q.get('fromSrc') ?? '';
@@ -153,7 +159,7 @@ async function createImage(ctx: ApiContext, images: ImageService): Promise<void>
   }
 }
 
-export function registerImageRoutes(router: ApiRouter, images: ImageService): void {
+export function registerImageRoutes(router: ApiRouter, images: ImageBackend): void {
   router.post('/images/create', (ctx) => createImage(ctx, images));
 
   router.get('/images/json', async (ctx) => {
