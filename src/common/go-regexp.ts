@@ -1,4 +1,5 @@
 import { RE2JS } from 're2js';
+import { errorMessage, invalidParameter } from './errors.js';
 
 /**
  * Regular expressions from users (filters, log options, image reference patterns) compiled as Go
@@ -14,6 +15,16 @@ export interface GoRegExp {
 export function compileGoRegExp(source: string): GoRegExp {
   const re = RE2JS.compile(source);
   return { test: (text) => re.test(text) };
+}
+
+/** A user's Go regular expression (a log option...); a bad one is a 400 with RE2's words (Go's). */
+export function userGoRegExp(source: string): GoRegExp {
+  try {
+    return compileGoRegExp(source);
+  } catch (err) {
+    // RE2's message is Go's: "error parsing regexp: missing closing ]: `[`"
+    throw invalidParameter(errorMessage(err));
+  }
 }
 
 /**

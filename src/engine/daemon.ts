@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { errnoCode } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
+import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
@@ -14,6 +15,7 @@ import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
+import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
@@ -192,12 +194,15 @@ export async function startEngine(
     execRoot: config.execRoot,
     events,
     images,
+    snapshots: images.snapshotter,
     runtime,
     volumes,
     network,
     log,
   });
   registerContainerRoutes(router, containers);
+  registerStreamRoutes(router, containers);
+  registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
   registerBuildRoutes(router);

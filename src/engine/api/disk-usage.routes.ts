@@ -1,7 +1,7 @@
 import { invalidParameter } from '../../common/errors.js';
 import { sendJson } from '../../http/server.js';
 import { DISK_USAGE_TYPES, type DiskUsage, type DiskUsageType } from '../system/disk-usage.js';
-import { shapeListItem } from './containers.routes.js';
+import { shapeListItem } from './containers.versions.js';
 import type { ApiRouter } from './context.js';
 import { shapeImageSummary } from './images.routes.js';
 import { gates, versionBefore } from './versions.js';
@@ -27,7 +27,7 @@ export function registerDiskUsageRoutes(router: ApiRouter, usage: DiskUsage): vo
     // dockerd leaves LayersSize out when it is 0 (omitempty)
     if (r.layersSize) out.LayersSize = r.layersSize;
     out.Images = r.images?.map((i) => shapeImageSummary(i, ctx.version)) ?? null;
-    out.Containers = r.containers?.map((c) => shapeListItem(c, ctx)) ?? null;
+    out.Containers = r.containers?.map((c) => shapeListItem(c, ctx.version)) ?? null;
     out.Volumes = r.volumes?.map(shapeVolume) ?? null;
     // dockerd 20.10 answers an empty build cache as null, and BuilderSize (its sum) below 1.42
     out.BuildCache = r.buildCache?.length ? r.buildCache : null;

@@ -2,7 +2,7 @@ import { invalidParameter } from '../../common/errors.js';
 import { readJsonObject } from '../../http/body.js';
 import { sendJson } from '../../http/server.js';
 import { hijack } from '../../http/stream.js';
-import type { ContainerService } from '../containers/types.js';
+import type { ContainerService } from '../containers/service.types.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { pipeSession, socketSink, streamType } from './hijack.js';
 import { decodeExecCreateJson, decodeExecStartJson } from './schema/exec.schema.js';
@@ -25,7 +25,13 @@ function atoi(value: string | null): number {
  * `Upgrade`, else 200), frames output unless the start asked for a TTY, and (as dockerd) writes a
  * failure after the hijack into the stream as text.
  */
-export function registerExecRoutes(router: ApiRouter, containers: ContainerService): void {
+/** Exec instances: create, start (detached or hijacked), resize, inspect. */
+export type ExecBackend = Pick<
+  ContainerService,
+  'execCreate' | 'execCheck' | 'execStart' | 'execInspect' | 'execResize'
+>;
+
+export function registerExecRoutes(router: ApiRouter, containers: ExecBackend): void {
   router.post('/containers/{name}/exec', async (ctx) => {
     const req = decodeExecCreateJson(await readJsonObject(ctx.req));
     sendJson(ctx.res, 201, await containers.execCreate(ctx.params.name ?? '', req));
@@ -62,7 +68,7 @@ export function registerExecRoutes(router: ApiRouter, containers: ContainerServi
 
 async function startAttached(
   ctx: ApiContext,
-  containers: ContainerService,
+  containers: ExecBackend,
   id: string,
   tty: boolean,
   size: { height: number; width: number } | undefined,

@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import { frame, STDERR, STDOUT } from '../../http/stream.js';
-import type { AttachSession, AttachSink } from '../containers/types.js';
+import type { AttachSession, AttachSink } from '../containers/io/io.types.js';
 import { type ApiContext, atLeast } from './context.js';
 import { gates } from './versions.js';
 

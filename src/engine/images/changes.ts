@@ -1,6 +1,6 @@
 import type { ContainerConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
-import { parseSignal } from '../containers/signals.js';
+import { parseSignal } from '../../common/signals.js';
 import { cleanPath } from './dockerfile/go-text.js';
 import { parseCommand } from './dockerfile/instructions.js';
 import { parseDockerfile } from './dockerfile/parser.js';

@@ -29,7 +29,6 @@ export function containerSnapshotter(deps: {
         .catch((err) => deps.log.warn('layer garbage collection failed', { error: errorMessage(err) }));
     },
     usage: (key) => overlay.usage(key),
-    upperDir: (key) => overlay.upperDir(key),
     paths: (key) => overlay.paths(key),
     exists: (key) => overlay.exists(key),
     listActive: () => overlay.listActive(),

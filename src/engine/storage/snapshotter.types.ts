@@ -14,8 +14,13 @@ export interface Snapshotter {
   remove(key: string): Promise<void>;
   /** Bytes in the writable layer (inspect SizeRw). */
   usage(key: string): Promise<number>;
-  /** The writable layer's upper directory (changes, export, commit). */
-  upperDir(key: string): string;
+  /**
+   * The overlay directories of a writable snapshot (inspect's GraphDriver.Data, diff); MergedDir
+   * is `<overlay>/<key>/merged`, where the container's rootfs is mounted.
+   */
+  paths(key: string): Promise<SnapshotPaths>;
+  /** Whether the writable snapshot `key` exists (reconcile after a restart). */
+  exists(key: string): Promise<boolean>;
 }
 
 /** GraphDriver.Data of inspect (container or image): overlay directories of a snapshot. */
@@ -29,10 +34,6 @@ export interface SnapshotPaths {
 
 /** What the overlay snapshotter offers beyond Snapshotter (ImageService.snapshotter has it all). */
 export interface SnapshotterExtras {
-  /** GraphDriver.Data for a writable snapshot; MergedDir is `<overlay>/<key>/merged`, a good mount target. */
-  paths(key: string): Promise<SnapshotPaths>;
-  /** Whether the writable snapshot `key` exists (reconcile after a restart). */
-  exists(key: string): Promise<boolean>;
   /** All writable snapshots with the chain they sit on. */
   listActive(): Promise<Array<{ key: string; parent: string | null }>>;
   /**

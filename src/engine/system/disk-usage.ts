@@ -1,4 +1,5 @@
-import type { ListItemView, ListOptions } from '../containers/types.js';
+import type { ContainerSummary } from '../containers/core/views.types.js';
+import type { ListOptions } from '../containers/service.types.js';
 import type { ImageListItem, ImageListOptions } from '../images/images.types.js';
 import type { VolumeUsage } from '../volumes/volumes.types.js';
 
@@ -12,7 +13,7 @@ export interface DiskUsageSources {
     listImages(opts: ImageListOptions): Promise<ImageListItem[]>;
     layersSize(): Promise<number>;
   };
-  containers: { list(opts: ListOptions): Promise<ListItemView[]> };
+  containers: { list(opts: ListOptions): Promise<ContainerSummary[]> };
   volumes: { usage(): Promise<VolumeUsage[]> };
 }
 
@@ -20,7 +21,7 @@ export interface DiskUsageSources {
 export interface DiskUsageReport {
   layersSize: number;
   images: ImageListItem[] | null;
-  containers: ListItemView[] | null;
+  containers: ContainerSummary[] | null;
   volumes: VolumeUsage[] | null;
   /** berth has no build cache yet: an empty list when asked for. */
   buildCache: never[] | null;

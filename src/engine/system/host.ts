@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, statfs } from 'node:fs/promises';
 import os from 'node:os';
-import { hostSysInfo } from './sysinfo.js';
+import { hostSysInfo } from '../runtime/sysinfo.js';
 
 /** Facts about the host the engine runs on, read from the kernel as dockerd reads them. */
 export interface HostFacts {

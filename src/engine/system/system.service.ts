@@ -5,17 +5,11 @@ import { errnoCode } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
 import { rfc3339Nano } from '../../common/time.js';
 import { BERTH_VERSION } from '../../common/version.js';
+import type { ContainerCounts } from '../containers/service.types.js';
 import type { EventsService } from '../events/events.service.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
 
 export const ENGINE_VERSION = BERTH_VERSION;
-
-export interface ContainerCounts {
-  total: number;
-  running: number;
-  paused: number;
-  stopped: number;
-}
 
 /** What the system service reads from the other services; each is optional until wired. */
 export interface SystemSources {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,12 +10,14 @@ import { promisify } from 'node:util';
 import { notFound } from '../../../src/common/errors.js';
 import { Logger } from '../../../src/common/log.js';
 import { createContainerService } from '../../../src/engine/containers/containers.service.js';
-import type { AttachSink, ContainerService, CreateRequest } from '../../../src/engine/containers/types.js';
+import type { CreateRequest } from '../../../src/engine/containers/core/create.js';
+import type { AttachSink } from '../../../src/engine/containers/io/io.types.js';
+import type { ContainerService } from '../../../src/engine/containers/service.types.js';
 import { EventsService } from '../../../src/engine/events/events.service.js';
 import type { ImageRecord, ImageResolver } from '../../../src/engine/images/images.types.js';
 import { createRuntime } from '../../../src/engine/runtime/index.js';
-import type { RuntimeDriver } from '../../../src/engine/runtime/runtime.types.js';
-import type { Snapshotter } from '../../../src/engine/storage/snapshotter.types.js';
+import type { Runtime } from '../../../src/engine/runtime/runtime.types.js';
+import type { SnapshotPaths, Snapshotter } from '../../../src/engine/storage/snapshotter.types.js';
 import { makeBusyboxRootfs } from './runtime-fixture.js';
 
 /**
@@ -53,8 +56,17 @@ class DirSnapshotter implements Snapshotter {
   async usage(): Promise<number> {
     return 0;
   }
-  upperDir(key: string): string {
-    return join(this.root, key, 'upper');
+  async paths(key: string): Promise<SnapshotPaths> {
+    const d = join(this.root, key);
+    return {
+      LowerDir: this.lower,
+      MergedDir: join(d, 'merged'),
+      UpperDir: join(d, 'upper'),
+      WorkDir: join(d, 'work'),
+    };
+  }
+  async exists(key: string): Promise<boolean> {
+    return existsSync(join(this.root, key));
   }
 }
 
@@ -116,7 +128,7 @@ function collector(): AttachSink & { text(): string; ended: Promise<string> } {
 
 describe('containers service with runc', () => {
   let dir: string;
-  let runtime: RuntimeDriver;
+  let runtime: Runtime;
   let service: ContainerService;
   let imgs: ReturnType<typeof images>;
   const events = new EventsService();
@@ -133,6 +145,7 @@ describe('containers service with runc', () => {
       execRoot: join(dir, 'exec'),
       events,
       images: imgs,
+      snapshots: imgs.snapshotter,
       runtime,
       log,
     });
@@ -257,7 +270,7 @@ describe('containers service with runc', () => {
   });
 
   it('kill of a paused container leaves it exited; kill of a restarting one ends its restart loop', async () => {
-    const state = async (id: string) => (await service.inspect(id)).State as Record<string, unknown>;
+    const state = async (id: string) => (await service.inspect(id)).State;
     const { Id: paused } = await service.create(req({ Image: 'busybox', Cmd: ['sleep', '60'] }));
     await service.start(paused);
     await service.pause(paused);

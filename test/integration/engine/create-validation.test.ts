@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { hostSysInfo } from '../../../src/engine/system/sysinfo.js';
+import { hostSysInfo } from '../../../src/engine/runtime/sysinfo.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { referenceJson } from '../../helpers/reference.js';
 
-const reference = JSON.parse(
-  await readFile(resolve(import.meta.dirname, '../../../../shared/reference/volumes.v1.41.json'), 'utf8'),
-) as { Volumes: Array<Record<string, unknown>>; Warnings: unknown };
+const reference = referenceJson<{ Volumes: Array<Record<string, unknown>>; Warnings: unknown }>(
+  'volumes.v1.41.json',
+);
 
 type Json = Record<string, unknown>;
 

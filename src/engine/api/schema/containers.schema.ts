@@ -1,5 +1,5 @@
 import type { ContainerConfig, HostConfig } from '../../../common/docker-types.js';
-import type { NetworkingConfig } from '../../containers/types.js';
+import type { NetworkingConfig } from '../../containers/core/record.types.js';
 import {
   array,
   bool,

@@ -1,4 +1,4 @@
-import type { ExecCreateRequest, ExecStartRequest } from '../../containers/exec.js';
+import type { ExecCreateRequest, ExecStartRequest } from '../../containers/exec/exec.types.js';
 import { array, bool, decodeStruct, type Fields, str, strings, uint } from './go-json.js';
 
 /** The exec bodies as moby declares them (types.ExecConfig, types.ExecStartCheck), decoded as Go does. */

@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import { errnoCode } from '../../../common/errors.js';
 import { decodeEntry } from './json-file.js';
-import { linesBackward } from './tail.js';
+import { linesBackward } from './lines-backward.js';
 
 /**
  * Compressed rotated logs as json-file writes them (`compress=true`): `<log>.N.gz`, a gzip member

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { writeLogBatches } from '../../../../src/engine/api/containers.routes.js';
-import type { LogChunk } from '../../../../src/engine/containers/types.js';
+import { writeLogBatches } from '../../../../src/engine/api/streams.routes.js';
+import type { LogChunk } from '../../../../src/engine/containers/io/io.types.js';
 import { FrameDecoder } from '../../../../src/http/stream.js';
 
 /** A sink that records each write and answers false (full) when told to. */

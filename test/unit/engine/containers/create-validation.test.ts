@@ -2,16 +2,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
-import { decodeCreateBody } from '../../../../src/engine/api/containers.routes.js';
+import { decodeCreateBody } from '../../../../src/engine/api/containers.versions.js';
 import { decodeCreateJson } from '../../../../src/engine/api/schema/containers.schema.js';
-import { parseBind } from '../../../../src/engine/containers/mounts.validate.js';
-import type { CreateRequest } from '../../../../src/engine/containers/types.js';
+import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
+import { parseBind } from '../../../../src/engine/containers/core/mounts.validate.js';
 import {
   validateConfig,
   validateHostConfig,
   validateNetworkingConfig,
-} from '../../../../src/engine/containers/validate.js';
-import { fullSysInfo, hostSysInfo, type SysInfo } from '../../../../src/engine/system/sysinfo.js';
+} from '../../../../src/engine/containers/core/validate.js';
+import { fullSysInfo, hostSysInfo, type SysInfo } from '../../../../src/engine/runtime/sysinfo.js';
 import { type Harness, harness } from './fakes.js';
 
 /** Create-time decoding and validation, against what dockerd 20.10 answers (recorded below). */

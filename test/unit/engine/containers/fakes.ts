@@ -5,17 +5,19 @@ import { join } from 'node:path';
 import { notFound } from '../../../../src/common/errors.js';
 import { Logger } from '../../../../src/common/log.js';
 import { createContainerService } from '../../../../src/engine/containers/containers.service.js';
-import type { ContainerService } from '../../../../src/engine/containers/types.js';
+import type { ContainerService } from '../../../../src/engine/containers/service.types.js';
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import type { ImageRecord, ImageResolver, ImageUsers } from '../../../../src/engine/images/images.types.js';
 import type {
   AttachConnection,
+  ContainerStats,
   ExitStatus,
-  RuntimeDriver,
+  OciResources,
+  Runtime,
   RuntimeState,
   StartOptions,
-} from '../../../../src/engine/runtime/runtime.types.js';
-import type { Snapshotter } from '../../../../src/engine/storage/snapshotter.types.js';
+} from '../../../../src/engine/runtime/index.js';
+import type { SnapshotPaths, Snapshotter } from '../../../../src/engine/storage/snapshotter.types.js';
 import { ociSpec } from '../../../helpers/oci.js';
 
 export const IMAGE_ID = `sha256:${'a'.repeat(64)}`;
@@ -59,8 +61,11 @@ export class FakeSnapshotter implements Snapshotter {
   async exists(key: string): Promise<boolean> {
     return this.prepared.has(key);
   }
-  upperDir(key: string): string {
-    return `/upper/${key}`;
+  /** Where the fake's snapshots would be (the harness points it into its temp directory). */
+  root = join(tmpdir(), 'berth-fake-snapshots');
+  async paths(key: string): Promise<SnapshotPaths> {
+    const d = join(this.root, key);
+    return { MergedDir: join(d, 'merged'), UpperDir: join(d, 'upper'), WorkDir: join(d, 'work') };
   }
 }
 
@@ -111,7 +116,7 @@ interface Proc {
 }
 
 /** A runtime that runs nothing: tests decide when containers exit. */
-export class FakeRuntime implements RuntimeDriver {
+export class FakeRuntime implements Runtime {
   readonly name = 'runc';
   readonly path = '/usr/sbin/runc';
   readonly events = new EventEmitter();
@@ -210,6 +215,14 @@ export class FakeRuntime implements RuntimeDriver {
     const p = this.procs.get(id);
     return p ? [p.pid] : [];
   }
+  /** `runtime update` calls: the container and the resources. */
+  updates: Array<[string, OciResources]> = [];
+  async stats(): Promise<ContainerStats | null> {
+    return null;
+  }
+  async update(id: string, resources: OciResources): Promise<void> {
+    this.updates.push([id, resources]);
+  }
   async close(): Promise<void> {}
 }
 
@@ -230,6 +243,7 @@ export async function harness(): Promise<Harness> {
   const runtime = new FakeRuntime();
   runtime.monitorDir = join(dir, 'monitor');
   const images = new FakeImages();
+  images.snapshotter.root = join(dir, 'snapshots');
   const events = new EventsService();
   const seen: string[] = [];
   events.subscribe((e) => {
@@ -242,6 +256,7 @@ export async function harness(): Promise<Harness> {
       execRoot: join(dir, 'exec'),
       events,
       images,
+      snapshots: images.snapshotter,
       runtime,
       log,
       helpers: {

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { hostsContent, updateHostsAddress } from '../../../../src/engine/containers/files.js';
+import { validateNetworkingConfig } from '../../../../src/engine/containers/core/validate.js';
+import { hostsContent, updateHostsAddress } from '../../../../src/engine/containers/net/files.js';
 import {
   linkEnv,
   linkHostNames,
   linkName,
   mergeLinkEnv,
   parseLink,
-} from '../../../../src/engine/containers/links.js';
-import { validateNetworkingConfig } from '../../../../src/engine/containers/validate.js';
+} from '../../../../src/engine/containers/net/links.js';
 import { containerEnv } from '../../../../src/engine/runtime/oci/process-env.js';
 
 describe('legacy links', () => {

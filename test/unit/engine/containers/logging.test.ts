@@ -3,15 +3,17 @@ import { appendFile, mkdir, readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { HostConfig } from '../../../../src/common/docker-types.js';
-import { Container } from '../../../../src/engine/containers/container.js';
-import { detailsPrefix } from '../../../../src/engine/containers/io.js';
-import { goRegExp, logAttributes, logLimits, writesLog } from '../../../../src/engine/containers/logging.js';
-import type { ContainerRecord, CreateRequest } from '../../../../src/engine/containers/types.js';
+import { userGoRegExp as goRegExp } from '../../../../src/common/go-regexp.js';
+import { Container } from '../../../../src/engine/containers/core/container.js';
+import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
+import type { ContainerRecord } from '../../../../src/engine/containers/core/record.types.js';
+import { logAttributes, logLimits, writesLog } from '../../../../src/engine/containers/io/log-copiers.js';
+import { detailsPrefix } from '../../../../src/engine/containers/io/logs.js';
 import { type Harness, harness } from './fakes.js';
 
 function container(hostConfig: HostConfig, config: Partial<ContainerRecord['Config']> = {}): Container {
   const record = { ID: 'c1', Name: '/c1', Config: config, State: {} } as unknown as ContainerRecord;
-  return new Container(record, hostConfig, () => undefined);
+  return new Container(record, hostConfig);
 }
 
 describe('container logging options', () => {

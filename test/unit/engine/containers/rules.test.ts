@@ -2,29 +2,29 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
+import { parseSignal } from '../../../../src/common/signals.js';
 import {
   decodeCreateBody,
   shapeInspect,
   shapeListItem,
-} from '../../../../src/engine/api/containers.routes.js';
-import { entrypointAndArgs, mergeImageConfig } from '../../../../src/engine/containers/create.js';
-import { DetachScanner, parseDetachKeys } from '../../../../src/engine/containers/detachkeys.js';
-import { onlyResolvedStub, resolvConfContent } from '../../../../src/engine/containers/files.js';
-import { filterContainers } from '../../../../src/engine/containers/filters.js';
-import { generateName, NameRegistry, normalizeName } from '../../../../src/engine/containers/names.js';
-import { RestartManager } from '../../../../src/engine/containers/restart.js';
-import { startFailure } from '../../../../src/engine/containers/run.js';
-import { parseSignal } from '../../../../src/engine/containers/signals.js';
-import { parsePsOutput } from '../../../../src/engine/containers/top.js';
-import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/types.js';
-import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/units.js';
-import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/validate.js';
+} from '../../../../src/engine/api/containers.versions.js';
+import { entrypointAndArgs, mergeImageConfig } from '../../../../src/engine/containers/core/create.js';
+import { filterContainers } from '../../../../src/engine/containers/core/filters.js';
+import { generateName, NameRegistry, normalizeName } from '../../../../src/engine/containers/core/names.js';
+import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containers/core/record.types.js';
+import { RestartManager } from '../../../../src/engine/containers/core/restart.js';
+import { startFailure } from '../../../../src/engine/containers/core/start-failure.js';
+import { parsePsOutput } from '../../../../src/engine/containers/core/top.js';
+import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/core/units.js';
+import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/core/validate.js';
 import {
   commandText,
   inspectView,
   listItemView,
   statusText,
-} from '../../../../src/engine/containers/views.js';
+} from '../../../../src/engine/containers/core/views.js';
+import { DetachScanner, parseDetachKeys } from '../../../../src/engine/containers/io/detachkeys.js';
+import { onlyResolvedStub, resolvConfContent } from '../../../../src/engine/containers/net/files.js';
 import { referenceDir } from '../../../helpers/reference.js';
 
 function invalid(fn: () => unknown, re: RegExp): void {
@@ -353,7 +353,7 @@ function keyPaths(value: unknown, prefix = ''): string[] {
   });
 }
 
-const refDir = referenceDir();
+const refDir = referenceDir;
 const hcDefaults = {
   NetworkMode: 'default',
   LogConfig: { Type: 'json-file', Config: {} },
@@ -390,7 +390,7 @@ describe('inspect and list shapes per API version', () => {
       graphDriverData: { LowerDir: 'x', MergedDir: 'm', UpperDir: 'u', WorkDir: 'w' },
     });
     for (const version of ['1.24', '1.41']) {
-      const shaped = json(shapeInspect(view, { version }));
+      const shaped = json(shapeInspect(view, version));
       assert.deepEqual(keyPaths(shaped), keyPaths(ref), `version ${version}`);
     }
     const sized = JSON.parse(readFileSync(`${refDir}/container-inspect-size.v1.41.json`, 'utf8'));
@@ -402,7 +402,7 @@ describe('inspect and list shapes per API version', () => {
       sizeRootFs: 5,
       graphDriverData: { LowerDir: 'x', MergedDir: 'm', UpperDir: 'u', WorkDir: 'w' },
     });
-    assert.deepEqual(Object.keys(json(shapeInspect(withSize, { version: '1.41' }))), Object.keys(sized));
+    assert.deepEqual(Object.keys(json(shapeInspect(withSize, '1.41'))), Object.keys(sized));
   });
   it('1.44 adds DNSNames, omits unset KernelMemory; Annotations from 1.43', () => {
     const view = inspectView({
@@ -410,13 +410,13 @@ describe('inspect and list shapes per API version', () => {
       hostConfig: { ...hcDefaults, Annotations: { k: 'v' } },
       execIds: [],
     });
-    const v44 = json(shapeInspect(view, { version: '1.44' }));
+    const v44 = json(shapeInspect(view, '1.44'));
     const hc44 = v44.HostConfig as Record<string, unknown>;
     assert.equal('KernelMemory' in hc44, false);
     assert.deepEqual(hc44.Annotations, { k: 'v' });
     const nets = (v44.NetworkSettings as { Networks: Record<string, Record<string, unknown>> }).Networks;
     assert.equal(nets.bridge?.DNSNames, null);
-    const v41 = json(shapeInspect(view, { version: '1.41' }));
+    const v41 = json(shapeInspect(view, '1.41'));
     assert.equal('Annotations' in (v41.HostConfig as object), false);
     assert.equal((v41.HostConfig as Record<string, unknown>).KernelMemory, 0);
     assert.equal(
@@ -429,7 +429,7 @@ describe('inspect and list shapes per API version', () => {
     const item = json(
       shapeListItem(
         listItemView({ record: record(), hostConfig: hcDefaults, execIds: [], imageName: 'busybox' }),
-        { version: '1.41' },
+        '1.41',
       ),
     );
     assert.deepEqual(keyPaths(item), keyPaths(ref));

@@ -3,7 +3,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
-import type { AttachSink, CreateRequest } from '../../../../src/engine/containers/types.js';
+import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
+import type { AttachSink } from '../../../../src/engine/containers/io/io.types.js';
 import { ociSpec } from '../../../helpers/oci.js';
 import { type Harness, harness, until } from './fakes.js';
 
@@ -347,14 +348,17 @@ describe('containers service (fake runtime)', () => {
     await h.service.remove(Id, { force: true });
   });
 
-  it('lookup for other services', async () => {
+  it('container events carry labels, image and name as attributes; ExecIDs null without exec', async () => {
+    const seen: Array<Record<string, string>> = [];
+    const off = h.events.subscribe((e) => {
+      if (e.Type === 'container' && e.Action === 'create') seen.push(e.Actor.Attributes);
+    });
     const { Id } = await h.service.create(req({ Image: 'busybox', Labels: { l: '1' } }, { name: 'peek' }));
-    const s = h.service.lookup('peek');
-    assert.equal(s.id, Id);
-    assert.equal(s.running, false);
-    assert.deepEqual(s.attributes({ execID: 'e' }), { execID: 'e', image: 'busybox', l: '1', name: 'peek' });
+    off();
+    assert.deepEqual(seen, [{ image: 'busybox', l: '1', name: 'peek' }]);
     assert.equal((await h.service.inspect(Id)).ExecIDs, null);
-    assert.throws(() => h.service.lookup('nope'), /No such container: nope/);
+    assert.equal(h.service.resolveId('peek'), Id);
+    assert.throws(() => h.service.resolveId('nope'), /No such container: nope/);
     await h.service.remove(Id, {});
   });
 

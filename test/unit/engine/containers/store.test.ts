@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
-import { ContainerStore } from '../../../../src/engine/containers/store.js';
+import { ContainerStore } from '../../../../src/engine/containers/core/store.js';
 
 describe('container store', () => {
   const dirs: string[] = [];

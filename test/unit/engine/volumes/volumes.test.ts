@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { systemError } from '../../../../src/common/errors.js';
 import { Logger } from '../../../../src/common/log.js';
 import { decodeCreateBody, shapeVolume } from '../../../../src/engine/api/volumes.routes.js';
-import { scopedPath } from '../../../../src/engine/containers/volumes.js';
+import { scopedPath } from '../../../../src/engine/containers/mounts/volumes.js';
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import { filterVolumes } from '../../../../src/engine/volumes/filters.js';
 import { mountErrorReason, type VolumeOps } from '../../../../src/engine/volumes/mount.adapter.js';

@@ -1,0 +1,31 @@
+import { runTool } from '../../../common/host/run-tool.js';
+import { tarDirectory } from '../../storage/adapters/host.ops.js';
+import type { ArchiveHost } from '../archive/archive.host.js';
+
+async function tool(cmd: string, args: string[]): Promise<void> {
+  const r = await runTool(cmd, args);
+  if (r.code !== 0) throw new Error(r.stderr.trim() || `${cmd} exited with ${r.code}`);
+}
+
+/** The archive room's host calls, with the host's tools (coreutils, attr, GNU tar). */
+export const hostArchive: ArchiveHost = {
+  mknod: (path, kind, mode, major, minor) =>
+    tool('mknod', ['-m', mode.toString(8), path, kind, String(major), String(minor)]),
+  mkfifo: (path, mode) => tool('mkfifo', ['-m', mode.toString(8), path]),
+  async opaqueDirs(upper) {
+    // one getfattr walk: `# file: <path>` then its attributes
+    const r = await runTool(
+      'getfattr',
+      ['-R', '-h', '--absolute-names', '-n', 'trusted.overlay.opaque', '-e', 'text', upper],
+      { stdout: true, stderrLimit: 1024 },
+    );
+    const out = new Set<string>();
+    let file = '';
+    for (const line of r.stdout.split('\n')) {
+      if (line.startsWith('# file: ')) file = line.slice(8);
+      else if (line === 'trusted.overlay.opaque="y"' && file) out.add(file);
+    }
+    return out;
+  },
+  tar: (dir, members, extraArgs = []) => tarDirectory(dir, members, extraArgs),
+};

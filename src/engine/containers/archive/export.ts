@@ -1,0 +1,28 @@
+import { readdir } from 'node:fs/promises';
+import type { Container } from '../core/container.js';
+import type { TarStream } from './archive.host.js';
+import type { CopyDeps } from './copy.js';
+
+/**
+ * docker export: the container's filesystem (image and writable layer, no volumes or binds) as an
+ * uncompressed tar, member names without `./` as dockerd's (Rootfs.borrow: a stopped container is
+ * mounted for the export). Emits `export`.
+ */
+export async function exportContainer(
+  d: Pick<CopyDeps, 'rootfs' | 'events' | 'host'>,
+  c: Container,
+): Promise<{ stream: TarStream['stdout']; done: Promise<void>; cancel(): void }> {
+  const { dir, release } = await d.rootfs.borrow(c);
+  let tar: TarStream;
+  try {
+    const members = (await readdir(dir)).sort();
+    tar = d.host.tar(dir, members.length ? members : ['.']);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  tar.done.then(release, release);
+  tar.stdout.on('close', release);
+  d.events.emit(c, 'export');
+  return { stream: tar.stdout, done: tar.done, cancel: () => tar.kill() };
+}

@@ -1,0 +1,97 @@
+import { mkdir, readFile, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errorMessage } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
+import type { Container } from './container.js';
+import type { ContainerSnapshots } from './ports.js';
+
+/** Is `target` a mount point (per /proc/self/mountinfo)? */
+export async function isMounted(target: string): Promise<boolean> {
+  try {
+    const info = await readFile('/proc/self/mountinfo', 'utf8');
+    return info.split('\n').some((l) => l.split(' ')[4] === target);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A container's root filesystem: its writable snapshot mounted at the snapshot's merged directory
+ * (so that inspect's GraphDriver.Data.MergedDir is the real mount), and the per-container
+ * directories under the exec root (the runtime bundle).
+ */
+export class Rootfs {
+  constructor(
+    private readonly snapshots: ContainerSnapshots,
+    private readonly execRoot: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Where the container's rootfs is mounted. */
+  async path(id: string): Promise<string> {
+    return (await this.snapshots.paths(id)).MergedDir;
+  }
+
+  bundlePath(id: string): string {
+    return join(this.execRoot, 'containers', id, 'bundle');
+  }
+
+  async mount(c: Container): Promise<string> {
+    const target = await this.path(c.id);
+    await mkdir(target, { recursive: true });
+    if (!(await isMounted(target))) await this.snapshots.mount(c.id, target);
+    c.rootfsMounted = true;
+    return target;
+  }
+
+  async unmount(c: Container): Promise<void> {
+    const target = await this.path(c.id);
+    if (await isMounted(target)) await this.snapshots.unmount(target);
+    c.rootfsMounted = false;
+  }
+
+  /**
+   * The root filesystem on the host, for reading or writing files in it (export, archive): a
+   * running container's mounted rootfs as it is; a stopped one mounted under the container's lock
+   * (a start waits) until `release`, then unmounted.
+   */
+  async borrow(c: Container): Promise<{ dir: string; release(): void }> {
+    let release: () => void = () => undefined;
+    const finished = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const dir = await new Promise<string>((resolve, reject) => {
+      void c.lock
+        .run(async () => {
+          const target = await this.path(c.id);
+          if (c.isRunningProcess && (await isMounted(target))) {
+            resolve(target);
+            release();
+            return;
+          }
+          await this.mount(c);
+          resolve(target);
+          await finished;
+          await this.snapshots.unmount(target).catch((err) =>
+            this.log.warn('unmount after reading the rootfs failed', {
+              id: c.id,
+              error: errorMessage(err),
+            }),
+          );
+          c.rootfsMounted = false;
+        })
+        .catch(reject);
+    });
+    return { dir, release };
+  }
+
+  /**
+   * Remove a removed container's directory under the exec root. Non-recursive on purpose: only
+   * empty directories go, so nothing still mounted there can be reached.
+   */
+  async removeExecDir(id: string): Promise<void> {
+    const dir = join(this.execRoot, 'containers', id);
+    for (const sub of ['rootfs', 'bundle']) await rmdir(join(dir, sub)).catch(() => undefined);
+    await rmdir(dir).catch(() => undefined);
+  }
+}

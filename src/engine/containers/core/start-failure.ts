@@ -1,0 +1,32 @@
+import { errorMessage } from '../../../common/errors.js';
+
+/**
+ * Exit code and message of a failed start, as dockerd's translateContainerdStartErr decides: 127
+ * when the message names the command as not found, 126 when it was refused (permission denied),
+ * 127 for a mount of a file onto a directory or the other way (with dockerd's hint); those are
+ * the user's errors (400). Anything else (a volume that would not mount, the runtime failing)
+ * is 128 and the engine's.
+ */
+export function startFailure(
+  err: unknown,
+  cmd: string,
+): { exitCode: number; message: string; userError: boolean } {
+  let message = errorMessage(err);
+  const lower = message.toLowerCase();
+  const runtime = lower.includes('oci runtime');
+  if (
+    runtime &&
+    cmd !== '' &&
+    lower.includes(cmd.toLowerCase()) &&
+    /executable file not found|no such file or directory/.test(lower)
+  ) {
+    return { exitCode: 127, message, userError: true };
+  }
+  if (runtime && lower.includes('permission denied')) return { exitCode: 126, message, userError: true };
+  if (runtime && lower.includes('not a directory')) {
+    message +=
+      ': Are you trying to mount a directory onto a file (or vice-versa)? Check if the specified host path exists and is the expected type';
+    return { exitCode: 127, message, userError: true };
+  }
+  return { exitCode: 128, message, userError: false };
+}

@@ -1,0 +1,183 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import type { HostConfig } from '../../../common/docker-types.js';
+import { writeFileAtomic } from '../../../common/fs/atomic.js';
+
+/** The /etc/hosts, /etc/hostname and /etc/resolv.conf a container gets, as dockerd writes them. */
+
+const DEFAULT_HOSTS = [
+  '127.0.0.1\tlocalhost',
+  '::1\tlocalhost ip6-localhost ip6-loopback',
+  'fe00::0\tip6-localnet',
+  'ff00::0\tip6-mcastprefix',
+  'ff02::1\tip6-allnodes',
+  'ff02::2\tip6-allrouters',
+];
+
+const FALLBACK_NAMESERVERS = ['8.8.8.8', '8.8.4.4'];
+
+/** One /etc/hosts line: an address and its names (space-separated). */
+export interface HostsEntry {
+  ip: string;
+  names: string;
+}
+
+/**
+ * /etc/hosts as dockerd writes it: the defaults, ExtraHosts, the linked containers
+ * (`IP alias hostname name`), then the container's own address with its names (the FQDN and the
+ * bare name when the hostname or domainname has a dot).
+ */
+export function hostsContent(opts: {
+  extraHosts: string[];
+  links?: HostsEntry[];
+  ip?: string;
+  hostname: string;
+  domainname?: string;
+  /** What `host-gateway` stands for: the default bridge's address, as dockerd's --host-gateway-ip. */
+  hostGateway?: string;
+}): string {
+  const lines = [...DEFAULT_HOSTS];
+  for (const entry of opts.extraHosts) {
+    const i = entry.indexOf(':');
+    const host = entry.slice(0, i);
+    const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
+    lines.push(`${ip === 'host-gateway' ? (opts.hostGateway ?? '127.0.0.1') : ip}\t${host}`);
+  }
+  for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
+  if (opts.ip) {
+    const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname}` : opts.hostname;
+    const dot = fqdn.indexOf('.');
+    lines.push(`${opts.ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * etchosts.Update: give the lines naming `alias` first the address `ip` (a linked container
+ * started again with another address).
+ */
+export function updateHostsAddress(content: string, alias: string, ip: string): string {
+  return content
+    .split('\n')
+    .map((line) => {
+      const tab = line.indexOf('\t');
+      if (tab < 0) return line;
+      const names = line.slice(tab + 1);
+      return names === alias || names.startsWith(`${alias} `) || names.startsWith(`${alias}.`)
+        ? `${ip}${line.slice(tab)}`
+        : line;
+    })
+    .join('\n');
+}
+
+/**
+ * Rewrite a running container's /etc/hosts in place (same inode): the container sees the file
+ * bind-mounted, so a rename would not reach it.
+ */
+export async function rewriteInPlace(path: string, content: string): Promise<void> {
+  await writeFile(path, content);
+}
+
+function isLoopback(ip: string): boolean {
+  if (isIP(ip) === 4) return ip.startsWith('127.');
+  return ip === '::1' || ip === '0:0:0:0:0:0:0:1';
+}
+
+/**
+ * resolv.conf from the host's (loopback nameservers dropped, as dockerd does when the container
+ * has its own network namespace; Google's servers when none remain) or from Dns/DnsSearch/DnsOptions.
+ */
+export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwork: boolean): string {
+  const lines = hostResolv.split('\n');
+  let nameservers: string[] = [];
+  let search: string[] = [];
+  let options: string[] = [];
+  const other: string[] = [];
+  for (const raw of lines) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const [key, ...rest] = line.split(/\s+/);
+    if (key === 'nameserver' && rest[0]) nameservers.push(rest[0]);
+    else if (key === 'search' || key === 'domain') search = rest;
+    else if (key === 'options') options.push(...rest);
+    else other.push(line);
+  }
+  if (!hostNetwork) nameservers = nameservers.filter((ns) => !isLoopback(ns));
+  if ((hc.Dns ?? []).length > 0) nameservers = [...(hc.Dns ?? [])];
+  if ((hc.DnsSearch ?? []).length > 0) search = (hc.DnsSearch ?? []).filter((s) => s !== '.');
+  if ((hc.DnsOptions ?? []).length > 0) options = [...(hc.DnsOptions ?? [])];
+  if (nameservers.length === 0) nameservers = FALLBACK_NAMESERVERS;
+  const out: string[] = [];
+  if (search.length > 0) out.push(`search ${search.join(' ')}`);
+  for (const ns of nameservers) out.push(`nameserver ${ns}`);
+  if (options.length > 0) out.push(`options ${options.join(' ')}`);
+  out.push(...other);
+  return `${out.join('\n')}\n`;
+}
+
+/**
+ * The host's resolv.conf, as dockerd picks it (resolvconf.Path): when it names only
+ * systemd-resolved's stub (127.0.0.53), which a container's own network cannot reach,
+ * systemd-resolved's list of the real servers instead.
+ */
+export async function readHostResolvConf(hostNetwork = false): Promise<string> {
+  const etc = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+  if (hostNetwork || !onlyResolvedStub(etc)) return etc;
+  return readFile('/run/systemd/resolve/resolv.conf', 'utf8').catch(() => etc);
+}
+
+export function onlyResolvedStub(resolvConf: string): boolean {
+  const servers = resolvConf
+    .split('\n')
+    .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
+    .filter((ns): ns is string => ns !== undefined);
+  return servers.length > 0 && servers.every((ns) => ns === '127.0.0.53');
+}
+
+export async function readHostHosts(): Promise<string> {
+  try {
+    return await readFile('/etc/hosts', 'utf8');
+  } catch {
+    return `${DEFAULT_HOSTS.join('\n')}\n`;
+  }
+}
+
+export async function writeContainerFiles(paths: {
+  hostsPath: string;
+  hostnamePath: string;
+  resolvConfPath: string;
+  hostname: string;
+  domainname?: string;
+  hostConfig: HostConfig;
+  hostNetwork: boolean;
+  /** /etc/hosts lines of linked containers. */
+  links?: HostsEntry[];
+  hostGateway?: string;
+}): Promise<void> {
+  // as dockerd: the container's hostname (with the host's network, create made it the host's
+  // name unless one was given); the host's /etc/hosts with the host's network, unless ExtraHosts
+  // are given (then the default lines and those)
+  const hostname = paths.hostname;
+  const [hosts, hostResolvConf] = await Promise.all([
+    paths.hostNetwork && !(paths.hostConfig.ExtraHosts ?? []).length
+      ? readHostHosts()
+      : hostsContent({
+          extraHosts: paths.hostConfig.ExtraHosts ?? [],
+          links: paths.links,
+          hostname: paths.hostname,
+          domainname: paths.domainname,
+          hostGateway: paths.hostGateway,
+        }),
+    readHostResolvConf(paths.hostNetwork),
+  ]);
+  // three independent files (an empty path: not this one): written, each atomically, at once
+  await Promise.all([
+    writeFileAtomic(paths.hostnamePath, `${hostname}\n`),
+    paths.hostsPath && writeFileAtomic(paths.hostsPath, hosts),
+    paths.resolvConfPath &&
+      writeFileAtomic(
+        paths.resolvConfPath,
+        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
+      ),
+  ]);
+}
