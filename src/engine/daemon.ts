@@ -16,6 +16,7 @@ import { registerImageRoutes } from './api/images.routes.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
+import { registerSwarmRoutes } from './api/swarm.routes.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
@@ -206,6 +207,7 @@ export async function startEngine(
   registerExecRoutes(router, containers);
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
   registerBuildRoutes(router);
+  registerSwarmRoutes(router);
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

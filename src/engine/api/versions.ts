@@ -114,6 +114,8 @@ export const gates = {
   volumePruneAnonymousOnly: '1.42',
   /** POST /volumes/prune: the `all` filter (before: `Invalid filter 'all'`, as dockerd 20.10). */
   volumePruneAllFilter: '1.42',
+  /** Swarm endpoints outside a swarm: 503 from here on (docker 1.13), 406 before (docker 1.12). */
+  swarmUnavailable: '1.25',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
 } as const;

@@ -3,6 +3,7 @@ import type { Logger } from '../../common/log.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { RuntimeDriver } from '../runtime/runtime.types.js';
 import { Container } from './core/container.js';
+import { CONTAINER_INIT } from './core/init-layer.js';
 import type { Lifecycle } from './core/lifecycle.js';
 import type { ContainerParts, ContainerSnapshots } from './core/ports.js';
 import { startsWithDaemon } from './core/restart.js';
@@ -30,7 +31,7 @@ async function ensureSnapshot(d: RestoreDeps, c: Container): Promise<void> {
     d.log.warn('container layer missing and its image is gone', { id: c.id, image: c.record.Image });
     return;
   }
-  await d.snapshots.prepare(c.id, image.chainId);
+  await d.snapshots.prepare(c.id, image.chainId, { init: CONTAINER_INIT });
 }
 
 /**

@@ -16,7 +16,7 @@ export function containerSnapshotter(deps: {
 }): Snapshotter & SnapshotterExtras {
   const { overlay } = deps;
   return {
-    prepare: (key, parent) => overlay.prepare(key, parent),
+    prepare: (key, parent, o) => overlay.prepare(key, parent, o),
     mount: (key, target, o) => overlay.mount(key, target, o),
     unmount: (target) => overlay.unmount(target),
     remove: async (key) => {

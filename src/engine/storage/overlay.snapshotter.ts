@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, notFound } from '../../common/errors.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
@@ -12,7 +12,7 @@ import type { BlobWriter } from './content.store.js';
 import { applyLayer, type Compression } from './layer.apply.js';
 import { exportDiff } from './layer.export.js';
 import { JsonRecordStore } from './metadata.store.js';
-import type { SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
+import type { InitEntry, SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
 
 /** A read-only layer snapshot, keyed by chain ID. Its record file is the commit point. */
 export interface LayerRecord {
@@ -319,7 +319,11 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     return join(this.root, key);
   }
 
-  async prepare(key: string, parentChainId: string | null): Promise<void> {
+  async prepare(
+    key: string,
+    parentChainId: string | null,
+    opts: { init?: readonly InitEntry[] } = {},
+  ): Promise<void> {
     const dir = this.dirOf(key);
     await this.locks.run(`active:${key}`, async () => {
       const existing = await this.active.get(key);
@@ -330,9 +334,15 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       if (/^[a-f0-9]{64}$/.test(key) && (await this.layers.get(key))) {
         throw conflict(`snapshot key ${key} is a layer`);
       }
-      const lower = parentChainId === null ? '' : await this.lowerOf(parentChainId);
+      let lower = parentChainId === null ? '' : await this.lowerOf(parentChainId);
+      const init = (opts.init ?? []).map(initEntryPath);
       await rm(dir, { recursive: true, force: true });
       await mkdir(dir, { mode: 0o700 });
+      if (init.length) {
+        await writeInitLayer(join(dir, 'init'), init);
+        // the init layer is the writable layer's first lower (paths relative to the root, as the mount's)
+        lower = lower ? `${key}/init:${lower}` : `${key}/init`;
+      }
       const link = newLinkId();
       await Promise.all([
         mkdir(join(dir, 'diff'), { mode: 0o755 }),
@@ -413,6 +423,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     return diskUsage(join(this.dirOf(key), 'diff'));
   }
 
+  /** The writable layer's directory (tests). */
   upperDir(key: string): string {
     return join(this.dirOf(key), 'diff');
   }
@@ -426,10 +437,13 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       UpperDir: join(dir, 'diff'),
       WorkDir: join(dir, 'work'),
     };
+    const lowers: string[] = [];
+    if (existsSync(join(dir, 'init'))) lowers.push(join(dir, 'init'));
     if (rec.parent !== null) {
       const chain = await this.chain(rec.parent);
-      paths.LowerDir = chain.map((l) => join(this.root, hexOf(l.chainId), 'diff')).join(':');
+      lowers.push(...chain.map((l) => join(this.root, hexOf(l.chainId), 'diff')));
     }
+    if (lowers.length) paths.LowerDir = lowers.join(':');
     return paths;
   }
 
@@ -443,5 +457,27 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       .sort((a, b) => b.length - a.length);
     for (const t of below) await this.opts.ops.unmount(t);
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** An init entry with its path made relative (and checked to stay inside the layer). */
+function initEntryPath(e: InitEntry): InitEntry {
+  const rel = posix.normalize(`/${e.path}`).slice(1);
+  if (rel === '' || rel.split('/').includes('..') || e.path.split('/').includes('..')) {
+    throw invalidParameter(`init layer entry outside the layer: ${e.path}`);
+  }
+  return { ...e, path: rel };
+}
+
+/** A snapshot's init layer: its entries (relative paths), parents made as 0755 directories. */
+async function writeInitLayer(dir: string, entries: readonly InitEntry[]): Promise<void> {
+  await mkdir(dir, { mode: 0o755 });
+  for (const e of entries) {
+    const path = join(dir, e.path);
+    await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+    if (e.type === 'dir') await mkdir(path, { recursive: true, mode: e.mode ?? 0o755 });
+    else if (e.type === 'symlink') await symlink(e.target ?? '', path);
+    else await writeFile(path, '', { mode: e.mode ?? 0o755 });
+    if (e.type !== 'symlink' && e.mode !== undefined) await chmod(path, e.mode);
   }
 }

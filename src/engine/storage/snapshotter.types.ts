@@ -4,9 +4,27 @@ import type { Readable } from 'node:stream';
  * Overlay snapshots: one read-only snapshot per image layer, keyed by chain ID, and one writable
  * snapshot per container, keyed by the container ID, on top of its image's top chain ID.
  */
+/**
+ * An entry of a snapshot's init layer: a read-only layer of its own between the writable layer
+ * and the chain (dockerd's `<id>-init`), so that what it holds is in the filesystem but never a
+ * change of the writable layer (diff, commit, its size).
+ */
+export interface InitEntry {
+  /** Absolute path in the snapshot. */
+  path: string;
+  type: 'dir' | 'file' | 'symlink';
+  /** Permission bits (dir, file). */
+  mode?: number;
+  /** Where a symlink points. */
+  target?: string;
+}
+
 export interface Snapshotter {
-  /** Create the writable snapshot `key` on top of the layer chain `parentChainId` (null: empty). */
-  prepare(key: string, parentChainId: string | null): Promise<void>;
+  /**
+   * Create the writable snapshot `key` on top of the layer chain `parentChainId` (null: empty),
+   * with an init layer holding `init` when given (parents are made as directories, 0755).
+   */
+  prepare(key: string, parentChainId: string | null, opts?: { init?: readonly InitEntry[] }): Promise<void>;
   /** Mount snapshot `key` (overlay of its chain, writable upper) at `target`. */
   mount(key: string, target: string, options?: { readonly?: boolean }): Promise<void>;
   unmount(target: string): Promise<void>;

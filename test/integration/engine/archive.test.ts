@@ -124,6 +124,40 @@ describe('docker cp (archive)', () => {
     assert.equal(await ok('start', 'src'), 'src');
   });
 
+  it("a created container has dockerd's init files; once started, its /etc files are the engine's", async () => {
+    await ok('create', '--name', 'fresh', '--hostname', 'freshhost', 'busybox', 'true');
+    const { status, stat } = await (async () => {
+      const r = await engine.request('HEAD', '/v1.41/containers/fresh/archive?path=/etc/resolv.conf');
+      const h = r.headers['x-docker-container-path-stat'];
+      return { status: r.status, stat: JSON.parse(Buffer.from(String(h), 'base64').toString()) as PathStat };
+    })();
+    assert.equal(status, 200);
+    assert.equal(stat.size, 0);
+    assert.equal(stat.mode, 0o755);
+    for (const path of ['/etc/hosts', '/etc/hostname', '/.dockerenv', '/dev/console']) {
+      const r = await engine.request('GET', `/v1.41/containers/fresh/archive?path=${path}`);
+      assert.equal(r.status, 200, path);
+    }
+    const mtab = await engine.request('HEAD', '/v1.41/containers/fresh/archive?path=/etc/mtab');
+    const mtabStat = JSON.parse(
+      Buffer.from(String(mtab.headers['x-docker-container-path-stat']), 'base64').toString(),
+    );
+    assert.equal(mtabStat.linkTarget, '/proc/mounts');
+    await ok('start', '-a', 'fresh');
+    await ok('cp', 'fresh:/etc/hostname', join(out, 'hostname'));
+    assert.equal(await readFile(join(out, 'hostname'), 'utf8'), 'freshhost\n');
+    await ok('cp', 'fresh:/etc/hosts', join(out, 'hosts'));
+    assert.match(await readFile(join(out, 'hosts'), 'utf8'), /127\.0\.0\.1\tlocalhost/);
+    // the init layer is not a change of the container
+    assert.equal(await ok('diff', 'fresh'), '');
+    const inspect = (await engine.request('GET', '/v1.41/containers/fresh/json')).json<{
+      GraphDriver: { Data: { LowerDir: string } };
+      SizeRw?: number;
+    }>();
+    assert.match(inspect.GraphDriver.Data.LowerDir.split(':')[0] ?? '', /\/init$/);
+    await ok('rm', 'fresh');
+  });
+
   it('copies into a container: directories, links, volumes, through its links never out of it', async () => {
     const local = join(out, 'local');
     await exec('sh', [

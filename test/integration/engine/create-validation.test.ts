@@ -113,6 +113,12 @@ describe('container create: validation, adjustments, warnings', () => {
       [{ RestartPolicy: { Name: 'bogus' } }, "invalid restart policy 'bogus'"],
       [{ NanoCpus: 1e9, CpuQuota: 50000 }, 'Conflicting options: Nano CPUs and CPU Quota cannot both be set'],
       [{ ExtraHosts: ['badentry'] }, 'bad format for add-host: "badentry"'],
+      // overlay2 without project quotas, as dockerd (which answers 500)
+      [
+        { StorageOpt: { size: '1G' } },
+        "--storage-opt is supported only for overlay over xfs with 'pquota' mount option",
+      ],
+      [{ StorageOpt: { Foo: 'bar' } }, 'Unknown option foo'],
     ];
     for (const [hc, expected] of cases) {
       const r = await create({ Image: 'busybox', HostConfig: hc });
@@ -129,10 +135,14 @@ describe('container create: validation, adjustments, warnings', () => {
     const cli = await engine.docker(['create', '--runtime', 'bogus', 'busybox']);
     assert.notEqual(cli.code, 0);
     assert.match(cli.stderr, /Unknown runtime specified bogus/);
+    const storage = await engine.docker(['create', '--storage-opt', 'size=1G', 'busybox']);
+    assert.notEqual(storage.code, 0);
+    assert.match(storage.stderr, /--storage-opt is supported only for overlay over xfs/);
+    assert.equal((await create({ Image: 'busybox', HostConfig: { StorageOpt: {} } })).status, 201);
     const cpuset = await engine.docker(['create', '--cpuset-cpus', '0-200', 'busybox']);
     assert.notEqual(cpuset.code, 0);
     assert.match(cpuset.stderr, /Requested CPUs are not available - requested 0-200/);
-    assert.equal(await count(), before);
+    assert.equal(await count(), before + 1);
   });
 
   it('accepts keys in any case, StrSlice strings and legacy top-level HostConfig fields', async () => {

@@ -70,6 +70,16 @@ describe('docker diff and docker export', () => {
     assert.ok(!names.includes('bin/ls'));
     assert.ok(!names.includes('data/in-volume'));
     assert.ok(!names.some((n) => n.startsWith('./')));
+    // dockerd's init layer is part of the filesystem
+    for (const init of [
+      '.dockerenv',
+      'etc/hosts',
+      'etc/hostname',
+      'etc/resolv.conf',
+      'etc/mtab',
+      'dev/console',
+    ])
+      assert.ok(names.includes(init), init);
     // a stopped container is mounted for the export only
     const mounts = await readFile('/proc/self/mountinfo', 'utf8');
     const id = await ok('inspect', '-f', '{{.Id}}', 'changed');

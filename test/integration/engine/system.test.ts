@@ -122,6 +122,39 @@ describe('engine system API', () => {
     assert.equal(info, `overlay2 ${engine.dataRoot}`);
   });
 
+  it('answers swarm endpoints as dockerd outside a swarm: 503 (406 before 1.25), init not implemented', async () => {
+    const manager =
+      'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
+    for (const [method, path] of [
+      ['GET', '/swarm'],
+      ['GET', '/nodes'],
+      ['GET', '/nodes/x'],
+      ['GET', '/services'],
+      ['POST', '/services/create'],
+      ['DELETE', '/services/x'],
+      ['GET', '/tasks'],
+      ['GET', '/tasks/x/logs'],
+      ['GET', '/secrets'],
+      ['POST', '/secrets/create'],
+      ['GET', '/configs'],
+      ['POST', '/configs/x/update'],
+      ['GET', '/swarm/unlockkey'],
+    ] as const) {
+      const r = await engine.request(method, `/v1.41${path}`, { body: {} });
+      assert.equal(r.status, 503, `${method} ${path}`);
+      assert.deepEqual(r.json(), { message: manager });
+      const old = await engine.request(method, `/v1.24${path}`, { body: {} });
+      assert.equal(old.status, 406, `${method} ${path} at 1.24`);
+    }
+    const leave = await engine.request('POST', '/v1.44/swarm/leave?force=1');
+    assert.equal(leave.status, 503);
+    assert.deepEqual(leave.json(), { message: 'This node is not part of a swarm' });
+    assert.equal((await engine.request('POST', '/v1.41/swarm/init', { body: {} })).status, 501);
+    const cli = await engine.docker(['node', 'ls']);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /not a swarm manager/);
+  });
+
   it('reads /events parameters as dockerd does', async () => {
     await engine.dockerOk(['tag', 'busybox', 'events-probe:1']);
     await engine.dockerOk(['rmi', 'events-probe:1']);

@@ -1,4 +1,4 @@
-import type { BigIntStats } from 'node:fs';
+import { type BigIntStats, existsSync } from 'node:fs';
 import { lstat, mkdir, readlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { BerthError, errnoCode, invalidParameter, notFound } from '../../../common/errors.js';
@@ -60,10 +60,21 @@ export class ContainerFs {
     private readonly rootfs: string,
     private readonly c: Container,
   ) {
-    this.mounts = mountsView(c.hostConfig, c.record.MountPoints)
+    const mounts = mountsView(c.hostConfig, c.record.MountPoints)
       .filter((m) => (m.Type === 'volume' || m.Type === 'bind') && m.Source !== '')
-      .map((m) => ({ dest: posix.normalize(m.Destination), source: m.Source, rw: m.RW }))
-      .sort((a, b) => b.dest.length - a.dest.length);
+      .map((m) => ({ dest: posix.normalize(m.Destination), source: m.Source, rw: m.RW }));
+    // dockerd's NetworkMounts: the engine's /etc files once written (the first start), unless
+    // the container mounts something there itself
+    const rec = c.record;
+    for (const [dest, source] of [
+      ['/etc/resolv.conf', rec.ResolvConfPath],
+      ['/etc/hostname', rec.HostnamePath],
+      ['/etc/hosts', rec.HostsPath],
+    ] as const) {
+      if (!source || !existsSync(source) || mounts.some((m) => m.dest === dest)) continue;
+      mounts.push({ dest, source, rw: !c.hostConfig.ReadonlyRootfs });
+    }
+    this.mounts = mounts.sort((a, b) => b.dest.length - a.dest.length);
   }
 
   private mountOf(path: string): { dest: string; source: string; rw: boolean } | undefined {

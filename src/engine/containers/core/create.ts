@@ -8,6 +8,7 @@ import type { ImageRecord, ImageResolver } from '../../images/images.types.js';
 import { defaultMaskedPaths, defaultReadonlyPaths, defaultShmSize } from '../../runtime/index.js';
 import { Container, emptyState } from './container.js';
 import type { ContainerEvents } from './events.js';
+import { CONTAINER_INIT } from './init-layer.js';
 import { normalizeName } from './names.js';
 import type { ContainerSnapshots, LinkTarget, MountsPort, NetworkPort } from './ports.js';
 import type { ContainerRecord, MountPoint, NetworkingConfig } from './record.types.js';
@@ -289,7 +290,7 @@ async function createFromImage(
     // Record first, then the writable layer: a crash in between leaves a record whose layer the
     // restore prepares again, never a layer nobody owns.
     await d.store.persist(c, true);
-    await d.snapshots.prepare(id, image.chainId);
+    await d.snapshots.prepare(id, image.chainId, { init: CONTAINER_INIT });
   } catch (err) {
     d.set.names.release(finalName);
     await d.snapshots.remove(id).catch(() => undefined);

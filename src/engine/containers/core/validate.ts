@@ -364,7 +364,27 @@ export function validateHostConfig(
       throw invalidParameter('ConsoleSize must be [height, width] of non-negative integers');
     }
   }
+  if (!opts.update) checkStorageOpt(hc.StorageOpt);
   return warnings;
+}
+
+/**
+ * HostConfig.StorageOpt, as dockerd's overlay2 takes it where the backing filesystem has no
+ * project quotas (berth's snapshots never have them): `size` is refused with overlay2's words,
+ * any other option is unknown. dockerd answers these with 500 after making nothing; berth, 400.
+ */
+function checkStorageOpt(opts: Record<string, string> | null | undefined): void {
+  const keys = Object.keys(opts ?? {}).sort((a, b) =>
+    a === 'size' ? -1 : b === 'size' ? 1 : a < b ? -1 : 1,
+  );
+  for (const key of keys) {
+    if (key.toLowerCase() === 'size') {
+      throw invalidParameter(
+        "--storage-opt is supported only for overlay over xfs with 'pquota' mount option",
+      );
+    }
+    throw invalidParameter(`Unknown option ${key.toLowerCase()}`);
+  }
 }
 
 /** runconfig's validateNetMode / validateNetContainerMode, and berth's host-network rules. */

@@ -194,6 +194,37 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     assert.ok(!names.some((n) => n.startsWith('tmp-')));
   });
 
+  it('puts an init layer between the writable layer and the chain: there, but never a change', async () => {
+    await snap.prepare('i1', top, {
+      init: [
+        { path: '/etc/hosts', type: 'file', mode: 0o755 },
+        { path: '/dev/pts', type: 'dir', mode: 0o755 },
+        { path: '/etc/mtab', type: 'symlink', target: '/proc/mounts' },
+      ],
+    });
+    const target = join(dir, 'mnt-init');
+    await snap.mount('i1', target);
+    try {
+      assert.equal((await stat(join(target, 'etc/hosts'))).mode & 0o777, 0o755);
+      assert.equal(await readFile(join(target, 'etc/b'), 'utf8'), 'bb', 'the chain is still below');
+      assert.ok((await stat(join(target, 'dev/pts'))).isDirectory());
+      assert.equal(await readlink(join(target, 'etc/mtab')), '/proc/mounts');
+      assert.equal(await snap.usage('i1'), 0);
+      assert.deepEqual(await readdir(snap.upperDir('i1')), []);
+      const lowers = (await snap.paths('i1')).LowerDir?.split(':') ?? [];
+      assert.equal(lowers.length, 3);
+      assert.match(lowers[0] ?? '', /\/i1\/init$/);
+    } finally {
+      await snap.unmount(target);
+    }
+    await assert.rejects(snap.prepare('i2', top, { init: [{ path: '/../../x', type: 'file' }] }), {
+      kind: 'InvalidParameter',
+    });
+    assert.ok(!existsSync(join(snap.root, 'i2')), 'a refused init layer makes nothing');
+    await snap.remove('i1');
+    assert.ok(!existsSync(join(snap.root, 'i1')));
+  });
+
   it('prepares, mounts, measures, unmounts and removes a writable snapshot', async () => {
     await snap.prepare('c1', top);
     const target = join(dir, 'mnt');
