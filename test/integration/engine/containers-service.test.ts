@@ -222,7 +222,7 @@ describe('containers service with runc', () => {
     const { Id } = await service.create(req({ Image: 'busybox', Cmd: ['sleep', '60'] }));
     await service.start(Id);
     const view = await service.inspect(Id);
-    assert.equal((view.State as { Running: boolean }).Running, true);
+    assert.equal(view.State.Running, true);
     const top = await service.top(Id);
     assert.ok(
       top.Processes.some((p) => p.join(' ').includes('sleep 60')),
@@ -234,7 +234,7 @@ describe('containers service with runc', () => {
     await service.stop(Id, { timeout: 1 });
     assert.ok(Date.now() - t0 >= 900);
     const after = await service.inspect(Id);
-    assert.equal((after.State as { ExitCode: number }).ExitCode, 137);
+    assert.equal(after.State.ExitCode, 137);
     await service.remove(Id, {});
   });
 
@@ -313,10 +313,10 @@ describe('containers service with runc', () => {
     await new Promise((r) => setTimeout(r, 1500));
     await make();
     const s = await service.inspect('survivor');
-    assert.equal((s.State as { Running: boolean }).Running, true);
+    assert.equal(s.State.Running, true);
     const q = await service.inspect('quick');
-    assert.equal((q.State as { Status: string }).Status, 'exited');
-    assert.equal((q.State as { ExitCode: number }).ExitCode, 5);
+    assert.equal(q.State.Status, 'exited');
+    assert.equal(q.State.ExitCode, 5);
     await service.stop('survivor', { timeout: 0 });
     await service.remove('survivor', {});
     await service.remove('quick', {});

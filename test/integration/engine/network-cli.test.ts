@@ -6,45 +6,18 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import type { ContainerInspect } from '../../../src/engine/containers/core/views.types.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { eventually } from '../../helpers/eventually.js';
 import { referenceJson } from '../../helpers/reference.js';
 
 const exec = promisify(execFile);
 
 /** The default bridge through the real docker CLI (28) and the raw API: addresses, traffic, links. */
 
-interface Endpoint {
-  NetworkID: string;
-  EndpointID: string;
-  Gateway: string;
-  IPAddress: string;
-  IPPrefixLen: number;
-  MacAddress: string;
-  Links: unknown;
-  Aliases: unknown;
-}
-
-interface Inspect {
-  Id: string;
-  Name: string;
-  HostsPath: string;
-  Config: { Hostname: string };
-  HostConfig: { Links: string[] | null; NetworkMode: string };
-  NetworkSettings: {
-    SandboxID: string;
-    SandboxKey: string;
-    EndpointID: string;
-    Gateway: string;
-    IPAddress: string;
-    IPPrefixLen: number;
-    MacAddress: string;
-    Bridge: string;
-    Networks: Record<string, Endpoint>;
-  };
-}
+type Inspect = ContainerInspect;
 
 interface NetworkInspect {
   Id: string;
@@ -52,14 +25,6 @@ interface NetworkInspect {
   IPAM: { Config: Array<{ Subnet: string; Gateway?: string }> };
   Options: Record<string, string>;
   Containers: Record<string, { Name: string; IPv4Address: string; EndpointID: string; MacAddress: string }>;
-}
-
-async function eventually(what: string, check: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 function inSubnet(ip: string, subnet: string): boolean {
@@ -748,7 +713,7 @@ describe('legacy links (docker CLI)', () => {
     assert.equal(start.status, 409);
     assert.equal(message(start), 'Cannot link to a non running container: /idle AS /needsidle/i');
     const st = await inspect('needsidle');
-    assert.equal((st as unknown as { State: { Status: string } }).State.Status, 'created');
+    assert.equal(st.State.Status, 'created');
     // and be on the default bridge
     await engine.dockerOk([
       'run',

@@ -4,10 +4,10 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { eventually } from '../../helpers/eventually.js';
 
 const exec = promisify(execFile);
 
@@ -25,14 +25,6 @@ interface BridgeNetwork {
   Id: string;
   IPAM: { Config: Array<{ Subnet: string; Gateway?: string }> };
   Containers: Record<string, { IPv4Address: string }>;
-}
-
-async function eventually(what: string, check: () => Promise<boolean> | boolean, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 const natRules = async () => (await exec('iptables', ['-w', '-t', 'nat', '-S'])).stdout;
@@ -97,13 +89,15 @@ describe('default bridge across engine restarts', () => {
       '-c',
       `echo after-the-crash | nc -w 5 ${now.IPAddress} 8080`,
     ]);
-    await eventually('the server to get the message', async () =>
-      (await engine.dockerOk(['logs', 'server'])).includes('after-the-crash'),
+    await eventually(
+      'the server to get the message',
+      async () => (await engine.dockerOk(['logs', 'server'])).includes('after-the-crash'),
+      15_000,
     );
     // and released as usual when it stops
     await engine.dockerOk(['stop', '-t', '0', 'server']);
-    await eventually('the address to be released', () => !existsSync(ipamFile(now.IPAddress)));
-    await eventually('the namespace to be removed', () => !existsSync(now.SandboxKey));
+    await eventually('the address to be released', () => !existsSync(ipamFile(now.IPAddress)), 15_000);
+    await eventually('the namespace to be removed', () => !existsSync(now.SandboxKey), 15_000);
     await engine.dockerOk(['rm', 'server']);
   });
 
@@ -113,17 +107,21 @@ describe('default bridge across engine restarts', () => {
     assert.ok(existsSync(ipamFile(ns.IPAddress)) && existsSync(ns.SandboxKey));
     await engine.kill9();
     await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'kill', id, 'KILL']);
-    await eventually('the container to be gone', async () => {
-      const r = await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'state', id]).catch(
-        () => undefined,
-      );
-      return !r || /"status": "stopped"/.test(r.stdout);
-    });
+    await eventually(
+      'the container to be gone',
+      async () => {
+        const r = await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'state', id]).catch(
+          () => undefined,
+        );
+        return !r || /"status": "stopped"/.test(r.stdout);
+      },
+      15_000,
+    );
     await engine.launch();
     assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', 'doomed']), 'exited');
     assert.equal((await settings('doomed')).IPAddress, '');
-    await eventually('the address to be released', () => !existsSync(ipamFile(ns.IPAddress)));
-    await eventually('the namespace to be removed', () => !existsSync(ns.SandboxKey));
+    await eventually('the address to be released', () => !existsSync(ipamFile(ns.IPAddress)), 15_000);
+    await eventually('the namespace to be removed', () => !existsSync(ns.SandboxKey), 15_000);
     await engine.dockerOk(['rm', 'doomed']);
   });
 
@@ -141,8 +139,12 @@ describe('default bridge across engine restarts', () => {
     const stray = join(engine.execRoot, 'netns', 'abcdefabcdef');
     await writeFile(stray, '');
     await engine.launch();
-    await eventually('the orphaned address to be released', () => !existsSync(ipamFile(ip)));
-    await eventually('the orphaned namespace to be removed', () => !existsSync(nsPath) && !existsSync(stray));
+    await eventually('the orphaned address to be released', () => !existsSync(ipamFile(ip)), 15_000);
+    await eventually(
+      'the orphaned namespace to be removed',
+      () => !existsSync(nsPath) && !existsSync(stray),
+      15_000,
+    );
   });
 });
 

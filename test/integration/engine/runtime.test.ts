@@ -12,6 +12,7 @@ import {
   readLogs,
 } from '../../../src/engine/runtime/index.js';
 import type { AttachConnection, Runtime } from '../../../src/engine/runtime/runtime.types.js';
+import { eventually } from '../../helpers/eventually.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
 
 const noLimits = { maxSize: -1, maxFiles: 1, compress: false };
@@ -30,14 +31,6 @@ async function logs(path: string): Promise<LogMessage[]> {
 }
 
 /** Wait until `cond` holds (bounded). */
-async function until(cond: () => Promise<boolean> | boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return;
-    await sleep(20);
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 describe('runtime driver (runc + conmon)', () => {
   let h: Harness;
@@ -93,9 +86,8 @@ describe('runtime driver (runc + conmon)', () => {
   it('delivers signals: a trapped TERM, then KILL', async () => {
     await h.run('trap', ['sh', '-c', 'trap "exit 42" TERM; echo ready; while true; do sleep 0.05; done']);
     await h.run('kill', ['sleep', '100']);
-    await until(
-      async () => (await readFile(join(h.dir, 'trap.log'), 'utf8').catch(() => '')).includes('ready'),
-      'ready',
+    await eventually('ready', async () =>
+      (await readFile(join(h.dir, 'trap.log'), 'utf8').catch(() => '')).includes('ready'),
     );
     await h.driver.signal('trap', 15);
     assert.equal((await h.waitExit('trap')).exitCode, 42);
@@ -171,10 +163,10 @@ describe('runtime driver (runc + conmon)', () => {
         });
       },
     });
-    await until(() => out.includes('24 80'), `24 80 in ${JSON.stringify(out)}`);
+    await eventually(`24 80 in ${JSON.stringify(out)}`, () => out.includes('24 80'));
     await h.driver.resize('tty', 40, 100);
     conn!.writeStdin(Buffer.from('\n'));
-    await until(() => out.includes('40 100'), `40 100 in ${JSON.stringify(out)}`);
+    await eventually(`40 100 in ${JSON.stringify(out)}`, () => out.includes('40 100'));
     assert.equal((await h.waitExit('tty')).exitCode, 5);
     assert.match(out, /\/dev\/pts\/0/);
   });
@@ -192,19 +184,20 @@ describe('runtime driver (runc + conmon)', () => {
     const conn = await h.driver.attach('rot');
     const json = async () => (await readFile(`${logPath}.json`, 'utf8').catch(() => '')) as string;
     conn.writeStdin(Buffer.from('before\n'));
-    await until(async () => (await json()).includes('before'), 'first line');
+    await eventually('first line', async () => (await json()).includes('before'));
     // conmon made a new, empty file; the writer read the old one to its end and dropped its link
-    await until(async () => reopens === 1 && !(await readFile(logPath, 'utf8')).includes('before'), 'reopen');
-    await until(
-      () =>
-        access(`${logPath}.old`).then(
-          () => false,
-          () => true,
-        ),
-      'old file released',
+    await eventually(
+      'reopen',
+      async () => reopens === 1 && !(await readFile(logPath, 'utf8')).includes('before'),
+    );
+    await eventually('old file released', () =>
+      access(`${logPath}.old`).then(
+        () => false,
+        () => true,
+      ),
     );
     conn.writeStdin(Buffer.from('after\n'));
-    await until(async () => (await json()).includes('after'), 'second line');
+    await eventually('second line', async () => (await json()).includes('after'));
     conn.close();
     await h.driver.signal('rot', 9);
     await h.waitExit('rot');
@@ -234,7 +227,7 @@ describe('runtime driver (runc + conmon)', () => {
         lines.push(m.line.toString());
       }
     })();
-    await until(() => lines.length >= 1, 'first line while running');
+    await eventually('first line while running', () => lines.length >= 1);
     await h.waitExit('follow');
     await w.finish();
     stop.abort();
@@ -298,7 +291,7 @@ describe('runtime driver (runc + conmon)', () => {
     assert.ok(s.memory.usage > 0);
     assert.ok(s.cpu.systemUsage > 0 && s.cpu.onlineCpus >= 1);
     assert.ok(typeof s.memory.stats.rss === 'number' || typeof s.memory.stats.anon === 'number');
-    await until(async () => ((await d.stats('stats'))?.cpu.totalUsage ?? 0) > 0, 'cpu usage');
+    await eventually('cpu usage', async () => ((await d.stats('stats'))?.cpu.totalUsage ?? 0) > 0);
     await d.update('stats', await buildResources({ Memory: 32 << 20, MemorySwap: 64 << 20, CpuShares: 256 }));
     s = await d.stats('stats');
     assert.equal(s?.memory.limit, 32 << 20);
@@ -348,22 +341,19 @@ describe('runtime driver (runc + conmon)', () => {
     const gone = await h.driver.attach('gone');
     gone.writeStdin(Buffer.from('x\n'));
     gone.close();
-    await until(
-      () =>
-        access(join(h.execRoot, 'exits', 'gone')).then(
-          () => true,
-          () => false,
-        ),
-      'exit while the engine is down',
+    await eventually('exit while the engine is down', () =>
+      access(join(h.execRoot, 'exits', 'gone')).then(
+        () => true,
+        () => false,
+      ),
     );
 
     // a new engine process finds them
     const d2 = await h.newDriver();
     const exits: [string, number][] = [];
     d2.events.on('exit', (id: string, s: { exitCode: number }) => exits.push([id, s.exitCode]));
-    await until(
-      () => exits.some(([id]) => id === 'gone'),
-      'exit event of the container that exited while down',
+    await eventually('exit event of the container that exited while down', () =>
+      exits.some(([id]) => id === 'gone'),
     );
     assert.deepEqual(
       exits.find(([id]) => id === 'gone'),
@@ -375,7 +365,7 @@ describe('runtime driver (runc + conmon)', () => {
     conn.writeStdin(Buffer.from('ping\n'));
     assert.equal((await got).stdout, 'got ping\n');
     conn.closeStdin();
-    await until(() => exits.some(([id]) => id === 'live'), 'exit event after restore');
+    await eventually('exit event after restore', () => exits.some(([id]) => id === 'live'));
     assert.deepEqual(
       exits.find(([id]) => id === 'live'),
       ['live', 9],

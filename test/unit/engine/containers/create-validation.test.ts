@@ -752,7 +752,7 @@ describe('create-time adjustments (containers service, fake runtime)', () => {
     assert.equal(hc.NetworkMode, `container:${target.Id}`);
     assert.equal(hc.IpcMode, `container:${target.Id}`);
     assert.equal(hc.PidMode, `container:${target.Id}`);
-    assert.equal((view.Config as { Hostname: string }).Hostname, Id.slice(0, 12));
+    assert.equal(view.Config.Hostname, Id.slice(0, 12));
   });
 
   it('refuses an unknown runtime; takes the ones the engine knows', async () => {

@@ -283,12 +283,3 @@ export async function harness(): Promise<Harness> {
   };
   return h;
 }
-
-export async function until(cond: () => boolean | Promise<boolean>, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('condition not met in time');
-}

@@ -380,7 +380,7 @@ describe('host resolv.conf', () => {
 
 describe('inspect and list shapes per API version', () => {
   // views are what JSON makes of them (keys left out are undefined in the objects)
-  const json = (v: unknown): Record<string, unknown> => JSON.parse(JSON.stringify(v));
+  const json = <T>(v: T): T => JSON.parse(JSON.stringify(v));
   it('inspect of a created container has the keys of dockerd 20.10 (1.24 and 1.41)', () => {
     const ref = JSON.parse(readFileSync(`${refDir}/container-inspect-created.v1.41.json`, 'utf8'));
     const view = inspectView({
@@ -411,18 +411,13 @@ describe('inspect and list shapes per API version', () => {
       execIds: [],
     });
     const v44 = json(shapeInspect(view, '1.44'));
-    const hc44 = v44.HostConfig as Record<string, unknown>;
-    assert.equal('KernelMemory' in hc44, false);
-    assert.deepEqual(hc44.Annotations, { k: 'v' });
-    const nets = (v44.NetworkSettings as { Networks: Record<string, Record<string, unknown>> }).Networks;
-    assert.equal(nets.bridge?.DNSNames, null);
+    assert.equal('KernelMemory' in v44.HostConfig, false);
+    assert.deepEqual(v44.HostConfig.Annotations, { k: 'v' });
+    assert.equal(v44.NetworkSettings.Networks.bridge?.DNSNames, null);
     const v41 = json(shapeInspect(view, '1.41'));
-    assert.equal('Annotations' in (v41.HostConfig as object), false);
-    assert.equal((v41.HostConfig as Record<string, unknown>).KernelMemory, 0);
-    assert.equal(
-      'DNSNames' in ((v41.NetworkSettings as { Networks: Record<string, object> }).Networks.bridge ?? {}),
-      false,
-    );
+    assert.equal('Annotations' in v41.HostConfig, false);
+    assert.equal(v41.HostConfig.KernelMemory, 0);
+    assert.equal('DNSNames' in (v41.NetworkSettings.Networks.bridge ?? {}), false);
   });
   it('list item has the keys of dockerd 20.10', () => {
     const ref = JSON.parse(readFileSync(`${refDir}/containers-list.v1.41.json`, 'utf8'))[0];

@@ -5,8 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
 import type { AttachSink } from '../../../../src/engine/containers/io/io.types.js';
+import { eventually } from '../../../helpers/eventually.js';
 import { ociSpec } from '../../../helpers/oci.js';
-import { type Harness, harness, until } from './fakes.js';
+import { type Harness, harness } from './fakes.js';
 
 function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}): CreateRequest {
   return {
@@ -45,8 +46,8 @@ describe('containers service (fake runtime)', () => {
     assert.equal(view.Name, '/one');
     assert.equal(view.Path, 'sh');
     assert.deepEqual(view.Args, []);
-    assert.equal((view.State as { Status: string }).Status, 'created');
-    assert.equal((view.Config as { Hostname: string }).Hostname, Id.slice(0, 12));
+    assert.equal(view.State.Status, 'created');
+    assert.equal(view.Config.Hostname, Id.slice(0, 12));
     assert.equal(view.ResolvConfPath, '');
     const stored = JSON.parse(await readFile(join(h.dir, 'data/containers', Id, 'config.v2.json'), 'utf8'));
     assert.equal(stored.Name, '/one');
@@ -87,7 +88,7 @@ describe('containers service (fake runtime)', () => {
     await h.service.start(Id);
     await rejectsKind(h.service.start(Id), 'NotModified');
     let view = await h.service.inspect(Id);
-    assert.equal((view.State as { Running: boolean }).Running, true);
+    assert.equal(view.State.Running, true);
     assert.notEqual(view.ResolvConfPath, '');
     const resolv = await readFile(view.ResolvConfPath as string, 'utf8');
     assert.match(resolv, /nameserver/);
@@ -95,8 +96,8 @@ describe('containers service (fake runtime)', () => {
     h.runtime.exit(Id, 3);
     assert.deepEqual(await waitNext(), { StatusCode: 3, Error: null });
     view = await h.service.inspect(Id);
-    assert.equal((view.State as { ExitCode: number }).ExitCode, 3);
-    assert.equal((view.State as { Status: string }).Status, 'exited');
+    assert.equal(view.State.ExitCode, 3);
+    assert.equal(view.State.Status, 'exited');
     const waitNow = await h.service.wait(Id, 'not-running');
     assert.equal((await waitNow()).StatusCode, 3);
     await rejectsKind(h.service.kill(Id), 'Conflict', /Cannot kill container: .*is not running/);
@@ -126,7 +127,7 @@ describe('containers service (fake runtime)', () => {
     );
     assert.deepEqual(h.seen, ['kill', 'kill', 'die', 'stop']);
     const view = await h.service.inspect(Id);
-    assert.equal((view.State as { ExitCode: number }).ExitCode, 137);
+    assert.equal(view.State.ExitCode, 137);
     await h.service.remove(Id, {});
   });
 
@@ -158,20 +159,26 @@ describe('containers service (fake runtime)', () => {
     await h.service.start(Id);
     const t0 = Date.now();
     h.runtime.exit(Id, 1);
-    await until(
+    await eventually(
+      'the first restart',
       async () =>
-        ((await h.service.inspect(Id)).RestartCount as number) === 1 &&
-        h.runtime.procs.get(Id)?.status === 'running',
+        (await h.service.inspect(Id)).RestartCount === 1 && h.runtime.procs.get(Id)?.status === 'running',
+      3000,
     );
     h.runtime.exit(Id, 1);
-    await until(
+    await eventually(
+      'the second restart',
       async () =>
-        ((await h.service.inspect(Id)).RestartCount as number) === 2 &&
-        h.runtime.procs.get(Id)?.status === 'running',
+        (await h.service.inspect(Id)).RestartCount === 2 && h.runtime.procs.get(Id)?.status === 'running',
+      3000,
     );
     assert.ok(Date.now() - t0 >= 300, 'delays of 100 ms then 200 ms');
     h.runtime.exit(Id, 1);
-    await until(async () => ((await h.service.inspect(Id)).State as { Status: string }).Status === 'exited');
+    await eventually(
+      'the container exited',
+      async () => (await h.service.inspect(Id)).State.Status === 'exited',
+      3000,
+    );
     assert.equal((await h.service.inspect(Id)).RestartCount, 2);
     await h.service.remove(Id, {});
   });
@@ -275,16 +282,18 @@ describe('containers service (fake runtime)', () => {
     h.seen.length = 0;
     await h.restart();
     const k = await h.service.inspect('keep');
-    assert.equal((k.State as { Running: boolean }).Running, true);
+    assert.equal(k.State.Running, true);
     const g = await h.service.inspect('gone');
-    assert.equal((g.State as { Status: string }).Status, 'exited');
-    assert.equal((g.State as { ExitCode: number }).ExitCode, 7);
+    assert.equal(g.State.Status, 'exited');
+    assert.equal(g.State.ExitCode, 7);
     assert.ok(h.seen.includes('die'));
-    await until(
-      async () => ((await h.service.inspect('back')).State as { Status: string }).Status === 'running',
+    await eventually(
+      'back running again',
+      async () => (await h.service.inspect('back')).State.Status === 'running',
+      3000,
     );
     await h.service.stop('keep', { timeout: 1 });
-    assert.equal(((await h.service.inspect('keep')).State as { Running: boolean }).Running, false);
+    assert.equal((await h.service.inspect('keep')).State.Running, false);
     for (const n of ['keep', 'gone', 'back']) await h.service.remove(n, { force: true });
   });
 
@@ -302,7 +311,7 @@ describe('containers service (fake runtime)', () => {
     });
     await h.restart();
     const v = await h.service.inspect('orphan');
-    assert.equal((v.State as { Status: string }).Status, 'running');
+    assert.equal(v.State.Status, 'running');
     await h.service.stop('orphan', { timeout: 0 });
     await h.service.remove('orphan', {});
   });
@@ -332,11 +341,11 @@ describe('containers service (fake runtime)', () => {
         }
       ).Health;
     assert.ok(['starting', 'healthy'].includes((await health()).Status));
-    await until(async () => (await health()).Status === 'healthy');
+    await eventually('healthy', async () => (await health()).Status === 'healthy', 3000);
     assert.deepEqual(h.runtime.execs[0], ['/bin/sh', '-c', 'check']);
     assert.equal((await health()).Log[0]?.Output, 'probe-out');
     h.runtime.execExitCode = 1;
-    await until(async () => (await health()).Status === 'unhealthy');
+    await eventually('unhealthy', async () => (await health()).Status === 'unhealthy', 3000);
     assert.ok((await health()).FailingStreak >= 2);
     assert.ok(h.seen.includes('health_status: healthy'));
     assert.ok(h.seen.includes('health_status: unhealthy'));

@@ -49,10 +49,12 @@ describe('image service (real overlay in a temp dir)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  let bb = '';
+  /** busybox:latest, seeded by whichever test needs it first (no test depends on another's run). */
+  let seeded: Promise<string> | undefined;
+  const busybox = () => (seeded ??= seedBusybox(images));
 
   it('seeds busybox once and resolves it every way', async () => {
-    bb = await seedBusybox(images);
+    const bb = await busybox();
     assert.equal(await seedBusybox(images), bb, 'idempotent');
     const hex = bb.slice(7);
     for (const name of [
@@ -82,6 +84,7 @@ describe('image service (real overlay in a temp dir)', () => {
   });
 
   it('lists with dangling, label, reference, before/since/until filters', async () => {
+    const bb = await busybox();
     const a = await importTar(await makeTar([{ name: 'a', content: 'a' }]), 'x:1', ['LABEL kind=a']);
     await sleep(5);
     const b = await importTar(await makeTar([{ name: 'b', content: 'b' }]), 'x:1', ['LABEL kind=b']);
@@ -138,6 +141,7 @@ describe('image service (real overlay in a temp dir)', () => {
   });
 
   it('prunes dangling images, then unused ones, sparing what containers use', async () => {
+    const bb = await busybox();
     const a = await importTar(await makeTar([{ name: 'p', content: 'aaaa' }]), 'prune:1');
     const b = await importTar(await makeTar([{ name: 'p', content: 'bbbbbbbb' }]), 'prune:1', ['LABEL p=1']);
     const c = await importTar(await makeTar([{ name: 'p', content: 'c' }]), 'prune-used:1', ['LABEL p=1']);
@@ -204,6 +208,7 @@ describe('image service (real overlay in a temp dir)', () => {
   });
 
   it('history answers <missing> below the top and layer sizes', async () => {
+    const bb = await busybox();
     const h = await images.history('busybox');
     assert.equal(h.length, 1);
     assert.equal(h[0]?.id, bb);
@@ -213,6 +218,7 @@ describe('image service (real overlay in a temp dir)', () => {
   });
 
   it('survives a restart and cleans what a crash left behind', async () => {
+    const bb = await busybox();
     await images.tag('busybox', 'localhost:5000/keep/me', 'v1');
     // Leftovers of a crash in the middle of an import: a half-extracted layer, an ingest, a
     // config blob without image, a committed layer no image uses.
@@ -236,9 +242,11 @@ describe('image service (real overlay in a temp dir)', () => {
     );
     assert.ok(!(await readdir(join(dir, 'overlay'))).some((n) => n.startsWith('tmp-')));
     assert.deepEqual(await readdir(join(dir, 'content', 'ingest')), []);
+    await images.remove('localhost:5000/keep/me:v1');
   });
 
   it('commits a container snapshot as a child image', async () => {
+    await busybox();
     const base = await images.resolve('busybox');
     const cid = 'e'.repeat(64);
     await images.snapshotter.prepare(cid, base.chainId);
@@ -312,6 +320,7 @@ describe('image service (real overlay in a temp dir)', () => {
   });
 
   it('mounts a container snapshot of busybox', async () => {
+    await busybox();
     const rec = await images.resolve('busybox');
     await images.snapshotter.prepare('ctr2', rec.chainId);
     const paths = await images.snapshotter.paths('ctr2');

@@ -24,6 +24,7 @@ import {
   RecordAssembler,
   readLogs,
 } from '../../../../src/engine/runtime/logs/index.js';
+import { eventually } from '../../../helpers/eventually.js';
 
 let root: string;
 before(async () => {
@@ -169,14 +170,6 @@ async function readAll(target: string): Promise<string[]> {
   return out;
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /** What conmon does on a reopen: a new empty file renamed over the path. */
 async function conmonReopen(source: string): Promise<void> {
   await writeFile(`${source}.tmp`, '');
@@ -199,10 +192,10 @@ describe('LogCopier', () => {
       }))
         got.push(m);
     })();
-    await until('first entry', () => got.length === 1);
+    await eventually('first entry', () => got.length === 1);
     const t0 = Date.now();
     await appendFile(source, rec('stderr', 'F', 'two', 2));
-    await until('second entry', () => got.length === 2);
+    await eventually('second entry', () => got.length === 2);
     assert.ok(Date.now() - t0 < 1000, `took ${Date.now() - t0} ms`);
     await appendFile(source, rec('stdout', 'P', 'unfinished', 3));
     await copier.finish();
@@ -271,7 +264,7 @@ describe('LogCopier', () => {
       options(source, target, { limits: { maxSize: 150, maxFiles: 4, compress: true } }),
     );
     await copier.finish();
-    await until('compression', async () => {
+    await eventually('compression', async () => {
       const names = await readdir(join(target, '..'));
       return names.includes('ctr-json.log.1.gz') && !names.includes('ctr-json.log.1');
     });
@@ -312,7 +305,7 @@ describe('LogCopier', () => {
       await appendFile(source, rec('stdout', 'F', `l${i}-${'x'.repeat(40)}`));
       expected.push(`l${i}-${'x'.repeat(40)}\n`);
       if (i % 5 === 4)
-        await until('copy', async () => (await readAll(target)).length >= expected.length + reopens);
+        await eventually('copy', async () => (await readAll(target)).length >= expected.length + reopens);
     }
     await copier.finish();
     assert.ok(reopens >= 3, `${reopens} reopens`);
@@ -330,7 +323,7 @@ describe('LogCopier', () => {
     const { source, target } = await setup();
     await writeFile(source, rec('stdout', 'F', 'a'));
     const copier = await LogCopier.start(options(source, target));
-    await until('a', async () => (await readAll(target)).length === 1);
+    await eventually('a', async () => (await readAll(target)).length === 1);
     await appendFile(source, rec('stdout', 'F', 'b'));
     await conmonReopen(source);
     await appendFile(source, rec('stdout', 'F', 'c'));
@@ -342,7 +335,7 @@ describe('LogCopier', () => {
     const { source, target } = await setup();
     await writeFile(source, rec('stdout', 'F', 'one') + rec('stdout', 'P', 'half '));
     const first = await LogCopier.start(options(source, target));
-    await until('one', async () => (await readAll(target)).length === 1);
+    await eventually('one', async () => (await readAll(target)).length === 1);
     await first.close();
     await appendFile(source, rec('stdout', 'F', 'line') + rec('stderr', 'F', 'while down'));
     const second = await LogCopier.start(options(source, target));
@@ -354,13 +347,13 @@ describe('LogCopier', () => {
     const { source, target } = await setup();
     await writeFile(source, rec('stdout', 'F', 'one', 1) + rec('stdout', 'F', 'two', 2));
     const first = await LogCopier.start(options(source, target));
-    await until('two', async () => (await readAll(target)).length === 2);
+    await eventually('two', async () => (await readAll(target)).length === 2);
     await first.close();
     const state = await readFile(`${source}.state`, 'utf8');
     // a crash between a write and its state: the state is the one before the last write
     await appendFile(source, rec('stdout', 'F', 'three', 3));
     const again = await LogCopier.start(options(source, target));
-    await until('three', async () => (await readAll(target)).length === 3);
+    await eventually('three', async () => (await readAll(target)).length === 3);
     await again.close();
     const third = (await readFile(target, 'utf8')).split('\n')[2]!;
     await writeFile(`${source}.state`, state);
@@ -375,7 +368,7 @@ describe('LogCopier', () => {
     const { source, target } = await setup();
     await writeFile(source, rec('stdout', 'F', 'one'));
     const first = await LogCopier.start(options(source, target));
-    await until('one', async () => (await readAll(target)).length === 1);
+    await eventually('one', async () => (await readAll(target)).length === 1);
     await first.close();
     // the copier linked the file and asked for a reopen; conmon wrote more, then reopened
     await link(source, `${source}.old`);

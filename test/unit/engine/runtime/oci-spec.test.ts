@@ -553,10 +553,7 @@ describe('buildSpec: limits and resources', () => {
     ]);
     assert.equal(warnings.length, 1);
     assert.match(warnings[0]!, /nofile/);
-    assert.match(
-      specToJson(s as unknown as Record<string, unknown>),
-      /"soft":18446744073709551615,"hard":18446744073709551615/,
-    );
+    assert.match(specToJson(s), /"soft":18446744073709551615,"hard":18446744073709551615/);
     await rejectsInvalid(
       spec({}, { Ulimits: [{ Name: 'bogus', Soft: 1, Hard: 1 }] }),
       /invalid ulimit type: bogus/,

@@ -69,36 +69,58 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  let base = '';
-  let top = '';
+  const mtime = new Date(1_500_000_000_000);
+  /**
+   * The two layers most tests stand on, applied once by whichever test asks first (so that no
+   * test depends on another having run): a base with every kind of member, and a layer of
+   * whiteouts on top of it.
+   */
+  let baseApplied: ReturnType<OverlaySnapshotter['applyLayer']> | undefined;
+  let topApplied: ReturnType<OverlaySnapshotter['applyLayer']> | undefined;
+  const applyBase = () =>
+    (baseApplied ??= (async () => {
+      const tar = await makeTar([
+        { name: './', type: 'directory', mode: 0o755 },
+        { name: 'bin/', type: 'directory' },
+        { name: 'bin/tool', content: 'binary!', mode: 0o4755, uid: 0, gid: 0, mtime },
+        { name: 'bin/alias', type: 'symlink', linkname: 'tool' },
+        { name: 'bin/hard', type: 'link', linkname: 'bin/tool' },
+        { name: 'dev/', type: 'directory' },
+        { name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 },
+        { name: 'dev/loop9', type: 'block-device', devmajor: 7, devminor: 9, mode: 0o660 },
+        { name: 'dev/pipe', type: 'fifo' },
+        { name: 'home/', type: 'directory' },
+        { name: 'home/user/', type: 'directory', uid: 1000, gid: 1000, mode: 0o700 },
+        { name: 'home/user/notes', content: 'x'.repeat(100), uid: 1000, gid: 1001, mode: 0o600 },
+        { name: 'tmp/', type: 'directory', mode: 0o1777 },
+        { name: 'etc/', type: 'directory' },
+        { name: 'etc/a', content: 'a' },
+        { name: 'etc/b', content: 'bb' },
+        { name: 'etc/sub/', type: 'directory' },
+        { name: 'etc/sub/c', content: 'c' },
+        { name: 'etc/cap', content: 'cap', pax: { 'SCHILY.xattr.user.berth': 'hello' } },
+      ]);
+      return snap.applyLayer(null, chunks(tar), { blob: content.writer() });
+    })());
+  const applyTop = () =>
+    (topApplied ??= (async () => {
+      const tar = await makeTar([
+        { name: 'etc/', type: 'directory' },
+        { name: 'etc/.wh.a', content: '' },
+        { name: 'etc/sub/', type: 'directory' },
+        { name: 'etc/sub/.wh..wh..opq', content: '' },
+        { name: 'etc/sub/new', content: 'new' },
+        { name: 'gone/.wh.x', content: '' },
+        { name: 'etc/.wh..wh.plnk', type: 'directory' },
+      ]);
+      return snap.applyLayer((await applyBase()).layer.chainId, chunks(gzipSync(tar)));
+    })());
+  const baseLayer = async () => (await applyBase()).layer.chainId;
+  const topLayer = async () => (await applyTop()).layer.chainId;
 
   it('applies a base layer with every kind of member', async () => {
-    const mtime = new Date(1_500_000_000_000);
-    const tar = await makeTar([
-      { name: './', type: 'directory', mode: 0o755 },
-      { name: 'bin/', type: 'directory' },
-      { name: 'bin/tool', content: 'binary!', mode: 0o4755, uid: 0, gid: 0, mtime },
-      { name: 'bin/alias', type: 'symlink', linkname: 'tool' },
-      { name: 'bin/hard', type: 'link', linkname: 'bin/tool' },
-      { name: 'dev/', type: 'directory' },
-      { name: 'dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 },
-      { name: 'dev/loop9', type: 'block-device', devmajor: 7, devminor: 9, mode: 0o660 },
-      { name: 'dev/pipe', type: 'fifo' },
-      { name: 'home/', type: 'directory' },
-      { name: 'home/user/', type: 'directory', uid: 1000, gid: 1000, mode: 0o700 },
-      { name: 'home/user/notes', content: 'x'.repeat(100), uid: 1000, gid: 1001, mode: 0o600 },
-      { name: 'tmp/', type: 'directory', mode: 0o1777 },
-      { name: 'etc/', type: 'directory' },
-      { name: 'etc/a', content: 'a' },
-      { name: 'etc/b', content: 'bb' },
-      { name: 'etc/sub/', type: 'directory' },
-      { name: 'etc/sub/c', content: 'c' },
-      { name: 'etc/cap', content: 'cap', pax: { 'SCHILY.xattr.user.berth': 'hello' } },
-    ]);
-    const blob = content.writer();
-    const { layer, created } = await snap.applyLayer(null, chunks(tar), { blob });
+    const { layer, created } = await applyBase();
     assert.ok(created);
-    base = layer.chainId;
     assert.equal(layer.parent, null);
     assert.equal(layer.chainId, layer.diffId);
     assert.equal(
@@ -132,18 +154,8 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
   });
 
   it('turns AUFS whiteouts into overlay whiteouts (gzip input)', async () => {
-    const tar = await makeTar([
-      { name: 'etc/', type: 'directory' },
-      { name: 'etc/.wh.a', content: '' },
-      { name: 'etc/sub/', type: 'directory' },
-      { name: 'etc/sub/.wh..wh..opq', content: '' },
-      { name: 'etc/sub/new', content: 'new' },
-      { name: 'gone/.wh.x', content: '' },
-      { name: 'etc/.wh..wh.plnk', type: 'directory' },
-    ]);
-    const { layer } = await snap.applyLayer(base, chunks(gzipSync(tar)));
-    top = layer.chainId;
-    assert.equal(layer.chainId, chainIdOf(base, layer.diffId));
+    const { layer } = await applyTop();
+    assert.equal(layer.chainId, chainIdOf(await baseLayer(), layer.diffId));
     const diff = join(snap.root, layer.chainId.slice(7), 'diff');
     const wh = await lstat(join(diff, 'etc/a'));
     assert.ok(wh.isCharacterDevice());
@@ -195,6 +207,7 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
   });
 
   it('puts an init layer between the writable layer and the chain: there, but never a change', async () => {
+    const top = await topLayer();
     await snap.prepare('i1', top, {
       init: [
         { path: '/etc/hosts', type: 'file', mode: 0o755 },
@@ -226,6 +239,7 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
   });
 
   it('prepares, mounts, measures, unmounts and removes a writable snapshot', async () => {
+    const top = await topLayer();
     await snap.prepare('c1', top);
     const target = join(dir, 'mnt');
     await snap.mount('c1', target);
@@ -269,6 +283,7 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
   });
 
   it('exports a writable layer in AUFS form and commits it back as a layer', async () => {
+    const top = await topLayer();
     await snap.prepare('c3', top);
     const target = join(dir, 'mnt3');
     await snap.mount('c3', target);
@@ -325,6 +340,7 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
   });
 
   it('reconciles after a crash: half-written layers, orphans and stale links go', async () => {
+    const top = await topLayer();
     await mkdir(join(snap.root, 'tmp-deadbeef', 'diff'), { recursive: true });
     await mkdir(join(snap.root, 'orphan', 'diff'), { recursive: true });
     await writeFile(join(snap.root, 'l', 'STALELINK'), '');
