@@ -3,8 +3,11 @@
  * version. Handlers ask it; nothing else compares version strings.
  */
 export const MIN_API_VERSION = '1.24';
-/** Advertised maximum; every version up to it is really served. docker CLI 29 needs >= 1.44. */
-export const MAX_API_VERSION = '1.44';
+/**
+ * Advertised maximum: the newest in moby's api/swagger.yaml; every version up to it is really
+ * served (docs/api-versions.md says what each changes). docker CLI 29 needs >= 1.44; CLI 28 speaks 1.50.
+ */
+export const MAX_API_VERSION = '1.56';
 
 /** `major.minor` as one comparable number, memoised: a handful of version strings recur per request. */
 const ordinals = new Map<string, number>();
@@ -118,4 +121,111 @@ export const gates = {
   swarmUnavailable: '1.25',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
+
+  /** Exec create/start: ConsoleSize (dropped before). */
+  execConsoleSize: '1.42',
+  /** Container update: PidsLimit (ignored before). */
+  updatePidsLimit: '1.40',
+
+  // ---- 1.45 (docker 26) ----
+  /** Container create: Mounts[].VolumeOptions.Subpath (a 400 before). */
+  volumeSubpath: '1.45',
+
+  // ---- 1.46 (docker 27.0) ----
+  /** Container list: HostConfig.Annotations (inspect has them from 1.43). */
+  listAnnotations: '1.46',
+  /** Events: image `create` events (left out of the stream before). */
+  imageCreateEvents: '1.46',
+
+  // ---- 1.47 (docker 27.2) ----
+  /** Image list: `manifests` (containerd image store only: nothing to list here). */
+  imageListManifests: '1.47',
+  /** /info: RegistryConfig.AllowNondistributableArtifacts* left out from here on. */
+  infoNondistributableOmitted: '1.47',
+
+  // ---- 1.48 (docker 28.0) ----
+  /** Container create: Mounts of type `image`; GwPriority on endpoints (zeroed before). */
+  imageMounts: '1.48',
+  endpointGwPriority: '1.48',
+  /** Container create: the warning for VolumeDriver with `volume` Mounts. */
+  volumeDriverWarning: '1.48',
+  /** Container create: interface sysctls in HostConfig.Sysctls refused (migrated with a warning before). */
+  interfaceSysctlsRefused: '1.48',
+  /** Image inspect: `manifests`; history: `platform`. */
+  imageInspectManifests: '1.48',
+  imageHistoryPlatform: '1.48',
+  /** Build prune: reserved-space, max-used-space, min-free-space (keep-storage before). */
+  buildPruneSpace: '1.48',
+
+  // ---- 1.49 (docker 28.1) ----
+  /** Image inspect: `platform`. */
+  imageInspectPlatform: '1.49',
+  /** /info: FirewallBackend; the *Commit.Expected fields left out. */
+  infoFirewallBackend: '1.49',
+
+  // ---- 1.50 (docker 28.2, the docker CLI 28's version) ----
+  /** Image delete: `platforms`. */
+  imageDeletePlatforms: '1.50',
+  /** /info: BridgeNfIptables/BridgeNfIp6tables left out. */
+  infoBridgeNfOmitted: '1.50',
+  /** Image inspect: the legacy Config fields (Hostname, AttachStdin...) left out. */
+  imageConfigTrimmed: '1.50',
+
+  // ---- 1.51 (docker 28.3) ----
+  /** Image list: Containers is the real count (-1 before). */
+  imageListContainers: '1.51',
+
+  // ---- 1.52 (docker 29.0) ----
+  /**
+   * Container inspect: NetworkSettings is {SandboxID, SandboxKey, Ports, Networks} (the bridge's
+   * address fields, Bridge, HairpinMode, LinkLocal* and Secondary* before); Config.OnBuild and
+   * the container-wide Config.MacAddress left out; KernelMemoryTCP gone.
+   */
+  networkSettingsTrimmed: '1.52',
+  /** Container list: Health {Status, FailingStreak}. */
+  listHealth: '1.52',
+  /** Container create: Config.MacAddress ignored (migrated to the endpoint before). */
+  containerMacIgnored: '1.52',
+  /** Container create: a warning for empty port-binding lists. */
+  emptyPortBindingsWarning: '1.52',
+  /** Stats: os_type. */
+  statsOsType: '1.52',
+  /** Events: no legacy status/id/from keys; application/jsonl by default. */
+  eventsModern: '1.52',
+  /** /system/df: ImageUsage, ContainerUsage, VolumeUsage, BuildCacheUsage and `verbose`. */
+  diskUsageSummaries: '1.52',
+  /** Image inspect: Parent, Comment, DockerVersion, Author and empty Config fields left out when empty. */
+  imageInspectOmitEmpty: '1.52',
+  /** Network list: no Containers key; network inspect: Status.IPAM.Subnets. */
+  networkStatus: '1.52',
+  /** /info: KernelMemoryTCP gone. */
+  infoKernelMemoryTcpOmitted: '1.52',
+
+  // ---- 1.53 (docker 29.2) ----
+  /** Image inspect: Identity (trusted origin: none known here). */
+  imageIdentity: '1.53',
+
+  // ---- 1.54 (docker 29.3) ----
+  /** Image list: `identity` (needs manifests=1). Container logs: `format=json` (experimental). */
+  imageListIdentity: '1.54',
+  logsJsonFormat: '1.54',
+
+  // ---- 1.55 (docker 29.6) ----
+  /** Container update: the blkio device limits (ignored before). */
+  updateBlkioDevices: '1.55',
+
+  // ---- gates for changes dockerd made at some version without a router check ----
+  /**
+   * Image list: untagged images without the fake `<none>:<none>` / `<none>@<none>`, and empty
+   * RepoTags/RepoDigests as [] (docker 24's router; dockerd 20.10 made the fakes below it).
+   */
+  imageListNoneTags: '1.43',
+  /** Image inspect: Created left out when the image config has none (0001-01-01T00:00:00Z before). */
+  imageCreatedOmitEmpty: '1.44',
+  /** /info: CDISpecDirs (docker 25; [] without CDI). */
+  infoCdiSpecDirs: '1.44',
+  /** /info: BridgeNfIptables/BridgeNfIp6tables always false (docker 28.0 stopped reading them). */
+  infoBridgeNfFalse: '1.48',
+  /** Network list and inspect: EnableIPv4 (docker 28.0; true, berth's networks all have IPv4). */
+  networkEnableIPv4: '1.48',
 } as const;
