@@ -2,8 +2,9 @@ import { invalidParameter } from '../../common/errors.js';
 import { type LongTimer, setLongTimeout } from '../../common/long-timer.js';
 import { parseFilters } from '../../http/query.js';
 import { eventFilter } from '../events/events.filter.js';
-import { type EngineEvent, type EventsService, eventJson } from '../events/events.service.js';
+import type { EngineEvent, EventsService } from '../events/events.service.js';
 import type { ApiRouter } from './context.js';
+import { eventRecord, eventShown, eventsContentType, frameRecord } from './events.versions.js';
 
 /**
  * Docker timestamps in query parameters: Unix seconds with an optional fraction
@@ -35,11 +36,13 @@ export function registerEventRoutes(router: ApiRouter, events: EventsService): v
       throw invalidParameter(`\`since\` time (${sinceText}) cannot be after \`until\` time (${untilText})`);
     }
     const matches = eventFilter(parseFilters(query.get('filters')));
+    const contentType = eventsContentType(req.headersDistinct.accept, ctx.version);
     res.statusCode = 200;
-    res.setHeader('Content-Type', 'application/json');
+    res.setHeader('Content-Type', contentType);
     res.flushHeaders();
     const write = (e: EngineEvent): void => {
-      if (matches(e)) res.write(`${eventJson(e)}\n`);
+      if (matches(e) && eventShown(e, ctx.version))
+        res.write(frameRecord(contentType, eventRecord(e, ctx.version)));
     };
     const nowNano = BigInt(Date.now()) * 1_000_000n;
     const buffered: EngineEvent[] = [];

@@ -13,11 +13,11 @@ export type EventType =
   | 'config'
   | 'builder';
 
-/** An event exactly as GET /events writes it. */
+/**
+ * An event as the newest API writes it (moby's events.Message). Older API versions add the legacy
+ * `status`, `id` and `from` keys (the API layer's work).
+ */
 export interface EngineEvent {
-  status?: string;
-  id?: string;
-  from?: string;
   Type: EventType;
   Action: string;
   Actor: { ID: string; Attributes: Record<string, string> };
@@ -42,8 +42,7 @@ const HISTORY = 1024;
 
 /**
  * The engine's event bus: services publish, GET /events subscribes. Keeps a bounded history for
- * `since`. Legacy fields (status, id, from) are filled for container and image events as dockerd
- * fills them.
+ * `since`.
  */
 export class EventsService {
   private readonly emitter = new EventEmitter();
@@ -64,12 +63,6 @@ export class EventsService {
       time: Number(timeNano / 1_000_000_000n),
       timeNano,
     };
-    if (type === 'container' || type === 'image') {
-      // dockerd leaves an empty id out (image prune has none)
-      const withLegacy: EngineEvent = { status: action, ...(id ? { id } : {}), ...event };
-      if (type === 'container' && attributes.image !== undefined) withLegacy.from = attributes.image;
-      return this.emit(reorder(withLegacy));
-    }
     return this.emit(event);
   }
 
@@ -103,19 +96,4 @@ export class EventsService {
     this.lastNano = now;
     return now;
   }
-}
-
-/** Key order as dockerd writes it: status, id, from, Type, Action, Actor, scope, time, timeNano. */
-function reorder(e: EngineEvent): EngineEvent {
-  const out: EngineEvent = {} as EngineEvent;
-  if (e.status !== undefined) out.status = e.status;
-  if (e.id !== undefined) out.id = e.id;
-  if (e.from !== undefined) out.from = e.from;
-  out.Type = e.Type;
-  out.Action = e.Action;
-  out.Actor = e.Actor;
-  out.scope = e.scope;
-  out.time = e.time;
-  out.timeNano = e.timeNano;
-  return out;
 }

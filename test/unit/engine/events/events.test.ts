@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseTimestamp } from '../../../../src/engine/api/events.routes.js';
+import {
+  eventRecord,
+  eventShown,
+  eventsContentType,
+  frameRecord,
+  matchAcceptStrict,
+} from '../../../../src/engine/api/events.versions.js';
 import { eventFilter } from '../../../../src/engine/events/events.filter.js';
 import { EventsService, eventJson } from '../../../../src/engine/events/events.service.js';
 import { parseFilters } from '../../../../src/http/query.js';
@@ -8,24 +15,10 @@ import { parseFilters } from '../../../../src/http/query.js';
 const filter = (json: string) => eventFilter(parseFilters(json));
 
 describe('events service', () => {
-  it('fills legacy fields for container events in dockerd order', () => {
+  it('publishes events in the newest API form (no legacy keys on the bus)', () => {
     const bus = new EventsService();
     const e = bus.publish('container', 'start', 'abc', { image: 'busybox', name: 'x' });
-    assert.deepEqual(Object.keys(e), [
-      'status',
-      'id',
-      'from',
-      'Type',
-      'Action',
-      'Actor',
-      'scope',
-      'time',
-      'timeNano',
-    ]);
-    assert.equal(e.from, 'busybox');
-    const n = bus.publish('network', 'connect', 'net1', { container: 'abc', name: 'bridge', type: 'bridge' });
-    assert.equal(n.status, undefined);
-    assert.equal(n.id, undefined);
+    assert.deepEqual(Object.keys(e), ['Type', 'Action', 'Actor', 'scope', 'time', 'timeNano']);
   });
 
   it('keeps strictly increasing timestamps and replays history by time', () => {
@@ -96,5 +89,95 @@ describe('events service', () => {
     assert.equal(parseTimestamp('1700000000.1234567891234', 'since'), 1_700_000_000_123_456_789n);
     assert.throws(() => parseTimestamp('soon', 'since'), /invalid value for since/);
     assert.throws(() => parseTimestamp('10m', 'since'), /invalid value for since/);
+  });
+});
+
+describe('events by API version', () => {
+  const bus = new EventsService();
+  const start = bus.publish('container', 'start', 'abc', { image: 'busybox', name: 'x' });
+  const tag = bus.publish('image', 'tag', 'sha256:1', { name: 'a:latest' });
+  const pruned = bus.publish('image', 'prune', '', { reclaimed: '0' });
+  const net = bus.publish('network', 'connect', 'net1', { container: 'abc', name: 'bridge', type: 'bridge' });
+  const keys = (line: string) => Object.keys(JSON.parse(line));
+
+  it('adds the legacy status, id and from keys below 1.52, in dockerd order', () => {
+    assert.deepEqual(keys(eventRecord(start, '1.41')), [
+      'status',
+      'id',
+      'from',
+      'Type',
+      'Action',
+      'Actor',
+      'scope',
+      'time',
+      'timeNano',
+    ]);
+    const legacy = JSON.parse(eventRecord(start, '1.51'));
+    assert.equal(legacy.status, 'start');
+    assert.equal(legacy.id, 'abc');
+    assert.equal(legacy.from, 'busybox');
+    // images: no from; an empty ID (prune) left out, as dockerd 20.10
+    assert.deepEqual(keys(eventRecord(tag, '1.44')).slice(0, 3), ['status', 'id', 'Type']);
+    assert.deepEqual(keys(eventRecord(pruned, '1.44')).slice(0, 2), ['status', 'Type']);
+    // other types never had them
+    assert.equal(keys(eventRecord(net, '1.41'))[0], 'Type');
+    // from 1.52: none, and timeNano still the exact integer
+    assert.deepEqual(keys(eventRecord(start, '1.52')), [
+      'Type',
+      'Action',
+      'Actor',
+      'scope',
+      'time',
+      'timeNano',
+    ]);
+    assert.match(eventRecord(start, '1.52'), new RegExp(`"timeNano":${start.timeNano}}$`));
+    assert.match(eventRecord(start, '1.41'), new RegExp(`"timeNano":${start.timeNano}}$`));
+  });
+
+  it('leaves image create events out below 1.46', () => {
+    const create = bus.publish('image', 'create', 'sha256:2', { name: 'sha256:2' });
+    assert.equal(eventShown(create, '1.45'), false);
+    assert.equal(eventShown(create, '1.46'), true);
+    assert.equal(eventShown(tag, '1.24'), true);
+    assert.equal(eventShown(bus.publish('container', 'create', 'c', {}), '1.41'), true);
+  });
+
+  it('negotiates the stream type: json below 1.52, jsonl from 1.52, an exact Accept at any version', () => {
+    assert.equal(eventsContentType(undefined, '1.51'), 'application/json');
+    assert.equal(eventsContentType(undefined, '1.52'), 'application/jsonl');
+    assert.equal(eventsContentType(['*/*'], '1.52'), 'application/jsonl');
+    assert.equal(eventsContentType(['application/*'], '1.41'), 'application/json');
+    assert.equal(eventsContentType(['application/x-ndjson'], '1.41'), 'application/x-ndjson');
+    assert.equal(eventsContentType(['application/json-seq'], '1.56'), 'application/json-seq');
+    assert.equal(eventsContentType(['application/jsonl'], '1.24'), 'application/jsonl');
+    assert.equal(eventsContentType(['application/json'], '1.56'), 'application/jsonl');
+    // q-values: the highest wins, q=0 is a refusal, ties go to the first offer
+    assert.equal(
+      matchAcceptStrict(
+        ['application/json-seq;q=0.9, application/x-ndjson;q=0.5'],
+        ['application/jsonl', 'application/x-ndjson', 'application/json-seq'],
+      ),
+      'application/json-seq',
+    );
+    assert.equal(matchAcceptStrict(['application/jsonl;q=0'], ['application/jsonl']), undefined);
+    assert.equal(
+      matchAcceptStrict(
+        ['application/json-seq, application/jsonl'],
+        ['application/jsonl', 'application/json-seq'],
+      ),
+      'application/jsonl',
+    );
+    // gddo stops reading a value at a parameter other than q
+    assert.equal(
+      matchAcceptStrict(['text/plain;charset=utf-8, application/jsonl'], ['application/jsonl']),
+      undefined,
+    );
+    assert.equal(matchAcceptStrict([''], ['application/jsonl']), undefined);
+  });
+
+  it('frames json-seq records with the record separator', () => {
+    assert.equal(frameRecord('application/json-seq', '{}'), '\x1e{}\n');
+    assert.equal(frameRecord('application/jsonl', '{}'), '{}\n');
+    assert.equal(frameRecord('application/json', '{}'), '{}\n');
   });
 });
