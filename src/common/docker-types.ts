@@ -84,18 +84,32 @@ export interface LogConfig {
 
 /** A mount of HostConfig.Mounts (API >= 1.25). */
 export interface MountSpec {
-  Type?: 'bind' | 'volume' | 'tmpfs' | 'npipe' | 'cluster';
+  /** `image` from API 1.48. */
+  Type?: 'bind' | 'volume' | 'tmpfs' | 'npipe' | 'cluster' | 'image';
   Source?: string;
   Target?: string;
   ReadOnly?: boolean;
   Consistency?: string;
-  BindOptions?: { Propagation?: string; NonRecursive?: boolean; CreateMountpoint?: boolean };
+  BindOptions?: {
+    Propagation?: string;
+    NonRecursive?: boolean;
+    CreateMountpoint?: boolean;
+    /** API 1.44: a read-only bind stays read-only only at its top (submounts writable). */
+    ReadOnlyNonRecursive?: boolean;
+    /** API 1.44: fail when recursive read-only is not possible. */
+    ReadOnlyForceRecursive?: boolean;
+  };
   VolumeOptions?: {
     NoCopy?: boolean;
     Labels?: StringMap;
     DriverConfig?: { Name?: string; Options?: StringMap };
+    /** API 1.45: a directory of the volume to mount instead of its root. */
+    Subpath?: string;
   };
-  TmpfsOptions?: { SizeBytes?: number; Mode?: number };
+  /** `Options` (API 1.46): extra tmpfs options as [name] or [name, value]. */
+  TmpfsOptions?: { SizeBytes?: number; Mode?: number; Options?: string[][] | null };
+  /** API 1.48, mounts of type `image`: a directory of the image to mount instead of its root. */
+  ImageOptions?: { Subpath?: string };
 }
 
 export interface HostConfig {
@@ -194,6 +208,8 @@ export interface EndpointSettings {
   GlobalIPv6Address?: string;
   GlobalIPv6PrefixLen?: number;
   DNSNames?: string[] | null;
+  /** API 1.48: the endpoint with the highest gives the default gateway. */
+  GwPriority?: number;
 }
 
 /** The JSON of an image config blob (OCI image config, with Docker's extra fields). */

@@ -4,7 +4,8 @@ import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
 import type { WaitCondition } from '../containers/core/lifecycle.js';
 import type { ContainerService } from '../containers/service.types.js';
-import { decodeCreateBody, shapeInspect, shapeListItem } from './containers.versions.js';
+import { decodeCreateRequest } from './containers.create.js';
+import { shapeInspect, shapeListItem } from './containers.versions.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { decodeUpdateJson } from './schema/containers.schema.js';
 import { gates } from './versions.js';
@@ -51,20 +52,16 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     const platform = atLeast(ctx, gates.containerCreatePlatform)
       ? ctx.query.get('platform') || undefined
       : undefined;
-    const body = await readJsonObject(ctx.req);
-    const { config, hostConfig, networkingConfig } = decodeCreateBody(body, ctx.version);
+    const req = decodeCreateRequest(await readJsonObject(ctx.req), ctx.version);
     const result = await containers.create({
       name: name || undefined,
       platform,
-      config,
-      hostConfig,
-      networkingConfig,
-      options: {
-        defaultIpcMode: atLeast(ctx, gates.ipcPrivateDefault) ? 'private' : 'shareable',
-        kernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
-      },
+      config: req.config,
+      hostConfig: req.hostConfig,
+      networkingConfig: req.networkingConfig,
+      options: req.options,
     });
-    sendJson(ctx.res, 201, { Id: result.Id, Warnings: result.Warnings });
+    sendJson(ctx.res, 201, { Id: result.Id, Warnings: [...result.Warnings, ...req.warnings] });
   });
 
   router.post('/containers/prune', async (ctx) => {
@@ -193,6 +190,15 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
 
   router.post('/containers/{name}/update', async (ctx) => {
     const settings = decodeUpdateJson(await readJsonObject(ctx.req));
+    if (!atLeast(ctx, gates.updateBlkioDevices)) {
+      // ignored before 1.55, as dockerd did
+      delete settings.BlkioWeightDevice;
+      delete settings.BlkioDeviceReadBps;
+      delete settings.BlkioDeviceWriteBps;
+      delete settings.BlkioDeviceReadIOps;
+      delete settings.BlkioDeviceWriteIOps;
+    }
+    if (!atLeast(ctx, gates.updatePidsLimit)) delete settings.PidsLimit;
     const warnings = await containers.update(ctx.params.name ?? '', settings, {
       kernelMemory: !atLeast(ctx, gates.kernelMemoryOmitted),
     });
@@ -211,9 +217,10 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
     ctx.res.setHeader('Content-Type', 'application/json');
     ctx.res.on('close', () => abort.abort());
     if (stream) ctx.res.flushHeaders();
+    const osType = atLeast(ctx, gates.statsOsType);
     for await (const o of objects) {
       if (ctx.res.destroyed) break;
-      ctx.res.write(`${JSON.stringify(o)}\n`);
+      ctx.res.write(`${JSON.stringify(osType ? o : { ...o, os_type: undefined })}\n`);
     }
     abort.abort();
     if (!ctx.res.writableEnded) ctx.res.end();

@@ -1,64 +1,61 @@
 import type { ContainerConfig, HostConfig } from '../../common/docker-types.js';
-import { invalidParameter } from '../../common/errors.js';
-import type { NetworkingConfig } from '../containers/core/record.types.js';
 import type {
   ContainerInspect,
   ContainerSummary,
   EndpointView,
   NetworkSettingsView,
 } from '../containers/core/views.types.js';
-import { decodeCreateJson } from './schema/containers.schema.js';
 import { gates, versionAtLeast } from './versions.js';
 
 /**
- * What the containers endpoints change by API version: the create body's fields, and the inspect
- * and list views (made for the newest version) as an older client sees them. Shaping never
- * changes the view it is given: it makes new objects where something goes.
+ * The inspect and list views (made for the newest version) as the request's API version shows
+ * them: dockerd 20.10's shape up to 1.41, then each version's additions and removals. Shaping
+ * never changes the view it is given: it makes new objects where something goes (keys set to
+ * undefined are left out of the JSON).
  */
 
-/**
- * The create body as dockerd decodes it (types, key case, legacy top-level HostConfig fields: see
- * schema/containers.schema.ts), with the fields the request's API version does not have dropped.
- */
-export function decodeCreateBody(
-  body: Record<string, unknown>,
+/** An endpoint without what the version does not have: DNSNames (1.44), GwPriority (1.48). */
+function shapeEndpoints(
+  networks: Record<string, EndpointView>,
   version: string,
-): { config: ContainerConfig; hostConfig: HostConfig; networkingConfig: NetworkingConfig } {
-  const decoded = decodeCreateJson(body);
-  if (!decoded.config) throw invalidParameter('Config cannot be empty in order to create a container');
-  const config = decoded.config;
-  const hostConfig = decoded.hostConfig ?? {};
-  const networkingConfig = decoded.networkingConfig ?? {};
-  if (!versionAtLeast(version, gates.containerAnnotations)) delete hostConfig.Annotations;
-  if (!versionAtLeast(version, gates.endpointMacAddress) && config.Healthcheck) {
-    delete config.Healthcheck.StartInterval;
-  }
-  return { config, hostConfig, networkingConfig };
-}
-
-/** The Networks map without DNSNames (before 1.44): new endpoints, the view's own untouched. */
-function withoutDnsNames(networks: Record<string, EndpointView>): Record<string, EndpointView> {
+): Record<string, EndpointView> {
+  const dns = versionAtLeast(version, gates.endpointDnsNames);
+  const gw = versionAtLeast(version, gates.endpointGwPriority);
+  if (dns && gw) return networks;
   const out: Record<string, EndpointView> = {};
-  for (const [name, ep] of Object.entries(networks)) out[name] = { ...ep, DNSNames: undefined };
+  for (const [name, ep] of Object.entries(networks)) {
+    out[name] = {
+      ...ep,
+      DNSNames: dns ? ep.DNSNames : undefined,
+      GwPriority: gw ? ep.GwPriority : undefined,
+    };
+  }
   return out;
 }
 
+/**
+ * NetworkSettings: from 1.52 only SandboxID, SandboxKey, Ports and Networks (docker 29); before,
+ * dockerd 20.10's set with the default bridge's address at the top.
+ */
 function shapeNetworkSettings(ns: NetworkSettingsView, version: string): NetworkSettingsView {
-  if (versionAtLeast(version, gates.endpointDnsNames)) return ns;
-  return { ...ns, Networks: withoutDnsNames(ns.Networks) };
+  const Networks = shapeEndpoints(ns.Networks, version);
+  if (versionAtLeast(version, gates.networkSettingsTrimmed)) {
+    return { SandboxID: ns.SandboxID, SandboxKey: ns.SandboxKey, Ports: ns.Ports, Networks };
+  }
+  return Networks === ns.Networks ? ns : { ...ns, Networks };
 }
 
 /**
- * HostConfig as the request's version shows it: Annotations only from 1.43, KernelMemory and
- * KernelMemoryTCP left out when zero from 1.42 (dockerd's omitempty). The view's own when
- * nothing goes (keys set to undefined are left out of the JSON).
+ * HostConfig: Annotations only from 1.43, KernelMemory and KernelMemoryTCP left out when zero
+ * from 1.42 (dockerd's omitempty) and gone from 1.52.
  */
 function shapeHostConfig(hc: HostConfig, version: string): HostConfig {
   const dropAnnotations =
     hc.Annotations !== undefined && !versionAtLeast(version, gates.containerAnnotations);
+  const gone = versionAtLeast(version, gates.networkSettingsTrimmed);
   const omitKernel = versionAtLeast(version, gates.kernelMemoryOmitted);
-  const dropKernel = omitKernel && !hc.KernelMemory;
-  const dropKernelTcp = omitKernel && !hc.KernelMemoryTCP;
+  const dropKernel = gone || (omitKernel && !hc.KernelMemory);
+  const dropKernelTcp = gone || (omitKernel && !hc.KernelMemoryTCP);
   if (!dropAnnotations && !dropKernel && !dropKernelTcp) return hc;
   const out = { ...hc };
   if (dropAnnotations) out.Annotations = undefined;
@@ -67,23 +64,34 @@ function shapeHostConfig(hc: HostConfig, version: string): HostConfig {
   return out;
 }
 
+/** Config: from 1.52 an empty OnBuild and the container-wide MacAddress are left out. */
+function shapeConfig(config: ContainerConfig, version: string): ContainerConfig {
+  if (!versionAtLeast(version, gates.networkSettingsTrimmed)) return config;
+  if (config.OnBuild?.length && config.MacAddress === undefined) return config;
+  return { ...config, OnBuild: config.OnBuild?.length ? config.OnBuild : undefined, MacAddress: undefined };
+}
+
 /** Inspect as the request's API version shows it. */
 export function shapeInspect(view: ContainerInspect, version: string): ContainerInspect {
   return {
     ...view,
     HostConfig: shapeHostConfig(view.HostConfig, version),
+    Config: shapeConfig(view.Config, version),
     NetworkSettings: shapeNetworkSettings(view.NetworkSettings, version),
   };
 }
 
-/** A list row as the request's API version shows it. */
+/** A list row as the request's API version shows it: Annotations from 1.46, Health from 1.52. */
 export function shapeListItem(item: ContainerSummary, version: string): ContainerSummary {
-  const networks = versionAtLeast(version, gates.endpointDnsNames)
-    ? item.NetworkSettings
-    : { Networks: withoutDnsNames(item.NetworkSettings.Networks) };
+  const Networks = shapeEndpoints(item.NetworkSettings.Networks, version);
   const hostConfig =
-    item.HostConfig.Annotations !== undefined && !versionAtLeast(version, gates.containerAnnotations)
+    item.HostConfig.Annotations !== undefined && !versionAtLeast(version, gates.listAnnotations)
       ? { ...item.HostConfig, Annotations: undefined }
       : item.HostConfig;
-  return { ...item, HostConfig: hostConfig, NetworkSettings: networks };
+  return {
+    ...item,
+    HostConfig: hostConfig,
+    NetworkSettings: Networks === item.NetworkSettings.Networks ? item.NetworkSettings : { Networks },
+    Health: versionAtLeast(version, gates.listHealth) ? item.Health : undefined,
+  };
 }

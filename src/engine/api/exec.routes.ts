@@ -3,9 +3,10 @@ import { readJsonObject } from '../../http/body.js';
 import { sendJson } from '../../http/server.js';
 import { hijack } from '../../http/stream.js';
 import type { ContainerService } from '../containers/service.types.js';
-import type { ApiContext, ApiRouter } from './context.js';
+import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { pipeSession, socketSink, streamType } from './hijack.js';
 import { decodeExecCreateJson, decodeExecStartJson } from './schema/exec.schema.js';
+import { gates } from './versions.js';
 
 function consoleSize(v: number[] | null | undefined): { height: number; width: number } | undefined {
   const [height = 0, width = 0] = v ?? [];
@@ -34,6 +35,7 @@ export type ExecBackend = Pick<
 export function registerExecRoutes(router: ApiRouter, containers: ExecBackend): void {
   router.post('/containers/{name}/exec', async (ctx) => {
     const req = decodeExecCreateJson(await readJsonObject(ctx.req));
+    if (!atLeast(ctx, gates.execConsoleSize)) delete req.ConsoleSize;
     sendJson(ctx.res, 201, await containers.execCreate(ctx.params.name ?? '', req));
   });
 
@@ -41,7 +43,8 @@ export function registerExecRoutes(router: ApiRouter, containers: ExecBackend): 
     const id = ctx.params.id ?? '';
     const req = decodeExecStartJson(await ctx.readJsonObject());
     containers.execCheck(id);
-    const size = consoleSize(req.ConsoleSize);
+    // the start's console size: a TTY's only, from API 1.42
+    const size = atLeast(ctx, gates.execConsoleSize) && req.Tty ? consoleSize(req.ConsoleSize) : undefined;
     if (req.Detach) {
       await containers.execStart(id, { tty: req.Tty === true, ...(size ? { consoleSize: size } : {}) });
       ctx.res.statusCode = 200;

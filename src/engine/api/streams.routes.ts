@@ -1,6 +1,13 @@
 import type { Writable } from 'node:stream';
 import { invalidParameter } from '../../common/errors.js';
 import { onceAny } from '../../common/once-any.js';
+import {
+  encodeRecord,
+  JSON_RECORD_TYPES,
+  matchAcceptStrict,
+  NDJSON,
+  negotiate,
+} from '../../http/json-records.js';
 import { parseBool } from '../../http/query.js';
 import { hijack, STDERR, STDOUT } from '../../http/stream.js';
 import {
@@ -13,7 +20,7 @@ import {
   OP_PONG,
   OP_TEXT,
 } from '../../http/websocket.js';
-import type { LogChunk } from '../containers/io/io.types.js';
+import type { LogChunk, LogRecord } from '../containers/io/io.types.js';
 import type { ContainerService } from '../containers/service.types.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { parseTimestamp } from './events.routes.js';
@@ -69,6 +76,19 @@ export async function writeLogBatches(
   if (pendingBytes > 0 && !res.destroyed) res.write(take());
 }
 
+/** Log records (format=json), a batch per write, each record framed for the media type. */
+async function writeLogRecords(
+  res: Writable,
+  batches: AsyncIterable<LogRecord[]>,
+  type: string,
+): Promise<void> {
+  for await (const batch of batches) {
+    if (res.destroyed) break;
+    if (batch.length === 0) continue;
+    if (!res.write(batch.map((r) => encodeRecord(r, type)).join('')) && !res.destroyed) await waitDrain(res);
+  }
+}
+
 /** 'drain', or the stream going away (whichever comes first). */
 function waitDrain(res: Writable): Promise<void> {
   return onceAny(res, ['drain', 'close', 'error']);
@@ -120,9 +140,16 @@ export function registerStreamRoutes(router: ApiRouter, containers: StreamsBacke
       const n = /^[+-]?\d+$/.test(tailRaw) ? Number(tailRaw) : -1;
       tail = n >= 0 ? n : undefined;
     }
+    let json = false;
+    if (atLeast(ctx, gates.logsJsonFormat)) {
+      // experimental in dockerd: `format=json`, or a JSON record stream named in Accept
+      const format = ctx.query.get('format') ?? '';
+      if (format !== '' && format !== 'json') throw invalidParameter('unsupported log format');
+      json = format === 'json' || matchAcceptStrict(ctx.req.headers, JSON_RECORD_TYPES) !== '';
+    }
     const ac = new AbortController();
     ctx.res.on('close', () => ac.abort());
-    const { tty, batches } = await containers.logs(ctx.params.name ?? '', {
+    const { tty, batches, records } = await containers.logs(ctx.params.name ?? '', {
       stdout,
       stderr,
       since,
@@ -134,9 +161,16 @@ export function registerStreamRoutes(router: ApiRouter, containers: StreamsBacke
       signal: ac.signal,
     });
     ctx.res.statusCode = 200;
-    ctx.res.setHeader('Content-Type', streamType(ctx, tty));
-    ctx.res.flushHeaders();
-    await writeLogBatches(ctx.res, batches, tty);
+    if (json) {
+      const type = negotiate(ctx.req.headers, JSON_RECORD_TYPES, NDJSON);
+      ctx.res.setHeader('Content-Type', type);
+      ctx.res.flushHeaders();
+      await writeLogRecords(ctx.res, records, type);
+    } else {
+      ctx.res.setHeader('Content-Type', streamType(ctx, tty));
+      ctx.res.flushHeaders();
+      await writeLogBatches(ctx.res, batches, tty);
+    }
     if (!ctx.res.writableEnded) ctx.res.end();
   });
 

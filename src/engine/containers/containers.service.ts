@@ -18,6 +18,7 @@ import {
   statContainerPath,
 } from './archive/copy.js';
 import { exportContainer } from './archive/export.js';
+import type { Container } from './core/container.js';
 import { type CreateDeps, createContainer } from './core/create.js';
 import { ContainerEvents } from './core/events.js';
 import { HealthChecks } from './core/health.js';
@@ -39,6 +40,7 @@ import {
   type LogBatchReader,
   type LogReader,
   readContainerLogBatches,
+  readContainerLogRecords,
   readContainerLogs,
   singleBatches,
 } from './io/logs.js';
@@ -102,7 +104,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   const events = new ContainerEvents(opts.events);
   const rootfs = new Rootfs(snapshots, opts.execRoot, log);
   const net = new ContainerNetworks({ set, store, network: opts.network, log });
-  const mounts = new ContainerVolumes({ set, volumes: opts.volumes, log });
+  const mounts = new ContainerVolumes({ set, volumes: opts.volumes, images, snapshots, log });
   const stdio = new StdioHubs(events);
   const logs = new ContainerLogs(runtime, log);
   const execs = new Execs({ set, runtime, events, log });
@@ -144,9 +146,10 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
 
   images.setUsers({
     containersUsing(imageId: string) {
-      const using = [...set.values()]
-        .filter((c) => c.record.Image === imageId)
-        .map((c) => ({ id: c.id, running: c.state.Running }));
+      // the image it runs, or one it mounts (API 1.48 image mounts)
+      const uses = (c: Container) =>
+        c.record.Image === imageId || (c.record.MountPoints ?? []).some((m) => m.ImageID === imageId);
+      const using = [...set.values()].filter(uses).map((c) => ({ id: c.id, running: c.state.Running }));
       for (const [id, image] of set.creating) if (image === imageId) using.push({ id, running: false });
       return using;
     },
@@ -237,6 +240,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
         // generators: only the one the caller iterates reads anything
         lines: readContainerLogs(c, o, helpers.readLogs),
         batches: readContainerLogBatches(c, o, readBatches),
+        records: readContainerLogRecords(c, o, readBatches),
       };
     },
     async attach(idOrName, o) {

@@ -9,7 +9,14 @@ import type { StatsOptions, StatsView } from './core/stats.js';
 import type { TopResult } from './core/top.js';
 import type { ContainerInspect, ContainerSummary } from './core/views.types.js';
 import type { ExecCreateRequest, ExecInspect, ExecSession, ExecStartOptions } from './exec/exec.types.js';
-import type { AttachOptions, AttachSession, AttachSink, LogChunk, LogsOptions } from './io/io.types.js';
+import type {
+  AttachOptions,
+  AttachSession,
+  AttachSink,
+  LogChunk,
+  LogRecord,
+  LogsOptions,
+} from './io/io.types.js';
 
 /**
  * The containers service as the API layer and the other services see it. Each routes file takes
@@ -81,8 +88,10 @@ export interface ContainerService {
     tty: boolean;
     /** One message at a time. */
     lines: AsyncIterable<LogChunk>;
-    /** The same messages in batches (one per chunk of the log read); iterate one of the two. */
+    /** The same messages in batches (one per chunk of the log read); iterate one of these. */
     batches: AsyncIterable<LogChunk[]>;
+    /** The same messages as JSON records, in batches (format=json). */
+    records: AsyncIterable<LogRecord[]>;
   }>;
   /** Validates (404, 409 paused) and returns the container's TTY mode and an attach starter. */
   attach(

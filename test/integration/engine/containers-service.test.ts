@@ -107,7 +107,12 @@ function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}
     config,
     hostConfig: {},
     networkingConfig: {},
-    options: { defaultIpcMode: 'private', kernelMemory: false },
+    options: {
+      defaultIpcMode: 'private',
+      kernelMemory: false,
+      readOnlyNonRecursive: false,
+      defaultNetworkIsBridge: false,
+    },
     ...extra,
   };
 }

@@ -7,7 +7,10 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import type { ContainerInspect } from '../../../src/engine/containers/core/views.types.js';
+import type {
+  ContainerInspect,
+  NetworkSettingsView,
+} from '../../../src/engine/containers/core/views.types.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
@@ -17,7 +20,8 @@ const exec = promisify(execFile);
 
 /** The default bridge through the real docker CLI (28) and the raw API: addresses, traffic, links. */
 
-type Inspect = ContainerInspect;
+/** Inspect at API 1.41: NetworkSettings with dockerd 20.10's whole set. */
+type Inspect = Omit<ContainerInspect, 'NetworkSettings'> & { NetworkSettings: Required<NetworkSettingsView> };
 
 interface NetworkInspect {
   Id: string;

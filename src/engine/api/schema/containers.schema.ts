@@ -85,8 +85,14 @@ const mountFields: Fields = {
     NoCopy: bool,
     Labels: stringMap,
     DriverConfig: struct('mount.Driver', { Name: str, Options: stringMap }),
+    Subpath: str,
   }),
-  TmpfsOptions: struct('mount.TmpfsOptions', { SizeBytes: int64, Mode: fileMode }),
+  TmpfsOptions: struct('mount.TmpfsOptions', {
+    SizeBytes: int64,
+    Mode: fileMode,
+    Options: array('[][]string', strings),
+  }),
+  ImageOptions: struct('mount.ImageOptions', { Subpath: str }),
   ClusterOptions: struct('mount.ClusterOptions', {}),
 };
 
@@ -204,6 +210,7 @@ const endpointSettings = struct('network.EndpointSettings', {
   GlobalIPv6PrefixLen: goInt,
   DriverOpts: stringMap,
   DNSNames: strings,
+  GwPriority: goInt,
 });
 
 const networkingConfig = struct('network.NetworkingConfig', {

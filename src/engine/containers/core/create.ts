@@ -33,6 +33,13 @@ export interface CreateOptions {
   defaultIpcMode: 'private' | 'shareable';
   /** Whether HostConfig.KernelMemory is taken (before API 1.42; dropped from then on). */
   kernelMemory: boolean;
+  /**
+   * Read-only binds are read-only at their top only, their submounts writable (before API 1.44);
+   * recursively read-only otherwise (BindOptions.ReadOnlyNonRecursive chooses per Mount).
+   */
+  readOnlyNonRecursive: boolean;
+  /** NetworkMode `default` (or none) is recorded as `bridge` when the engine has one (API 1.45, dockerd 26). */
+  defaultNetworkIsBridge: boolean;
 }
 
 export interface CreateResult {
@@ -48,7 +55,7 @@ export interface CreateDeps {
   snapshots: ContainerSnapshots;
   /** The engine's default runtime (HostConfig.Runtime when none is given). */
   runtimeName: string;
-  net: Pick<NetworkPort, 'checkCreate' | 'keptLinks' | 'registerLinks'>;
+  net: Pick<NetworkPort, 'checkCreate' | 'keptLinks' | 'registerLinks' | 'defaultNetworkMode'>;
   mounts: Pick<MountsPort, 'resolve' | 'abandon'>;
 }
 
@@ -201,6 +208,16 @@ export async function createContainer(d: CreateDeps, req: CreateRequest): Promis
   const user: ContainerConfig = { ...body };
   delete (user as Record<string, unknown>).HostConfig;
   delete (user as Record<string, unknown>).NetworkingConfig;
+  if (req.options.defaultNetworkIsBridge && (!hcIn.NetworkMode || hcIn.NetworkMode === 'default')) {
+    // dockerd 26+: the OS's default network by its name, its endpoint settings under that name
+    const mode = d.net.defaultNetworkMode();
+    hcIn.NetworkMode = mode;
+    const eps = req.networkingConfig?.EndpointsConfig;
+    if (mode !== 'default' && eps?.default) {
+      eps[mode] ??= eps.default;
+      delete eps.default;
+    }
+  }
   if (typeof user.Image !== 'string' || user.Image === '') {
     throw invalidParameter('config cannot be empty in order to create a container: no image specified');
   }
@@ -283,6 +300,7 @@ async function createFromImage(
     SandboxKey: '',
   };
   if (mountPoints.length > 0) record.MountPoints = mountPoints;
+  if (req.options.readOnlyNonRecursive) record.ReadOnlyNonRecursive = true;
   const kept = d.net.keptLinks(finalName, links);
   if (kept.length > 0) record.Links = kept;
   const c = new Container(record, hostConfig);

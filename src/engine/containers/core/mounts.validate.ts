@@ -109,6 +109,9 @@ export function checkMounts(mounts: (MountSpec | null)[]): void {
     const target = m.Target ?? '';
     const bad = targetError(target);
     if (bad) throw invalidParameter(`${what}: ${bad}`);
+    if (m.Type !== 'image' && m.ImageOptions) {
+      throw invalidParameter(`${what}: field ImageOptions must not be specified`);
+    }
     switch (m.Type) {
       case 'bind': {
         if (!m.Source) throw invalidParameter(`${what}: field Source must not be empty`);
@@ -135,11 +138,24 @@ export function checkMounts(mounts: (MountSpec | null)[]): void {
             `${what}: invalid volume name: "${m.Source}" includes invalid characters for a local volume name, only "[a-zA-Z0-9][a-zA-Z0-9_.-]" are allowed`,
           );
         }
+        if (m.VolumeOptions?.Subpath && !isLocalPath(m.VolumeOptions.Subpath)) {
+          throw invalidParameter(`${what}: subpath must be a relative path within the volume`);
+        }
         break;
       case 'tmpfs':
         if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
         if (m.Source) throw invalidParameter(`${what}: field Source must not be specified`);
         if (m.VolumeOptions) throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
+        tmpfsExtraOptions(m.TmpfsOptions?.Options, what);
+        break;
+      case 'image':
+        if (!m.Source) throw invalidParameter(`${what}: field Source must not be empty`);
+        if (m.BindOptions) throw invalidParameter(`${what}: field BindOptions must not be specified`);
+        if (m.VolumeOptions) throw invalidParameter(`${what}: field VolumeOptions must not be specified`);
+        if (m.TmpfsOptions) throw invalidParameter(`${what}: field TmpfsOptions must not be specified`);
+        if (m.ImageOptions?.Subpath && !isLocalPath(m.ImageOptions.Subpath)) {
+          throw invalidParameter(`${what}: subpath must be a relative path within the volume`);
+        }
         break;
       default:
         throw invalidParameter(`${what}: mount type unknown`);
@@ -148,6 +164,30 @@ export function checkMounts(mounts: (MountSpec | null)[]): void {
     if (seen.has(dest)) throw invalidParameter(`Duplicate mount point: ${target}`);
     seen.add(dest);
   }
+}
+
+/** Go's filepath.IsLocal: relative, not empty, never leaving its root through `..`. */
+export function isLocalPath(p: string): boolean {
+  if (p === '' || p.startsWith('/')) return false;
+  const c = posix.normalize(p);
+  return c !== '..' && !c.startsWith('../');
+}
+
+/** A tmpfs Mount's extra options (API 1.46): [name] or [name, value], exec and noexec only. */
+export function tmpfsExtraOptions(
+  options: string[][] | null | undefined,
+  what = 'invalid mount config',
+): string[] {
+  const out: string[] = [];
+  for (const opt of options ?? []) {
+    if (!Array.isArray(opt) || opt.length < 1 || opt.length > 2) {
+      throw invalidParameter(`${what}: invalid option array length`);
+    }
+    const [name = '', value] = opt;
+    if (name !== 'exec' && name !== 'noexec') throw invalidParameter(`${what}: invalid option: ${name}`);
+    out.push(value === undefined ? name : `${name}=${value}`);
+  }
+  return out;
 }
 
 /**

@@ -28,10 +28,14 @@ export interface StartNetwork {
   netns?: string;
   /** The container's environment with its legacy links' variables merged in (undefined: no links). */
   env?: string[];
+  /** Sysctls of the container's interface (its endpoint's com.docker.network.endpoint.sysctls). */
+  sysctls?: Record<string, string>;
 }
 
 /** The container side of networking (net/). */
 export interface NetworkPort {
+  /** The engine's default network as a NetworkMode: `bridge`, or `default` without a bridge. */
+  defaultNetworkMode(): string;
   /** Create: the network mode and HostConfig.Links checked (400s), the links resolved. */
   checkCreate(hc: HostConfig): LinkTarget[];
   /** Create: the links a new container keeps (one per link name, names free). */

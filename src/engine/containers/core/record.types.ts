@@ -89,8 +89,10 @@ export interface ContainerRecord {
   Endpoint?: Endpoint;
   /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */
   Links?: LinkRecord[];
-  /** Volumes and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */
+  /** Volumes, image mounts and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */
   MountPoints?: MountPoint[];
+  /** Read-only binds are not recursively read-only (created before API 1.44, as dockerd kept them). */
+  ReadOnlyNonRecursive?: boolean;
   /** Container labels for events are Config.Labels. */
 }
 
@@ -120,9 +122,10 @@ export interface LinkRecord {
  * the container's record (`MountPoints`), as dockerd keeps them in config.v2.json.
  */
 export interface MountPoint {
-  Type: 'volume' | 'bind';
-  /** Volume name (volumes only). */
+  Type: 'volume' | 'bind' | 'image';
+  /** Volume name (volumes), the image as given (image mounts). */
   Name?: string;
+  /** The host path: the volume's data, the bind's source, the image snapshot's mount. */
   Source: string;
   Destination: string;
   Driver?: string;
@@ -131,4 +134,9 @@ export interface MountPoint {
   Propagation: string;
   /** Copy the image's content at Destination into the (empty) volume on the first start. */
   CopyData?: boolean;
+  /** A directory of the volume or image to mount instead of its root (API 1.45 / 1.48). */
+  Subpath?: string;
+  /** Image mounts: the image's ID (rmi sees the container using it) and the snapshot of it. */
+  ImageID?: string;
+  Snapshot?: string;
 }

@@ -49,8 +49,13 @@ export async function prepareStart(
     id: c.id,
     rootfs,
     config,
-    // NetworkDisabled: a new network namespace whatever the mode says
-    hostConfig: rec.Config.NetworkDisabled ? { ...hc, NetworkMode: 'none' } : hc,
+    // NetworkDisabled: a new network namespace whatever the mode says; the endpoint's interface
+    // sysctls beside the container's own
+    hostConfig: {
+      ...hc,
+      ...(rec.Config.NetworkDisabled ? { NetworkMode: 'none' } : {}),
+      ...(net.sysctls ? { Sysctls: { ...(hc.Sysctls ?? {}), ...net.sysctls } } : {}),
+    },
     hostsPath: rec.HostsPath,
     hostnamePath: rec.HostnamePath,
     resolvConfPath: rec.ResolvConfPath,

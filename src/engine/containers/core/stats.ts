@@ -80,6 +80,8 @@ export interface StatsView {
   memory_stats: MemoryStatsView;
   name: string;
   id: string;
+  /** API 1.52+. */
+  os_type?: 'linux';
   networks?: Record<string, NetworkStatsView>;
 }
 
@@ -185,6 +187,7 @@ export function statsView(c: Container, cur: Sample | null, prev: Sample | null)
       : {},
     name: c.name,
     id: c.id,
+    os_type: 'linux',
   };
   if (cur?.networks && Object.keys(cur.networks).length) out.networks = cur.networks;
   return out;

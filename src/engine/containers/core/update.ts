@@ -66,6 +66,14 @@ export function mergeUpdate(c: Container, cur: HostConfig, u: HostConfig): HostC
   }
   if (u.MemorySwap) next.MemorySwap = u.MemorySwap;
   if (u.PidsLimit !== undefined && u.PidsLimit !== null) next.PidsLimit = u.PidsLimit;
+  // the device limits (API 1.55): a list replaces the container's, [] clears it, none keeps it
+  const given = <T>(v: T | null | undefined, before: T | null | undefined) =>
+    v === undefined || v === null ? before : v;
+  next.BlkioWeightDevice = given(u.BlkioWeightDevice, cur.BlkioWeightDevice);
+  next.BlkioDeviceReadBps = given(u.BlkioDeviceReadBps, cur.BlkioDeviceReadBps);
+  next.BlkioDeviceWriteBps = given(u.BlkioDeviceWriteBps, cur.BlkioDeviceWriteBps);
+  next.BlkioDeviceReadIOps = given(u.BlkioDeviceReadIOps, cur.BlkioDeviceReadIOps);
+  next.BlkioDeviceWriteIOps = given(u.BlkioDeviceWriteIOps, cur.BlkioDeviceWriteIOps);
   const policy = u.RestartPolicy;
   if (policy?.Name) {
     if (cur.AutoRemove && policy.Name !== 'no') {

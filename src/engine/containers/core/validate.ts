@@ -434,6 +434,15 @@ function checkNetworkMode(hc: HostConfig, config: ContainerConfig): void {
  * user-defined networks take: a chosen address and network-scoped aliases; and a container is on
  * one network only.
  */
+/** The option of an endpoint's DriverOpts that sets its interface's sysctls (API 1.46). */
+export const ENDPOINT_SYSCTLS = 'com.docker.network.endpoint.sysctls';
+
+/** `net.X.Y.IFNAME.Z=V` settings of an endpoint's DriverOpts, each as given. */
+export function endpointSysctlList(opts: Record<string, string> | null | undefined): string[] {
+  const value = opts?.[ENDPOINT_SYSCTLS];
+  return value ? value.split(',') : [];
+}
+
 export function validateNetworkingConfig(nc: NetworkingConfig): void {
   const names = Object.keys(nc.EndpointsConfig ?? {});
   if (names.length > 1) {
@@ -444,6 +453,18 @@ export function validateNetworkingConfig(nc: NetworkingConfig): void {
     // API 1.44 moved --mac-address here; the bridge plugin would fail on a bad one at start
     if (ep.MacAddress && !/^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$/.test(ep.MacAddress)) {
       throw invalidParameter(`invalid MAC address: ${ep.MacAddress}`);
+    }
+    for (const sysctl of endpointSysctlList(ep.DriverOpts)) {
+      const part = sysctl.split('.');
+      if (
+        part.length < 5 ||
+        !['ipv4', 'ipv6', 'mpls'].includes(part[1] ?? '') ||
+        !/^(IFNAME|ifname)$/.test(part[3] ?? '')
+      ) {
+        throw invalidParameter(
+          `invalid endpoint settings:\nunrecognised network interface sysctl '${sysctl}'; represent 'net.X.Y.ethN.Z=V' as 'net.X.Y.IFNAME.Z=V', 'X' must be 'ipv4', 'ipv6' or 'mpls'`,
+        );
+      }
     }
     const ipam = ep.IPAMConfig;
     if (!ipam) continue;

@@ -100,6 +100,7 @@ function endpointView(
     GlobalIPv6PrefixLen: 0,
     MacAddress: live?.macAddress ?? '',
     DriverOpts: given?.DriverOpts ?? null,
+    GwPriority: given?.GwPriority ?? 0,
     DNSNames: given?.DNSNames ?? null,
   };
 }
@@ -142,7 +143,8 @@ export function mountsView(hc: HostConfig, points: MountPoint[] = []): MountView
     });
   }
   for (const m of hc.Mounts ?? []) {
-    if (m.Type === 'volume') continue;
+    // volumes and images: the record's mount points
+    if (m.Type === 'volume' || m.Type === 'image') continue;
     if (m.Type === 'tmpfs') {
       out.push({
         Type: 'tmpfs',
@@ -176,6 +178,17 @@ export function mountPointView(m: MountPoint): MountView {
       Source: m.Source,
       Destination: m.Destination,
       Driver: m.Driver ?? 'local',
+      Mode: m.Mode,
+      RW: m.RW,
+      Propagation: m.Propagation,
+    };
+  }
+  if (m.Type === 'image') {
+    return {
+      Type: 'image',
+      Name: m.Name ?? '',
+      Source: m.Source,
+      Destination: m.Destination,
       Mode: m.Mode,
       RW: m.RW,
       Propagation: m.Propagation,
@@ -468,5 +481,9 @@ export function listItemView(src: ViewSource & { imageName: string; now?: number
     },
     NetworkSettings: { Networks: networksView(src) },
     Mounts: mountsView(src.hostConfig, src.record.MountPoints),
+    Health: {
+      Status: rec.State.Health?.Status ?? 'none',
+      FailingStreak: rec.State.Health?.FailingStreak ?? 0,
+    },
   };
 }

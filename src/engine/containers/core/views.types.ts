@@ -14,7 +14,7 @@ import type { ContainerStatus, HealthState } from './record.types.js';
 
 /** A Mounts entry (inspect and list). */
 export interface MountView {
-  Type: 'bind' | 'volume' | 'tmpfs' | 'npipe' | 'cluster';
+  Type: 'bind' | 'volume' | 'tmpfs' | 'npipe' | 'cluster' | 'image';
   /** Volumes only. */
   Name?: string;
   Source: string;
@@ -41,28 +41,34 @@ export interface EndpointView {
   GlobalIPv6PrefixLen: number;
   MacAddress: string;
   DriverOpts: StringMap | null;
+  /** API 1.48+. */
+  GwPriority?: number;
   /** API 1.44+. */
   DNSNames?: string[] | null;
 }
 
+/**
+ * NetworkSettings. From API 1.52 only SandboxID, SandboxKey, Ports and Networks (docker 29 left
+ * the rest out); before, dockerd 20.10's whole set.
+ */
 export interface NetworkSettingsView {
-  Bridge: string;
+  Bridge?: string;
   SandboxID: string;
-  HairpinMode: boolean;
-  LinkLocalIPv6Address: string;
-  LinkLocalIPv6PrefixLen: number;
+  HairpinMode?: boolean;
+  LinkLocalIPv6Address?: string;
+  LinkLocalIPv6PrefixLen?: number;
   Ports: Record<string, PortBinding[] | null>;
   SandboxKey: string;
-  SecondaryIPAddresses: null;
-  SecondaryIPv6Addresses: null;
-  EndpointID: string;
-  Gateway: string;
-  GlobalIPv6Address: string;
-  GlobalIPv6PrefixLen: number;
-  IPAddress: string;
-  IPPrefixLen: number;
-  IPv6Gateway: string;
-  MacAddress: string;
+  SecondaryIPAddresses?: null;
+  SecondaryIPv6Addresses?: null;
+  EndpointID?: string;
+  Gateway?: string;
+  GlobalIPv6Address?: string;
+  GlobalIPv6PrefixLen?: number;
+  IPAddress?: string;
+  IPPrefixLen?: number;
+  IPv6Gateway?: string;
+  MacAddress?: string;
   Networks: Record<string, EndpointView>;
 }
 
@@ -136,4 +142,6 @@ export interface ContainerSummary {
   HostConfig: { NetworkMode: string; Annotations?: StringMap };
   NetworkSettings: { Networks: Record<string, EndpointView> };
   Mounts: MountView[];
+  /** API 1.52+: `none` without a health check. */
+  Health?: { Status: 'none' | 'starting' | 'healthy' | 'unhealthy'; FailingStreak: number };
 }

@@ -18,6 +18,15 @@ export interface LogChunk {
   data: Buffer;
 }
 
+/** A log message as a JSON record (logs with format=json, API 1.54). */
+export interface LogRecord {
+  Line: string;
+  Source: 'stdout' | 'stderr';
+  /** RFC 3339 with nanoseconds. */
+  Timestamp: string;
+  Attrs?: Array<{ Key: string; Value: string }>;
+}
+
 export interface AttachOptions {
   stdin: boolean;
   stdout: boolean;

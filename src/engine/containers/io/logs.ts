@@ -1,7 +1,7 @@
 import { notImplemented } from '../../../common/errors.js';
 import type { LogMessage, ReadLogsOptions } from '../../runtime/index.js';
 import type { Container } from '../core/container.js';
-import type { LogChunk, LogsOptions } from './io.types.js';
+import type { LogChunk, LogRecord, LogsOptions } from './io.types.js';
 
 /** docker logs: the json-file log the engine writes (log-copiers.ts), read back in dockerd's forms. */
 
@@ -78,14 +78,14 @@ export async function* readContainerLogs(
 }
 
 /**
- * readContainerLogs in batches (one per chunk of the log read), for writers that send many
- * messages at once; the messages, their order and when following ends are the same.
+ * The log's messages as the runtime's reader gives them, in batches (one per chunk of the log
+ * read); `follow` ends when the container stops (after what it wrote is read) or the client leaves.
  */
-export async function* readContainerLogBatches(
+async function* readContainerLogMessages(
   c: Container,
   opts: LogsOptions,
   read: LogBatchReader,
-): AsyncGenerator<LogChunk[]> {
+): AsyncGenerator<LogMessage[]> {
   const follow = opts.follow && c.state.Running;
   const stopFollowing = new AbortController();
   const onStop = () => stopFollowing.abort();
@@ -94,7 +94,7 @@ export async function* readContainerLogBatches(
     c.events.on('removed', onStop);
   }
   try {
-    const messages = read(c.record.LogPath, {
+    yield* read(c.record.LogPath, {
       since: nanos(opts.since),
       until: nanos(opts.until),
       tail: opts.tail,
@@ -104,18 +104,56 @@ export async function* readContainerLogBatches(
       signal: opts.signal,
       stopFollowing: stopFollowing.signal,
     });
-    for await (const batch of messages) {
-      const out: LogChunk[] = new Array(batch.length);
-      for (let i = 0; i < batch.length; i++) {
-        const m = batch[i] as LogMessage;
-        let prefix = opts.details ? detailsPrefix(m.attrs) : '';
-        if (opts.timestamps) prefix = `${fixedNano(m.time)} ${prefix}`;
-        out[i] = { stream: m.stream, data: prefix ? Buffer.concat([Buffer.from(prefix), m.line]) : m.line };
-      }
-      yield out;
-    }
   } finally {
     c.events.off('exit', onStop);
     c.events.off('removed', onStop);
+  }
+}
+
+/**
+ * readContainerLogs in batches, for writers that send many messages at once; the messages, their
+ * order and when following ends are the same.
+ */
+export async function* readContainerLogBatches(
+  c: Container,
+  opts: LogsOptions,
+  read: LogBatchReader,
+): AsyncGenerator<LogChunk[]> {
+  for await (const batch of readContainerLogMessages(c, opts, read)) {
+    const out: LogChunk[] = new Array(batch.length);
+    for (let i = 0; i < batch.length; i++) {
+      const m = batch[i] as LogMessage;
+      let prefix = opts.details ? detailsPrefix(m.attrs) : '';
+      if (opts.timestamps) prefix = `${fixedNano(m.time)} ${prefix}`;
+      out[i] = { stream: m.stream, data: prefix ? Buffer.concat([Buffer.from(prefix), m.line]) : m.line };
+    }
+    yield out;
+  }
+}
+
+/** Go's time.Time in JSON (RFC 3339 with nanoseconds, trailing zeros trimmed). */
+function goTimeJson(time: string): string {
+  return fixedNano(time).replace(/\.?0+Z$/, 'Z');
+}
+
+/**
+ * The log as JSON records (API 1.54's experimental format): the line, its stream, its time and,
+ * with `details`, its attributes, as moby's logstream.WriteJSON writes them.
+ */
+export async function* readContainerLogRecords(
+  c: Container,
+  opts: LogsOptions,
+  read: LogBatchReader,
+): AsyncGenerator<LogRecord[]> {
+  for await (const batch of readContainerLogMessages(c, opts, read)) {
+    yield batch.map((m) => {
+      const attrs = opts.details && m.attrs ? Object.keys(m.attrs).sort() : [];
+      return {
+        Line: m.line.toString('utf8'),
+        Source: m.stream,
+        Timestamp: goTimeJson(m.time),
+        Attrs: attrs.length ? attrs.map((Key) => ({ Key, Value: m.attrs?.[Key] ?? '' })) : undefined,
+      };
+    });
   }
 }

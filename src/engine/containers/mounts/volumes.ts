@@ -3,14 +3,28 @@ import { isAbsolute, join } from 'node:path';
 import type { ContainerConfig, HostConfig } from '../../../common/docker-types.js';
 import { errorMessage, invalidParameter } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import type { ImageResolver } from '../../images/images.types.js';
 import type { SpecMount } from '../../runtime/runtime.types.js';
 import type { VolumeMountUse, VolumeService } from '../../volumes/volumes.types.js';
 import type { Container } from '../core/container.js';
 import { clean, parseBind } from '../core/mounts.validate.js';
-import type { MountsPort } from '../core/ports.js';
+import type { ContainerSnapshots, MountsPort } from '../core/ports.js';
 import type { MountPoint } from '../core/record.types.js';
 import type { ContainerSet } from '../core/set.js';
 import { bindMounts, ensureBindSources } from './binds.js';
+import { ImageMounts } from './image-mounts.js';
+
+/**
+ * A volume's or image's subdirectory to mount (VolumeOptions/ImageOptions.Subpath), its links
+ * resolved inside it: it must exist (dockerd: "cannot access path").
+ */
+async function subpathOf(root: string, subpath: string): Promise<string> {
+  const path = await scopedPath(root, subpath);
+  if (!(await lstat(path).catch(() => undefined))) {
+    throw invalidParameter(`cannot access path ${path}: no such file or directory`);
+  }
+  return path;
+}
 
 /** `container[:ro|rw]` of VolumesFrom. */
 function parseVolumesFrom(spec: string): { ref: string; mode: string } {
@@ -103,6 +117,9 @@ export interface VolumesDeps {
   set: ContainerSet;
   /** Named and anonymous volumes (absent in unit tests that need none). */
   volumes?: VolumeService;
+  /** Images and snapshots, for mounts of type `image`. */
+  images: Pick<ImageResolver, 'resolve'>;
+  snapshots: ContainerSnapshots;
   log: Logger;
 }
 
@@ -115,7 +132,11 @@ export class ContainerVolumes implements MountsPort {
   /** Containers whose volumes are mounted (between start and exit), and whether that was announced. */
   private readonly mounted = new Map<string, { announced: boolean }>();
 
-  constructor(private readonly d: VolumesDeps) {}
+  private readonly imageMounts: ImageMounts;
+
+  constructor(private readonly d: VolumesDeps) {
+    this.imageMounts = new ImageMounts(d.images, d.snapshots, d.log);
+  }
 
   private need(): VolumeService {
     if (!this.d.volumes) throw invalidParameter('volumes are not available in this engine');
@@ -135,6 +156,7 @@ export class ContainerVolumes implements MountsPort {
     const created: string[] = [];
     const referenced: string[] = [];
     const covered = new Set<string>();
+    const images: MountPoint[] = [];
     for (const b of hc.Binds ?? []) covered.add(clean(parseBind(b).destination));
     for (const m of hc.Mounts ?? []) covered.add(clean(m.Target ?? ''));
     for (const d of Object.keys(hc.Tmpfs ?? {})) covered.add(clean(d));
@@ -159,7 +181,8 @@ export class ContainerVolumes implements MountsPort {
         const readOnly = mode.split(',').includes('ro');
         for (const m of allMountPoints(other.hostConfig, other.record.MountPoints ?? [])) {
           const dest = clean(m.Destination);
-          if (covered.has(dest)) continue;
+          // an image mount is the other container's own snapshot: not shared
+          if (covered.has(dest) || m.Type === 'image') continue;
           const cp: MountPoint = {
             Type: m.Type,
             Source: m.Source,
@@ -195,6 +218,12 @@ export class ContainerVolumes implements MountsPort {
         });
       }
       for (const m of hc.Mounts ?? []) {
+        if (m.Type === 'image') {
+          const point = await this.imageMounts.prepare(id, m);
+          images.push(point);
+          byDest.set(clean(m.Target ?? ''), point);
+          continue;
+        }
         if (m.Type !== 'volume') continue;
         const vo = m.VolumeOptions ?? {};
         const driver = vo.DriverConfig?.Name || hc.VolumeDriver || undefined;
@@ -213,6 +242,7 @@ export class ContainerVolumes implements MountsPort {
           RW: !m.ReadOnly,
           Propagation: '',
           CopyData: !vo.NoCopy,
+          ...(vo.Subpath ? { Subpath: vo.Subpath } : {}),
         });
       }
       for (const spec of Object.keys(config.Volumes ?? {})) {
@@ -237,6 +267,7 @@ export class ContainerVolumes implements MountsPort {
       }
     } catch (err) {
       await this.drop(id, referenced, created);
+      for (const m of images) await this.imageMounts.remove(m);
       throw err;
     }
     return [...byDest.values()];
@@ -256,6 +287,7 @@ export class ContainerVolumes implements MountsPort {
 
   /** Drop a new container's references again (its creation failed after resolveVolumeMounts). */
   async abandon(id: string, points: MountPoint[]): Promise<void> {
+    for (const m of points) if (m.Type === 'image') await this.imageMounts.remove(m);
     const names = points.filter((m) => m.Type === 'volume').map((m) => m.Name ?? '');
     await this.drop(
       id,
@@ -271,7 +303,7 @@ export class ContainerVolumes implements MountsPort {
    */
   async specMounts(c: Container, rootfs: string): Promise<SpecMount[]> {
     await ensureBindSources(c.hostConfig);
-    const out = bindMounts(c.hostConfig);
+    const out = bindMounts(c.hostConfig, { readOnlyNonRecursive: c.record.ReadOnlyNonRecursive === true });
     const points = c.record.MountPoints ?? [];
     if (points.length === 0) return out;
     this.mounted.set(c.id, { announced: false });
@@ -284,7 +316,10 @@ export class ContainerVolumes implements MountsPort {
           await vs.populate(m.Name ?? '', await scopedPath(rootfs, m.Destination));
           m.CopyData = false;
         }
+      } else if (m.Type === 'image') {
+        source = await this.imageMounts.mount(m);
       }
+      if (m.Subpath) source = await subpathOf(source, m.Subpath);
       const opts = ['rbind', m.RW ? 'rw' : 'ro'];
       if (m.Propagation) opts.push(m.Propagation);
       out.push({ destination: m.Destination, type: 'bind', source, options: opts });
@@ -312,6 +347,14 @@ export class ContainerVolumes implements MountsPort {
     if (!state) return;
     this.mounted.delete(c.id);
     const quiet = !state.announced;
+    for (const m of c.record.MountPoints ?? []) {
+      if (m.Type !== 'image') continue;
+      await this.imageMounts
+        .unmount(m)
+        .catch((err) =>
+          this.d.log.warn('image mount unmount failed', { id: c.id, error: errorMessage(err) }),
+        );
+    }
     const volumes = this.d.volumes;
     if (!volumes) return;
     for (const m of c.record.MountPoints ?? []) {
@@ -324,6 +367,7 @@ export class ContainerVolumes implements MountsPort {
 
   /** The container is gone: drop its references; with `removeAnonymous`, remove its anonymous volumes. */
   async forget(c: Container, removeAnonymous: boolean): Promise<void> {
+    for (const m of c.record.MountPoints ?? []) if (m.Type === 'image') await this.imageMounts.remove(m);
     const volumes = this.d.volumes;
     if (!volumes) return;
     const names = (c.record.MountPoints ?? []).filter((m) => m.Type === 'volume').map((m) => m.Name ?? '');
@@ -343,9 +387,16 @@ export class ContainerVolumes implements MountsPort {
    * mounted (quietly: no events); device mounts nobody uses any more are unmounted.
    */
   async restore(containers: Iterable<Container>): Promise<void> {
+    const all = [...containers];
+    for (const c of all) {
+      // a running container's image mounts stayed mounted: unmounted when it stops
+      if (c.state.Running && (c.record.MountPoints ?? []).some((m) => m.Type === 'image')) {
+        this.mounted.set(c.id, { announced: true });
+      }
+    }
     const volumes = this.d.volumes;
     if (!volumes) return;
-    for (const c of containers) {
+    for (const c of all) {
       for (const m of c.record.MountPoints ?? []) {
         if (m.Type !== 'volume') continue;
         try {

@@ -9,6 +9,7 @@ import type { LinkTarget, NetworkPort, StartNetwork } from '../core/ports.js';
 import type { LinkRecord } from '../core/record.types.js';
 import type { ContainerSet } from '../core/set.js';
 import type { ContainerStore } from '../core/store.js';
+import { endpointSysctlList } from '../core/validate.js';
 import { type HostsEntry, hostsContent, rewriteInPlace, writeContainerFiles } from './files.js';
 import { LegacyLinks } from './legacy-links.js';
 import { mergeLinkEnv } from './links.js';
@@ -70,6 +71,10 @@ export class ContainerNetworks implements NetworkPort {
     return network && (name === 'bridge' || name === 'host' || name === 'none')
       ? network.networkId(name)
       : undefined;
+  }
+
+  defaultNetworkMode(): string {
+    return this.d.network?.bridge ? 'bridge' : 'default';
   }
 
   checkCreate(hc: HostConfig): LinkTarget[] {
@@ -156,7 +161,30 @@ export class ContainerNetworks implements NetworkPort {
     rec.HostsPath = hostsPath;
     rec.HostnamePath = hostnamePath;
     rec.ResolvConfPath = resolvConfPath;
-    return { ...(netns !== undefined ? { netns } : {}), ...(env ? { env } : {}) };
+    const sysctls = this.kind(c) === 'bridge' ? this.interfaceSysctls(c) : undefined;
+    return {
+      ...(netns !== undefined ? { netns } : {}),
+      ...(env ? { env } : {}),
+      ...(sysctls ? { sysctls } : {}),
+    };
+  }
+
+  /**
+   * The endpoint's com.docker.network.endpoint.sysctls with the interface named (`IFNAME` is the
+   * container's eth0 on the default bridge): set in its namespace as it starts.
+   */
+  private interfaceSysctls(c: Container): Record<string, string> | undefined {
+    const eps = c.record.NetworkingConfig.EndpointsConfig;
+    const list = endpointSysctlList((eps?.bridge ?? eps?.default)?.DriverOpts);
+    if (!list.length) return undefined;
+    const out: Record<string, string> = {};
+    for (const setting of list) {
+      const eq = setting.indexOf('=');
+      const name = (eq < 0 ? setting : setting.slice(0, eq)).split('.');
+      if (name[3] === 'IFNAME' || name[3] === 'ifname') name[3] = 'eth0';
+      out[name.join('.')] = eq < 0 ? '' : setting.slice(eq + 1);
+    }
+    return out;
   }
 
   async ready(c: Container): Promise<void> {

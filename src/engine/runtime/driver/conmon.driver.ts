@@ -27,6 +27,7 @@ import type {
   StartOptions,
 } from '../runtime.types.js';
 import { ConmonAttach } from './attach.js';
+import { applyBlkioDevices } from './blkio.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
 import { type OciCli, runtimeMessage } from './oci-cli.js';
@@ -514,6 +515,10 @@ export class ConmonDriver implements Runtime {
       await this.o.cli.update(id, file);
     } finally {
       await rm(file, { force: true });
+    }
+    // the device limits runc's update leaves as they are (systemd cgroup paths have a ':')
+    if (meta.cgroupsPath && !meta.cgroupsPath.includes(':')) {
+      await applyBlkioDevices(meta.cgroupsPath, resources.blockIO);
     }
   }
 

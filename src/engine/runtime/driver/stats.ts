@@ -54,7 +54,7 @@ export function systemCpuUsage(procStat: string): number {
 }
 
 /** Where each controller of a cgroups path is (cgroup v1 hierarchy per controller, or v2). */
-async function controllerDirs(
+export async function controllerDirs(
   cgroupsPath: string,
 ): Promise<{ v2: string | null; v1: (c: string) => string }> {
   const unified = await read('/sys/fs/cgroup/cgroup.controllers');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { HostConfig } from '../../../../src/common/docker-types.js';
 import { isKind } from '../../../../src/common/errors.js';
-import { decodeCreateBody } from '../../../../src/engine/api/containers.versions.js';
+import { decodeCreateRequest } from '../../../../src/engine/api/containers.create.js';
 import { decodeCreateJson } from '../../../../src/engine/api/schema/containers.schema.js';
 import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
 import { parseBind } from '../../../../src/engine/containers/core/mounts.validate.js';
@@ -256,18 +256,21 @@ const typeErrors: Array<[unknown, string]> = [
 describe('create body decoding (types as moby declares them)', () => {
   it('refuses values of the wrong JSON type with Go messages, as 400', () => {
     for (const [body, message] of typeErrors) {
-      invalid(() => decodeCreateBody(body as Record<string, unknown>, '1.44'), message);
+      invalid(() => decodeCreateRequest(body as Record<string, unknown>, '1.44'), message);
     }
   });
 
   it('refuses a body without any Config field as dockerd does', () => {
     for (const body of [{}, { HostConfig: {} }, { NetworkingConfig: {}, Memory: 1 }]) {
-      invalid(() => decodeCreateBody(body, '1.44'), 'Config cannot be empty in order to create a container');
+      invalid(
+        () => decodeCreateRequest(body, '1.44'),
+        'Config cannot be empty in order to create a container',
+      );
     }
   });
 
   it('takes StrSlice fields as one string or a list', () => {
-    const d = decodeCreateBody(
+    const d = decodeCreateRequest(
       {
         Image: 'busybox',
         Cmd: 'echo hi',
@@ -285,7 +288,7 @@ describe('create body decoding (types as moby declares them)', () => {
   });
 
   it('maps keys case-insensitively to the canonical names, exact names first, last one wins', () => {
-    const d = decodeCreateBody(
+    const d = decodeCreateRequest(
       {
         image: 'busybox',
         cmd: ['true'],
@@ -321,7 +324,7 @@ describe('create body decoding (types as moby declares them)', () => {
   });
 
   it('legacy top-level HostConfig fields: the HostConfig when there is none (getHostConfig)', () => {
-    const d = decodeCreateBody(
+    const d = decodeCreateRequest(
       {
         Image: 'busybox',
         Memory: 20000000,
@@ -343,7 +346,7 @@ describe('create body decoding (types as moby declares them)', () => {
   });
 
   it('legacy top-level fields with a HostConfig: only Memory, MemorySwap, CpuShares, CpusetCpus, VolumeDriver fill zeros', () => {
-    const d = decodeCreateBody(
+    const d = decodeCreateRequest(
       {
         Image: 'busybox',
         Memory: 20000000,
@@ -364,13 +367,13 @@ describe('create body decoding (types as moby declares them)', () => {
       CpuShares: 512,
       VolumeDriver: 'local',
     });
-    const inner = decodeCreateBody(
+    const inner = decodeCreateRequest(
       { Image: 'busybox', Memory: 20000000, HostConfig: { Memory: 30000000 } },
       '1.41',
     );
     assert.equal(inner.hostConfig.Memory, 30000000);
     // Cpuset without any HostConfig field is dropped, as dockerd drops it
-    assert.deepEqual(decodeCreateBody({ Image: 'busybox', Cpuset: '0' }, '1.41').hostConfig, {});
+    assert.deepEqual(decodeCreateRequest({ Image: 'busybox', Cpuset: '0' }, '1.41').hostConfig, {});
   });
 
   it('keeps the version gates: Annotations from 1.43, Healthcheck.StartInterval from 1.44', () => {
@@ -379,10 +382,10 @@ describe('create body decoding (types as moby declares them)', () => {
       Healthcheck: { Test: ['CMD', 'true'], StartInterval: 5_000_000 },
       HostConfig: { Annotations: { a: 'b' } },
     };
-    const old = decodeCreateBody(body, '1.42');
+    const old = decodeCreateRequest(body, '1.42');
     assert.equal(old.hostConfig.Annotations, undefined);
     assert.equal(old.config.Healthcheck?.StartInterval, undefined);
-    const now = decodeCreateBody(body, '1.44');
+    const now = decodeCreateRequest(body, '1.44');
     assert.deepEqual(now.hostConfig.Annotations, { a: 'b' });
     assert.equal(now.config.Healthcheck?.StartInterval, 5_000_000);
   });
@@ -721,7 +724,12 @@ describe('create-time adjustments (containers service, fake runtime)', () => {
     config,
     hostConfig,
     networkingConfig: {},
-    options: { defaultIpcMode: 'private', kernelMemory: false },
+    options: {
+      defaultIpcMode: 'private',
+      kernelMemory: false,
+      readOnlyNonRecursive: false,
+      defaultNetworkIsBridge: false,
+    },
     ...(name ? { name } : {}),
   });
 

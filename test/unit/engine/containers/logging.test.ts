@@ -81,7 +81,12 @@ describe('container logs through the service (fake runtime)', () => {
     config: { Image: 'busybox', Cmd: ['true'] },
     hostConfig,
     networkingConfig: {},
-    options: { defaultIpcMode: 'private', kernelMemory: false },
+    options: {
+      defaultIpcMode: 'private',
+      kernelMemory: false,
+      readOnlyNonRecursive: false,
+      defaultNetworkIsBridge: false,
+    },
   });
   const rec = (stream: string, tag: string, text: string) =>
     `2026-11-21T10:00:00.000000001+00:00 ${stream} ${tag} ${text}\n`;

@@ -3,11 +3,8 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import { parseSignal } from '../../../../src/common/signals.js';
-import {
-  decodeCreateBody,
-  shapeInspect,
-  shapeListItem,
-} from '../../../../src/engine/api/containers.versions.js';
+import { decodeCreateRequest } from '../../../../src/engine/api/containers.create.js';
+import { shapeInspect, shapeListItem } from '../../../../src/engine/api/containers.versions.js';
 import { entrypointAndArgs, mergeImageConfig } from '../../../../src/engine/containers/core/create.js';
 import { filterContainers } from '../../../../src/engine/containers/core/filters.js';
 import { generateName, NameRegistry, normalizeName } from '../../../../src/engine/containers/core/names.js';
@@ -188,15 +185,15 @@ describe('create validation', () => {
     invalid(() => entrypointAndArgs({}), /No command specified/);
   });
   it('decodes create bodies: Cmd as string, type errors as 400, StartInterval gated', () => {
-    const d = decodeCreateBody(
+    const d = decodeCreateRequest(
       { Image: 'x', Cmd: 'echo hi', Healthcheck: { StartInterval: 5_000_000 } },
       '1.43',
     );
     assert.deepEqual(d.config.Cmd, ['echo hi']);
     assert.equal(d.config.Healthcheck?.StartInterval, undefined);
-    invalid(() => decodeCreateBody({ Image: 5 }, '1.44'), /cannot unmarshal/);
-    invalid(() => decodeCreateBody({ Env: 'A=1' }, '1.44'), /Env/);
-    invalid(() => decodeCreateBody({ HostConfig: { Memory: '1g' } }, '1.44'), /Memory/);
+    invalid(() => decodeCreateRequest({ Image: 5 }, '1.44'), /cannot unmarshal/);
+    invalid(() => decodeCreateRequest({ Env: 'A=1' }, '1.44'), /Env/);
+    invalid(() => decodeCreateRequest({ HostConfig: { Memory: '1g' } }, '1.44'), /Memory/);
   });
 });
 
