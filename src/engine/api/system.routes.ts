@@ -1,7 +1,8 @@
 import { sendJson } from '../../http/server.js';
 import type { SystemService } from '../system/system.service.js';
 import type { ApiRouter } from './context.js';
-import { gates, MAX_API_VERSION, versionBefore } from './versions.js';
+import { shapeInfo } from './system.versions.js';
+import { MAX_API_VERSION } from './versions.js';
 
 export function registerSystemRoutes(router: ApiRouter, system: SystemService, experimental: boolean): void {
   const ping = (method: 'GET' | 'HEAD') => (ctx: Parameters<Parameters<ApiRouter['get']>[1]>[0]) => {
@@ -31,14 +32,6 @@ export function registerSystemRoutes(router: ApiRouter, system: SystemService, e
   });
 
   router.get('/info', async (ctx) => {
-    const info = await system.info();
-    if (versionBefore(ctx.version, gates.removingState)) {
-      // 1.24 still carried ExecutionDriver and plain-string SecurityOptions.
-      info.ExecutionDriver = '<not supported>';
-      info.SecurityOptions = (info.SecurityOptions as string[]).map((o) => /name=([^,]+)/.exec(o)?.[1] ?? o);
-    }
-    // moby's router from 1.42: kernel memory limits are gone
-    if (!versionBefore(ctx.version, gates.kernelMemoryOmitted)) info.KernelMemory = false;
-    sendJson(ctx.res, 200, info);
+    sendJson(ctx.res, 200, shapeInfo(await system.info(), ctx.version));
   });
 }

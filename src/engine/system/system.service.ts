@@ -97,6 +97,10 @@ export class SystemService {
     };
   }
 
+  /**
+   * Every field /info has at some API version, in dockerd's order, with true values (the API
+   * layer leaves out what the request's version does not have).
+   */
   async info(): Promise<Record<string, unknown>> {
     const f = this.facts();
     const counts = this.sources.containers?.() ?? { total: 0, running: 0, paused: 0, stopped: 0 };
@@ -196,6 +200,10 @@ export class SystemService {
       RuncCommit: { ID: runcCommit, Expected: runcCommit },
       InitCommit: { ID: '', Expected: '' },
       SecurityOptions: this.sources.securityOptions?.() ?? [],
+      // the bridge's rules are iptables' (no nftables, no firewalld, no userland proxy)
+      FirewallBackend: { Driver: 'iptables' },
+      // no CDI devices: dockerd's empty list
+      CDISpecDirs: [],
       Warnings: f.ipv4Forwarding ? null : ['WARNING: IPv4 forwarding is disabled'],
     };
   }
