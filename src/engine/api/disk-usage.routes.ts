@@ -3,7 +3,7 @@ import { sendJson } from '../../http/server.js';
 import { DISK_USAGE_TYPES, type DiskUsage, type DiskUsageType } from '../system/disk-usage.js';
 import { shapeListItem } from './containers.versions.js';
 import type { ApiRouter } from './context.js';
-import { shapeImageSummary } from './images.routes.js';
+import { shapeImageSummary } from './images.versions.js';
 import { gates, versionBefore } from './versions.js';
 import { shapeVolume } from './volumes.routes.js';
 

@@ -6,15 +6,10 @@ import { familiarString, parseNormalizedNamed, tagNameOnly, withTag } from '../.
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendEmpty, sendJson } from '../../http/server.js';
 import { type JsonMessageStream, progressBar, startJsonStream } from '../../http/stream.js';
-import { orderedContainerConfig, unixSeconds, ZERO_TIME } from '../images/config.js';
 import type { ImageService } from '../images/images.service.js';
-import type {
-  ImageDetails,
-  ImageHistoryItem,
-  ImageListItem,
-  ImportProgress,
-} from '../images/images.types.js';
+import type { ImportProgress, OciPlatform } from '../images/images.types.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
+import { decodePlatform, shapeHistoryItem, shapeImageInspect, shapeImageSummary } from './images.versions.js';
 import { gates, versionBefore } from './versions.js';
 
 /** What the routes need from the image service (src/engine/images). */
@@ -22,73 +17,6 @@ export type ImageBackend = Pick<
   ImageService,
   'importImage' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
 >;
-
-/** dockerd 20.10 leaves an empty list nil (JSON null) in image list rows. */
-function orNull(list: string[], version: string): string[] | null {
-  return list.length === 0 && versionBefore(version, gates.imageListEmptyArrays) ? null : list;
-}
-
-/** GET /images/json row, keys in dockerd's order. */
-export function shapeImageSummary(item: ImageListItem, version: string): Record<string, unknown> {
-  const r = item.record;
-  const out: Record<string, unknown> = {
-    Containers: item.containers ?? -1,
-    Created: unixSeconds(r.created),
-    Id: r.id,
-    Labels: r.config.config?.Labels ?? null,
-    ParentId: r.parent,
-    RepoDigests: orNull(item.repoDigests, version),
-    RepoTags: orNull(item.repoTags, version),
-    SharedSize: item.sharedSize ?? -1,
-    Size: r.size,
-  };
-  if (versionBefore(version, gates.imageVirtualSizeOmitted)) out.VirtualSize = r.size;
-  return out;
-}
-
-/** GET /images/{name}/json, field for field as dockerd 20.10 answers (gated by version). */
-export function shapeImageInspect(d: ImageDetails, version: string): Record<string, unknown> {
-  const r = d.record;
-  const c = r.config;
-  const out: Record<string, unknown> = {
-    Id: r.id,
-    RepoTags: r.repoTags,
-    RepoDigests: r.repoDigests,
-    Parent: r.parent,
-    Comment: c.comment ?? '',
-    Created: c.created ?? ZERO_TIME,
-  };
-  if (versionBefore(version, gates.imageContainerConfig)) {
-    out.Container = c.container ?? '';
-    out.ContainerConfig = orderedContainerConfig(c.container_config);
-  }
-  out.DockerVersion = c.docker_version ?? '';
-  out.Author = c.author ?? '';
-  out.Config = c.config ? orderedContainerConfig(c.config) : null;
-  out.Architecture = c.architecture ?? '';
-  if (c.variant) out.Variant = c.variant;
-  out.Os = c.os ?? '';
-  if (c['os.version'] && !versionBefore(version, gates.imageOsVersion)) out.OsVersion = c['os.version'];
-  out.Size = r.size;
-  if (versionBefore(version, gates.imageVirtualSizeOmitted)) out.VirtualSize = r.size;
-  out.GraphDriver = { Data: d.graphDriver ? { ...d.graphDriver } : null, Name: 'overlay2' };
-  const rootfs: Record<string, unknown> = { Type: c.rootfs?.type ?? 'layers' };
-  if (c.rootfs?.diff_ids?.length) rootfs.Layers = c.rootfs.diff_ids;
-  out.RootFS = rootfs;
-  out.Metadata = { LastTagTime: d.lastTagTime ?? ZERO_TIME };
-  return out;
-}
-
-export function shapeHistoryItem(h: ImageHistoryItem): Record<string, unknown> {
-  return {
-    Comment: h.comment,
-    Created: h.created,
-    CreatedBy: h.createdBy,
-    Id: h.id,
-    Size: h.size,
-    Tags: h.tags,
-  };
-}
 
 /** Let an unread request body drain (briefly) so the client reads our error instead of EPIPE. */
 async function drain(req: IncomingMessage): Promise<void> {
@@ -171,7 +99,18 @@ export function registerImageRoutes(router: ApiRouter, images: ImageBackend): vo
       filters.set('reference', [...(filters.get('reference') ?? []), legacy]);
     }
     const sharedSize = atLeast(ctx, gates.imageListSharedSize) && parseBool(q.get('shared-size'));
-    const items = await images.listImages({ all, filters, sharedSize });
+    // `manifests` lists the containerd image store's manifests: berth keeps none, so there is
+    // nothing to add; `identity` needs it all the same, as dockerd says
+    const manifests = atLeast(ctx, gates.imageListManifests) && parseBool(q.get('manifests'));
+    const identity = atLeast(ctx, gates.imageListIdentity) && parseBool(q.get('identity'));
+    if (identity && !manifests) throw invalidParameter('conflicting options: identity requires manifests=1');
+    const items = await images.listImages({
+      all,
+      filters,
+      sharedSize,
+      // Containers is -1 below 1.51: not counted
+      containers: atLeast(ctx, gates.imageListContainers),
+    });
     sendJson(
       ctx.res,
       200,
@@ -185,12 +124,23 @@ export function registerImageRoutes(router: ApiRouter, images: ImageBackend): vo
   });
 
   router.get('/images/{name*}/json', async (ctx) => {
-    const details = await images.inspect(ctx.params.name ?? '');
+    const q = ctx.query;
+    // `manifests` (1.48) adds the containerd store's manifests: none here
+    const manifests = atLeast(ctx, gates.imageInspectManifests) && parseBool(q.get('manifests'));
+    let platform: OciPlatform | undefined;
+    const platformText = q.get('platform');
+    if (platformText && atLeast(ctx, gates.imageInspectPlatform)) platform = decodePlatform(platformText);
+    if (manifests && platform)
+      throw invalidParameter('conflicting options: manifests and platform options cannot both be set');
+    const details = await images.inspect(ctx.params.name ?? '', { platform });
     sendJson(ctx.res, 200, shapeImageInspect(details, ctx.version));
   });
 
   router.get('/images/{name*}/history', async (ctx) => {
-    const items = await images.history(ctx.params.name ?? '');
+    const platformText = ctx.query.get('platform');
+    const platform =
+      platformText && atLeast(ctx, gates.imageHistoryPlatform) ? decodePlatform(platformText) : undefined;
+    const items = await images.history(ctx.params.name ?? '', { platform });
     sendJson(ctx.res, 200, items.map(shapeHistoryItem));
   });
 
@@ -202,7 +152,17 @@ export function registerImageRoutes(router: ApiRouter, images: ImageBackend): vo
   router.delete('/images/{name*}', async (ctx) => {
     const force = parseBool(ctx.query.get('force'));
     const noprune = parseBool(ctx.query.get('noprune'));
-    const items = await images.remove(ctx.params.name ?? '', { force, prune: !noprune });
+    // `platforms` (1.50): dockerd's image store (not containerd's) takes one at most, and then
+    // deletes the image only if it is for that platform
+    const platforms = atLeast(ctx, gates.imageDeletePlatforms)
+      ? ctx.query.getAll('platforms').map(decodePlatform)
+      : [];
+    if (platforms.length > 1) throw invalidParameter('multiple platforms are not supported');
+    const items = await images.remove(ctx.params.name ?? '', {
+      force,
+      prune: !noprune,
+      platform: platforms[0],
+    });
     sendJson(ctx.res, 200, items);
   });
 }

@@ -10,7 +10,8 @@ import {
 import type { LayerCollector } from './gc.js';
 import type { ImageEvents } from './image.events.js';
 import { hex, type ImageStore, type LoadedImage } from './image.store.js';
-import type { ImageDeleteItem, ImageUsers } from './images.types.js';
+import type { ImageDeleteItem, ImageRemoveOptions, ImageUsers } from './images.types.js';
+import { checkImagePlatform } from './platform.js';
 import { hasDigest, type ReferenceStore, storedForm } from './references.js';
 
 class ImageDeleteConflict extends BerthError {
@@ -47,13 +48,15 @@ export class ImageDeleter {
     },
   ) {}
 
-  async remove(name: string, opts: { force?: boolean; prune?: boolean } = {}): Promise<ImageDeleteItem[]> {
+  async remove(name: string, opts: ImageRemoveOptions = {}): Promise<ImageDeleteItem[]> {
     const force = opts.force ?? false;
     const prune = opts.prune ?? true;
     const { refs, events } = this.deps;
     return this.deps.store.locked(async () => {
       const { id, notFoundName } = refs.lookup(name);
       if (!id) throw notFound(`No such image: ${notFoundName}`);
+      const found = this.deps.store.get(id);
+      if (found) checkImagePlatform(name, found.config, opts.platform);
       const records: ImageDeleteItem[] = [];
       let repoRefs = refs.refsOf(id);
       let removedRepositoryRef = false;

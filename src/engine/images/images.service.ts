@@ -39,9 +39,11 @@ import type {
   ImageHistoryItem,
   ImageListItem,
   ImageListOptions,
+  ImageRemoveOptions,
   ImageResolver,
   ImageUsers,
   ImportOptions,
+  PlatformOption,
 } from './images.types.js';
 import { ImageImporter } from './import.js';
 import { addLayer } from './layers.js';
@@ -89,11 +91,12 @@ export interface ImageService extends ImageResolver {
   listImages(opts?: ImageListOptions): Promise<ImageListItem[]>;
   /** The unpacked size of every layer some image uses, each once (GET /system/df). */
   layersSize(): Promise<number>;
-  inspect(name: string): Promise<ImageDetails>;
-  history(name: string): Promise<ImageHistoryItem[]>;
+  /** With a platform: NotFound unless the image is for it. */
+  inspect(name: string, opts?: PlatformOption): Promise<ImageDetails>;
+  history(name: string, opts?: PlatformOption): Promise<ImageHistoryItem[]>;
   /** Tag `name` as `repo[:tag]` (tag defaults to latest). */
   tag(name: string, repo: string, tag?: string): Promise<void>;
-  remove(name: string, opts?: { force?: boolean; prune?: boolean }): Promise<ImageDeleteItem[]>;
+  remove(name: string, opts?: ImageRemoveOptions): Promise<ImageDeleteItem[]>;
   /** POST /images/prune: filters dangling (default true), label, label!, until. */
   prune(
     filters?: Map<string, string[]>,
@@ -159,8 +162,8 @@ export async function createImageService(opts: {
     commit: (o) => creator.commit(o),
     listImages: (o) => lister.listImages(o),
     layersSize: () => lister.layersSize(),
-    inspect: (name) => views.inspect(name),
-    history: (name) => views.history(name),
+    inspect: (name, o) => views.inspect(name, o),
+    history: (name, o) => views.history(name, o),
     tag: (name, repo, tag) => tags.tag(name, repo, tag),
     remove: (name, o) => deleter.remove(name, o),
     prune: (filters) => pruner.prune(filters),

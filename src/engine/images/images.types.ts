@@ -1,5 +1,8 @@
 import type { ContainerConfig, ImageConfigFile } from '../../common/docker-types.js';
 import type { SnapshotPaths } from '../storage/snapshotter.types.js';
+import type { OciPlatform } from './platform.js';
+
+export type { OciPlatform };
 
 /** What other engine services (containers, build, system) need to know of an image. */
 export interface ImageRecord {
@@ -57,7 +60,7 @@ export interface ImportOptions {
 /** One row of GET /images/json before shaping. */
 export interface ImageListItem {
   record: ImageRecord;
-  /** Familiar `name:tag` strings shown for this row (filtered by `reference`), `<none>:<none>` when dangling. */
+  /** Familiar `name:tag` strings shown for this row (filtered by `reference`); [] when untagged. */
   repoTags: string[];
   repoDigests: string[];
   /** With `sharedSize`: the size of this image's layers that other images use too. */
@@ -70,7 +73,7 @@ export interface ImageListOptions {
   all?: boolean;
   /** Work out each row's shared size (API 1.42 `shared-size`). */
   sharedSize?: boolean;
-  /** Count the containers using each image (GET /system/df). */
+  /** Count the containers using each image (GET /system/df; the list from API 1.51). */
   containers?: boolean;
   /** dangling, label, before, since, reference. */
   filters?: Map<string, string[]>;
@@ -95,6 +98,17 @@ export interface ImageHistoryItem {
 }
 
 export type ImageDeleteItem = { Untagged: string } | { Deleted: string };
+
+/** Inspect, history and delete of one platform's image: NotFound when the image is for another. */
+export interface PlatformOption {
+  platform?: OciPlatform;
+}
+
+export interface ImageRemoveOptions extends PlatformOption {
+  force?: boolean;
+  /** Delete untagged parents too (default true). */
+  prune?: boolean;
+}
 
 /** docker commit's image half (ImageService.commit). */
 export interface CommitOptions {

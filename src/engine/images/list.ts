@@ -50,15 +50,13 @@ export class ImageLister {
       }
       let refs = references.refsOf(id);
       if (patterns.length) refs = refs.filter((r) => patterns.some((p) => familiarMatch(p, r)));
-      let repoTags = tagStrings(refs);
-      let repoDigests = digestStrings(refs);
+      const repoTags = tagStrings(refs);
+      const repoDigests = digestStrings(refs);
       if (repoTags.length === 0 && repoDigests.length === 0) {
         if (!opts.all && children.has(id)) continue;
         if (dangling?.length && !danglingOnly) continue;
         if (patterns.length) continue;
         if (references.refsOf(id).length > 0) continue; // tagged, but no reference matched
-        repoTags = ['<none>:<none>'];
-        repoDigests = ['<none>@<none>'];
       } else if (danglingOnly && repoTags.length > 0) continue;
       out.push({ record: rec, repoTags, repoDigests });
     }

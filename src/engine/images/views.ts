@@ -2,7 +2,8 @@ import { invalidParameter, notFound } from '../../common/errors.js';
 import type { SnapshotPaths } from '../storage/snapshotter.types.js';
 import { unixSeconds } from './config.js';
 import type { ImageStore, LoadedImage } from './image.store.js';
-import type { ImageDetails, ImageHistoryItem, ImageRecord } from './images.types.js';
+import type { ImageDetails, ImageHistoryItem, ImageRecord, PlatformOption } from './images.types.js';
+import { checkImagePlatform } from './platform.js';
 import { digestStrings, type ReferenceStore, tagStrings } from './references.js';
 
 /** What the views read of the store. */
@@ -46,8 +47,15 @@ export class ImageViews {
     return this.store.ids().map((id) => this.record(id));
   }
 
-  async inspect(name: string): Promise<ImageDetails> {
+  /** The image `name` means; with a platform, NotFound unless the image is for it (moby's GetImage). */
+  async resolveFor(name: string, opts: PlatformOption = {}): Promise<ImageRecord> {
     const rec = await this.resolve(name);
+    checkImagePlatform(name, rec.config, opts.platform);
+    return rec;
+  }
+
+  async inspect(name: string, opts: PlatformOption = {}): Promise<ImageDetails> {
+    const rec = await this.resolveFor(name, opts);
     const img = this.store.get(rec.id) as LoadedImage;
     let graphDriver: SnapshotPaths | null = null;
     if (rec.chainId) graphDriver = await this.store.overlay.layerPaths(rec.chainId);
@@ -55,8 +63,8 @@ export class ImageViews {
   }
 
   /** The image's history, newest first; the IDs and tags of its parents where they are still here. */
-  async history(name: string): Promise<ImageHistoryItem[]> {
-    const rec = await this.resolve(name);
+  async history(name: string, opts: PlatformOption = {}): Promise<ImageHistoryItem[]> {
+    const rec = await this.resolveFor(name, opts);
     const img = this.store.get(rec.id) as LoadedImage;
     const items: ImageHistoryItem[] = [];
     let layerIndex = 0;

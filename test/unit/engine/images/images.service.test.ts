@@ -93,7 +93,7 @@ describe('image service (real overlay in a temp dir)', () => {
     const dangling = await images.listImages({ filters: new Map([['dangling', ['true']]]) });
     assert.deepEqual(
       dangling.map((d) => [d.record.id, d.repoTags, d.repoDigests]),
-      [[a, ['<none>:<none>'], ['<none>@<none>']]],
+      [[a, [], []]],
     );
     assert.ok(!(await ids({ filters: new Map([['dangling', ['false']]]) })).includes(a));
     assert.deepEqual(await ids({ filters: new Map([['label', ['kind=b']]]) }), [b]);
@@ -113,6 +113,23 @@ describe('image service (real overlay in a temp dir)', () => {
     });
     await images.remove(a);
     await images.remove('x:1');
+  });
+
+  it('inspects, shows history and deletes for a platform only when the image is for it', async () => {
+    const id = await importTar(await makeTar([{ name: 'plat', content: 'p' }]), 'plat:1');
+    const rec = await images.resolve(id);
+    const host = { os: 'linux', architecture: rec.config.architecture };
+    assert.equal((await images.inspect('plat:1', { platform: host })).record.id, id);
+    assert.equal((await images.history('plat:1', { platform: host })).length, 1);
+    const other = { os: 'linux', architecture: rec.config.architecture === 's390x' ? 'amd64' : 's390x' };
+    const message = `image with reference plat:1 was found but its platform (linux/${rec.config.architecture}) does not match the specified platform (linux/${other.architecture})`;
+    await assert.rejects(images.inspect('plat:1', { platform: other }), { kind: 'NotFound', message });
+    await assert.rejects(images.history('plat:1', { platform: other }), { kind: 'NotFound', message });
+    await assert.rejects(images.remove('plat:1', { platform: other }), { kind: 'NotFound', message });
+    // a full reference is named familiar
+    await assert.rejects(images.inspect('docker.io/library/plat:1', { platform: other }), { message });
+    const removed = await images.remove('plat:1', { platform: host });
+    assert.deepEqual(removed.slice(0, 2), [{ Untagged: 'plat:1' }, { Deleted: id }]);
   });
 
   it('deletes like dockerd: conflicts with containers, force, layers freed with the last user', async () => {
