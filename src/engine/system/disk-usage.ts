@@ -65,3 +65,71 @@ export class DiskUsage {
     };
   }
 }
+
+/** One kind's totals, as moby's DiskUsage summaries (API 1.52 `ImageUsage` and the others). */
+export interface UsageSummary {
+  /** Objects in use: images some container uses, running/paused/restarting containers, referenced volumes. */
+  activeCount: number;
+  totalCount: number;
+  /** Bytes that removing the unused objects would free. */
+  reclaimable: number;
+  totalSize: number;
+}
+
+/**
+ * moby's imageDiskUsage: every top-level image; its size is the layers' (LayersSize); an image no
+ * container uses could free what it does not share with others.
+ */
+export function imageSummary(images: readonly ImageListItem[], layersSize: number): UsageSummary {
+  const s: UsageSummary = {
+    activeCount: 0,
+    totalCount: images.length,
+    reclaimable: 0,
+    totalSize: layersSize,
+  };
+  for (const img of images) {
+    const users = img.containers ?? -1;
+    if (users > 0) s.activeCount++;
+    else if (users === 0 && img.sharedSize !== undefined && img.sharedSize !== -1 && img.record.size !== -1)
+      s.reclaimable += img.record.size - img.sharedSize;
+  }
+  return s;
+}
+
+const ACTIVE_STATES = new Set(['running', 'paused', 'restarting']);
+
+/** moby's containerDiskUsage: the writable layers; those of containers not running are reclaimable. */
+export function containerSummary(containers: readonly ContainerSummary[]): UsageSummary {
+  const s: UsageSummary = { activeCount: 0, totalCount: containers.length, reclaimable: 0, totalSize: 0 };
+  for (const c of containers) {
+    const size = c.SizeRw ?? 0;
+    s.totalSize += size;
+    if (ACTIVE_STATES.has(c.State)) s.activeCount++;
+    else s.reclaimable += size;
+  }
+  return s;
+}
+
+/** moby's localVolumesSize: sized volumes no container references are reclaimable (and inactive). */
+export function volumeSummary(volumes: readonly VolumeUsage[]): UsageSummary {
+  const s: UsageSummary = {
+    activeCount: volumes.length,
+    totalCount: volumes.length,
+    reclaimable: 0,
+    totalSize: 0,
+  };
+  for (const v of volumes) {
+    if (v.UsageData.Size === -1) continue;
+    s.totalSize += v.UsageData.Size;
+    if (v.UsageData.RefCount === 0) {
+      s.reclaimable += v.UsageData.Size;
+      s.activeCount--;
+    }
+  }
+  return s;
+}
+
+/** The build cache's totals: berth keeps none, so all zero. */
+export function buildCacheSummary(records: readonly never[]): UsageSummary {
+  return { activeCount: 0, totalCount: records.length, reclaimable: 0, totalSize: 0 };
+}
