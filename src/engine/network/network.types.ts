@@ -87,3 +87,14 @@ export interface ContainerNetworking {
   /** Who is attached (inspect's Containers); the containers service provides it. */
   setContainerSource(source: () => AttachedContainer[]): void;
 }
+
+/** How much of a block is taken (network inspect's Status.IPAM.Subnets values, API 1.52). */
+export interface SubnetStatus {
+  IPsInUse: number;
+  DynamicIPsAvailable: number;
+}
+
+/** Network inspect's `Status` (API 1.52): the IPAM state by block (`172.17.0.0/16`). */
+export interface NetworkStatus {
+  IPAM: { Subnets?: Record<string, SubnetStatus> };
+}

@@ -1,9 +1,20 @@
 import { invalidParameter } from '../../common/errors.js';
 import { checkFilterNames } from '../../common/filters.js';
 import { filterMatch } from '../../common/go-regexp.js';
-import type { AttachedContainer, BridgeInfo, PredefinedNetwork } from './network.types.js';
+import { broadcastAddress, containsIp, networkAddress, parseCidr, parseIpv4 } from './ipv4.js';
+import type {
+  AttachedContainer,
+  BridgeInfo,
+  NetworkStatus,
+  PredefinedNetwork,
+  SubnetStatus,
+} from './network.types.js';
 
-/** GET /networks and /networks/{id} of the predefined networks, in dockerd 20.10's shape. Pure. */
+/**
+ * GET /networks and /networks/{id} of the predefined networks: dockerd 20.10's shape with what
+ * newer dockerds add (EnableIPv4, inspect's Status); the API layer leaves out what the request's
+ * version does not have. Pure.
+ */
 
 export interface NetworkFacts {
   name: PredefinedNetwork;
@@ -27,8 +38,49 @@ export function bridgeOptions(bridge: BridgeInfo): Record<string, string> {
 }
 
 /**
- * One network. `containers` (inspect only; the list shows `{}`) are the running containers with
- * an endpoint on it.
+ * The IPAM state of one block as libnetwork's default IPAM reports it: the addresses taken (the
+ * network and broadcast addresses, which it reserves, the gateway and the endpoints' addresses)
+ * and how many are left to hand out (the whole block is the range).
+ */
+export function subnetStatus(subnet: string, gateway: string, endpointIps: readonly string[]): SubnetStatus {
+  const block = parseCidr(subnet);
+  if (!block) return { IPsInUse: 0, DynamicIPsAvailable: 0 };
+  const size = 2 ** (32 - block.prefixLen);
+  const taken = new Set<number>();
+  if (block.prefixLen < 31) {
+    taken.add(networkAddress(block));
+    taken.add(broadcastAddress(block));
+  }
+  for (const text of [gateway, ...endpointIps]) {
+    const ip = parseIpv4(text);
+    if (ip !== undefined && containsIp(block, ip)) taken.add(ip);
+  }
+  return { IPsInUse: taken.size, DynamicIPsAvailable: size - taken.size };
+}
+
+/**
+ * Inspect's `Status` (API 1.52): the bridge's block with its use by the running containers'
+ * endpoints; host and none hand out no addresses (an empty IPAM status, Subnets left out).
+ */
+export function networkStatus(n: NetworkFacts, containers: readonly AttachedContainer[]): NetworkStatus {
+  if (!n.bridge) return { IPAM: {} };
+  const ips = containers.filter((c) => c.endpoint.networkId === n.id && c.endpoint.ipAddress);
+  return {
+    IPAM: {
+      Subnets: {
+        [n.bridge.subnet]: subnetStatus(
+          n.bridge.subnet,
+          n.bridge.gateway,
+          ips.map((c) => c.endpoint.ipAddress),
+        ),
+      },
+    },
+  };
+}
+
+/**
+ * One network. `containers` (inspect only; the list shows `{}` and no Status) are the running
+ * containers with an endpoint on it.
  */
 export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): Record<string, unknown> {
   const config: Array<Record<string, string>> = [];
@@ -48,12 +100,13 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
       IPv6Address: '',
     };
   }
-  return {
+  const view: Record<string, unknown> = {
     Name: n.name,
     Id: n.id,
     Created: n.created,
     Scope: 'local',
     Driver: DRIVERS[n.name],
+    EnableIPv4: true,
     EnableIPv6: false,
     IPAM: { Driver: 'default', Options: null, Config: config },
     Internal: false,
@@ -65,6 +118,8 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
     Options: n.bridge ? bridgeOptions(n.bridge) : {},
     Labels: {},
   };
+  if (containers) view.Status = networkStatus(n, containers);
+  return view;
 }
 
 export const NETWORK_LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'] as const;

@@ -274,6 +274,7 @@ describe('network service', () => {
       'Created',
       'Scope',
       'Driver',
+      'EnableIPv4',
       'EnableIPv6',
       'IPAM',
       'Internal',
@@ -284,7 +285,14 @@ describe('network service', () => {
       'Containers',
       'Options',
       'Labels',
+      'Status',
     ]);
+    // the IPAM state: network, broadcast, gateway and the endpoint's address taken
+    assert.deepEqual(bridge.Status, {
+      IPAM: { Subnets: { '172.18.0.0/16': { IPsInUse: 4, DynamicIPsAvailable: 65536 - 4 } } },
+    });
+    assert.deepEqual(service.inspect('none').Status, { IPAM: {} });
+    assert.ok(!('Status' in (list[0] ?? {})), 'the list has no Status');
     assert.deepEqual(bridge.IPAM, {
       Driver: 'default',
       Options: null,

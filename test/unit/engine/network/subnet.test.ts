@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatIpv4, overlaps, parseCidr, parseIpv4 } from '../../../../src/engine/network/ipv4.js';
+import { subnetStatus } from '../../../../src/engine/network/network.views.js';
 import {
   choiceFromAddress,
   DEFAULT_POOLS,
@@ -97,5 +98,23 @@ describe('subnet choice', () => {
       prefixLen: 16,
     });
     assert.equal(choiceFromAddress('bogus', 16), undefined);
+  });
+});
+
+describe('network status (API 1.52 Status.IPAM.Subnets)', () => {
+  it('counts what libnetwork IPAM holds: network, broadcast, gateway, endpoints', () => {
+    assert.deepEqual(subnetStatus('172.17.0.0/16', '172.17.0.1', []), {
+      IPsInUse: 3,
+      DynamicIPsAvailable: 65533,
+    });
+    assert.deepEqual(
+      subnetStatus('10.0.0.0/24', '10.0.0.1', ['10.0.0.2', '10.0.0.3', '10.0.0.3', '192.168.0.9']),
+      {
+        IPsInUse: 5,
+        DynamicIPsAvailable: 251,
+      },
+    );
+    // a /31 reserves neither end (RFC 3021)
+    assert.deepEqual(subnetStatus('10.0.0.0/31', '', []), { IPsInUse: 0, DynamicIPsAvailable: 2 });
   });
 });
