@@ -34,6 +34,8 @@ const NEVER: Array<{ from: string; to: string; why: string; except?: string[] }>
   { from: 'src/common/', to: 'src/registry/', why: 'common is the ground' },
   { from: 'src/common/', to: 'src/http/', why: 'common is the ground' },
   { from: 'src/registry/', to: 'src/engine/', why: 'the registry stands apart from the engine' },
+  { from: 'src/registry/', to: 'src/cli/', why: 'the registry does not reach up' },
+  { from: 'src/engine/', to: 'src/cli/', why: 'the engine does not reach up' },
   { from: 'src/engine/', to: 'src/registry/', why: 'the engine reaches the registry over HTTP only' },
 ];
 

@@ -1,10 +1,10 @@
 import { errorMessage } from '../common/errors.js';
 import { parseLogLevel, rootLogger } from '../common/log.js';
 import { ConfigError, configFromEnv, loadConfig, type RegistryConfig } from '../registry/config.js';
-// ---- `berth registry gc` dispatch: garbage collection lives in src/registry/gc (its own owner).
-import { runGc } from '../registry/gc/gc.command.js';
 import { startRegistry } from '../registry/index.js';
 import { type FlagSpec, parseArgs, str, UsageError, untilSignal, usage } from './args.js';
+// ---- `berth registry gc` dispatch: garbage collection lives in src/registry/gc (its own owner).
+import { runGc } from './registry-gc.command.js';
 
 const spec: Record<string, FlagSpec> = {
   addr: { kind: 'string', help: 'listen address host:port (default 127.0.0.1:5000; overrides http.addr)' },

@@ -23,7 +23,7 @@ const repoRoot = resolve(import.meta.dirname, '../../..');
 
 /** `berth registry gc ...` in its own process (the exported runGc), as an operator runs it. */
 function gc(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const script = `const m = await import(${JSON.stringify(join(repoRoot, 'src/registry/gc/gc.command.ts'))}); process.exitCode = await m.runGc(process.argv.slice(1));`;
+  const script = `const m = await import(${JSON.stringify(join(repoRoot, 'src/cli/registry-gc.command.ts'))}); process.exitCode = await m.runGc(process.argv.slice(1));`;
   return new Promise((resolvePromise, reject) => {
     const child = spawn(
       process.execPath,

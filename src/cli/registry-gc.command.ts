@@ -1,8 +1,8 @@
-import { bool, type FlagSpec, parseArgs, str, UsageError, usage } from '../../cli/args.js';
-import { errorMessage } from '../../common/errors.js';
-import { loadConfig, type RegistryConfig } from '../config.js';
-import { FilesystemDriver } from '../storage/filesystem.driver.js';
-import { collectGarbage } from './gc.js';
+import { errorMessage } from '../common/errors.js';
+import { loadConfig, type RegistryConfig } from '../registry/config.js';
+import { collectGarbage } from '../registry/gc/gc.js';
+import { FilesystemDriver } from '../registry/storage/filesystem.driver.js';
+import { bool, type FlagSpec, parseArgs, str, UsageError, usage } from './args.js';
 
 const spec: Record<string, FlagSpec> = {
   config: {
