@@ -1,10 +1,11 @@
 import { invalidParameter } from '../../common/errors.js';
 import { type LongTimer, setLongTimeout } from '../../common/long-timer.js';
+import { frameRecord } from '../../http/json-records.js';
 import { parseFilters } from '../../http/query.js';
 import { eventFilter } from '../events/events.filter.js';
 import type { EngineEvent, EventsService } from '../events/events.service.js';
 import type { ApiRouter } from './context.js';
-import { eventRecord, eventShown, eventsContentType, frameRecord } from './events.versions.js';
+import { eventRecord, eventShown, eventsContentType } from './events.versions.js';
 
 /**
  * Docker timestamps in query parameters: Unix seconds with an optional fraction

@@ -2,7 +2,8 @@ import type { Writable } from 'node:stream';
 import { invalidParameter } from '../../common/errors.js';
 import { onceAny } from '../../common/once-any.js';
 import {
-  encodeRecord,
+  acceptValues,
+  frameRecord,
   JSON_RECORD_TYPES,
   matchAcceptStrict,
   NDJSON,
@@ -85,7 +86,8 @@ async function writeLogRecords(
   for await (const batch of batches) {
     if (res.destroyed) break;
     if (batch.length === 0) continue;
-    if (!res.write(batch.map((r) => encodeRecord(r, type)).join('')) && !res.destroyed) await waitDrain(res);
+    if (!res.write(batch.map((r) => frameRecord(type, JSON.stringify(r))).join('')) && !res.destroyed)
+      await waitDrain(res);
   }
 }
 
@@ -145,7 +147,7 @@ export function registerStreamRoutes(router: ApiRouter, containers: StreamsBacke
       // experimental in dockerd: `format=json`, or a JSON record stream named in Accept
       const format = ctx.query.get('format') ?? '';
       if (format !== '' && format !== 'json') throw invalidParameter('unsupported log format');
-      json = format === 'json' || matchAcceptStrict(ctx.req.headers, JSON_RECORD_TYPES) !== '';
+      json = format === 'json' || matchAcceptStrict(acceptValues(ctx.req), JSON_RECORD_TYPES) !== undefined;
     }
     const ac = new AbortController();
     ctx.res.on('close', () => ac.abort());
@@ -162,7 +164,7 @@ export function registerStreamRoutes(router: ApiRouter, containers: StreamsBacke
     });
     ctx.res.statusCode = 200;
     if (json) {
-      const type = negotiate(ctx.req.headers, JSON_RECORD_TYPES, NDJSON);
+      const type = negotiate(acceptValues(ctx.req), JSON_RECORD_TYPES, NDJSON);
       ctx.res.setHeader('Content-Type', type);
       ctx.res.flushHeaders();
       await writeLogRecords(ctx.res, records, type);

@@ -76,8 +76,6 @@ export const gates = {
   execDie: '1.36',
   /** Container create defaults HostConfig.IpcMode to private. */
   ipcPrivateDefault: '1.40',
-  /** Image list: empty RepoTags/RepoDigests as [] from here on (null before, as dockerd 20.10). */
-  imageListEmptyArrays: '1.44',
   /** Image list/inspect: VirtualSize omitted from this version on. */
   imageVirtualSizeOmitted: '1.44',
   /** Image list: singular `filter` parameter removed. */
@@ -200,10 +198,6 @@ export const gates = {
   networkStatus: '1.52',
   /** /info: KernelMemoryTCP gone. */
   infoKernelMemoryTcpOmitted: '1.52',
-
-  // ---- 1.53 (docker 29.2) ----
-  /** Image inspect: Identity (trusted origin: none known here). */
-  imageIdentity: '1.53',
 
   // ---- 1.54 (docker 29.3) ----
   /** Image list: `identity` (needs manifests=1). Container logs: `format=json` (experimental). */

@@ -18,6 +18,7 @@ import type { ImageRecord, ImageResolver } from '../../../src/engine/images/imag
 import { createRuntime } from '../../../src/engine/runtime/index.js';
 import type { Runtime } from '../../../src/engine/runtime/runtime.types.js';
 import type { SnapshotPaths, Snapshotter } from '../../../src/engine/storage/snapshotter.types.js';
+import { CREATE_OPTIONS } from '../../helpers/create-options.js';
 import { makeBusyboxRootfs } from './runtime-fixture.js';
 
 /**
@@ -107,12 +108,7 @@ function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}
     config,
     hostConfig: {},
     networkingConfig: {},
-    options: {
-      defaultIpcMode: 'private',
-      kernelMemory: false,
-      readOnlyNonRecursive: false,
-      defaultNetworkIsBridge: false,
-    },
+    options: CREATE_OPTIONS,
     ...extra,
   };
 }

@@ -2,10 +2,11 @@ import type {
   ContainerConfig,
   EndpointSettings,
   HostConfig,
+  MountSpec,
   PortBinding,
 } from '../../../common/docker-types.js';
 import { sortedMap } from '../../../common/sorted-map.js';
-import { parseBind } from './mounts.validate.js';
+import { type ParsedBind, parseBind } from './mounts.validate.js';
 import { type ContainerRecord, type ContainerStatus, type MountPoint, ZERO_TIME } from './record.types.js';
 import { humanDuration, parseTimestampMs } from './units.js';
 import type {
@@ -127,25 +128,41 @@ function portsView(src: ViewSource): Record<string, PortBinding[] | null> {
   return out;
 }
 
+/** A bind of HostConfig.Binds as a mount point (propagation rprivate unless given). */
+export function bindPoint(p: ParsedBind): MountPoint {
+  return {
+    Type: 'bind',
+    Source: p.source,
+    Destination: p.destination,
+    Mode: p.mode,
+    RW: !p.readOnly,
+    Propagation: p.propagation || 'rprivate',
+  };
+}
+
+/** A bind Mount of HostConfig.Mounts as a mount point. */
+export function bindMountPoint(m: MountSpec): MountPoint {
+  return {
+    Type: 'bind',
+    Source: m.Source ?? '',
+    Destination: m.Target ?? '',
+    Mode: '',
+    RW: !m.ReadOnly,
+    Propagation: m.BindOptions?.Propagation || 'rprivate',
+  };
+}
+
 /** Inspect/list `Mounts`: binds and bind/tmpfs Mounts from HostConfig, then volumes and VolumesFrom. */
 export function mountsView(hc: HostConfig, points: MountPoint[] = []): MountView[] {
   const out: MountView[] = [];
   for (const b of hc.Binds ?? []) {
     const p = parseBind(b);
-    if (p.kind === 'volume') continue;
-    out.push({
-      Type: 'bind',
-      Source: p.source,
-      Destination: p.destination,
-      Mode: p.mode,
-      RW: !p.readOnly,
-      Propagation: p.propagation || 'rprivate',
-    });
+    if (p.kind !== 'volume') out.push(mountPointView(bindPoint(p)));
   }
   for (const m of hc.Mounts ?? []) {
     // volumes and images: the record's mount points
-    if (m.Type === 'volume' || m.Type === 'image') continue;
-    if (m.Type === 'tmpfs') {
+    if (m.Type === 'bind') out.push(mountPointView(bindMountPoint(m)));
+    else if (m.Type === 'tmpfs') {
       out.push({
         Type: 'tmpfs',
         Source: '',
@@ -153,15 +170,6 @@ export function mountsView(hc: HostConfig, points: MountPoint[] = []): MountView
         Mode: '',
         RW: !m.ReadOnly,
         Propagation: '',
-      });
-    } else {
-      out.push({
-        Type: m.Type ?? 'bind',
-        Source: m.Source ?? '',
-        Destination: m.Target ?? '',
-        Mode: '',
-        RW: !m.ReadOnly,
-        Propagation: m.BindOptions?.Propagation || 'rprivate',
       });
     }
   }

@@ -11,6 +11,7 @@ import { clean, parseBind } from '../core/mounts.validate.js';
 import type { ContainerSnapshots, MountsPort } from '../core/ports.js';
 import type { MountPoint } from '../core/record.types.js';
 import type { ContainerSet } from '../core/set.js';
+import { bindMountPoint, bindPoint } from '../core/views.js';
 import { bindMounts, ensureBindSources } from './binds.js';
 import { ImageMounts } from './image-mounts.js';
 
@@ -44,27 +45,9 @@ function allMountPoints(hc: HostConfig, points: MountPoint[]): MountPoint[] {
   const out: MountPoint[] = [];
   for (const b of hc.Binds ?? []) {
     const p = parseBind(b);
-    if (p.kind !== 'bind') continue;
-    out.push({
-      Type: 'bind',
-      Source: p.source,
-      Destination: p.destination,
-      Mode: p.mode,
-      RW: !p.readOnly,
-      Propagation: p.propagation || 'rprivate',
-    });
+    if (p.kind === 'bind') out.push(bindPoint(p));
   }
-  for (const m of hc.Mounts ?? []) {
-    if (m.Type !== 'bind') continue;
-    out.push({
-      Type: 'bind',
-      Source: m.Source ?? '',
-      Destination: m.Target ?? '',
-      Mode: '',
-      RW: !m.ReadOnly,
-      Propagation: m.BindOptions?.Propagation || 'rprivate',
-    });
-  }
+  for (const m of hc.Mounts ?? []) if (m.Type === 'bind') out.push(bindMountPoint(m));
   return [...out, ...points];
 }
 

@@ -12,6 +12,7 @@ import {
   validateNetworkingConfig,
 } from '../../../../src/engine/containers/core/validate.js';
 import { fullSysInfo, hostSysInfo, type SysInfo } from '../../../../src/engine/runtime/sysinfo.js';
+import { CREATE_OPTIONS } from '../../../helpers/create-options.js';
 import { type Harness, harness } from './fakes.js';
 
 /** Create-time decoding and validation, against what dockerd 20.10 answers (recorded below). */
@@ -724,12 +725,7 @@ describe('create-time adjustments (containers service, fake runtime)', () => {
     config,
     hostConfig,
     networkingConfig: {},
-    options: {
-      defaultIpcMode: 'private',
-      kernelMemory: false,
-      readOnlyNonRecursive: false,
-      defaultNetworkIsBridge: false,
-    },
+    options: CREATE_OPTIONS,
     ...(name ? { name } : {}),
   });
 

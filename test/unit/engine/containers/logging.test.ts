@@ -9,6 +9,7 @@ import type { CreateRequest } from '../../../../src/engine/containers/core/creat
 import type { ContainerRecord } from '../../../../src/engine/containers/core/record.types.js';
 import { logAttributes, logLimits, writesLog } from '../../../../src/engine/containers/io/log-copiers.js';
 import { detailsPrefix } from '../../../../src/engine/containers/io/logs.js';
+import { CREATE_OPTIONS } from '../../../helpers/create-options.js';
 import { type Harness, harness } from './fakes.js';
 
 function container(hostConfig: HostConfig, config: Partial<ContainerRecord['Config']> = {}): Container {
@@ -81,12 +82,7 @@ describe('container logs through the service (fake runtime)', () => {
     config: { Image: 'busybox', Cmd: ['true'] },
     hostConfig,
     networkingConfig: {},
-    options: {
-      defaultIpcMode: 'private',
-      kernelMemory: false,
-      readOnlyNonRecursive: false,
-      defaultNetworkIsBridge: false,
-    },
+    options: CREATE_OPTIONS,
   });
   const rec = (stream: string, tag: string, text: string) =>
     `2026-11-21T10:00:00.000000001+00:00 ${stream} ${tag} ${text}\n`;

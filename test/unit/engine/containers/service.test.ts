@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
 import type { AttachSink } from '../../../../src/engine/containers/io/io.types.js';
+import { CREATE_OPTIONS } from '../../../helpers/create-options.js';
 import { eventually } from '../../../helpers/eventually.js';
 import { ociSpec } from '../../../helpers/oci.js';
 import { type Harness, harness } from './fakes.js';
@@ -14,12 +15,7 @@ function req(config: CreateRequest['config'], extra: Partial<CreateRequest> = {}
     config,
     hostConfig: {},
     networkingConfig: {},
-    options: {
-      defaultIpcMode: 'private',
-      kernelMemory: false,
-      readOnlyNonRecursive: false,
-      defaultNetworkIsBridge: false,
-    },
+    options: CREATE_OPTIONS,
     ...extra,
   };
 }

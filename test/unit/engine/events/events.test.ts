@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseTimestamp } from '../../../../src/engine/api/events.routes.js';
-import {
-  eventRecord,
-  eventShown,
-  eventsContentType,
-  frameRecord,
-  matchAcceptStrict,
-} from '../../../../src/engine/api/events.versions.js';
+import { eventRecord, eventShown, eventsContentType } from '../../../../src/engine/api/events.versions.js';
 import { eventFilter } from '../../../../src/engine/events/events.filter.js';
 import { EventsService, eventJson } from '../../../../src/engine/events/events.service.js';
+import { frameRecord, matchAcceptStrict } from '../../../../src/http/json-records.js';
 import { parseFilters } from '../../../../src/http/query.js';
 
 const filter = (json: string) => eventFilter(parseFilters(json));
