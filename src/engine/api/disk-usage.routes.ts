@@ -92,7 +92,10 @@ function summaryReport(r: DiskUsageReport, version: string, verbose: boolean): R
   return out;
 }
 
-export function registerDiskUsageRoutes(router: ApiRouter, usage: DiskUsage): void {
+/** GET /system/df. */
+export type DiskUsageBackend = Pick<DiskUsage, 'report'>;
+
+export function registerDiskUsageRoutes(router: ApiRouter, usage: DiskUsageBackend): void {
   router.get('/system/df', async (ctx) => {
     const r = await usage.report(requestedTypes(ctx.query, ctx.version));
     const body = versionBefore(ctx.version, gates.diskUsageSummaries)

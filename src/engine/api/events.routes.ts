@@ -26,7 +26,10 @@ export function parseTimestamp(value: string, name: string): bigint {
   );
 }
 
-export function registerEventRoutes(router: ApiRouter, events: EventsService): void {
+/** GET /events: the history and the stream. */
+export type EventsBackend = Pick<EventsService, 'past' | 'subscribe'>;
+
+export function registerEventRoutes(router: ApiRouter, events: EventsBackend): void {
   router.get('/events', async (ctx) => {
     const { query, res, req } = ctx;
     const sinceText = query.get('since') ?? '';

@@ -4,7 +4,10 @@ import type { ApiRouter } from './context.js';
 import { shapeInfo } from './system.versions.js';
 import { MAX_API_VERSION } from './versions.js';
 
-export function registerSystemRoutes(router: ApiRouter, system: SystemService, experimental: boolean): void {
+/** /_ping, /version, /info. */
+export type SystemBackend = Pick<SystemService, 'version' | 'info'>;
+
+export function registerSystemRoutes(router: ApiRouter, system: SystemBackend, experimental: boolean): void {
   const ping = (method: 'GET' | 'HEAD') => (ctx: Parameters<Parameters<ApiRouter['get']>[1]>[0]) => {
     const { res } = ctx;
     res.statusCode = 200;

@@ -101,7 +101,10 @@ async function readCreateBody(req: IncomingMessage): Promise<CreateVolumeRequest
   return decodeCreateBody(value);
 }
 
-export function registerVolumeRoutes(router: ApiRouter, volumes: VolumeService): void {
+/** /volumes: what the routes ask of the volumes service (the rest is the containers service's). */
+export type VolumesBackend = Pick<VolumeService, 'create' | 'list' | 'inspect' | 'remove' | 'prune'>;
+
+export function registerVolumeRoutes(router: ApiRouter, volumes: VolumesBackend): void {
   router.get('/volumes', async (ctx) => {
     const r = await volumes.list(parseFilters(ctx.query.get('filters')));
     sendJson(ctx.res, 200, { Volumes: r.Volumes.map(shapeVolume), Warnings: r.Warnings });

@@ -205,9 +205,8 @@ function checkReferences(d: CreateDeps, hc: HostConfig): LinkTarget[] {
 export async function createContainer(d: CreateDeps, req: CreateRequest): Promise<CreateResult> {
   const { config: body } = req;
   const hcIn: HostConfig = { ...(req.hostConfig ?? {}) };
-  const user: ContainerConfig = { ...body };
-  delete (user as Record<string, unknown>).HostConfig;
-  delete (user as Record<string, unknown>).NetworkingConfig;
+  // a legacy body's HostConfig and NetworkingConfig are not part of the container's Config
+  const { HostConfig: _hc, NetworkingConfig: _nc, ...user }: typeof body = body;
   if (req.options.defaultNetworkIsBridge && (!hcIn.NetworkMode || hcIn.NetworkMode === 'default')) {
     // dockerd 26+: the OS's default network by its name, its endpoint settings under that name
     const mode = d.net.defaultNetworkMode();

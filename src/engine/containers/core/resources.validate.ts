@@ -6,6 +6,14 @@ import type { SysInfo } from '../../runtime/sysinfo.js';
 
 const MIN_MEMORY = 6 * 1024 * 1024;
 
+/** HostConfig's lists of per-device blkio settings. */
+type BlkioListField =
+  | 'BlkioWeightDevice'
+  | 'BlkioDeviceReadBps'
+  | 'BlkioDeviceWriteBps'
+  | 'BlkioDeviceReadIOps'
+  | 'BlkioDeviceWriteIOps';
+
 export interface HostValidation {
   /** KernelMemory is honoured (API before 1.42: the API layer decides). */
   kernelMemory: boolean;
@@ -215,7 +223,7 @@ export function checkResources(hc: HostConfig, opts: Required<HostValidation>, w
   if (blkio > 0 && (blkio < 10 || blkio > 1000)) {
     throw invalidParameter('Range of blkio weight is from 10 to 1000');
   }
-  const lists: [keyof HostConfig, boolean, string][] = [
+  const lists: [BlkioListField, boolean, string][] = [
     [
       'BlkioWeightDevice',
       si.blkioWeightDevice,
@@ -243,11 +251,11 @@ export function checkResources(hc: HostConfig, opts: Required<HostValidation>, w
     ],
   ];
   for (const [field, supported, warning] of lists) {
-    const list = hc[field] as unknown[] | null | undefined;
+    const list: ReadonlyArray<unknown> | null | undefined = hc[field];
     if (!list?.length) continue;
     if (!supported) {
       warnings.push(warning);
-      (hc as Record<string, unknown>)[field] = [];
+      hc[field] = [];
       continue;
     }
     for (const d of list) {
