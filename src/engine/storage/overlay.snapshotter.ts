@@ -35,10 +35,12 @@ export interface ActiveRecord {
   parent: string | null;
   link: string;
   created: string;
+  /** Its init layer's directory under <root> (`init/<digest>`), shared by every snapshot made with the same entries. */
+  init?: string;
 }
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-const RESERVED = new Set(['l', 'empty']);
+const RESERVED = new Set(['l', 'empty', 'init']);
 const LINK_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 /** moby's overlay2 link ids: 26 base32 characters. */
@@ -79,6 +81,7 @@ function hexOf(chainId: string): string {
  *   <root>/<id>/lower   `l/<link>:l/<link>...` of the layers below, top first
  *   <root>/<id>/work    overlay work dir
  *   <root>/l/<link>  -> ../<id>/diff
+ *   <root>/init/<digest>  an init layer, shared by the writable snapshots made with its entries
  *
  * Layer snapshots use the chain ID's hex as <id>; writable snapshots use their key. Mounts run
  * with <root> as working directory and relative `l/<link>` lower dirs, so that even deep chains
@@ -93,6 +96,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
   private readonly active: JsonRecordStore<ActiveRecord>;
   private readonly locks = new KeyedMutex();
   private readonly layerCache = new Map<string, LayerRecord>();
+  private readonly initLayers = new Map<string, Promise<string>>();
   private readonly extraMountOptions: string[];
 
   constructor(private readonly opts: { root: string; metaRoot: string; ops: StorageOps; log: Logger }) {
@@ -118,6 +122,10 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
   async init(): Promise<void> {
     await mkdir(this.linkDir, { recursive: true, mode: 0o700 });
     await mkdir(this.emptyDir, { recursive: true, mode: 0o755 });
+    await mkdir(join(this.root, 'init'), { recursive: true, mode: 0o755 });
+    for (const name of await readdir(join(this.root, 'init'))) {
+      if (name.startsWith('tmp-')) await rm(join(this.root, 'init', name), { recursive: true, force: true });
+    }
     await this.layers.init();
     await this.active.init();
     const layers = await this.layers.all();
@@ -335,14 +343,11 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         throw conflict(`snapshot key ${key} is a layer`);
       }
       let lower = parentChainId === null ? '' : await this.lowerOf(parentChainId);
-      const init = (opts.init ?? []).map(initEntryPath);
+      const init = opts.init?.length ? await this.initLayer(opts.init) : undefined;
+      // the init layer is the writable layer's first lower (paths relative to the root, as the mount's)
+      if (init) lower = lower ? `${init}:${lower}` : init;
       await rm(dir, { recursive: true, force: true });
       await mkdir(dir, { mode: 0o700 });
-      if (init.length) {
-        await writeInitLayer(join(dir, 'init'), init);
-        // the init layer is the writable layer's first lower (paths relative to the root, as the mount's)
-        lower = lower ? `${key}/init:${lower}` : `${key}/init`;
-      }
       const link = newLinkId();
       await Promise.all([
         mkdir(join(dir, 'diff'), { mode: 0o755 }),
@@ -351,8 +356,39 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         lower ? writeFile(join(dir, 'lower'), lower) : undefined,
         symlink(`../${key}/diff`, join(this.linkDir, link)),
       ]);
-      await this.active.put(key, { key, parent: parentChainId, link, created: new Date().toISOString() });
+      const rec: ActiveRecord = { key, parent: parentChainId, link, created: new Date().toISOString() };
+      if (init) rec.init = init;
+      await this.active.put(key, rec);
     });
+  }
+
+  /**
+   * The init layer holding `entries`: `init/<digest of the entries>` under the root, written once
+   * (into a temporary directory, then renamed) and shared read-only by every snapshot made with
+   * the same entries, so that a container's creation writes none of it.
+   */
+  private initLayer(entries: readonly InitEntry[]): Promise<string> {
+    const relative = entries.map(initEntryPath);
+    const name = `init/${createHash('sha256').update(JSON.stringify(relative)).digest('hex').slice(0, 32)}`;
+    let made = this.initLayers.get(name);
+    if (!made) {
+      made = (async () => {
+        const dir = join(this.root, name);
+        if (existsSync(dir)) return name;
+        const tmp = join(this.root, 'init', `tmp-${randomBytes(8).toString('hex')}`);
+        try {
+          await writeInitLayer(tmp, relative);
+          await rename(tmp, dir);
+        } catch (err) {
+          await rm(tmp, { recursive: true, force: true });
+          if (!existsSync(dir)) throw err;
+        }
+        return name;
+      })();
+      made.catch(() => this.initLayers.delete(name));
+      this.initLayers.set(name, made);
+    }
+    return made;
   }
 
   async exists(key: string): Promise<boolean> {
@@ -438,7 +474,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       WorkDir: join(dir, 'work'),
     };
     const lowers: string[] = [];
-    if (existsSync(join(dir, 'init'))) lowers.push(join(dir, 'init'));
+    if (rec.init) lowers.push(join(this.root, rec.init));
     if (rec.parent !== null) {
       const chain = await this.chain(rec.parent);
       lowers.push(...chain.map((l) => join(this.root, hexOf(l.chainId), 'diff')));

@@ -5,9 +5,9 @@ import type { Readable } from 'node:stream';
  * snapshot per container, keyed by the container ID, on top of its image's top chain ID.
  */
 /**
- * An entry of a snapshot's init layer: a read-only layer of its own between the writable layer
- * and the chain (dockerd's `<id>-init`), so that what it holds is in the filesystem but never a
- * change of the writable layer (diff, commit, its size).
+ * An entry of a snapshot's init layer: a read-only layer between the writable layer and the chain
+ * (dockerd's `<id>-init`), so that what it holds is in the filesystem but never a change of the
+ * writable layer (diff, commit, its size).
  */
 export interface InitEntry {
   /** Absolute path in the snapshot. */

@@ -215,6 +215,9 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
         { path: '/etc/mtab', type: 'symlink', target: '/proc/mounts' },
       ],
     });
+    const lowers = (await snap.paths('i1')).LowerDir?.split(':') ?? [];
+    assert.equal(lowers.length, 3);
+    assert.match(lowers[0] ?? '', /\/init\/[0-9a-f]{32}$/);
     const target = join(dir, 'mnt-init');
     await snap.mount('i1', target);
     try {
@@ -224,12 +227,17 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
       assert.equal(await readlink(join(target, 'etc/mtab')), '/proc/mounts');
       assert.equal(await snap.usage('i1'), 0);
       assert.deepEqual(await readdir(snap.upperDir('i1')), []);
-      const lowers = (await snap.paths('i1')).LowerDir?.split(':') ?? [];
-      assert.equal(lowers.length, 3);
-      assert.match(lowers[0] ?? '', /\/i1\/init$/);
     } finally {
       await snap.unmount(target);
     }
+    await snap.prepare('i3', top, { init: [{ path: '/etc/hosts', type: 'file', mode: 0o755 }] });
+    await snap.prepare('i4', top, { init: [{ path: '/etc/hosts', type: 'file', mode: 0o755 }] });
+    const [l3, l4] = [(await snap.paths('i3')).LowerDir, (await snap.paths('i4')).LowerDir];
+    assert.equal(l3, l4, 'the same entries, the same (shared, read-only) init layer');
+    assert.notEqual(l3?.split(':')[0], lowers[0]);
+    await snap.remove('i3');
+    assert.ok(existsSync(l4?.split(':')[0] ?? ''), 'a removal leaves the shared init layer');
+    await snap.remove('i4');
     await assert.rejects(snap.prepare('i2', top, { init: [{ path: '/../../x', type: 'file' }] }), {
       kind: 'InvalidParameter',
     });
