@@ -154,7 +154,7 @@ describe('docker cp (archive)', () => {
       GraphDriver: { Data: { LowerDir: string } };
       SizeRw?: number;
     }>();
-    assert.match(inspect.GraphDriver.Data.LowerDir.split(':')[0] ?? '', /\/init$/);
+    assert.match(inspect.GraphDriver.Data.LowerDir.split(':')[0] ?? '', /\/overlay\/init\/[0-9a-f]{32}$/);
     await ok('rm', 'fresh');
   });
 
