@@ -44,12 +44,9 @@ export function orderedContainerConfig(c: ContainerConfig | null | undefined): R
  * sorted. The image ID is the sha256 of these bytes.
  */
 export function serializeImageConfig(config: ImageConfigFile): string {
-  const obj = config as unknown as Record<string, unknown>;
-  const sorted: Record<string, unknown> = {};
-  for (const key of Object.keys(obj).sort()) {
-    if (obj[key] !== undefined) sorted[key] = obj[key];
-  }
-  return JSON.stringify(sorted);
+  const entries = Object.entries(config).filter(([, v]) => v !== undefined);
+  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify(Object.fromEntries(entries));
 }
 
 /** Unix seconds of an RFC 3339 timestamp (0 when absent or unparseable). */

@@ -90,14 +90,14 @@ export function parseHealthcheck(node: DockerfileNode): HealthConfig {
   const cmd = args.length === 0 ? [] : node.json ? args : [args.join(' ')];
   if (cmd.length === 0) throw invalidParameter('Missing command after HEALTHCHECK CMD');
   const health: HealthConfig = { Test: [node.json ? 'CMD' : 'CMD-SHELL', ...cmd] };
-  const durations: Array<[keyof HealthConfig, string, string]> = [
+  const durations: Array<['Interval' | 'Timeout' | 'StartPeriod', string, string]> = [
     ['Interval', 'interval', interval.value],
     ['Timeout', 'timeout', timeout.value],
     ['StartPeriod', 'start-period', startPeriod.value],
   ];
   for (const [field, name, value] of durations) {
     const ns = parseOptInterval(name, value);
-    if (ns !== 0) (health as Record<string, unknown>)[field] = ns;
+    if (ns !== 0) health[field] = ns;
   }
   if (retries.value !== '') {
     const n = parseGoInt(retries.value, 32);
