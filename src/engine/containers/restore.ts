@@ -34,14 +34,64 @@ async function ensureSnapshot(d: RestoreDeps, c: Container): Promise<void> {
   await d.snapshots.prepare(c.id, image.chainId, { init: CONTAINER_INIT });
 }
 
+type Outcome = 'running' | 'exited' | 'stopped';
+
+const alive = (rs: { status: string } | null) => rs?.status === 'running' || rs?.status === 'paused';
+
 /**
- * Live restore: load every stored container and reconcile it with the runtime. Running ones stay
- * running and are watched again; ones that exited meanwhile get their exit recorded (die, restart
- * policy, AutoRemove); a removal cut short is finished. Containers whose restart policy says so
- * are started in the background afterwards.
+ * A stored container against the runtime: one recorded as running that still runs is kept and
+ * attached again; one that exited meanwhile has its exit handled as a live exit would be (die,
+ * restart policy, AutoRemove); one the runtime runs although its record does not say so (a crash
+ * right after the start) is adopted; a stopped one loses stale runtime state and rootfs mounts.
+ */
+async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
+  const { store, life, runtime } = d;
+  if (c.state.Running && !c.state.Restarting) {
+    const rs = await runtime.state(c.id).catch(() => null);
+    if (rs && alive(rs)) {
+      c.state.Pid = rs.pid;
+      c.state.Paused = rs.status === 'paused';
+      c.state.Status = c.state.Paused ? 'paused' : 'running';
+      c.rootfsMounted = await isMounted(await d.rootfs.path(c.id));
+      d.parts.net.restore(c);
+      await life.reattach(c);
+      await store.save(c.record);
+      return 'running';
+    }
+    const st = (await runtime.exitStatus(c.id).catch(() => null)) ?? {
+      exitCode: 255,
+      oomKilled: false,
+      finishedAt: new Date(),
+    };
+    await life.handleExit(c, st);
+    return 'exited';
+  }
+  if (c.state.Running) return 'stopped'; // a policy restart waiting for its backoff
+  // A crash between the runtime starting the process and the state being saved: adopt it.
+  const rs = await runtime.state(c.id).catch(() => null);
+  if (rs && alive(rs)) {
+    c.setRunning(rs.pid);
+    c.state.Paused = rs.status === 'paused';
+    if (c.state.Paused) c.state.Status = 'paused';
+    c.rootfsMounted = true;
+    await life.reattach(c);
+    await store.save(c.record);
+    return 'running';
+  }
+  if (rs) await runtime.delete(c.id).catch(() => undefined);
+  await d.rootfs.unmount(c).catch(() => undefined);
+  return 'stopped';
+}
+
+/**
+ * Live restore: load every stored container and reconcile it with the runtime (running ones stay
+ * running and are watched again), then finish what the last engine had under way: a removal that
+ * was asked for (its intent is saved before it begins) is completed as it was asked, and an
+ * AutoRemove container that is not running is removed, as dockerd does. Containers whose restart
+ * policy says so are started in the background afterwards.
  */
 export async function restoreContainers(d: RestoreDeps): Promise<void> {
-  const { set, store, life, runtime, log } = d;
+  const { set, store, life, log } = d;
   for (const { record, hostConfig } of await store.loadAll()) {
     const c = new Container(record, hostConfig);
     try {
@@ -58,56 +108,27 @@ export async function restoreContainers(d: RestoreDeps): Promise<void> {
   // exited while the engine was down must not take an anonymous volume another one still uses
   await d.parts.mounts.restore(set.values());
   const starts: Container[] = [];
+  const removals: Array<{ c: Container; volumes: boolean }> = [];
   for (const c of [...set.values()]) {
     try {
       if (c.state.RemovalInProgress) {
-        c.state.RemovalInProgress = false;
-        await life.remove(c, { force: true });
+        // a removal a crash cut short: nothing restarts or auto-removes it meanwhile (its exit,
+        // if it exited, is recorded below); it is finished once every container is reconciled
+        c.restart.cancel();
+        c.removing = true;
+        removals.push({ c, volumes: c.record.RemoveVolumes === true });
+        await reconcile(d, c);
         continue;
       }
-      if (c.state.Running && !c.state.Restarting) {
-        const rs = await runtime.state(c.id).catch(() => null);
-        if (rs && (rs.status === 'running' || rs.status === 'paused')) {
-          c.state.Pid = rs.pid;
-          c.state.Paused = rs.status === 'paused';
-          c.state.Status = c.state.Paused ? 'paused' : 'running';
-          c.rootfsMounted = await isMounted(await d.rootfs.path(c.id));
-          d.parts.net.restore(c);
-          await life.reattach(c);
-          await store.save(c.record);
-          continue;
-        }
-        const st = (await runtime.exitStatus(c.id).catch(() => null)) ?? {
-          exitCode: 255,
-          oomKilled: false,
-          finishedAt: new Date(),
-        };
-        await life.handleExit(c, st);
+      const outcome = await reconcile(d, c);
+      if (outcome !== 'stopped') continue;
+      if (c.hostConfig.AutoRemove && !c.state.Running) {
+        // stopped (or never started: a `docker run --rm` whose client went with the engine) before
+        // its removal could happen: removed now with its anonymous volumes, as dockerd does
+        await life.remove(c, { force: true, volumes: true });
         continue;
       }
       await ensureSnapshot(d, c);
-      if (!c.state.Running) {
-        // A crash between the runtime starting the process and the state being saved: adopt it.
-        const rs = await runtime.state(c.id).catch(() => null);
-        if (rs && (rs.status === 'running' || rs.status === 'paused')) {
-          c.setRunning(rs.pid);
-          c.state.Paused = rs.status === 'paused';
-          if (c.state.Paused) c.state.Status = 'paused';
-          c.rootfsMounted = true;
-          await life.reattach(c);
-          await store.save(c.record);
-          continue;
-        }
-        if (rs) await runtime.delete(c.id).catch(() => undefined);
-        const target = await d.rootfs.path(c.id);
-        if (await isMounted(target)) await d.snapshots.unmount(target).catch(() => undefined);
-        if (c.hostConfig.AutoRemove && c.record.HasBeenStartedBefore) {
-          // stopped before its removal could happen (a crash in between): remove it now, as dockerd
-          // does, with its anonymous volumes as the live AutoRemove would
-          await life.remove(c, { force: true, volumes: true });
-          continue;
-        }
-      }
       if (c.state.Restarting) {
         // the policy restart that was waiting for its backoff: it counts as one
         c.clearRestarting();
@@ -125,6 +146,17 @@ export async function restoreContainers(d: RestoreDeps): Promise<void> {
     } catch (err) {
       log.error('cannot restore container', { id: c.id, error: errorMessage(err) });
     }
+  }
+  for (const { c, volumes } of removals) {
+    // remove() marks it again (and kills it if it still runs)
+    c.removing = false;
+    c.state.RemovalInProgress = false;
+    log.info('finishing a removal cut short', { id: c.id });
+    await life
+      .remove(c, { force: true, volumes })
+      .catch((err) =>
+        log.error('cannot finish the removal of a container', { id: c.id, error: errorMessage(err) }),
+      );
   }
   // Sandboxes and addresses no running container holds (exits while the engine was down that
   // were handled above released theirs; this is what a crash left behind).

@@ -389,28 +389,61 @@ export function createLifecycle(d: LifecycleDeps) {
     return () => waiting;
   }
 
+  /** dockerd's 409 for removing a running container without force. */
+  function refuseRunning(c: Container): never {
+    const what = c.state.Restarting ? 'restarting' : c.state.Paused ? 'paused' : 'running';
+    throw conflict(
+      `cannot remove container "${c.name}": container is ${what}: stop the container before removing or force remove`,
+    );
+  }
+
   async function remove(c: Container, opts: { force?: boolean; volumes?: boolean }): Promise<void> {
     if (c.removing || c.state.RemovalInProgress) {
       throw invalidParameter(`removal of container ${c.name.replace(/^\//, '')} is already in progress`);
     }
-    if (c.state.Running && !opts.force) {
-      const what = c.state.Restarting ? 'restarting' : c.state.Paused ? 'paused' : 'running';
-      throw conflict(
-        `cannot remove container "${c.name}": container is ${what}: stop the container before removing or force remove`,
-      );
-    }
+    if (c.state.Running && !opts.force) refuseRunning(c);
     c.removing = true;
     try {
-      await removeNow(c, opts.volumes === true);
+      await removeNow(c, opts.force === true, opts.volumes === true);
     } finally {
       if (!c.removed) c.removing = false;
     }
   }
 
-  async function removeNow(c: Container, volumes = false): Promise<void> {
-    if (c.state.Running) {
-      c.restart.cancel();
+  /** The removal asked for, in the record: `State.RemovalInProgress` and whether volumes go too. */
+  function markRemoval(c: Container, volumes: boolean): void {
+    c.state.RemovalInProgress = true;
+    if (volumes) c.record.RemoveVolumes = true;
+    else delete c.record.RemoveVolumes;
+  }
+
+  function unmarkRemoval(c: Container): void {
+    c.state.RemovalInProgress = false;
+    delete c.record.RemoveVolumes;
+  }
+
+  /**
+   * Remove: the intent is saved before anything is undone (under the lock, so a start waiting for
+   * it is refused afterwards), so that a crash from there on leaves a record the next engine start
+   * finishes (restore.ts). A stopped container goes at once; a running one is killed first (marked
+   * as stopped by hand in the same write, so no restart policy brings it back after a crash).
+   */
+  async function removeNow(c: Container, force: boolean, volumes: boolean): Promise<void> {
+    const running = await c.lock.run(async () => {
+      if (!set.holds(c)) return false;
+      if (c.state.Running && !force) refuseRunning(c);
+      markRemoval(c, volumes);
+      if (!c.state.Running) {
+        await destroy(c, volumes);
+        return false;
+      }
       c.record.HasBeenManuallyStopped = true;
+      await store.persist(c);
+      return true;
+    });
+    if (!running) return;
+    try {
+      c.restart.cancel();
       if (c.state.Restarting) {
         if (c.restartTimer) clearTimeout(c.restartTimer);
         c.restartTimer = undefined;
@@ -422,38 +455,46 @@ export function createLifecycle(d: LifecycleDeps) {
           throw new Error(`could not kill container ${c.id}`);
         }
       }
+    } catch (err) {
+      // as dockerd: the container stays, no longer marked for removal
+      unmarkRemoval(c);
+      await store.persist(c).catch(() => undefined);
+      throw err;
     }
     if (c.exiting) await c.exiting.catch(() => undefined);
     await c.lock.run(async () => {
-      if (!set.holds(c)) return;
-      c.state.RemovalInProgress = true;
-      c.state.Status = 'removing';
-      await store.persist(c);
-      try {
-        await parts.logs.stop(c);
-        await runtime.delete(c.id).catch(() => undefined);
-        await unmountRootfs(c);
-        await d.snapshots.remove(c.id);
-        await rootfs.removeExecDir(c.id);
-        c.removed = true;
-        await store.remove(c.id);
-        parts.net.removed(c);
-        parts.execs.forgetContainer(c);
-      } catch (err) {
-        c.removed = false;
-        c.state.RemovalInProgress = false;
-        c.state.Dead = true;
-        c.state.Status = 'dead';
-        await store.persist(c).catch(() => undefined);
-        c.events.emit('removed', `unable to remove container: ${errorMessage(err)}`);
-        throw err;
-      }
-      set.delete(c);
-      parts.stdio.removed(c);
-      events.emit(c, 'destroy');
-      await parts.mounts.forget(c, volumes);
-      c.events.emit('removed');
+      if (set.holds(c)) await destroy(c, volumes);
     });
+  }
+
+  /** Under the container's lock, the process gone: everything of the container goes. */
+  async function destroy(c: Container, volumes: boolean): Promise<void> {
+    c.state.Status = 'removing';
+    await store.persist(c);
+    try {
+      await parts.logs.stop(c);
+      await runtime.delete(c.id).catch(() => undefined);
+      await unmountRootfs(c);
+      await d.snapshots.remove(c.id);
+      await rootfs.removeExecDir(c.id);
+      c.removed = true;
+      await store.remove(c.id);
+      parts.net.removed(c);
+      parts.execs.forgetContainer(c);
+    } catch (err) {
+      c.removed = false;
+      unmarkRemoval(c);
+      c.state.Dead = true;
+      c.state.Status = 'dead';
+      await store.persist(c).catch(() => undefined);
+      c.events.emit('removed', `unable to remove container: ${errorMessage(err)}`);
+      throw err;
+    }
+    set.delete(c);
+    parts.stdio.removed(c);
+    events.emit(c, 'destroy');
+    await parts.mounts.forget(c, volumes);
+    c.events.emit('removed');
   }
 
   async function rename(c: Container, newName: string): Promise<void> {

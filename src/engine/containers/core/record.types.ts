@@ -93,6 +93,12 @@ export interface ContainerRecord {
   MountPoints?: MountPoint[];
   /** Read-only binds are not recursively read-only (created before API 1.44, as dockerd kept them). */
   ReadOnlyNonRecursive?: boolean;
+  /**
+   * A removal was asked for with `v` (its anonymous volumes go too): saved with
+   * `State.RemovalInProgress` before the removal begins, so that the next engine start finishes a
+   * removal a crash cut short as it was asked.
+   */
+  RemoveVolumes?: boolean;
   /** Container labels for events are Config.Labels. */
 }
 

@@ -1,6 +1,6 @@
-import { mkdir, readFile, rmdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { errorMessage } from '../../../common/errors.js';
+import { errorMessage, isKind } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerSnapshots } from './ports.js';
@@ -45,8 +45,12 @@ export class Rootfs {
   }
 
   async unmount(c: Container): Promise<void> {
-    const target = await this.path(c.id);
-    if (await isMounted(target)) await this.snapshots.unmount(target);
+    // no snapshot (a removal cut short after it went, a create before it was made): nothing mounted
+    const target = await this.path(c.id).catch((err) => {
+      if (isKind(err, 'NotFound')) return undefined;
+      throw err;
+    });
+    if (target && (await isMounted(target))) await this.snapshots.unmount(target);
     c.rootfsMounted = false;
   }
 
@@ -86,12 +90,25 @@ export class Rootfs {
   }
 
   /**
-   * Remove a removed container's directory under the exec root. Non-recursive on purpose: only
-   * empty directories go, so nothing still mounted there can be reached.
+   * Remove a removed container's directory under the exec root. Non-recursive on purpose: the
+   * files directly in it and its `rootfs` and `bundle` go (what the runtime left in the bundle
+   * when a crash cut a start short: its config.json), but no directory below them, so nothing
+   * still mounted there can be reached.
    */
   async removeExecDir(id: string): Promise<void> {
     const dir = join(this.execRoot, 'containers', id);
-    for (const sub of ['rootfs', 'bundle']) await rmdir(join(dir, sub)).catch(() => undefined);
+    for (const sub of ['rootfs', 'bundle']) {
+      await removeFilesIn(join(dir, sub));
+      await rmdir(join(dir, sub)).catch(() => undefined);
+    }
     await rmdir(dir).catch(() => undefined);
+  }
+}
+
+/** The entries of `dir` that are not directories (a missing `dir` has none). */
+async function removeFilesIn(dir: string): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const e of entries) {
+    if (!e.isDirectory()) await unlink(join(dir, e.name)).catch(() => undefined);
   }
 }

@@ -42,8 +42,9 @@ export interface ViewSource {
 /** Status text of the list ("Up 2 seconds", "Exited (0) 3 minutes ago"...). */
 export function statusText(rec: ContainerRecord, now = Date.now()): string {
   const s = rec.State;
-  if (s.RemovalInProgress || s.Status === 'removing') return 'Removal In Progress';
-  if (s.Dead || s.Status === 'dead') return 'Dead';
+  // as dockerd's State.String: a running container's removal (its kill) shows it running
+  if (!s.Running && (s.RemovalInProgress || s.Status === 'removing')) return 'Removal In Progress';
+  if (!s.Running && (s.Dead || s.Status === 'dead')) return 'Dead';
   if (s.Restarting) {
     return `Restarting (${s.ExitCode}) ${humanDuration(now - parseTimestampMs(s.FinishedAt))} ago`;
   }

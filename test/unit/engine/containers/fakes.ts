@@ -18,6 +18,7 @@ import type {
   StartOptions,
 } from '../../../../src/engine/runtime/index.js';
 import type { SnapshotPaths, Snapshotter } from '../../../../src/engine/storage/snapshotter.types.js';
+import { createVolumeService } from '../../../../src/engine/volumes/volumes.service.js';
 import { ociSpec } from '../../../helpers/oci.js';
 
 export const IMAGE_ID = `sha256:${'a'.repeat(64)}`;
@@ -64,6 +65,8 @@ export class FakeSnapshotter implements Snapshotter {
   /** Where the fake's snapshots would be (the harness points it into its temp directory). */
   root = join(tmpdir(), 'berth-fake-snapshots');
   async paths(key: string): Promise<SnapshotPaths> {
+    // as the overlay snapshotter: no paths for a snapshot that is not there
+    if (!this.prepared.has(key)) throw notFound(`snapshot ${key} does not exist`);
     const d = join(this.root, key);
     return { MergedDir: join(d, 'merged'), UpperDir: join(d, 'upper'), WorkDir: join(d, 'work') };
   }
@@ -238,7 +241,8 @@ export interface Harness {
   cleanup(): Promise<void>;
 }
 
-export async function harness(): Promise<Harness> {
+/** With `volumes`, the containers get a real local volume service (under the harness's dir). */
+export async function harness(opts: { volumes?: boolean } = {}): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'berth-containers-'));
   const runtime = new FakeRuntime();
   runtime.monitorDir = join(dir, 'monitor');
@@ -250,7 +254,7 @@ export async function harness(): Promise<Harness> {
     if (e.Type === 'container') seen.push(e.Action);
   });
   const log = new Logger('error');
-  const make = () =>
+  const make = async () =>
     createContainerService({
       dataRoot: join(dir, 'data'),
       execRoot: join(dir, 'exec'),
@@ -258,6 +262,9 @@ export async function harness(): Promise<Harness> {
       images,
       snapshots: images.snapshotter,
       runtime,
+      ...(opts.volumes
+        ? { volumes: await createVolumeService({ dataRoot: join(dir, 'data'), events, log }) }
+        : {}),
       log,
       helpers: {
         buildSpec: async (input) =>
