@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { errnoCode } from '../common/errors.js';
+import { type FileLock, tryLockFile } from '../common/fs/file-lock.js';
 import type { Logger } from '../common/log.js';
 import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
 import { registerArchiveRoutes } from './api/archive.routes.js';
@@ -57,23 +57,32 @@ async function runtimeVersion(path: string): Promise<{ version: string; commit: 
 }
 
 /**
- * Refuse to run two daemons on one data root: the pid file in the exec root names the live one.
+ * One engine per exec root and per data root: an flock on `<exec-root>/berth.pid` (which names
+ * the holder's pid, for people and scripts) and on `<data-root>/engine.lock`, held while the
+ * engine runs. The kernel drops them when the engine ends however it ends: an engine killed with
+ * SIGKILL blocks nothing (a zombie too), and neither does a pid file naming another process.
  */
-async function claimPidFile(path: string): Promise<void> {
+async function claimRoots(config: EngineConfig): Promise<FileLock[]> {
+  const locks: FileLock[] = [];
   try {
-    const pid = Number((await readFile(path, 'utf8')).trim());
-    if (pid > 0 && pid !== process.pid) {
-      try {
-        process.kill(pid, 0);
-        throw new Error(`another berth engine (pid ${pid}) is running: ${path}`);
-      } catch (err) {
-        if (errnoCode(err) !== 'ESRCH') throw err;
+    for (const path of [join(config.execRoot, 'berth.pid'), join(config.dataRoot, 'engine.lock')]) {
+      const lock = await tryLockFile(path);
+      if (!lock) {
+        const pid = (await readFile(path, 'utf8').catch(() => '')).trim();
+        throw new Error(`another berth engine${pid ? ` (pid ${pid})` : ''} is running: ${path} is locked`);
       }
+      locks.push(lock);
+      await lock.write(`${process.pid}\n`);
     }
+    return locks;
   } catch (err) {
-    if (errnoCode(err) !== 'ENOENT') throw err;
+    await releaseRoots(locks);
+    throw err;
   }
-  await writeFile(path, `${process.pid}\n`);
+}
+
+async function releaseRoots(locks: FileLock[]): Promise<void> {
+  for (const lock of [...locks].reverse()) await lock.release();
 }
 
 async function listen(server: Server, addr: ListenAddress, log: Logger): Promise<string> {
@@ -134,8 +143,7 @@ export async function startEngine(
   const addresses = config.hosts.map(parseListenAddress);
   await mkdir(config.dataRoot, { recursive: true, mode: 0o711 });
   await mkdir(config.execRoot, { recursive: true, mode: 0o700 });
-  const pidFile = join(config.execRoot, 'berth.pid');
-  await claimPidFile(pidFile);
+  const locks = await claimRoots(config);
 
   const events = new EventsService();
   const runtimePaths: Record<string, string> = { runc: 'runc', crun: 'crun' };
@@ -244,7 +252,7 @@ export async function startEngine(
       await runtime.close();
       await Promise.all(servers.map((s) => closeServer(s)));
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
-      await rm(pidFile, { force: true });
+      await releaseRoots(locks);
       log.info('engine stopped; containers keep running');
     },
   };

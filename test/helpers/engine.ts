@@ -80,8 +80,23 @@ export class TestEngine {
     return Buffer.concat(this.logChunks).toString('utf8');
   }
 
-  async launch(): Promise<void> {
-    const args = [
+  /**
+   * The engine's command line (node's arguments) on this engine's roots; `overrides` replace a
+   * flag's value (`--host`, `--data-root`, `--exec-root`...), e.g. for a second engine sharing
+   * one root with this one.
+   */
+  commandLine(overrides: Record<string, string> = {}): string[] {
+    const args = this.engineArgs();
+    for (const [flag, value] of Object.entries(overrides)) {
+      const i = args.indexOf(flag);
+      if (i < 0) args.push(flag, value);
+      else args[i + 1] = value;
+    }
+    return args;
+  }
+
+  private engineArgs(): string[] {
+    return [
       ...(this.opts.compiled
         ? [join(repoRoot, 'dist/cli/main.js')]
         : ['--import', 'tsx', join(repoRoot, 'src/cli/main.ts')]),
@@ -100,7 +115,14 @@ export class TestEngine {
       ...(this.opts.bip ? ['--bip', this.opts.bip] : []),
       ...(this.opts.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  }
+
+  /** Start the engine process on this engine's roots (again, after a stop or a kill) and wait for /_ping. */
+  async launch(): Promise<void> {
+    const child = spawn(process.execPath, this.engineArgs(), {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child = child;
     child.stdout?.on('data', (d: Buffer) => this.logChunks.push(d));
     child.stderr?.on('data', (d: Buffer) => this.logChunks.push(d));
