@@ -467,7 +467,11 @@ export function createLifecycle(d: LifecycleDeps) {
     });
   }
 
-  /** Under the container's lock, the process gone: everything of the container goes. */
+  /**
+   * Under the container's lock, the process gone: everything of the container goes, its record
+   * last (after its volumes), so that a crash on the way leaves the record marked for removal and
+   * the next start finishes the removal.
+   */
   async function destroy(c: Container, volumes: boolean): Promise<void> {
     c.state.Status = 'removing';
     await store.persist(c);
@@ -478,7 +482,6 @@ export function createLifecycle(d: LifecycleDeps) {
       await d.snapshots.remove(c.id);
       await rootfs.removeExecDir(c.id);
       c.removed = true;
-      await store.remove(c.id);
       parts.net.removed(c);
       parts.execs.forgetContainer(c);
     } catch (err) {
@@ -494,6 +497,12 @@ export function createLifecycle(d: LifecycleDeps) {
     parts.stdio.removed(c);
     events.emit(c, 'destroy');
     await parts.mounts.forget(c, volumes);
+    await store.remove(c.id).catch((err) =>
+      log.warn("cannot remove a removed container's directory (finished at the next start)", {
+        id: c.id,
+        error: errorMessage(err),
+      }),
+    );
     c.events.emit('removed');
   }
 
