@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { CreateRequest } from '../../../../src/engine/containers/core/create.js';
@@ -189,5 +189,29 @@ describe('a removal finished at start does what was asked of the volumes', () =>
     }
     assert.equal(existsSync(join(h.dir, 'data', 'volumes', withV.volume)), false, 'the rm -v volume is gone');
     assert.equal(existsSync(join(h.dir, 'data', 'volumes', withoutV.volume)), true, 'the rm volume stays');
+  });
+
+  it('a removal cut short after its volume went (the record goes last) is finished', async () => {
+    const { Id } = await h.service.create({
+      config: { Image: 'busybox', Volumes: { '/data': {} } },
+      hostConfig: {},
+      networkingConfig: {},
+      options: CREATE_OPTIONS,
+      name: 'volume-gone',
+    });
+    const path = join(h.dir, 'data', 'containers', Id, 'config.v2.json');
+    const record = JSON.parse(await readFile(path, 'utf8')) as ContainerRecord;
+    const volume = record.MountPoints?.[0]?.Name ?? '';
+    await h.service.close();
+    // the crash: everything of it gone but its record, marked for removal
+    record.State.RemovalInProgress = true;
+    record.State.Status = 'removing';
+    record.RemoveVolumes = true;
+    await writeFile(path, JSON.stringify(record));
+    h.images.snapshotter.prepared.delete(Id);
+    await rm(join(h.dir, 'data', 'volumes', volume), { recursive: true });
+    await h.restart();
+    await assert.rejects(h.service.inspect(Id));
+    assert.equal(existsSync(join(h.dir, 'data', 'containers', Id)), false);
   });
 });
