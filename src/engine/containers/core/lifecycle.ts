@@ -438,12 +438,12 @@ export function createLifecycle(d: LifecycleDeps) {
         return false;
       }
       c.record.HasBeenManuallyStopped = true;
+      c.restart.cancel();
       await store.persist(c);
       return true;
     });
     if (!running) return;
     try {
-      c.restart.cancel();
       if (c.state.Restarting) {
         if (c.restartTimer) clearTimeout(c.restartTimer);
         c.restartTimer = undefined;
