@@ -275,6 +275,7 @@ describe('engine kill -9 during runs and removals', () => {
     const destroyed = () =>
       events.seen.filter((e) => e.action === 'destroy' && e.labels.crash === 'rm').length;
     await eventually('runs under way', () => destroyed() >= 7, 15_000);
+    const before = new Map(await Promise.all(keepers.map(async (k) => [k, await ok('logs', k)] as const)));
     // every removal at once; the engine dies while they are under way
     const removals = targets.map((t) =>
       engine.docker(['rm', '-f', ...(targetInfo.get(t)?.volume ? ['-v'] : []), t], { timeoutMs: 20_000 }),
@@ -282,7 +283,6 @@ describe('engine kill -9 during runs and removals', () => {
     const killed = () =>
       new Set(events.seen.filter((e) => e.action === 'kill' && targets.includes(e.id)).map((e) => e.id));
     await eventually('removals under way', () => killed().size >= 4, 15_000, 2);
-    const before = new Map(await Promise.all(keepers.map(async (k) => [k, await ok('logs', k)] as const)));
     await engine.kill9();
     down = true;
     events.close();
