@@ -29,6 +29,8 @@ export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): 
       chunks.push(buf);
     }
   } catch (err) {
+    // our own refusal (past the limit) stands, though leaving the loop marks the request aborted
+    if (err instanceof BerthError) throw err;
     // the client left before sending all it announced: its error, not the server's
     if (
       req.aborted ||

@@ -1,55 +1,108 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-import { errorMessage } from '../common/errors.js';
-import type { Logger } from '../common/log.js';
-
 /**
- * The last line of "no request ends a server": an exception no handler caught (thrown in a timer
- * or a stream callback a handler set up, a promise nobody awaited) is logged and, when it can be
- * traced to the request whose handler set that work up, that request alone fails: answered 500 if
- * its socket still stands, cut otherwise. The process keeps serving.
+ * A request's crash guard: an exception nobody catches while a request's code runs (a timer, an
+ * event listener, an emitter without an 'error' listener, a promise nobody awaits) ends that
+ * request, never the server process.
  *
- * Tracing uses the async context of the request's handler (timers, promises and callbacks it
- * schedules carry it); a callback of an emitter made before the request (its socket's events)
- * does not, and such an error is logged without a request.
+ * `guardRequest(fault, fn)` runs a request handler in an AsyncLocalStorage context; everything it
+ * starts (timers, listeners, promise continuations) inherits it. One process-wide listener of
+ * `uncaughtException` and `unhandledRejection` (installed while at least one server holds
+ * `installCrashGuard()`) finds the request an exception belongs to and calls its `fault`
+ * callback: log it, answer 500 when the socket still stands and nothing was sent, else cut the
+ * response. An exception that belongs to no guarded request is left to the process's other
+ * listeners, or, when there are none, ends the process as Node would (printed, exit code 1).
  */
-export interface RequestScope {
-  /** `METHOD url`, for the log. */
-  label: string;
-  /** Fail the request: a 500 answer when none was started, else a cut connection. */
-  fail(err: unknown): void;
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { inspect } from 'node:util';
+
+export type FaultOrigin = 'uncaughtException' | 'unhandledRejection' | 'handler';
+
+/** What a server says about one request when code of it throws where nobody catches. */
+export interface RequestFault {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** Log the fault (with the request). */
+  log(err: unknown, origin: FaultOrigin): void;
+  /** Answer the fault in the server's error format (called only while nothing was sent). */
+  answer(err: unknown): void;
 }
 
-const scopes = new AsyncLocalStorage<RequestScope>();
+const current = new AsyncLocalStorage<RequestFault>();
+let holders = 0;
 
-/** Run a request's handling in its scope, so that errors escaping it later are traced to it. */
-export function runInRequestScope<T>(scope: RequestScope, fn: () => T): T {
-  return scopes.run(scope, fn);
+/** Run `fn` (a request handler) guarded: what it throws, now or later, ends only its request. */
+export function guardRequest(fault: RequestFault, fn: () => void): void {
+  current.run(fault, () => {
+    try {
+      fn();
+    } catch (err) {
+      endFaultyRequest(fault, err, 'handler');
+    }
+  });
 }
 
-let installedWith: Logger | undefined;
+/** Log a fault and end its request: a 500 when nothing was sent and the socket stands, else cut. */
+export function endFaultyRequest(fault: RequestFault, err: unknown, origin: FaultOrigin): void {
+  try {
+    fault.log(err, origin);
+  } catch {
+    // a failing logger must not end the process either
+  }
+  const { req, res } = fault;
+  try {
+    const socket = res.socket;
+    if (!res.headersSent && !res.writableEnded && !res.destroyed && socket && !socket.destroyed) {
+      // A body we did not read must not keep the connection: close it after the answer.
+      if (!req.complete) res.shouldKeepAlive = false;
+      fault.answer(err);
+    } else if (!res.writableFinished && !res.destroyed) {
+      res.destroy();
+    }
+  } catch {
+    try {
+      res.destroy();
+    } catch {
+      // nothing left to end
+    }
+  }
+}
+
+function onUncaught(err: unknown): void {
+  handleProcessFault(err, 'uncaughtException');
+}
+
+function onRejection(reason: unknown): void {
+  handleProcessFault(reason, 'unhandledRejection');
+}
+
+function handleProcessFault(err: unknown, origin: 'uncaughtException' | 'unhandledRejection'): void {
+  const fault = current.getStore();
+  if (fault) {
+    endFaultyRequest(fault, err, origin);
+    return;
+  }
+  // Not a request's: whoever else listens decides; without anyone, end as Node would.
+  if (process.listenerCount(origin) > 1) return;
+  process.stderr.write(`${origin === 'unhandledRejection' ? 'Unhandled rejection: ' : ''}${inspect(err)}\n`);
+  process.exit(1);
+}
 
 /**
- * Install the process-wide handlers (once per process; later calls keep the first logger). Call
- * it from a server's composition root once it listens, never from a library a test loads: it
- * replaces node's "print and exit" for uncaught errors.
+ * Hold the process-wide listeners while a server runs; the returned function releases them (the
+ * last holder removes them, so a process that stops its servers is back to Node's defaults).
  */
-export function installCrashGuard(log: Logger): void {
-  if (installedWith) return;
-  installedWith = log;
-  const onError = (what: string) => (err: unknown) => {
-    const scope = scopes.getStore();
-    log.error(`${what}; the server keeps serving`, {
-      error: errorMessage(err),
-      ...(scope ? { request: scope.label } : {}),
-      stack: err instanceof Error ? err.stack : undefined,
-    });
-    if (!scope) return;
-    try {
-      scope.fail(err);
-    } catch (failErr) {
-      log.error('could not fail the request', { error: errorMessage(failErr) });
+export function installCrashGuard(): () => void {
+  if (holders++ === 0) {
+    process.on('uncaughtException', onUncaught);
+    process.on('unhandledRejection', onRejection);
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    if (--holders === 0) {
+      process.off('uncaughtException', onUncaught);
+      process.off('unhandledRejection', onRejection);
     }
   };
-  process.on('uncaughtException', onError('uncaught exception'));
-  process.on('unhandledRejection', onError('unhandled promise rejection'));
 }
