@@ -267,12 +267,14 @@ export interface ListenAddress {
   port?: number;
 }
 
-export function parseListenAddress(spec: string): ListenAddress {
+/** Parse `unix:///path` or `tcp://host[:port]` (`defaultPort` when none: dockerd's 2375, 2376 with TLS). */
+export function parseListenAddress(spec: string, defaultPort = 2375): ListenAddress {
   if (spec.startsWith('unix://')) return { kind: 'unix', path: spec.slice('unix://'.length) };
   if (spec.startsWith('tcp://')) {
     const rest = spec.slice('tcp://'.length);
     const i = rest.lastIndexOf(':');
-    if (i < 0) return { kind: 'tcp', host: rest || '127.0.0.1', port: 2375 };
+    if (i < 0 || rest.endsWith(']'))
+      return { kind: 'tcp', host: rest.replace(/^\[|\]$/g, '') || '127.0.0.1', port: defaultPort };
     const host = rest.slice(0, i).replace(/^\[|\]$/g, '') || '127.0.0.1';
     const port = Number(rest.slice(i + 1));
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${spec}`);

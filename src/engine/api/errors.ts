@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { BerthError, type ErrorKind, errnoCode, errorMessage } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { bodyUnread } from '../../http/body.js';
+import type { ErrorBody } from '../../http/connection-limits.js';
 
 /** The one place engine error kinds become HTTP statuses. */
 const statusOf: Record<ErrorKind, number> = {
@@ -26,6 +27,12 @@ export function engineStatus(err: unknown): number {
   if (code === 'ENOENT') return 404;
   return 500;
 }
+
+/** The engine's error body, for what the connection guard answers on its own (429, 408). */
+export const engineErrorBody: ErrorBody = (_status, message) => ({
+  contentType: 'application/json',
+  body: JSON.stringify({ message }),
+});
 
 /** Answer an error as dockerd does: `{"message": ...}` (API >= 1.24), headers permitting. */
 export function sendEngineError(res: ServerResponse, err: unknown, log: Logger): void {

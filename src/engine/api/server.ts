@@ -156,7 +156,11 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
     {
       guard,
       create: tls
-        ? (listener) => createHttpsServer({ ...tls, ...guard?.tlsServerOptions(), keepAlive: true }, listener)
+        ? (listener) =>
+            createHttpsServer(
+              { ...tls, ...guard?.tlsServerOptions(), keepAlive: true, allowHalfOpen: true },
+              listener,
+            )
         : undefined,
     },
   );
