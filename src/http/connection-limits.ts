@@ -19,7 +19,10 @@ export const plainErrorBody: ErrorBody = (status, message) => ({
 /** Sockets taken over by a handler (attach, exec): their body is no request body any more. */
 const released = new WeakSet<object>();
 
-/** Tell the guard that a connection now belongs to a stream (hijacked): it stops watching it. */
+/**
+ * Tell the guard that a connection's request body is over and what follows is a stream (a
+ * hijacked connection, an upgrade request whose body was read): it stops watching it.
+ */
 export function releaseConnection(socket: Duplex): void {
   released.add(socket);
 }
@@ -137,7 +140,7 @@ export class ConnectionGuard {
       this.answer(res, 429, message);
       return false;
     }
-    if (!upgrade && this.limits.bodyIdleTimeoutMs > 0 && hasBody(req)) this.watchBody(req, res);
+    if (this.limits.bodyIdleTimeoutMs > 0 && hasBody(req)) this.watchBody(req, res, upgrade);
     return true;
   }
 
@@ -160,21 +163,25 @@ export class ConnectionGuard {
   /**
    * Cut a request whose client stopped sending its body: no byte arrived for bodyIdleTimeoutMs
    * while nothing read was left waiting for the server (a server reading slowly holds bytes in
-   * the request's buffer, and its client is not to blame).
+   * the request's buffer, and its client is not to blame). An upgrade request's body is on its
+   * socket (readUpgradeBody): watched until it was read or the connection was taken over.
    */
-  private watchBody(req: IncomingMessage, res: ServerResponse): void {
+  private watchBody(req: IncomingMessage, res: ServerResponse, upgrade: boolean): void {
     const idle = this.limits.bodyIdleTimeoutMs;
     const socket = req.socket;
+    const buffered = (): number => (upgrade ? socket.readableLength : req.readableLength);
+    const done = (): boolean =>
+      socket.destroyed || released.has(socket) || (!upgrade && (req.complete || req.destroyed));
     let seen = socket.bytesRead;
     let lastProgress = Date.now();
     const timer = setInterval(
       () => {
-        if (req.complete || req.destroyed || socket.destroyed || released.has(socket)) {
+        if (done()) {
           clearInterval(timer);
           return;
         }
         const now = Date.now();
-        if (socket.bytesRead !== seen || req.readableLength > 0) {
+        if (socket.bytesRead !== seen || buffered() > 0) {
           seen = socket.bytesRead;
           lastProgress = now;
           return;
@@ -194,8 +201,8 @@ export class ConnectionGuard {
       Math.max(10, Math.floor(idle / 4)),
     );
     timer.unref();
-    req.once('end', () => clearInterval(timer));
-    req.once('close', () => clearInterval(timer));
+    socket.once('close', () => clearInterval(timer));
+    if (!upgrade) req.once('end', () => clearInterval(timer));
   }
 
   /**

@@ -143,6 +143,8 @@ export async function readUpgradeBody(ex: Exchange, limit = 1024 * 1024): Promis
   if (first.length + rest.length < declared) {
     throw invalidParameter('the client closed the connection before the request body was complete');
   }
+  // the request is in; what comes next on the socket is the stream's
+  releaseConnection(up.socket);
   return Buffer.concat([first, rest]);
 }
 

@@ -17,6 +17,7 @@ import {
   closeServer,
   createExchangeServer,
   type Exchange,
+  readUpgradeBody,
   takeOverConnection,
 } from '../../../src/http/server.js';
 import { eventually } from '../../helpers/eventually.js';
@@ -52,6 +53,14 @@ async function route(ex: Exchange): Promise<void> {
       await sleep(450);
     }
     res.end('done\n');
+  } else if (url === '/upgrade-body' && ex.upgrade) {
+    // exec start: the options come as the body of an upgrade request, on the socket
+    const body = await readUpgradeBody(ex);
+    const socket = await takeOverConnection(ex);
+    socket.write(`HTTP/1.1 101 UPGRADED\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\nbody ${body.length}\n`);
+    socket.on('data', (d: Buffer) => socket.write(`echo:${d.toString()}`));
+    socket.on('end', () => socket.end());
+    socket.resume();
   } else if (url === '/hijack') {
     const socket = await takeOverConnection(ex);
     socket.on('data', (d: Buffer) => socket.write(`echo:${d.toString()}`));
@@ -146,6 +155,23 @@ describe('connection limits', () => {
     chunked.write('POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
     assert.ok(await chunked.waitClosed(3000));
     assert.equal(chunked.status(), 408);
+  });
+
+  it('cuts an upgrade request whose body stalls, not the stream that follows a body read whole', async () => {
+    const head =
+      'POST /upgrade-body HTTP/1.1\r\nHost: t\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 20\r\n\r\n';
+    const stalled = await RawConnection.open(tcp.target);
+    stalled.write(`${head}{"Detach":`);
+    assert.ok(await stalled.waitClosed(3000), 'the stalled upgrade body was cut');
+    assert.equal(stalled.status(), 408);
+    const ok = await RawConnection.open(tcp.target);
+    ok.write(`${head}{"Detach":false, "a"}`);
+    assert.ok(await ok.waitFor(/body 20\n/, 2000), ok.text());
+    await sleep(700);
+    ok.write('ping');
+    assert.ok(await ok.waitFor(/echo:ping/, 2000), ok.text());
+    assert.equal(ok.closedAt, undefined);
+    ok.destroy();
   });
 
   it('does not cut a body that arrives slowly but steadily, nor one the server reads late', async () => {
