@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { connect as tlsConnect } from 'node:tls';
 import { Logger } from '../../../src/common/log.js';
 import { readBody } from '../../../src/http/body.js';
 import {
@@ -22,6 +24,7 @@ import {
 } from '../../../src/http/server.js';
 import { eventually } from '../../helpers/eventually.js';
 import { RawConnection, type RawTarget, rawExchange } from '../../helpers/raw-http.js';
+import { makeTestCertificates } from '../../helpers/tls-certs.js';
 
 const limits: ConnectionLimits = {
   maxHeaderBytes: 4096,
@@ -243,6 +246,39 @@ describe('connection limits', () => {
     await eventually('held connections closed', () => unix.guard.openConnections('local') === 0);
     assert.match(await rawExchange(unix.target, get('/')), /^HTTP\/1\.1 200/);
     assert.equal(unix.guard.openConnections('local'), 0);
+  });
+
+  it('over TLS: closes a client that never finishes its handshake, and caps headers the same', async () => {
+    const certs = await makeTestCertificates(join(dir, 'certs'));
+    const guard = new ConnectionGuard(limits, plainErrorBody, new Logger('error'));
+    const [cert, key] = await Promise.all([readFile(certs.serverCert), readFile(certs.serverKey)]);
+    const server = createExchangeServer((ex) => ex.res.end('ok'), {
+      guard,
+      create: (listener) =>
+        createHttpsServer({ cert, key, keepAlive: true, ...guard.tlsServerOptions() }, listener),
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const silent = await RawConnection.open({ port });
+      const t0 = Date.now();
+      assert.ok(await silent.waitClosed(3000), 'the handshake that never came was cut');
+      assert.ok(Date.now() - t0 >= 350, `closed after ${Date.now() - t0} ms`);
+      const answer = await new Promise<string>((resolve) => {
+        const s = tlsConnect({ port, host: '127.0.0.1', rejectUnauthorized: false }, () =>
+          s.write(`GET / HTTP/1.1\r\nHost: t\r\nX-Big: ${'a'.repeat(5000)}\r\n\r\n`),
+        );
+        let got = '';
+        s.on('data', (d: Buffer) => {
+          got += d.toString();
+        });
+        s.on('close', () => resolve(got));
+        s.on('error', () => undefined);
+      });
+      assert.match(answer, /^HTTP\/1\.1 431/);
+    } finally {
+      await closeServer(server);
+    }
   });
 
   it('answers 400 to a malformed request and keeps serving', async () => {
