@@ -233,10 +233,15 @@ export class ConnectionGuard {
       return;
     }
     const { contentType, body } = this.errorBody(status, message);
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: ${contentType}\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    try {
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: ${contentType}\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    } catch {
+      socket.destroy();
+      return;
+    }
     setTimeout(() => socket.destroy(), 1000).unref();
   }
 }
