@@ -83,6 +83,17 @@ export function bool(p: Parsed, name: string): boolean {
   return p.flags.get(name) === true;
 }
 
+/** `90`, `90s`, `15m`, `2h`, `1d`, `500ms` → milliseconds. */
+export function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!m) throw new UsageError(`invalid duration ${JSON.stringify(text)}: use e.g. 30s, 10m, 1h`);
+  const n = Number(m[1]);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
+    (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
+  ];
+  return Math.round(n * unit);
+}
+
 /** Resolve when SIGTERM or SIGINT arrives. */
 export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {

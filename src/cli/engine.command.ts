@@ -1,13 +1,37 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { ConnectionLimits } from '../common/connection-limits.js';
+import { errorMessage } from '../common/errors.js';
 import { parseLogLevel, rootLogger } from '../common/log.js';
-import { defaultEngineConfig, type EngineConfig, parseRuntimeName } from '../engine/config.js';
+import {
+  defaultEngineConfig,
+  defaultEngineLimits,
+  type EngineConfig,
+  type EngineTls,
+  parseRuntimeName,
+} from '../engine/config.js';
+import { parseRamSize } from '../engine/containers/core/units.js';
 import { startEngine } from '../engine/daemon.js';
-import { bool, type FlagSpec, list, type Parsed, parseArgs, str, untilSignal, usage } from './args.js';
+import {
+  bool,
+  type FlagSpec,
+  list,
+  type Parsed,
+  parseArgs,
+  parseDuration,
+  str,
+  UsageError,
+  untilSignal,
+  usage,
+} from './args.js';
 
 export const engineFlags: Record<string, FlagSpec> = {
   host: {
     kind: 'list',
+    short: 'H',
     help: 'listen address, unix:///path or tcp://host:port (default unix:///run/berth/berth.sock)',
   },
+  ...frontDoorFlags(),
   'data-root': { kind: 'string', help: 'root of persistent state (default /var/lib/berth)' },
   'exec-root': { kind: 'string', help: 'root of runtime state (default /run/berth)' },
   runtime: { kind: 'string', help: 'OCI runtime: runc or crun (default runc)' },
@@ -23,11 +47,129 @@ export const engineFlags: Record<string, FlagSpec> = {
   help: { kind: 'bool', help: 'print this help' },
 };
 
+/** The flags of the listeners: TLS, the socket's group, the connection caps. */
+function frontDoorFlags(): Record<string, FlagSpec> {
+  const certDir = '$DOCKER_CERT_PATH or ~/.docker';
+  return {
+    tls: { kind: 'bool', help: 'serve tcp:// hosts over TLS; implied by --tlsverify' },
+    tlsverify: {
+      kind: 'bool',
+      help: 'serve tcp:// hosts over TLS and only to clients with a certificate signed by --tlscacert',
+    },
+    tlscacert: {
+      kind: 'string',
+      help: `trust client certificates signed only by this CA (default ${certDir}/ca.pem)`,
+    },
+    tlscert: { kind: 'string', help: `the server's TLS certificate (default ${certDir}/cert.pem)` },
+    tlskey: { kind: 'string', help: `the server's TLS key (default ${certDir}/key.pem)` },
+    'insecure-tcp-without-tls': {
+      kind: 'bool',
+      help: 'allow a tcp:// host without TLS on an address other than loopback: anyone who reaches it is root on this host',
+    },
+    group: {
+      kind: 'string',
+      short: 'G',
+      help: 'group of the unix socket (mode 0660), a name or a gid (default docker when it exists)',
+    },
+    'max-header-size': {
+      kind: 'string',
+      help: 'largest request line and headers of one request, as 64k or 1m (default 1m; 431 past it)',
+    },
+    'max-connections-per-client': {
+      kind: 'string',
+      help: 'most open connections from one address on a tcp:// host (default 256; 429 past it; 0: no cap)',
+    },
+    'max-local-connections': {
+      kind: 'string',
+      help: 'most open connections on a unix socket, all clients together (default 2048; 429 past it; 0: no cap)',
+    },
+    'headers-timeout': {
+      kind: 'string',
+      help: "time a client has to send a request's headers, as 60s or 500ms (default 60s; 408 past it)",
+    },
+    'body-idle-timeout': {
+      kind: 'string',
+      help: 'a request body that receives nothing for this long is cut (default 2m; 408; streams are not affected)',
+    },
+    'keep-alive-timeout': {
+      kind: 'string',
+      help: 'an idle keep-alive connection is closed after this long (default 65s)',
+    },
+  };
+}
+
+/** The directory of the default TLS files: $DOCKER_CERT_PATH, else $DOCKER_CONFIG or ~/.docker (dockerd's). */
+function certDirectory(env: NodeJS.ProcessEnv): string {
+  return env.DOCKER_CERT_PATH || env.DOCKER_CONFIG || join(homedir(), '.docker');
+}
+
+/**
+ * TLS as dockerd 20.10 reads its flags: `--tlsverify` (given at all, or DOCKER_TLS_VERIFY set)
+ * turns TLS on; `--tls` alone serves TLS without asking clients for a certificate.
+ */
+export function engineTlsFrom(p: Parsed, env: NodeJS.ProcessEnv = process.env): EngineTls | undefined {
+  const verifyGiven = p.flags.has('tlsverify');
+  const verify = verifyGiven ? bool(p, 'tlsverify') : Boolean(env.DOCKER_TLS_VERIFY);
+  if (!bool(p, 'tls') && !verifyGiven && !verify) {
+    for (const name of ['tlscacert', 'tlscert', 'tlskey']) {
+      if (p.flags.has(name)) throw new UsageError(`--${name} needs --tls or --tlsverify`);
+    }
+    return undefined;
+  }
+  const dir = certDirectory(env);
+  const caFile = str(p, 'tlscacert') ?? join(dir, 'ca.pem');
+  return {
+    verify,
+    ...(verify || p.flags.has('tlscacert') ? { caFile } : {}),
+    certFile: str(p, 'tlscert') ?? join(dir, 'cert.pem'),
+    keyFile: str(p, 'tlskey') ?? join(dir, 'key.pem'),
+  };
+}
+
+function count(p: Parsed, name: string, fallback: number): number {
+  const text = str(p, name);
+  if (text === undefined) return fallback;
+  if (!/^\d+$/.test(text)) throw new UsageError(`--${name} takes a whole number: ${text}`);
+  return Number(text);
+}
+
+function duration(p: Parsed, name: string, fallback: number): number {
+  const text = str(p, name);
+  return text === undefined ? fallback : parseDuration(text);
+}
+
+export function engineLimitsFrom(p: Parsed): ConnectionLimits {
+  const d = defaultEngineLimits;
+  let maxHeaderBytes = d.maxHeaderBytes;
+  const header = str(p, 'max-header-size');
+  if (header !== undefined) {
+    try {
+      maxHeaderBytes = parseRamSize(header, '--max-header-size');
+    } catch (err) {
+      throw new UsageError(errorMessage(err));
+    }
+    if (maxHeaderBytes < 1024) throw new UsageError(`--max-header-size must be at least 1k: ${header}`);
+  }
+  return {
+    maxHeaderBytes,
+    maxConnectionsPerClient: count(p, 'max-connections-per-client', d.maxConnectionsPerClient),
+    maxLocalConnections: count(p, 'max-local-connections', d.maxLocalConnections),
+    headersTimeoutMs: duration(p, 'headers-timeout', d.headersTimeoutMs),
+    bodyIdleTimeoutMs: duration(p, 'body-idle-timeout', d.bodyIdleTimeoutMs),
+    keepAliveTimeoutMs: duration(p, 'keep-alive-timeout', d.keepAliveTimeoutMs),
+  };
+}
+
 export function engineConfigFrom(p: Parsed): EngineConfig {
   const logLevel = str(p, 'log-level');
   const runtime = str(p, 'runtime');
+  const tls = engineTlsFrom(p);
   return {
     hosts: list(p, 'host') ?? defaultEngineConfig.hosts,
+    ...(tls ? { tls } : {}),
+    insecureTcpWithoutTls: bool(p, 'insecure-tcp-without-tls'),
+    socketGroup: str(p, 'group') ?? defaultEngineConfig.socketGroup,
+    limits: engineLimitsFrom(p),
     dataRoot: str(p, 'data-root') ?? defaultEngineConfig.dataRoot,
     execRoot: str(p, 'exec-root') ?? defaultEngineConfig.execRoot,
     runtime: runtime ? parseRuntimeName(runtime) : defaultEngineConfig.runtime,

@@ -2,7 +2,7 @@ import { errorMessage } from '../common/errors.js';
 import { loadConfig, type RegistryConfig } from '../registry/config.js';
 import { collectGarbage } from '../registry/gc/gc.js';
 import { FilesystemDriver } from '../registry/storage/filesystem.driver.js';
-import { bool, type FlagSpec, parseArgs, str, UsageError, usage } from './args.js';
+import { bool, type FlagSpec, parseArgs, parseDuration, str, UsageError, usage } from './args.js';
 
 const spec: Record<string, FlagSpec> = {
   config: {
@@ -93,17 +93,6 @@ export async function rootFromConfig(path: string): Promise<string> {
     throw new UsageError(errorMessage(err));
   }
   return process.env.REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY || config.storage.filesystem.rootdirectory;
-}
-
-/** `90`, `90s`, `15m`, `2h`, `1d`, `500ms` → milliseconds. */
-export function parseDuration(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m) throw new UsageError(`invalid duration ${JSON.stringify(text)}: use e.g. 30s, 10m, 1h`);
-  const n = Number(m[1]);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
-    (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
-  ];
-  return Math.round(n * unit);
 }
 
 function formatBytes(n: number): string {

@@ -1,9 +1,25 @@
+import type { ConnectionLimits } from '../common/connection-limits.js';
 import { invalidParameter } from '../common/errors.js';
 import type { LogLevel } from '../common/log.js';
 
 export interface EngineConfig {
   /** Listen addresses: `unix:///run/berth/berth.sock`, `tcp://127.0.0.1:2375`. */
   hosts: string[];
+  /** TLS of the tcp:// hosts (`--tls`, `--tlsverify`); absent: plain HTTP. Never on unix sockets. */
+  tls?: EngineTls;
+  /**
+   * `--insecure-tcp-without-tls`: the operator's confirmation that a tcp:// host without TLS on
+   * an address other than loopback is meant (refused to start without it).
+   */
+  insecureTcpWithoutTls: boolean;
+  /**
+   * `--group`/`-G`: the group of the unix sockets (mode 0660), a name or a gid; `docker` by
+   * default, as dockerd (a missing `docker` group is a warning, any other missing group an
+   * error); empty: the engine's own group.
+   */
+  socketGroup: string;
+  /** Connection caps of every listener (header size, timeouts, connections per client). */
+  limits: ConnectionLimits;
   dataRoot: string;
   execRoot: string;
   runtime: 'runc' | 'crun';
@@ -20,8 +36,32 @@ export interface EngineConfig {
   bip?: string;
 }
 
+/** The TLS of the tcp:// listeners: PEM files, and whether clients must show a certificate. */
+export interface EngineTls {
+  /** `--tlsverify`: only clients with a certificate signed by `caFile` are served. */
+  verify: boolean;
+  /** `--tlscacert`: the CA client certificates must be signed by (required with verify). */
+  caFile?: string;
+  /** `--tlscert`, `--tlskey`: the server's certificate and key. */
+  certFile: string;
+  keyFile: string;
+}
+
+/** The connection caps by default: dockerd's (Go's) 1 MiB of headers, minutes-long timeouts. */
+export const defaultEngineLimits: ConnectionLimits = {
+  maxHeaderBytes: 1024 * 1024,
+  maxConnectionsPerClient: 256,
+  maxLocalConnections: 2048,
+  headersTimeoutMs: 60_000,
+  bodyIdleTimeoutMs: 120_000,
+  keepAliveTimeoutMs: 65_000,
+};
+
 export const defaultEngineConfig: EngineConfig = {
   hosts: ['unix:///run/berth/berth.sock'],
+  insecureTcpWithoutTls: false,
+  socketGroup: 'docker',
+  limits: defaultEngineLimits,
   dataRoot: '/var/lib/berth',
   execRoot: '/run/berth',
   runtime: 'runc',

@@ -1,18 +1,22 @@
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { type FileLock, tryLockFile } from '../common/fs/file-lock.js';
 import type { Logger } from '../common/log.js';
-import { closeServer, type ListenAddress, parseListenAddress } from '../http/server.js';
+import { ConnectionGuard } from '../http/connection-limits.js';
+import { installCrashGuard } from '../http/crash-guard.js';
+import { closeServer } from '../http/server.js';
 import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
+import { engineErrorBody } from './api/errors.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
+import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
@@ -85,49 +89,33 @@ async function releaseRoots(locks: FileLock[]): Promise<void> {
   for (const lock of [...locks].reverse()) await lock.release();
 }
 
-async function listen(server: Server, addr: ListenAddress, log: Logger): Promise<string> {
-  if (addr.kind === 'unix') {
-    const path = addr.path ?? '';
-    await mkdir(join(path, '..'), { recursive: true });
-    await rm(path, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(path, () => {
-        server.off('error', reject);
-        resolve();
-      });
+/**
+ * One API server per address, each with the connection caps; the unix sockets without TLS, the
+ * tcp:// ones with it when configured. From then on, what a request's code throws where nobody
+ * catches it ends that request alone (src/http/crash-guard.ts) until the engine closes.
+ */
+async function openApiListeners(
+  router: ReturnType<typeof createApiRouter>,
+  config: EngineConfig,
+  door: FrontDoor,
+  log: Logger,
+): Promise<{ servers: Server[]; bound: string[]; releaseCrashGuard: () => void }> {
+  const apiLog = log.child('api');
+  const servers: Server[] = [];
+  const bound: string[] = [];
+  for (const addr of door.addresses) {
+    const server = createEngineServer(router, {
+      log: apiLog,
+      serverHeader: `berth/${ENGINE_VERSION} (linux)`,
+      experimental: config.experimental,
+      guard: new ConnectionGuard(config.limits, engineErrorBody, apiLog),
+      ...(addr.kind === 'tcp' && door.tls ? { tls: door.tls } : {}),
     });
-    await chmod(path, 0o660);
-    const gid = await groupId('docker');
-    if (gid !== undefined) await chown(path, 0, gid).catch(() => undefined);
-    log.info('API listening', { address: `unix://${path}` });
-    return `unix://${path}`;
+    bound.push(await listenOn(server, addr, door, log));
+    servers.push(server);
   }
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(addr.port ?? 2375, addr.host ?? '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const bound = server.address();
-  const port = typeof bound === 'object' && bound ? bound.port : addr.port;
-  const host = addr.host?.includes(':') ? `[${addr.host}]` : addr.host;
-  log.info('API listening', { address: `tcp://${host}:${port}` });
-  return `tcp://${host}:${port}`;
-}
-
-async function groupId(name: string): Promise<number | undefined> {
-  try {
-    const text = await readFile('/etc/group', 'utf8');
-    for (const line of text.split('\n')) {
-      const [group, , gid] = line.split(':');
-      if (group === name && gid) return Number(gid);
-    }
-  } catch {
-    return undefined;
-  }
-  return undefined;
+  for (const warning of apiWarnings(bound, config.tls)) log.warn(warning);
+  return { servers, bound, releaseCrashGuard: installCrashGuard() };
 }
 
 export interface StartHooks {
@@ -140,7 +128,9 @@ export async function startEngine(
   log: Logger,
   hooks: StartHooks = {},
 ): Promise<Engine> {
-  const addresses = config.hosts.map(parseListenAddress);
+  // what the listeners need is checked before anything starts (TLS files, group, exposure)
+  const door = await prepareFrontDoor(config, log);
+  const addresses = door.addresses;
   await mkdir(config.dataRoot, { recursive: true, mode: 0o711 });
   await mkdir(config.execRoot, { recursive: true, mode: 0o700 });
   const locks = await claimRoots(config);
@@ -221,17 +211,8 @@ export async function startEngine(
 
   await hooks.beforeListen?.({ images });
 
-  const servers: Server[] = [];
-  const bound: string[] = [];
-  for (const addr of addresses) {
-    const server = createEngineServer(router, {
-      log: log.child('api'),
-      serverHeader: `berth/${ENGINE_VERSION} (linux)`,
-      experimental: config.experimental,
-    });
-    bound.push(await listen(server, addr, log));
-    servers.push(server);
-  }
+  const { servers, bound, releaseCrashGuard } = await openApiListeners(router, config, door, log);
+  sources.warnings = () => apiWarnings(bound, config.tls);
   log.info('engine started', { version: ENGINE_VERSION, dataRoot: config.dataRoot, runtime: config.runtime });
 
   let closed = false;
@@ -251,6 +232,7 @@ export async function startEngine(
       await network.close();
       await runtime.close();
       await Promise.all(servers.map((s) => closeServer(s)));
+      releaseCrashGuard();
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
       await releaseRoots(locks);
       log.info('engine stopped; containers keep running');

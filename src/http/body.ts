@@ -1,6 +1,18 @@
 import type { IncomingMessage } from 'node:http';
 import { BerthError, invalidParameter } from '../common/errors.js';
 
+/** Whether a request announced a body (a Content-Length above 0 or a Transfer-Encoding). */
+export function hasBody(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const length = req.headers['content-length'];
+  return length !== undefined && length !== '0';
+}
+
+/** Whether part of a request's announced body is still to come (not read by anyone yet). */
+export function bodyUnread(req: IncomingMessage): boolean {
+  return hasBody(req) && !req.complete;
+}
+
 /** Read a whole request body, refusing more than `limit` bytes. */
 export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
@@ -17,6 +29,8 @@ export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): 
       chunks.push(buf);
     }
   } catch (err) {
+    // our own refusal (past the limit) stands, though leaving the loop marks the request aborted
+    if (err instanceof BerthError) throw err;
     // the client left before sending all it announced: its error, not the server's
     if (
       req.aborted ||

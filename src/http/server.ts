@@ -1,7 +1,20 @@
-import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  ServerResponse,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import { BerthError, invalidParameter } from '../common/errors.js';
 import { onceAny } from '../common/once-any.js';
+import {
+  type ConnectionGuard,
+  keepOnTakeOver,
+  keptOnTakeOver,
+  type Listener,
+  releaseConnection,
+} from './connection-limits.js';
 
 /**
  * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
@@ -16,38 +29,70 @@ export interface Exchange {
 
 export type ExchangeHandler = (ex: Exchange) => void;
 
+export interface ExchangeServerOptions {
+  /** Connection caps (header size, timeouts, connections per client, stalled bodies). */
+  guard?: ConnectionGuard;
+  /**
+   * Make the server (https.createServer for TLS) with node's request listener; default: a plain
+   * HTTP server. Its options must include `keepAlive: true`.
+   */
+  create?: (listener: RequestListener) => Server;
+}
+
 /**
  * An HTTP server whose upgrade requests reach the same handler as plain ones, with a
- * ServerResponse bound to the socket so that errors are answered the ordinary way.
+ * ServerResponse bound to the socket so that errors are answered the ordinary way. An error event
+ * on a request or a response (a client gone, a write after the end) is logged by nobody and ends
+ * nothing: each gets a listener, so node never throws it.
  */
-export function createExchangeServer(handler: ExchangeHandler): Server {
-  const server = createServer({ keepAlive: true }, (req, res) => handler({ req, res }));
+export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeServerOptions = {}): Server {
+  const guard = opts.guard;
+  const listener: RequestListener = (req, res) => {
+    req.on('error', ignore);
+    res.on('error', ignore);
+    if (guard && !guard.admit(req, res)) return;
+    handler({ req, res });
+  };
+  const server = opts.create ? opts.create(listener) : createServer({ keepAlive: true }, listener);
   // every connection, taken over ones too (node's server forgets those): closeServer ends them
   const sockets = new Set<Duplex>();
   connections.set(server, sockets);
   server.on('connection', (socket: Duplex) => {
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    socket.on(
+      'close',
+      keepOnTakeOver(() => sockets.delete(socket)),
+    );
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', ignore);
+    req.on('error', ignore);
     const res = new ServerResponse(req);
+    res.on('error', ignore);
     // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
     res.assignSocket(socket as any);
     res.shouldKeepAlive = false;
     res.on('finish', () => {
       if (!(res as unknown as { hijacked?: boolean }).hijacked) socket.end();
     });
+    if (guard && !guard.admit(req, res, true)) return;
     handler({ req, res, upgrade: { socket, head } });
   });
   // Clients (the docker CLI) half-close when they have no stdin; keep writing after their FIN.
   server.on('connection', (socket) => {
     socket.setNoDelay(true);
   });
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 70_000;
-  server.requestTimeout = 0;
+  if (guard) guard.attach(server);
+  else {
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 70_000;
+    server.requestTimeout = 0;
+  }
   return server;
 }
+
+/** An error listener for streams whose errors are answered elsewhere (or by nobody). */
+function ignore(): void {}
 
 const connections = new WeakMap<Server, Set<Duplex>>();
 
@@ -66,6 +111,7 @@ export function closeServer(server: Server): Promise<void> {
 /** Mark an exchange as taken over so the server does not end its socket. */
 export function markHijacked(ex: Exchange): void {
   (ex.res as unknown as { hijacked?: boolean }).hijacked = true;
+  releaseConnection(ex.upgrade?.socket ?? ex.req.socket);
   if (ex.upgrade) ex.res.detachSocket(ex.upgrade.socket as never);
 }
 
@@ -97,6 +143,8 @@ export async function readUpgradeBody(ex: Exchange, limit = 1024 * 1024): Promis
   if (first.length + rest.length < declared) {
     throw invalidParameter('the client closed the connection before the request body was complete');
   }
+  // the request is in; what comes next on the socket is the stream's
+  releaseConnection(up.socket);
   return Buffer.concat([first, rest]);
 }
 
@@ -129,8 +177,12 @@ export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
     socket = plain;
     plain.pause();
     ex.res.detachSocket(plain);
-    for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout'])
+    for (const event of ['data', 'end', 'close', 'drain', 'error', 'timeout']) {
+      // node's server's listeners go; the kit's own (connection counts, closeServer's set) stay
+      const own = plain.listeners(event).filter((l) => keptOnTakeOver.has(l as Listener));
       plain.removeAllListeners(event);
+      for (const l of own) plain.on(event, l as Listener);
+    }
     plain.setTimeout(0);
     // Node's server hands a socket back from its C++ parser when a 'data' listener is added.
     const unconsume = (): void => undefined;
@@ -141,7 +193,9 @@ export async function takeOverConnection(ex: Exchange): Promise<Duplex> {
     // upgrade path does, so that resuming starts reading from the handle again.
     const state = (plain as unknown as { _readableState: { reading: boolean } })._readableState;
     state.reading = false;
-    // the part of the body the parser already took is in the request
+    // The parser may be amid the packet that held the headers: what of the body it holds goes
+    // to the request once that call is over (a tick later), and is the request's, not the stream's.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     bodyLeft = ex.req.complete ? 0 : Math.max(0, bodyLeft - ex.req.readableLength);
   }
   // the handler adds its own; until then a client gone (EPIPE, ECONNRESET) must not be uncaught
@@ -215,12 +269,14 @@ export interface ListenAddress {
   port?: number;
 }
 
-export function parseListenAddress(spec: string): ListenAddress {
+/** Parse `unix:///path` or `tcp://host[:port]` (`defaultPort` when none: dockerd's 2375, 2376 with TLS). */
+export function parseListenAddress(spec: string, defaultPort = 2375): ListenAddress {
   if (spec.startsWith('unix://')) return { kind: 'unix', path: spec.slice('unix://'.length) };
   if (spec.startsWith('tcp://')) {
     const rest = spec.slice('tcp://'.length);
     const i = rest.lastIndexOf(':');
-    if (i < 0) return { kind: 'tcp', host: rest || '127.0.0.1', port: 2375 };
+    if (i < 0 || rest.endsWith(']'))
+      return { kind: 'tcp', host: rest.replace(/^\[|\]$/g, '') || '127.0.0.1', port: defaultPort };
     const host = rest.slice(0, i).replace(/^\[|\]$/g, '') || '127.0.0.1';
     const port = Number(rest.slice(i + 1));
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${spec}`);

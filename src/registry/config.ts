@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import type { ConnectionLimits } from '../common/connection-limits.js';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
 
 let yaml: typeof import('yaml') | undefined;
@@ -87,6 +88,8 @@ export interface RegistryConfig {
     cache: { manifests: { entries: number; bytes: number } };
     tokenserver?: TokenServerConfig;
     ratelimit?: RateLimitConfig;
+    /** Connection caps (`berth.connections`, see connectionLimitsFrom). */
+    connections: ConnectionLimits;
   };
   /** The raw document, for extensions that read more than this type names. */
   raw: Record<string, unknown>;
@@ -154,6 +157,55 @@ export function parseDuration(v: unknown, where: string, fallbackMs: number): nu
   if (consumed !== v.length || consumed === 0)
     throw new ConfigError(`${where}: invalid duration ${JSON.stringify(v)}`);
   return total;
+}
+
+// ---- berth.connections: the connection caps (src/http/connection-limits.ts) ----
+
+/**
+ * The registry's connection caps by default: 64 KiB of headers (a bearer token is a few KiB),
+ * 512 connections per client address (a registry behind a proxy sees one address: raise it or
+ * set 0), a minute for headers and for a stalled body.
+ */
+export const defaultRegistryConnections: ConnectionLimits = {
+  maxHeaderBytes: 64 * 1024,
+  maxConnectionsPerClient: 512,
+  maxLocalConnections: 512,
+  headersTimeoutMs: 60_000,
+  bodyIdleTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 65_000,
+};
+
+/**
+ * `berth.connections`: `maxheaderbytes` (431 past it), `maxconnectionsperclient` (429 past it;
+ * 0: none), `headerstimeout` (408), `bodyidletimeout` (a body that receives nothing for that
+ * long: 408, closed), `keepalivetimeout`; durations as Go's ("30s", "500ms") or seconds.
+ */
+function connectionLimitsFrom(raw: unknown): ConnectionLimits {
+  const c = obj(raw, 'berth.connections');
+  const d = defaultRegistryConnections;
+  const perClient = num(
+    c.maxconnectionsperclient,
+    'berth.connections.maxconnectionsperclient',
+    d.maxConnectionsPerClient,
+  );
+  const maxHeaderBytes = num(c.maxheaderbytes, 'berth.connections.maxheaderbytes', d.maxHeaderBytes);
+  if (maxHeaderBytes < 1024) throw new ConfigError('berth.connections.maxheaderbytes must be at least 1024');
+  return {
+    maxHeaderBytes,
+    maxConnectionsPerClient: perClient,
+    maxLocalConnections: perClient,
+    headersTimeoutMs: parseDuration(c.headerstimeout, 'berth.connections.headerstimeout', d.headersTimeoutMs),
+    bodyIdleTimeoutMs: parseDuration(
+      c.bodyidletimeout,
+      'berth.connections.bodyidletimeout',
+      d.bodyIdleTimeoutMs,
+    ),
+    keepAliveTimeoutMs: parseDuration(
+      c.keepalivetimeout,
+      'berth.connections.keepalivetimeout',
+      d.keepAliveTimeoutMs,
+    ),
+  };
 }
 
 /** Build the typed configuration from a parsed document (defaults for everything missing). */
@@ -235,6 +287,7 @@ export function configFromObject(doc: unknown): RegistryConfig {
           ),
         },
       },
+      connections: connectionLimitsFrom(berth.connections),
     },
     raw,
   };

@@ -1,12 +1,31 @@
 import { mkdir, readFile } from 'node:fs/promises';
-import { createServer as createHttpServer, type Server } from 'node:http';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
+import { ConnectionGuard, type ErrorBody, plainErrorBody } from '../http/connection-limits.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
+
+/**
+ * What the registry answers on its own to a connection past its caps: 429 in the distribution
+ * error format (TOOMANYREQUESTS, as the rate limiter), the rest as plain text (Go's net/http,
+ * which answers them in the reference registry).
+ */
+const registryErrorBody: ErrorBody = (status, message) =>
+  status === 429
+    ? {
+        contentType: 'application/json; charset=utf-8',
+        body: JSON.stringify({ errors: [{ code: 'TOOMANYREQUESTS', message, detail: null }] }),
+      }
+    : plainErrorBody(status, message);
 
 /** What an embedding program plugs into the registry (auth, rate limiting, the token endpoint). */
 export interface RegistryHooks {
@@ -67,6 +86,12 @@ export async function serveRegistry(
     accessLog,
   });
 
+  // Connection caps (berth.connections): 431, 408, 429 and stalled bodies, before the app sees a
+  // request; the guard also answers what node's parser refuses (400).
+  const guard = new ConnectionGuard(config.berth.connections, registryErrorBody, log);
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    if (guard.admit(req, res)) app.handle(req, res);
+  };
   let server: Server;
   if (config.http.tls) {
     const [cert, key] = await Promise.all([
@@ -75,19 +100,12 @@ export async function serveRegistry(
     ]);
     // node:https (and TLS) is loaded only for a TLS configuration.
     const { createServer: createHttpsServer } = await import('node:https');
-    server = createHttpsServer({ cert, key, keepAlive: true }, app.handle);
+    server = createHttpsServer({ cert, key, keepAlive: true, ...guard.tlsServerOptions() }, handle);
   } else {
-    server = createHttpServer({ keepAlive: true }, app.handle);
+    server = createHttpServer({ keepAlive: true }, handle);
   }
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 70_000;
-  server.requestTimeout = 0;
+  guard.attach(server);
   server.on('connection', (socket) => socket.setNoDelay(true));
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable)
-      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-    else socket.destroy();
-  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

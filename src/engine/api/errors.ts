@@ -1,6 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { BerthError, type ErrorKind, errnoCode, errorMessage } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { bodyUnread } from '../../http/body.js';
+import type { ErrorBody } from '../../http/connection-limits.js';
 
 /** The one place engine error kinds become HTTP statuses. */
 const statusOf: Record<ErrorKind, number> = {
@@ -26,6 +28,12 @@ export function engineStatus(err: unknown): number {
   return 500;
 }
 
+/** The engine's error body, for what the connection guard answers on its own (429, 408). */
+export const engineErrorBody: ErrorBody = (_status, message) => ({
+  contentType: 'application/json',
+  body: JSON.stringify({ message }),
+});
+
 /** Answer an error as dockerd does: `{"message": ...}` (API >= 1.24), headers permitting. */
 export function sendEngineError(res: ServerResponse, err: unknown, log: Logger): void {
   const status = engineStatus(err);
@@ -42,6 +50,12 @@ export function sendEngineError(res: ServerResponse, err: unknown, log: Logger):
     return;
   }
   const body = JSON.stringify({ message });
+  // A body refused before it was read whole (413, or any error) is not read to its end: the
+  // connection closes after the answer rather than taking whatever the client still sends.
+  if (res.req && bodyUnread(res.req)) {
+    res.shouldKeepAlive = false;
+    res.setHeader('Connection', 'close');
+  }
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json');
   res.setHeader('Content-Length', Buffer.byteLength(body));

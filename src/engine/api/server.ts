@@ -1,7 +1,10 @@
 import type { Server } from 'node:http';
-import { invalidParameter, notFound } from '../../common/errors.js';
+import { createServer as createHttpsServer, type ServerOptions as TlsServerOptions } from 'node:https';
+import { errorMessage, invalidParameter, notFound, systemError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { jsonObject, parseJsonBody, readJsonObject } from '../../http/body.js';
+import type { ConnectionGuard } from '../../http/connection-limits.js';
+import { endFaultyRequest, guardRequest, type RequestFault } from '../../http/crash-guard.js';
 import { Router } from '../../http/router.js';
 import {
   createExchangeServer,
@@ -19,6 +22,10 @@ export interface EngineServerOptions {
   /** The value of the Server header, e.g. `berth/0.1.0 (linux)`. */
   serverHeader: string;
   experimental: boolean;
+  /** Connection caps (see src/http/connection-limits.ts); none: node's defaults. */
+  guard?: ConnectionGuard;
+  /** Serve HTTPS with these options (certificate, key, and for --tlsverify the CA to trust). */
+  tls?: TlsServerOptions;
 }
 
 export function createApiRouter(): ApiRouter {
@@ -118,7 +125,43 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
         log.debug('request', { method: req.method, url: req.url, status: res.statusCode });
     }
   };
-  return createExchangeServer((ex) => {
-    handle(ex).catch((err) => log.error('unhandled request error', { error: String(err) }));
-  });
+  const guard = opts.guard;
+  const tls = opts.tls;
+  return createExchangeServer(
+    (ex) => {
+      const { req, res } = ex;
+      // What this request's code throws where nobody catches it (a timer, a promise nobody
+      // awaits) ends this request alone: a 500 when nothing was sent, else a cut connection.
+      const fault: RequestFault = {
+        req,
+        res,
+        log: (err, origin) => {
+          log.error('uncaught exception in a request', {
+            method: req.method,
+            url: req.url,
+            origin,
+            error: errorMessage(err),
+            stack: err instanceof Error ? err.stack : undefined,
+          });
+          // a taken-over connection has no response to answer on: the stream ends
+          if ((res as unknown as { hijacked?: boolean }).hijacked)
+            (ex.upgrade?.socket ?? req.socket).destroy();
+        },
+        answer: (err) => sendEngineError(res, systemError(`internal error: ${errorMessage(err)}`), log),
+      };
+      guardRequest(fault, () => {
+        handle(ex).catch((err) => endFaultyRequest(fault, err, 'handler'));
+      });
+    },
+    {
+      guard,
+      create: tls
+        ? (listener) =>
+            createHttpsServer(
+              { ...tls, ...guard?.tlsServerOptions(), keepAlive: true, allowHalfOpen: true },
+              listener,
+            )
+        : undefined,
+    },
+  );
 }

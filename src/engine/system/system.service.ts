@@ -22,6 +22,8 @@ export interface SystemSources {
   }>;
   defaultRuntime: string;
   securityOptions?: () => string[];
+  /** Warnings of the other parts for /info (the API listeners': plain tcp://, TLS without verification). */
+  warnings?: () => string[];
 }
 
 export interface SystemConfig {
@@ -204,9 +206,16 @@ export class SystemService {
       FirewallBackend: { Driver: 'iptables' },
       // no CDI devices: dockerd's empty list
       CDISpecDirs: [],
-      Warnings: f.ipv4Forwarding ? null : ['WARNING: IPv4 forwarding is disabled'],
+      Warnings: nullWhenEmpty([
+        ...(this.sources.warnings?.() ?? []),
+        ...(f.ipv4Forwarding ? [] : ['WARNING: IPv4 forwarding is disabled']),
+      ]),
     };
   }
+}
+
+function nullWhenEmpty(list: string[]): string[] | null {
+  return list.length > 0 ? list : null;
 }
 
 function goArch(machine: string): string {
