@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessage } from '../common/errors.js';
 import { type Logger, rootLogger } from '../common/log.js';
+import { guardRequest } from '../http/crash-guard.js';
 import { sendEmpty } from '../http/server.js';
 import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
 import type { RegistryState, RequestContext } from './context.js';
@@ -89,11 +90,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
   const extra = new Map<string, ExtraRoute>();
   for (const r of options.extraRoutes ?? []) extra.set(r.path, r);
 
-  async function dispatch(
-    req: IncomingMessage,
-    res: ServerResponse,
-    grant: { value?: Grant },
-  ): Promise<void> {
+  async function dispatch(req: IncomingMessage, res: ServerResponse, request: RequestRecord): Promise<void> {
     res.setHeader('Docker-Distribution-API-Version', 'registry/2.0');
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
@@ -131,7 +128,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     const name = route.repo === undefined ? '' : checkName(route.repo);
     const from = query.get('from');
     const fromName = from !== null && isValidName(from) ? from : undefined;
-    grant.value = await authorizer.authorize(req, accessesFor(route, method, query, fromName));
+    request.grant = await authorizer.authorize(req, accessesFor(route, method, query, fromName));
     if (state.readOnly && !READ_METHODS.has(method)) {
       throw new RegistryError('UNSUPPORTED', 'The registry is running in read-only mode');
     }
@@ -139,38 +136,89 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     await handler(ctx);
   }
 
-  function handle(req: IncomingMessage, res: ServerResponse): void {
-    const started = process.hrtime.bigint();
-    const grant: { value?: Grant } = {};
-    if (options.accessLog) {
-      const write = options.accessLog;
-      res.once('close', () => write(accessLine(req, res, grant.value?.user, started)));
+  /** Log an access line; a failing sink is logged, never thrown. */
+  function logAccess(req: IncomingMessage, res: ServerResponse, request: RequestRecord): void {
+    const write = options.accessLog;
+    if (!write) return;
+    try {
+      write(accessLine(req, res, request.grant?.user, request.started, request.remote));
+    } catch (err) {
+      log.error('access log failed', { method: req.method, url: req.url, error: errorMessage(err) });
     }
+  }
+
+  function answerError(req: IncomingMessage, res: ServerResponse, err: unknown, logged = false): void {
+    // A body we did not read (an error before or while the handler read it) must not stall the
+    // connection or keep it: close it after the answer unless Node can drain a small rest.
+    if (!req.complete && unreadBodyIsLarge(req)) res.shouldKeepAlive = false;
+    const answer = sendError(req, res, err);
+    if (answer.internal && !logged)
+      log.error('request failed', { method: req.method, url: req.url, error: errorMessage(err) });
+  }
+
+  function serve(req: IncomingMessage, res: ServerResponse, request: RequestRecord): void {
+    res.once('close', () => logAccess(req, res, request));
     req.on('error', () => {});
     res.on('error', () => {});
-    dispatch(req, res, grant).then(
+    dispatch(req, res, request).then(
       () => {
-        if (!res.writableEnded && !res.destroyed && !res.headersSent) sendEmpty(res, 200);
+        if (res.writableEnded || res.destroyed || res.headersSent) return;
+        // A handler that returned without answering: 200, unless its socket is gone.
+        if (!res.socket || res.socket.destroyed) res.destroy();
+        else sendEmpty(res, 200);
       },
       (err: unknown) => {
-        if (req.destroyed && res.destroyed) return;
         if (res.destroyed) return;
         if (!(err instanceof RegistryError) && isClientAbort(err, req)) {
           res.destroy();
           return;
         }
-        const answer = sendError(req, res, err);
-        if (answer.internal)
-          log.error('request failed', { method: req.method, url: req.url, error: errorMessage(err) });
-        // A body we did not read (an error before the handler consumed it) must not stall the
-        // connection: Node drains it after the answer; close connections with large bodies.
-        if (!req.complete && Number(req.headers['content-length'] ?? 0) > 1 << 20)
-          res.shouldKeepAlive = false;
+        answerError(req, res, err);
       },
     );
   }
 
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    // What the access log needs from the socket is read now: the socket may be gone (and
+    // req.socket null) by the time the response closes.
+    const request: RequestRecord = {
+      started: process.hrtime.bigint(),
+      remote: req.socket?.remoteAddress,
+    };
+    // Whatever this request's code throws where nobody catches it ends this request alone.
+    guardRequest(
+      {
+        req,
+        res,
+        log: (err, origin) =>
+          log.error('uncaught exception in a request', {
+            method: req.method,
+            url: req.url,
+            origin,
+            error: errorMessage(err),
+            stack: err instanceof Error ? err.stack : undefined,
+          }),
+        answer: (err) => answerError(req, res, err, true),
+      },
+      () => serve(req, res, request),
+    );
+  }
+
   return { handle, state };
+}
+
+/** What the registry keeps about a request for its access log line. */
+interface RequestRecord {
+  started: bigint;
+  /** The client's address, read when the request came (the socket may be gone later). */
+  remote: string | undefined;
+  grant?: Grant;
+}
+
+/** A body of unknown length (chunked) or of more than 1 MiB is not drained after an error. */
+function unreadBodyIsLarge(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  return Number(req.headers['content-length'] ?? 0) > 1 << 20;
 }
 
 function isClientAbort(err: unknown, req: IncomingMessage): boolean {
@@ -193,11 +241,12 @@ export function accessLine(
   res: ServerResponse,
   user: string | undefined,
   started: bigint,
+  remote: string | undefined,
 ): string {
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
   const size = res.getHeader('content-length') ?? '-';
   const referer = req.headers.referer ?? '';
   const agent = req.headers['user-agent'] ?? '';
   const status = res.headersSent ? res.statusCode : 499;
-  return `${req.socket.remoteAddress ?? '-'} - ${user || '-'} [${clfDate(new Date())}] "${req.method} ${req.url} HTTP/${req.httpVersion}" ${status} ${size} "${referer}" "${agent}" ${ms.toFixed(3)}ms`;
+  return `${remote ?? '-'} - ${user || '-'} [${clfDate(new Date())}] "${req.method} ${req.url} HTTP/${req.httpVersion}" ${status} ${size} "${referer}" "${agent}" ${ms.toFixed(3)}ms`;
 }

@@ -3,6 +3,7 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
+import { installCrashGuard } from '../http/crash-guard.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
@@ -84,9 +85,13 @@ export async function serveRegistry(
   server.requestTimeout = 0;
   server.on('connection', (socket) => socket.setNoDelay(true));
   server.on('clientError', (_err, socket) => {
-    if (socket.writable)
-      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-    else socket.destroy();
+    try {
+      if (socket.writable)
+        socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      else socket.destroy();
+    } catch {
+      socket.destroy();
+    }
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -96,6 +101,9 @@ export async function serveRegistry(
       resolve();
     });
   });
+  // From here on, an exception a request's code throws where nobody catches it ends that
+  // request alone (src/http/crash-guard.ts); released by close().
+  const releaseCrashGuard = installCrashGuard();
   const bound = (server.address() as AddressInfo).port;
   const scheme = config.http.tls ? 'https' : 'http';
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
@@ -127,7 +135,10 @@ export async function serveRegistry(
   const close = (): Promise<void> => {
     closed ??= new Promise<void>((resolve) => {
       for (const t of timers) clearTimeout(t);
-      server.close(() => resolve());
+      server.close(() => {
+        releaseCrashGuard();
+        resolve();
+      });
       server.closeIdleConnections();
       // Give in-flight requests a moment, then cut what is left.
       const force = setTimeout(() => server.closeAllConnections(), 5_000);
