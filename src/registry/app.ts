@@ -60,6 +60,21 @@ export interface RegistryApp {
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
 
+/** `scheme://authority` of an absolute-form request target (RFC 9112 3.2.2). */
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+
+/**
+ * The path and query of a request target: an absolute-form target (`GET http://host/v2/`, what
+ * proxies send) is routed by its path, as Go's net/http (the reference registry) does.
+ */
+export function originForm(target: string): string {
+  if (target.startsWith('/')) return target;
+  const m = ABSOLUTE_FORM.exec(target);
+  if (!m) return target;
+  const rest = target.slice(m[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 function safeDecode(path: string): string | undefined {
   try {
     return decodeURIComponent(path);
@@ -92,7 +107,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
 
   async function dispatch(req: IncomingMessage, res: ServerResponse, request: RequestRecord): Promise<void> {
     res.setHeader('Docker-Distribution-API-Version', 'registry/2.0');
-    const rawUrl = req.url ?? '/';
+    const rawUrl = originForm(req.url ?? '/');
     const q = rawUrl.indexOf('?');
     const rawPath = q >= 0 ? rawUrl.slice(0, q) : rawUrl;
     const query = new URLSearchParams(q >= 0 ? rawUrl.slice(q + 1) : '');
