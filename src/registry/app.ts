@@ -4,10 +4,13 @@ import { type Logger, rootLogger } from '../common/log.js';
 import { guardRequest } from '../http/crash-guard.js';
 import { sendEmpty } from '../http/server.js';
 import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
-import type { RegistryState, RequestContext } from './context.js';
+import { discardUnreadBody } from './body.js';
+import { DEFAULT_REQUEST_LIMITS } from './config.js';
+import { hasBody, type RegistryState, type RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
+import { UploadSlots } from './limits/upload-slots.js';
 import { checkName, isValidName } from './names.js';
-import { accessesFor, matchRoute } from './routes.js';
+import { accessesFor, matchRoute, type Route } from './routes.js';
 import type { StorageDriver } from './storage/driver.js';
 import { RegistryStore } from './storage/store.js';
 import { UploadStore } from './storage/uploads.js';
@@ -48,6 +51,12 @@ export interface RegistryAppOptions {
   uploadMaxAgeMs?: number;
   manifestCacheEntries?: number;
   manifestCacheBytes?: number;
+  /** Bytes of a manifest PUT (default 4 MiB). */
+  manifestMaxBytes?: number;
+  /** Bytes of one blob over all its chunks (default 0: no limit). */
+  blobMaxBytes?: number;
+  /** Upload requests with a body in flight per client address (default 32; 0: no limit). */
+  uploadsPerClient?: number;
   log?: Logger;
   /** Where access log lines go; undefined disables the access log. */
   accessLog?: (line: string) => void;
@@ -56,6 +65,8 @@ export interface RegistryAppOptions {
 export interface RegistryApp {
   handle(req: IncomingMessage, res: ServerResponse): void;
   state: RegistryState;
+  /** Upload requests in flight per client (berth.limits.uploadsperclient). */
+  uploadSlots: UploadSlots;
 }
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
@@ -92,7 +103,12 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
   });
   const state: RegistryState = {
     store,
-    uploads: new UploadStore(options.driver, store, options.uploadMaxAgeMs ?? 168 * 3_600_000),
+    uploads: new UploadStore(
+      options.driver,
+      store,
+      options.uploadMaxAgeMs ?? 168 * 3_600_000,
+      options.blobMaxBytes ?? DEFAULT_REQUEST_LIMITS.blobsize,
+    ),
     log,
     deleteEnabled: options.deleteEnabled ?? false,
     deleteTags: options.deleteTags ?? false,
@@ -100,7 +116,9 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     maxEntries: options.maxEntries ?? 1000,
     relativeUrls: options.relativeUrls ?? false,
     tls: options.tls ?? false,
+    manifestMaxBytes: options.manifestMaxBytes ?? DEFAULT_REQUEST_LIMITS.manifestsize,
   };
+  const uploadSlots = new UploadSlots(options.uploadsPerClient ?? DEFAULT_REQUEST_LIMITS.uploadsperclient);
   const authorizer = options.authorizer ?? openAccess;
   const extra = new Map<string, ExtraRoute>();
   for (const r of options.extraRoutes ?? []) extra.set(r.path, r);
@@ -148,6 +166,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
       throw new RegistryError('UNSUPPORTED', 'The registry is running in read-only mode');
     }
     const ctx: RequestContext = { req, res, state, path, query, name, param: route.param };
+    if (sendsBlobData(route, method, req)) res.once('close', uploadSlots.acquire(request.remote ?? '-'));
     await handler(ctx);
   }
 
@@ -163,9 +182,9 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
   }
 
   function answerError(req: IncomingMessage, res: ServerResponse, err: unknown, logged = false): void {
-    // A body we did not read (an error before or while the handler read it) must not stall the
-    // connection or keep it: close it after the answer unless Node can drain a small rest.
-    if (!req.complete && unreadBodyIsLarge(req)) res.shouldKeepAlive = false;
+    // A body we did not read (an error before or while the handler read it) is discarded,
+    // bounded, so the connection can go on (src/registry/body.ts).
+    discardUnreadBody(req, res);
     const answer = sendError(req, res, err);
     if (answer.internal && !logged)
       log.error('request failed', { method: req.method, url: req.url, error: errorMessage(err) });
@@ -219,7 +238,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     );
   }
 
-  return { handle, state };
+  return { handle, state, uploadSlots };
 }
 
 /** What the registry keeps about a request for its access log line. */
@@ -230,10 +249,11 @@ interface RequestRecord {
   grant?: Grant;
 }
 
-/** A body of unknown length (chunked) or of more than 1 MiB is not drained after an error. */
-function unreadBodyIsLarge(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  return Number(req.headers['content-length'] ?? 0) > 1 << 20;
+/** A request that streams blob data into an upload (what takes an upload slot). */
+function sendsBlobData(route: Route, method: string, req: IncomingMessage): boolean {
+  if (!hasBody(req)) return false;
+  if (route.name === 'upload') return method === 'PATCH' || method === 'PUT';
+  return route.name === 'uploads' && method === 'POST';
 }
 
 function isClientAbort(err: unknown, req: IncomingMessage): boolean {

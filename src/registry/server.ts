@@ -69,6 +69,9 @@ export async function serveRegistry(
     uploadMaxAgeMs: purging.ageMs,
     manifestCacheEntries: config.berth.cache.manifests.entries,
     manifestCacheBytes: config.berth.cache.manifests.bytes,
+    manifestMaxBytes: config.berth.limits.manifestsize,
+    blobMaxBytes: config.berth.limits.blobsize,
+    uploadsPerClient: config.berth.limits.uploadsperclient,
     log,
     accessLog,
   });
