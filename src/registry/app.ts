@@ -203,6 +203,16 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
       },
       (err: unknown) => {
         if (res.destroyed) return;
+        if (res.writableEnded) {
+          // Answered already (by the handler, or by the crash guard for a fault of its own).
+          if (!(err instanceof RegistryError) && !isClientAbort(err, req))
+            log.error('request failed after its answer', {
+              method: req.method,
+              url: req.url,
+              error: errorMessage(err),
+            });
+          return;
+        }
         if (!(err instanceof RegistryError) && isClientAbort(err, req)) {
           res.destroy();
           return;

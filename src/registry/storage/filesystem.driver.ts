@@ -33,24 +33,23 @@ export function isTempName(name: string): boolean {
   return TEMP_NAME.test(name);
 }
 
-/** Directories whose children are collections: what a sweep empties below them may go. */
-const COLLECTION_WITH_ALGORITHM = new Set(['_layers', 'revisions', 'signatures', 'referrers']);
-const COLLECTION = new Set(['tags', '_uploads']);
-
 /**
- * The deepest directory of a storage path (parts below ROOT) a sweep keeps even when empty: the
- * `blobs/<alg>/<xx>` fan-out, a repository's `tags` and `_uploads`, the algorithm directory of
- * `_layers`, `revisions`, `signatures` and `referrers` (scanned from the end: a repository or
- * tag named like one only keeps more). Elsewhere, everything is kept.
+ * The deepest directory of a storage path (its parts below ROOT) a sweep keeps even when empty:
+ * the `blobs/<alg>/<xx>` fan-out, a repository's `_uploads`, `_manifests/tags`, and the
+ * algorithm directories of `_layers`, `_manifests/revisions` and `_manifests/referrers`. A
+ * repository name ends at its first part starting with `_` (name components never do).
+ * Elsewhere everything is kept.
  */
 function keepDepth(parts: string[]): number {
   if (parts[0] === 'blobs') return 2;
   if (parts[0] !== 'repositories') return parts.length;
-  for (let i = parts.length - 1; i > 0; i--) {
-    const part = parts[i] as string;
-    if (COLLECTION.has(part)) return i;
-    if (COLLECTION_WITH_ALGORITHM.has(part)) return i + 1;
-  }
+  const i = parts.findIndex((p, n) => n > 0 && p.startsWith('_'));
+  if (i < 0) return parts.length;
+  if (parts[i] === '_uploads') return i;
+  if (parts[i] === '_layers') return i + 1;
+  if (parts[i] !== '_manifests') return parts.length;
+  if (parts[i + 1] === 'tags') return i + 1;
+  if (parts[i + 1] === 'revisions' || parts[i + 1] === 'referrers') return i + 2;
   return parts.length;
 }
 
