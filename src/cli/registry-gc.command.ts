@@ -69,7 +69,8 @@ export async function runGc(argv: string[]): Promise<number> {
     process.stdout.write(
       `\n${report.markedBlobs} blobs marked, ${report.deletedBlobs.length} blobs and ${report.deletedManifests.length} manifests ${verb}` +
         ` (${formatBytes(report.bytesFreed)}), ${report.deletedLayerLinks.length} stale layer links ${verb},` +
-        ` ${report.keptYoung.length} unreferenced blobs kept as younger than ${report.cutoff.toISOString()}\n`,
+        ` ${report.keptYoung.length} unreferenced blobs kept as younger than ${report.cutoff.toISOString()},` +
+        ` ${report.leftovers.temporary.length} temporary files of killed writes and ${report.leftovers.deadTags.length} tags without a manifest ${verb}\n`,
     );
     for (const w of report.warnings) process.stderr.write(`warning: ${w}\n`);
     return 0;

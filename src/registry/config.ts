@@ -62,6 +62,42 @@ export interface RateLimitConfig {
   by: 'ip' | 'user';
 }
 
+// ---- berth.limits: request body sizes and upload requests per client (src/registry/limits) ----
+
+/** berth extension: what one request may send, and how many uploads one client may run at once. */
+export interface RequestLimitsConfig {
+  /** Bytes of a manifest PUT (413 SIZE_INVALID beyond; OCI: registries should accept 4 MiB). */
+  manifestsize: number;
+  /** Bytes of one blob, over all its chunks (413 SIZE_INVALID beyond); 0: no limit. */
+  blobsize: number;
+  /** Bytes of the token endpoint's POST form (413). */
+  formsize: number;
+  /** Upload requests with a body in flight per client address (429 TOOMANYREQUESTS beyond); 0: no limit. */
+  uploadsperclient: number;
+}
+
+export const DEFAULT_REQUEST_LIMITS: RequestLimitsConfig = {
+  manifestsize: 4 * 1024 * 1024,
+  blobsize: 0,
+  formsize: 64 * 1024,
+  uploadsperclient: 32,
+};
+
+function requestLimits(berth: Obj): RequestLimitsConfig {
+  const limits = obj(berth.limits, 'berth.limits');
+  const out = { ...DEFAULT_REQUEST_LIMITS };
+  for (const key of Object.keys(out) as Array<keyof RequestLimitsConfig>) {
+    const value = num(limits[key], `berth.limits.${key}`, out[key]);
+    if (!Number.isSafeInteger(value)) throw new ConfigError(`berth.limits.${key} must be a whole number`);
+    out[key] = value;
+  }
+  if (out.manifestsize === 0 || out.formsize === 0)
+    throw new ConfigError('berth.limits.manifestsize and formsize must be at least 1');
+  return out;
+}
+
+// ---- end of berth.limits ----
+
 export interface RegistryConfig {
   version: string;
   log: { level: LogLevel; accesslog: { disabled: boolean } };
@@ -90,6 +126,7 @@ export interface RegistryConfig {
     ratelimit?: RateLimitConfig;
     /** Connection caps (`berth.connections`, see connectionLimitsFrom). */
     connections: ConnectionLimits;
+    limits: RequestLimitsConfig;
   };
   /** The raw document, for extensions that read more than this type names. */
   raw: Record<string, unknown>;
@@ -288,6 +325,7 @@ export function configFromObject(doc: unknown): RegistryConfig {
         },
       },
       connections: connectionLimitsFrom(berth.connections),
+      limits: requestLimits(berth),
     },
     raw,
   };

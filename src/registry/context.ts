@@ -14,6 +14,8 @@ export interface RegistryState {
   maxEntries: number;
   relativeUrls: boolean;
   tls: boolean;
+  /** Bytes of a manifest PUT (berth.limits.manifestsize). */
+  manifestMaxBytes: number;
 }
 
 /** One request on its way through the dispatcher. */

@@ -9,10 +9,12 @@ import type { AddressInfo } from 'node:net';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
 import { ConnectionGuard, type ErrorBody, plainErrorBody } from '../http/connection-limits.js';
+import { installCrashGuard } from '../http/crash-guard.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
+import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
 /**
  * What the registry answers on its own to a connection past its caps: 429 in the distribution
@@ -46,6 +48,10 @@ export interface RunningRegistry {
   server: Server;
   /** Purge abandoned uploads now (what the periodic purger does). Returns the purged paths. */
   purgeUploads(): Promise<string[]>;
+  /** The sweep of what killed writes left behind, started with the server (storage/leftovers.ts). */
+  leftovers: Promise<LeftoverReport>;
+  /** Sweep leftovers older than a minute now (also done with every upload purge). */
+  sweepLeftovers(): Promise<LeftoverReport>;
   close(): Promise<void>;
 }
 
@@ -82,6 +88,9 @@ export async function serveRegistry(
     uploadMaxAgeMs: purging.ageMs,
     manifestCacheEntries: config.berth.cache.manifests.entries,
     manifestCacheBytes: config.berth.cache.manifests.bytes,
+    manifestMaxBytes: config.berth.limits.manifestsize,
+    blobMaxBytes: config.berth.limits.blobsize,
+    uploadsPerClient: config.berth.limits.uploadsperclient,
     log,
     accessLog,
   });
@@ -114,6 +123,9 @@ export async function serveRegistry(
       resolve();
     });
   });
+  // From here on, an exception a request's code throws where nobody catches it ends that
+  // request alone (src/http/crash-guard.ts); released by close().
+  const releaseCrashGuard = installCrashGuard();
   const bound = (server.address() as AddressInfo).port;
   const scheme = config.http.tls ? 'https' : 'http';
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
@@ -128,10 +140,36 @@ export async function serveRegistry(
     }
     return purged;
   };
+  const readOnly = config.storage.maintenance.readonly.enabled;
+  const stopping = new AbortController();
+  const sweep = async (): Promise<LeftoverReport> => {
+    if (readOnly) return { temporary: [], deadTags: [] };
+    const report = await sweepLeftovers(
+      driver,
+      app.state.store,
+      Date.now() - LEFTOVER_AGE_MS,
+      false,
+      stopping.signal,
+    );
+    if (report.temporary.length > 0 || report.deadTags.length > 0) {
+      log.info('swept what killed writes left behind', {
+        temporaryFiles: report.temporary.length,
+        deadTags: report.deadTags.map((t) => `${t.repository}:${t.tag}`),
+      });
+    }
+    return report;
+  };
+  const sweepLogged = () =>
+    sweep().catch((err): LeftoverReport => {
+      log.warn('sweeping leftovers failed', { error: errorMessage(err) });
+      return { temporary: [], deadTags: [] };
+    });
+  const leftovers = sweepLogged();
   const timers: NodeJS.Timeout[] = [];
-  if (purging.enabled && !config.storage.maintenance.readonly.enabled) {
+  if (purging.enabled && !readOnly) {
     const run = () => {
       purgeUploads().catch((err) => log.warn('upload purge failed', { error: errorMessage(err) }));
+      void sweepLogged();
     };
     // Like the reference registry: a first purge soon after start (jittered), then every interval.
     const first = setTimeout(run, Math.min(purging.intervalMs, 5_000 + Math.random() * 55_000));
@@ -145,7 +183,12 @@ export async function serveRegistry(
   const close = (): Promise<void> => {
     closed ??= new Promise<void>((resolve) => {
       for (const t of timers) clearTimeout(t);
-      server.close(() => resolve());
+      stopping.abort();
+      server.close(() => {
+        releaseCrashGuard();
+        // A sweep in progress stops at its next directory; wait for it before storage goes.
+        void leftovers.then(() => resolve());
+      });
       server.closeIdleConnections();
       // Give in-flight requests a moment, then cut what is left.
       const force = setTimeout(() => server.closeAllConnections(), 5_000);
@@ -154,5 +197,15 @@ export async function serveRegistry(
     return closed;
   };
   log.info('registry listening', { url, root });
-  return { url, host, port: bound, app, server, purgeUploads, close };
+  return {
+    url,
+    host,
+    port: bound,
+    app,
+    server,
+    purgeUploads,
+    leftovers,
+    sweepLeftovers: sweep,
+    close,
+  };
 }

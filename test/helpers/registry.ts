@@ -315,3 +315,31 @@ export async function waitForHttp(url: string, timeoutMs = 10_000): Promise<void
     }
   }
 }
+
+/**
+ * Send raw bytes on a fresh loopback connection (`Connection: close` is up to the caller) and
+ * read until the server closes or `timeoutMs`; returns the status code (0 if none) and the text.
+ */
+export async function rawHttp(
+  base: string,
+  request: string | Buffer,
+  timeoutMs = 5_000,
+): Promise<{ status: number; text: string }> {
+  const { connect } = await import('node:net');
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      const text = Buffer.concat(chunks).toString('latin1');
+      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1] ?? 0), text });
+    };
+    const timer = setTimeout(done, timeoutMs);
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('close', done);
+    socket.on('error', () => {});
+    socket.write(request);
+  });
+}

@@ -95,6 +95,7 @@ export function accessControlFromConfig(
       htpasswd,
       basicRealm: htpasswdConf?.realm ?? service,
       acl,
+      maxFormBytes: config.berth.limits.formsize,
       log: log.child('token-server'),
     });
     result.tokenServer = server;

@@ -2,7 +2,7 @@ import { createPublicKey, type KeyObject, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BerthError, errorMessage, invalidParameter, unauthorized } from '../../common/errors.js';
 import { type Logger, rootLogger } from '../../common/log.js';
-import { readBody } from '../../http/body.js';
+import { discardUnreadBody, readBodyUpTo } from '../body.js';
 import type { Acl } from './acl.js';
 import type { Access } from './authorizer.js';
 import { type Htpasswd, parseBasicAuth } from './htpasswd.js';
@@ -26,6 +26,8 @@ export interface TokenServerOptions {
   /** Realm of the Basic challenge the token endpoint answers wrong credentials with. */
   basicRealm?: string;
   acl: Acl;
+  /** Bytes of a POST form (413 beyond); default 64 KiB (berth.limits.formsize). */
+  maxFormBytes?: number;
   log?: Logger;
   now?: () => number;
 }
@@ -79,6 +81,7 @@ export class TokenServer {
       res.setHeader('Content-Length', Buffer.byteLength(text));
       res.end(text);
     } catch (err) {
+      if (req.destroyed && !req.complete) return; // the client went away while sending
       const e = err instanceof BerthError ? err : new BerthError('System', errorMessage(err));
       const status =
         e.kind === 'Unauthorized'
@@ -96,12 +99,23 @@ export class TokenServer {
       };
       const code = codes[status] ?? 'UNKNOWN';
       const text = JSON.stringify({ errors: [{ code, message: e.message }] });
+      // A form we did not read whole is discarded (bounded) so the connection can go on.
+      discardUnreadBody(req, res);
       res.statusCode = status;
       if (status === 401) res.setHeader('WWW-Authenticate', this.basicChallenge);
       res.setHeader('Content-Type', 'application/json');
       res.setHeader('Content-Length', Buffer.byteLength(text));
       res.end(text);
     }
+  }
+
+  private readForm(req: IncomingMessage): Promise<Buffer> {
+    const limit = this.options.maxFormBytes ?? 64 * 1024;
+    return readBodyUpTo(
+      req,
+      limit,
+      () => new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`),
+    );
   }
 
   /** The token answer for a request, or a BerthError (InvalidParameter, Unauthorized). */
@@ -135,7 +149,7 @@ export class TokenServer {
     if (type !== 'application/x-www-form-urlencoded') {
       throw invalidParameter('token POST requests must be application/x-www-form-urlencoded');
     }
-    const form = new URLSearchParams((await readBody(req, 64 * 1024)).toString('utf8'));
+    const form = new URLSearchParams((await this.readForm(req)).toString('utf8'));
     this.checkService(form.get('service'));
     const scopes = parseScopes(form.getAll('scope'));
     const grantType = form.get('grant_type');

@@ -1,6 +1,7 @@
 import { type ParsedDigest, tryParseDigest } from '../../common/digest.js';
 import { errorMessage } from '../../common/errors.js';
 import { type FileInfo, isPathNotFound, type StorageDriver } from '../storage/driver.js';
+import { type LeftoverReport, sweepLeftovers } from '../storage/leftovers.js';
 import { BLOBS, paths, REPOSITORIES } from '../storage/paths.js';
 import { RegistryStore } from '../storage/store.js';
 
@@ -19,6 +20,8 @@ import { RegistryStore } from '../storage/store.js';
  * 5. Sweep: blobs neither marked nor young; each is re-checked just before deletion (its age
  *    again, and whether some repository linked it after `cutoff`).
  * 6. Remove `_layers` links (older than `cutoff`) whose blob is gone.
+ * 7. Sweep the temporary files of killed writes older than `cutoff` and the tags they left
+ *    without a manifest (storage/leftovers.ts).
  */
 export interface GcOptions {
   dryRun?: boolean;
@@ -49,6 +52,8 @@ export interface GcReport {
   /** Unreferenced blobs kept because they are younger than the cutoff or were linked recently. */
   keptYoung: string[];
   deletedLayerLinks: Array<{ repository: string; digest: string }>;
+  /** Temporary files of killed writes older than the cutoff, and the tags they left dead. */
+  leftovers: LeftoverReport;
   warnings: string[];
 }
 
@@ -102,6 +107,7 @@ class GarbageCollector {
       bytesFreed: 0,
       keptYoung: [],
       deletedLayerLinks: [],
+      leftovers: { temporary: [], deadTags: [] },
       warnings: [],
     };
   }
@@ -134,6 +140,15 @@ class GarbageCollector {
 
     const gone = await this.sweepBlobs(repos);
     await this.sweepLayerLinks(repos, gone);
+    this.report.leftovers = await sweepLeftovers(this.driver, this.store, this.cutoff, this.dryRun);
+    for (const path of this.report.leftovers.temporary)
+      this.log(
+        `temporary file of a killed write ${this.dryRun ? 'eligible for deletion' : 'deleted'}: ${path}`,
+      );
+    for (const t of this.report.leftovers.deadTags)
+      this.log(
+        `${t.repository}: tag without a manifest ${this.dryRun ? 'eligible for deletion' : 'deleted'}: ${t.tag}`,
+      );
     return this.report;
   }
 

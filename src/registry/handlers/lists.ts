@@ -14,6 +14,51 @@ export interface Page {
  * server's limit). A bad `n` (negative, not an integer) is PAGINATION_NUMBER_INVALID.
  */
 export function paginate(sorted: string[], query: URLSearchParams, maxEntries: number): Page {
+  const { n, last } = pageQuery(query, maxEntries);
+  if (n === 0) return { entries: [] };
+  const start = startAfter(sorted, last);
+  const entries = sorted.slice(start, start + n);
+  const page: Page = { entries };
+  const lastEntry = entries[entries.length - 1];
+  if (start + n < sorted.length && lastEntry !== undefined) page.next = { last: lastEntry, n };
+  return page;
+}
+
+/** How many entries fit in a look-ahead batch of `paginateWhere`. */
+const BATCH = 64;
+
+/**
+ * `paginate` over the entries that pass `keep` (checked lazily, in batches, from `last` on): a
+ * page holds `n` kept entries, and a `next` only when another kept entry follows.
+ */
+export async function paginateWhere(
+  sorted: string[],
+  query: URLSearchParams,
+  maxEntries: number,
+  keep: (entry: string) => Promise<boolean>,
+): Promise<Page> {
+  const { n, last } = pageQuery(query, maxEntries);
+  if (n === 0) return { entries: [] };
+  const entries: string[] = [];
+  for (let i = startAfter(sorted, last); i < sorted.length; i += BATCH) {
+    const batch = sorted.slice(i, i + BATCH);
+    const kept = await Promise.all(batch.map(keep));
+    for (const [j, entry] of batch.entries()) {
+      if (!kept[j]) continue;
+      if (entries.length === n) return { entries, next: { last: entries[n - 1] as string, n } };
+      entries.push(entry);
+    }
+  }
+  return { entries };
+}
+
+function startAfter(sorted: string[], last: string): number {
+  if (last === '') return 0;
+  const start = sorted.findIndex((e) => e > last);
+  return start < 0 ? sorted.length : start;
+}
+
+function pageQuery(query: URLSearchParams, maxEntries: number): { n: number; last: string } {
   const nText = query.get('n');
   const last = query.get('last') ?? '';
   let n = maxEntries;
@@ -29,17 +74,7 @@ export function paginate(sorted: string[], query: URLSearchParams, maxEntries: n
     }
     n = Math.min(Number(nText), maxEntries);
   }
-  if (n === 0) return { entries: [] };
-  let start = 0;
-  if (last !== '') {
-    start = sorted.findIndex((e) => e > last);
-    if (start < 0) start = sorted.length;
-  }
-  const entries = sorted.slice(start, start + n);
-  const page: Page = { entries };
-  const lastEntry = entries[entries.length - 1];
-  if (start + n < sorted.length && lastEntry !== undefined) page.next = { last: lastEntry, n };
-  return page;
+  return { n, last };
 }
 
 function linkHeader(path: string, next: { last: string; n: number }): string {
@@ -47,12 +82,17 @@ function linkHeader(path: string, next: { last: string; n: number }): string {
   return `<${path}?${q.toString()}>; rel="next"`;
 }
 
-/** GET /v2/<name>/tags/list. */
+/** GET /v2/<name>/tags/list: the tags that resolve (a killed write may leave some that do not). */
 export async function listTags(ctx: RequestContext): Promise<void> {
   const { state, name } = ctx;
   const tags = await state.store.listTags(name);
   if (!tags) throw new RegistryError('NAME_UNKNOWN', 'repository name not known to registry', { name });
-  const page = paginate(tags, ctx.query, state.maxEntries);
+  const page = await paginateWhere(
+    tags,
+    ctx.query,
+    state.maxEntries,
+    async (tag) => (await state.store.tagTarget(name, tag)) !== undefined,
+  );
   const headers: Record<string, string> = {};
   if (page.next) headers.Link = linkHeader(`/v2/${name}/tags/list`, page.next);
   sendJsonBody(ctx.res, 200, { name, tags: page.entries }, undefined, headers);

@@ -1,10 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import { type ParsedDigest, tryParseDigest } from '../../common/digest.js';
 import { sendEmpty } from '../../http/server.js';
+import { readBodyUpTo } from '../body.js';
 import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
-import { bareMediaType, MAX_MANIFEST_SIZE, parseManifest } from '../manifests/validate.js';
+import { bareMediaType, parseManifest } from '../manifests/validate.js';
 import { checkTag, parseReference } from '../names.js';
 
 function manifestUnknown(reference: string, message = 'manifest unknown to registry'): RegistryError {
@@ -74,26 +75,19 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
   else res.end(info.content);
 }
 
-async function readManifestBody(req: IncomingMessage): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  const tooBig = () =>
-    new RegistryError(
-      'SIZE_INVALID',
-      `manifest exceeds the maximum size of ${MAX_MANIFEST_SIZE} bytes`,
-      {
-        limit: MAX_MANIFEST_SIZE,
-      },
-      413,
-    );
-  if (Number.isFinite(declared) && declared > MAX_MANIFEST_SIZE) throw tooBig();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_MANIFEST_SIZE) throw tooBig();
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+/** The manifest body, at most `limit` bytes (413 SIZE_INVALID beyond, declared or streamed). */
+function readManifestBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return readBodyUpTo(
+    req,
+    limit,
+    () =>
+      new RegistryError(
+        'SIZE_INVALID',
+        `manifest exceeds the maximum size of ${limit} bytes`,
+        { limit },
+        413,
+      ),
+  );
 }
 
 /** PUT /v2/<name>/manifests/<reference>. */
@@ -101,7 +95,7 @@ export async function putManifest(ctx: RequestContext): Promise<void> {
   const { req, state, name, query } = ctx;
   const ref = parseReference(ctx.param);
   const extraTags = query.getAll('tag').map((t) => checkTag(t));
-  const body = await readManifestBody(req);
+  const body = await readManifestBody(req, state.manifestMaxBytes);
   const info = parseManifest(req.headers['content-type'], body);
 
   if (ref.kind === 'digest' && ref.digest.digest !== info.digest) {

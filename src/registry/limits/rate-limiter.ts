@@ -53,7 +53,7 @@ export class RateLimiter {
       const first = (Array.isArray(fwd) ? fwd[0] : fwd)?.split(',')[0]?.trim();
       if (first) return `addr:${first}`;
     }
-    return `addr:${req.socket.remoteAddress ?? 'unknown'}`;
+    return `addr:${req.socket?.remoteAddress ?? 'unknown'}`;
   }
 
   /** Take one token for the request's client, or throw TooManyRequests. */

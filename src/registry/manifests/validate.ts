@@ -3,9 +3,6 @@ import { RegistryError } from '../errors.js';
 import { Schema1Error, verifySchema1 } from './schema1.js';
 import { type Descriptor, type ManifestInfo, MediaTypes } from './types.js';
 
-/** The largest manifest the registry accepts (OCI: registries should accept at least 4 MiB). */
-export const MAX_MANIFEST_SIZE = 4 * 1024 * 1024;
-
 const SCHEMA1_TYPES = new Set<string>([
   MediaTypes.dockerSchema1,
   MediaTypes.dockerSchema1Signed,

@@ -47,6 +47,14 @@ export interface StorageDriver {
   /** Depth-first walk in lexical order; `fn` returning 'skip' does not descend into a directory. */
   // biome-ignore lint/suspicious/noConfusingVoidType: callbacks that return nothing are the common case.
   walk(path: string, fn: (info: FileInfo) => Promise<void | 'skip'> | void | 'skip'): Promise<void>;
+  /**
+   * Delete the temporary files of writes a killed process never finished (never listed, never
+   * served) that were last modified before `before` (epoch ms), and the directories that leaves
+   * empty below their collection (a blob directory, a link's directory). With `dryRun` nothing
+   * is deleted; an aborted `signal` ends the walk early. Returns their storage paths. Drivers
+   * without temporary files leave it out.
+   */
+  sweepTemporary?(before: number, dryRun?: boolean, signal?: AbortSignal): Promise<string[]>;
 }
 
 /** The path does not exist (distribution's PathNotFoundError). */

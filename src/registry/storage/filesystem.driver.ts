@@ -1,5 +1,16 @@
 import { constants, createReadStream } from 'node:fs';
-import { type FileHandle, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import {
+  type FileHandle,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  stat,
+} from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { errnoCode } from '../../common/errors.js';
@@ -11,6 +22,7 @@ import {
   PathNotFoundError,
   type StorageDriver,
 } from './driver.js';
+import { ROOT } from './paths.js';
 
 const WRITE_BATCH = 1024 * 1024;
 
@@ -19,6 +31,26 @@ const TEMP_NAME = /\.[0-9a-f]{12}\.tmp$/;
 
 export function isTempName(name: string): boolean {
   return TEMP_NAME.test(name);
+}
+
+/**
+ * The deepest directory of a storage path (its parts below ROOT) a sweep keeps even when empty:
+ * the `blobs/<alg>/<xx>` fan-out, a repository's `_uploads`, `_manifests/tags`, and the
+ * algorithm directories of `_layers`, `_manifests/revisions` and `_manifests/referrers`. A
+ * repository name ends at its first part starting with `_` (name components never do).
+ * Elsewhere everything is kept.
+ */
+function keepDepth(parts: string[]): number {
+  if (parts[0] === 'blobs') return 2;
+  if (parts[0] !== 'repositories') return parts.length;
+  const i = parts.findIndex((p, n) => n > 0 && p.startsWith('_'));
+  if (i < 0) return parts.length;
+  if (parts[i] === '_uploads') return i;
+  if (parts[i] === '_layers') return i + 1;
+  if (parts[i] !== '_manifests') return parts.length;
+  if (parts[i + 1] === 'tags') return i + 1;
+  if (parts[i + 1] === 'revisions' || parts[i + 1] === 'referrers') return i + 2;
+  return parts.length;
 }
 
 /**
@@ -148,6 +180,50 @@ export class FilesystemDriver implements StorageDriver {
         } catch (err) {
           if (!(err instanceof PathNotFoundError)) throw err;
         }
+      }
+    }
+  }
+
+  async sweepTemporary(before: number, dryRun = false, signal?: AbortSignal): Promise<string[]> {
+    const swept: string[] = [];
+    const pending = [ROOT];
+    while (pending.length > 0 && !signal?.aborted) {
+      const dir = pending.pop() as string;
+      let entries: import('node:fs').Dirent[];
+      try {
+        entries = await readdir(this.fullPath(dir), { withFileTypes: true });
+      } catch (err) {
+        if (mapError(err, dir) instanceof PathNotFoundError) continue;
+        throw err;
+      }
+      for (const entry of entries) {
+        const path = `${dir}/${entry.name}`;
+        if (entry.isDirectory()) {
+          pending.push(path);
+          continue;
+        }
+        if (!entry.isFile() || !isTempName(entry.name)) continue;
+        const st = await lstat(this.fullPath(path)).catch(() => undefined);
+        if (!st || st.mtimeMs >= before) continue;
+        swept.push(path);
+        if (dryRun) continue;
+        await rm(this.fullPath(path), { force: true });
+        await this.removeEmptyDirs(dir);
+      }
+    }
+    return swept.sort();
+  }
+
+  /** Remove `dir` and its parents while they are empty, down to their collection. */
+  private async removeEmptyDirs(dir: string): Promise<void> {
+    if (!dir.startsWith(`${ROOT}/`)) return;
+    const parts = dir.slice(ROOT.length + 1).split('/');
+    const keep = keepDepth(parts);
+    for (let depth = parts.length - 1; depth > keep; depth--) {
+      try {
+        await rmdir(join(this.root, ROOT, ...parts.slice(0, depth + 1)));
+      } catch {
+        return; // not empty (or gone): stop here
       }
     }
   }

@@ -192,6 +192,20 @@ export class RegistryStore {
     return this.readLink(paths.tagCurrentLink(name, tag));
   }
 
+  /**
+   * The manifest a tag names, when the tag resolves: its current link, the revision link and the
+   * manifest's data are all there (a write killed half-way leaves a tag that does not).
+   */
+  async tagTarget(name: string, tag: string): Promise<ParsedDigest | undefined> {
+    const d = await this.resolveTag(name, tag);
+    if (!d) return undefined;
+    const [linked, data] = await Promise.all([
+      this.hasLink(paths.revisionLink(name, d), d),
+      this.blobStat(d),
+    ]);
+    return linked && data ? d : undefined;
+  }
+
   async tag(name: string, tag: string, d: ParsedDigest): Promise<void> {
     await this.writeLink(paths.tagIndexLink(name, tag, d), d);
     await this.writeLink(paths.tagCurrentLink(name, tag), d);
@@ -201,7 +215,10 @@ export class RegistryStore {
     return (await orUndefined(this.driver.delete(paths.tagDir(name, tag)).then(() => true))) ?? false;
   }
 
-  /** Tags of a repository, sorted; undefined when the repository has no tags directory. */
+  /**
+   * Tag directories of a repository, sorted, whether they resolve or not (see `tagTarget`);
+   * undefined when the repository has no tags directory.
+   */
   async listTags(name: string): Promise<string[] | undefined> {
     const entries = await orUndefined(this.driver.list(paths.tagsDir(name)));
     if (!entries) return undefined;

@@ -44,7 +44,18 @@ export class UploadStore {
     private readonly store: RegistryStore,
     /** Uploads older than this are unknown (and purged). */
     private readonly maxAgeMs: number,
+    /** Bytes of one blob over all its chunks (413 SIZE_INVALID beyond); 0: no limit. */
+    private readonly maxBytes = 0,
   ) {}
+
+  private tooLarge(): RegistryError {
+    return new RegistryError(
+      'SIZE_INVALID',
+      `blob exceeds the maximum size of ${this.maxBytes} bytes`,
+      { limit: this.maxBytes },
+      413,
+    );
+  }
 
   private key(name: string, id: string): string {
     return `${name}\0${id}`;
@@ -136,6 +147,8 @@ export class UploadStore {
         );
       }
     }
+    if (this.maxBytes > 0 && length !== undefined && status.size + length > this.maxBytes)
+      throw this.tooLarge();
     const key = this.key(name, status.id);
     let state = this.hashes.get(key);
     if (!state || state.offset !== status.size) {
@@ -145,8 +158,12 @@ export class UploadStore {
     const writer = await this.driver.writer(paths.uploadData(name, status.id), true);
     let ok = false;
     try {
-      for await (const chunk of body) {
+      // Stopping early (a limit, a disk error) leaves the request whole: its rest is discarded
+      // and the connection kept (src/registry/body.ts).
+      for await (const chunk of body.iterator({ destroyOnReturn: false })) {
         const buf = chunk as Buffer;
+        // Stop where the blob would pass the limit: what was received before it stays.
+        if (this.maxBytes > 0 && writer.size + buf.length > this.maxBytes) throw this.tooLarge();
         state?.hash.update(buf);
         await writer.write(buf);
       }

@@ -8,6 +8,7 @@ import {
   pushBlob,
   pushImage,
   pushManifest,
+  rawHttp,
   sha256,
   startTestRegistry,
   type TestRegistry,
@@ -47,6 +48,27 @@ describe('GET /v2/', () => {
     assert.equal(res.status, 404);
     apiVersion(res);
     assert.ok(errorCodes(res).length === 1);
+  });
+  it('an absolute-form request target is routed by its path, as the reference registry does', async () => {
+    const host = new URL(base).host;
+    const get = (target: string) =>
+      rawHttp(base, `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    const root = await get(`http://${host}/v2/`);
+    assert.equal(root.status, 200, root.text);
+    assert.match(root.text, /\r\n\r\n\{\}$/);
+    assert.match(root.text, /docker-distribution-api-version: registry\/2.0/i);
+    const { layer } = await pushImage(base, 'absolute/form', 'v1', { layer: 'absolute-form blob' });
+    const blob = await get(`http://${host}/v2/absolute/form/blobs/${layer}`);
+    assert.equal(blob.status, 200, blob.text);
+    assert.match(blob.text, /absolute-form blob$/);
+    // The query and any authority (the path is what is routed) and https.
+    const catalog = await get('http://registry.example:1234/v2/_catalog?n=1');
+    assert.equal(catalog.status, 200, catalog.text);
+    assert.match(catalog.text, /"repositories":\[".+"\]/);
+    assert.equal((await get(`https://${host}/v2`)).status, 200);
+    const unknown = await get(`http://${host}/v2/absolute/form/nothing-here`);
+    assert.equal(unknown.status, 404);
+    assert.match(unknown.text, /NAME_UNKNOWN/);
   });
   it('a method the endpoint does not serve is 405 UNSUPPORTED', async () => {
     const res = await http('POST', `${base}/v2/`);

@@ -1,47 +1,10 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { http, pushBlob, requireTool, run, sha256, tempDir, waitForHttp } from '../../helpers/registry.js';
+import { startRegistryCli } from '../../helpers/registry-process.js';
 import { freePort } from '../../helpers/registry-reference.js';
-
-const CLI = join(import.meta.dirname, '../../helpers/registry-cli.ts');
-
-interface Proc {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<number | null>;
-}
-
-function startCli(args: string[]): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    cwd: join(import.meta.dirname, '../../..'),
-  });
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (d) => {
-    out += d;
-  });
-  child.stderr?.on('data', (d) => {
-    err += d;
-  });
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-async function stopProc(p: Proc, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (p.child.exitCode === null && p.child.pid) process.kill(p.child.pid, signal);
-  const timer = setTimeout(
-    () => p.child.pid && p.child.exitCode === null && process.kill(p.child.pid, 'SIGKILL'),
-    10_000,
-  );
-  const code = await p.exit;
-  clearTimeout(timer);
-  return code;
-}
 
 let dir: string;
 before(async () => {
@@ -72,7 +35,7 @@ describe('berth registry (CLI)', () => {
         '',
       ].join('\n'),
     );
-    const p = startCli(['--config', config, '--addr', `127.0.0.1:${port}`, '--root', root]);
+    const p = startRegistryCli(['--config', config, '--addr', `127.0.0.1:${port}`, '--root', root]);
     try {
       await waitForHttp(`http://127.0.0.1:${port}/v2/`);
       const digest = await pushBlob(`http://127.0.0.1:${port}`, 'cli/repo', 'via the cli');
@@ -84,7 +47,7 @@ describe('berth registry (CLI)', () => {
       );
       assert.equal(data, 'via the cli');
     } finally {
-      assert.equal(await stopProc(p), 0, p.stderr());
+      assert.equal(await p.stop(), 0, p.stderr());
     }
     assert.match(p.stdout(), /"DELETE \/v2\/cli\/repo\/blobs\/sha256:[0-9a-f]{64} HTTP\/1.1" 202 0/);
   });
@@ -101,12 +64,12 @@ describe('berth registry (CLI)', () => {
         http: { addr: `127.0.0.1:${port}` },
       }),
     );
-    const p = startCli(['--config', config]);
+    const p = startRegistryCli(['--config', config]);
     try {
       await waitForHttp(`http://127.0.0.1:${port}/v2/`);
       assert.equal((await http('GET', `http://127.0.0.1:${port}/v2/`)).status, 200);
     } finally {
-      assert.equal(await stopProc(p, 'SIGINT'), 0);
+      assert.equal(await p.stop('SIGINT'), 0);
     }
     assert.equal(p.stdout(), '');
   });
@@ -114,10 +77,10 @@ describe('berth registry (CLI)', () => {
   it('a bad config or flag exits 2 with a message', async () => {
     const config = join(dir, 'bad.yml');
     await writeFile(config, 'storage:\n  s3:\n    bucket: x\n');
-    const bad = startCli(['--config', config]);
+    const bad = startRegistryCli(['--config', config]);
     assert.equal(await bad.exit, 2);
     assert.match(bad.stderr(), /not supported/);
-    const flag = startCli(['--nope']);
+    const flag = startRegistryCli(['--nope']);
     assert.equal(await flag.exit, 2);
     assert.match(flag.stderr(), /unknown flag --nope/);
   });
@@ -151,7 +114,7 @@ describe('berth registry (CLI)', () => {
       config,
       `log:\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'tls-root')}\nhttp:\n  addr: 127.0.0.1:${port}\n  tls:\n    certificate: ${cert}\n    key: ${key}\n`,
     );
-    const p = startCli(['--config', config]);
+    const p = startRegistryCli(['--config', config]);
     try {
       const deadline = Date.now() + 10_000;
       let out = '';
@@ -180,7 +143,7 @@ describe('berth registry (CLI)', () => {
       ).stdout;
       assert.match(post, new RegExp(`location: https://127.0.0.1:${port}/v2/tls/blobs/uploads/`, 'i'));
     } finally {
-      await stopProc(p);
+      await p.stop();
     }
   });
 
@@ -188,15 +151,15 @@ describe('berth registry (CLI)', () => {
     const port = await freePort();
     const root = join(dir, 'kill-root');
     const base = `http://127.0.0.1:${port}`;
-    let p = startCli(['--addr', `127.0.0.1:${port}`, '--root', root]);
+    let p = startRegistryCli(['--addr', `127.0.0.1:${port}`, '--root', root]);
     const digests: string[] = [];
     try {
       await waitForHttp(`${base}/v2/`);
       for (let i = 0; i < 5; i++) digests.push(await pushBlob(base, 'kill/me', `blob ${i}`));
     } finally {
-      await stopProc(p, 'SIGKILL');
+      await p.stop('SIGKILL');
     }
-    p = startCli(['--addr', `127.0.0.1:${port}`, '--root', root]);
+    p = startRegistryCli(['--addr', `127.0.0.1:${port}`, '--root', root]);
     try {
       await waitForHttp(`${base}/v2/`);
       for (let i = 0; i < 5; i++) {
@@ -205,12 +168,12 @@ describe('berth registry (CLI)', () => {
         assert.equal(res.headers.get('docker-content-digest'), sha256(`blob ${i}`));
       }
     } finally {
-      await stopProc(p);
+      await p.stop();
     }
   });
 
   it('berth registry gc dispatches to the garbage collector', async () => {
-    const p = startCli(['gc', '--help']);
+    const p = startRegistryCli(['gc', '--help']);
     assert.equal(await p.exit, 0);
     assert.match(p.stdout(), /registry gc/);
   });

@@ -122,6 +122,33 @@ berth:
     assert.deepEqual(applyEnv(doc, { REGISTRY_HTTP_ADDR: ':2' }), { http: { addr: ':2' } });
     assert.deepEqual(doc, { http: { addr: ':1' } });
   });
+  it('berth.limits: defaults, the file, REGISTRY_BERTH_LIMITS_* and bad values', () => {
+    assert.deepEqual(parseConfig('{}').berth.limits, {
+      manifestsize: 4 << 20,
+      blobsize: 0,
+      formsize: 64 << 10,
+      uploadsperclient: 32,
+    });
+    const c = parseConfig('berth: {limits: {manifestsize: 1000, blobsize: 1073741824}}');
+    assert.equal(c.berth.limits.manifestsize, 1000);
+    assert.equal(c.berth.limits.blobsize, 1 << 30);
+    assert.equal(c.berth.limits.uploadsperclient, 32);
+    const env = configFromEnv({
+      REGISTRY_BERTH_LIMITS_UPLOADSPERCLIENT: '4',
+      REGISTRY_BERTH_LIMITS_FORMSIZE: '512',
+    });
+    assert.equal(env.berth.limits.uploadsperclient, 4);
+    assert.equal(env.berth.limits.formsize, 512);
+    for (const bad of [
+      '{manifestsize: -1}',
+      '{blobsize: 1.5}',
+      '{uploadsperclient: lots}',
+      '{manifestsize: 0}',
+      '[]',
+    ]) {
+      assert.throws(() => parseConfig(`berth: {limits: ${bad}}`), ConfigError, bad);
+    }
+  });
   it('durations and addresses', () => {
     assert.equal(parseDuration('1h30m', 'x', 0), 5_400_000);
     assert.equal(parseDuration('500ms', 'x', 0), 500);
