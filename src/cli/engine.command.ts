@@ -1,7 +1,19 @@
+import { errorMessage } from '../common/errors.js';
 import { parseLogLevel, rootLogger } from '../common/log.js';
 import { defaultEngineConfig, type EngineConfig, parseRuntimeName } from '../engine/config.js';
+import { parseRamSize } from '../engine/containers/core/units.js';
 import { startEngine } from '../engine/daemon.js';
-import { bool, type FlagSpec, list, type Parsed, parseArgs, str, untilSignal, usage } from './args.js';
+import {
+  bool,
+  type FlagSpec,
+  list,
+  type Parsed,
+  parseArgs,
+  str,
+  UsageError,
+  untilSignal,
+  usage,
+} from './args.js';
 
 export const engineFlags: Record<string, FlagSpec> = {
   host: {
@@ -20,8 +32,24 @@ export const engineFlags: Record<string, FlagSpec> = {
     help: "the default bridge's name (default berth0; created when missing); none: no default bridge",
   },
   bip: { kind: 'string', help: "the default bridge's address and prefix length, as 172.30.0.1/16" },
+  'copy-upload-limit': {
+    kind: 'string',
+    help: 'the largest archive docker cp may upload, as 512m or 2g (default 10g; 413 beyond it)',
+  },
   help: { kind: 'bool', help: 'print this help' },
 };
+
+function copyUploadLimit(value: string | undefined): number {
+  if (value === undefined) return defaultEngineConfig.copyUploadLimit;
+  let bytes: number;
+  try {
+    bytes = parseRamSize(value, '--copy-upload-limit');
+  } catch (err) {
+    throw new UsageError(errorMessage(err));
+  }
+  if (bytes < 1) throw new UsageError(`--copy-upload-limit must be at least 1 byte: ${value}`);
+  return bytes;
+}
 
 export function engineConfigFrom(p: Parsed): EngineConfig {
   const logLevel = str(p, 'log-level');
@@ -36,6 +64,7 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     experimental: bool(p, 'experimental'),
     bridge: str(p, 'bridge') ?? defaultEngineConfig.bridge,
     ...(str(p, 'bip') ? { bip: str(p, 'bip') } : {}),
+    copyUploadLimit: copyUploadLimit(str(p, 'copy-upload-limit')),
   };
 }
 

@@ -18,6 +18,8 @@ export interface EngineConfig {
   bridge: string;
   /** `--bip`: the default bridge's address and prefix length (else a free default pool). */
   bip?: string;
+  /** `--copy-upload-limit`: the largest archive docker cp may upload, in bytes (413 beyond). */
+  copyUploadLimit: number;
 }
 
 export const defaultEngineConfig: EngineConfig = {
@@ -29,6 +31,7 @@ export const defaultEngineConfig: EngineConfig = {
   insecureRegistries: ['127.0.0.0/8'],
   experimental: false,
   bridge: 'berth0',
+  copyUploadLimit: 10 * 1024 ** 3,
 };
 
 export function parseRuntimeName(value: string): 'runc' | 'crun' {

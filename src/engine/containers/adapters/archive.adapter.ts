@@ -1,3 +1,4 @@
+import { errorMessage, systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
 import { tarDirectory } from '../../storage/adapters/host.ops.js';
 import type { ArchiveHost } from '../archive/archive.host.js';
@@ -27,5 +28,17 @@ export const hostArchive: ArchiveHost = {
     }
     return out;
   },
-  tar: (dir, members, extraArgs = []) => tarDirectory(dir, members, extraArgs),
+  tar(dir, members, extraArgs = []) {
+    const tar = tarDirectory(dir, members, extraArgs);
+    // tar names members relative to dir: the message keeps them and drops dir itself
+    const done = tar.done.catch((err) => {
+      throw systemError(
+        `tar: ${errorMessage(err)
+          .replace(`tar -c ${dir}: `, '')
+          .replace(/^tar: /, '')}`,
+      );
+    });
+    done.catch(() => undefined);
+    return { ...tar, done };
+  },
 };

@@ -19,6 +19,9 @@ export interface ArchiveHost {
   mkfifo(path: string, mode: number): Promise<void>;
   /** The directories below `upper` marked opaque (`trusted.overlay.opaque=y`), as absolute paths. */
   opaqueDirs(upper: string): Promise<Set<string>>;
-  /** A tar of `members` of `dir`, with GNU tar's `extraArgs` (e.g. --transform). */
+  /**
+   * A tar of `members` of `dir`, with GNU tar's `extraArgs` (e.g. --transform); `done` rejects
+   * with tar's message, which names members relative to `dir` and never `dir` itself.
+   */
   tar(dir: string, members: string[], extraArgs?: string[]): TarStream;
 }

@@ -4,7 +4,9 @@ import { join, posix } from 'node:path';
 import { BerthError, errnoCode, invalidParameter, notFound } from '../../../common/errors.js';
 import { rfc3339Nano } from '../../../common/time.js';
 import type { Container } from '../core/container.js';
+import type { Rootfs } from '../core/rootfs.js';
 import { mountsView } from '../core/views.js';
+import { inContainerTerms } from './host-errors.js';
 
 /** X-Docker-Container-Path-Stat: what docker cp learns of a path before it copies. */
 export interface PathStat {
@@ -75,6 +77,22 @@ export class ContainerFs {
       mounts.push({ dest, source, rw: !c.hostConfig.ReadonlyRootfs });
     }
     this.mounts = mounts.sort((a, b) => b.dest.length - a.dest.length);
+  }
+
+  /**
+   * The container path of a host path under the rootfs or a mount (the deepest source that holds
+   * it), undefined for one outside them: error messages show this, never the host's.
+   */
+  containerPathOf(hostPath: string): string | undefined {
+    const places = [...this.mounts, { dest: '/', source: this.rootfs }].sort(
+      (a, b) => b.source.length - a.source.length,
+    );
+    for (const p of places) {
+      if (hostPath === p.source) return p.dest;
+      const base = p.source.endsWith('/') ? p.source : `${p.source}/`;
+      if (hostPath.startsWith(base)) return posix.join(p.dest, hostPath.slice(base.length));
+    }
+    return undefined;
   }
 
   private mountOf(path: string): { dest: string; source: string; rw: boolean } | undefined {
@@ -187,4 +205,24 @@ export async function statOf(
     mtime: rfc3339Nano(Number(ns / 1_000_000n), Number(ns % 1_000_000n)),
     linkTarget: st.isSymbolicLink() ? await fs.resolve(resolved, true, requested) : '',
   };
+}
+
+/**
+ * Run `work` on the container's filesystem (borrowed: a stopped container's is mounted for it),
+ * its errors told in the container's terms (never a host path).
+ */
+export async function inContainer<T>(
+  d: { rootfs: Pick<Rootfs, 'borrow'> },
+  c: Container,
+  work: (fs: ContainerFs, dir: string) => Promise<T>,
+): Promise<T> {
+  const { dir, release } = await d.rootfs.borrow(c);
+  const fs = new ContainerFs(dir, c);
+  try {
+    return await work(fs, dir);
+  } catch (err) {
+    throw inContainerTerms(err, fs);
+  } finally {
+    release();
+  }
 }

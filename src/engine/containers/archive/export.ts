@@ -1,7 +1,9 @@
 import { readdir } from 'node:fs/promises';
 import type { Container } from '../core/container.js';
 import type { TarStream } from './archive.host.js';
+import { ContainerFs } from './container-fs.js';
 import type { CopyDeps } from './copy.js';
+import { inContainerTerms } from './host-errors.js';
 
 /**
  * docker export: the container's filesystem (image and writable layer, no volumes or binds) as an
@@ -19,7 +21,7 @@ export async function exportContainer(
     tar = d.host.tar(dir, members.length ? members : ['.']);
   } catch (err) {
     release();
-    throw err;
+    throw inContainerTerms(err, new ContainerFs(dir, c));
   }
   tar.done.then(release, release);
   tar.stdout.on('close', release);

@@ -1,0 +1,234 @@
+import { constants } from 'node:fs';
+import { chmod, lchown, link, lstat, lutimes, mkdir, open, rm, symlink } from 'node:fs/promises';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tarStream from 'tar-stream';
+import { errnoCode, errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
+import { resolveUserInRootfs } from '../../runtime/oci/user.js';
+import type { Container } from '../core/container.js';
+import type { ArchiveHost } from './archive.host.js';
+import { type ContainerFs, inContainer, requestedPath } from './container-fs.js';
+import type { CopyDeps } from './copy.js';
+import { toolReason } from './host-errors.js';
+import type { SpooledArchive } from './spool.js';
+import { checkMember, memberTime } from './tar-rules.js';
+
+export interface ExtractOptions {
+  noOverwriteDirNonDir: boolean;
+  copyUIDGID: boolean;
+  /** The request's Content-Length, when it has one (checked against the spool's cap first). */
+  declaredLength?: number;
+}
+
+type Entry = AsyncIterable<unknown> & { resume(): unknown; header: tarStream.Header };
+
+/** Each member of an archive in turn; a malformed archive is a 400. */
+async function* members(source: Readable): AsyncGenerator<Entry> {
+  const extract = tarStream.extract();
+  const feeding = pipeline(source, extract).catch((err) => {
+    throw invalidParameter(`cannot read the archive: ${errorMessage(err)}`);
+  });
+  feeding.catch(() => undefined);
+  try {
+    for await (const entry of extract) yield entry as Entry;
+  } catch (err) {
+    await feeding;
+    throw invalidParameter(`cannot read the archive: ${errorMessage(err)}`);
+  }
+  await feeding;
+}
+
+/** The extraction point: an existing directory the container may write (404, 400, 403). */
+async function extractionPoint(fs: ContainerFs, c: Container, path: string): Promise<string> {
+  const { clean } = requestedPath(path);
+  const dest = await fs.resolve(clean, true, path);
+  const st = await lstat(fs.host(dest)).catch((err) => {
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') {
+      throw notFound(`Could not find the file ${path} in container ${c.name.replace(/^\//, '')}`);
+    }
+    throw err;
+  });
+  if (!st.isDirectory()) throw invalidParameter('extraction point is not a directory');
+  fs.checkWritable(dest);
+  return dest;
+}
+
+/** One tar member written at `target` (a host path whose parent is resolved and in place). */
+async function writeMember(
+  host: Pick<ArchiveHost, 'mknod' | 'mkfifo'>,
+  fs: ContainerFs,
+  dest: string,
+  placed: string,
+  h: tarStream.Header,
+  entry: Entry,
+  owner: { uid: number; gid: number } | undefined,
+): Promise<void> {
+  const target = fs.host(placed);
+  const mode = (h.mode ?? 0o644) & 0o7777;
+  const uid = owner?.uid ?? h.uid ?? 0;
+  const gid = owner?.gid ?? h.gid ?? 0;
+  // owner first: a chown clears the set-id bits the mode then sets (dockerd's order)
+  switch (h.type) {
+    case 'file':
+    case 'contiguous-file': {
+      const handle = await open(
+        target,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
+      try {
+        // consumed to its end (a pipeline would end the member early and stall the archive)
+        for await (const chunk of entry) await handle.write(chunk as Buffer);
+        await handle.chown(uid, gid);
+        await handle.chmod(mode);
+      } finally {
+        await handle.close();
+      }
+      break;
+    }
+    case 'directory':
+      entry.resume();
+      await mkdir(target, { mode: 0o700 }).catch((err) => {
+        if (errnoCode(err) !== 'EEXIST') throw err;
+      });
+      await lchown(target, uid, gid);
+      await chmod(target, mode);
+      break;
+    case 'symlink':
+      entry.resume();
+      await symlink(h.linkname ?? '', target);
+      await lchown(target, uid, gid);
+      break;
+    case 'link': {
+      entry.resume();
+      // below the extraction point (checkMember), its links read in the container; the link
+      // shares the inode of its target, whose owner, mode and times stay as they are
+      const source = await fs.resolve(posix.join(dest, h.linkname ?? ''), false);
+      await link(fs.host(source), target).catch((err) => {
+        if (errnoCode(err) !== 'ENOENT') throw err;
+        throw invalidParameter(
+          `invalid hardlink ${JSON.stringify(placed)} -> ${JSON.stringify(h.linkname)}: no such file`,
+        );
+      });
+      return;
+    }
+    case 'character-device':
+    case 'block-device':
+    case 'fifo': {
+      entry.resume();
+      const made =
+        h.type === 'fifo'
+          ? host.mkfifo(target, mode)
+          : host.mknod(target, h.type === 'block-device' ? 'b' : 'c', mode, h.devmajor ?? 0, h.devminor ?? 0);
+      await made.catch((err) => {
+        throw invalidParameter(`mknod ${placed}: ${toolReason(err)}`);
+      });
+      await lchown(target, uid, gid);
+      await chmod(target, mode);
+      break;
+    }
+    default:
+      // checkMember lets no other type through
+      entry.resume();
+      return;
+  }
+  const mtime = memberTime(h);
+  await lutimes(target, mtime, mtime);
+}
+
+/** Write every member of a checked archive below `dest`. */
+async function writeArchive(
+  d: Pick<CopyDeps, 'host'>,
+  fs: ContainerFs,
+  dest: string,
+  archive: SpooledArchive,
+  o: ExtractOptions,
+  owner: { uid: number; gid: number } | undefined,
+): Promise<void> {
+  for await (const entry of members(archive.open())) {
+    const h = entry.header;
+    const rel = checkMember(h, dest);
+    if (rel === '.') {
+      entry.resume();
+      continue;
+    }
+    const full = posix.join(dest, rel);
+    const parent = await fs.mkdirAll(posix.dirname(full));
+    const placed = posix.join(parent, posix.basename(full));
+    fs.checkWritable(placed);
+    const target = fs.host(placed);
+    const existing = await lstat(target).catch((err) => {
+      if (errnoCode(err) === 'ENOENT') return undefined;
+      throw err;
+    });
+    const isDir = h.type === 'directory';
+    if (existing) {
+      if (o.noOverwriteDirNonDir && existing.isDirectory() !== isDir) {
+        entry.resume();
+        throw invalidParameter(
+          existing.isDirectory()
+            ? `cannot overwrite directory "${placed}" with non-directory "${h.name}"`
+            : `cannot overwrite non-directory "${placed}" with directory "${h.name}"`,
+        );
+      }
+      if (!(existing.isDirectory() && isDir)) await rm(target, { recursive: true, force: true });
+    }
+    await writeMember(d.host, fs, dest, placed, h, entry, owner);
+  }
+}
+
+/**
+ * Read a whole received archive once before anything is written: a malformed one (cut short,
+ * bad checksums, oversized headers) or one with a member docker cp refuses is a 400 that leaves
+ * the container untouched.
+ */
+async function checkArchive(archive: SpooledArchive, dest: string): Promise<void> {
+  for await (const entry of members(archive.open())) {
+    checkMember(entry.header, dest);
+    entry.resume();
+  }
+}
+
+/**
+ * PUT /containers/{id}/archive (docker cp into a container). The path is checked first (404,
+ * 400, 403 before the body is read); the archive is then received whole into the engine's spool
+ * (bounded: 413) and read through once (400 for anything docker cp refuses), with the container
+ * running as usual meanwhile; only then are its members written, every parent resolved inside
+ * the container's filesystem as for reading (no link leads out of it), an existing entry replaced
+ * (or, with `noOverwriteDirNonDir`, a directory and a non-directory never replace each other),
+ * owners from the tar or, with `copyUIDGID`, the container's user. A running container is frozen
+ * while its files change (so that it cannot swap a directory for a link under the copy), and only
+ * then. The spool file is removed in every case. Emits `extract-to-dir`.
+ */
+export async function extractToContainer(
+  d: CopyDeps,
+  c: Container,
+  path: string,
+  body: Readable,
+  o: ExtractOptions,
+): Promise<void> {
+  d.spool.checkDeclared(o.declaredLength);
+  await inContainer(d, c, async (fs) => {
+    await extractionPoint(fs, c, path);
+  });
+  const archive = await d.spool.receive(body, o.declaredLength);
+  try {
+    await inContainer(d, c, async (fs, dir) => {
+      // checked against the extraction point as it is now
+      await checkArchive(archive, await extractionPoint(fs, c, path));
+      const owner = o.copyUIDGID ? await resolveUserInRootfs(dir, c.record.Config.User ?? '') : undefined;
+      const freeze = c.isRunningProcess && !c.state.Paused;
+      if (freeze) await d.runtime.pause(c.id);
+      try {
+        const dest = await extractionPoint(fs, c, path);
+        await writeArchive(d, fs, dest, archive, o, owner ? { uid: owner.uid, gid: owner.gid } : undefined);
+      } finally {
+        if (freeze) await d.runtime.resume(c.id).catch(() => undefined);
+      }
+    });
+    d.events.emit(c, 'extract-to-dir');
+  } finally {
+    await archive.remove();
+  }
+}
