@@ -1,4 +1,5 @@
 import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { gnuLong, member, paxHeader, tarOf } from './tar-builder.js';
 
 /**
@@ -150,5 +151,22 @@ export async function markedOnHost(marker: string, extra: string[] = []): Promis
       if (name.includes(marker)) found.push(`${dir}/${name}`);
     }
   }
+  return found;
+}
+
+/**
+ * The paths below `root` whose last component carries `marker`, found without following a
+ * symbolic link (a hostile archive leaves links to `/` behind).
+ */
+export async function markedUnder(root: string, marker: string): Promise<string[]> {
+  const found: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const path = join(dir, e.name);
+      if (e.name.includes(marker)) found.push(path);
+      if (e.isDirectory()) await walk(path);
+    }
+  };
+  await walk(root);
   return found;
 }

@@ -197,6 +197,10 @@ export async function statOf(
     }
     throw err;
   }
+  // `path/` and `path/.` name a directory (lstat's ENOTDIR, as dockerd's)
+  if (requestedPath(requested).follow && !st.isDirectory()) {
+    throw invalidParameter(`lstat ${requested}: not a directory`);
+  }
   const ns = st.mtimeNs;
   return {
     name: resolved === '/' ? '/' : posix.basename(resolved),

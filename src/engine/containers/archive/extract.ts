@@ -4,7 +4,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
-import { errnoCode, errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
+import { errnoCode, errorMessage, invalidParameter, isKind, notFound } from '../../../common/errors.js';
 import { resolveUserInRootfs } from '../../runtime/oci/user.js';
 import type { Container } from '../core/container.js';
 import type { ArchiveHost } from './archive.host.js';
@@ -104,12 +104,15 @@ async function writeMember(
       entry.resume();
       // below the extraction point (checkMember), its links read in the container; the link
       // shares the inode of its target, whose owner, mode and times stay as they are
-      const source = await fs.resolve(posix.join(dest, h.linkname ?? ''), false);
-      await link(fs.host(source), target).catch((err) => {
-        if (errnoCode(err) !== 'ENOENT') throw err;
-        throw invalidParameter(
+      const missing = () =>
+        invalidParameter(
           `invalid hardlink ${JSON.stringify(placed)} -> ${JSON.stringify(h.linkname)}: no such file`,
         );
+      const source = await fs.resolve(posix.join(dest, h.linkname ?? ''), false).catch((err) => {
+        throw isKind(err, 'NotFound') ? missing() : err;
+      });
+      await link(fs.host(source), target).catch((err) => {
+        throw errnoCode(err) === 'ENOENT' ? missing() : err;
       });
       return;
     }

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -68,6 +70,43 @@ describe('docker cp upload spool', () => {
     });
     await assert.rejects(spool.receive(body([Buffer.alloc(300)]), 500), { kind: 'InvalidParameter' });
     assert.deepEqual(await files(), []);
+  });
+
+  it('leaves a refused request able to take its answer (413 while the client is still sending)', async () => {
+    // as the archive route does: answer, and close instead of reading the rest
+    const server = createServer((req, res) => {
+      spool.receive(req).then(
+        () => res.end('received'),
+        (err: Error & { kind?: string }) => {
+          res.writeHead(err.kind === 'TooLarge' ? 413 : 400, { Connection: 'close' });
+          res.end(err.message);
+        },
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, method: 'PUT', path: '/' }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => chunks.push(d));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }),
+          );
+        });
+        req.on('error', reject);
+        // chunked, 600 bytes at a time, never ending by itself
+        const timer = setInterval(() => req.write(Buffer.alloc(600)), 20);
+        req.on('close', () => clearInterval(timer));
+        setTimeout(() => req.destroy(), 5000).unref();
+      });
+      assert.equal(answer.status, 413);
+      assert.match(answer.text, /archive is larger than the engine accepts/);
+      assert.deepEqual(await files(), []);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('sweeps what a killed engine left, and only that', async () => {
