@@ -113,6 +113,8 @@ export function hostileTars(marker: string) {
       paxHeader({ comment: 'A'.repeat(5 * 1024 * 1024) }),
       { name: `${M}-afterpax`, data: 'x' },
     ]),
+    /** A 5 MiB GNU long name. */
+    hugeGnuLongName: tarOf([gnuLong(`${M}-${'g'.repeat(5 * 1024 * 1024)}`), { name: 'short', data: 'x' }]),
     /** A PAX header declaring 8 GiB, then nothing. */
     hugePaxSize: Buffer.concat([
       member({ name: 'PaxHeaders/x', type: 'pax', size: 2 ** 33 }).subarray(0, 512),

@@ -58,6 +58,7 @@ describe('hostile archives through docker cp and docker import', () => {
     opaqueBelowSymlink: () => 'test -f /etc/.wh..wh..opq && grep -q root /etc/passwd',
     whiteoutUp: 'refused',
     hugePaxRecord: 'refused',
+    hugeGnuLongName: 'refused',
     hugePaxSize: 'refused',
     hugeFileSize: 'refused',
     longComponent: 'refused',

@@ -60,6 +60,7 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
     opaqueBelowSymlink: 'refused',
     whiteoutUp: 'refused',
     hugePaxRecord: 'refused',
+    hugeGnuLongName: 'refused',
     hugePaxSize: 'refused',
     hugeFileSize: 'refused',
     longComponent: 'refused',
