@@ -84,7 +84,7 @@ describe('hostile archives through docker cp and docker import', () => {
     await ok('run', '-d', '--name', 'hostile', 'busybox', 'sleep', '1000');
     upper = await ok('inspect', '-f', '{{.GraphDriver.Data.UpperDir}}', 'hostile');
     merged = await ok('inspect', '-f', '{{.GraphDriver.Data.MergedDir}}', 'hostile');
-    const dirs = Object.keys(tars).flatMap((name) => [`/x/${name}`, `/y/${name}`]);
+    const dirs = [...Object.keys(tars).flatMap((name) => [`/x/${name}`, `/y/${name}`]), '/y/cli'];
     await ok('exec', 'hostile', 'mkdir', '-p', ...dirs);
   });
   after(async () => {
@@ -149,6 +149,14 @@ describe('hostile archives through docker cp and docker import', () => {
     );
     assert.match(await put('garbage'), /^cannot read the archive: /);
     assert.match(await put('hugePaxRecord'), /^cannot read the archive: Header exceeds max size$/);
+    // the docker CLI sends a tar from its standard input as it is
+    const cli = await engine.docker(['cp', '-', 'hostile:/y/cli'], { input: tars.gnuLongName });
+    assert.notEqual(cli.code, 0);
+    assert.match(
+      cli.stderr,
+      /Error response from daemon: "a\/a\/.*tmp\/berth-hostile-\d+-gnulong" is outside of "\/y\/cli"/,
+    );
+    assert.deepEqual(await readdir(join(merged, '/y/cli')), []);
   });
 
   for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
