@@ -13,6 +13,7 @@ export const hostArchive: ArchiveHost = {
   mknod: (path, kind, mode, major, minor) =>
     tool('mknod', ['-m', mode.toString(8), path, kind, String(major), String(minor)]),
   mkfifo: (path, mode) => tool('mkfifo', ['-m', mode.toString(8), path]),
+  removeTree: (path) => tool('rm', ['-rf', '--one-file-system', '--', path]),
   async opaqueDirs(upper) {
     // one getfattr walk: `# file: <path>` then its attributes
     const r = await runTool(

@@ -5,7 +5,14 @@ import type { Container } from '../core/container.js';
 import type { ContainerEvents } from '../core/events.js';
 import type { Rootfs } from '../core/rootfs.js';
 import type { ArchiveHost } from './archive.host.js';
-import { ContainerFs, inContainer, type PathStat, requestedPath, statOf } from './container-fs.js';
+import {
+  ContainerFs,
+  type HeldDir,
+  inContainer,
+  type PathStat,
+  requestedPath,
+  statOf,
+} from './container-fs.js';
 import { inContainerTerms } from './host-errors.js';
 import type { UploadSpool } from './spool.js';
 
@@ -15,7 +22,7 @@ export interface CopyDeps {
   rootfs: Pick<Rootfs, 'borrow'>;
   runtime: Pick<RuntimeDriver, 'pause' | 'resume'>;
   events: ContainerEvents;
-  host: Pick<ArchiveHost, 'mknod' | 'mkfifo' | 'tar'>;
+  host: Pick<ArchiveHost, 'mknod' | 'mkfifo' | 'removeTree' | 'tar'>;
   /** Where uploads wait until complete (docker cp into a container). */
   spool: Pick<UploadSpool, 'checkDeclared' | 'receive'>;
 }
@@ -43,23 +50,38 @@ export async function archiveContainerPath(
   path: string,
 ): Promise<{ stat: PathStat; stream: Readable; done: Promise<void>; cancel(): void }> {
   const { clean, follow } = requestedPath(path);
-  const { dir, release } = await d.rootfs.borrow(c);
+  const { dir, release: releaseRootfs } = await d.rootfs.borrow(c);
   const fs = new ContainerFs(dir, c);
+  let held: HeldDir | undefined;
+  const release = () => {
+    releaseRootfs();
+    held?.close().catch(() => undefined);
+    held = undefined;
+  };
   try {
     const resolved = await fs.resolve(clean, follow, path);
     const stat = await statOf(fs, resolved, c, path);
-    const host = fs.host(resolved);
-    const hostBase = posix.basename(host);
+    // tar works in the parent held open (anchored: a link the running container swaps in for a
+    // directory of the path is not followed); the rootfs and a mount point are the engine's paths
+    let where: string;
+    if (resolved === '/') where = fs.host('/');
+    else {
+      held = await fs.openDir(posix.dirname(resolved), false);
+      const at = fs.place(held, posix.basename(resolved));
+      where = at.anchored ? posix.join(held.toolEntry('.'), posix.basename(resolved)) : at.host;
+    }
+    const hostBase = posix.basename(where);
     const name = stat.name === '/' ? '.' : stat.name;
     const transform =
       hostBase === name ? [] : [`--transform=s|^${sedLiteral(hostBase, true)}|${sedLiteral(name, false)}|S`];
-    const tar = d.host.tar(posix.dirname(host), [hostBase], transform);
+    const tar = d.host.tar(posix.dirname(where), [hostBase], transform);
     tar.done.then(release, release);
     tar.stdout.on('close', release);
     d.events.emit(c, 'archive-path');
     return { stat, stream: tar.stdout, done: tar.done, cancel: () => tar.kill() };
   } catch (err) {
+    const told = inContainerTerms(err, fs);
     release();
-    throw inContainerTerms(err, fs);
+    throw told;
   }
 }

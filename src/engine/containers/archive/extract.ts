@@ -1,5 +1,15 @@
 import { constants } from 'node:fs';
-import { chmod, lchown, link, lstat, lutimes, mkdir, open, rm, symlink } from 'node:fs/promises';
+import {
+  type FileHandle,
+  lchown,
+  link,
+  lstat,
+  lutimes,
+  mkdir,
+  open,
+  symlink,
+  unlink,
+} from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -8,9 +18,9 @@ import { errnoCode, errorMessage, invalidParameter, isKind, notFound } from '../
 import { resolveUserInRootfs } from '../../runtime/oci/user.js';
 import type { Container } from '../core/container.js';
 import type { ArchiveHost } from './archive.host.js';
-import { type ContainerFs, inContainer, requestedPath } from './container-fs.js';
+import { type ContainerFs, inContainer, type Place, requestedPath } from './container-fs.js';
 import type { CopyDeps } from './copy.js';
-import { toolReason } from './host-errors.js';
+import { inContainerTerms, toolReason } from './host-errors.js';
 import type { SpooledArchive } from './spool.js';
 import { checkMember, memberTime } from './tar-rules.js';
 
@@ -54,51 +64,69 @@ async function extractionPoint(fs: ContainerFs, c: Container, path: string): Pro
   return dest;
 }
 
-/** One tar member written at `target` (a host path whose parent is resolved and in place). */
+/** The owner, mode and time of what a handle holds (owner first: a chown clears set-id bits). */
+async function settle(
+  handle: FileHandle,
+  uid: number,
+  gid: number,
+  mode: number,
+  mtime: Date,
+): Promise<void> {
+  await handle.chown(uid, gid);
+  await handle.chmod(mode);
+  await handle.utimes(mtime, mtime);
+}
+
+/**
+ * One tar member written at `at` (in its held parent: nothing below follows a link swapped in
+ * since). Owners before modes, so set-uid and set-gid bits stay (dockerd's order).
+ */
 async function writeMember(
   host: Pick<ArchiveHost, 'mknod' | 'mkfifo'>,
   fs: ContainerFs,
   dest: string,
-  placed: string,
+  at: Place,
   h: tarStream.Header,
   entry: Entry,
   owner: { uid: number; gid: number } | undefined,
 ): Promise<void> {
-  const target = fs.host(placed);
   const mode = (h.mode ?? 0o644) & 0o7777;
   const uid = owner?.uid ?? h.uid ?? 0;
   const gid = owner?.gid ?? h.gid ?? 0;
-  // owner first: a chown clears the set-id bits the mode then sets (dockerd's order)
+  const mtime = memberTime(h);
   switch (h.type) {
     case 'file':
     case 'contiguous-file': {
       const handle = await open(
-        target,
+        at.host,
         constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
         0o600,
       );
       try {
         // consumed to its end (a pipeline would end the member early and stall the archive)
         for await (const chunk of entry) await handle.write(chunk as Buffer);
-        await handle.chown(uid, gid);
-        await handle.chmod(mode);
+        await settle(handle, uid, gid, mode, mtime);
       } finally {
         await handle.close();
       }
-      break;
+      return;
     }
-    case 'directory':
+    case 'directory': {
       entry.resume();
-      await mkdir(target, { mode: 0o700 }).catch((err) => {
+      await mkdir(at.host, { mode: 0o700 }).catch((err) => {
         if (errnoCode(err) !== 'EEXIST') throw err;
       });
-      await lchown(target, uid, gid);
-      await chmod(target, mode);
-      break;
+      const handle = await open(at.host, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        await settle(handle, uid, gid, mode, mtime);
+      } finally {
+        await handle.close();
+      }
+      return;
+    }
     case 'symlink':
       entry.resume();
-      await symlink(h.linkname ?? '', target);
-      await lchown(target, uid, gid);
+      await symlink(h.linkname ?? '', at.host);
       break;
     case 'link': {
       entry.resume();
@@ -106,29 +134,41 @@ async function writeMember(
       // shares the inode of its target, whose owner, mode and times stay as they are
       const missing = () =>
         invalidParameter(
-          `invalid hardlink ${JSON.stringify(placed)} -> ${JSON.stringify(h.linkname)}: no such file`,
+          `invalid hardlink ${JSON.stringify(at.path)} -> ${JSON.stringify(h.linkname)}: no such file`,
         );
       const source = await fs.resolve(posix.join(dest, h.linkname ?? ''), false).catch((err) => {
         throw isKind(err, 'NotFound') ? missing() : err;
       });
-      await link(fs.host(source), target).catch((err) => {
-        throw errnoCode(err) === 'ENOENT' ? missing() : err;
+      const dir = await fs.openDir(posix.dirname(source), false).catch((err) => {
+        throw isKind(err, 'NotFound') ? missing() : err;
       });
+      try {
+        await link(fs.place(dir, posix.basename(source)).host, at.host).catch((err) => {
+          throw errnoCode(err) === 'ENOENT' ? missing() : inContainerTerms(err, fs);
+        });
+      } finally {
+        await dir.close();
+      }
       return;
     }
     case 'character-device':
     case 'block-device':
     case 'fifo': {
       entry.resume();
+      // made with its mode (a chmod after would follow a link swapped in)
       const made =
         h.type === 'fifo'
-          ? host.mkfifo(target, mode)
-          : host.mknod(target, h.type === 'block-device' ? 'b' : 'c', mode, h.devmajor ?? 0, h.devminor ?? 0);
+          ? host.mkfifo(at.tool, mode)
+          : host.mknod(
+              at.tool,
+              h.type === 'block-device' ? 'b' : 'c',
+              mode,
+              h.devmajor ?? 0,
+              h.devminor ?? 0,
+            );
       await made.catch((err) => {
-        throw invalidParameter(`mknod ${placed}: ${toolReason(err)}`);
+        throw invalidParameter(`mknod ${at.path}: ${toolReason(err)}`);
       });
-      await lchown(target, uid, gid);
-      await chmod(target, mode);
       break;
     }
     default:
@@ -136,8 +176,39 @@ async function writeMember(
       entry.resume();
       return;
   }
-  const mtime = memberTime(h);
-  await lutimes(target, mtime, mtime);
+  await lchown(at.host, uid, gid);
+  await lutimes(at.host, mtime, mtime);
+}
+
+/** Make way for a member: what is there is removed unless both are directories (or 400). */
+async function replaceExisting(
+  host: Pick<ArchiveHost, 'removeTree'>,
+  at: Place,
+  h: tarStream.Header,
+  o: ExtractOptions,
+): Promise<void> {
+  const existing = await lstat(at.host).catch((err) => {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (!existing) return;
+  const isDir = h.type === 'directory';
+  if (o.noOverwriteDirNonDir && existing.isDirectory() !== isDir) {
+    throw invalidParameter(
+      existing.isDirectory()
+        ? `cannot overwrite directory "${at.path}" with non-directory "${h.name}"`
+        : `cannot overwrite non-directory "${at.path}" with directory "${h.name}"`,
+    );
+  }
+  if (existing.isDirectory() && isDir) return;
+  if (!existing.isDirectory()) {
+    await unlink(at.host);
+    return;
+  }
+  // a tree another process may be changing: GNU rm walks it without following links
+  await host.removeTree(at.tool).catch((err) => {
+    throw invalidParameter(`cannot remove ${at.path}: ${toolReason(err)}`);
+  });
 }
 
 /** Write every member of a checked archive below `dest`. */
@@ -157,27 +228,19 @@ async function writeArchive(
       continue;
     }
     const full = posix.join(dest, rel);
-    const parent = await fs.mkdirAll(posix.dirname(full));
-    const placed = posix.join(parent, posix.basename(full));
-    fs.checkWritable(placed);
-    const target = fs.host(placed);
-    const existing = await lstat(target).catch((err) => {
-      if (errnoCode(err) === 'ENOENT') return undefined;
-      throw err;
-    });
-    const isDir = h.type === 'directory';
-    if (existing) {
-      if (o.noOverwriteDirNonDir && existing.isDirectory() !== isDir) {
-        entry.resume();
-        throw invalidParameter(
-          existing.isDirectory()
-            ? `cannot overwrite directory "${placed}" with non-directory "${h.name}"`
-            : `cannot overwrite non-directory "${placed}" with directory "${h.name}"`,
-        );
-      }
-      if (!(existing.isDirectory() && isDir)) await rm(target, { recursive: true, force: true });
+    const parent = await fs.openDir(posix.dirname(full), true);
+    try {
+      const at = fs.place(parent, posix.basename(full));
+      fs.checkWritable(at.path);
+      await replaceExisting(d.host, at, h, o);
+      await writeMember(d.host, fs, dest, at, h, entry, owner);
+    } catch (err) {
+      // told while the parent is held: its descriptor's paths map to the container's
+      throw inContainerTerms(err, fs);
+    } finally {
+      entry.resume();
+      await parent.close();
     }
-    await writeMember(d.host, fs, dest, placed, h, entry, owner);
   }
 }
 
