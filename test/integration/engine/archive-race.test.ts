@@ -28,7 +28,9 @@ async function fileIn(tar: Buffer): Promise<string | undefined> {
  * directory `d` for a link to `/` (or `/etc`) and back, as fast as it can, while the engine copies
  * into and out of `victim`. Links are read in the container, and what is written or read goes
  * through directories held open, so no copy reaches the host's files; every answer is a 200 or a
- * 4xx. (Before: 17 of 400 one-file uploads landed in the host's `/`.)
+ * 4xx. (Before: 17 of 400 one-file uploads landed in the host's `/`; no download of the host's
+ * file was seen in 1500 tries, the window between resolving and tar being narrower, so that part
+ * guards the anchored tar rather than reproducing a leak.)
  */
 describe('docker cp racing a container that swaps a shared directory for a link', () => {
   const marker = `berth-race-${process.pid}`;
@@ -76,7 +78,11 @@ describe('docker cp racing a container that swaps a shared directory for a link'
     const hostname = await readFile('/etc/hostname', 'utf8');
     let read = 0;
     for (let i = 0; i < 150; i++) {
-      const r = await engine.request('GET', '/v1.41/containers/victim/archive?path=/vol/d/hostname');
+      // a tar that fails half-way cuts the connection (a path that vanished under it)
+      const r = await engine
+        .request('GET', '/v1.41/containers/victim/archive?path=/vol/d/hostname')
+        .catch(() => undefined);
+      if (!r) continue;
       assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `${r.status} ${r.text()}`);
       if (r.status !== 200) continue;
       const content = await fileIn(r.body);
