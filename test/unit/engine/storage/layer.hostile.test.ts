@@ -18,8 +18,13 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
   const tars = hostileTars(marker);
   let base: string;
 
-  /** What each archive must give: applied (with a check of the layer) or refused with a 400. */
-  const expected: Record<HostileCase, 'refused' | ((layer: string) => Promise<void>)> = {
+  /**
+   * What each archive must give: refused with a 400, applied (with a check of the layer), or
+   * either (GNU tar's placeholders for links that point out are resolved by timestamps: the same
+   * archive is refused or applied from one run to the next, inside the layer both times).
+   */
+  type Check = (layer: string) => Promise<void>;
+  const expected: Record<HostileCase, 'refused' | Check | { refusedOr: Check }> = {
     dotdot: 'refused',
     dotdotMid: 'refused',
     // GNU tar refuses any name with `..` (dockerd would clean it)
@@ -36,10 +41,17 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
       assert.equal(await readFile(join(layer, `${marker}-${'d'.repeat(150)}`, 'f'.repeat(120)), 'utf8'), 'x'),
     symlinkRootThenWrite: 'refused',
     symlinkUpThenWrite: 'refused',
-    // GNU tar makes the link last (it points out): a link in the layer, resolved in the container
-    symlinkThenOverwrite: async (layer) =>
-      assert.match(await readlink(join(layer, `${marker}-supf`)), new RegExp(`tmp/${marker}-symupfile$`)),
-    symlinkThenDirectory: 'refused',
+    // the link (GNU tar makes it last: it points out) or the file, in the layer either way
+    symlinkThenOverwrite: async (layer) => {
+      const at = join(layer, `${marker}-supf`);
+      if ((await lstat(at)).isSymbolicLink()) {
+        assert.match(await readlink(at), new RegExp(`tmp/${marker}-symupfile$`));
+      } else assert.equal(await readFile(at, 'utf8'), 'x');
+    },
+    symlinkThenDirectory: {
+      refusedOr: async (layer) =>
+        assert.equal(await readFile(join(layer, `${marker}-updir`, `${marker}-symdir`), 'utf8'), 'x'),
+    },
     hardlinkAbsolute: 'refused',
     hardlinkUp: 'refused',
     hardlinkViaSymlink: 'refused',
@@ -77,7 +89,14 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
   });
 
   for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
-    it(`${name}: ${expected[name] === 'refused' ? 'a 400' : 'applied inside the layer'}, nothing outside`, async () => {
+    const want = expected[name];
+    const what =
+      want === 'refused'
+        ? 'a 400'
+        : typeof want === 'function'
+          ? 'applied inside the layer'
+          : 'a 400 or applied';
+    it(`${name}: ${what}, nothing outside`, async () => {
       const box = join(base, name);
       const layer = join(box, 'layer');
       await mkdir(layer, { recursive: true });
@@ -89,14 +108,13 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
         () => undefined,
         (err: unknown) => err as Error & { kind?: string },
       );
-      const want = expected[name];
-      if (want === 'refused') {
-        assert.ok(outcome, 'refused');
+      if (outcome) {
+        assert.notEqual(typeof want, 'function', `refused: ${outcome.message}`);
         assert.equal(outcome.kind, 'InvalidParameter', outcome.message);
         assert.ok(!outcome.message.includes(base), `no host path in: ${outcome.message}`);
       } else {
-        assert.equal(outcome, undefined, outcome?.message);
-        await want(layer);
+        assert.notEqual(want, 'refused', 'applied');
+        await (typeof want === 'function' ? want : (want as { refusedOr: Check }).refusedOr)(layer);
       }
       assert.deepEqual((await readdir(box)).sort(), ['etc', 'layer', 'sentinel', 'tmp']);
       assert.deepEqual(await readdir(join(box, 'etc')), ['passwd']);
