@@ -1,15 +1,21 @@
-import { constants } from 'node:fs';
 import {
-  type FileHandle,
-  lchown,
-  link,
-  lstat,
-  lutimes,
-  mkdir,
-  open,
-  symlink,
-  unlink,
-} from 'node:fs/promises';
+  closeSync,
+  constants,
+  fchmodSync,
+  fchownSync,
+  futimesSync,
+  lchownSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  type Stats,
+  symlinkSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -18,7 +24,7 @@ import { errnoCode, errorMessage, invalidParameter, isKind, notFound } from '../
 import { resolveUserInRootfs } from '../../runtime/oci/user.js';
 import type { Container } from '../core/container.js';
 import type { ArchiveHost } from './archive.host.js';
-import { type ContainerFs, inContainer, type Place, requestedPath } from './container-fs.js';
+import { type ContainerFs, type HeldDir, inContainer, type Place, requestedPath } from './container-fs.js';
 import type { CopyDeps } from './copy.js';
 import { inContainerTerms, toolReason } from './host-errors.js';
 import type { SpooledArchive } from './spool.js';
@@ -64,17 +70,25 @@ async function extractionPoint(fs: ContainerFs, c: Container, path: string): Pro
   return dest;
 }
 
-/** The owner, mode and time of what a handle holds (owner first: a chown clears set-id bits). */
-async function settle(
-  handle: FileHandle,
-  uid: number,
-  gid: number,
-  mode: number,
-  mtime: Date,
-): Promise<void> {
-  await handle.chown(uid, gid);
-  await handle.chmod(mode);
-  await handle.utimes(mtime, mtime);
+/**
+ * The owner, mode and time of what a descriptor holds (owner first: a chown clears set-id bits),
+ * then closed. Synchronous, as the other calls of a member: the container is frozen while they
+ * run, and each of them is a few microseconds where a promise costs far more (writeArchive lets
+ * other requests in between members).
+ */
+function settle(fd: number, uid: number, gid: number, mode: number, mtime: Date): void {
+  try {
+    fchownSync(fd, uid, gid);
+    fchmodSync(fd, mode);
+    futimesSync(fd, mtime, mtime);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** All of `chunk` written at the descriptor's position. */
+function writeAll(fd: number, chunk: Buffer): void {
+  for (let done = 0; done < chunk.length; ) done += writeSync(fd, chunk, done);
 }
 
 /**
@@ -97,36 +111,40 @@ async function writeMember(
   switch (h.type) {
     case 'file':
     case 'contiguous-file': {
-      const handle = await open(
+      const fd = openSync(
         at.host,
         constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
         0o600,
       );
       try {
         // consumed to its end (a pipeline would end the member early and stall the archive)
-        for await (const chunk of entry) await handle.write(chunk as Buffer);
-        await settle(handle, uid, gid, mode, mtime);
-      } finally {
-        await handle.close();
+        for await (const chunk of entry) writeAll(fd, chunk as Buffer);
+      } catch (err) {
+        closeSync(fd);
+        throw err;
       }
+      settle(fd, uid, gid, mode, mtime);
       return;
     }
     case 'directory': {
       entry.resume();
-      await mkdir(at.host, { mode: 0o700 }).catch((err) => {
-        if (errnoCode(err) !== 'EEXIST') throw err;
-      });
-      const handle = await open(at.host, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
       try {
-        await settle(handle, uid, gid, mode, mtime);
-      } finally {
-        await handle.close();
+        mkdirSync(at.host, { mode: 0o700 });
+      } catch (err) {
+        if (errnoCode(err) !== 'EEXIST') throw err;
       }
+      settle(
+        openSync(at.host, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW),
+        uid,
+        gid,
+        mode,
+        mtime,
+      );
       return;
     }
     case 'symlink':
       entry.resume();
-      await symlink(h.linkname ?? '', at.host);
+      symlinkSync(h.linkname ?? '', at.host);
       break;
     case 'link': {
       entry.resume();
@@ -143,9 +161,9 @@ async function writeMember(
         throw isKind(err, 'NotFound') ? missing() : err;
       });
       try {
-        await link(fs.place(dir, posix.basename(source)).host, at.host).catch((err) => {
-          throw errnoCode(err) === 'ENOENT' ? missing() : inContainerTerms(err, fs);
-        });
+        linkSync(fs.place(dir, posix.basename(source)).host, at.host);
+      } catch (err) {
+        throw errnoCode(err) === 'ENOENT' ? missing() : inContainerTerms(err, fs);
       } finally {
         await dir.close();
       }
@@ -176,22 +194,27 @@ async function writeMember(
       entry.resume();
       return;
   }
-  await lchown(at.host, uid, gid);
-  await lutimes(at.host, mtime, mtime);
+  lchownSync(at.host, uid, gid);
+  lutimesSync(at.host, mtime, mtime);
 }
 
-/** Make way for a member: what is there is removed unless both are directories (or 400). */
+/**
+ * Make way for a member: what is there is removed unless both are directories (or 400). Whether
+ * a directory or a link went (paths through it resolve differently now).
+ */
 async function replaceExisting(
   host: Pick<ArchiveHost, 'removeTree'>,
   at: Place,
   h: tarStream.Header,
   o: ExtractOptions,
-): Promise<void> {
-  const existing = await lstat(at.host).catch((err) => {
-    if (errnoCode(err) === 'ENOENT') return undefined;
+): Promise<boolean> {
+  let existing: Stats;
+  try {
+    existing = lstatSync(at.host);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return false;
     throw err;
-  });
-  if (!existing) return;
+  }
   const isDir = h.type === 'directory';
   if (o.noOverwriteDirNonDir && existing.isDirectory() !== isDir) {
     throw invalidParameter(
@@ -200,15 +223,42 @@ async function replaceExisting(
         : `cannot overwrite non-directory "${at.path}" with directory "${h.name}"`,
     );
   }
-  if (existing.isDirectory() && isDir) return;
+  if (existing.isDirectory() && isDir) return false;
   if (!existing.isDirectory()) {
-    await unlink(at.host);
-    return;
+    unlinkSync(at.host);
+    return existing.isSymbolicLink();
   }
   // a tree another process may be changing: GNU rm walks it without following links
   await host.removeTree(at.tool).catch((err) => {
     throw invalidParameter(`cannot remove ${at.path}: ${toolReason(err)}`);
   });
+  return true;
+}
+
+/**
+ * The parents held open during one extraction, by the path asked for: archives write many members
+ * in one directory, and each opening walks from the mount's root. A directory or link the archive
+ * removes may leave any of them stale: then all are let go. At most 32 at a time.
+ */
+class HeldParents {
+  private readonly held = new Map<string, HeldDir>();
+
+  constructor(private readonly fs: ContainerFs) {}
+
+  async get(path: string): Promise<HeldDir> {
+    const hit = this.held.get(path);
+    if (hit) return hit;
+    if (this.held.size >= 32) await this.clear();
+    const dir = await this.fs.openDir(path, true);
+    this.held.set(path, dir);
+    return dir;
+  }
+
+  async clear(): Promise<void> {
+    const all = [...this.held.values()];
+    this.held.clear();
+    for (const dir of all) await dir.close();
+  }
 }
 
 /** Write every member of a checked archive below `dest`. */
@@ -220,27 +270,39 @@ async function writeArchive(
   o: ExtractOptions,
   owner: { uid: number; gid: number } | undefined,
 ): Promise<void> {
-  for await (const entry of members(archive.open())) {
-    const h = entry.header;
-    const rel = checkMember(h, dest);
-    if (rel === '.') {
-      entry.resume();
-      continue;
+  const parents = new HeldParents(fs);
+  let ran = Date.now();
+  try {
+    for await (const entry of members(archive.open())) {
+      // other requests get their turn at least every 20 ms
+      if (Date.now() - ran > 20) {
+        await new Promise((r) => setImmediate(r));
+        ran = Date.now();
+      }
+      const h = entry.header;
+      const rel = checkMember(h, dest);
+      if (rel === '.') {
+        entry.resume();
+        continue;
+      }
+      const full = posix.join(dest, rel);
+      let removed = false;
+      try {
+        const parent = await parents.get(posix.dirname(full));
+        const at = fs.place(parent, posix.basename(full));
+        fs.checkWritable(at.path);
+        removed = await replaceExisting(d.host, at, h, o);
+        await writeMember(d.host, fs, dest, at, h, entry, owner);
+      } catch (err) {
+        // told while the parents are held: their descriptors' paths map to the container's
+        throw inContainerTerms(err, fs);
+      } finally {
+        entry.resume();
+      }
+      if (removed) await parents.clear();
     }
-    const full = posix.join(dest, rel);
-    const parent = await fs.openDir(posix.dirname(full), true);
-    try {
-      const at = fs.place(parent, posix.basename(full));
-      fs.checkWritable(at.path);
-      await replaceExisting(d.host, at, h, o);
-      await writeMember(d.host, fs, dest, at, h, entry, owner);
-    } catch (err) {
-      // told while the parent is held: its descriptor's paths map to the container's
-      throw inContainerTerms(err, fs);
-    } finally {
-      entry.resume();
-      await parent.close();
-    }
+  } finally {
+    await parents.clear();
   }
 }
 
