@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { conflict, errorMessage, isKind, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { KeyedMutex } from '../../common/mutex.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { ContainerNetworking } from '../network/network.types.js';
@@ -135,7 +136,7 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   // docker cp uploads wait here until complete (dockerd's temp files are under its root too)
   const spool = new UploadSpool(join(opts.dataRoot, 'tmp'), opts.copyUploadLimit);
   await spool.sweep();
-  const copyDeps: CopyDeps = { rootfs, runtime, events, host: host.archive, spool };
+  const copyDeps: CopyDeps = { rootfs, runtime, events, host: host.archive, spool, writes: new KeyedMutex() };
 
   const onExit = (id: string, status: ExitStatus) => {
     const c = set.find(id);

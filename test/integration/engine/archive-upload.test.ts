@@ -141,6 +141,24 @@ describe('docker cp upload (spooled archive)', () => {
     assert.equal((await engine.request('GET', '/_ping')).status, 200);
   });
 
+  it('takes uploads into one container at the same time (each written frozen, one after the other)', async () => {
+    await ok('exec', 'up', 'mkdir', '-p', '/par/0', '/par/1', '/par/2', '/par/3');
+    const tar = tarOf(Array.from({ length: 200 }, (_, i) => ({ name: `f${i}`, data: `${i}` })));
+    const answers = await Promise.all(
+      [0, 1, 2, 3].map((i) =>
+        engine.request('PUT', `/v1.41/containers/up/archive?path=/par/${i}`, { body: tar }),
+      ),
+    );
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      [200, 200, 200, 200],
+      answers.map((r) => r.text()).join(' '),
+    );
+    assert.equal(await ok('exec', 'up', 'sh', '-c', 'ls /par/0 /par/1 /par/2 /par/3 | grep -c ^f'), '800');
+    assert.equal(await frozen(pid), false);
+    assert.deepEqual(await spooled(), []);
+  });
+
   it('answers 413 for a declared length over the cap, before reading the body', async () => {
     const { req, response } = openPut(engine, '/tmp', { 'Content-Length': String(2 ** 50) });
     req.write(member({ name: 'x', data: 'x' }));

@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
+import type { KeyedMutex } from '../../../common/mutex.js';
 import type { RuntimeDriver } from '../../runtime/runtime.types.js';
 import type { Container } from '../core/container.js';
 import type { ContainerEvents } from '../core/events.js';
@@ -25,6 +26,8 @@ export interface CopyDeps {
   host: Pick<ArchiveHost, 'mknod' | 'mkfifo' | 'removeTree' | 'tar'>;
   /** Where uploads wait until complete (docker cp into a container). */
   spool: Pick<UploadSpool, 'checkDeclared' | 'receive'>;
+  /** One upload at a time is written into a container (each freezes and thaws it). */
+  writes: KeyedMutex;
 }
 
 /** HEAD /containers/{id}/archive: the stat of a path in the container (404 when missing). */

@@ -342,19 +342,22 @@ export async function extractToContainer(
   });
   const archive = await d.spool.receive(body, o.declaredLength);
   try {
-    await inContainer(d, c, async (fs, dir) => {
-      // checked against the extraction point as it is now
-      await checkArchive(archive, await extractionPoint(fs, c, path));
-      const owner = o.copyUIDGID ? await resolveUserInRootfs(dir, c.record.Config.User ?? '') : undefined;
-      const freeze = c.isRunningProcess && !c.state.Paused;
-      if (freeze) await d.runtime.pause(c.id);
-      try {
-        const dest = await extractionPoint(fs, c, path);
-        await writeArchive(d, fs, dest, archive, o, owner ? { uid: owner.uid, gid: owner.gid } : undefined);
-      } finally {
-        if (freeze) await d.runtime.resume(c.id).catch(() => undefined);
-      }
-    });
+    // one upload written at a time: a second freeze would fail, a thaw end another's freeze
+    await d.writes.run(c.id, () =>
+      inContainer(d, c, async (fs, dir) => {
+        // checked against the extraction point as it is now
+        await checkArchive(archive, await extractionPoint(fs, c, path));
+        const owner = o.copyUIDGID ? await resolveUserInRootfs(dir, c.record.Config.User ?? '') : undefined;
+        const freeze = c.isRunningProcess && !c.state.Paused;
+        if (freeze) await d.runtime.pause(c.id);
+        try {
+          const dest = await extractionPoint(fs, c, path);
+          await writeArchive(d, fs, dest, archive, o, owner ? { uid: owner.uid, gid: owner.gid } : undefined);
+        } finally {
+          if (freeze) await d.runtime.resume(c.id).catch(() => undefined);
+        }
+      }),
+    );
     d.events.emit(c, 'extract-to-dir');
   } finally {
     await archive.remove();
