@@ -16,6 +16,7 @@ import type { ContainerRecord } from '../../../../src/engine/containers/core/rec
  */
 describe('docker cp writes anchored in held directories', () => {
   let base: string;
+  const bases: string[] = [];
   let root: string;
   let outside: string;
   let shared: string;
@@ -24,6 +25,7 @@ describe('docker cp writes anchored in held directories', () => {
 
   beforeEach(async () => {
     base = await mkdtemp(join(tmpdir(), 'berth-anchored-'));
+    bases.push(base);
     root = join(base, 'root');
     outside = join(base, 'outside');
     shared = join(base, 'shared');
@@ -34,7 +36,7 @@ describe('docker cp writes anchored in held directories', () => {
     fs = new ContainerFs(root, c);
   });
   after(async () => {
-    await rm(base, { recursive: true, force: true }).catch(() => undefined);
+    for (const b of bases) await rm(b, { recursive: true, force: true }).catch(() => undefined);
   });
 
   it('a held directory keeps its writes when its path is swapped for a link afterwards', async () => {
