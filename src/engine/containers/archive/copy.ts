@@ -53,14 +53,11 @@ export async function archiveContainerPath(
   path: string,
 ): Promise<{ stat: PathStat; stream: Readable; done: Promise<void>; cancel(): void }> {
   const { clean, follow } = requestedPath(path);
-  const { dir, release: releaseRootfs } = await d.rootfs.borrow(c);
-  const fs = new ContainerFs(dir, c);
+  const borrowed = await borrowUntilDone(d, c);
+  const fs = new ContainerFs(borrowed.dir, c);
   let held: HeldDir | undefined;
-  const release = () => {
-    releaseRootfs();
-    held?.close().catch(() => undefined);
-    held = undefined;
-  };
+  // the held directory first: an open descriptor in it would keep the rootfs from being unmounted
+  const release = () => borrowed.release(() => held?.close());
   try {
     const resolved = await fs.resolve(clean, follow, path);
     const stat = await statOf(fs, resolved, c, path);
@@ -78,13 +75,47 @@ export async function archiveContainerPath(
     const transform =
       hostBase === name ? [] : [`--transform=s|^${sedLiteral(hostBase, true)}|${sedLiteral(name, false)}|S`];
     const tar = d.host.tar(posix.dirname(where), [hostBase], transform);
-    tar.done.then(release, release);
-    tar.stdout.on('close', release);
+    tar.stdout.on('close', () => void release());
     d.events.emit(c, 'archive-path');
-    return { stat, stream: tar.stdout, done: tar.done, cancel: () => tar.kill() };
+    return { stat, stream: tar.stdout, done: afterRelease(tar.done, release), cancel: () => tar.kill() };
   } catch (err) {
     const told = inContainerTerms(err, fs);
-    release();
+    await release();
     throw told;
   }
+}
+
+/**
+ * The rootfs borrowed for a tar made as it goes (GET archive, export): `release` (once, after
+ * `first`) gives it back and resolves when a stopped container's rootfs, mounted for it, is
+ * unmounted again (under the container's lock), so that the answer ends after that.
+ */
+export async function borrowUntilDone(
+  d: Pick<CopyDeps, 'rootfs'>,
+  c: Container,
+): Promise<{ dir: string; release(first?: () => Promise<void> | undefined): Promise<void> }> {
+  const mountedForUs = !c.isRunningProcess;
+  const { dir, release } = await d.rootfs.borrow(c);
+  let releasing: Promise<void> | undefined;
+  return {
+    dir,
+    release(first) {
+      releasing ??= (async () => {
+        await first?.()?.catch(() => undefined);
+        release();
+        if (mountedForUs) await c.lock.run(async () => undefined);
+      })();
+      return releasing;
+    },
+  };
+}
+
+/** A tar's outcome, once the rootfs it read is given back. */
+export function afterRelease(done: Promise<void>, release: () => Promise<void>): Promise<void> {
+  const settled = done.then(release, async (err: unknown) => {
+    await release();
+    throw err;
+  });
+  settled.catch(() => undefined);
+  return settled;
 }
