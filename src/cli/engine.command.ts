@@ -44,6 +44,10 @@ export const engineFlags: Record<string, FlagSpec> = {
     help: "the default bridge's name (default berth0; created when missing); none: no default bridge",
   },
   bip: { kind: 'string', help: "the default bridge's address and prefix length, as 172.30.0.1/16" },
+  'copy-upload-limit': {
+    kind: 'string',
+    help: 'the largest archive docker cp may upload, as 512m or 2g (default 10g; 413 beyond it)',
+  },
   help: { kind: 'bool', help: 'print this help' },
 };
 
@@ -138,20 +142,24 @@ function duration(p: Parsed, name: string, fallback: number): number {
   return text === undefined ? fallback : parseDuration(text);
 }
 
+/** A size flag (`64k`, `1m`, `10g`), at least `min` bytes (`minText` in the message). */
+function size(p: Parsed, name: string, fallback: number, min: number, minText: string): number {
+  const text = str(p, name);
+  if (text === undefined) return fallback;
+  let bytes: number;
+  try {
+    bytes = parseRamSize(text, `--${name}`);
+  } catch (err) {
+    throw new UsageError(errorMessage(err));
+  }
+  if (bytes < min) throw new UsageError(`--${name} must be at least ${minText}: ${text}`);
+  return bytes;
+}
+
 export function engineLimitsFrom(p: Parsed): ConnectionLimits {
   const d = defaultEngineLimits;
-  let maxHeaderBytes = d.maxHeaderBytes;
-  const header = str(p, 'max-header-size');
-  if (header !== undefined) {
-    try {
-      maxHeaderBytes = parseRamSize(header, '--max-header-size');
-    } catch (err) {
-      throw new UsageError(errorMessage(err));
-    }
-    if (maxHeaderBytes < 1024) throw new UsageError(`--max-header-size must be at least 1k: ${header}`);
-  }
   return {
-    maxHeaderBytes,
+    maxHeaderBytes: size(p, 'max-header-size', d.maxHeaderBytes, 1024, '1k'),
     maxConnectionsPerClient: count(p, 'max-connections-per-client', d.maxConnectionsPerClient),
     maxLocalConnections: count(p, 'max-local-connections', d.maxLocalConnections),
     headersTimeoutMs: duration(p, 'headers-timeout', d.headersTimeoutMs),
@@ -178,6 +186,7 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     experimental: bool(p, 'experimental'),
     bridge: str(p, 'bridge') ?? defaultEngineConfig.bridge,
     ...(str(p, 'bip') ? { bip: str(p, 'bip') } : {}),
+    copyUploadLimit: size(p, 'copy-upload-limit', defaultEngineConfig.copyUploadLimit, 1, '1 byte'),
   };
 }
 

@@ -34,6 +34,8 @@ export interface EngineConfig {
   bridge: string;
   /** `--bip`: the default bridge's address and prefix length (else a free default pool). */
   bip?: string;
+  /** `--copy-upload-limit`: the largest archive docker cp may upload, in bytes (413 beyond). */
+  copyUploadLimit: number;
 }
 
 /** The TLS of the tcp:// listeners: PEM files, and whether clients must show a certificate. */
@@ -69,6 +71,7 @@ export const defaultEngineConfig: EngineConfig = {
   insecureRegistries: ['127.0.0.0/8'],
   experimental: false,
   bridge: 'berth0',
+  copyUploadLimit: 10 * 1024 ** 3,
 };
 
 export function parseRuntimeName(value: string): 'runc' | 'crun' {

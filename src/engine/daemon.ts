@@ -198,6 +198,7 @@ export async function startEngine(
     volumes,
     network,
     log,
+    copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
   registerStreamRoutes(router, containers);

@@ -59,10 +59,18 @@ export function registerArchiveRoutes(router: ApiRouter, containers: ArchiveBack
   });
 
   router.put('/containers/{name}/archive', async (ctx) => {
-    await containers.extractTo(ctx.params.name ?? '', ctx.query.get('path') ?? '', ctx.req, {
-      noOverwriteDirNonDir: bool(ctx, 'noOverwriteDirNonDir'),
-      copyUIDGID: bool(ctx, 'copyUIDGID'),
-    });
+    const length = ctx.req.headers['content-length'];
+    try {
+      await containers.extractTo(ctx.params.name ?? '', ctx.query.get('path') ?? '', ctx.req, {
+        noOverwriteDirNonDir: bool(ctx, 'noOverwriteDirNonDir'),
+        copyUIDGID: bool(ctx, 'copyUIDGID'),
+        ...(length !== undefined && /^\d+$/.test(length) ? { declaredLength: Number(length) } : {}),
+      });
+    } catch (err) {
+      // the rest of a body that was not read is not waited for: answer, then close
+      if (!ctx.req.complete) ctx.res.setHeader('Connection', 'close');
+      throw err;
+    }
     ctx.res.statusCode = 200;
     ctx.res.setHeader('Content-Length', '0');
     ctx.res.end();

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { conflict, errorMessage, isKind, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { KeyedMutex } from '../../common/mutex.js';
 import type { EventsService } from '../events/events.service.js';
 import type { ImageResolver } from '../images/images.types.js';
 import type { ContainerNetworking } from '../network/network.types.js';
@@ -11,13 +12,10 @@ import { hostArchive } from './adapters/archive.adapter.js';
 import { hostProcessTable } from './adapters/ps.adapter.js';
 import type { ArchiveHost } from './archive/archive.host.js';
 import { containerChanges } from './archive/changes.js';
-import {
-  archiveContainerPath,
-  type CopyDeps,
-  extractToContainer,
-  statContainerPath,
-} from './archive/copy.js';
+import { archiveContainerPath, type CopyDeps, statContainerPath } from './archive/copy.js';
 import { exportContainer } from './archive/export.js';
+import { extractToContainer } from './archive/extract.js';
+import { UploadSpool } from './archive/spool.js';
 import type { Container } from './core/container.js';
 import { type CreateDeps, createContainer } from './core/create.js';
 import { ContainerEvents } from './core/events.js';
@@ -82,6 +80,8 @@ export interface ContainerServiceOptions {
   log: Logger;
   helpers?: RuntimeHelpers;
   host?: ContainerHost;
+  /** The largest archive docker cp may upload, in bytes (413 beyond; default 10 GiB). */
+  copyUploadLimit?: number;
 }
 
 /** How long an engine stop waits for container operations under way. */
@@ -133,7 +133,10 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     net,
     mounts,
   };
-  const copyDeps: CopyDeps = { rootfs, runtime, events, host: host.archive };
+  // docker cp uploads wait here until complete (dockerd's temp files are under its root too)
+  const spool = new UploadSpool(join(opts.dataRoot, 'tmp'), opts.copyUploadLimit);
+  await spool.sweep();
+  const copyDeps: CopyDeps = { rootfs, runtime, events, host: host.archive, spool, writes: new KeyedMutex() };
 
   const onExit = (id: string, status: ExitStatus) => {
     const c = set.find(id);

@@ -104,12 +104,15 @@ export interface ContainerService {
   statPath(idOrName: string, path: string): Promise<PathStat>;
   /** GET /containers/{id}/archive: the stat and a tar of a path (docker cp out of a container). */
   archivePath(idOrName: string, path: string): Promise<TarOutput & { stat: PathStat }>;
-  /** PUT /containers/{id}/archive: a tar extracted into a directory of the container (docker cp in). */
+  /**
+   * PUT /containers/{id}/archive: a tar extracted into a directory of the container (docker cp
+   * in), received whole first (`declaredLength`: the request's Content-Length; 413 over the cap).
+   */
   extractTo(
     idOrName: string,
     path: string,
     body: Readable,
-    opts: { noOverwriteDirNonDir: boolean; copyUIDGID: boolean },
+    opts: { noOverwriteDirNonDir: boolean; copyUIDGID: boolean; declaredLength?: number },
   ): Promise<void>;
   /** GET /containers/{id}/changes (docker diff): null when nothing changed. */
   changes(idOrName: string): Promise<Change[] | null>;

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { tarOf } from '../../helpers/tar-builder.js';
 
 const exec = promisify(execFile);
 
@@ -194,5 +195,40 @@ describe('docker cp (archive)', () => {
     const ro = await engine.docker(['cp', join(local, 'one'), 'ro:/tmp/']);
     assert.match(ro.stderr, /container rootfs is marked read-only/);
     await ok('rm', '-f', 'ro');
+  });
+
+  it("tells errors in the container's paths, never the host's (docker cp and raw API)", async () => {
+    const noHostPath = (text: string) => {
+      assert.ok(!text.includes(engine.dir), `a host path in: ${text}`);
+      assert.ok(!/\/overlay\/|\/merged\b/.test(text), `a host path in: ${text}`);
+    };
+    const long = `/${'a'.repeat(300)}`;
+    const out1 = await engine.docker(['cp', `src:${long}`, join(out, 'long')]);
+    assert.notEqual(out1.code, 0);
+    noHostPath(out1.stderr);
+    assert.match(out1.stderr, new RegExp(`lstat ${long}: file name too long`));
+    const get = await engine.request('GET', `/v1.41/containers/src/archive?path=${long}/x`);
+    assert.equal(get.status, 400);
+    assert.deepEqual(get.json(), { message: `lstat ${long}: file name too long` });
+    const into = await engine.docker(['cp', join(out, 'passwd'), `src:${long}/x`]);
+    assert.notEqual(into.code, 0);
+    noHostPath(into.stderr);
+    // a trailing slash names a directory: a file there is an error (dockerd's lstat ENOTDIR)
+    const slash = await engine.docker(['cp', 'src:/etc/passwd/', join(out, 'slash')]);
+    assert.notEqual(slash.code, 0);
+    noHostPath(slash.stderr);
+    assert.match(slash.stderr, /lstat \/etc\/passwd\/: not a directory/);
+    await assert.rejects(readFile(join(out, 'slash')));
+    const before = await ok('exec', 'src', 'cat', '/etc/passwd');
+    const onto = await engine.docker(['cp', join(out, 'passwd'), 'src:/etc/group/']);
+    assert.notEqual(onto.code, 0);
+    assert.equal(await ok('exec', 'src', 'cat', '/etc/passwd'), before);
+    assert.match(await ok('exec', 'src', 'cat', '/etc/group'), /^root:x:0:/);
+    // a hard link from the image's files into a volume: another file system
+    const link = await engine.request('PUT', '/v1.41/containers/src/archive?path=/', {
+      body: tarOf([{ name: 'vol/xdev', type: 'link', linkname: 'd/e/f' }]),
+    });
+    assert.equal(link.status, 400, link.text());
+    assert.deepEqual(link.json(), { message: 'link /d/e/f /vol/xdev: invalid cross-device link' });
   });
 });

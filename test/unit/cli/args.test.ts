@@ -13,6 +13,21 @@ describe('engine flags', () => {
     assert.equal(engineConfigFrom(parseArgs(['--bridge=br7'], engineFlags)).bridge, 'br7');
   });
 
+  it('takes --copy-upload-limit as a size (default 10 GiB), refusing what is not one', () => {
+    assert.equal(engineConfigFrom(parseArgs([], engineFlags)).copyUploadLimit, 10 * 1024 ** 3);
+    const c = engineConfigFrom(parseArgs(['--copy-upload-limit', '512m'], engineFlags));
+    assert.equal(c.copyUploadLimit, 512 * 1024 ** 2);
+    assert.equal(
+      engineConfigFrom(parseArgs(['--copy-upload-limit=4096'], engineFlags)).copyUploadLimit,
+      4096,
+    );
+    assert.throws(
+      () => engineConfigFrom(parseArgs(['--copy-upload-limit', 'lots'], engineFlags)),
+      UsageError,
+    );
+    assert.throws(() => engineConfigFrom(parseArgs(['--copy-upload-limit', '0'], engineFlags)), UsageError);
+  });
+
   it('refuses unknown short flags and lists the short form in the help', () => {
     assert.throws(() => parseArgs(['-x'], engineFlags), UsageError);
     assert.throws(() => parseArgs(['-b'], engineFlags), /--bridge needs a value/);

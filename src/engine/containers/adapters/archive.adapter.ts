@@ -1,3 +1,4 @@
+import { errorMessage, systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
 import { tarDirectory } from '../../storage/adapters/host.ops.js';
 import type { ArchiveHost } from '../archive/archive.host.js';
@@ -12,6 +13,7 @@ export const hostArchive: ArchiveHost = {
   mknod: (path, kind, mode, major, minor) =>
     tool('mknod', ['-m', mode.toString(8), path, kind, String(major), String(minor)]),
   mkfifo: (path, mode) => tool('mkfifo', ['-m', mode.toString(8), path]),
+  removeTree: (path) => tool('rm', ['-rf', '--one-file-system', '--', path]),
   async opaqueDirs(upper) {
     // one getfattr walk: `# file: <path>` then its attributes
     const r = await runTool(
@@ -27,5 +29,17 @@ export const hostArchive: ArchiveHost = {
     }
     return out;
   },
-  tar: (dir, members, extraArgs = []) => tarDirectory(dir, members, extraArgs),
+  tar(dir, members, extraArgs = []) {
+    const tar = tarDirectory(dir, members, extraArgs);
+    // tar names members relative to dir: the message keeps them and drops dir itself
+    const done = tar.done.catch((err) => {
+      throw systemError(
+        `tar: ${errorMessage(err)
+          .replace(`tar -c ${dir}: `, '')
+          .replace(/^tar: /, '')}`,
+      );
+    });
+    done.catch(() => undefined);
+    return { ...tar, done };
+  },
 };

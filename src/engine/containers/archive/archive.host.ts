@@ -17,8 +17,13 @@ export interface ArchiveHost {
   /** A device node; rejects with the tool's message. */
   mknod(path: string, kind: 'b' | 'c', mode: number, major: number, minor: number): Promise<void>;
   mkfifo(path: string, mode: number): Promise<void>;
+  /** Remove a directory tree without following links in it (GNU rm: one file system). */
+  removeTree(path: string): Promise<void>;
   /** The directories below `upper` marked opaque (`trusted.overlay.opaque=y`), as absolute paths. */
   opaqueDirs(upper: string): Promise<Set<string>>;
-  /** A tar of `members` of `dir`, with GNU tar's `extraArgs` (e.g. --transform). */
+  /**
+   * A tar of `members` of `dir`, with GNU tar's `extraArgs` (e.g. --transform); `done` rejects
+   * with tar's message, which names members relative to `dir` and never `dir` itself.
+   */
   tar(dir: string, members: string[], extraArgs?: string[]): TarStream;
 }

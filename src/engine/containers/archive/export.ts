@@ -1,7 +1,9 @@
 import { readdir } from 'node:fs/promises';
 import type { Container } from '../core/container.js';
 import type { TarStream } from './archive.host.js';
-import type { CopyDeps } from './copy.js';
+import { ContainerFs } from './container-fs.js';
+import { afterRelease, borrowUntilDone, type CopyDeps } from './copy.js';
+import { inContainerTerms } from './host-errors.js';
 
 /**
  * docker export: the container's filesystem (image and writable layer, no volumes or binds) as an
@@ -12,17 +14,16 @@ export async function exportContainer(
   d: Pick<CopyDeps, 'rootfs' | 'events' | 'host'>,
   c: Container,
 ): Promise<{ stream: TarStream['stdout']; done: Promise<void>; cancel(): void }> {
-  const { dir, release } = await d.rootfs.borrow(c);
+  const { dir, release } = await borrowUntilDone(d, c);
   let tar: TarStream;
   try {
     const members = (await readdir(dir)).sort();
     tar = d.host.tar(dir, members.length ? members : ['.']);
   } catch (err) {
-    release();
-    throw err;
+    await release();
+    throw inContainerTerms(err, new ContainerFs(dir, c));
   }
-  tar.done.then(release, release);
-  tar.stdout.on('close', release);
+  tar.stdout.on('close', () => void release());
   d.events.emit(c, 'export');
-  return { stream: tar.stdout, done: tar.done, cancel: () => tar.kill() };
+  return { stream: tar.stdout, done: afterRelease(tar.done, release), cancel: () => tar.kill() };
 }

@@ -47,6 +47,10 @@ export interface StorageOps {
   };
 }
 
+/** What tar says when the host, not the archive, is at fault. */
+const SERVER_FAULT =
+  /No space left on device|Disk quota exceeded|Input\/output error|Read-only file system|Cannot allocate memory|memory exhausted|Too many open files|Permission denied|Stale file handle/;
+
 /** The real thing: util-linux mount/umount, coreutils mknod (through sh), attr's setfattr, GNU tar. */
 export class HostStorageOps implements StorageOps {
   async mountOverlay(opts: {
@@ -113,21 +117,19 @@ export class HostStorageOps implements StorageOps {
       ...exclude.map((p) => `--exclude=${p}`),
     ];
     const r = await runTool('tar', args, { input });
-    if (r.code !== 0) {
-      const msg = r.stderr
-        .replace(/^tar: /gm, '')
-        .split('\n')
-        .slice(0, 3)
-        .join('; ');
-      if (
-        /does not look like a tar archive|Unexpected EOF|Skipping to next header|contains '\.\.'|invalid/i.test(
-          msg,
-        )
-      ) {
-        throw invalidParameter(`invalid layer tar: ${msg}`);
-      }
-      throw new BerthError('System', `extracting layer: ${msg || `tar exited ${r.code}`}`);
+    if (r.code === 0) return;
+    // tar names members, never dir; its warnings and summary line say nothing of the cause
+    const lines = r.stderr
+      .replace(/^tar: /gm, '')
+      .split('\n')
+      .filter((l) => l && !/^Removing leading|^Exiting with failure status/.test(l));
+    const msg = lines.slice(0, 3).join('; ') || `tar exited ${r.code}`;
+    // a stream tar-stream parsed that tar cannot write is the archive's fault (a member through
+    // a link, a hard link to nothing, `..`, a name too long); the host's faults are the engine's
+    if (r.code >= 128 || SERVER_FAULT.test(r.stderr)) {
+      throw new BerthError('System', `extracting layer: ${msg}`);
     }
+    throw invalidParameter(`invalid layer tar: ${msg}`);
   }
 
   createTar(dir: string, members: string[] = ['.']): { stdout: Readable; done: Promise<void>; kill(): void } {
