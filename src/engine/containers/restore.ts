@@ -50,7 +50,15 @@ async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
     const rs = await runtime.state(c.id).catch(() => null);
     if (rs && alive(rs)) {
       c.state.Pid = rs.pid;
-      c.state.Paused = rs.status === 'paused';
+      // frozen by the engine itself (docker cp writes with the container frozen), not by a pause
+      // the record holds: the crash cut that write short; thaw it
+      if (rs.status === 'paused' && !c.state.Paused) {
+        await runtime
+          .resume(c.id)
+          .catch((err) =>
+            d.log.warn('could not thaw a container the engine had frozen', { id: c.id, error: String(err) }),
+          );
+      } else c.state.Paused = rs.status === 'paused';
       c.state.Status = c.state.Paused ? 'paused' : 'running';
       c.rootfsMounted = await isMounted(await d.rootfs.path(c.id));
       d.parts.net.restore(c);

@@ -214,4 +214,23 @@ describe('a removal finished at start does what was asked of the volumes', () =>
     await assert.rejects(h.service.inspect(Id));
     assert.equal(existsSync(join(h.dir, 'data', 'containers', Id)), false);
   });
+
+  it('a container the engine froze for a write (docker cp) when it was killed is thawed; a paused one stays paused', async () => {
+    const { Id: frozen } = await h.service.create(req('frozen-by-cp'));
+    const { Id: paused } = await h.service.create(req('paused-by-user'));
+    await h.service.start(frozen);
+    await h.service.start(paused);
+    await h.service.pause(paused);
+    await h.service.close();
+    // the crash: docker cp had frozen the container (the record does not say paused)
+    await h.runtime.pause(frozen);
+    await h.restart();
+    assert.equal((await h.runtime.state(frozen))?.status, 'running');
+    assert.equal((await h.service.inspect(frozen)).State.Status, 'running');
+    assert.equal((await h.runtime.state(paused))?.status, 'paused');
+    assert.equal((await h.service.inspect(paused)).State.Status, 'paused');
+    await h.service.remove(frozen, { force: true });
+    await h.service.unpause(paused);
+    await h.service.remove(paused, { force: true });
+  });
 });
