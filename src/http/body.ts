@@ -1,11 +1,10 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BerthError, invalidParameter } from '../common/errors.js';
 
 /** Whether a request announced a body (a Content-Length above 0 or a Transfer-Encoding). */
 export function hasBody(req: IncomingMessage): boolean {
   if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
+  return Number(req.headers['content-length'] ?? 0) > 0;
 }
 
 /** Whether part of a request's announced body is still to come (not read by anyone yet). */
@@ -13,35 +12,94 @@ export function bodyUnread(req: IncomingMessage): boolean {
   return hasBody(req) && !req.complete;
 }
 
-/** Read a whole request body, refusing more than `limit` bytes. */
-export async function readBody(req: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
+/**
+ * Read a whole request body, refusing more than `limit` bytes (declared or streamed) with
+ * `tooLarge()`. The request is not destroyed when reading stops early (a destroyed request
+ * wedges its keep-alive connection: node stops parsing it), so that the answer can be sent and
+ * the rest dealt with by the server (discardUnreadBody, or a connection closed after the answer).
+ */
+export async function readBody(
+  req: IncomingMessage,
+  limit = 64 * 1024 * 1024,
+  tooLarge: (declared?: number) => Error = (declared) =>
+    new BerthError(
+      'TooLarge',
+      declared === undefined
+        ? `request body exceeds the limit of ${limit} bytes`
+        : `request body of ${declared} bytes exceeds the limit of ${limit}`,
+    ),
+): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (Number.isFinite(declared) && declared > limit) {
-    throw new BerthError('TooLarge', `request body of ${declared} bytes exceeds the limit of ${limit}`);
-  }
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(declared);
   const chunks: Buffer[] = [];
   let size = 0;
   try {
-    for await (const chunk of req) {
+    for await (const chunk of req.iterator({ destroyOnReturn: false })) {
       const buf = chunk as Buffer;
       size += buf.length;
-      if (size > limit) throw new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`);
+      if (size > limit) throw tooLarge();
       chunks.push(buf);
     }
   } catch (err) {
-    // our own refusal (past the limit) stands, though leaving the loop marks the request aborted
-    if (err instanceof BerthError) throw err;
     // the client left before sending all it announced: its error, not the server's
     if (
       req.aborted ||
       (err as NodeJS.ErrnoException).code === 'ECONNRESET' ||
       String(err) === 'Error: aborted'
     ) {
-      throw invalidParameter('the client closed the connection before the request body was complete');
+      if (size <= limit)
+        throw invalidParameter('the client closed the connection before the request body was complete');
     }
     throw err;
   }
   return Buffer.concat(chunks);
+}
+
+/** How long, and how much, an unread rest of a body is discarded before the connection is cut. */
+export const DISCARD_MS = 2_000;
+export const DISCARD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Before an answer that leaves the body unread: discard the rest so the connection can carry
+ * the next request (and a client still sending reads the answer, not a reset), for at most
+ * DISCARD_MS and DISCARD_BYTES; past either, the socket is destroyed. A request already destroyed
+ * cannot be drained: its answer closes the connection. Resolves once the rest is read or cut
+ * (callers that answer at once need not wait).
+ */
+export function discardUnreadBody(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.complete || req.readableEnded) return Promise.resolve();
+  if (req.destroyed) {
+    if (!res.headersSent) res.shouldKeepAlive = false;
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    const socket = req.socket;
+    let discarded = 0;
+    const cleanup = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', cleanup);
+      req.off('close', cleanup);
+      resolve();
+    };
+    const cut = () => {
+      cleanup();
+      socket?.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      discarded += chunk.length;
+      if (discarded > DISCARD_BYTES) cut();
+    };
+    const timer = setTimeout(cut, DISCARD_MS);
+    timer.unref();
+    req.on('data', onData);
+    req.once('end', cleanup);
+    req.once('close', cleanup);
+    // a reader that gave up without returning (an abandoned async iterator) keeps a 'readable'
+    // listener, which would hold the stream paused whatever resume() says
+    req.removeAllListeners('readable');
+    req.resume();
+  });
 }
 
 /**

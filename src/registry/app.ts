@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessage } from '../common/errors.js';
 import { type Logger, rootLogger } from '../common/log.js';
+import { discardUnreadBody, hasBody } from '../http/body.js';
 import { guardRequest } from '../http/crash-guard.js';
 import { sendEmpty } from '../http/server.js';
 import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
-import { discardUnreadBody } from './body.js';
 import { DEFAULT_REQUEST_LIMITS } from './config.js';
-import { hasBody, type RegistryState, type RequestContext } from './context.js';
+import type { RegistryState, RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
 import { UploadSlots } from './limits/upload-slots.js';
 import { checkName, isValidName } from './names.js';
@@ -183,7 +183,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
 
   function answerError(req: IncomingMessage, res: ServerResponse, err: unknown, logged = false): void {
     // A body we did not read (an error before or while the handler read it) is discarded,
-    // bounded, so the connection can go on (src/registry/body.ts).
+    // bounded, so the connection can go on (src/http/body.ts).
     discardUnreadBody(req, res);
     const answer = sendError(req, res, err);
     if (answer.internal && !logged)

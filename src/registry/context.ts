@@ -66,13 +66,6 @@ export function sendJsonBody(
   res.end(text);
 }
 
-/** A request body is present when it declares a length > 0 or is chunked. */
-export function hasBody(req: IncomingMessage): boolean {
-  const len = req.headers['content-length'];
-  if (len !== undefined) return Number(len) > 0;
-  return req.headers['transfer-encoding'] !== undefined;
-}
-
 export function contentLength(req: IncomingMessage): number | undefined {
   const len = req.headers['content-length'];
   if (len === undefined || !/^\d+$/.test(len)) return undefined;

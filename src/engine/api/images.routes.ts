@@ -1,8 +1,6 @@
-import { once } from 'node:events';
-import type { IncomingMessage } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, invalidParameter } from '../../common/errors.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly, withTag } from '../../common/reference.js';
+import { discardUnreadBody } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendEmpty, sendJson } from '../../http/server.js';
 import { type JsonMessageStream, progressBar, startJsonStream } from '../../http/stream.js';
@@ -17,13 +15,6 @@ export type ImageBackend = Pick<
   ImageService,
   'importImage' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
 >;
-
-/** Let an unread request body drain (briefly) so the client reads our error instead of EPIPE. */
-async function drain(req: IncomingMessage): Promise<void> {
-  if (req.readableEnded || req.destroyed) return;
-  req.resume();
-  await Promise.race([once(req, 'end').catch(() => undefined), sleep(2000)]);
-}
 
 async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importImage'>): Promise<void> {
   const q = ctx.query;
@@ -43,7 +34,8 @@ async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importIm
     return;
   }
   if (!fromSrc) {
-    await drain(ctx.req);
+    // the client reads the answer once it has sent its body, not a reset
+    await discardUnreadBody(ctx.req, ctx.res);
     throw invalidParameter('fromImage or fromSrc is required');
   }
   const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
@@ -63,7 +55,9 @@ async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importIm
   try {
     const id = await images.importImage({
       src: fromSrc,
-      body: fromSrc === '-' ? (ctx.req as AsyncIterable<Buffer>) : undefined,
+      // not destroyed when the import stops reading early: the rest is discarded below
+      body:
+        fromSrc === '-' ? (ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) : undefined,
       bodySize: Number.isFinite(declared) ? declared : undefined,
       repo: q.get('repo') ?? undefined,
       tag: q.get('tag') ?? undefined,
@@ -79,7 +73,7 @@ async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importIm
     if (ctx.req.aborted)
       throw invalidParameter('the client closed the connection before the upload was complete');
     if (!stream) {
-      await drain(ctx.req);
+      await discardUnreadBody(ctx.req, ctx.res);
       throw err;
     }
     stream.error(errorMessage(err));

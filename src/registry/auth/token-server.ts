@@ -2,7 +2,7 @@ import { createPublicKey, type KeyObject, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BerthError, errorMessage, invalidParameter, unauthorized } from '../../common/errors.js';
 import { type Logger, rootLogger } from '../../common/log.js';
-import { discardUnreadBody, readBodyUpTo } from '../body.js';
+import { discardUnreadBody, readBody } from '../../http/body.js';
 import type { Acl } from './acl.js';
 import type { Access } from './authorizer.js';
 import { type Htpasswd, parseBasicAuth } from './htpasswd.js';
@@ -111,7 +111,7 @@ export class TokenServer {
 
   private readForm(req: IncomingMessage): Promise<Buffer> {
     const limit = this.options.maxFormBytes ?? 64 * 1024;
-    return readBodyUpTo(
+    return readBody(
       req,
       limit,
       () => new BerthError('TooLarge', `request body exceeds the limit of ${limit} bytes`),

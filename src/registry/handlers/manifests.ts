@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { type ParsedDigest, tryParseDigest } from '../../common/digest.js';
+import { readBody } from '../../http/body.js';
 import { sendEmpty } from '../../http/server.js';
-import { readBodyUpTo } from '../body.js';
 import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
@@ -77,7 +77,7 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
 
 /** The manifest body, at most `limit` bytes (413 SIZE_INVALID beyond, declared or streamed). */
 function readManifestBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return readBodyUpTo(
+  return readBody(
     req,
     limit,
     () =>

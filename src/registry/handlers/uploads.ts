@@ -1,7 +1,8 @@
 import type { ParsedDigest } from '../../common/digest.js';
 import { tryParseDigest } from '../../common/digest.js';
+import { hasBody } from '../../http/body.js';
 import { sendEmpty } from '../../http/server.js';
-import { contentLength, hasBody, type RequestContext, urlFor } from '../context.js';
+import { contentLength, type RequestContext, urlFor } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest, checkName } from '../names.js';
 import { rangeHeader, type UploadStatus } from '../storage/uploads.js';

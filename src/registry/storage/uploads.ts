@@ -159,7 +159,7 @@ export class UploadStore {
     let ok = false;
     try {
       // Stopping early (a limit, a disk error) leaves the request whole: its rest is discarded
-      // and the connection kept (src/registry/body.ts).
+      // and the connection kept (src/http/body.ts).
       for await (const chunk of body.iterator({ destroyOnReturn: false })) {
         const buf = chunk as Buffer;
         // Stop where the blob would pass the limit: what was received before it stays.
