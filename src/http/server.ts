@@ -64,20 +64,15 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
       keepOnTakeOver(() => sockets.delete(socket)),
     );
   });
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    socket.on('error', ignore);
-    req.on('error', ignore);
-    const res = new ServerResponse(req);
-    res.on('error', ignore);
-    // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
-    res.assignSocket(socket as any);
-    res.shouldKeepAlive = false;
-    res.on('finish', () => {
-      if (!(res as unknown as { hijacked?: boolean }).hijacked) socket.end();
-    });
+  // Upgrade requests, and CONNECT (which node hands over the same way; it reaches the router and
+  // is answered as any method no route takes, as Go's server does).
+  const onRawExchange = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const res = responseOnSocket(req, socket);
     if (guard && !guard.admit(req, res, true)) return;
     handler({ req, res, upgrade: { socket, head } });
-  });
+  };
+  server.on('upgrade', onRawExchange);
+  server.on('connect', onRawExchange);
   // Clients (the docker CLI) half-close when they have no stdin; keep writing after their FIN.
   server.on('connection', (socket) => {
     socket.setNoDelay(true);
@@ -93,6 +88,31 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
 
 /** An error listener for streams whose errors are answered elsewhere (or by nobody). */
 function ignore(): void {}
+
+/**
+ * A ServerResponse bound to the raw socket node hands over for an upgrade or CONNECT request, so
+ * that a handler that does not take the connection over answers as usual; the socket ends with
+ * the answer. Errors of the socket, request and response have listeners (node would throw them).
+ */
+export function responseOnSocket(req: IncomingMessage, socket: Duplex): ServerResponse {
+  socket.on('error', ignore);
+  req.on('error', ignore);
+  const res = new ServerResponse(req);
+  res.on('error', ignore);
+  // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
+  res.assignSocket(socket as any);
+  res.shouldKeepAlive = false;
+  const hijacked = () => (res as unknown as { hijacked?: boolean }).hijacked === true;
+  res.on('finish', () => {
+    if (!hijacked()) socket.end();
+  });
+  // the client left (its FIN) during an ordinary answer: end it, as node's server does for plain
+  // requests (else a streamed answer nobody reads blocks for ever, holding what it holds)
+  socket.on('end', () => {
+    if (!hijacked()) socket.destroy();
+  });
+  return res;
+}
 
 const connections = new WeakMap<Server, Set<Duplex>>();
 

@@ -6,10 +6,12 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
 import { ConnectionGuard, type ErrorBody, plainErrorBody } from '../http/connection-limits.js';
 import { installCrashGuard } from '../http/crash-guard.js';
+import { responseOnSocket } from '../http/server.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
@@ -115,6 +117,11 @@ export async function serveRegistry(
   }
   guard.attach(server);
   server.on('connection', (socket) => socket.setNoDelay(true));
+  // CONNECT is answered as any method no route takes (node would close such a connection)
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    const res = responseOnSocket(req, socket);
+    if (guard.admit(req, res, true)) app.handle(req, res);
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -65,8 +65,18 @@ export function negotiateVersion(path: string): { version: string; path: string 
 export function splitUrl(target: string): { pathname: string; query: URLSearchParams } {
   const q = target.indexOf('?');
   let pathname = q < 0 ? target : target.slice(0, q);
-  if (!pathname.startsWith('/') || pathname.includes('/.'))
-    pathname = new URL(pathname, 'http://engine').pathname;
+  if (!pathname.startsWith('/') || pathname.includes('/.')) {
+    // a path (never an authority: `//x/y` is the path //x/y, as Go reads a request target)
+    try {
+      // absolute-form (`http://host/v1.41/info`) is routed by its path, as Go's server does
+      const absolute = /^[a-z][a-z0-9+.-]*:\/\//i.test(pathname);
+      pathname = new URL(
+        absolute ? pathname : `http://engine${pathname.startsWith('/') ? '' : '/'}${pathname}`,
+      ).pathname;
+    } catch {
+      throw invalidParameter(`invalid request target: ${JSON.stringify(target.slice(0, 200))}`);
+    }
+  }
   return { pathname, query: new URLSearchParams(q < 0 ? '' : target.slice(q + 1)) };
 }
 
@@ -78,9 +88,9 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
     res.setHeader('Docker-Experimental', String(opts.experimental));
     res.setHeader('Ostype', 'linux');
     res.setHeader('Server', opts.serverHeader);
-    const { pathname, query } = splitUrl(req.url ?? '/');
     let version = MAX_API_VERSION;
     try {
+      const { pathname, query } = splitUrl(req.url ?? '/');
       let rawPath: string;
       ({ version, path: rawPath } = negotiateVersion(pathname));
       let path = rawPath;

@@ -75,6 +75,16 @@ describe('GET /v2/', () => {
     assert.equal(res.status, 405);
     assert.deepEqual(errorCodes(res), ['UNSUPPORTED']);
   });
+  it('CONNECT is answered as any method the endpoint does not serve (node would close the connection)', async () => {
+    const host = new URL(base).host;
+    const connect = (target: string) =>
+      rawHttp(base, `CONNECT ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    const v2 = await connect('/v2/');
+    assert.equal(v2.status, 405, v2.text);
+    assert.match(v2.text, /UNSUPPORTED/);
+    assert.equal((await connect('example.com:443')).status, 404);
+    assert.equal((await http('GET', `${base}/v2/`)).status, 200);
+  });
 });
 
 describe('blobs', () => {

@@ -137,6 +137,26 @@ describe('engine dispatcher: no request ends the server', () => {
     assert.ok(closed, 'the server closed the connection rather than reading the rest');
     await stillServes();
   });
+
+  it('ends an ordinary answer to an Upgrade request whose client left (its FIN), as for a plain request', async () => {
+    const before = streamsClosed.length;
+    const c = await RawConnection.open(target);
+    c.write('GET /stream HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n');
+    assert.ok(await c.waitFor(/xxxx/, 2000));
+    c.socket.end();
+    await eventually('the stream noticed its client left', () => streamsClosed.length === before + 1, 5000);
+    c.destroy();
+    await stillServes();
+  });
+
+  it('answers CONNECT as any method no route takes (node would close the connection)', async () => {
+    for (const t of ['example.com:443', '/ok']) {
+      const answer = await rawExchange(target, `CONNECT ${t} HTTP/1.1\r\nHost: t\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 404/, t);
+      assert.match(answer, /page not found/);
+    }
+    await stillServes();
+  });
 });
 
 describe('engine crash guard (a server process of its own)', () => {

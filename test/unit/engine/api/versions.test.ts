@@ -52,4 +52,13 @@ describe('request targets', () => {
     assert.equal(splitUrl('/images/a/../b/json').pathname, '/images/b/json');
     assert.equal(splitUrl('/_ping').query.toString(), '');
   });
+
+  it('reads `//x/y` as a path, never an authority; routes absolute-form by its path; refuses what is no URL', async () => {
+    const { splitUrl } = await import('../../../../src/engine/api/server.js');
+    assert.equal(splitUrl("//~*;='~@!@/./x").pathname, "//~*;='~@!@/x");
+    assert.equal(splitUrl('//evil/./v1.41/info').pathname, '//evil/v1.41/info');
+    assert.equal(splitUrl('http://127.0.0.1:2375/v1.41/info?x=1').pathname, '/v1.41/info');
+    assert.equal(splitUrl('info/./x').pathname, '/info/x');
+    assert.throws(() => splitUrl('http://[bad/x'), { kind: 'InvalidParameter' });
+  });
 });
