@@ -4,6 +4,7 @@ import { buildResources } from '../../runtime/index.js';
 import type { ResourceDriver } from '../../runtime/runtime.types.js';
 import type { Container } from './container.js';
 import type { ContainerEvents } from './events.js';
+import { kernelRefusedValue } from './start-failure.js';
 import type { ContainerStore } from './store.js';
 import { validateHostConfig } from './validate.js';
 
@@ -103,7 +104,8 @@ export async function updateContainer(
       try {
         await d.runtime.update(c.id, await buildResources(next));
       } catch (err) {
-        throw cannotUpdate(c, errorMessage(err), 'System');
+        const why = errorMessage(err);
+        throw cannotUpdate(c, why, kernelRefusedValue(why) ? 'InvalidParameter' : 'System');
       }
     }
     c.hostConfig = next;
