@@ -1,0 +1,118 @@
+import { splitUrl } from '../../src/engine/api/server.js';
+import type { ExchangeResult } from './lib/exchange.js';
+import type { WireRequest } from './lib/wire.js';
+
+/**
+ * Defects the fuzzers found in code another piece of work owns, while that work is under way.
+ * Each says who fixes it, what shows it, and how a run treats it meanwhile:
+ * - `avoid`: the generator's requests of that shape are not sent (the defect would end the server
+ *   or the run); counted in the summary as left out;
+ * - `symptom`: a failure with that look is counted as known instead of failing the run.
+ * `--known` sends and fails them all the same. Each also has a reproducer in the corpus
+ * (corpus.ts), run as a TODO test until the entry here is deleted. Delete an entry once its fix
+ * is merged; a predicate that asks the code itself (like `splitUrl` below) stops matching by
+ * itself when the fix lands.
+ */
+
+export interface KnownDefect {
+  id: string;
+  server: 'engine' | 'registry';
+  /** Who fixes it (the piece of work, then the file). */
+  owner: string;
+  what: string;
+  avoid?: (req: WireRequest) => boolean;
+  symptom?: (reason: string, req: WireRequest, result: ExchangeResult) => boolean;
+}
+
+function requestLine(req: WireRequest): { method: string; target: string } {
+  const line =
+    req.data.subarray(0, Math.min(req.data.length, 100_000)).toString('latin1').split('\r\n')[0] ?? '';
+  const [method = '', target = ''] = line.split(' ');
+  return { method, target };
+}
+
+function headerOf(req: WireRequest, name: string): string | undefined {
+  const head = req.data.subarray(0, Math.max(0, req.data.indexOf('\r\n\r\n'))).toString('latin1');
+  const m = new RegExp(`\\r\\n${name}:\\s*([^\\r\\n]*)`, 'i').exec(head);
+  return m?.[1];
+}
+
+export const KNOWN_DEFECTS: KnownDefect[] = [
+  {
+    id: 'engine-connect-method',
+    server: 'engine',
+    owner: 'frontdoor (src/http/server.ts)',
+    what:
+      'a CONNECT request (any target) gets no answer: node closes the connection (the server has no ' +
+      "'connect' listener); dockerd answers it like any other method",
+    avoid: (req) => requestLine(req).method === 'CONNECT',
+  },
+  {
+    id: 'engine-invalid-url-hang',
+    server: 'engine',
+    owner: 'frontdoor (src/engine/api/server.ts, splitUrl)',
+    what:
+      "a target such as `//~*;='~@!@/./x` makes splitUrl's `new URL(path, 'http://engine')` throw " +
+      "(TypeError: Invalid URL) outside the handler's try: 'unhandled request error' is logged and " +
+      'the request is never answered (the client hangs)',
+    avoid: (req) => {
+      const { target } = requestLine(req);
+      try {
+        splitUrl(target);
+        return false;
+      } catch {
+        return true;
+      }
+    },
+  },
+  {
+    id: 'engine-archive-bad-tar-500',
+    server: 'engine',
+    owner: 'tars (src/engine/containers/archive/copy.ts)',
+    what:
+      "PUT /containers/{id}/archive with a tar whose header is broken (a size field that is not octal: tar-stream's " +
+      "'Invalid tar header. Maybe the tar is corrupted or it needs to be gunzipped?') answers 500; bad input is a 400",
+    symptom: (reason, req) =>
+      /^500 /.test(reason) &&
+      /\/archive(\?|$)/.test(requestLine(req).target) &&
+      /Invalid tar header|Unexpected end of data|tar/i.test(reason),
+  },
+  {
+    id: 'registry-connect-method',
+    server: 'registry',
+    owner: 'registry (src/registry/server.ts)',
+    what:
+      "a CONNECT request (any target) gets no answer: node's http server closes the connection when it has no " +
+      "'connect' listener; the reference registry answers it (405/404)",
+    avoid: (req) => requestLine(req).method === 'CONNECT',
+  },
+  {
+    id: 'registry-absolute-form-404',
+    server: 'registry',
+    owner: 'registry (src/registry/app.ts)',
+    what:
+      'an absolute-form request target (`GET http://127.0.0.1:5000/v2/ HTTP/1.1`) answers 404 where the reference ' +
+      'registry serves the path (not a failure of the random runs: a 404 is an answer; the corpus case expects 200)',
+  },
+  {
+    id: 'registry-chunked-manifest-crash',
+    server: 'registry',
+    owner: 'registry (src/registry/**)',
+    what:
+      'a manifest PUT of about 5 MB with Transfer-Encoding: chunked gets 413 and the process dies within a few ' +
+      "such requests (TypeError: Cannot read properties of null (reading 'remoteAddress') in the access log line)",
+    avoid: (req) => {
+      const { method, target } = requestLine(req);
+      return (
+        method === 'PUT' &&
+        /\/manifests\//.test(target) &&
+        /chunked/i.test(headerOf(req, 'transfer-encoding') ?? '') &&
+        req.data.length > 4 * 1024 * 1024
+      );
+    },
+  },
+];
+
+export function knownFor(server: 'engine' | 'registry'): KnownDefect[] {
+  return KNOWN_DEFECTS.filter((k) => k.server === server);
+}
