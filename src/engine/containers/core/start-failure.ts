@@ -23,11 +23,13 @@ export function startFailure(
   let message = errorMessage(err);
   const lower = message.toLowerCase();
   const runtime = lower.includes('oci runtime');
+  const notFound = /executable file not found|no such file or directory/.test(lower);
+  // runc names the process it could not exec quoted as Go's %q does (a tab is `"\t"`), so the
+  // command as given may not be in the message: its `exec: "...":` is the command all the same
   if (
     runtime &&
-    cmd !== '' &&
-    lower.includes(cmd.toLowerCase()) &&
-    /executable file not found|no such file or directory/.test(lower)
+    notFound &&
+    ((cmd !== '' && lower.includes(cmd.toLowerCase())) || /exec: "(?:[^"\\]|\\.)*": /.test(message))
   ) {
     return { exitCode: 127, message, userError: true };
   }
