@@ -1,4 +1,5 @@
 import type { ParsedResponse } from './lib/response-parser.js';
+import { checkOne, type Fuzzer, type FuzzTarget } from './lib/runner.js';
 import type { WireRequest } from './lib/wire.js';
 import { AUTH } from './registry/world.js';
 
@@ -10,17 +11,26 @@ import { AUTH } from './registry/world.js';
  * known.ts and the mark here are deleted.
  */
 
-export interface CorpusCase {
-  name: string;
-  server: 'engine' | 'registry';
+export interface CorpusStep {
   /** The request bytes; `{authority}` is the server's host:port (registry). */
   bytes: () => Buffer;
   halfClose?: boolean;
-  /** The id of a known defect (known.ts): a TODO test until fixed. */
-  known?: string;
+  /** The answer streams: its head is enough, then the client leaves. */
+  streaming?: boolean;
   /** What the answer must be beyond the verdict (undefined: fine). */
   expect?: (res: ParsedResponse | undefined) => string | undefined;
-  /** Send it to a server of its own (it may end the server). */
+  /** A shorter timeout than the run's (a hang to be seen quickly). */
+  timeoutMs?: number;
+}
+
+export interface CorpusCase extends Partial<CorpusStep> {
+  name: string;
+  server: 'engine' | 'registry';
+  /** Several requests in order, each judged (instead of `bytes`). */
+  steps?: CorpusStep[];
+  /** The id of a known defect (known.ts): a TODO test until fixed. */
+  known?: string;
+  /** Send it to a server of its own (it may end the server or leave it unwell). */
   ownServer?: boolean;
 }
 
@@ -112,6 +122,24 @@ export const CORPUS: CorpusCase[] = [
     ),
     expect: status(400),
   },
+  {
+    name: "a command runc quotes (a tab) that is not found is the user's error at start",
+    server: 'engine',
+    steps: [
+      {
+        bytes: json('POST', '/containers/create?name=fz-tab-cmd', '{"Image":"busybox","Cmd":["\\t"]}'),
+        expect: status(201),
+      },
+      {
+        bytes: text('POST /containers/fz-tab-cmd/start HTTP/1.1\r\nHost: localhost\r\n\r\n'),
+        expect: status(400),
+      },
+      {
+        bytes: text('DELETE /containers/fz-tab-cmd HTTP/1.1\r\nHost: localhost\r\n\r\n'),
+        expect: status(204),
+      },
+    ],
+  },
   // engine: known, others' code
   {
     name: 'a CONNECT request is answered',
@@ -124,6 +152,47 @@ export const CORPUS: CorpusCase[] = [
     server: 'engine',
     bytes: text("OPTIONS //~*;='~@!@/./constructor HTTP/1.1\r\nHost: localhost\r\n\r\n"),
     known: 'engine-invalid-url-hang',
+  },
+  {
+    name: 'an Upgrade request to /events whose client left does not end the engine at the next event',
+    server: 'engine',
+    ownServer: true,
+    steps: [
+      {
+        bytes: text('GET /events HTTP/1.1\r\nHost: localhost\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n'),
+        streaming: true,
+      },
+      { bytes: json('POST', '/volumes/create', '{"Name":"fz-after-upgrade"}'), expect: status(201) },
+      { bytes: text('GET /_ping HTTP/1.1\r\nHost: localhost\r\n\r\n'), expect: status(200) },
+    ],
+    known: 'engine-upgrade-on-plain-routes',
+  },
+  {
+    name: 'an Upgrade export whose client left does not keep the container locked',
+    server: 'engine',
+    ownServer: true,
+    steps: [
+      {
+        bytes: json(
+          'POST',
+          '/containers/create?name=fz-export-upgrade',
+          '{"Image":"busybox","Cmd":["true"]}',
+        ),
+        expect: status(201),
+      },
+      {
+        bytes: text(
+          'GET /v1.45/containers/fz-export-upgrade/export HTTP/1.1\r\nHost: localhost\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n',
+        ),
+        streaming: true,
+      },
+      {
+        bytes: text('DELETE /containers/fz-export-upgrade HTTP/1.1\r\nHost: localhost\r\n\r\n'),
+        expect: status(204),
+        timeoutMs: 5000,
+      },
+    ],
+    known: 'engine-upgrade-on-plain-routes',
   },
   {
     name: 'a broken tar into docker cp is a 400',
@@ -175,8 +244,23 @@ export const CORPUS: CorpusCase[] = [
   },
 ];
 
-/** A corpus case as the runner sends it. */
-export function corpusRequest(c: CorpusCase, authority = ''): WireRequest {
+/** The steps of a case (one for a case of one request). */
+export function corpusSteps(c: CorpusCase): CorpusStep[] {
+  if (c.steps) return c.steps;
+  if (!c.bytes) throw new Error(`corpus case ${c.name} has no bytes`);
+  return [
+    {
+      bytes: c.bytes,
+      halfClose: c.halfClose,
+      streaming: c.streaming,
+      expect: c.expect,
+      timeoutMs: c.timeoutMs,
+    },
+  ];
+}
+
+/** A step as the runner sends it. */
+export function corpusRequest(c: CorpusStep, name: string, authority = ''): WireRequest {
   const data = Buffer.from(c.bytes().toString('latin1').replaceAll('{authority}', authority), 'latin1');
   const method = data.subarray(0, 16).toString('latin1').split(' ')[0] ?? 'GET';
   return {
@@ -184,8 +268,24 @@ export function corpusRequest(c: CorpusCase, authority = ''): WireRequest {
     methods: [method],
     halfClose: c.halfClose ?? false,
     mayClose: false,
-    streaming: false,
+    streaming: c.streaming ?? false,
     mayBlock: false,
-    label: c.name,
+    label: name,
   };
+}
+
+/** Send a case's steps in order, each judged as a run judges its requests; the first failure. */
+export async function checkCase(
+  target: FuzzTarget,
+  fuzzer: Pick<Fuzzer, 'deliberate'>,
+  c: CorpusCase,
+  opts: { authority?: string; timeoutMs: number },
+): Promise<string | undefined> {
+  const steps = corpusSteps(c);
+  for (const [i, step] of steps.entries()) {
+    const req = corpusRequest(step, c.name, opts.authority);
+    const why = await checkOne(target, fuzzer, req, step.timeoutMs ?? opts.timeoutMs, step.expect);
+    if (why) return steps.length > 1 ? `step ${i + 1}: ${why}` : why;
+  }
+  return undefined;
 }

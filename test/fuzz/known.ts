@@ -31,6 +31,17 @@ function requestLine(req: WireRequest): { method: string; target: string } {
   return { method, target };
 }
 
+/** The target's path, percent-decoded where it can be, without the query. */
+function pathOf(req: WireRequest): string {
+  const { target } = requestLine(req);
+  const path = target.split('?')[0] ?? '';
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
+}
+
 function headerOf(req: WireRequest, name: string): string | undefined {
   const head = req.data.subarray(0, Math.max(0, req.data.indexOf('\r\n\r\n'))).toString('latin1');
   const m = new RegExp(`\\r\\n${name}:\\s*([^\\r\\n]*)`, 'i').exec(head);
@@ -66,6 +77,23 @@ export const KNOWN_DEFECTS: KnownDefect[] = [
     },
   },
   {
+    id: 'engine-upgrade-on-plain-routes',
+    server: 'engine',
+    owner: 'frontdoor (src/http/server.ts, createExchangeServer: the upgrade handler)',
+    what:
+      'a request with `Connection: Upgrade` and any `Upgrade:` to a route that does not take the connection over ' +
+      'is answered through a ServerResponse bound to the raw upgraded socket, with no error or close wiring. ' +
+      '(1) A write after the client left raises EPIPE as an unhandled error event and the engine process exits: ' +
+      '`GET /events` with `Upgrade: tcp`, the client reads the head and leaves, then any request that makes an event ' +
+      '(a container create). (2) A streaming answer whose client left never ends: `GET /containers/<id>/export` with ' +
+      "`Upgrade: x`, the client leaves after 150 ms, the tar blocks, the export keeps the container's lock, and a later " +
+      '`DELETE /containers/<id>`, prune or restart of that container never answers',
+    avoid: (req) =>
+      /^upgrade$/i.test(headerOf(req, 'connection')?.trim() ?? '') &&
+      headerOf(req, 'upgrade') !== undefined &&
+      !/\/(attach|attach\/ws|exec\/[^/]+\/start)$/.test(pathOf(req)),
+  },
+  {
     id: 'engine-archive-bad-tar-500',
     server: 'engine',
     owner: 'tars (src/engine/containers/archive/copy.ts)',
@@ -74,7 +102,7 @@ export const KNOWN_DEFECTS: KnownDefect[] = [
       "'Invalid tar header. Maybe the tar is corrupted or it needs to be gunzipped?') answers 500; bad input is a 400",
     symptom: (reason, req) =>
       /^500 /.test(reason) &&
-      /\/archive(\?|$)/.test(requestLine(req).target) &&
+      /\/archive$/.test(pathOf(req)) &&
       /Invalid tar header|Unexpected end of data|tar/i.test(reason),
   },
   {

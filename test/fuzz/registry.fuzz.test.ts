@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CORPUS, corpusRequest } from './corpus.js';
+import { CORPUS, checkCase } from './corpus.js';
 import { KNOWN_DEFECTS, knownFor } from './known.js';
-import { checkOne, formatFailure, runFuzz, summary } from './lib/runner.js';
+import { formatFailure, runFuzz, summary } from './lib/runner.js';
 import { type FuzzRegistry, startFuzzRegistry } from './registry/run.js';
 
 /**
@@ -29,22 +29,11 @@ describe('registry fuzz', () => {
       // a case that may end the server gets one of its own
       const own = c.ownServer ? await startFuzzRegistry() : f;
       try {
-        const why = await checkOne(
-          own.target,
-          own.fuzzer,
-          corpusRequest(c, `127.0.0.1:${own.registry.port}`),
-          30_000,
-          c.expect,
-        );
+        const authority = `127.0.0.1:${own.registry.port}`;
+        const why = await checkCase(own.target, own.fuzzer, c, { authority, timeoutMs: 30_000 });
         assert.equal(why, undefined, why);
-        // and it still serves
-        const again = await checkOne(
-          own.target,
-          own.fuzzer,
-          corpusRequest(c, `127.0.0.1:${own.registry.port}`),
-          30_000,
-          c.expect,
-        );
+        // and once more: the server still serves it
+        const again = await checkCase(own.target, own.fuzzer, c, { authority, timeoutMs: 30_000 });
         assert.equal(again, undefined, again);
       } finally {
         if (own !== f) await own.stop();

@@ -15,6 +15,7 @@ const report = await runRegistryFuzz({
   verbose: cli.verbose,
   strictKnown: cli.known,
   signal: interruptible(),
+  logFile: cli.logFile,
 });
 process.stderr.write(`${summary(report)}\n`);
 process.exitCode = report.failures.length ? 1 : 0;

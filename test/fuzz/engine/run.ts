@@ -1,4 +1,5 @@
-import { TestEngine } from '../../helpers/engine.js';
+import { writeFile } from 'node:fs/promises';
+import { type EngineOptions, TestEngine } from '../../helpers/engine.js';
 import { knownFor } from '../known.js';
 import { type FuzzTarget, type RunOptions, type RunReport, runFuzz } from '../lib/runner.js';
 import { EngineFuzzer } from './generate.js';
@@ -15,8 +16,10 @@ export interface FuzzEngine {
  * A fresh engine for fuzzing (TestEngine: its own socket, data root, exec root and bridge under
  * a temp dir) with the fixtures (world.ts); `stop` removes every container and destroys it.
  */
-export async function startFuzzEngine(): Promise<FuzzEngine & { stop(): Promise<void> }> {
-  const engine = await TestEngine.start();
+export async function startFuzzEngine(
+  opts: EngineOptions = {},
+): Promise<FuzzEngine & { stop(): Promise<void> }> {
+  const engine = await TestEngine.start(opts);
   try {
     const world = new EngineWorld(engine);
     await world.setup();
@@ -61,11 +64,13 @@ export async function startFuzzEngine(): Promise<FuzzEngine & { stop(): Promise<
 }
 
 /** A whole run against a fresh engine, destroyed at the end with every container the run made. */
-export async function runEngineFuzz(opts: RunOptions): Promise<RunReport> {
+/** `logFile`: where the server's whole log is written at the end (for a look at what it said). */
+export async function runEngineFuzz(opts: RunOptions & { logFile?: string }): Promise<RunReport> {
   const f = await startFuzzEngine();
   try {
     return await runFuzz(f.target, f.fuzzer, { known: knownFor('engine'), ...opts });
   } finally {
+    if (opts.logFile) await writeFile(opts.logFile, f.engine.log());
     await f.stop();
   }
 }

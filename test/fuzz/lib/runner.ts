@@ -132,8 +132,9 @@ export async function runFuzz(target: FuzzTarget, fuzzer: Fuzzer, opts: RunOptio
         last && last.status >= 400
           ? ` ${last.body.subarray(0, 160).toString('utf8').replace(/\s+/g, ' ')}`
           : '';
+      const line = req.data.subarray(0, 300).toString('latin1').split('\r\n')[0];
       out(
-        `#${i} ${req.label} -> ${last ? last.status : (result.socketError ?? 'closed')} (${result.elapsedMs} ms)${said}`,
+        `#${i} ${req.label} -> ${last ? last.status : (result.socketError ?? 'closed')} (${result.elapsedMs} ms)${said}\n    ${JSON.stringify(line)}`,
       );
     }
     // let the server's exit show before judging: a request that killed it is the culprit
@@ -245,6 +246,8 @@ export interface CliOptions {
   maxFailures: number;
   /** Send the requests of known defects too (known.ts). */
   known: boolean;
+  /** Write the server's whole log there at the end. */
+  logFile?: string;
 }
 
 /** Ctrl-C or SIGTERM stop a run between two requests (so the server is cleaned up). */
@@ -258,7 +261,7 @@ export function interruptible(): AbortSignal {
   return ac.signal;
 }
 
-/** `--seed S --count N [--timeout MS] [--max-failures K] [--verbose] [--known]`. */
+/** `--seed S --count N [--timeout MS] [--max-failures K] [--verbose] [--known] [--log FILE]`. */
 export function parseCli(argv: string[], defaults: { count: number }): CliOptions {
   const opts: CliOptions = {
     seed: Math.floor(Math.random() * 2 ** 31),
@@ -281,9 +284,10 @@ export function parseCli(argv: string[], defaults: { count: number }): CliOption
     else if (a === '--max-failures') opts.maxFailures = next();
     else if (a === '--verbose' || a === '-v') opts.verbose = true;
     else if (a === '--known') opts.known = true;
+    else if (a === '--log') opts.logFile = argv[++i];
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'usage: node --import tsx test/fuzz/<engine|registry>.fuzz.ts [--seed S] [--count N] [--timeout MS] [--max-failures K] [--known] [--verbose]\n',
+        'usage: node --import tsx test/fuzz/<engine|registry>.fuzz.ts [--seed S] [--count N] [--timeout MS] [--max-failures K] [--known] [--verbose] [--log FILE]\n',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);

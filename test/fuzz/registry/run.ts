@@ -1,3 +1,4 @@
+import { writeFile } from 'node:fs/promises';
 import { knownFor } from '../known.js';
 import { type FuzzTarget, type RunOptions, type RunReport, runFuzz } from '../lib/runner.js';
 import { RegistryFuzzer, registryRoutes } from './generate.js';
@@ -49,11 +50,13 @@ export async function startFuzzRegistry(): Promise<FuzzRegistry> {
 }
 
 /** A whole run against a fresh registry, stopped and its root removed at the end. */
-export async function runRegistryFuzz(opts: RunOptions): Promise<RunReport> {
+/** `logFile`: where the server's whole log is written at the end (for a look at what it said). */
+export async function runRegistryFuzz(opts: RunOptions & { logFile?: string }): Promise<RunReport> {
   const f = await startFuzzRegistry();
   try {
     return await runFuzz(f.target, f.fuzzer, { known: knownFor('registry'), ...opts });
   } finally {
+    if (opts.logFile) await writeFile(opts.logFile, f.registry.log());
     await f.stop();
   }
 }
