@@ -143,6 +143,13 @@ describe('docker update', () => {
       message(rt),
       /^Cannot update container [0-9a-f]{64}: .*cpu\.rt_runtime_us: invalid argument$/,
     );
+    // runc's own bounds, and the spec's refusals, are the user's errors too (each was a 500)
+    const shares = await update('edges', { CpuShares: 262145 });
+    assert.equal(shares.status, 400, shares.text());
+    assert.match(message(shares), /the maximum allowed cpu-shares is 262144/);
+    const mixed = await update('edges', { NanoCpus: 743806953, CpuQuota: -1 });
+    assert.equal(mixed.status, 400, mixed.text());
+    assert.match(message(mixed), /Conflicting options/);
     // int64's edges (which a JS number reads as ±2^63) reach runc as int64's edges
     for (const body of [
       '{"CpuQuota":-9223372036854775808}',
