@@ -99,6 +99,18 @@ export const CORPUS: CorpusCase[] = [
     expect: status(200),
   },
   {
+    name: "cpu-shares above runc's bound are a 400 on update",
+    server: 'engine',
+    bytes: json('POST', '/v1.47/containers/fz-running/update', '{"CpuShares":9223372036854775807}'),
+    expect: status(400),
+  },
+  {
+    name: 'NanoCpus with a CPU quota in one update is a 400',
+    server: 'engine',
+    bytes: json('POST', '/v1.30/containers/fz-running/update', '{"NanoCpus":743806953,"CpuQuota":-1}'),
+    expect: status(400),
+  },
+  {
     name: 'a negative CPU quota at -2^63 reaches runc',
     server: 'engine',
     bytes: json('POST', '/containers/fz-running/update', '{"CpuQuota":-9223372036854775808}'),

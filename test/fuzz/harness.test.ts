@@ -181,5 +181,11 @@ describe('fuzz harness', () => {
       KNOWN_DEFECTS.find((k) => k.id === id)?.avoid?.(request({ data: Buffer.from(text, 'latin1') }));
     assert.equal(avoid('engine-connect-method', 'CONNECT /_ping HTTP/1.1\r\n\r\n'), true);
     assert.equal(avoid('engine-connect-method', 'GET /_ping HTTP/1.1\r\n\r\n'), false);
+    const up = (target: string) =>
+      `GET ${target} HTTP/1.1\r\nHost: x\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n`;
+    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/v1.41/events?since=1')), true);
+    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/containers/%61/export')), true);
+    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/v1.41/containers/x/attach?stream=1')), false);
+    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/exec/abc/start')), false);
   });
 });

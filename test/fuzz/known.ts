@@ -27,7 +27,8 @@ export interface KnownDefect {
 function requestLine(req: WireRequest): { method: string; target: string } {
   const line =
     req.data.subarray(0, Math.min(req.data.length, 100_000)).toString('latin1').split('\r\n')[0] ?? '';
-  const [method = '', target = ''] = line.split(' ');
+  // node takes several spaces between the parts as one
+  const [method = '', target = ''] = line.split(/ +/);
   return { method, target };
 }
 
