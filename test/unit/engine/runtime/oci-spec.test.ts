@@ -631,6 +631,9 @@ describe('buildSpec: limits and resources', () => {
     assert.equal(warnings.length, 1);
     await rejectsInvalid(spec({}, { BlkioWeight: 5 }), /blkio weight/);
     await rejectsInvalid(spec({}, { NanoCpus: 1e9, CpuQuota: 1000 }), /Nano CPUs/);
+    // twice int64's largest memory limit is no swap limit runc can read (found by the fuzzer: a 500)
+    const c = await spec({}, { Memory: 2 ** 63 });
+    assert.match(specToJson(c), /"memory":\{"limit":9223372036854775807,"swap":9223372036854775807\}/);
   });
 });
 
