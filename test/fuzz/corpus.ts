@@ -99,6 +99,12 @@ export const CORPUS: CorpusCase[] = [
     expect: status(200),
   },
   {
+    name: "int64's largest memory limit without a swap limit (twice it: no int64) reaches runc",
+    server: 'engine',
+    bytes: json('POST', '/v1.56/containers/fz-tty/update', '{"Memory":9223372036854775807}'),
+    expect: status(200),
+  },
+  {
     name: "cpu-shares above runc's bound are a 400 on update",
     server: 'engine',
     bytes: json('POST', '/v1.47/containers/fz-running/update', '{"CpuShares":9223372036854775807}'),

@@ -25,7 +25,7 @@ const STARTED: FixtureName[] = ['running', 'tty', 'exited'];
 /** How many containers the fuzzer may have made before the oldest are removed. */
 const KEEP_LEARNED = 30;
 /** Fixtures are checked before every MAINTAIN_EVERY-th request. */
-export const MAINTAIN_EVERY = 200;
+export const MAINTAIN_EVERY = 100;
 
 export class EngineWorld {
   /** Container names and IDs of the fixtures. */
@@ -58,6 +58,8 @@ export class EngineWorld {
 
   private async ensureFixtures(): Promise<void> {
     if (!(await this.exists('/images/busybox:latest/json'))) await ensureBusybox(this.engine);
+    // the names and IDs of the fixtures as they are now (a removed one's ID is gone with it)
+    const refs: string[] = [];
     for (const name of Object.keys(FIXTURES) as FixtureName[]) {
       const full = `fz-${name}`;
       const r = await this.engine.request('GET', `/containers/${full}/json`, { timeoutMs: 60_000 });
@@ -76,9 +78,9 @@ export class EngineWorld {
       if (STARTED.includes(name) && !running && name !== 'exited')
         await this.ok('POST', `/containers/${full}/start`);
       if (name === 'exited' && r.status !== 200) await this.ok('POST', `/containers/${full}/start`);
-      for (const ref of [full, id, id.slice(0, 12)])
-        if (!this.containers.includes(ref)) this.containers.push(ref);
+      refs.push(full, id, id.slice(0, 12));
     }
+    this.containers.splice(0, this.containers.length, ...refs);
     if (!(await this.exists('/volumes/fz-vol'))) await this.ok('POST', '/volumes/create', { Name: 'fz-vol' });
     const exec = JSON.parse(
       await this.ok('POST', '/containers/fz-running/exec', { Cmd: ['true'] }),
