@@ -181,6 +181,11 @@ describe('fuzz harness', () => {
       KNOWN_DEFECTS.find((k) => k.id === id)?.avoid?.(request({ data: Buffer.from(text, 'latin1') }));
     assert.equal(avoid('engine-connect-method', 'CONNECT /_ping HTTP/1.1\r\n\r\n'), true);
     assert.equal(avoid('engine-connect-method', 'GET /_ping HTTP/1.1\r\n\r\n'), false);
+    assert.equal(
+      avoid('engine-invalid-url-hang', "OPTIONS //~*;='~@!@/./constructor HTTP/1.1\r\n\r\n"),
+      true,
+    );
+    assert.equal(avoid('engine-invalid-url-hang', 'GET /v1.41/_ping HTTP/1.1\r\n\r\n'), false);
     const up = (target: string) =>
       `GET ${target} HTTP/1.1\r\nHost: x\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n`;
     assert.equal(avoid('engine-upgrade-on-plain-routes', up('/v1.41/events?since=1')), true);
