@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { invalidParameter } from '../../common/errors.js';
 import { parseBool } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import type { ContainerService } from '../containers/service.types.js';
@@ -59,10 +60,17 @@ export function registerArchiveRoutes(router: ApiRouter, containers: ArchiveBack
   });
 
   router.put('/containers/{name}/archive', async (ctx) => {
-    await containers.extractTo(ctx.params.name ?? '', ctx.query.get('path') ?? '', ctx.req, {
-      noOverwriteDirNonDir: bool(ctx, 'noOverwriteDirNonDir'),
-      copyUIDGID: bool(ctx, 'copyUIDGID'),
-    });
+    try {
+      await containers.extractTo(ctx.params.name ?? '', ctx.query.get('path') ?? '', ctx.req, {
+        noOverwriteDirNonDir: bool(ctx, 'noOverwriteDirNonDir'),
+        copyUIDGID: bool(ctx, 'copyUIDGID'),
+      });
+    } catch (err) {
+      // an upload the client gave up: its error, not the engine's (and nobody reads the answer)
+      if (ctx.req.aborted || (err as NodeJS.ErrnoException).code === 'ECONNRESET')
+        throw invalidParameter('the client closed the connection before the upload was complete');
+      throw err;
+    }
     ctx.res.statusCode = 200;
     ctx.res.setHeader('Content-Length', '0');
     ctx.res.end();
