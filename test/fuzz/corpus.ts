@@ -21,6 +21,8 @@ export interface CorpusStep {
   expect?: (res: ParsedResponse | undefined) => string | undefined;
   /** A shorter timeout than the run's (a hang to be seen quickly). */
   timeoutMs?: number;
+  /** How many requests the bytes hold (pipelined; default 1), each to be answered. */
+  requests?: number;
 }
 
 export interface CorpusCase extends Partial<CorpusStep> {
@@ -232,6 +234,16 @@ export const CORPUS: CorpusCase[] = [
     known: 'registry-connect-method',
   },
   {
+    name: 'a request pipelined after one that asked to upgrade (and was answered plainly) is answered',
+    server: 'registry',
+    bytes: text(
+      `GET /v2/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${AUTH}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nGET /v2/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${AUTH}\r\n\r\n`,
+    ),
+    requests: 2,
+    timeoutMs: 3000,
+    known: 'registry-upgrade-stops-the-connection',
+  },
+  {
     name: 'an absolute-form target is served as its path',
     server: 'registry',
     bytes: text(`GET http://{authority}/v2/ HTTP/1.1\r\nHost: {authority}\r\nAuthorization: ${AUTH}\r\n\r\n`),
@@ -273,6 +285,7 @@ export function corpusSteps(c: CorpusCase): CorpusStep[] {
       streaming: c.streaming,
       expect: c.expect,
       timeoutMs: c.timeoutMs,
+      requests: c.requests,
     },
   ];
 }
@@ -283,7 +296,8 @@ export function corpusRequest(c: CorpusStep, name: string, authority = ''): Wire
   const method = data.subarray(0, 16).toString('latin1').split(' ')[0] ?? 'GET';
   return {
     data,
-    methods: [method],
+    // pipelined requests after the first are GETs in the corpus
+    methods: [method, ...Array.from({ length: (c.requests ?? 1) - 1 }, () => 'GET')],
     halfClose: c.halfClose ?? false,
     mayClose: false,
     streaming: c.streaming ?? false,

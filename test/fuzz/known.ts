@@ -116,6 +116,20 @@ export const KNOWN_DEFECTS: KnownDefect[] = [
     avoid: (req) => requestLine(req).method === 'CONNECT',
   },
   {
+    id: 'registry-upgrade-stops-the-connection',
+    server: 'registry',
+    owner: 'registry (src/registry/server.ts)',
+    what:
+      'after a request with `Connection: Upgrade` and an `Upgrade:` header (answered as a plain request: node has no ' +
+      "'upgrade' listener), node parses nothing more on the connection and keeps it open: a request pipelined after " +
+      'it (or sent next on the kept-alive connection) is never answered. The reference registry (Go) ignores the ' +
+      'Upgrade and keeps serving',
+    avoid: (req) =>
+      req.methods.length > 1 &&
+      /^upgrade$/i.test(headerOf(req, 'connection')?.trim() ?? '') &&
+      headerOf(req, 'upgrade') !== undefined,
+  },
+  {
     id: 'registry-absolute-form-404',
     server: 'registry',
     owner: 'registry (src/registry/app.ts)',

@@ -160,7 +160,7 @@ export function serialize(
     bodyBytes = chunked(rng, bodyBytes);
   }
   if (mutate('framing', rate)) {
-    mayClose = true;
+    let broken = true;
     const raw = body ?? Buffer.from('{"a":1}');
     const strip = () => {
       for (let i = headers.length - 1; i >= 0; i--) {
@@ -236,12 +236,12 @@ export function serialize(
       case 11:
         headers.push(['Expect', '100-continue'], ['Content-Length', String(raw.length)]);
         bodyBytes = raw;
-        mayClose = false;
+        broken = false;
         break;
       case 12:
         headers.push(['Content-Length', '0']);
         bodyBytes = Buffer.alloc(0);
-        mayClose = false;
+        broken = false;
         break;
       default:
         headers.push(['Transfer-Encoding', 'chunked']);
@@ -251,9 +251,10 @@ export function serialize(
         ]);
         break;
     }
+    if (broken) mayClose = true;
   }
   if (mutate('headers', rate)) {
-    mayClose = true;
+    let broken = true;
     switch (rng.int(0, 11)) {
       case 0:
         headers.push(['X-Big', 'x'.repeat(rng.pick([8000, 17_000, 70_000]))]);
@@ -278,11 +279,11 @@ export function serialize(
         break;
       case 7:
         headers.push(['Connection', rng.pick(['close', 'keep-alive', 'Upgrade', 'x, y', ''])]);
-        mayClose = false;
+        broken = false;
         break;
       case 8:
         headers.push(['Upgrade', rng.pick(['tcp', 'websocket', 'h2c', 'x'])], ['Connection', 'Upgrade']);
-        mayClose = false;
+        broken = false;
         break;
       case 9:
         headers.push([
@@ -296,11 +297,11 @@ export function serialize(
             'x'.repeat(5000),
           ]),
         ]);
-        mayClose = false;
+        broken = false;
         break;
       case 10:
         headers.push(['X-Latin1', '\u00e9\u00ff']);
-        mayClose = false;
+        broken = false;
         break;
       default:
         headers.push([
@@ -314,9 +315,10 @@ export function serialize(
             '',
           ]),
         ]);
-        mayClose = false;
+        broken = false;
         break;
     }
+    if (broken) mayClose = true;
   }
   let requestLine = `${spec.method} ${spec.target} ${version}`;
   if (mutate('request line', rate * 0.1)) {
