@@ -34,7 +34,8 @@ export function judge(req: WireRequest, r: ExchangeResult, deliberate: Deliberat
       return `the answer's body did not finish within the timeout (${mid.bodyLength} bytes came)`;
     // a request sent after the first on the same connection, left unanswered on an open connection
     const answered = finals.filter((x) => x.complete).length;
-    const excused = req.streaming || req.mayBlock || req.mayClose || req.halfClose || r.upgraded;
+    // (not when the client stopped sending at an early answer: the next request never went out)
+    const excused = req.streaming || req.mayBlock || req.mayClose || req.halfClose || r.upgraded || r.unsent;
     if (answered < req.methods.length && !excused)
       return `request ${answered + 1} of the ${req.methods.length} sent on the connection got no answer within the timeout (the connection left open)`;
     return undefined;
