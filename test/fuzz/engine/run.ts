@@ -56,11 +56,40 @@ export async function startFuzzEngine(
           : undefined;
       },
     };
-    return { engine, target, fuzzer, stop: () => engine.destroy() };
+    return { engine, target, fuzzer, stop: () => cleanUp(engine, target) };
   } catch (err) {
     await engine.destroy();
     throw err;
   }
+}
+
+/** Remove every container, each on its own (one that will not go must not keep the others). */
+async function removeAll(engine: TestEngine): Promise<boolean> {
+  const ids = (await engine.docker(['ps', '-aq'], { timeoutMs: 30_000 })).stdout.split('\n').filter(Boolean);
+  let all = true;
+  for (const id of ids) {
+    const r = await engine.docker(['rm', '-f', id], { timeoutMs: 8000 });
+    if (r.code !== 0 && !/No such container/.test(r.stderr)) all = false;
+  }
+  return all;
+}
+
+/**
+ * Leave nothing behind, whatever the run did to the engine: one that ended is started again
+ * (it finds its containers again) so that its containers can be removed; one that cannot remove
+ * a container (a request left it locked) is restarted first. Then TestEngine.destroy.
+ */
+async function cleanUp(engine: TestEngine, target: FuzzTarget): Promise<void> {
+  try {
+    if (target.exited()) await engine.launch();
+    if (!(await removeAll(engine))) {
+      await engine.restart();
+      await removeAll(engine);
+    }
+  } catch {
+    // destroy does what it can
+  }
+  await engine.destroy();
 }
 
 /** A whole run against a fresh engine, destroyed at the end with every container the run made. */
