@@ -23,7 +23,14 @@ export function parseIntParam(
       `invalid value ${JSON.stringify(value)} for query parameter ${name}: not an integer`,
     );
   }
-  return Number(value);
+  const n = Number(value);
+  // beyond 2^53 a number is not that integer any more (and a wait of that many seconds is for ever)
+  if (!Number.isSafeInteger(n)) {
+    throw invalidParameter(
+      `invalid value ${JSON.stringify(value)} for query parameter ${name}: value out of range`,
+    );
+  }
+  return n;
 }
 
 /**

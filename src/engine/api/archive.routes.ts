@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { invalidParameter } from '../../common/errors.js';
 import { parseBool } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import type { ContainerService } from '../containers/service.types.js';
@@ -67,6 +68,9 @@ export function registerArchiveRoutes(router: ApiRouter, containers: ArchiveBack
         ...(length !== undefined && /^\d+$/.test(length) ? { declaredLength: Number(length) } : {}),
       });
     } catch (err) {
+      // an upload the client gave up: its error, not the engine's (and nobody reads the answer)
+      if (ctx.req.aborted || (err as NodeJS.ErrnoException).code === 'ECONNRESET')
+        throw invalidParameter('the client closed the connection before the upload was complete');
       // the rest of a body that was not read is not waited for: answer, then close
       if (!ctx.req.complete) ctx.res.setHeader('Connection', 'close');
       throw err;

@@ -1,4 +1,5 @@
 import { invalidParameter } from '../../common/errors.js';
+import { goJsonText } from '../../common/go-json-text.js';
 import { readBody, readJsonObject } from '../../http/body.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendEmpty, sendJson, sendText } from '../../http/server.js';
@@ -88,7 +89,8 @@ export function registerContainerRoutes(router: ApiRouter, containers: Container
   // {name*}: a legacy link's name (`/parent/alias`) names its target too, as in dockerd
   router.get('/containers/{name*}/json', async (ctx) => {
     const view = await containers.inspect(ctx.params.name ?? '', { size: bool(ctx, 'size') });
-    sendJson(ctx.res, 200, shapeInspect(view, ctx.version));
+    // limits at int64's edges as Go writes them (the docker CLI cannot read 9223372036854776000)
+    sendText(ctx.res, 200, goJsonText(shapeInspect(view, ctx.version)), 'application/json');
   });
 
   router.post('/containers/{name}/start', async (ctx) => {

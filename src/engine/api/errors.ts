@@ -25,6 +25,8 @@ export function engineStatus(err: unknown): number {
   if (err instanceof BerthError) return statusOf[err.kind];
   const code = errnoCode(err);
   if (code === 'ENOENT') return 404;
+  // a path the request named that no file system takes (the engine's own paths are short)
+  if (code === 'ENAMETOOLONG') return 400;
   return 500;
 }
 

@@ -11,6 +11,7 @@ import type {
   VolumeUsage,
 } from '../volumes/volumes.types.js';
 import { type ApiRouter, atLeast } from './context.js';
+import { decodeVolumeCreateJson } from './schema/volumes.schema.js';
 import { gates } from './versions.js';
 
 /**
@@ -31,50 +32,8 @@ export function shapeVolume(v: VolumeInfo | VolumeUsage): Record<string, unknown
   return out;
 }
 
-/** Go's word for a JSON value's kind in its unmarshal errors. */
-function goKind(value: unknown): string {
-  if (Array.isArray(value)) return 'array';
-  if (typeof value === 'object') return 'object';
-  return typeof value === 'boolean' ? 'bool' : typeof value;
-}
-
-const FIELDS = ['Name', 'Driver', 'DriverOpts', 'Labels'] as const;
-type Field = (typeof FIELDS)[number];
-
-/**
- * A volume create body decoded as Go's encoding/json fills dockerd's VolumeCreateBody: field
- * names match without regard to case (the last one given wins), unknown fields are ignored, null
- * leaves a field (or a map value) empty, and a wrong type is Go's `cannot unmarshal` error.
- */
-export function decodeCreateBody(value: unknown): CreateVolumeRequest {
-  const type = 'volume.VolumeCreateBody';
-  if (value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw invalidParameter(`json: cannot unmarshal ${goKind(value)} into Go value of type ${type}`);
-  }
-  const wrong = (v: unknown, field: Field, goType: string) =>
-    invalidParameter(
-      `json: cannot unmarshal ${goKind(v)} into Go struct field VolumeCreateBody.${field} of type ${goType}`,
-    );
-  const out: CreateVolumeRequest = {};
-  for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
-    const field = FIELDS.find((f) => f.toLowerCase() === key.toLowerCase());
-    if (!field || v === null) continue;
-    if (field === 'Name' || field === 'Driver') {
-      if (typeof v !== 'string') throw wrong(v, field, 'string');
-      out[field] = v;
-      continue;
-    }
-    if (typeof v !== 'object' || Array.isArray(v)) throw wrong(v, field, 'map[string]string');
-    const map: Record<string, string> = {};
-    for (const [k, item] of Object.entries(v as Record<string, unknown>)) {
-      if (item !== null && typeof item !== 'string') throw wrong(item, field, 'string');
-      map[k] = item ?? '';
-    }
-    out[field] = map;
-  }
-  return out;
-}
+/** A volume create body (schema/volumes.schema.ts); kept under this name for its callers. */
+export const decodeCreateBody = decodeVolumeCreateJson;
 
 /**
  * POST /volumes/create's body as dockerd reads it: a Content-Type other than JSON is refused

@@ -1,4 +1,4 @@
-import { invalidParameter, systemError } from '../../common/errors.js';
+import { invalidParameter } from '../../common/errors.js';
 
 /** Driver options the local driver knows (as moby's local driver). */
 const VALID = new Set(['type', 'o', 'device', 'size']);
@@ -7,13 +7,13 @@ const REQUIRES: Record<string, string[]> = { device: ['type'], type: ['device'],
 
 /**
  * go-units' RAMInBytes (as dockerd 20.10 vendors it): `<number>[ ][kmgtp][i][b]`, binary
- * multiples. Malformed sizes throw its messages (a 500 in dockerd: a plain error).
+ * multiples. Malformed sizes throw its messages: bad input, a 400 (dockerd answers 500 for them).
  */
 export function ramInBytes(value: string): number {
   const m = /^(\d+(?:\.\d+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$/.exec(value);
-  if (!m?.[1]) throw systemError(`invalid size: '${value}'`);
+  if (!m?.[1]) throw invalidParameter(`invalid size: '${value}'`);
   if (!/^\d+(\.\d+)?$/.test(m[1])) {
-    throw systemError(`strconv.ParseFloat: parsing ${JSON.stringify(m[1])}: invalid syntax`);
+    throw invalidParameter(`strconv.ParseFloat: parsing ${JSON.stringify(m[1])}: invalid syntax`);
   }
   const unit = (m[2] ?? '').toLowerCase();
   const mul = unit ? 1024 ** ('kmgtp'.indexOf(unit) + 1) : 1;
@@ -22,7 +22,7 @@ export function ramInBytes(value: string): number {
 
 /**
  * Validate local driver options in moby's order: unknown keys, then options that need others,
- * then `size` (malformed: a 500 as dockerd's; above zero: no quota support here, 400). The
+ * then `size` (malformed or above zero: no quota support here, 400). The
  * caller adds `create <name>: `.
  */
 export function checkLocalOptions(opts: Record<string, string>): void {

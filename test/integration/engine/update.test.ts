@@ -133,4 +133,42 @@ describe('docker update', () => {
     assert.equal(events, 'strict');
     await ok('rm', '-f', 'strict', 'gone');
   });
+
+  it('a value the kernel or the runtime refuses is a 400, and the limits at the edges of int64 apply', async () => {
+    await ok('run', '-d', '--name', 'edges', 'busybox', 'sleep', '1000');
+    // found by the fuzzer: each was a 500 (the kernel's EINVAL, runc unable to read 2^63 as JS writes it)
+    const rt = await update('edges', { CpuRealtimeRuntime: 93278924 });
+    assert.equal(rt.status, 400, rt.text());
+    assert.match(
+      message(rt),
+      /^Cannot update container [0-9a-f]{64}: .*cpu\.rt_runtime_us: invalid argument$/,
+    );
+    // runc's own bounds, and the spec's refusals, are the user's errors too (each was a 500)
+    const shares = await update('edges', { CpuShares: 262145 });
+    assert.equal(shares.status, 400, shares.text());
+    assert.match(message(shares), /the maximum allowed cpu-shares is 262144/);
+    const mixed = await update('edges', { NanoCpus: 743806953, CpuQuota: -1 });
+    assert.equal(mixed.status, 400, mixed.text());
+    assert.match(message(mixed), /Conflicting options/);
+    // int64's edges (which a JS number reads as ±2^63) reach runc as int64's edges
+    for (const body of [
+      '{"CpuQuota":-9223372036854775808}',
+      '{"Memory":9223372036854775807,"MemorySwap":-1}',
+    ]) {
+      const r = await engine.request('POST', '/v1.41/containers/edges/update', {
+        body: Buffer.from(body),
+        headers: { 'Content-Type': 'application/json' },
+      });
+      assert.equal(r.status, 200, `${body}: ${r.text()}`);
+    }
+    assert.ok(Number(await cgroup('edges', 'memory/memory.limit_in_bytes')) > 2 ** 62);
+    // the same limit at create: refused when the container starts, as the user's error
+    const made = await engine.request('POST', '/v1.41/containers/create?name=rt', {
+      body: { Image: 'busybox', Cmd: ['true'], HostConfig: { CpuRealtimeRuntime: 93278924 } },
+    });
+    assert.equal(made.status, 201, made.text());
+    const start = await engine.request('POST', '/v1.41/containers/rt/start');
+    assert.equal(start.status, 400, start.text());
+    await ok('rm', '-f', 'edges', 'rt');
+  });
 });

@@ -23,6 +23,17 @@ describe('query parsing', () => {
     assert.throws(() => parseIntParam('ten', 't'), BerthError);
   });
 
+  it('refuses integers a number cannot hold (a stop with t=2^64 waited for ever)', () => {
+    for (const v of [
+      '18446744073709551616',
+      '99999999999999999999',
+      '-99999999999999999999',
+      '9007199254740993',
+    ])
+      assert.throws(() => parseIntParam(v, 't'), /value out of range/);
+    assert.equal(parseIntParam('9007199254740991', 't'), 9007199254740991);
+  });
+
   it('reads filters as map of arrays and legacy map of bools', () => {
     assert.deepEqual(
       [...parseFilters('{"status":["running","exited"]}')],

@@ -221,7 +221,7 @@ const networkingConfig = struct('network.NetworkingConfig', {
  * runconfig.ContainerConfigWrapper: the Config fields, `HostConfig`, `NetworkingConfig`, the
  * deprecated `Cpuset`, and (embedded, deprecated) every HostConfig field at the top level.
  */
-const wrapperFields: Fields = {
+export const wrapperFields: Fields = {
   ...configFields,
   HostConfig: hostConfig,
   Cpuset: str,
@@ -265,7 +265,7 @@ const RESOURCE_FIELDS = [
 ] as const;
 
 /** container.UpdateConfig (POST /containers/{id}/update): Resources and RestartPolicy. */
-const updateConfigFields: Fields = Object.fromEntries(
+export const updateConfigFields: Fields = Object.fromEntries(
   [...RESOURCE_FIELDS, 'RestartPolicy'].map((f) => {
     const node = hostConfigFields[f];
     if (!node) throw new Error(`HostConfig has no field ${f}`);

@@ -4,7 +4,7 @@ import { array, bool, decodeStruct, type Fields, str, strings, uint } from './go
 /** The exec bodies as moby declares them (types.ExecConfig, types.ExecStartCheck), decoded as Go does. */
 
 /** types.ExecConfig (POST /containers/{id}/exec). */
-const execConfigFields: Fields = {
+export const execConfigFields: Fields = {
   User: str,
   Privileged: bool,
   Tty: bool,
@@ -20,7 +20,7 @@ const execConfigFields: Fields = {
 };
 
 /** types.ExecStartCheck (POST /exec/{id}/start). */
-const execStartFields: Fields = {
+export const execStartFields: Fields = {
   Detach: bool,
   Tty: bool,
   ConsoleSize: array('*[2]uint', uint),

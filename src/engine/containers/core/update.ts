@@ -1,9 +1,10 @@
 import type { HostConfig } from '../../../common/docker-types.js';
-import { BerthError, errorMessage } from '../../../common/errors.js';
+import { BerthError, errorMessage, isKind } from '../../../common/errors.js';
 import { buildResources } from '../../runtime/index.js';
 import type { ResourceDriver } from '../../runtime/runtime.types.js';
 import type { Container } from './container.js';
 import type { ContainerEvents } from './events.js';
+import { runtimeRefusedLimit } from './start-failure.js';
 import type { ContainerStore } from './store.js';
 import { validateHostConfig } from './validate.js';
 
@@ -103,7 +104,10 @@ export async function updateContainer(
       try {
         await d.runtime.update(c.id, await buildResources(next));
       } catch (err) {
-        throw cannotUpdate(c, errorMessage(err), 'System');
+        // the spec's refusals (conflicting options) and the runtime's are the request's fault
+        const why = errorMessage(err);
+        const bad = isKind(err, 'InvalidParameter') || runtimeRefusedLimit(why);
+        throw cannotUpdate(c, why, bad ? 'InvalidParameter' : 'System');
       }
     }
     c.hostConfig = next;

@@ -194,6 +194,8 @@ function checkRealtime(hc: HostConfig, si: SysInfo): void {
   if (period !== 0 && runtime !== 0 && runtime > period) {
     throw invalidParameter('cpu real-time runtime cannot be higher than cpu real-time period');
   }
+  // the runtime's period is a uint64: dockerd lets a negative one through to fail in runc (a 500)
+  if (period < 0) throw invalidParameter('invalid CPU real-time period: must not be negative');
 }
 
 function checkLogConfig(hc: HostConfig): void {

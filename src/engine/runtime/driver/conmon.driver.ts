@@ -510,7 +510,7 @@ export class ConmonDriver implements Runtime {
   async update(id: string, resources: OciResources): Promise<void> {
     const meta = await this.meta(id);
     const file = join(meta.bundleDir, 'update.json');
-    await writeFile(file, JSON.stringify(resources));
+    await writeFile(file, specToJson(resources));
     try {
       await this.o.cli.update(id, file);
     } finally {

@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
+import { goJsonText, U64_MAX_TEXT } from '../../../common/go-json-text.js';
 import { goParseBool } from '../../../common/go-strconv.js';
 import type { SpecInput, SpecMount } from '../runtime.types.js';
 import { capabilitySets, tweakCapabilities } from './capabilities.js';
@@ -215,16 +216,14 @@ export async function buildResources(
   return res;
 }
 
-const u64Max = '18446744073709551615';
-
-/** Serialize a spec for config.json: rlimits of -1 become RLIM_INFINITY (a uint64 JSON can't hold). */
+/**
+ * Serialize a spec for config.json (or resources for `runtime update`): rlimits of -1 become
+ * RLIM_INFINITY (a uint64 JSON can't hold), integers beyond 2^53 their Go text (goJsonText).
+ */
 export function specToJson(spec: OciSpec | OciProcess | OciResources): string {
-  const marker = '"__berth_rlim_infinity__"';
-  const json = JSON.stringify(spec, (key, value) => {
-    if ((key === 'soft' || key === 'hard') && value === -1) return '__berth_rlim_infinity__';
-    return value;
-  });
-  return json.replaceAll(marker, u64Max);
+  return goJsonText(spec, (key, value) =>
+    (key === 'soft' || key === 'hard') && value === -1 ? U64_MAX_TEXT : undefined,
+  );
 }
 
 export type { SpecHost } from './host.js';

@@ -43,7 +43,8 @@ export async function planResources(
   if (hc.Memory && hc.Memory > 0) memory.limit = hc.Memory;
   if (hc.MemoryReservation && hc.MemoryReservation > 0) memory.reservation = hc.MemoryReservation;
   let swap = hc.MemorySwap ?? 0;
-  if (swap === 0 && hc.Memory && hc.Memory > 0) swap = hc.Memory * 2;
+  // twice the limit, within int64 (runc reads the swap limit as one)
+  if (swap === 0 && hc.Memory && hc.Memory > 0) swap = Math.min(hc.Memory * 2, 2 ** 63);
   if (swap > 0) {
     if (await host.swapLimitSupported()) memory.swap = swap;
     else if (hc.MemorySwap && hc.MemorySwap > 0) {

@@ -541,6 +541,9 @@ const hostConfigErrors: Array<[HostConfig, string]> = [
   [{ MemorySwappiness: 200 }, 'Invalid value: 200, valid memory swappiness range is 0-100'],
   [{ CpuPeriod: 10 }, 'CPU cfs period can not be less than 1ms (i.e. 1000) or larger than 1s (i.e. 1000000)'],
   [{ CpuQuota: 10 }, 'CPU cfs quota can not be less than 1ms (i.e. 1000)'],
+  // a uint64 of the runtime's: runc refused the negative ones (a 500), found by the fuzzer
+  [{ CpuRealtimePeriod: -(2 ** 63) }, 'invalid CPU real-time period: must not be negative'],
+  [{ CpuRealtimePeriod: -1 }, 'invalid CPU real-time period: must not be negative'],
   [{ OomScoreAdj: 1001 }, 'Invalid value 1001, range for oom score adj is [-1000, 1000]'],
   [{ ShmSize: -1 }, 'SHM size can not be less than 0'],
   [{ CgroupnsMode: 'bogus' }, 'invalid cgroup namespace mode: bogus'],

@@ -504,5 +504,20 @@ describe('start failures', () => {
     // not the runtime's: a volume that would not mount is the engine's error, exit 128
     const vol = startFailure(new Error('error while mounting volume: no such file or directory'), 'sh');
     assert.deepEqual([vol.exitCode, vol.userError], [128, false]);
+    // a command runc quotes (a tab, a quote, a newline) is still the user's (found by the fuzzer: a 500)
+    for (const cmd of ['\t', 'a"b', 'x\ny', '\u0000', 'é☃']) {
+      const quoted = JSON.stringify(cmd);
+      const f = startFailure(
+        rt(`unable to start container process: exec: ${quoted}: executable file not found in $PATH`),
+        cmd,
+      );
+      assert.deepEqual([f.exitCode, f.userError], [127, true], quoted);
+    }
+    // a limit the kernel refuses is the user's too
+    const rtRuntime = startFailure(
+      rt('failed to write "93278924": write /sys/fs/cgroup/cpu/berth/x/cpu.rt_runtime_us: invalid argument'),
+      'sh',
+    );
+    assert.equal(rtRuntime.userError, true);
   });
 });

@@ -554,6 +554,18 @@ describe('buildSpec: limits and resources', () => {
     assert.equal(warnings.length, 1);
     assert.match(warnings[0]!, /nofile/);
     assert.match(specToJson(s), /"soft":18446744073709551615,"hard":18446744073709551615/);
+    // integers a double cannot hold exactly are written as Go's int64/uint64 read them (found by
+    // the fuzzer: runc refused 9223372036854776000 and -9223372036854776000)
+    const edges = specToJson({
+      memory: { limit: 2 ** 63, swap: -(2 ** 63) },
+      cpu: { period: 2 ** 64, quota: 2 ** 53 + 2, shares: 1e19 },
+      blockIO: { weight: 10 },
+    });
+    assert.equal(
+      edges,
+      '{"memory":{"limit":9223372036854775807,"swap":-9223372036854775808},"cpu":{"period":18446744073709551615,"quota":9007199254740994,"shares":10000000000000000000},"blockIO":{"weight":10}}',
+    );
+    assert.equal(JSON.parse(specToJson({ cpu: { cpus: '__berth_int_1__' } })).cpu.cpus, '__berth_int_1__');
     await rejectsInvalid(
       spec({}, { Ulimits: [{ Name: 'bogus', Soft: 1, Hard: 1 }] }),
       /invalid ulimit type: bogus/,
@@ -619,6 +631,9 @@ describe('buildSpec: limits and resources', () => {
     assert.equal(warnings.length, 1);
     await rejectsInvalid(spec({}, { BlkioWeight: 5 }), /blkio weight/);
     await rejectsInvalid(spec({}, { NanoCpus: 1e9, CpuQuota: 1000 }), /Nano CPUs/);
+    // twice int64's largest memory limit is no swap limit runc can read (found by the fuzzer: a 500)
+    const c = await spec({}, { Memory: 2 ** 63 });
+    assert.match(specToJson(c), /"memory":\{"limit":9223372036854775807,"swap":9223372036854775807\}/);
   });
 });
 

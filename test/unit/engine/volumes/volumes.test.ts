@@ -89,12 +89,16 @@ describe('volume names, options, filters, refs', () => {
     invalid(() => checkLocalOptions({ size: '0.5k' }), /quota/);
     checkLocalOptions({ size: '0' });
     checkLocalOptions({ size: '0b' });
-    const system = (fn: () => unknown, message: string) =>
-      assert.throws(fn, (err: Error & { kind?: string }) => err.kind === 'System' && err.message === message);
-    system(() => checkLocalOptions({ size: '' }), "invalid size: ''");
-    system(() => checkLocalOptions({ size: 'abc' }), "invalid size: 'abc'");
-    system(() => checkLocalOptions({ size: '-1' }), "invalid size: '-1'");
-    system(() => checkLocalOptions({ size: '1.2.3' }), 'strconv.ParseFloat: parsing "1.2.3": invalid syntax');
+    // a malformed size is the client's error (dockerd answers 500 for it; berth does not)
+    const bad = (fn: () => unknown, message: string) =>
+      assert.throws(
+        fn,
+        (err: Error & { kind?: string }) => err.kind === 'InvalidParameter' && err.message === message,
+      );
+    bad(() => checkLocalOptions({ size: '' }), "invalid size: ''");
+    bad(() => checkLocalOptions({ size: 'abc' }), "invalid size: 'abc'");
+    bad(() => checkLocalOptions({ size: '-1' }), "invalid size: '-1'");
+    bad(() => checkLocalOptions({ size: '1.2.3' }), 'strconv.ParseFloat: parsing "1.2.3": invalid syntax');
     assert.equal(ramInBytes('2 MiB'), 2 * 1024 * 1024);
     assert.equal(ramInBytes('1g'), 1024 ** 3);
     assert.equal(needsMount({}), false);
@@ -356,7 +360,7 @@ describe('volume service (fake host ops)', () => {
     );
     await rejects(
       vs.create({ Name: 'oo', DriverOpts: { size: 'abc' } }),
-      'System',
+      'InvalidParameter',
       "create oo: invalid size: 'abc'",
     );
     await assert.rejects(vs.inspect('oo'), /no such volume/);
