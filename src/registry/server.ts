@@ -9,12 +9,14 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorMessage } from '../common/errors.js';
 import { Logger } from '../common/log.js';
+import { hasBody } from '../http/body.js';
 import { ConnectionGuard, type ErrorBody, plainErrorBody } from '../http/connection-limits.js';
 import { installCrashGuard } from '../http/crash-guard.js';
 import { responseOnSocket } from '../http/server.js';
 import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp } from './app.js';
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
+import { RegistryError, sendError } from './errors.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
@@ -121,6 +123,28 @@ export async function serveRegistry(
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     const res = responseOnSocket(req, socket);
     if (guard.admit(req, res, true)) app.handle(req, res);
+  });
+  // A request that asks to upgrade (no registry API does) is answered as a plain one, as the
+  // reference registry does, then the connection closes: node parses nothing more on a
+  // connection once it saw an Upgrade, so keeping it open would leave what follows unanswered.
+  // Its body would be in the raw stream, not in the request: such a request is refused.
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    const res = responseOnSocket(req, socket);
+    if (!guard.admit(req, res, true)) return;
+    if (hasBody(req)) {
+      sendError(
+        req,
+        res,
+        new RegistryError(
+          'UNSUPPORTED',
+          'a request that asks to upgrade the connection cannot carry a body',
+          undefined,
+          400,
+        ),
+      );
+      return;
+    }
+    app.handle(req, res);
   });
 
   await new Promise<void>((resolve, reject) => {

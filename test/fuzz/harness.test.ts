@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { TestEngine } from '../helpers/engine.js';
+import { CORPUS } from './corpus.js';
 import { EngineFuzzer } from './engine/generate.js';
 import { engineRoutes, queryParamsOf } from './engine/routes.js';
 import { createBodyProblem, execBodyProblem, updateBodyProblem, volumeBodyProblem } from './engine/safety.js';
@@ -176,21 +177,11 @@ describe('fuzz harness', () => {
     );
   });
 
-  it('knows the known defects by their requests', () => {
-    const avoid = (id: string, text: string) =>
-      KNOWN_DEFECTS.find((k) => k.id === id)?.avoid?.(request({ data: Buffer.from(text, 'latin1') }));
-    assert.equal(avoid('engine-connect-method', 'CONNECT /_ping HTTP/1.1\r\n\r\n'), true);
-    assert.equal(avoid('engine-connect-method', 'GET /_ping HTTP/1.1\r\n\r\n'), false);
-    assert.equal(
-      avoid('engine-invalid-url-hang', "OPTIONS //~*;='~@!@/./constructor HTTP/1.1\r\n\r\n"),
-      true,
-    );
-    assert.equal(avoid('engine-invalid-url-hang', 'GET /v1.41/_ping HTTP/1.1\r\n\r\n'), false);
-    const up = (target: string) =>
-      `GET ${target} HTTP/1.1\r\nHost: x\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n`;
-    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/v1.41/events?since=1')), true);
-    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/containers/%61/export')), true);
-    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/v1.41/containers/x/attach?stream=1')), false);
-    assert.equal(avoid('engine-upgrade-on-plain-routes', up('/exec/abc/start')), false);
+  it('keeps known defects and their corpus reproducers paired', () => {
+    const ids = new Set(KNOWN_DEFECTS.map((k) => k.id));
+    const marked = new Set(CORPUS.flatMap((c) => (c.known ? [c.known] : [])));
+    for (const id of marked)
+      assert.ok(ids.has(id), `corpus case marked with ${id}, which known.ts does not list`);
+    for (const id of ids) assert.ok(marked.has(id), `known defect ${id} has no reproducer in the corpus`);
   });
 });

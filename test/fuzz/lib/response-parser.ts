@@ -244,7 +244,13 @@ export class ResponseParser {
       this.fail('both Transfer-Encoding and Content-Length in a response');
       return;
     }
-    if (method === 'HEAD' || status === 204 || status === 304) {
+    // a request the server could not parse is answered before it knows the method (400, 408, 431
+    // on a closing connection, with a body, as Go's server does too): not a HEAD answer then
+    const refusedUnparsed =
+      [400, 408, 431].includes(status) &&
+      /close/i.test(header(res, 'connection') ?? '') &&
+      lengths.length === 1;
+    if ((method === 'HEAD' && !refusedUnparsed) || status === 204 || status === 304) {
       if ((status === 204 || status === 304) && te !== undefined) {
         this.fail(`Transfer-Encoding on a ${status}`);
         return;
