@@ -26,6 +26,12 @@ export interface EngineConfig {
   logLevel: LogLevel;
   /** Registries reached over plain HTTP (host:port or CIDR); loopback is always insecure. */
   insecureRegistries: string[];
+  /** `--registry-mirror`: registries (URLs) asked first for `docker.io` images; there is no Hub here. */
+  registryMirrors: string[];
+  /** `--max-concurrent-downloads`: layers one pull fetches at once (dockerd: 3). */
+  maxConcurrentDownloads: number;
+  /** `--max-concurrent-uploads`: layers one push sends at once (dockerd: 5). */
+  maxConcurrentUploads: number;
   experimental: boolean;
   /**
    * The default bridge's Linux name (`--bridge`/`-b`, default `berth0`); `none`: no default bridge
@@ -69,6 +75,9 @@ export const defaultEngineConfig: EngineConfig = {
   runtime: 'runc',
   logLevel: 'info',
   insecureRegistries: ['127.0.0.0/8'],
+  registryMirrors: [],
+  maxConcurrentDownloads: 3,
+  maxConcurrentUploads: 5,
   experimental: false,
   bridge: 'berth0',
   copyUploadLimit: 10 * 1024 ** 3,
