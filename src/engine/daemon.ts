@@ -10,6 +10,7 @@ import { installCrashGuard } from '../http/crash-guard.js';
 import { closeServer } from '../http/server.js';
 import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
+import { registerCommitRoutes } from './api/commit.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
 import { engineErrorBody } from './api/errors.js';
@@ -193,6 +194,7 @@ export async function startEngine(
     execRoot: config.execRoot,
     events,
     images,
+    committer: images,
     snapshots: images.snapshotter,
     runtime,
     volumes,
@@ -201,6 +203,7 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
+  registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);
