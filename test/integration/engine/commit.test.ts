@@ -180,6 +180,30 @@ async function scenario(side: Side): Promise<Record<string, unknown>> {
   out.img4 = await inspect('img4:t', 'img4');
   out.img4Run = await side.ok(['run', '--rm', 'img4:t']);
 
+  // a container made through the API (no labels): body Healthcheck merged field by field
+  const created = await call(
+    side.socket,
+    'POST',
+    '/v1.41/containers/create?name=c4',
+    JSON.stringify({
+      Image: 'busybox',
+      Cmd: ['true'],
+      Entrypoint: ['/bin/sh'],
+      Healthcheck: { Test: ['CMD', 'true'], Interval: 1_000_000_000 },
+    }),
+  );
+  names.name((JSON.parse(created.text) as { Id: string }).Id, 'c4');
+  const c4 = await call(
+    side.socket,
+    'POST',
+    '/v1.41/commit?container=c4&changes=ENTRYPOINT%20%5B%5D&changes=EXPOSE%2080',
+    JSON.stringify({ Healthcheck: { Retries: 3 }, Cmd: ['x'] }),
+  );
+  assert.equal(c4.status, 201, `${side.name}: ${c4.text}`);
+  const img5 = (JSON.parse(c4.text) as { Id: string }).Id;
+  names.name(img5, 'img5');
+  out.img5 = await inspect(img5, 'img5');
+
   // the events of the commits that worked (dockerd 20.10 pauses twice for some failing ones)
   const events = await side.ok([
     'events',
@@ -222,7 +246,7 @@ async function scenario(side: Side): Promise<Record<string, unknown>> {
   errors.cli = { code: cli.code, stderr: cli.stderr.trim() };
   out.errors = errors;
 
-  await side.run(['rm', '-f', 'c1', 'c2', 'c3']);
+  await side.run(['rm', '-f', 'c1', 'c2', 'c3', 'c4']);
   return JSON.parse(names.apply(JSON.stringify(out))) as Record<string, unknown>;
 }
 

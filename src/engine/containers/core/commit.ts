@@ -51,10 +51,11 @@ export async function commitContainer(deps: CommitDeps, c: Container, req: Commi
   }
   try {
     const containerConfig = { ...c.record.Config };
-    // the record keeps an empty map where dockerd's config has none (inspect shows null too)
+    // as dockerd's container config (and inspect) has them: no empty Volumes, Labels always a map
     if (containerConfig.Volumes && Object.keys(containerConfig.Volumes).length === 0) {
       containerConfig.Volumes = null;
     }
+    containerConfig.Labels ??= {};
     const config = applyChanges(req.config ?? containerConfig, req.changes);
     mergeCommitConfig(config, containerConfig);
     const id = await deps.images.commit({
