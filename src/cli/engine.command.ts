@@ -201,10 +201,22 @@ function checkMirror(value: string): string {
   return value;
 }
 
-/** An insecure registry (host[:port] or CIDR) as dockerd's LoadInsecureRegistries takes it. */
+/**
+ * An insecure registry (host[:port] or CIDR) as dockerd 20.10's LoadInsecureRegistries takes it:
+ * an `http://` or `https://` in front is dropped (with a warning), any other scheme refused.
+ */
 function checkInsecureRegistry(value: string): string {
+  const scheme = /^(https?):\/\//i.exec(value);
+  if (scheme) {
+    rootLogger.warn(
+      `insecure registry ${value} should not contain '${scheme[1]}://' and '${scheme[1]}://' has been removed from the insecure registry config`,
+    );
+    return checkInsecureRegistry(value.slice(scheme[0].length));
+  }
   if (value.includes('://')) throw new UsageError(`insecure registry ${value} should not contain '://'`);
-  if (value === '') throw new UsageError('insecure registry: empty value');
+  if (value === '' || value.startsWith('-') || value.endsWith('-')) {
+    throw new UsageError(`invalid index name (${value})`);
+  }
   return value;
 }
 

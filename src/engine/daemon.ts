@@ -32,7 +32,7 @@ import { createImageService, type ImageService } from './images/images.service.j
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
 import { DiskUsage } from './system/disk-usage.js';
-import { LOOPBACK_CIDR, normalizeMirror } from './system/registry-info.js';
+import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
 
@@ -136,7 +136,7 @@ function reloadAttributes(config: EngineConfig, name: string): Record<string, st
   return {
     debug: String(config.logLevel === 'debug'),
     'default-runtime': config.runtime,
-    'insecure-registries': JSON.stringify(config.insecureRegistries.filter((r) => r !== LOOPBACK_CIDR)),
+    'insecure-registries': JSON.stringify(userInsecureRegistries(config.insecureRegistries)),
     labels: '[]',
     'live-restore': 'true',
     'max-concurrent-downloads': String(config.maxConcurrentDownloads),

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestEngine } from '../../helpers/engine.js';
+import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 
 /**
  * `berth engine --config-file`: a daemon.json read at start (docker info shows what it set, in
@@ -128,5 +129,26 @@ describe('engine configuration file (daemon.json)', () => {
       TestEngine.start({ args: ['--config-file', join(dir, 'missing.json')], bridge: 'none' }),
       /missing\.json: no such file or directory/,
     );
+  });
+});
+
+describe("docker info's registry configuration: berth as dockerd 20.10", () => {
+  it('shows the same IndexServerAddress and RegistryConfig for the same insecure registries', async () => {
+    const insecure = ['10.1.2.3/16', 'localhost:5000', 'fd00::/8', '127.0.0.0/8', 'http://plain:5000'];
+    const [berth, dockerd] = await Promise.all([
+      TestEngine.start({ bridge: 'none', args: insecure.flatMap((r) => ['--insecure-registry', r]) }),
+      ReferenceDockerd.start({ insecureRegistries: insecure }),
+    ]);
+    try {
+      const pick = (i: Json) => ({
+        IndexServerAddress: i.IndexServerAddress,
+        RegistryConfig: i.RegistryConfig,
+      });
+      const b = pick((await berth.request('GET', '/v1.41/info')).json<Json>());
+      const d = pick(JSON.parse(await dockerd.dockerOk(['info', '--format', '{{json .}}'])) as Json);
+      assert.equal(JSON.stringify(b), JSON.stringify(d));
+    } finally {
+      await Promise.all([berth.destroy(), dockerd.destroy()]);
+    }
   });
 });

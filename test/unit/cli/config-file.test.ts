@@ -130,8 +130,14 @@ describe('daemon.json: the engine configuration file', () => {
       /invalid mirror: unsupported scheme "ftp" in "ftp:\/\/m"/,
     );
     assert.throws(
-      () => engineConfigFrom(applyConfigFile(parse([]), file({ 'insecure-registries': ['http://r:1'] }))),
-      /insecure registry http:\/\/r:1 should not contain ':\/\/'/,
+      () => engineConfigFrom(applyConfigFile(parse([]), file({ 'insecure-registries': ['ftp://r:1'] }))),
+      /insecure registry ftp:\/\/r:1 should not contain ':\/\/'/,
+    );
+    // dockerd 20.10 drops an http:// or https:// in front (with a warning)
+    assert.deepEqual(
+      engineConfigFrom(applyConfigFile(parse([]), file({ 'insecure-registries': ['http://r:1'] })))
+        .insecureRegistries,
+      ['127.0.0.0/8', 'r:1'],
     );
     assert.throws(
       () => engineConfigFrom(applyConfigFile(parse([]), file({ 'default-runtime': 'kata' }))),
