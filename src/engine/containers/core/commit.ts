@@ -66,8 +66,8 @@ export async function commitContainer(deps: CommitDeps, c: Container, req: Commi
       config,
       ...(req.author ? { author: req.author } : {}),
       ...(req.comment ? { comment: req.comment } : {}),
-      ...(req.repo ? { repo: req.repo } : {}),
-      ...(req.tag ? { tag: req.tag } : {}),
+      // a tag without a repository is ignored, as dockerd (20.10 and later) does
+      ...(req.repo ? { repo: req.repo, ...(req.tag ? { tag: req.tag } : {}) } : {}),
     });
     deps.events.emit(c, 'commit', {
       comment: req.comment ?? '',
