@@ -5,7 +5,7 @@ import { type FlagSpec, type Parsed, UsageError } from './args.js';
 /**
  * The engine's configuration file in dockerd's daemon.json form: a JSON object whose keys are
  * the engine's flags, by dockerd's name (`hosts`, `insecure-registries`, `registry-mirrors`,
- * `default-runtime`, `debug`) or by the flag's own name. It is read as dockerd reads its file:
+ * `default-runtime`; and `debug`, true for the debug log level) or by the flag's own name. It is read as dockerd reads its file:
  *
  * - the default file (/etc/berth/daemon.json) may be missing; a file named with --config-file
  *   must exist;
@@ -43,6 +43,8 @@ export interface ConfigFile {
   path: string;
   values: Map<string, FlagValue>;
   keys: Map<string, string>;
+  /** dockerd's `debug` (no flag of berth's): true makes the log level debug, whatever else says. */
+  debug?: boolean;
 }
 
 /** The error of a bad file, in dockerd's words. */
@@ -119,16 +121,10 @@ export function parseConfigFile(text: string, path: string, spec: Record<string,
     }
     keys.set(flag, key);
   }
-  // dockerd's "debug": true is the debug log level (unless the file sets a level itself)
+  // dockerd's "debug" (its -D): an option of its own; true makes the level debug
   const debug = (json as Record<string, unknown>).debug;
-  if (debug !== undefined) {
-    if (typeof debug !== 'boolean') throw bad('debug', debug, 'true or false');
-    if (debug && !values.has('log-level') && spec['log-level']) {
-      values.set('log-level', 'debug');
-      keys.set('log-level', 'debug');
-    }
-  }
-  return { path, values, keys };
+  if (debug !== undefined && typeof debug !== 'boolean') throw bad('debug', debug, 'true or false');
+  return { path, values, keys, ...(debug !== undefined ? { debug } : {}) };
 }
 
 /**
@@ -196,6 +192,7 @@ export function applyConfigFile(flags: Parsed, file: ConfigFile | undefined): Pa
   }
   const merged = new Map(flags.flags);
   for (const [flag, value] of file.values) merged.set(flag, value);
+  if (file.debug) merged.set('log-level', 'debug');
   return { flags: merged, positional: flags.positional };
 }
 

@@ -280,6 +280,8 @@ export async function reloadedConfig(p: Parsed): Promise<Partial<ReloadableConfi
   for (const [flag, field] of RELOADABLE) {
     if (file?.values.has(flag)) Object.assign(parts, { [field]: next[field] });
   }
+  // dockerd's `debug` reloads too: on, the debug level; off, the level flags and file give
+  if (file?.debug !== undefined) parts.logLevel = next.logLevel;
   return parts;
 }
 

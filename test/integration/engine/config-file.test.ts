@@ -75,8 +75,10 @@ describe('engine configuration file (daemon.json)', () => {
         'registry-mirrors': ['https://mirror.example/'],
         'max-concurrent-downloads': 4,
         experimental: true,
+        debug: true,
       }),
     );
+    assert.equal((await info()).Debug, false);
     process.kill(engine.pid as number, 'SIGHUP');
     let config: Json = {};
     for (let i = 0; i < 100; i++) {
@@ -101,6 +103,9 @@ describe('engine configuration file (daemon.json)', () => {
     assert.equal(reload.Actor.Attributes['insecure-registries'], '["other:5000"]');
     assert.equal(reload.Actor.Attributes['registry-mirrors'], '["https://mirror.example/"]');
     assert.equal(reload.Actor.Attributes['max-concurrent-downloads'], '4');
+    // debug (dockerd's -D) reloads: the engine's --log-level flag is no conflict
+    assert.equal(reload.Actor.Attributes.debug, 'true');
+    assert.equal((await info()).Debug, true);
 
     // a file the engine cannot take: logged, nothing changed, the engine goes on
     await writeFile(path, '{"registry-mirrors": ["http://x"], "nonsense": 1}');

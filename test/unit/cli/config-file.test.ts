@@ -74,6 +74,16 @@ describe('daemon.json: the engine configuration file', () => {
     assert.deepEqual(own.hosts, ['unix:///b.sock']);
     assert.equal(own.runtime, 'crun');
     assert.equal(engineConfigFrom(applyConfigFile(parse([]), file({ debug: true }))).logLevel, 'debug');
+    // debug is an option of its own (dockerd's -D): no conflict with --log-level, and it wins
+    assert.equal(
+      engineConfigFrom(applyConfigFile(parse(['--log-level', 'warn']), file({ debug: true }))).logLevel,
+      'debug',
+    );
+    assert.equal(
+      engineConfigFrom(applyConfigFile(parse(['--log-level', 'warn']), file({ debug: false }))).logLevel,
+      'warn',
+    );
+    assert.throws(() => file({ debug: 1 }), /"debug" takes true or false/);
     // TLS keys as dockerd's
     const tls = engineConfigFrom(
       applyConfigFile(
@@ -181,6 +191,10 @@ describe('daemon.json: the engine configuration file', () => {
       logLevel: 'debug',
       insecureRegistries: ['127.0.0.0/8', 'r:1'],
       maxConcurrentUploads: 9,
+    });
+    await writeFile(path, '{"debug": false}');
+    assert.deepEqual(await reloadedConfig(parse(['--config-file', path, '--log-level', 'warn'])), {
+      logLevel: 'warn',
     });
     await writeFile(path, '{"nope": 1}');
     await assert.rejects(
