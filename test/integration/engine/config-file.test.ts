@@ -106,6 +106,11 @@ describe('engine configuration file (daemon.json)', () => {
     // debug (dockerd's -D) reloads: the engine's --log-level flag is no conflict
     assert.equal(reload.Actor.Attributes.debug, 'true');
     assert.equal((await info()).Debug, true);
+    // and the engine's parts log at the new level: the API's request lines are debug ones
+    await info('/v1.41');
+    for (let i = 0; i < 50 && !/level=debug.*msg="request".*v1\.41\/info/.test(engine.log()); i++)
+      await sleep(50);
+    assert.match(engine.log(), /level=debug.*msg="request".*v1\.41\/info/);
 
     // a file the engine cannot take: logged, nothing changed, the engine goes on
     await writeFile(path, '{"registry-mirrors": ["http://x"], "nonsense": 1}');
