@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestEngine } from '../../helpers/engine.js';
+import { runCommand } from '../../helpers/process.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 
 /**
@@ -125,20 +127,35 @@ describe('engine configuration file (daemon.json)', () => {
 
   it('refuses to start on unknown keys, on a key given as a flag too, on a missing explicit file', async () => {
     const bad = join(dir, 'bad.json');
+    // the engine's command line with roots of its own: it must end before it uses them
+    const start = (file: string) =>
+      runCommand(
+        process.execPath,
+        engine.commandLine({
+          '--config-file': file,
+          '--host': `unix://${join(dir, 'other.sock')}`,
+          '--data-root': join(dir, 'other-data'),
+          '--exec-root': join(dir, 'other-exec'),
+        }),
+        { timeoutMs: 30_000 },
+      );
     await writeFile(bad, JSON.stringify({ foo: 1, 'data-root': '/elsewhere' }));
-    await assert.rejects(
-      TestEngine.start({ args: ['--config-file', bad], bridge: 'none' }),
-      /the following directives don't match any configuration option: foo/,
-    );
+    let r = await start(bad);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /the following directives don't match any configuration option: foo\n/);
     await writeFile(bad, JSON.stringify({ 'data-root': '/elsewhere', bridge: 'x' }));
-    await assert.rejects(
-      TestEngine.start({ args: ['--config-file', bad], bridge: 'none' }),
-      /the following directives are specified both as a flag and in the configuration file: bridge: \(from flag: none, from file: x\), data-root: \(from flag: \/tmp\/[^,]+, from file: \/elsewhere\)/,
+    r = await start(bad);
+    assert.equal(r.code, 2, r.stderr);
+    assert.ok(
+      r.stderr.includes(
+        `the following directives are specified both as a flag and in the configuration file: bridge: (from flag: none, from file: x), data-root: (from flag: ${join(dir, 'other-data')}, from file: /elsewhere)`,
+      ),
+      r.stderr,
     );
-    await assert.rejects(
-      TestEngine.start({ args: ['--config-file', join(dir, 'missing.json')], bridge: 'none' }),
-      /missing\.json: no such file or directory/,
-    );
+    r = await start(join(dir, 'missing.json'));
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /missing\.json: open \S+missing\.json: no such file or directory/);
+    assert.equal(existsSync(join(dir, 'other-data')), false);
   });
 });
 
