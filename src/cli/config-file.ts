@@ -14,7 +14,10 @@ import { type FlagSpec, type Parsed, UsageError } from './args.js';
  * - an option given both as a flag and in the file is refused: `the following directives are
  *   specified both as a flag and in the configuration file: log-level: (from flag: info, from
  *   file: debug)`;
- * - values are typed (a list of strings, a string, a boolean, a number where dockerd has one).
+ * - values are typed as dockerd types them (a list of strings, a string, a boolean, an int for
+ *   max-concurrent-*), wrong ones refused in Go's words (`json: cannot unmarshal string into Go
+ *   struct field Config.hosts of type []string`); a null sets nothing; berth's own options take
+ *   a string or a number.
  *
  * The file's values become flag values (a Parsed), so that the flags' own parsing and checks
  * apply to both the same way.
@@ -33,8 +36,22 @@ const DOCKERD_NAMES: Record<string, string> = {
 /** Flags that are about the command line itself, never in the file. */
 const NOT_IN_FILE = new Set(['help', 'config-file']);
 
-/** Flags whose file value dockerd types as a number (a string is taken too). */
+/** Flags whose file value dockerd types as an int. */
 const NUMERIC = new Set(['max-concurrent-downloads', 'max-concurrent-uploads']);
+
+/** dockerd's keys of string options: a number there is refused, as by dockerd. */
+const DOCKERD_STRING_KEYS = new Set([
+  'data-root',
+  'exec-root',
+  'log-level',
+  'bridge',
+  'bip',
+  'group',
+  'tlscacert',
+  'tlscert',
+  'tlskey',
+  'default-runtime',
+]);
 
 type FlagValue = string | boolean | string[];
 
@@ -72,6 +89,12 @@ function goType(value: unknown): string {
   return typeof value === 'object' ? 'object' : typeof value;
 }
 
+/** What Go's encoding/json calls a JSON value's kind in its errors. */
+function jsonKind(value: unknown): string {
+  if (typeof value === 'boolean') return 'bool';
+  return goType(value);
+}
+
 /** Parse a file's text (pure: the unit tests' entry point). */
 export function parseConfigFile(text: string, path: string, spec: Record<string, FlagSpec>): ConfigFile {
   let json: unknown;
@@ -81,7 +104,10 @@ export function parseConfigFile(text: string, path: string, spec: Record<string,
     throw new ConfigFileError(path, `invalid JSON: ${errorMessage(err)}`);
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new ConfigFileError(path, `the file must hold a JSON object, not ${goType(json)}`);
+    throw new ConfigFileError(
+      path,
+      `json: cannot unmarshal ${jsonKind(json)} into Go value of type map[string]interface {}`,
+    );
   }
   const known = fileKeys(spec);
   const entries = Object.entries(json as Record<string, unknown>);
@@ -94,10 +120,15 @@ export function parseConfigFile(text: string, path: string, spec: Record<string,
   }
   const values = new Map<string, FlagValue>();
   const keys = new Map<string, string>();
-  const bad = (key: string, value: unknown, want: string) =>
-    new ConfigFileError(path, `"${key}" takes ${want}, not ${goType(value)} ${JSON.stringify(value)}`);
+  // Go's words for a value of the wrong type (dockerd decodes the file into its Config struct)
+  const bad = (key: string, value: unknown, type: string) =>
+    new ConfigFileError(
+      path,
+      `json: cannot unmarshal ${jsonKind(value)} into Go struct field Config.${key} of type ${type}`,
+    );
   for (const [key, value] of entries) {
-    if (key === 'debug') continue;
+    // a null sets nothing, as for Go
+    if (key === 'debug' || value === null) continue;
     const flag = known.get(key) as string;
     const kind = (spec[flag] as FlagSpec).kind;
     const other = keys.get(flag);
@@ -105,25 +136,34 @@ export function parseConfigFile(text: string, path: string, spec: Record<string,
       throw new ConfigFileError(path, `"${other}" and "${key}" are the same option: give one of them`);
     }
     if (kind === 'bool') {
-      if (typeof value !== 'boolean') throw bad(key, value, 'true or false');
+      if (typeof value !== 'boolean') throw bad(key, value, 'bool');
       values.set(flag, value);
     } else if (kind === 'list') {
-      if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) {
-        throw bad(key, value, 'a list of strings');
-      }
-      values.set(flag, [...(value as string[])]);
+      if (!Array.isArray(value)) throw bad(key, value, '[]string');
+      const item = value.find((v) => typeof v !== 'string' && v !== null);
+      if (item !== undefined) throw bad(key, item, 'string');
+      values.set(
+        flag,
+        (value as Array<string | null>).map((v) => v ?? ''),
+      );
+    } else if (NUMERIC.has(flag)) {
+      // dockerd's int: a whole number, no string
+      if (typeof value !== 'number' || !Number.isInteger(value)) throw bad(key, value, 'int');
+      values.set(flag, String(value));
     } else if (typeof value === 'string') {
       values.set(flag, value);
-    } else if (typeof value === 'number' && (NUMERIC.has(flag) || Number.isFinite(value))) {
+    } else if (typeof value === 'number' && !DOCKERD_STRING_KEYS.has(key)) {
+      // berth's own sizes, counts and durations take a number too
       values.set(flag, String(value));
     } else {
-      throw bad(key, value, NUMERIC.has(flag) ? 'a number' : 'a string');
+      throw bad(key, value, 'string');
     }
     keys.set(flag, key);
   }
   // dockerd's "debug" (its -D): an option of its own; true makes the level debug
-  const debug = (json as Record<string, unknown>).debug;
-  if (debug !== undefined && typeof debug !== 'boolean') throw bad('debug', debug, 'true or false');
+  const raw = (json as Record<string, unknown>).debug;
+  const debug = raw === null ? undefined : raw;
+  if (debug !== undefined && typeof debug !== 'boolean') throw bad('debug', debug, 'bool');
   return { path, values, keys, ...(debug !== undefined ? { debug } : {}) };
 }
 

@@ -39,7 +39,7 @@ describe('daemon.json: the engine configuration file', () => {
       'insecure-registries': ['10.0.0.0/8', 'reg:5000'],
       'registry-mirrors': ['http://m:5000'],
       'max-concurrent-downloads': 7,
-      'max-concurrent-uploads': '2',
+      'max-concurrent-uploads': 2,
       experimental: true,
       bridge: 'br9',
       bip: '172.31.0.1/16',
@@ -83,7 +83,10 @@ describe('daemon.json: the engine configuration file', () => {
       engineConfigFrom(applyConfigFile(parse(['--log-level', 'warn']), file({ debug: false }))).logLevel,
       'warn',
     );
-    assert.throws(() => file({ debug: 1 }), /"debug" takes true or false/);
+    assert.throws(
+      () => file({ debug: 1 }),
+      /cannot unmarshal number into Go struct field Config.debug of type bool$/,
+    );
     // TLS keys as dockerd's
     const tls = engineConfigFrom(
       applyConfigFile(
@@ -128,12 +131,40 @@ describe('daemon.json: the engine configuration file', () => {
     );
     // flags the file does not set are fine together with it
     assert.equal(engineConfigFrom(applyConfigFile(parse(['--bridge', 'b1']), f)).bridge, 'b1');
-    assert.throws(() => file({ hosts: 'unix:///x' }), /"hosts" takes a list of strings/);
-    assert.throws(() => file({ experimental: 'yes' }), /"experimental" takes true or false/);
-    assert.throws(() => file({ 'log-level': ['x'] }), /"log-level" takes a string/);
+    // wrong types in dockerd 20.10's (Go's) words
+    assert.throws(() => file({ hosts: 'unix:///x' }), {
+      message:
+        'unable to configure the engine with file /x/daemon.json: json: cannot unmarshal string into Go struct field Config.hosts of type []string',
+    });
+    assert.throws(
+      () => file({ experimental: 'yes' }),
+      /json: cannot unmarshal string into Go struct field Config.experimental of type bool$/,
+    );
+    assert.throws(
+      () => file({ 'log-level': 3 }),
+      /json: cannot unmarshal number into Go struct field Config.log-level of type string$/,
+    );
+    assert.throws(
+      () => file({ 'max-concurrent-downloads': '3' }),
+      /json: cannot unmarshal string into Go struct field Config.max-concurrent-downloads of type int$/,
+    );
+    assert.throws(
+      () => file({ bip: true }),
+      /cannot unmarshal bool into Go struct field Config.bip of type string$/,
+    );
+    assert.throws(
+      () => file({ hosts: [1] }),
+      /cannot unmarshal number into Go struct field Config.hosts of type string$/,
+    );
+    // berth's own options take a number too; a null sets nothing
+    assert.equal(file({ 'copy-upload-limit': 1024 }).values.get('copy-upload-limit'), '1024');
+    assert.equal(file({ 'log-level': null }).values.has('log-level'), false);
     assert.throws(() => file({ hosts: [], host: [] }), /"hosts" and "host" are the same option/);
     assert.throws(() => parseConfigFile('{"a":', '/p', engineFlags), /with file \/p: invalid JSON/);
-    assert.throws(() => parseConfigFile('[1]', '/p', engineFlags), /must hold a JSON object, not array/);
+    assert.throws(
+      () => parseConfigFile('[1]', '/p', engineFlags),
+      /json: cannot unmarshal array into Go value of type map\[string\]interface \{\}$/,
+    );
     // the flags' own checks apply to the file's values
     assert.throws(
       () => engineConfigFrom(applyConfigFile(parse([]), file({ 'registry-mirrors': ['ftp://m'] }))),
