@@ -10,6 +10,7 @@ import { installCrashGuard } from '../http/crash-guard.js';
 import { closeServer } from '../http/server.js';
 import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
+import { registerCommitRoutes } from './api/commit.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
 import { engineErrorBody } from './api/errors.js';
@@ -31,6 +32,7 @@ import { createImageService, type ImageService } from './images/images.service.j
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
 import { DiskUsage } from './system/disk-usage.js';
+import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
 
@@ -45,8 +47,19 @@ export interface Engine {
   volumes: VolumeService;
   /** The addresses actually listened on (tcp port 0 resolved). */
   addresses: string[];
+  /**
+   * Apply a reloaded configuration (SIGHUP): the given parts replace those of `config` in place,
+   * so that every service reading `config` at use sees them; publishes the daemon's `reload`.
+   */
+  reload(parts: Partial<ReloadableConfig>): void;
   close(): Promise<void>;
 }
+
+/** What a reload may change, as dockerd reloads them. */
+export type ReloadableConfig = Pick<
+  EngineConfig,
+  'logLevel' | 'insecureRegistries' | 'registryMirrors' | 'maxConcurrentDownloads' | 'maxConcurrentUploads'
+>;
 
 /** Version and commit of a runtime binary, from `<runtime> --version`. */
 async function runtimeVersion(path: string): Promise<{ version: string; commit: string }> {
@@ -118,6 +131,21 @@ async function openApiListeners(
   return { servers, bound, releaseCrashGuard: installCrashGuard() };
 }
 
+/** The attributes of dockerd's `reload` event, for the options berth has (dockerd's names). */
+function reloadAttributes(config: EngineConfig, name: string): Record<string, string> {
+  return {
+    debug: String(config.logLevel === 'debug'),
+    'default-runtime': config.runtime,
+    'insecure-registries': JSON.stringify(userInsecureRegistries(config.insecureRegistries)),
+    labels: '[]',
+    'live-restore': 'true',
+    'max-concurrent-downloads': String(config.maxConcurrentDownloads),
+    'max-concurrent-uploads': String(config.maxConcurrentUploads),
+    name,
+    'registry-mirrors': JSON.stringify(config.registryMirrors.map(normalizeMirror)),
+  };
+}
+
 export interface StartHooks {
   /** Runs once the services are up and before the API listens (e.g. seeding images). */
   beforeListen?: (services: { images: ImageService }) => Promise<void>;
@@ -151,8 +179,11 @@ export async function startEngine(
     {
       dataRoot: config.dataRoot,
       experimental: config.experimental,
-      debug: config.logLevel === 'debug',
-      insecureRegistries: config.insecureRegistries,
+      // read at each /info: a reload (SIGHUP) may change the log level
+      get debug() {
+        return config.logLevel === 'debug';
+      },
+      registries: () => config,
       liveRestore: true,
       apiVersions: { min: MIN_API_VERSION, max: MAX_API_VERSION },
     },
@@ -193,6 +224,7 @@ export async function startEngine(
     execRoot: config.execRoot,
     events,
     images,
+    committer: images,
     snapshots: images.snapshotter,
     runtime,
     volumes,
@@ -201,6 +233,7 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
+  registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);
@@ -224,6 +257,11 @@ export async function startEngine(
     images,
     volumes,
     addresses: bound,
+    reload(parts) {
+      Object.assign(config, parts);
+      events.publish('daemon', 'reload', system.id, reloadAttributes(config, system.name));
+      log.info('configuration reloaded', { ...parts });
+    },
     async close() {
       if (closed) return;
       closed = true;

@@ -107,8 +107,8 @@ export class ImageCreator {
           diff_ids: [...(base?.rootfs?.diff_ids ?? []), ...(empty ? [] : [layer.diffId])],
         },
       };
+      // moby's NewChildImage: the author at the top, the comment in the history entry only
       if (o.author) config.author = o.author;
-      if (o.comment) config.comment = o.comment;
       if (base?.variant) config.variant = base.variant;
       if (base?.['os.version']) config['os.version'] = base['os.version'];
       const id = await this.createImage(config, { parent: o.parentImageId ?? '' });
