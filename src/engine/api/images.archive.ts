@@ -1,5 +1,6 @@
 import { pipeline } from 'node:stream/promises';
 import { errorMessage, invalidParameter } from '../../common/errors.js';
+import { discardUnreadBody } from '../../http/body.js';
 import { parseBool } from '../../http/query.js';
 import { startJsonStream } from '../../http/stream.js';
 import type { ImageService } from '../images/images.service.js';
@@ -52,6 +53,10 @@ async function load(ctx: ApiContext, images: ImageArchiveBackend): Promise<void>
       ? invalidParameter('the client closed the connection before the upload was complete')
       : err;
     stream.error(errorMessage(e));
+    stream.end();
+    // a refusal before the whole archive came: the client still sending reads the answer
+    await discardUnreadBody(ctx.req, ctx.res);
+    return;
   }
   stream.end();
 }

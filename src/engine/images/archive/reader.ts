@@ -2,7 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import {
   BerthError,
@@ -183,17 +184,7 @@ async function readMembers(
   limit: number,
 ): Promise<void> {
   const extract = tarStream.extract();
-  const feeding = (async () => {
-    try {
-      for await (const chunk of source) {
-        if (!extract.write(chunk)) await new Promise<void>((r) => extract.once('drain', () => r()));
-      }
-      (extract as unknown as NodeJS.WritableStream).end();
-    } catch (err) {
-      extract.destroy(err as Error);
-      throw err;
-    }
-  })();
+  const feeding = pipeline(Readable.from(source), extract as unknown as NodeJS.WritableStream);
   feeding.catch(() => undefined);
   let count = 0;
   let total = 0;
@@ -268,6 +259,9 @@ async function readMembers(
     extract.destroy();
     await feeding.catch(() => undefined);
     if (err instanceof BerthError) throw err;
+    // tar-stream's words for an archive that stops inside a member
+    if (/destroyed|Unexpected end/i.test(errorMessage(err)))
+      throw refuse('unexpected end of the archive (cut short inside a member)');
     throw refuse(errorMessage(err));
   }
 }
