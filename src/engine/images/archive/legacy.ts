@@ -58,8 +58,11 @@ export function legacyLayers(config: ImageConfigFile, chainIds: string[]): Legac
   const out: LegacyLayer[] = [];
   let parent = '';
   chainIds.forEach((chainId, i) => {
-    const fields = v1Fields(config, i === chainIds.length - 1);
-    const forId: Record<string, unknown> = { ...fields, layer_id: chainId };
+    const top = i === chainIds.length - 1;
+    const fields = v1Fields(config, top);
+    // moby sets a lower layer's os after working out its ID
+    const { os: _os, ...withoutOs } = fields;
+    const forId: Record<string, unknown> = { ...(top ? fields : withoutOs), layer_id: chainId };
     if (parent) forId.parent = `sha256:${parent}`;
     const id = createHash('sha256')
       .update(goJsonEscape(JSON.stringify(sortedObject(forId))))
