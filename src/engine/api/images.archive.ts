@@ -4,10 +4,21 @@ import { discardUnreadBody } from '../../http/body.js';
 import { parseBool } from '../../http/query.js';
 import { startJsonStream } from '../../http/stream.js';
 import type { ImageService } from '../images/images.service.js';
-import type { ApiContext, ApiRouter } from './context.js';
+import type { OciPlatform } from '../images/images.types.js';
+import { type ApiContext, type ApiRouter, atLeast } from './context.js';
+import { decodePlatform } from './images.versions.js';
+import { gates } from './versions.js';
 
 /** What save and load need from the image service. */
 export type ImageArchiveBackend = Pick<ImageService, 'saveImages' | 'checkLoadSize' | 'loadImages'>;
+
+/** The `platform` parameter of save and load (API 1.48): one at most, as dockerd. */
+function platformOf(ctx: ApiContext): OciPlatform | undefined {
+  if (!atLeast(ctx, gates.imageArchivePlatform)) return undefined;
+  const given = ctx.query.getAll('platform');
+  if (given.length > 1) throw invalidParameter('multiple platform parameters not supported');
+  return given[0] ? decodePlatform(given[0]) : undefined;
+}
 
 /**
  * docker save: the names are resolved first (404 and 400 as statuses), then the tar streams out.
@@ -15,7 +26,7 @@ export type ImageArchiveBackend = Pick<ImageService, 'saveImages' | 'checkLoadSi
  * short archive for a whole one.
  */
 async function save(ctx: ApiContext, images: ImageArchiveBackend, names: string[]): Promise<void> {
-  const archive = await images.saveImages(names);
+  const archive = await images.saveImages(names, { platform: platformOf(ctx) });
   ctx.res.statusCode = 200;
   ctx.res.setHeader('Content-Type', 'application/x-tar');
   try {
@@ -34,6 +45,7 @@ async function save(ctx: ApiContext, images: ImageArchiveBackend, names: string[
 async function load(ctx: ApiContext, images: ImageArchiveBackend): Promise<void> {
   const q = ctx.query;
   const quiet = q.has('quiet') ? parseBool(q.get('quiet')) : true;
+  const platform = platformOf(ctx);
   const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
   // refused unread: the connection closes after the answer
   images.checkLoadSize(Number.isFinite(declared) ? declared : undefined);
@@ -43,6 +55,7 @@ async function load(ctx: ApiContext, images: ImageArchiveBackend): Promise<void>
       // not destroyed when the load stops reading early
       body: ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>,
       quiet,
+      platform,
       onMessage: (m) => {
         if (m.kind === 'stream') stream.stream(m.text);
         else stream.progress(m.id, 'Loading layer', m.current, m.total);

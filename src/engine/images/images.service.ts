@@ -114,7 +114,7 @@ export interface ImageService extends ImageResolver {
    * docker save: resolve `names` (NotFound, InvalidParameter before anything is written), then
    * the archive as a stream (archive/save.ts).
    */
-  saveImages(names: string[]): Promise<Readable>;
+  saveImages(names: string[], opts?: PlatformOption): Promise<Readable>;
   /** 413 when an upload's declared length is over the load limit (before the body is read). */
   checkLoadSize(length: number | undefined): void;
   /** docker load (archive/load.ts): returns the loaded image IDs; messages as it goes. */
@@ -190,7 +190,7 @@ export async function createImageService(opts: {
     remove: (name, o) => deleter.remove(name, o),
     prune: (filters) => pruner.prune(filters),
     collectGarbage: () => gc.collect(),
-    saveImages: async (names) => saver.write(await saver.prepare(names)),
+    saveImages: async (names, o) => saver.write(await saver.prepare(names, o?.platform)),
     checkLoadSize: (length) => spool.checkDeclared(length),
     loadImages: (o) => loader.load(o),
   };

@@ -236,6 +236,54 @@ describe('docker save and docker load', () => {
     assert.equal(none.status, 200);
   });
 
+  it('saves and loads for one platform (API 1.48 `platform`)', async () => {
+    const arch = await ok('image', 'inspect', '-f', '{{.Architecture}}', 'busybox');
+    const other = arch === 'arm64' ? 'amd64' : 'arm64';
+    const file = join(work, 'platform.tar');
+    await ok('save', '--platform', `linux/${arch}`, '-o', file, 'busybox:two');
+    const wrong = await engine.docker([
+      'save',
+      '--platform',
+      `linux/${other}`,
+      '-o',
+      join(work, 'no.tar'),
+      'busybox:two',
+    ]);
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.stderr, new RegExp(`no suitable export target found for platform linux/${other}`));
+    const two = (p: string) => encodeURIComponent(JSON.stringify({ os: 'linux', architecture: p }));
+    const many = await engine.request(
+      'GET',
+      `/v1.51/images/get?names=busybox&platform=${two(arch)}&platform=${two(arch)}`,
+    );
+    assert.equal(many.status, 400);
+    // the archive's images for another platform are skipped
+    const archive = await readFile(file);
+    await ok('tag', 'busybox:two', 'busybox:keep');
+    await ok('rmi', 'busybox:two');
+    assert.deepEqual(await load(archive, `quiet=1&platform=${two(other)}`), []);
+    assert.equal((await engine.docker(['image', 'inspect', 'busybox:two'])).code, 1);
+    assert.deepEqual(await load(archive, `quiet=1&platform=${two(arch)}`), [
+      { stream: 'Loaded image: busybox:two\n' },
+    ]);
+    await ok('rmi', 'busybox:keep');
+  });
+
+  it('cuts the connection when a stored layer is not what its diff ID says', async () => {
+    const layer = layerTar({ 'corrupt.txt': 'the real content\n' });
+    await load(dockerArchive([{ layers: [busyboxLayer, layer], tags: ['corrupt:1'] }]));
+    const blob = join(engine.dataRoot, 'content/blobs/sha256', sha256(layer).slice(7));
+    const bytes = await readFile(blob);
+    const at = bytes.indexOf('the real');
+    bytes.write('THE REAL', at);
+    await writeFile(blob, bytes);
+    const r = await engine.docker(['save', '-o', join(work, 'corrupt.tar'), 'corrupt:1']);
+    assert.notEqual(r.code, 0, r.stdout);
+    // the engine goes on
+    assert.equal(await ok('run', '--rm', 'busybox', 'echo', 'still'), 'still');
+    await ok('rmi', 'corrupt:1');
+  });
+
   describe('hostile archives: refused in the stream, nothing stored', () => {
     const marker = `berth-hostile-load-${process.pid}`;
 

@@ -6,6 +6,7 @@ import type { LayerCollector } from '../gc.js';
 import type { ImageEvents } from '../image.events.js';
 import type { ImageStore } from '../image.store.js';
 import { addLayer } from '../layers.js';
+import { imagePlatform, type OciPlatform, platformMatches } from '../platform.js';
 import type { ReferenceStore } from '../references.js';
 import { type LoadItem, loadItems } from './formats.js';
 import type { ArchiveSpool } from './reader.js';
@@ -19,6 +20,8 @@ export interface LoadOptions {
   body: AsyncIterable<Buffer>;
   /** No `Loading layer` progress (the `Loaded image` lines still come). */
   quiet?: boolean;
+  /** Load only the images for this platform (the others are skipped, as dockerd). */
+  platform?: OciPlatform;
   onMessage: (m: LoadMessage) => void;
 }
 
@@ -79,7 +82,10 @@ export class ImageLoader {
     const releases: Array<() => void> = [];
     let failed = true;
     try {
-      const items = await loadItems(archive);
+      const want = o.platform;
+      const items = (await loadItems(archive)).filter(
+        (item) => !want || platformMatches(want, imagePlatform(item.config)),
+      );
       // every layer, each chain once, before any image
       const done = new Set<string>();
       for (const item of items) {

@@ -16,6 +16,7 @@ import type { LayerRecord } from '../../storage/overlay.snapshotter.js';
 import type { ImageEvents } from '../image.events.js';
 import type { ImageStore, LoadedImage } from '../image.store.js';
 import { hex } from '../image.store.js';
+import { formatPlatform, imagePlatform, type OciPlatform, platformMatches } from '../platform.js';
 import type { ReferenceStore } from '../references.js';
 import { ANNOTATION_IMAGE_NAME, ANNOTATION_REF_NAME, type Descriptor } from './formats.js';
 import { goJsonEscape, legacyLayers } from './legacy.js';
@@ -67,7 +68,7 @@ export class ImageSaver {
   ) {}
 
   /** Resolve the names (NotFound, InvalidParameter) and pin the layers until the archive is written. */
-  async prepare(names: string[]): Promise<SaveSet> {
+  async prepare(names: string[], platform?: OciPlatform): Promise<SaveSet> {
     const { store, refs } = this.deps;
     const byId = new Map<string, SavedImage>();
     const pinned: string[] = [];
@@ -79,6 +80,8 @@ export class ImageSaver {
       if (!saved) {
         const image = store.get(id);
         if (!image) throw notFound(`No such image: ${id}`);
+        if (platform && !platformMatches(platform, imagePlatform(image.config)))
+          throw notFound(`no suitable export target found for platform ${formatPlatform(platform)}`);
         const layers: LayerRecord[] = [];
         for (const chainId of image.chain) {
           store.pin(chainId);
@@ -295,6 +298,8 @@ export class ImageSaver {
       const sink = pack.entry({ name, type: 'file', mode: 0o644, mtime, size, uid: 0, gid: 0 }, (err) =>
         err ? reject(err) : resolve(),
       );
+      // its failure is the entry callback's (an emitter without a listener would throw)
+      sink.on('error', () => undefined);
       (async () => {
         for await (const chunk of bytes()) {
           hash.update(chunk);
@@ -303,8 +308,13 @@ export class ImageSaver {
             throw systemError(`layer ${layer.diffId} changed while it was saved`);
           if (!sink.write(chunk))
             await new Promise<void>((r) => {
-              sink.once('drain', () => r());
-              sink.once('close', () => r());
+              const done = () => {
+                sink.off('drain', done);
+                sink.off('close', done);
+                r();
+              };
+              sink.on('drain', done);
+              sink.on('close', done);
             });
           if (sink.destroyed) throw invalidParameter('the archive was abandoned');
         }
