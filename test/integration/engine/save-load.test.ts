@@ -7,9 +7,11 @@ import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { eventually } from '../../helpers/eventually.js';
 import { type HostileCase, hostileTars, markedOnHost } from '../../helpers/hostile-tars.js';
 import { dockerArchive, imageConfig, layerTar, sha256 } from '../../helpers/image-archive.js';
 import { requireTool } from '../../helpers/process.js';
+import { RawConnection } from '../../helpers/raw-http.js';
 import { tarOf } from '../../helpers/tar-builder.js';
 
 /** The JSON lines of a load's answer. */
@@ -282,6 +284,38 @@ describe('docker save and docker load', () => {
     // the engine goes on
     assert.equal(await ok('run', '--rm', 'busybox', 'echo', 'still'), 'still');
     await ok('rmi', 'corrupt:1');
+  });
+
+  it('refuses an upload declared over its limit before reading it (413), and forgets a client that leaves', async () => {
+    const c = await RawConnection.open({ path: engine.socket });
+    c.write(
+      'POST /v1.51/images/load?quiet=1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-tar\r\n' +
+        `Content-Length: ${80 * 1024 ** 3}\r\n\r\n`,
+    );
+    assert.ok(
+      await c.waitFor(/\r\n\r\n\{"message":"image archive is larger than the engine accepts/, 5_000),
+      c.text(),
+    );
+    assert.equal(c.status(), 413);
+    c.destroy();
+
+    // half an archive, then gone: the spool goes, nothing is stored
+    const before = await stored();
+    const archive = dockerArchive([
+      { layers: [busyboxLayer, layerTar({ 'gone.txt': 'x' })], tags: ['gone:1'] },
+    ]);
+    const half = await RawConnection.open({ path: engine.socket });
+    half.write(
+      'POST /v1.51/images/load?quiet=1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-tar\r\n' +
+        `Content-Length: ${archive.length}\r\n\r\n`,
+    );
+    half.write(archive.subarray(0, archive.length >> 1));
+    await eventually(
+      'the load to spool',
+      async () => (await readdir(join(engine.dataRoot, 'tmp'))).length > 0,
+    );
+    half.destroy();
+    await eventually('the spool to go', async () => (await stored()) === before);
   });
 
   describe('hostile archives: refused in the stream, nothing stored', () => {
