@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
+import { closeSync, createReadStream, openSync, writeSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -278,23 +278,28 @@ function checkParents(nodes: Map<string, ArchiveNode>, rel: string): void {
   }
 }
 
-/** Write one member's data to `path`, hashing it. */
+/** Write one member's data to `path`, hashing it (synchronous writes: the spool is local, as the content store's ingests). */
 async function spoolMember(entry: AsyncIterable<Buffer>, path: string): Promise<ArchiveFile> {
   const hash = createHash('sha256');
   let size = 0;
-  const file = await open(path, 'wx', 0o600).catch((err) => {
+  let fd: number;
+  try {
+    fd = openSync(path, 'wx', 0o600);
+  } catch (err) {
     throw storeError(err);
-  });
+  }
   try {
     for await (const chunk of entry) {
       hash.update(chunk);
       size += chunk.length;
-      await file.write(chunk).catch((err) => {
+      try {
+        for (let off = 0; off < chunk.length; ) off += writeSync(fd, chunk, off, chunk.length - off);
+      } catch (err) {
         throw storeError(err);
-      });
+      }
     }
   } finally {
-    await file.close();
+    closeSync(fd);
   }
   return { kind: 'file', size, digest: `sha256:${hash.digest('hex')}`, spool: path };
 }
