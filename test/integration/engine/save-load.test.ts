@@ -221,6 +221,29 @@ describe('docker save and docker load', () => {
     await ok('rmi', id);
   });
 
+  it('saves a layer kept compressed as its uncompressed tarball (also when its record predates tarSize)', async () => {
+    const layer = layerTar({ 'etc/': '', 'etc/gzipped.txt': 'kept as gzip\n'.repeat(1000) });
+    const gz = join(work, 'layer.tar.gz');
+    await writeFile(gz, gzipSync(layer));
+    const id = await ok('import', gz, 'gzipped:1');
+    const diff = sha256(layer).slice(7);
+    const check = async (what: string) => {
+      const file = join(work, 'gzipped.tar');
+      await ok('save', '-o', file, 'gzipped:1');
+      const saved = execFileSync('tar', ['-xOf', file, `blobs/sha256/${diff}`], { maxBuffer: 1 << 26 });
+      assert.equal(sha256(saved), sha256(layer), what);
+    };
+    await check('with tarSize');
+    // a layer record written before tarSize existed: counted first
+    const record = join(engine.dataRoot, 'image/snapshots/layers', `${diff}.json`);
+    const { tarSize: _gone, ...older } = JSON.parse(await readFile(record, 'utf8'));
+    assert.equal(older.blob.compression, 'gzip');
+    await writeFile(record, JSON.stringify(older));
+    await engine.restart();
+    await check('without tarSize');
+    await ok('rmi', id);
+  });
+
   it('answers 404 before anything is sent for a name it does not have, as dockerd', async () => {
     for (const [path, message] of [
       ['/v1.51/images/nosuch/get', 'No such image: nosuch'],
