@@ -221,6 +221,62 @@ describe('docker save and docker load', () => {
     await ok('rmi', id);
   });
 
+  it("loads this platform's image of a multi-platform OCI index, or the one `platform` asks for", async () => {
+    const arch = await ok('image', 'inspect', '-f', '{{.Architecture}}', 'busybox');
+    const other = arch === 'arm64' ? 'amd64' : 'arm64';
+    const blobs: Buffer[] = [];
+    const put = (b: Buffer) => {
+      blobs.push(b);
+      return { digest: sha256(b), size: b.length };
+    };
+    const image = (a: string) => {
+      const layer = layerTar({ 'etc/': '', [`etc/${a}.txt`]: `${a}\n` });
+      const config = imageConfig([layer], { architecture: a });
+      const manifest = Buffer.from(
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...put(config) },
+          layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', ...put(gzipSync(layer)) }],
+        }),
+      );
+      return {
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        ...put(manifest),
+        platform: { os: 'linux', architecture: a },
+      };
+    };
+    const index = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.index.v1+json',
+        manifests: [image(other), image(arch)],
+      }),
+    );
+    const top = { mediaType: 'application/vnd.oci.image.index.v1+json', ...put(index) };
+    const layout = tarOf([
+      { name: 'oci-layout', data: '{"imageLayoutVersion":"1.0.0"}' },
+      ...blobs.map((b) => ({ name: `blobs/sha256/${sha256(b).slice(7)}`, data: b })),
+      {
+        name: 'index.json',
+        data: JSON.stringify({
+          schemaVersion: 2,
+          manifests: [
+            { ...top, annotations: { 'io.containerd.image.name': 'docker.io/library/multiarch:1' } },
+          ],
+        }),
+      },
+    ]);
+    assert.deepEqual(await load(layout), [{ stream: 'Loaded image: multiarch:1\n' }]);
+    assert.equal(await ok('image', 'inspect', '-f', '{{.Architecture}}', 'multiarch:1'), arch);
+    const platform = encodeURIComponent(JSON.stringify({ os: 'linux', architecture: other }));
+    const out = await load(layout, `quiet=1&platform=${platform}`);
+    assert.equal(out.length, 2, JSON.stringify(out));
+    assert.match(String(out[0]?.stream), /already exists, renaming the old one/);
+    assert.equal(await ok('image', 'inspect', '-f', '{{.Architecture}}', 'multiarch:1'), other);
+    await ok('rmi', 'multiarch:1');
+  });
+
   it('saves a layer kept compressed as its uncompressed tarball (also when its record predates tarSize)', async () => {
     const layer = layerTar({ 'etc/': '', 'etc/gzipped.txt': 'kept as gzip\n'.repeat(1000) });
     const gz = join(work, 'layer.tar.gz');

@@ -2,7 +2,7 @@ import { type ImageConfigFile, MediaTypes } from '../../../common/docker-types.j
 import { invalidParameter } from '../../../common/errors.js';
 import { parseNormalizedNamed, type Reference, tryParseNormalizedNamed } from '../../../common/reference.js';
 import { hostArchitecture } from '../config.js';
-import { type OciPlatform, platformMatches } from '../platform.js';
+import { formatPlatform, type OciPlatform, platformMatches } from '../platform.js';
 import type { ArchiveFile, ImageArchive } from './reader.js';
 
 /**
@@ -182,17 +182,17 @@ function hostPlatform(): OciPlatform {
 async function resolveManifest(
   archive: ImageArchive,
   d: Descriptor,
+  want: OciPlatform,
   depth = 0,
 ): Promise<{ manifest: OciManifest; digest: string }> {
   if (depth > 4) throw refuse('indexes nested too deep');
   if (INDEXES.has(d.mediaType)) {
     const { value: index } = await blobJson<OciIndex>(archive, d, 'index.json');
-    const want = hostPlatform();
     const match = (index.manifests ?? []).find(
       (m) => MANIFESTS.has(m.mediaType) && (!m.platform || platformMatches(want, m.platform)),
     );
-    if (!match) throw invalidParameter(`no image for linux/${want.architecture} in index ${d.digest}`);
-    return resolveManifest(archive, match, depth + 1);
+    if (!match) throw invalidParameter(`no image for ${formatPlatform(want)} in index ${d.digest}`);
+    return resolveManifest(archive, match, want, depth + 1);
   }
   if (!MANIFESTS.has(d.mediaType)) throw refuse(`unsupported media type ${JSON.stringify(d.mediaType)}`);
   const { value } = await blobJson<OciManifest>(archive, d, 'index.json');
@@ -201,8 +201,11 @@ async function resolveManifest(
   return { manifest: value, digest: d.digest };
 }
 
-/** A plain OCI image layout: index.json (and oci-layout). */
-export async function ociItems(archive: ImageArchive): Promise<LoadItem[]> {
+/** A plain OCI image layout: index.json (and oci-layout); indexes in it give `want`'s manifest (default: this host's). */
+export async function ociItems(
+  archive: ImageArchive,
+  want: OciPlatform = hostPlatform(),
+): Promise<LoadItem[]> {
   const { value: layout } = await archive.readJson<{ imageLayoutVersion?: string }>(
     'oci-layout',
     'the archive',
@@ -212,7 +215,7 @@ export async function ociItems(archive: ImageArchive): Promise<LoadItem[]> {
   if (!index || !Array.isArray(index.manifests)) throw refuse('index.json has no manifests');
   const byManifest = new Map<string, LoadItem>();
   for (const d of index.manifests) {
-    const { manifest, digest } = await resolveManifest(archive, d);
+    const { manifest, digest } = await resolveManifest(archive, d, want);
     let item = byManifest.get(digest);
     if (!item) {
       const configFile = blob(archive, manifest.config, `manifest ${digest}`);
@@ -244,9 +247,9 @@ export async function ociItems(archive: ImageArchive): Promise<LoadItem[]> {
 }
 
 /** The images an archive holds, in either form (docker save's manifest.json first). */
-export async function loadItems(archive: ImageArchive): Promise<LoadItem[]> {
+export async function loadItems(archive: ImageArchive, platform?: OciPlatform): Promise<LoadItem[]> {
   if (archive.file('manifest.json')) return dockerItems(archive);
-  if (archive.file('index.json')) return ociItems(archive);
+  if (archive.file('index.json')) return ociItems(archive, platform);
   throw invalidParameter(
     'invalid image archive: no manifest.json (docker save) or index.json (OCI image layout) in it',
   );

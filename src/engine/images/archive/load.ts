@@ -83,7 +83,7 @@ export class ImageLoader {
     let failed = true;
     try {
       const want = o.platform;
-      const items = (await loadItems(archive)).filter(
+      const items = (await loadItems(archive, want)).filter(
         (item) => !want || platformMatches(want, imagePlatform(item.config)),
       );
       // every layer, each chain once, before any image
