@@ -1,9 +1,7 @@
-import { createHash } from 'node:crypto';
+import { sha256 } from './registry.js';
 import { type RawMember, tarOf } from './tar-builder.js';
 
-export function sha256(data: string | Uint8Array): string {
-  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
-}
+export { sha256 };
 
 /** A small layer tarball: the files given, each 0644 (directories for names ending in `/`). */
 export function layerTar(files: Record<string, string>): Buffer {
