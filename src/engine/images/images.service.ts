@@ -151,7 +151,7 @@ export async function createImageService(opts: {
   const pruner = new ImagePruner({ store, refs, deleter, events });
   const spool = new ArchiveSpool(join(opts.dataRoot, 'tmp'), opts.loadLimit);
   const loader = new ImageLoader({ store, creator, refs, events, gc, spool });
-  const saver = new ImageSaver({ store, refs, events });
+  const saver = new ImageSaver({ store, refs, events, log });
   const snapshotter = containerSnapshotter({
     overlay: store.overlay,
     usesLayer: (chainId) => store.usesLayer(chainId),

@@ -360,8 +360,9 @@ describe('docker save and docker load', () => {
     await writeFile(blob, bytes);
     const r = await engine.docker(['save', '-o', join(work, 'corrupt.tar'), 'corrupt:1']);
     assert.notEqual(r.code, 0, r.stdout);
-    // the engine goes on
+    // the engine goes on, and says why
     assert.equal(await ok('run', '--rm', 'busybox', 'echo', 'still'), 'still');
+    assert.match(engine.log(), /save failed.*is corrupt: its stored tarball hashes to/);
     await ok('rmi', 'corrupt:1');
   });
 

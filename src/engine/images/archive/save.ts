@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import tarStream from 'tar-stream';
 import { MediaTypes } from '../../../common/docker-types.js';
-import { invalidParameter, notFound, systemError } from '../../../common/errors.js';
+import { errorMessage, invalidParameter, isKind, notFound, systemError } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
 import {
   familiarName,
   familiarString,
@@ -64,6 +65,7 @@ export class ImageSaver {
       store: Pick<ImageStore, 'content' | 'overlay' | 'get' | 'has' | 'pin' | 'unpin'>;
       refs: Pick<ReferenceStore, 'lookup' | 'idOf' | 'byName'>;
       events: ImageEvents;
+      log?: Logger;
     },
   ) {}
 
@@ -152,7 +154,12 @@ export class ImageSaver {
       // a reader that left: stop writing (the entries' promises settle with the pack's error)
       if (!pack.destroyed) pack.destroy();
     });
-    writing.catch(() => undefined).finally(release);
+    writing
+      .catch((err: unknown) => {
+        // the engine's own fault (a stored layer that is not its diff ID), not a reader that left
+        if (isKind(err, 'System')) this.deps.log?.error('save failed', { error: errorMessage(err) });
+      })
+      .finally(release);
     return out;
   }
 
