@@ -7,6 +7,7 @@ import { type JsonMessageStream, progressBar, startJsonStream } from '../../http
 import type { ImageService } from '../images/images.service.js';
 import type { ImportProgress, OciPlatform } from '../images/images.types.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
+import { type ImageArchiveBackend, registerImageArchiveRoutes } from './images.archive.js';
 import { decodePlatform, shapeHistoryItem, shapeImageInspect, shapeImageSummary } from './images.versions.js';
 import { gates, versionBefore } from './versions.js';
 
@@ -14,7 +15,8 @@ import { gates, versionBefore } from './versions.js';
 export type ImageBackend = Pick<
   ImageService,
   'importImage' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
->;
+> &
+  ImageArchiveBackend;
 
 async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importImage'>): Promise<void> {
   const q = ctx.query;
@@ -83,6 +85,7 @@ async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importIm
 
 export function registerImageRoutes(router: ApiRouter, images: ImageBackend): void {
   router.post('/images/create', (ctx) => createImage(ctx, images));
+  registerImageArchiveRoutes(router, images);
 
   router.get('/images/json', async (ctx) => {
     const q = ctx.query;

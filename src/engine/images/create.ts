@@ -38,8 +38,16 @@ export class ImageCreator {
    * exists already is answered as it is.
    */
   async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {
+    return this.createImageFromBytes(Buffer.from(serializeImageConfig(config)), opts);
+  }
+
+  /**
+   * createImage from a config's exact bytes (load and pull: the ID is the digest of the bytes the
+   * image came with, whatever their JSON form).
+   */
+  async createImageFromBytes(bytes: Buffer, opts: { parent?: string } = {}): Promise<string> {
     const { store } = this.deps;
-    const bytes = serializeImageConfig(config);
+    const config = JSON.parse(bytes.toString('utf8')) as ImageConfigFile;
     const chain = chainIds(config.rootfs?.diff_ids ?? []);
     return store.locked(async () => {
       let size = 0;
@@ -52,7 +60,7 @@ export class ImageCreator {
       if (store.has(id)) return id;
       await store.add({
         meta: { id, parent: opts.parent ?? '', added: new Date().toISOString() },
-        config: JSON.parse(bytes) as ImageConfigFile,
+        config,
         chain,
         size,
       });

@@ -14,6 +14,8 @@
  * - prune.ts         ImagePruner: POST /images/prune
  * - gc.ts            LayerCollector: layers and blobs nothing uses
  * - snapshots.ts     the containers' snapshotter (removing a snapshot may free layers)
+ * - archive/         docker save and load: the archive reader (spooled, defensive), its two forms
+ *                    (docker save's manifest.json, OCI layouts), the loader, the saver
  *
  * Entry points for what comes next: pull and load (src/engine/distribution/) add each layer with
  * `addLayer(parent, blob)`, register the image with `createImage(config)` (then release() the
@@ -22,11 +24,15 @@
  * per step, or `addLayer()` + `createImage()` for steps without a container.
  */
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import type { ImageConfigFile } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import type { Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
+import { ImageLoader, type LoadOptions } from './archive/load.js';
+import { ArchiveSpool } from './archive/reader.js';
+import { ImageSaver } from './archive/save.js';
 import { ImageCreator } from './create.js';
 import { ImageDeleter } from './delete.js';
 import { LayerCollector } from './gc.js';
@@ -54,6 +60,7 @@ import { containerSnapshotter } from './snapshots.js';
 import { Tagger } from './tags.js';
 import { ImageViews } from './views.js';
 
+export type { LoadMessage, LoadOptions } from './archive/load.js';
 export { parseTimestamp } from './filters.js';
 export type { CommitOptions } from './images.types.js';
 export { parsePlatform } from './import.js';
@@ -103,6 +110,15 @@ export interface ImageService extends ImageResolver {
   ): Promise<{ ImagesDeleted: ImageDeleteItem[] | null; SpaceReclaimed: number }>;
   /** Remove layers that neither an image nor a writable snapshot uses; returns their chain IDs. */
   collectGarbage(): Promise<string[]>;
+  /**
+   * docker save: resolve `names` (NotFound, InvalidParameter before anything is written), then
+   * the archive as a stream (archive/save.ts).
+   */
+  saveImages(names: string[], opts?: PlatformOption): Promise<Readable>;
+  /** 413 when an upload's declared length is over the load limit (before the body is read). */
+  checkLoadSize(length: number | undefined): void;
+  /** docker load (archive/load.ts): returns the loaded image IDs; messages as it goes. */
+  loadImages(opts: LoadOptions): Promise<string[]>;
 }
 
 export async function createImageService(opts: {
@@ -113,6 +129,8 @@ export async function createImageService(opts: {
   ops?: StorageOps;
   /** Written as docker_version into new image configs. */
   engineVersion?: string;
+  /** The most bytes of files an archive docker load receives may hold (413 beyond; default 64 GiB). */
+  loadLimit?: number;
 }): Promise<ImageService> {
   const { log } = opts;
   const engineVersion = opts.engineVersion ?? '0.1.0';
@@ -131,6 +149,9 @@ export async function createImageService(opts: {
   const lister = new ImageLister({ store, refs, views, users });
   const deleter = new ImageDeleter({ store, refs, events, users, gc });
   const pruner = new ImagePruner({ store, refs, deleter, events });
+  const spool = new ArchiveSpool(join(opts.dataRoot, 'tmp'), opts.loadLimit);
+  const loader = new ImageLoader({ store, creator, refs, events, gc, spool });
+  const saver = new ImageSaver({ store, refs, events, log });
   const snapshotter = containerSnapshotter({
     overlay: store.overlay,
     usesLayer: (chainId) => store.usesLayer(chainId),
@@ -144,6 +165,7 @@ export async function createImageService(opts: {
   const removed = await gc.collect();
   if (removed.length) log.info('removed unused layers', { count: removed.length });
   await gc.collectBlobs();
+  await spool.sweep();
 
   return {
     snapshotter,
@@ -168,5 +190,8 @@ export async function createImageService(opts: {
     remove: (name, o) => deleter.remove(name, o),
     prune: (filters) => pruner.prune(filters),
     collectGarbage: () => gc.collect(),
+    saveImages: async (names, o) => saver.write(await saver.prepare(names, o?.platform)),
+    checkLoadSize: (length) => spool.checkDeclared(length),
+    loadImages: (o) => loader.load(o),
   };
 }

@@ -3,6 +3,7 @@ import { writeJsonAtomic } from '../../common/fs/atomic.js';
 import {
   familiarName,
   familiarString,
+  fullName,
   isIdPrefix,
   parseAnyReference,
   parseNormalizedNamed,
@@ -127,6 +128,21 @@ export class ReferenceStore {
     return out.sort((a, b) => {
       const x = referenceString(a);
       const y = referenceString(b);
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
+  }
+
+  /** The tag and digest references of the repository `ref` names, with their images (moby's ReferencesByName). */
+  byName(ref: Reference): Array<{ ref: Reference; id: string }> {
+    const name = fullName(ref);
+    const out: Array<{ ref: Reference; id: string }> = [];
+    for (const [text, id] of this.refs) {
+      const r = this.parsed(text);
+      if (fullName(r) === name) out.push({ ref: r, id });
+    }
+    return out.sort((a, b) => {
+      const x = referenceString(a.ref);
+      const y = referenceString(b.ref);
       return x < y ? -1 : x > y ? 1 : 0;
     });
   }

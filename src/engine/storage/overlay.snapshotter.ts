@@ -24,6 +24,8 @@ export interface LayerRecord {
   size: number;
   /** The layer blob as received (in the content store), when kept. */
   blob?: { digest: string; size: number; compression: Compression };
+  /** Bytes of the uncompressed layer tarball (save writes it without counting first). */
+  tarSize?: number;
   /** Short link name under overlay/l/. */
   link: string;
   created: string;
@@ -252,6 +254,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
           diffId: applied.diffId,
           parent,
           size: applied.size,
+          tarSize: applied.tarSize,
           link,
           created: new Date().toISOString(),
         };
