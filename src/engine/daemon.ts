@@ -18,6 +18,7 @@ import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
+import { registerPushRoutes } from './api/push.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
@@ -26,6 +27,7 @@ import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
+import { RegistryClient } from './distribution/index.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
@@ -164,13 +166,21 @@ export async function startEngine(
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  const registry = new RegistryClient({
+    insecureRegistries: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    userAgent: `berth/${ENGINE_VERSION}`,
+  });
   const images = await createImageService({
     dataRoot: config.dataRoot,
     events,
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
+    registry,
+    maxConcurrentUploads: config.maxConcurrentUploads,
   });
   registerImageRoutes(router, images);
+  registerPushRoutes(router, images);
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({

@@ -70,23 +70,32 @@ export class JsonMessageStream {
   }
 }
 
+/**
+ * The `progress` text of a JSON message as dockerd's JSONProgress.String writes it on the server
+ * (no terminal: the bar is always drawn, no time left): `[====>    ]  1.23MB/4.56MB`, the
+ * current size alone when there is no total or it passed the total.
+ */
 export function progressBar(current: number, total?: number): string {
-  if (!total || total <= 0) return formatBytes(current);
-  const width = 50;
-  const filled = Math.max(0, Math.min(width, Math.floor((current / total) * width)));
-  const bar = `${'='.repeat(Math.max(0, filled - 1))}${filled > 0 ? '>' : ''}${' '.repeat(width - filled)}`;
-  return `[${bar}] ${formatBytes(current)}/${formatBytes(total)}`;
+  if (current <= 0 && (!total || total <= 0)) return '';
+  const cur = formatBytes(current).padStart(8);
+  if (!total || total <= 0) return cur;
+  const percentage = Math.min(50, Math.floor(Math.floor((current / total) * 100) / 2));
+  const bar = `[${'='.repeat(percentage)}>${' '.repeat(Math.max(0, 50 - percentage))}] `;
+  return current > total ? `${bar}${cur}` : `${bar}${cur}/${formatBytes(total)}`;
 }
 
+/** Bytes as go-units' HumanSize: four significant digits, decimal units (`40.45kB`, `2MB`, `527B`). */
 export function formatBytes(n: number): string {
-  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB', 'EB', 'ZB', 'YB'];
   let value = n;
   let unit = 0;
   while (value >= 1000 && unit < units.length - 1) {
     value /= 1000;
     unit++;
   }
-  return unit === 0 ? `${value}B` : `${value.toFixed(value < 10 ? 3 : value < 100 ? 2 : 1)}${units[unit]}`;
+  // %.4g: four significant digits, trailing zeros dropped
+  const text = Number(value.toPrecision(4)).toString();
+  return `${text}${units[unit]}`;
 }
 
 /** Start a streaming JSON response (200, chunked). */

@@ -14,6 +14,8 @@
  * - prune.ts         ImagePruner: POST /images/prune
  * - gc.ts            LayerCollector: layers and blobs nothing uses
  * - snapshots.ts     the containers' snapshotter (removing a snapshot may free layers)
+ * - layer-digests.ts LayerDigests: a layer's compressed digests and the repositories holding them
+ * - push/            Pusher: docker push (layers skipped, mounted or uploaded; config; manifest)
  *
  * Entry points for what comes next: pull and load (src/engine/distribution/) add each layer with
  * `addLayer(parent, blob)`, register the image with `createImage(config)` (then release() the
@@ -23,7 +25,9 @@
  */
 import { join } from 'node:path';
 import type { ImageConfigFile } from '../../common/docker-types.js';
+import { systemError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import type { RegistryClient } from '../distribution/index.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import type { Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
@@ -46,9 +50,12 @@ import type {
   PlatformOption,
 } from './images.types.js';
 import { ImageImporter } from './import.js';
+import { LayerDigests } from './layer-digests.js';
 import { addLayer } from './layers.js';
 import { ImageLister } from './list.js';
 import { ImagePruner } from './prune.js';
+import { Pusher } from './push/push.js';
+import type { PushOptions } from './push/push.types.js';
 import { ReferenceStore } from './references.js';
 import { containerSnapshotter } from './snapshots.js';
 import { Tagger } from './tags.js';
@@ -58,6 +65,7 @@ export { parseTimestamp } from './filters.js';
 export type { CommitOptions } from './images.types.js';
 export { parsePlatform } from './import.js';
 export { EMPTY_LAYER_DIFF_ID } from './layers.js';
+export type { PushMessage, PushOptions } from './push/push.types.js';
 
 export const DEFAULT_PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -103,6 +111,11 @@ export interface ImageService extends ImageResolver {
   ): Promise<{ ImagesDeleted: ImageDeleteItem[] | null; SpaceReclaimed: number }>;
   /** Remove layers that neither an image nor a writable snapshot uses; returns their chain IDs. */
   collectGarbage(): Promise<string[]>;
+  /**
+   * POST /images/{name}/push: errors before the first message are the caller's to answer as a
+   * status; later ones end the stream.
+   */
+  push(opts: PushOptions): Promise<void>;
 }
 
 export async function createImageService(opts: {
@@ -113,10 +126,15 @@ export async function createImageService(opts: {
   ops?: StorageOps;
   /** Written as docker_version into new image configs. */
   engineVersion?: string;
+  /** The engine's Registry V2 client (push; pull). */
+  registry?: RegistryClient;
+  /** EngineConfig.maxConcurrentUploads (layers one push sends at once). */
+  maxConcurrentUploads?: number;
 }): Promise<ImageService> {
   const { log } = opts;
   const engineVersion = opts.engineVersion ?? '0.1.0';
-  const store = new ImageStore({ dataRoot: opts.dataRoot, ops: opts.ops ?? new HostStorageOps(), log });
+  const ops = opts.ops ?? new HostStorageOps();
+  const store = new ImageStore({ dataRoot: opts.dataRoot, ops, log });
   const refs = new ReferenceStore(join(opts.dataRoot, 'image', 'repositories.json'), store);
   const events = new ImageEvents(opts.events, (id) => store.labelsOf(id));
   // The containers service registers itself after start-up (setUsers); until then nobody uses images.
@@ -131,6 +149,20 @@ export async function createImageService(opts: {
   const lister = new ImageLister({ store, refs, views, users });
   const deleter = new ImageDeleter({ store, refs, events, users, gc });
   const pruner = new ImagePruner({ store, refs, deleter, events });
+  const layerDigests = new LayerDigests(opts.dataRoot, log);
+  const pusher = new Pusher({
+    store,
+    refs,
+    layerDigests,
+    events,
+    ops,
+    registry: () => {
+      if (!opts.registry) throw systemError('this image service has no registry client');
+      return opts.registry;
+    },
+    maxConcurrentUploads: () => opts.maxConcurrentUploads ?? 5,
+    log: log.child('push'),
+  });
   const snapshotter = containerSnapshotter({
     overlay: store.overlay,
     usesLayer: (chainId) => store.usesLayer(chainId),
@@ -141,6 +173,7 @@ export async function createImageService(opts: {
   // Start-up: images, then the references to them, then what a crash left unused.
   await store.init();
   await refs.load();
+  await layerDigests.init();
   const removed = await gc.collect();
   if (removed.length) log.info('removed unused layers', { count: removed.length });
   await gc.collectBlobs();
@@ -168,5 +201,6 @@ export async function createImageService(opts: {
     remove: (name, o) => deleter.remove(name, o),
     prune: (filters) => pruner.prune(filters),
     collectGarbage: () => gc.collect(),
+    push: (o) => pusher.push(o),
   };
 }

@@ -128,7 +128,7 @@ export async function convertWhiteouts(dir: string, listing: LayerListing, ops: 
 }
 
 /** Yield the decompressed bytes of `source`, whatever its compression. */
-async function* decompress(
+export async function* decompress(
   source: AsyncIterable<Buffer>,
   ops: StorageOps,
   found: (c: Compression) => void,

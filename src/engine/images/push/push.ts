@@ -1,0 +1,306 @@
+import { MediaTypes } from '../../../common/docker-types.js';
+import { errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
+import {
+  familiarName,
+  familiarString,
+  fullName,
+  parseNormalizedNamed,
+  type Reference,
+  referenceString,
+  withDigest,
+  withTag,
+} from '../../../common/reference.js';
+import {
+  HUB_DOMAIN,
+  NetworkError,
+  type RegistryClient,
+  type RepositorySession,
+  registryDetail,
+} from '../../distribution/index.js';
+import { mountBlob, putBlob, putManifest, statBlob, uploadBlob } from '../../distribution/upload.js';
+import type { StorageOps } from '../../storage/adapters/host.ops.js';
+import type { LayerRecord } from '../../storage/overlay.snapshotter.js';
+import type { ImageEvents } from '../image.events.js';
+import type { ImageStore } from '../image.store.js';
+import type { LayerDigests } from '../layer-digests.js';
+import type { ReferenceStore } from '../references.js';
+import { layerBlob, shortLayerId } from './layer-blob.js';
+import type { PushMessage, PushOptions } from './push.types.js';
+
+/** A layer as the manifest lists it. */
+interface PushedLayer {
+  mediaType: string;
+  size: number;
+  digest: string;
+}
+
+/** Mount attempts per layer, as moby bounds them (getMaxMountAndExistenceCheckAttempts). */
+const MAX_MOUNT_ATTEMPTS = 3;
+/** Progress updates of one layer at most this often (bytes), as moby's progress reader. */
+const PROGRESS_EVERY = 512 * 1024;
+
+export interface PusherDeps {
+  store: Pick<ImageStore, 'get' | 'content' | 'overlay' | 'locked'>;
+  refs: ReferenceStore;
+  layerDigests: LayerDigests;
+  events: ImageEvents;
+  ops: StorageOps;
+  registry: () => RegistryClient;
+  maxConcurrentUploads: () => number;
+  log: Logger;
+}
+
+/** A tiny counting semaphore: `tryAcquire` for the Waiting decision, `acquire` to wait. */
+class Slots {
+  private waiters: Array<() => void> = [];
+  constructor(private free: number) {}
+  tryAcquire(): boolean {
+    if (this.free > 0) {
+      this.free--;
+      return true;
+    }
+    return false;
+  }
+  acquire(): Promise<void> {
+    if (this.tryAcquire()) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  release(): void {
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+/**
+ * `docker push` (moby's distribution.Push with the v2 pusher): for each tag of the repository
+ * (or the one asked for), the image's layers are sent (at most maxConcurrentUploads at once):
+ * skipped when the registry has them (HEAD of a digest known for the layer), mounted from
+ * another repository of the same registry the engine knows holds them, uploaded otherwise; then
+ * the config and the manifest (Docker schema 2). Progress as dockerd words it.
+ */
+export class Pusher {
+  constructor(private readonly deps: PusherDeps) {}
+
+  async push(opts: PushOptions): Promise<void> {
+    let ref = parseNormalizedNamed(opts.name);
+    if (ref.digest !== undefined && !opts.tag) throw invalidParameter('cannot push a digest reference');
+    if (opts.tag) ref = withTag({ ...ref, digest: undefined }, opts.tag);
+    const repo: Reference = { domain: ref.domain, path: ref.path };
+    const say = opts.onMessage;
+    say({ kind: 'status', status: `The push refers to repository [${fullName(repo)}]` });
+
+    const associations = this.deps.refs.byName(fullName(repo));
+    if (!associations.length)
+      throw notFound(`An image does not exist locally with the tag: ${familiarName(repo)}`);
+    if (repo.domain === HUB_DOMAIN)
+      throw notFound(
+        `push to ${familiarName(repo)} is not possible: there is no Docker Hub here; tag the image with a registry's host:port (docker tag ${familiarName(repo)} <host:port>/${familiarName(repo)})`,
+      );
+
+    let targets: Array<{ tag: string; id: string }>;
+    if (ref.tag !== undefined) {
+      const id = this.deps.refs.idOf(referenceString(ref));
+      if (!id) throw notFound(`tag does not exist: ${familiarString(ref)}`);
+      targets = [{ tag: ref.tag, id }];
+    } else {
+      targets = associations
+        .filter((a) => a.ref.tag !== undefined)
+        .map((a) => ({ tag: a.ref.tag as string, id: a.id }));
+      if (!targets.length)
+        throw notFound(`An image does not exist locally with the tag: ${familiarName(repo)}`);
+    }
+
+    const client = this.deps.registry();
+    const endpoints = await client.endpoints(repo.domain, familiarName(repo));
+    const session = await client.open(endpoints, repo.path, opts.auth, ['pull', 'push'], opts.signal);
+    // layers this push sent or found, by diff ID: a second tag of the same image says "already exists"
+    const remote = new Map<string, PushedLayer>();
+    for (const t of targets) await this.pushTag(session, repo, t.tag, t.id, remote, opts);
+    this.deps.events.publish('push', familiarString(ref), familiarName(repo), {});
+  }
+
+  private async pushTag(
+    session: RepositorySession,
+    repo: Reference,
+    tag: string,
+    id: string,
+    remote: Map<string, PushedLayer>,
+    opts: PushOptions,
+  ): Promise<void> {
+    const { store } = this.deps;
+    const image = store.get(id);
+    if (!image) throw notFound(`No such image: ${id}`);
+    const configBytes = await store.content.get(id);
+    const layers: LayerRecord[] = [];
+    for (const chainId of image.chain) {
+      const l = await store.overlay.getLayer(chainId);
+      if (!l) throw notFound(`layer ${chainId} of image ${id} does not exist`);
+      layers.push(l);
+    }
+    // moby lists the descriptors top layer first: Preparing and the uploads go in that order
+    const topFirst = [...layers].reverse();
+    const say = opts.onMessage;
+    const unique = new Map<string, LayerRecord>();
+    for (const l of topFirst) {
+      say({ kind: 'layer', id: shortLayerId(l.diffId), status: 'Preparing' });
+      if (!unique.has(l.diffId)) unique.set(l.diffId, l);
+    }
+    const slots = new Slots(Math.max(1, this.deps.maxConcurrentUploads()));
+    const inner = new AbortController();
+    const onAbort = () => inner.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const jobs = new Map<string, Promise<PushedLayer>>();
+    for (const l of unique.values()) {
+      const started = slots.tryAcquire();
+      if (!started) say({ kind: 'layer', id: shortLayerId(l.diffId), status: 'Waiting' });
+      const job = (async () => {
+        if (!started) await slots.acquire();
+        try {
+          if (inner.signal.aborted) throw inner.signal.reason ?? new Error('push cancelled');
+          return await this.pushLayer(session, repo, l, remote, say, inner.signal);
+        } finally {
+          slots.release();
+        }
+      })();
+      job.catch(() => inner.abort());
+      jobs.set(l.diffId, job);
+    }
+    let pushed: Map<string, PushedLayer>;
+    try {
+      const results = await Promise.allSettled(jobs.values());
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      pushed = new Map(
+        [...jobs.keys()].map((k, i) => [k, (results[i] as PromiseFulfilledResult<PushedLayer>).value]),
+      );
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+
+    const configDesc = await putBlob(session, configBytes, opts.signal);
+    const manifest = {
+      schemaVersion: 2,
+      mediaType: MediaTypes.dockerManifest,
+      config: { mediaType: MediaTypes.dockerConfig, size: configDesc.size, digest: configDesc.digest },
+      layers: layers.map((l) => {
+        const p = pushed.get(l.diffId) as PushedLayer;
+        return { mediaType: p.mediaType, size: p.size, digest: p.digest };
+      }),
+    };
+    // distribution's schema2 manifests are indented with three spaces
+    const bytes = Buffer.from(JSON.stringify(manifest, null, 3));
+    const digest = await putManifest(session, tag, MediaTypes.dockerManifest, bytes, opts.signal);
+    say({ kind: 'status', status: `${tag}: digest: ${digest} size: ${bytes.length}` });
+    say({ kind: 'aux', tag, digest, size: bytes.length });
+    // the pushed manifest's digest becomes a RepoDigest of the image, as dockerd records it
+    await store.locked(async () => {
+      if (!store.get(id)) return;
+      this.deps.refs.set(referenceString(withDigest(repo, digest)), id);
+      await this.deps.refs.save();
+    });
+  }
+
+  /** One layer: already there, mounted, or uploaded. */
+  private async pushLayer(
+    session: RepositorySession,
+    repo: Reference,
+    layer: LayerRecord,
+    remote: Map<string, PushedLayer>,
+    say: (m: PushMessage) => void,
+    signal: AbortSignal,
+  ): Promise<PushedLayer> {
+    const id = shortLayerId(layer.diffId);
+    const target = fullName(repo);
+    const done = remote.get(layer.diffId);
+    if (done) {
+      say({ kind: 'layer', id, status: 'Layer already exists' });
+      return done;
+    }
+    const { layerDigests, store } = this.deps;
+    const blob = layerBlob(
+      {
+        content: store.content,
+        ops: this.deps.ops,
+        diffDir: async (chainId) => (await store.overlay.layerPaths(chainId)).UpperDir,
+      },
+      layer,
+    );
+    const mediaType = MediaTypes.dockerLayer;
+    // the compressed forms the engine knows: the kept gzip blob first, then what pull and push recorded
+    const known = (await layerDigests.get(layer.diffId)).filter(
+      (b) => b.mediaType === mediaType || b.mediaType === MediaTypes.ociLayerGzip,
+    );
+    if (blob.kept && !known.some((k) => k.digest === blob.kept?.digest))
+      known.unshift({ digest: blob.kept.digest, size: blob.kept.size, mediaType, repositories: [] });
+
+    const finish = async (d: PushedLayer, status: string): Promise<PushedLayer> => {
+      say({ kind: 'layer', id, status });
+      remote.set(layer.diffId, d);
+      await layerDigests.add(layer.diffId, d, target);
+      return d;
+    };
+
+    // 1. already in the target repository?
+    for (const k of known.slice(0, 2)) {
+      const size = await statBlob(session, k.digest, signal);
+      if (size !== undefined)
+        return finish(
+          { mediaType, digest: k.digest, size: size >= 0 ? size : k.size },
+          'Layer already exists',
+        );
+    }
+
+    // 2. mount from another repository of the same registry
+    let location: string | undefined;
+    let attempts = 0;
+    for (const k of known) {
+      for (const source of k.repositories) {
+        if (attempts >= MAX_MOUNT_ATTEMPTS) break;
+        const from = parseNormalizedNamed(source);
+        if (from.domain !== repo.domain || from.path === repo.path) continue;
+        attempts++;
+        try {
+          const r = await mountBlob(session, k.digest, from.path, signal);
+          if (r.mounted)
+            return finish({ mediaType, digest: k.digest, size: k.size }, `Mounted from ${from.path}`);
+          location = r.location;
+          break;
+        } catch (err) {
+          if (signal.aborted) throw err;
+          this.deps.log.debug('mount failed', { from: source, digest: k.digest, error: errorMessage(err) });
+          const d = registryDetail(err);
+          if (d && d.status !== 401 && d.status !== 403)
+            await layerDigests.forgetRepository(layer.diffId, k.digest, source);
+        }
+      }
+      if (location || attempts >= MAX_MOUNT_ATTEMPTS) break;
+    }
+
+    // 3. upload
+    const total = blob.progressTotal;
+    let last = -Infinity;
+    let lastAt = 0;
+    const progress = (n: number) => {
+      const now = Date.now();
+      if (n - last >= PROGRESS_EVERY || now - lastAt >= 100) {
+        last = n;
+        lastAt = now;
+        say({ kind: 'layer', id, status: 'Pushing', current: n, total });
+      }
+    };
+    let sent: { digest: string; size: number };
+    try {
+      sent = await uploadBlob(session, blob.read(progress), {
+        signal,
+        location,
+        expected: blob.kept?.digest,
+      });
+    } catch (err) {
+      if (err instanceof NetworkError) throw invalidParameter(err.message);
+      throw err;
+    }
+    return finish({ mediaType, digest: sent.digest, size: sent.size }, 'Pushed');
+  }
+}
