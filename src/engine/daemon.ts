@@ -12,6 +12,7 @@ import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
+import { registerDistributionRoutes } from './api/distribution.routes.js';
 import { engineErrorBody } from './api/errors.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerExecRoutes } from './api/exec.routes.js';
@@ -28,6 +29,7 @@ import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { RegistryClient } from './distribution/index.js';
+import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
@@ -181,6 +183,13 @@ export async function startEngine(
   });
   registerImageRoutes(router, images);
   registerPushRoutes(router, images);
+  registerDistributionRoutes(
+    router,
+    new RegistryService(registry, {
+      mirrors: config.registryMirrors,
+      insecureRegistries: config.insecureRegistries,
+    }),
+  );
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({
