@@ -26,6 +26,7 @@ import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
+import { RegistryClient } from './distribution/index.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
@@ -169,6 +170,13 @@ export async function startEngine(
     events,
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
+    registry: new RegistryClient({
+      insecureRegistries: config.insecureRegistries,
+      mirrors: config.registryMirrors,
+      certsDirs: config.registryCertsDirs,
+      userAgent: `berth/${ENGINE_VERSION}`,
+    }),
+    maxConcurrentDownloads: config.maxConcurrentDownloads,
   });
   registerImageRoutes(router, images);
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });

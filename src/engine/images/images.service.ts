@@ -14,8 +14,11 @@
  * - prune.ts         ImagePruner: POST /images/prune
  * - gc.ts            LayerCollector: layers and blobs nothing uses
  * - snapshots.ts     the containers' snapshotter (removing a snapshot may free layers)
+ * - distribution-metadata.ts  DistributionMetadataStore: layer blob digest <-> diff ID and the
+ *                    repositories a layer came from (pull writes it, push reads it)
+ * - pull/            ImagePuller: docker pull through the registry client (src/engine/distribution)
  *
- * Entry points for what comes next: pull and load (src/engine/distribution/) add each layer with
+ * Entry points for what comes next: load adds each layer with
  * `addLayer(parent, blob)`, register the image with `createImage(config)` (then release() the
  * layers), and tag it with `tag()`; they keep manifests by extending ImageMeta and
  * LayerCollector.collectBlobs. Build (src/engine/build/) runs containers and calls `commit()`
@@ -24,11 +27,13 @@
 import { join } from 'node:path';
 import type { ImageConfigFile } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
+import { RegistryClient } from '../distribution/index.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import type { Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
 import { ImageCreator } from './create.js';
 import { ImageDeleter } from './delete.js';
+import { DistributionMetadataStore } from './distribution-metadata.js';
 import { LayerCollector } from './gc.js';
 import { ImageEvents } from './image.events.js';
 import { ImageStore } from './image.store.js';
@@ -44,18 +49,20 @@ import type {
   ImageUsers,
   ImportOptions,
   PlatformOption,
+  PullOptions,
 } from './images.types.js';
 import { ImageImporter } from './import.js';
 import { addLayer } from './layers.js';
 import { ImageLister } from './list.js';
 import { ImagePruner } from './prune.js';
+import { ImagePuller } from './pull/puller.js';
 import { ReferenceStore } from './references.js';
 import { containerSnapshotter } from './snapshots.js';
 import { Tagger } from './tags.js';
 import { ImageViews } from './views.js';
 
 export { parseTimestamp } from './filters.js';
-export type { CommitOptions } from './images.types.js';
+export type { CommitOptions, PullMessage, PullOptions } from './images.types.js';
 export { parsePlatform } from './import.js';
 export { EMPTY_LAYER_DIFF_ID } from './layers.js';
 
@@ -65,6 +72,11 @@ export const DEFAULT_PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 export interface ImageService extends ImageResolver {
   /** Writable snapshots for containers (prepare on an image's chainId, mount, remove...). */
   readonly snapshotter: Snapshotter & SnapshotterExtras;
+  /**
+   * `POST /images/create?fromImage=...`: pull from a registry, progress through `onMessage`.
+   * Errors thrown before the first message are the answer's status; later ones go in-band.
+   */
+  pull(opts: PullOptions): Promise<void>;
   /** `POST /images/create?fromSrc=...`: returns the new image ID. */
   importImage(opts: ImportOptions): Promise<string>;
   /**
@@ -80,7 +92,7 @@ export interface ImageService extends ImageResolver {
    * Register an image from its config (its layers must exist already). Used by import and commit;
    * load, pull and build later.
    */
-  createImage(config: ImageConfigFile, opts?: { parent?: string }): Promise<string>;
+  createImage(config: ImageConfigFile, opts?: { parent?: string; raw?: Buffer }): Promise<string>;
   /**
    * docker commit's image half (moby's CommitImage): the writable snapshot `key` becomes a layer
    * on the parent image's chain (none when the layer is empty), then an image whose config is
@@ -113,6 +125,10 @@ export async function createImageService(opts: {
   ops?: StorageOps;
   /** Written as docker_version into new image configs. */
   engineVersion?: string;
+  /** The registry client pulls go through (default: loopback insecure, no mirrors). */
+  registry?: RegistryClient;
+  /** Layers one pull downloads at once (default 3). */
+  maxConcurrentDownloads?: number;
 }): Promise<ImageService> {
   const { log } = opts;
   const engineVersion = opts.engineVersion ?? '0.1.0';
@@ -131,6 +147,18 @@ export async function createImageService(opts: {
   const lister = new ImageLister({ store, refs, views, users });
   const deleter = new ImageDeleter({ store, refs, events, users, gc });
   const pruner = new ImagePruner({ store, refs, deleter, events });
+  const distribution = new DistributionMetadataStore(opts.dataRoot);
+  const registry = opts.registry ?? new RegistryClient({ insecureRegistries: ['127.0.0.0/8'], mirrors: [] });
+  const puller = new ImagePuller({
+    store,
+    creator,
+    refs,
+    events,
+    gc,
+    meta: distribution,
+    client: registry,
+    maxConcurrentDownloads: opts.maxConcurrentDownloads ?? 3,
+  });
   const snapshotter = containerSnapshotter({
     overlay: store.overlay,
     usesLayer: (chainId) => store.usesLayer(chainId),
@@ -140,6 +168,7 @@ export async function createImageService(opts: {
 
   // Start-up: images, then the references to them, then what a crash left unused.
   await store.init();
+  await distribution.init();
   await refs.load();
   const removed = await gc.collect();
   if (removed.length) log.info('removed unused layers', { count: removed.length });
@@ -153,6 +182,7 @@ export async function createImageService(opts: {
     setUsers: (u) => {
       currentUsers = u;
     },
+    pull: (o) => puller.pull(o),
     importImage: (o) => importer.importImage(o),
     addLayer: async (parent, input) => {
       const { layer, release } = await addLayer(store, parent, input);
