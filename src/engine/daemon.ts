@@ -171,6 +171,7 @@ export async function startEngine(
   const registry = new RegistryClient({
     insecureRegistries: config.insecureRegistries,
     mirrors: config.registryMirrors,
+    certsDirs: config.registryCertsDirs,
     userAgent: `berth/${ENGINE_VERSION}`,
   });
   const images = await createImageService({
@@ -179,6 +180,7 @@ export async function startEngine(
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
     registry,
+    maxConcurrentDownloads: config.maxConcurrentDownloads,
     maxConcurrentUploads: config.maxConcurrentUploads,
   });
   registerImageRoutes(router, images);

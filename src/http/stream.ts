@@ -71,21 +71,24 @@ export class JsonMessageStream {
 }
 
 /**
- * The `progress` text of a JSON message as dockerd's JSONProgress.String writes it on the server
- * (no terminal: the bar is always drawn, no time left): `[====>    ]  1.23MB/4.56MB`, the
- * current size alone when there is no total or it passed the total.
+ * The `progress` text of a JSON message as dockerd renders it (jsonmessage.JSONProgress.String
+ * with no terminal: width 200): a 50-column bar, then `%8v/%v` of human sizes; without a total,
+ * the current size alone.
  */
 export function progressBar(current: number, total?: number): string {
   if (current <= 0 && (!total || total <= 0)) return '';
-  const cur = formatBytes(current).padStart(8);
-  if (!total || total <= 0) return cur;
-  const percentage = Math.min(50, Math.floor(Math.floor((current / total) * 100) / 2));
+  if (!total || total <= 0) return humanSize(current).padStart(8);
+  const percentage = Math.min(50, Math.trunc(Math.trunc((current / total) * 100) / 2));
   const bar = `[${'='.repeat(percentage)}>${' '.repeat(Math.max(0, 50 - percentage))}] `;
-  return current > total ? `${bar}${cur}` : `${bar}${cur}/${formatBytes(total)}`;
+  const numbers =
+    current > total
+      ? humanSize(current).padStart(8)
+      : `${humanSize(current).padStart(8)}/${humanSize(total)}`;
+  return bar + numbers;
 }
 
-/** Bytes as go-units' HumanSize: four significant digits, decimal units (`40.45kB`, `2MB`, `527B`). */
-export function formatBytes(n: number): string {
+/** go-units' HumanSize: decimal units, 4 significant digits (`36.45kB`, `3.001MB`, `512B`). */
+export function humanSize(n: number): string {
   const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB', 'EB', 'ZB', 'YB'];
   let value = n;
   let unit = 0;
@@ -93,9 +96,14 @@ export function formatBytes(n: number): string {
     value /= 1000;
     unit++;
   }
-  // %.4g: four significant digits, trailing zeros dropped
-  const text = Number(value.toPrecision(4)).toString();
-  return `${text}${units[unit]}`;
+  return `${goG4(value)}${units[unit]}`;
+}
+
+/** Go's `%.4g` for values below 1000 (what HumanSize prints). */
+function goG4(v: number): string {
+  if (v === 0) return '0';
+  const s = v.toPrecision(4);
+  return s.includes('e') ? String(Number(s)) : s.includes('.') ? s.replace(/\.?0+$/, '') : s;
 }
 
 /** Start a streaming JSON response (200, chunked). */

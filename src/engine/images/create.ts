@@ -35,11 +35,12 @@ export class ImageCreator {
   /**
    * Register an image from its config: the layers of its rootfs.diff_ids must exist (NotFound
    * otherwise). The config is stored as moby serialises it; its digest is the ID. An image that
-   * exists already is answered as it is.
+   * exists already is answered as it is. `raw`: the config's bytes as a registry gave them.
    */
-  async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {
+  async createImage(config: ImageConfigFile, opts: { parent?: string; raw?: Buffer } = {}): Promise<string> {
     const { store } = this.deps;
-    const bytes = serializeImageConfig(config);
+    // a pulled (or loaded) image keeps its config bytes as they are: their digest is its ID
+    const bytes = opts.raw ?? serializeImageConfig(config);
     const chain = chainIds(config.rootfs?.diff_ids ?? []);
     return store.locked(async () => {
       let size = 0;
@@ -52,7 +53,7 @@ export class ImageCreator {
       if (store.has(id)) return id;
       await store.add({
         meta: { id, parent: opts.parent ?? '', added: new Date().toISOString() },
-        config: JSON.parse(bytes) as ImageConfigFile,
+        config: JSON.parse(bytes.toString()) as ImageConfigFile,
         chain,
         size,
       });

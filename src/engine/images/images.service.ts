@@ -14,10 +14,12 @@
  * - prune.ts         ImagePruner: POST /images/prune
  * - gc.ts            LayerCollector: layers and blobs nothing uses
  * - snapshots.ts     the containers' snapshotter (removing a snapshot may free layers)
- * - layer-digests.ts LayerDigests: a layer's compressed digests and the repositories holding them
+ * - distribution-metadata.ts  DistributionMetadataStore: layer blob digest <-> diff ID and the
+ *                    repositories a layer came from (pull writes it, push reads it)
+ * - pull/            ImagePuller: docker pull through the registry client (src/engine/distribution)
  * - push/            Pusher: docker push (layers skipped, mounted or uploaded; config; manifest)
  *
- * Entry points for what comes next: pull and load (src/engine/distribution/) add each layer with
+ * Entry points for what comes next: load adds each layer with
  * `addLayer(parent, blob)`, register the image with `createImage(config)` (then release() the
  * layers), and tag it with `tag()`; they keep manifests by extending ImageMeta and
  * LayerCollector.collectBlobs. Build (src/engine/build/) runs containers and calls `commit()`
@@ -25,14 +27,14 @@
  */
 import { join } from 'node:path';
 import type { ImageConfigFile } from '../../common/docker-types.js';
-import { systemError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import type { RegistryClient } from '../distribution/index.js';
+import { RegistryClient } from '../distribution/index.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import type { Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
 import { ImageCreator } from './create.js';
 import { ImageDeleter } from './delete.js';
+import { DistributionMetadataStore } from './distribution-metadata.js';
 import { LayerCollector } from './gc.js';
 import { ImageEvents } from './image.events.js';
 import { ImageStore } from './image.store.js';
@@ -48,12 +50,13 @@ import type {
   ImageUsers,
   ImportOptions,
   PlatformOption,
+  PullOptions,
 } from './images.types.js';
 import { ImageImporter } from './import.js';
-import { LayerDigests } from './layer-digests.js';
 import { addLayer } from './layers.js';
 import { ImageLister } from './list.js';
 import { ImagePruner } from './prune.js';
+import { ImagePuller } from './pull/puller.js';
 import { Pusher } from './push/push.js';
 import type { PushOptions } from './push/push.types.js';
 import { ReferenceStore } from './references.js';
@@ -62,7 +65,7 @@ import { Tagger } from './tags.js';
 import { ImageViews } from './views.js';
 
 export { parseTimestamp } from './filters.js';
-export type { CommitOptions } from './images.types.js';
+export type { CommitOptions, PullMessage, PullOptions } from './images.types.js';
 export { parsePlatform } from './import.js';
 export { EMPTY_LAYER_DIFF_ID } from './layers.js';
 export type { PushMessage, PushOptions } from './push/push.types.js';
@@ -73,6 +76,11 @@ export const DEFAULT_PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 export interface ImageService extends ImageResolver {
   /** Writable snapshots for containers (prepare on an image's chainId, mount, remove...). */
   readonly snapshotter: Snapshotter & SnapshotterExtras;
+  /**
+   * `POST /images/create?fromImage=...`: pull from a registry, progress through `onMessage`.
+   * Errors thrown before the first message are the answer's status; later ones go in-band.
+   */
+  pull(opts: PullOptions): Promise<void>;
   /** `POST /images/create?fromSrc=...`: returns the new image ID. */
   importImage(opts: ImportOptions): Promise<string>;
   /**
@@ -88,7 +96,7 @@ export interface ImageService extends ImageResolver {
    * Register an image from its config (its layers must exist already). Used by import and commit;
    * load, pull and build later.
    */
-  createImage(config: ImageConfigFile, opts?: { parent?: string }): Promise<string>;
+  createImage(config: ImageConfigFile, opts?: { parent?: string; raw?: Buffer }): Promise<string>;
   /**
    * docker commit's image half (moby's CommitImage): the writable snapshot `key` becomes a layer
    * on the parent image's chain (none when the layer is empty), then an image whose config is
@@ -126,9 +134,11 @@ export async function createImageService(opts: {
   ops?: StorageOps;
   /** Written as docker_version into new image configs. */
   engineVersion?: string;
-  /** The engine's Registry V2 client (push; pull). */
+  /** The registry client pulls go through (default: loopback insecure, no mirrors). */
   registry?: RegistryClient;
-  /** EngineConfig.maxConcurrentUploads (layers one push sends at once). */
+  /** Layers one pull downloads at once (default 3). */
+  maxConcurrentDownloads?: number;
+  /** Layers one push uploads at once (default 5). */
   maxConcurrentUploads?: number;
 }): Promise<ImageService> {
   const { log } = opts;
@@ -149,17 +159,25 @@ export async function createImageService(opts: {
   const lister = new ImageLister({ store, refs, views, users });
   const deleter = new ImageDeleter({ store, refs, events, users, gc });
   const pruner = new ImagePruner({ store, refs, deleter, events });
-  const layerDigests = new LayerDigests(opts.dataRoot, log);
+  const distribution = new DistributionMetadataStore(opts.dataRoot);
+  const registry = opts.registry ?? new RegistryClient({ insecureRegistries: ['127.0.0.0/8'], mirrors: [] });
+  const puller = new ImagePuller({
+    store,
+    creator,
+    refs,
+    events,
+    gc,
+    meta: distribution,
+    client: registry,
+    maxConcurrentDownloads: opts.maxConcurrentDownloads ?? 3,
+  });
   const pusher = new Pusher({
     store,
     refs,
-    layerDigests,
+    meta: distribution,
     events,
     ops,
-    registry: () => {
-      if (!opts.registry) throw systemError('this image service has no registry client');
-      return opts.registry;
-    },
+    registry,
     maxConcurrentUploads: () => opts.maxConcurrentUploads ?? 5,
     log: log.child('push'),
   });
@@ -172,8 +190,8 @@ export async function createImageService(opts: {
 
   // Start-up: images, then the references to them, then what a crash left unused.
   await store.init();
+  await distribution.init();
   await refs.load();
-  await layerDigests.init();
   const removed = await gc.collect();
   if (removed.length) log.info('removed unused layers', { count: removed.length });
   await gc.collectBlobs();
@@ -186,6 +204,7 @@ export async function createImageService(opts: {
     setUsers: (u) => {
       currentUsers = u;
     },
+    pull: (o) => puller.pull(o),
     importImage: (o) => importer.importImage(o),
     addLayer: async (parent, input) => {
       const { layer, release } = await addLayer(store, parent, input);

@@ -16,14 +16,13 @@ import {
   NetworkError,
   type RegistryClient,
   type RepositorySession,
-  registryDetail,
 } from '../../distribution/index.js';
 import { mountBlob, putBlob, putManifest, statBlob, uploadBlob } from '../../distribution/upload.js';
 import type { StorageOps } from '../../storage/adapters/host.ops.js';
 import type { LayerRecord } from '../../storage/overlay.snapshotter.js';
+import type { DistributionMetadataStore } from '../distribution-metadata.js';
 import type { ImageEvents } from '../image.events.js';
 import type { ImageStore } from '../image.store.js';
-import type { LayerDigests } from '../layer-digests.js';
 import type { ReferenceStore } from '../references.js';
 import { layerBlob, shortLayerId } from './layer-blob.js';
 import type { PushMessage, PushOptions } from './push.types.js';
@@ -43,10 +42,11 @@ const PROGRESS_EVERY = 512 * 1024;
 export interface PusherDeps {
   store: Pick<ImageStore, 'get' | 'content' | 'overlay' | 'locked'>;
   refs: ReferenceStore;
-  layerDigests: LayerDigests;
+  /** diff ID <-> blob digests and the repositories holding them (dockerd's v2 metadata). */
+  meta: DistributionMetadataStore;
   events: ImageEvents;
   ops: StorageOps;
-  registry: () => RegistryClient;
+  registry: RegistryClient;
   maxConcurrentUploads: () => number;
   log: Logger;
 }
@@ -112,7 +112,7 @@ export class Pusher {
         throw notFound(`An image does not exist locally with the tag: ${familiarName(repo)}`);
     }
 
-    const client = this.deps.registry();
+    const client = this.deps.registry;
     const endpoints = await client.endpoints(repo.domain, familiarName(repo));
     const session = await client.open(endpoints, repo.path, opts.auth, ['pull', 'push'], opts.signal);
     // layers this push sent or found, by diff ID: a second tag of the same image says "already exists"
@@ -218,7 +218,7 @@ export class Pusher {
       say({ kind: 'layer', id, status: 'Layer already exists' });
       return done;
     }
-    const { layerDigests, store } = this.deps;
+    const { meta, store } = this.deps;
     const blob = layerBlob(
       {
         content: store.content,
@@ -228,54 +228,58 @@ export class Pusher {
       layer,
     );
     const mediaType = MediaTypes.dockerLayer;
-    // the compressed forms the engine knows: the kept gzip blob first, then what pull and push recorded
-    const known = (await layerDigests.get(layer.diffId)).filter(
-      (b) => b.mediaType === mediaType || b.mediaType === MediaTypes.ociLayerGzip,
-    );
-    if (blob.kept && !known.some((k) => k.digest === blob.kept?.digest))
-      known.unshift({ digest: blob.kept.digest, size: blob.kept.size, mediaType, repositories: [] });
+    // the blobs the engine knows for this layer: the kept gzip blob, then what pull and push
+    // recorded (most recent first), each with the repositories holding it
+    const known = new Map<string, string[]>();
+    if (blob.kept) known.set(blob.kept.digest, []);
+    for (const s of (await meta.sourcesOf(layer.diffId)).reverse()) {
+      const repos = known.get(s.digest) ?? [];
+      repos.push(s.sourceRepository);
+      known.set(s.digest, repos);
+    }
 
     const finish = async (d: PushedLayer, status: string): Promise<PushedLayer> => {
       say({ kind: 'layer', id, status });
       remote.set(layer.diffId, d);
-      await layerDigests.add(layer.diffId, d, target);
+      await meta.record(layer.diffId, d.digest, target);
       return d;
     };
 
-    // 1. already in the target repository?
-    for (const k of known.slice(0, 2)) {
-      const size = await statBlob(session, k.digest, signal);
-      if (size !== undefined)
-        return finish(
-          { mediaType, digest: k.digest, size: size >= 0 ? size : k.size },
-          'Layer already exists',
-        );
+    // 1. already in the target repository? (HEAD the kept blob and the newest recorded ones)
+    for (const digest of [...known.keys()].slice(0, 2)) {
+      const size = await statBlob(session, digest, signal);
+      if (size !== undefined && size >= 0) return finish({ mediaType, digest, size }, 'Layer already exists');
     }
 
     // 2. mount from another repository of the same registry
     let location: string | undefined;
     let attempts = 0;
-    for (const k of known) {
-      for (const source of k.repositories) {
-        if (attempts >= MAX_MOUNT_ATTEMPTS) break;
-        const from = parseNormalizedNamed(source);
+    mounting: for (const [digest, repos] of known) {
+      for (const source of repos) {
+        if (attempts >= MAX_MOUNT_ATTEMPTS) break mounting;
+        let from: Reference;
+        try {
+          from = parseNormalizedNamed(source);
+        } catch {
+          continue;
+        }
         if (from.domain !== repo.domain || from.path === repo.path) continue;
         attempts++;
         try {
-          const r = await mountBlob(session, k.digest, from.path, signal);
-          if (r.mounted)
-            return finish({ mediaType, digest: k.digest, size: k.size }, `Mounted from ${from.path}`);
+          const r = await mountBlob(session, digest, from.path, signal);
+          if (r.mounted) {
+            const size = await statBlob(session, digest, signal);
+            if (size !== undefined && size >= 0)
+              return finish({ mediaType, digest, size }, `Mounted from ${from.path}`);
+            continue;
+          }
           location = r.location;
-          break;
+          break mounting;
         } catch (err) {
           if (signal.aborted) throw err;
-          this.deps.log.debug('mount failed', { from: source, digest: k.digest, error: errorMessage(err) });
-          const d = registryDetail(err);
-          if (d && d.status !== 401 && d.status !== 403)
-            await layerDigests.forgetRepository(layer.diffId, k.digest, source);
+          this.deps.log.debug('mount failed', { from: source, digest, error: errorMessage(err) });
         }
       }
-      if (location || attempts >= MAX_MOUNT_ATTEMPTS) break;
     }
 
     // 3. upload
