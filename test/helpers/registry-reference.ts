@@ -27,9 +27,13 @@ export interface ReferenceRegistry {
 
 /**
  * Start Debian's reference registry (docker-registry, distribution 2.8) on a loopback port with
- * its own config and root; stopped by its PID.
+ * its own config and root (HTTP Basic from a bcrypt htpasswd file when `htpasswd` is given);
+ * stopped by its PID.
  */
-export async function startReferenceRegistry(root: string): Promise<ReferenceRegistry> {
+export async function startReferenceRegistry(
+  root: string,
+  opts: { htpasswd?: string } = {},
+): Promise<ReferenceRegistry> {
   requireTool('docker-registry', "Debian's docker-registry package is needed (scripts/install-deps.sh)");
   const port = await freePort();
   const dir = await tempDir('berth-refcfg-');
@@ -49,6 +53,9 @@ export async function startReferenceRegistry(root: string): Promise<ReferenceReg
       '    enabled: true',
       'http:',
       `  addr: 127.0.0.1:${port}`,
+      ...(opts.htpasswd
+        ? ['auth:', '  htpasswd:', '    realm: basic-realm', `    path: ${opts.htpasswd}`]
+        : []),
       '',
     ].join('\n'),
   );

@@ -1,5 +1,5 @@
 import { MediaTypes } from '../../../common/docker-types.js';
-import { errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
+import { errorMessage, invalidParameter, isKind, notFound, unauthorized } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import {
   familiarName,
@@ -13,6 +13,7 @@ import {
 } from '../../../common/reference.js';
 import {
   HUB_DOMAIN,
+  hasCredentials,
   NetworkError,
   type RegistryClient,
   type RepositorySession,
@@ -117,7 +118,17 @@ export class Pusher {
     const session = await client.open(endpoints, repo.path, opts.auth, ['pull', 'push'], opts.signal);
     // layers this push sent or found, by diff ID: a second tag of the same image says "already exists"
     const remote = new Map<string, PushedLayer>();
-    for (const t of targets) await this.pushTag(session, repo, t.tag, t.id, remote, opts);
+    try {
+      for (const t of targets) await this.pushTag(session, repo, t.tag, t.id, remote, opts);
+    } catch (err) {
+      // a Basic registry and nothing to answer it with: dockerd's words
+      if (isKind(err, 'Unauthorized') && !hasCredentials(opts.auth)) {
+        const { challenges } = await client.ping(session.endpoint).catch(() => ({ challenges: [] }));
+        if (challenges.some((c) => c.scheme === 'basic') && !challenges.some((c) => c.scheme === 'bearer'))
+          throw unauthorized('no basic auth credentials');
+      }
+      throw err;
+    }
     this.deps.events.publish('push', familiarString(ref), familiarName(repo), {});
   }
 
