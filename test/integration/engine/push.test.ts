@@ -293,7 +293,9 @@ describe('docker push through berth', () => {
       assert.notEqual(denied.code, 0, `push without login to ${host}`);
       assert.match(
         denied.stderr,
-        host === hostOf(token) ? /denied: requested access to the resource is denied/ : /no basic auth credentials/,
+        host === hostOf(token)
+          ? /denied: requested access to the resource is denied/
+          : /no basic auth credentials/,
         host,
       );
       const wrong = await engine.docker(['login', '-u', 'alice', '--password-stdin', host], {
