@@ -9,7 +9,8 @@ export interface HttpRequest {
   /** Absolute URL. */
   url: string;
   headers?: Record<string, string>;
-  body?: Buffer | string;
+  /** A stream (an upload's PATCH) is sent with chunked transfer encoding, never replayed. */
+  body?: Buffer | string | AsyncIterable<Buffer>;
   signal?: AbortSignal;
   /** Follow redirects (GET/HEAD); Authorization is dropped when the host changes. Default true. */
   followRedirects?: boolean;
@@ -91,7 +92,7 @@ export class Transport {
     ep: Endpoint | undefined,
     method: string,
     headers: Record<string, string>,
-    body: Buffer | string | undefined,
+    body: Buffer | string | AsyncIterable<Buffer> | undefined,
     signal: AbortSignal | undefined,
   ): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
@@ -105,8 +106,18 @@ export class Transport {
         if (signal?.aborted) reject(signal.reason ?? err);
         else reject(new NetworkError(`${method} ${url.href}: ${err.message}`, err));
       });
-      if (body !== undefined) r.end(body);
-      else r.end();
+      if (body === undefined) r.end();
+      else if (typeof body === 'string' || Buffer.isBuffer(body)) r.end(body);
+      else {
+        (async () => {
+          for await (const chunk of body) {
+            if (r.destroyed) return;
+            if (!r.write(chunk))
+              await new Promise<void>((ok) => r.once('drain', () => ok()).once('close', () => ok()));
+          }
+          r.end();
+        })().catch((err: Error) => r.destroy(err));
+      }
     });
   }
 

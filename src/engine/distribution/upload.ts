@@ -17,16 +17,21 @@ export interface BlobUploadOptions {
   /**
    * Bytes per PATCH. A blob that ends within the first chunk goes in one monolithic PUT; a
    * larger one in PATCHes of this size (the next chunk is read while one is sent), then a PUT
-   * with the digest. Default 8 MiB.
+   * with the digest. Default 16 MiB.
    */
   chunkSize?: number;
   /** The digest the bytes must have (checked before the final PUT). */
   expected?: string;
   /** An upload already started (the Location of a mount that answered 202). */
   location?: string;
+  /**
+   * Send what follows the first chunk in one streamed PATCH (for bytes made while they are sent,
+   * a layer compressed on the way: nothing is held but the first chunk).
+   */
+  stream?: boolean;
 }
 
-const DEFAULT_CHUNK = 8 * 1024 * 1024;
+const DEFAULT_CHUNK = 16 * 1024 * 1024;
 
 /** Resolve a Location header against the endpoint (it may be relative). */
 function resolveLocation(s: RepositorySession, res: IncomingMessage): string {
@@ -109,43 +114,65 @@ export async function cancelUpload(s: RepositorySession, location: string): Prom
   }
 }
 
-/** Read chunks of exactly `size` bytes (the last shorter) from `source`. */
-function chunker(source: AsyncIterable<Buffer>, size: number): () => Promise<Buffer | undefined> {
-  const it = source[Symbol.asyncIterator]();
-  let rest: Buffer | undefined;
-  let ended = false;
-  return async () => {
-    if (ended && !rest) return undefined;
+/** Reads a stream in chunks of exactly `size` bytes (the last shorter), or the rest as it comes. */
+class Chunker {
+  private readonly it: AsyncIterator<Buffer>;
+  private rest: Buffer | undefined;
+  private ended = false;
+
+  constructor(source: AsyncIterable<Buffer>) {
+    this.it = source[Symbol.asyncIterator]();
+  }
+
+  /** The next `size` bytes (fewer at the end; undefined when nothing is left). */
+  async take(size: number): Promise<Buffer | undefined> {
     const parts: Buffer[] = [];
     let have = 0;
-    if (rest) {
-      const take = Math.min(size, rest.length);
-      parts.push(rest.subarray(0, take));
+    if (this.rest) {
+      const take = Math.min(size, this.rest.length);
+      parts.push(this.rest.subarray(0, take));
       have = take;
-      rest = take < rest.length ? rest.subarray(take) : undefined;
+      this.rest = take < this.rest.length ? this.rest.subarray(take) : undefined;
     }
-    while (have < size && !ended) {
-      const r = await it.next();
+    while (have < size && !this.ended) {
+      const r = await this.it.next();
       if (r.done) {
-        ended = true;
+        this.ended = true;
         break;
       }
       const c = r.value;
       const take = Math.min(size - have, c.length);
       parts.push(take === c.length ? c : c.subarray(0, take));
       have += take;
-      if (take < c.length) rest = c.subarray(take);
+      if (take < c.length) this.rest = c.subarray(take);
     }
-    if (!have && ended) return undefined;
+    if (!have) return undefined;
     return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, have);
-  };
+  }
+
+  /** Everything left, as it comes. */
+  async *remaining(): AsyncGenerator<Buffer> {
+    if (this.rest) {
+      const r = this.rest;
+      this.rest = undefined;
+      yield r;
+    }
+    while (!this.ended) {
+      const r = await this.it.next();
+      if (r.done) {
+        this.ended = true;
+        return;
+      }
+      yield r.value;
+    }
+  }
 }
 
 /**
  * Upload a blob from a stream: a blob that fits one chunk goes monolithically (POST, then PUT
  * with the bytes and the digest); a larger one in PATCHes with Content-Range, each next chunk
- * read (and compressed) while the previous one travels, then a PUT with the digest. At most two
- * chunks are held. Returns its digest and size.
+ * read while the previous one travels (at most two chunks held), or with `stream` in one PATCH
+ * streamed as the bytes come; then a PUT with the digest. Returns its digest and size.
  */
 export async function uploadBlob(
   s: RepositorySession,
@@ -157,51 +184,74 @@ export async function uploadBlob(
   let location = opts.location ?? (await startUpload(s, signal));
   const hash = createHash('sha256');
   let offset = 0;
-  const next = chunker(source, chunkSize);
-  try {
-    let chunk = await next();
-    let following = chunk && chunk.length === chunkSize ? next() : Promise.resolve(undefined);
-    // the first chunk is all there is: one PUT
-    if (chunk && chunk.length < chunkSize) {
-      hash.update(chunk);
-      offset = chunk.length;
-      const digest = `sha256:${hash.digest('hex')}`;
-      if (opts.expected && opts.expected !== digest)
-        throw invalidParameter(`blob upload: expected ${opts.expected}, read ${digest}`);
-      await finish(s, location, digest, chunk, signal);
-      return { digest, size: offset };
-    }
-    while (chunk) {
-      hash.update(chunk);
-      // keep reading while the chunk travels (the rejection is taken when awaited)
-      following.catch(() => undefined);
-      const res = await s.request({
-        method: 'PATCH',
-        url: location,
-        headers: {
-          'Content-Type': 'application/octet-stream',
-          'Content-Length': String(chunk.length),
-          'Content-Range': `${offset}-${offset + chunk.length - 1}`,
-        },
-        body: chunk,
-        signal,
-      });
-      if (res.statusCode !== 202) throw await errorFromResponse(res);
-      res.resume();
-      location = resolveLocation(s, res);
-      offset += chunk.length;
-      chunk = await following;
-      following = chunk && chunk.length === chunkSize ? next() : Promise.resolve(undefined);
-    }
+  const chunks = new Chunker(source);
+  const digestOf = () => {
     const digest = `sha256:${hash.digest('hex')}`;
     if (opts.expected && opts.expected !== digest)
       throw invalidParameter(`blob upload: expected ${opts.expected}, read ${digest}`);
+    return digest;
+  };
+  try {
+    let chunk = await chunks.take(chunkSize);
+    // the first chunk is all there is: one PUT
+    if (!chunk || chunk.length < chunkSize) {
+      if (chunk) hash.update(chunk);
+      const digest = digestOf();
+      await finish(s, location, digest, chunk, signal);
+      return { digest, size: chunk?.length ?? 0 };
+    }
+    if (opts.stream) {
+      // one PATCH carrying the rest as it is produced (dockerd's stream upload)
+      const first = chunk;
+      async function* body(): AsyncGenerator<Buffer> {
+        hash.update(first);
+        offset += first.length;
+        yield first;
+        for await (const c of chunks.remaining()) {
+          hash.update(c);
+          offset += c.length;
+          yield c;
+        }
+      }
+      location = await patch(s, location, body(), undefined, signal);
+    } else {
+      let following = chunks.take(chunkSize);
+      while (chunk) {
+        hash.update(chunk);
+        // keep reading while the chunk travels (the rejection is taken when awaited)
+        following.catch(() => undefined);
+        location = await patch(s, location, chunk, offset, signal);
+        offset += chunk.length;
+        chunk = await following;
+        following = chunk ? chunks.take(chunkSize) : Promise.resolve(undefined);
+      }
+    }
+    const digest = digestOf();
     await finish(s, location, digest, undefined, signal);
     return { digest, size: offset };
   } catch (err) {
     if (!signal?.aborted) await cancelUpload(s, location);
     throw err;
   }
+}
+
+/** One PATCH: a chunk at `offset` (Content-Range), or a stream of unknown length. Answers the next Location. */
+async function patch(
+  s: RepositorySession,
+  location: string,
+  body: Buffer | AsyncIterable<Buffer>,
+  offset: number | undefined,
+  signal?: AbortSignal,
+): Promise<string> {
+  const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream' };
+  if (Buffer.isBuffer(body) && offset !== undefined) {
+    headers['Content-Length'] = String(body.length);
+    headers['Content-Range'] = `${offset}-${offset + body.length - 1}`;
+  }
+  const res = await s.request({ method: 'PATCH', url: location, headers, body, signal });
+  if (res.statusCode !== 202) throw await errorFromResponse(res);
+  res.resume();
+  return resolveLocation(s, res);
 }
 
 /** The final PUT of an upload, with the last bytes (or none). */

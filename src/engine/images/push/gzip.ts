@@ -27,6 +27,38 @@ function deflateBlock(
   );
 }
 
+/** Bytes of each of the three samples (start, middle, end) that decide whether a block compresses. */
+const SAMPLE = 16 * 1024;
+/** A block whose samples deflate (level 1) to more than this share of their size is stored. */
+const INCOMPRESSIBLE = 0.98;
+
+/**
+ * Deflate a block; a block that does not compress (its samples gain less than 2% at level 1:
+ * random or already compressed data) is stored (level 0) instead of spending the CPU for
+ * nothing. The decision depends only on the block's bytes, so the output stays reproducible.
+ */
+async function compressBlock(
+  data: Buffer,
+  dictionary: Buffer | undefined,
+  last: boolean,
+  level: number,
+): Promise<Buffer> {
+  let chosen = level;
+  if (level !== 0 && data.length >= SAMPLE * 4) {
+    const mid = Math.floor(data.length / 2);
+    const sample = Buffer.concat([
+      data.subarray(0, SAMPLE),
+      data.subarray(mid, mid + SAMPLE),
+      data.subarray(data.length - SAMPLE),
+    ]);
+    const packed = await new Promise<Buffer>((resolve, reject) =>
+      deflateRaw(sample, { level: 1 }, (err, out) => (err ? reject(err) : resolve(out))),
+    );
+    if (packed.length > sample.length * INCOMPRESSIBLE) chosen = 0;
+  }
+  return deflateBlock(data, dictionary, last, chosen);
+}
+
 /** Cut a byte stream into blocks of exactly `size` bytes (the last may be shorter or empty). */
 async function* blocks(source: AsyncIterable<Buffer>, size: number): AsyncGenerator<Buffer> {
   let parts: Buffer[] = [];
@@ -51,8 +83,9 @@ async function* blocks(source: AsyncIterable<Buffer>, size: number): AsyncGenera
 /**
  * gzip `source` the way pigz does: one gzip member whose deflate stream is made of blocks
  * compressed in parallel on libuv's thread pool (each primed with the 32 KiB before it and ended
- * with a sync flush, the last one finished). The output depends only on the input and `level`,
- * so the same layer always compresses to the same digest. At most `parallel` blocks are held.
+ * with a sync flush, the last one finished); blocks that do not compress are stored. The output
+ * depends only on the input and `level`, so the same layer always compresses to the same digest.
+ * At most `parallel` blocks are held.
  */
 export async function* parallelGzip(
   source: AsyncIterable<Buffer>,
@@ -72,7 +105,7 @@ export async function* parallelGzip(
       : undefined;
     crc = crc32(block, crc);
     length = (length + block.length) >>> 0;
-    const p = deflateBlock(block, dictionary, last, level);
+    const p = compressBlock(block, dictionary, last, level);
     p.catch(() => undefined); // awaited in order below
     inFlight.push(p);
     previous = block;

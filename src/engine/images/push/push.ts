@@ -311,6 +311,8 @@ export class Pusher {
         signal,
         location,
         expected: blob.kept?.digest,
+        // a layer compressed on the way goes in one streamed PATCH; a kept blob in chunks
+        stream: !blob.kept,
       });
     } catch (err) {
       if (err instanceof NetworkError) throw invalidParameter(err.message);
