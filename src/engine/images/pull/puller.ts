@@ -303,6 +303,8 @@ export class ImagePuller {
         const committed = (async (): Promise<string> => {
           const release = await limiter.acquire(signal);
           let slot = true;
+          let complete = false;
+          let blob: AsyncGenerator<Buffer> | undefined;
           const free = () => {
             if (slot) {
               slot = false;
@@ -310,18 +312,21 @@ export class ImagePuller {
             }
           };
           try {
-            const blob = session.blob(l.digest, l.size, {
+            const source = session.blob(l.digest, l.size, {
               signal,
               onBytes: (n) => progress.bytes(sid, 'Downloading', n, l.size),
             });
+            blob = source;
             const stream = (async function* () {
-              try {
-                yield* blob;
-                progress.layer(sid, 'Verifying Checksum');
-                progress.layer(sid, 'Download complete');
-              } finally {
-                free();
+              for (;;) {
+                const r = await source.next();
+                if (r.done) break;
+                yield r.value;
               }
+              complete = true;
+              free();
+              progress.layer(sid, 'Verifying Checksum');
+              progress.layer(sid, 'Download complete');
             })();
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
@@ -337,8 +342,19 @@ export class ImagePuller {
             progress.layer(sid, 'Pull complete');
             return layer.chainId;
           } catch (err) {
-            fail(err);
-            throw err;
+            // the unpacker gave up before the download ended (the bytes are no layer): read on,
+            // so that a corrupt download is reported as dockerd reports it, by its digest
+            let cause: unknown;
+            if (blob && !complete && !signal.aborted) {
+              try {
+                while (!(await blob.next()).done);
+              } catch (e) {
+                cause = e;
+              }
+            }
+            const e = isBerthError(cause) && /verification failed/.test(cause.message) ? cause : err;
+            fail(e);
+            throw e;
           } finally {
             free();
           }
