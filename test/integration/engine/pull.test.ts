@@ -184,6 +184,7 @@ describe('docker pull', () => {
     };
     await copy(`docker://${host}/multi:v1`);
     await copy(`docker://${host}/multi:v2`);
+    await copy(`docker://${host}/multi:v3`);
     await copy(`docker://${new URL(mirror.url).host}/library/mirrored:v1`);
     engine = await TestEngine.start({
       args: ['--registry-mirror', mirror.url, '--registry-certs-dir', certsDir],
@@ -260,8 +261,7 @@ describe('docker pull', () => {
   it('pulls docker.io names from the mirror', async () => {
     const out = await engine.dockerOk(['pull', 'mirrored:v1']);
     assert.match(out, /Pulling from library\/mirrored/);
-    // the same image as multi:v1 (its layers are here already): up to date, as dockerd says
-    assert.match(out, /Status: (Downloaded newer image|Image is up to date) for mirrored:v1/);
+    assert.match(out, /Status: Downloaded newer image for mirrored:v1/, 'a new tag, as dockerd says');
     assert.equal((await inspect('docker.io/library/mirrored:v1')).status, 200);
     const missing = await engine.docker(['pull', 'library/absent:v1']);
     assert.match(missing.stderr, /manifest for absent:v1 not found/);
@@ -271,12 +271,15 @@ describe('docker pull', () => {
     const out = await engine.dockerOk(['pull', '--all-tags', `${host}/multi`]);
     assert.match(out, /v1: Pulling from multi/);
     assert.match(out, /v2: Pulling from multi/);
-    assert.match(out, new RegExp(`Status: Image is up to date for ${host}/multi\\n`));
+    // v2 named the arm64 image: it names this platform's now, a change (dockerd's "newer image")
+    assert.match(out, new RegExp(`Status: Downloaded newer image for ${host}/multi\\n`));
     const digest = ((await inspect(`${host}/multi:v1`)).body as { RepoDigests: string[] })
       .RepoDigests[0] as string;
-    await engine.dockerOk(['rmi', '-f', `${host}/multi:v1`, `${host}/multi:v2`]);
+    const id = ((await inspect(digest)).body as { Id: string }).Id;
+    await engine.dockerOk(['rmi', '-f', id]);
+    assert.equal((await inspect(digest)).status, 404);
     const byDigest = await engine.dockerOk(['pull', digest]);
-    assert.ok(byDigest.includes(`for ${digest}`), byDigest);
+    assert.ok(byDigest.includes(`Status: Downloaded newer image for ${digest}`), byDigest);
     assert.equal((await inspect(digest)).status, 200);
   });
 
@@ -392,7 +395,7 @@ describe('docker pull with authentication', () => {
         JSON.stringify({ auths: { [h]: { auth: Buffer.from('alice:alice-pw').toString('base64') } } }),
       );
       const out = await engine.dockerOk(['pull', `${h}/team/app:v1`]);
-      assert.match(out, /Status: (Downloaded newer image|Image is up to date) for /);
+      assert.match(out, /Status: Downloaded newer image for /);
       assert.equal((await engine.request('GET', `/v1.41/images/${h}/team/app:v1/json`)).status, 200);
     });
   }
