@@ -88,7 +88,8 @@ export class RegistryClient {
   /**
    * Open `name` (the repository path) on the first endpoint of `endpoints` whose /v2/ answers
    * (a connection or TLS failure moves on to the next one), with these credentials and the
-   * actions requests will need (`pull`, `pull,push`).
+   * actions requests will need (`pull`, `pull,push`). When no endpoint answers, the last
+   * one's NetworkError is thrown.
    */
   async open(
     endpoints: Endpoint[],
@@ -109,7 +110,7 @@ export class RegistryClient {
         if (!(err instanceof NetworkError) && !ep.mirror) throw err;
       }
     }
-    if (lastErr instanceof NetworkError) throw unavailable(lastErr.message);
+    // the last endpoint's failure, as dockerd reports it (a NetworkError: nothing answered)
     throw lastErr ?? unavailable('no endpoint to reach the registry');
   }
 

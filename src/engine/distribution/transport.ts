@@ -104,7 +104,8 @@ export class Transport {
       const r = fn(url, { method, headers, agent: this.agentFor(url, ep), signal }, (res) => resolve(res));
       r.on('error', (err) => {
         if (signal?.aborted) reject(signal.reason ?? err);
-        else reject(new NetworkError(`${method} ${url.href}: ${err.message}`, err));
+        else
+          reject(new NetworkError(`${goMethod(method)} "${url.href}": ${describeNetError(err, url)}`, err));
       });
       if (body === undefined) r.end();
       else if (typeof body === 'string' || Buffer.isBuffer(body)) r.end(body);
@@ -125,6 +126,25 @@ export class Transport {
     for (const a of this.agents.values()) a.destroy();
     this.agents.clear();
   }
+}
+
+/** Go's url.Error names the method like this: `Get`, `Head`, `Post`. */
+function goMethod(m: string): string {
+  return m.charAt(0) + m.slice(1).toLowerCase();
+}
+
+/** A connection failure in the words of Go's net package (what dockerd's messages carry). */
+function describeNetError(err: Error, url: URL): string {
+  const code = (err as { code?: string }).code;
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  const addr = `${url.hostname}:${port}`;
+  if (code === 'ECONNREFUSED') return `dial tcp ${addr}: connect: connection refused`;
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `dial tcp: lookup ${url.hostname}: no such host`;
+  if (code === 'ETIMEDOUT') return `dial tcp ${addr}: i/o timeout`;
+  if (code === 'ECONNRESET') return 'read: connection reset by peer';
+  if (code === 'EPROTO' || /wrong version number|packet length too long/i.test(err.message))
+    return 'http: server gave HTTP response to HTTPS client';
+  return err.message;
 }
 
 /** Read a response body whole (bounded). */

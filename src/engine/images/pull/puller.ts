@@ -66,7 +66,8 @@ interface LayerPlan {
 interface PulledOne {
   id: string;
   manifestDigest: string;
-  downloaded: boolean;
+  /** The reference asked for names a different image than before (dockerd's tagUpdated). */
+  updated: boolean;
 }
 
 /**
@@ -111,7 +112,7 @@ export class ImagePuller {
           progress,
           signal,
         );
-        downloaded ||= one.downloaded;
+        downloaded ||= one.updated;
       }
       this.deps.events.publish('pull', familiarName(ref), familiarName(ref), {});
       progress.status(statusLine(downloaded, familiarName(ref)));
@@ -119,7 +120,7 @@ export class ImagePuller {
     }
     const one = await this.pullOne(session, ref, want, o.platform !== undefined, progress, signal);
     this.deps.events.publish('pull', familiarString(ref), familiarString(ref));
-    progress.status(statusLine(one.downloaded, familiarString(ref)));
+    progress.status(statusLine(one.updated, familiarString(ref)));
   }
 
   /** The repository on the first endpoint that answers (mirrors for docker.io names). */
@@ -171,15 +172,20 @@ export class ImagePuller {
           `image with reference ${familiarString(ref)} was found but does not match the specified platform: wanted ${formatPlatform(want)}, actual: ${formatPlatform(have)}`,
         );
     }
-    // the tag (or the digest asked for) and the digest reference (RepoDigests)
+    // the tag (or the digest asked for) and the digest reference (RepoDigests); as dockerd,
+    // "Downloaded newer image" means the reference asked for did not name this image before
+    const digestRef = referenceString(withDigest({ ...ref, tag: undefined }, manifestDigest));
+    const asked = ref.tag !== undefined ? referenceString(ref) : digestRef;
+    let updated = false;
     await this.deps.store.locked(async () => {
       if (!this.deps.store.has(result.id)) throw notFound(`image ${result.id} went away during the pull`);
-      if (ref.tag !== undefined) this.deps.refs.set(referenceString(ref), result.id);
-      this.deps.refs.set(referenceString(withDigest({ ...ref, tag: undefined }, manifestDigest)), result.id);
+      updated = this.deps.refs.idOf(asked) !== result.id;
+      if (ref.tag !== undefined) this.deps.refs.set(asked, result.id);
+      this.deps.refs.set(digestRef, result.id);
       await this.deps.refs.save();
     });
     progress.status(`Digest: ${manifestDigest}`);
-    return { ...result, manifestDigest };
+    return { id: result.id, manifestDigest, updated };
   }
 
   private async pullSchema2(
@@ -190,15 +196,13 @@ export class ImagePuller {
     signal?: AbortSignal,
   ): Promise<{ id: string; downloaded: boolean }> {
     const id = manifest.config.digest;
+    // an image the store has already: nothing to fetch (dockerd says nothing of its layers)
+    if (this.deps.store.has(id)) return { id, downloaded: false };
     let raw: Buffer;
-    const known = this.deps.store.get(id);
-    if (known) raw = await this.deps.store.content.get(id);
-    else {
-      try {
-        raw = await session.blobBytes(id, signal);
-      } catch (err) {
-        throw translate(err, ref);
-      }
+    try {
+      raw = await session.blobBytes(id, signal);
+    } catch (err) {
+      throw translate(err, ref);
     }
     let config: ImageConfigFile;
     try {
@@ -303,6 +307,8 @@ export class ImagePuller {
         const committed = (async (): Promise<string> => {
           const release = await limiter.acquire(signal);
           let slot = true;
+          let complete = false;
+          let blob: AsyncGenerator<Buffer> | undefined;
           const free = () => {
             if (slot) {
               slot = false;
@@ -310,18 +316,21 @@ export class ImagePuller {
             }
           };
           try {
-            const blob = session.blob(l.digest, l.size, {
+            const source = session.blob(l.digest, l.size, {
               signal,
               onBytes: (n) => progress.bytes(sid, 'Downloading', n, l.size),
             });
+            blob = source;
             const stream = (async function* () {
-              try {
-                yield* blob;
-                progress.layer(sid, 'Verifying Checksum');
-                progress.layer(sid, 'Download complete');
-              } finally {
-                free();
+              for (;;) {
+                const r = await source.next();
+                if (r.done) break;
+                yield r.value;
               }
+              complete = true;
+              free();
+              progress.layer(sid, 'Verifying Checksum');
+              progress.layer(sid, 'Download complete');
             })();
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
@@ -337,8 +346,19 @@ export class ImagePuller {
             progress.layer(sid, 'Pull complete');
             return layer.chainId;
           } catch (err) {
-            fail(err);
-            throw err;
+            // the unpacker gave up before the download ended (the bytes are no layer): read on,
+            // so that a corrupt download is reported as dockerd reports it, by its digest
+            let cause: unknown;
+            if (blob && !complete && !signal.aborted) {
+              try {
+                while (!(await blob.next()).done);
+              } catch (e) {
+                cause = e;
+              }
+            }
+            const e = isBerthError(cause) && /verification failed/.test(cause.message) ? cause : err;
+            fail(e);
+            throw e;
           } finally {
             free();
           }
