@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -284,6 +284,39 @@ describe('docker push through berth', () => {
       dst.layers.map((l) => l.digest),
       src.layers.map((l) => l.digest),
     );
+  });
+
+  it('pushes a layer kept as zstd as it is, in an OCI manifest; berth pulls it back', async () => {
+    requireTool('zstd', "Debian's zstd package is needed");
+    const host = hostOf(open);
+    // a layer of its own (the busybox layer is kept as first imported)
+    const tar = join(work, 'z.tar');
+    await writeFile(
+      tar,
+      execFileSync('gzip', ['-dc'], { input: await tarGz({ 'z.txt': randomBytes(64).toString('hex') }) }),
+    );
+    const zst = join(work, 'z.tar.zst');
+    execFileSync('zstd', ['-q', '-f', '-o', zst, tar]);
+    const id = await engine.dockerOk(['import', zst, `${host}/zstd:1`]);
+    const out = await engine.dockerOk(['push', `${host}/zstd:1`]);
+    const digest = pushedDigest(out, '1');
+    const m = await http('GET', `${open.url}/v2/zstd/manifests/1`, {
+      headers: { Accept: ALL_MANIFEST_TYPES },
+    });
+    assert.equal(m.headers.get('content-type'), 'application/vnd.oci.image.manifest.v1+json');
+    const manifest = m.json() as {
+      config: { mediaType: string };
+      layers: Array<{ mediaType: string; digest: string }>;
+    };
+    assert.equal(manifest.config.mediaType, 'application/vnd.oci.image.config.v1+json');
+    assert.deepEqual(
+      manifest.layers.map((l) => [l.mediaType, l.digest]),
+      [['application/vnd.oci.image.layer.v1.tar+zstd', sha256(await readFile(zst))]],
+    );
+    await engine.dockerOk(['rmi', `${host}/zstd:1`]);
+    const back = await engine.dockerOk(['pull', `${host}/zstd:1`]);
+    assert.match(back, new RegExp(`Digest: ${digest}`));
+    assert.equal(await engine.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${host}/zstd:1`]), id);
   });
 
   it('logs in and pushes with htpasswd (berth and Debian) and with the token server', async () => {

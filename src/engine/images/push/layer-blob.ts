@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import { MediaTypes } from '../../../common/docker-types.js';
 import { invalidParameter, systemError } from '../../../common/errors.js';
 import type { StorageOps } from '../../storage/adapters/host.ops.js';
 import type { ContentStore } from '../../storage/content.store.js';
@@ -11,12 +12,14 @@ import { parallelGzip } from './gzip.js';
 
 /**
  * A layer as push sends it: gzip-compressed. The blob kept at import or pull is sent as it is
- * when it is gzip (same digest as it came with); otherwise its tar (the kept blob uncompressed,
+ * when it is gzip (same digest as it came with) or zstd (an OCI layer); otherwise its tar (the kept blob uncompressed,
  * or, when no blob was kept, the layer exported from its snapshot and checked against its diff
  * ID) is compressed while it is read, so nothing is staged on disk.
  */
 export interface LayerBlob {
   diffId: string;
+  /** Its media type: gzip (Docker's), or OCI's zstd for a kept zstd blob (sent as it is). */
+  mediaType: string;
   /** The kept gzip blob: its digest and size are known before reading anything. */
   kept?: { digest: string; size: number };
   /** The total the progress counts towards (dockerd: the layer's size; here the bytes read when known). */
@@ -67,9 +70,10 @@ async function* verified(source: AsyncIterable<Buffer>, diffId: string): AsyncGe
 export function layerBlob(deps: LayerBlobDeps, layer: LayerRecord): LayerBlob {
   const blob = layer.blob;
   const gzip = (tar: AsyncIterable<Buffer>) => parallelGzip(tar, { parallel: deps.gzipParallel });
-  if (blob?.compression === 'gzip') {
+  if (blob?.compression === 'gzip' || blob?.compression === 'zstd') {
     return {
       diffId: layer.diffId,
+      mediaType: blob.compression === 'zstd' ? MediaTypes.ociLayerZstd : MediaTypes.dockerLayer,
       kept: { digest: blob.digest, size: blob.size },
       progressTotal: blob.size,
       read: (progress) => counted(toBuffers(createReadStream(deps.content.path(blob.digest))), progress),
@@ -78,6 +82,7 @@ export function layerBlob(deps: LayerBlobDeps, layer: LayerRecord): LayerBlob {
   if (blob) {
     return {
       diffId: layer.diffId,
+      mediaType: MediaTypes.dockerLayer,
       // an uncompressed blob is the tar itself: its size is what will be read
       progressTotal: blob.compression === 'none' ? blob.size : layer.size,
       read: (progress) => {
@@ -97,6 +102,7 @@ export function layerBlob(deps: LayerBlobDeps, layer: LayerRecord): LayerBlob {
   }
   return {
     diffId: layer.diffId,
+    mediaType: MediaTypes.dockerLayer,
     progressTotal: layer.size,
     read: (progress) => {
       async function* exported(): AsyncGenerator<Buffer> {

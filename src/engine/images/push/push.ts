@@ -191,18 +191,27 @@ export class Pusher {
     }
 
     const configDesc = await putBlob(session, configBytes, opts.signal);
+    // Docker schema 2, as dockerd pushes; an OCI manifest when a layer is one only OCI can name (zstd)
+    const oci = [...pushed.values()].some((p) => p.mediaType === MediaTypes.ociLayerZstd);
+    const manifestType = oci ? MediaTypes.ociManifest : MediaTypes.dockerManifest;
     const manifest = {
       schemaVersion: 2,
-      mediaType: MediaTypes.dockerManifest,
-      config: { mediaType: MediaTypes.dockerConfig, size: configDesc.size, digest: configDesc.digest },
+      mediaType: manifestType,
+      config: {
+        mediaType: oci ? MediaTypes.ociConfig : MediaTypes.dockerConfig,
+        size: configDesc.size,
+        digest: configDesc.digest,
+      },
       layers: layers.map((l) => {
         const p = pushed.get(l.diffId) as PushedLayer;
-        return { mediaType: p.mediaType, size: p.size, digest: p.digest };
+        const mediaType =
+          oci && p.mediaType === MediaTypes.dockerLayer ? MediaTypes.ociLayerGzip : p.mediaType;
+        return { mediaType, size: p.size, digest: p.digest };
       }),
     };
     // distribution's schema2 manifests are indented with three spaces
     const bytes = Buffer.from(JSON.stringify(manifest, null, 3));
-    const digest = await putManifest(session, tag, MediaTypes.dockerManifest, bytes, opts.signal);
+    const digest = await putManifest(session, tag, manifestType, bytes, opts.signal);
     say({ kind: 'status', status: `${tag}: digest: ${digest} size: ${bytes.length}` });
     say({ kind: 'aux', tag, digest, size: bytes.length });
     // the pushed manifest's digest becomes a RepoDigest of the image, as dockerd records it
@@ -238,7 +247,7 @@ export class Pusher {
       },
       layer,
     );
-    const mediaType = MediaTypes.dockerLayer;
+    const mediaType = blob.mediaType;
     // the blobs the engine knows for this layer: the kept gzip blob, then what pull and push
     // recorded (most recent first), each with the repositories holding it
     const known = new Map<string, string[]>();
