@@ -8,13 +8,19 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createPrivateKey, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pack } from 'tar-stream';
+import { Logger } from '../../../src/common/log.js';
+import { Acl } from '../../../src/registry/auth/acl.js';
+import { Htpasswd } from '../../../src/registry/auth/htpasswd.js';
+import { ensureSigningKeyPair } from '../../../src/registry/auth/keys.js';
+import { TokenServer } from '../../../src/registry/auth/token-server.js';
 import { startRegistry } from '../../../src/registry/index.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
@@ -34,6 +40,8 @@ let basic: Running;
 let token: Running;
 let debian: ReferenceRegistry;
 let debianBasic: ReferenceRegistry;
+let debianToken: ReferenceRegistry;
+let tokenHttp: Server;
 
 const hostOf = (r: Running) => new URL(r.url).host;
 const AUTH_NONE = Buffer.from('{}').toString('base64');
@@ -128,10 +136,36 @@ before(async () => {
   token = await startBerth('token', { berth: { tokenserver: { enabled: true, htpasswd: users } } });
   debian = await startReferenceRegistry(await mkdtemp(join(work, 'debian-')));
   debianBasic = await startReferenceRegistry(await mkdtemp(join(work, 'debian-basic-')), { htpasswd: users });
+  // Debian's registry with token auth: berth's token server as the external one (RS256, rootcertbundle)
+  const keys = await ensureSigningKeyPair(join(work, 'token-keys'), 'RS256');
+  const quiet = new Logger('error');
+  const tokens = new TokenServer({
+    issuer: 'push-test-issuer',
+    service: 'push-test-registry',
+    privateKey: createPrivateKey(await readFile(keys.keyPath, 'utf8')),
+    htpasswd: new Htpasswd(users, { log: quiet }),
+    acl: new Acl([]),
+    log: quiet,
+  });
+  tokenHttp = createServer((req, res) => void tokens.handle(req, res));
+  await new Promise<void>((r) => tokenHttp.listen(0, '127.0.0.1', r));
+  debianToken = await startReferenceRegistry(await mkdtemp(join(work, 'debian-token-')), {
+    token: {
+      realm: `http://127.0.0.1:${(tokenHttp.address() as AddressInfo).port}/token`,
+      service: 'push-test-registry',
+      issuer: 'push-test-issuer',
+      rootcertbundle: keys.certPath,
+    },
+  });
   engine = await TestEngine.start({ bridge: 'none', args: ['--max-concurrent-uploads', '2'] });
   await ensureBusybox(engine);
   dockerd = await ReferenceDockerd.start({
-    insecureRegistries: [...berthRegs.map(hostOf), debian.hostPort, debianBasic.hostPort],
+    insecureRegistries: [
+      ...berthRegs.map(hostOf),
+      debian.hostPort,
+      debianBasic.hostPort,
+      debianToken.hostPort,
+    ],
   });
 });
 
@@ -141,6 +175,8 @@ after(async () => {
   for (const r of berthRegs) await r.close();
   await debian?.stop();
   await debianBasic?.stop();
+  await debianToken?.stop();
+  if (tokenHttp) await new Promise<void>((r) => tokenHttp.close(() => r()));
   if (work) await rm(work, { recursive: true, force: true });
 });
 
@@ -319,15 +355,16 @@ describe('docker push through berth', () => {
     assert.equal(await engine.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${host}/zstd:1`]), id);
   });
 
-  it('logs in and pushes with htpasswd (berth and Debian) and with the token server', async () => {
-    for (const host of [hostOf(basic), debianBasic.hostPort, hostOf(token)]) {
+  it('logs in and pushes with htpasswd (berth and Debian) and with token servers (berth, Debian + external)', async () => {
+    for (const host of [hostOf(basic), debianBasic.hostPort, hostOf(token), debianToken.hostPort]) {
+      const tokenAuth = host === hostOf(token) || host === debianToken.hostPort;
       await engine.dockerOk(['tag', 'busybox', `${host}/alice/bb:1`]);
       const denied = await engine.docker(['push', `${host}/alice/bb:1`]);
-      assert.notEqual(denied.code, 0, `push without login to ${host}`);
+      assert.notEqual(denied.code, 0, `push without login to ${host} (${tokenAuth}): ${denied.stdout}`);
       assert.match(
         denied.stderr,
-        host === hostOf(token)
-          ? /denied: requested access to the resource is denied/
+        tokenAuth
+          ? /denied: requested access to the resource is denied|unauthorized: authentication required/
           : /no basic auth credentials/,
         host,
       );
@@ -338,7 +375,7 @@ describe('docker push through berth', () => {
       assert.match(
         wrong.stderr,
         new RegExp(
-          host === hostOf(token)
+          tokenAuth
             ? `Error response from daemon: Get "http://${host}/v2/": unauthorized: `
             : `Error response from daemon: login attempt to http://${host}/v2/ failed with status: 401 Unauthorized`,
         ),
@@ -349,6 +386,10 @@ describe('docker push through berth', () => {
       assert.match(ok, /Login Succeeded/);
       const pushed = await engine.dockerOk(['push', `${host}/alice/bb:1`]);
       assert.match(pushed, /digest: sha256:/);
+      // dockerd, logged in the same way, pulls what berth pushed
+      await dockerd.dockerOk(['login', '-u', 'alice', '--password-stdin', host], { input: 'alice-pw\n' });
+      const pulled = await dockerd.dockerOk(['pull', `${host}/alice/bb:1`]);
+      assert.match(pulled, new RegExp(`Digest: ${pushedDigest(pushed)}`));
       await engine.dockerOk(['logout', host]);
     }
   });
