@@ -427,6 +427,39 @@ describe('docker push through berth', () => {
     assert.match(hub.stderr, /no Docker Hub/);
   });
 
+  it('retries an upload whose connection dropped, counting down as dockerd', async () => {
+    // a proxy in front of berth's open registry that drops the first blob upload's final PUT
+    let dropped = 0;
+    const proxy = createServer((req, res) => {
+      if (req.method === 'PUT' && req.url?.includes('/blobs/uploads/') && dropped === 0) {
+        dropped++;
+        req.socket.destroy();
+        return;
+      }
+      const target = new URL(req.url ?? '/', open.url);
+      const fwd = httpRequest(target, { method: req.method, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      fwd.on('error', () => res.destroy());
+      req.pipe(fwd);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      await engine.dockerOk(['tag', 'busybox', `${host}/retry:1`]);
+      const out = await engine.dockerOk(['push', `${host}/retry:1`], { timeoutMs: 60_000 });
+      assert.equal(dropped, 1);
+      assert.match(out, /: Retrying in 5 seconds\n[\s\S]*: Retrying in 1 second\n[\s\S]*: Pushed\n/);
+      assert.match(out, /: Pushed\n/);
+      assert.match(out, /1: digest: sha256:/);
+      const res = await engine.request('GET', '/v1.41/images/json');
+      assert.equal(res.status, 200);
+    } finally {
+      await new Promise<void>((r) => proxy.close(() => r()));
+    }
+  });
+
   it('a client that goes away cancels the push: no manifest is written', async () => {
     const tar = join(work, 'big.tar');
     {

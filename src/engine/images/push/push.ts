@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MediaTypes } from '../../../common/docker-types.js';
 import { errorMessage, invalidParameter, isKind, notFound, unauthorized } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
@@ -37,6 +38,9 @@ interface PushedLayer {
 
 /** Mount attempts per layer, as moby bounds them (getMaxMountAndExistenceCheckAttempts). */
 const MAX_MOUNT_ATTEMPTS = 3;
+/** Upload attempts per layer, and the seconds before the first retry (moby's upload manager). */
+const MAX_UPLOAD_ATTEMPTS = 5;
+const RETRY_SECONDS = 5;
 /** Progress updates of one layer at most this often (bytes), as moby's progress reader. */
 const PROGRESS_EVERY = 512 * 1024;
 
@@ -315,17 +319,32 @@ export class Pusher {
       }
     };
     let sent: { digest: string; size: number };
-    try {
-      sent = await uploadBlob(session, blob.read(progress), {
-        signal,
-        location,
-        expected: blob.kept?.digest,
-        // a layer compressed on the way goes in one streamed PATCH; a kept blob in chunks
-        stream: !blob.kept,
-      });
-    } catch (err) {
-      if (err instanceof NetworkError) throw invalidParameter(err.message);
-      throw err;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        last = -Infinity;
+        sent = await uploadBlob(session, blob.read(progress), {
+          signal,
+          location,
+          expected: blob.kept?.digest,
+          // a layer compressed on the way goes in one streamed PATCH; a kept blob in chunks
+          stream: !blob.kept,
+        });
+        break;
+      } catch (err) {
+        // moby's upload manager: a dropped connection or a registry's 5xx is tried again (five
+        // attempts), after attempt×5 seconds counted down; the registry's 4xx answers are final
+        const retryable = err instanceof NetworkError || isKind(err, 'Unavailable');
+        if (signal.aborted || !retryable || attempt >= MAX_UPLOAD_ATTEMPTS) {
+          if (err instanceof NetworkError) throw invalidParameter(err.message);
+          throw err;
+        }
+        this.deps.log.warn('upload failed, retrying', { layer: layer.diffId, error: errorMessage(err) });
+        location = undefined;
+        for (let left = attempt * RETRY_SECONDS; left > 0; left--) {
+          say({ kind: 'layer', id, status: `Retrying in ${left} second${left === 1 ? '' : 's'}` });
+          await sleep(1000, undefined, { signal });
+        }
+      }
     }
     return finish({ mediaType, digest: sent.digest, size: sent.size }, 'Pushed');
   }
