@@ -334,6 +334,7 @@ export class ImagePuller {
             })();
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
+              verifiedDigest: l.digest,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);
