@@ -35,7 +35,7 @@ import type { ImageStore } from '../image.store.js';
 import type { PullOptions } from '../images.types.js';
 import { parsePlatform } from '../import.js';
 import { addLayer } from '../layers.js';
-import { formatPlatform, type OciPlatform, platformMatches } from '../platform.js';
+import { formatPlatform, type OciPlatform, platformMatches, platformRank } from '../platform.js';
 import type { ReferenceStore } from '../references.js';
 import { Limiter } from './limiter.js';
 import { PullProgress, shortId } from './progress.js';
@@ -151,7 +151,7 @@ export class ImagePuller {
     progress.status(`Pulling from ${ref.path}`, ref.digest ?? ref.tag);
     const manifestDigest = fetched.digest;
     if (fetched.kind === 'index') {
-      const entry = choosePlatform(fetched.index, (p) => platformMatches(want, p), formatPlatform(want));
+      const entry = choosePlatform(fetched.index, (p) => platformRank(want, p), formatPlatform(want));
       try {
         fetched = await session.manifest(entry.digest, signal);
       } catch (err) {
