@@ -410,9 +410,10 @@ export function translate(err: unknown, ref: Reference): unknown {
   if (code === 'MANIFEST_UNKNOWN' || (d.status === 404 && code === ''))
     return notFound(`manifest for ${familiarString(ref)} not found: ${text}`, d);
   if (code === 'NAME_UNKNOWN') return notFound(`repository ${familiarName(ref)} not found: ${text}`, d);
-  if (code === 'DENIED' || d.status === 403)
+  // no read access is a 404 for dockerd too (its notFoundError): the repository may not exist
+  if (code === 'DENIED')
     return new BerthError(
-      'Forbidden',
+      'NotFound',
       `pull access denied for ${familiarName(ref)}, repository does not exist or may require 'docker login': ${d.errors[0]?.message ?? 'requested access to the resource is denied'}`,
       d,
     );
