@@ -69,6 +69,16 @@ export class Authorizer {
     return this.challenges.length > 0;
   }
 
+  /** The registry asks for Basic credentials and there are none (Go's "no basic auth credentials"). */
+  get basicWithoutCredentials(): boolean {
+    return (
+      !this.creds.registrytoken &&
+      !this.challenges.some((c) => c.scheme === 'bearer') &&
+      this.challenges.some((c) => c.scheme === 'basic') &&
+      this.creds.username === undefined
+    );
+  }
+
   /** The Authorization header for a request needing `scopes`, if any. */
   async header(scopes: string[], signal?: AbortSignal): Promise<string | undefined> {
     if (this.creds.registrytoken) return `Bearer ${this.creds.registrytoken}`;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BerthError, invalidParameter, unavailable } from '../../common/errors.js';
+import { BerthError, invalidParameter, unauthorized, unavailable } from '../../common/errors.js';
 import { Authorizer, repositoryScope, TokenCache } from './auth.js';
 import { DEFAULT_CERTS_DIRS } from './certs.js';
 import { parseChallenges } from './challenge.js';
@@ -156,9 +156,17 @@ export class RepositorySession {
    */
   async request(req: HttpRequest & { extraScopes?: string[] }): Promise<IncomingMessage> {
     const scopes = [repositoryScope(this.name, this.actions), ...(req.extraScopes ?? [])];
+    // failures are named after the request, as Go's url.Error prints them: `Get "<url>": ...`
+    const where = `${req.method.charAt(0)}${req.method.slice(1).toLowerCase()} "${req.url}"`;
     for (let attempt = 0; ; attempt++) {
       const headers = { ...(req.headers ?? {}) };
-      const authz = await this.auth.header(scopes, req.signal);
+      let authz: string | undefined;
+      try {
+        authz = await this.auth.header(scopes, req.signal);
+      } catch (err) {
+        if (err instanceof BerthError) throw new BerthError(err.kind, `${where}: ${err.message}`, err.detail);
+        throw err;
+      }
       if (authz) headers.Authorization = authz;
       const res = await this.client.transport.send(this.endpoint, { ...req, headers });
       if (res.statusCode === 401 && attempt === 0) {
@@ -168,6 +176,10 @@ export class RepositorySession {
           this.auth.update(challenges);
           continue;
         }
+      }
+      if (res.statusCode === 401 && this.auth.basicWithoutCredentials) {
+        res.resume();
+        throw unauthorized(`${where}: no basic auth credentials`);
       }
       return res;
     }

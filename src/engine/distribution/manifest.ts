@@ -97,27 +97,36 @@ export function parseManifest(
 }
 
 /**
- * The entry of an index for a platform, as dockerd picks it: the entries `matches` accepts, in
- * the index's order, the first one whose platform is exactly the wanted one preferred. NotFound
- * in dockerd's words when none fits.
+ * The entry of an index for a platform, as dockerd picks it: among the entries `rank` accepts
+ * (a number: lower is better, containerd's ordering of the platforms the wanted one runs), the
+ * best, the index's order breaking ties. NotFound in dockerd's words when none fits.
  */
 export function choosePlatform(
   index: ImageIndex,
-  matches: (p: Platform) => boolean,
+  rank: (p: Platform) => number | undefined,
   wanted: string,
 ): Descriptor {
-  const candidates = index.manifests.filter(
-    (d) =>
-      (d.mediaType === undefined ||
+  let best: Descriptor | undefined;
+  let bestRank = Number.POSITIVE_INFINITY;
+  for (const d of index.manifests) {
+    if (
+      d.platform === undefined ||
+      !(
+        d.mediaType === undefined ||
         d.mediaType === MediaTypes.dockerManifest ||
         d.mediaType === MediaTypes.ociManifest ||
-        isSchema1Type(d.mediaType)) &&
-      d.platform !== undefined &&
-      matches(d.platform),
-  );
-  const first = candidates[0];
-  if (!first) throw notFound(`no matching manifest for ${wanted} in the manifest list entries`);
-  return first;
+        isSchema1Type(d.mediaType)
+      )
+    )
+      continue;
+    const r = rank(d.platform);
+    if (r !== undefined && r < bestRank) {
+      best = d;
+      bestRank = r;
+    }
+  }
+  if (!best) throw notFound(`no matching manifest for ${wanted} in the manifest list entries`);
+  return best;
 }
 
 /** One layer of a schema 1 image, bottom first. */

@@ -35,7 +35,7 @@ import type { ImageStore } from '../image.store.js';
 import type { PullOptions } from '../images.types.js';
 import { parsePlatform } from '../import.js';
 import { addLayer } from '../layers.js';
-import { formatPlatform, type OciPlatform, platformMatches } from '../platform.js';
+import { formatPlatform, type OciPlatform, platformMatches, platformRank } from '../platform.js';
 import type { ReferenceStore } from '../references.js';
 import { Limiter } from './limiter.js';
 import { PullProgress, shortId } from './progress.js';
@@ -151,7 +151,7 @@ export class ImagePuller {
     progress.status(`Pulling from ${ref.path}`, ref.digest ?? ref.tag);
     const manifestDigest = fetched.digest;
     if (fetched.kind === 'index') {
-      const entry = choosePlatform(fetched.index, (p) => platformMatches(want, p), formatPlatform(want));
+      const entry = choosePlatform(fetched.index, (p) => platformRank(want, p), formatPlatform(want));
       try {
         fetched = await session.manifest(entry.digest, signal);
       } catch (err) {
@@ -334,6 +334,7 @@ export class ImagePuller {
             })();
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
+              verifiedDigest: l.digest,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);
@@ -409,9 +410,10 @@ export function translate(err: unknown, ref: Reference): unknown {
   if (code === 'MANIFEST_UNKNOWN' || (d.status === 404 && code === ''))
     return notFound(`manifest for ${familiarString(ref)} not found: ${text}`, d);
   if (code === 'NAME_UNKNOWN') return notFound(`repository ${familiarName(ref)} not found: ${text}`, d);
-  if (code === 'DENIED' || d.status === 403)
+  // no read access is a 404 for dockerd too (its notFoundError): the repository may not exist
+  if (code === 'DENIED')
     return new BerthError(
-      'Forbidden',
+      'NotFound',
       `pull access denied for ${familiarName(ref)}, repository does not exist or may require 'docker login': ${d.errors[0]?.message ?? 'requested access to the resource is denied'}`,
       d,
     );
