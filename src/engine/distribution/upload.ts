@@ -25,13 +25,15 @@ export interface BlobUploadOptions {
   /** An upload already started (the Location of a mount that answered 202). */
   location?: string;
   /**
-   * Send what follows the first chunk in one streamed PATCH (for bytes made while they are sent,
-   * a layer compressed on the way: nothing is held but the first chunk).
+   * Send a blob larger than 1 MiB in one streamed PATCH (for bytes made while they are sent, a
+   * layer compressed on the way: nothing is held but its first MiB).
    */
   stream?: boolean;
 }
 
 const DEFAULT_CHUNK = 16 * 1024 * 1024;
+/** A streamed blob up to this size goes in one monolithic PUT. */
+const MONOLITHIC_MAX = 1024 * 1024;
 
 /** Resolve a Location header against the endpoint (it may be relative). */
 function resolveLocation(s: RepositorySession, res: IncomingMessage): string {
@@ -191,10 +193,12 @@ export async function uploadBlob(
       throw invalidParameter(`blob upload: expected ${opts.expected}, read ${digest}`);
     return digest;
   };
+  // a streamed upload holds only what decides between one PUT and a PATCH
+  const first = opts.stream ? Math.min(chunkSize, MONOLITHIC_MAX) : chunkSize;
   try {
-    let chunk = await chunks.take(chunkSize);
+    let chunk = await chunks.take(first);
     // the first chunk is all there is: one PUT
-    if (!chunk || chunk.length < chunkSize) {
+    if (!chunk || chunk.length < first) {
       if (chunk) hash.update(chunk);
       const digest = digestOf();
       await finish(s, location, digest, chunk, signal);
@@ -202,11 +206,11 @@ export async function uploadBlob(
     }
     if (opts.stream) {
       // one PATCH carrying the rest as it is produced (dockerd's stream upload)
-      const first = chunk;
+      const head = chunk;
       async function* body(): AsyncGenerator<Buffer> {
-        hash.update(first);
-        offset += first.length;
-        yield first;
+        hash.update(head);
+        offset += head.length;
+        yield head;
         for await (const c of chunks.remaining()) {
           hash.update(c);
           offset += c.length;
