@@ -167,6 +167,7 @@ export class Pusher {
     const onAbort = () => inner.abort(opts.signal?.reason);
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const jobs = new Map<string, Promise<PushedLayer>>();
+    let firstError: unknown;
     for (const l of unique.values()) {
       const started = slots.tryAcquire();
       if (!started) say({ kind: 'layer', id: shortLayerId(l.diffId), status: 'Waiting' });
@@ -179,14 +180,18 @@ export class Pusher {
           slots.release();
         }
       })();
-      job.catch(() => inner.abort());
+      // the first failure stops the others; it is the one reported, not their aborts
+      job.catch((err) => {
+        if (!inner.signal.aborted) firstError ??= err;
+        inner.abort();
+      });
       jobs.set(l.diffId, job);
     }
     let pushed: Map<string, PushedLayer>;
     try {
       const results = await Promise.allSettled(jobs.values());
       const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw (failed as PromiseRejectedResult).reason;
+      if (failed) throw firstError ?? (failed as PromiseRejectedResult).reason;
       pushed = new Map(
         [...jobs.keys()].map((k, i) => [k, (results[i] as PromiseFulfilledResult<PushedLayer>).value]),
       );
