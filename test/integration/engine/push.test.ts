@@ -320,6 +320,10 @@ describe('docker push through berth', () => {
       dst.layers.map((l) => l.digest),
       src.layers.map((l) => l.digest),
     );
+    // another repository of the registry it was pulled from: every layer is mounted from there
+    await engine.dockerOk(['tag', `${host}/three:v1`, `${host}/copy:v1`]);
+    const copy = await engine.dockerOk(['push', `${host}/copy:v1`]);
+    for (const id of ids) assert.match(copy, new RegExp(`${id}: Mounted from three`));
   });
 
   it('pushes a layer kept as zstd as it is, in an OCI manifest; berth pulls it back', async () => {
