@@ -119,7 +119,9 @@ export class ImagePuller {
       return;
     }
     const one = await this.pullOne(session, ref, want, o.platform !== undefined, progress, signal);
-    this.deps.events.publish('pull', familiarString(ref), familiarString(ref));
+    // dockerd's pull event: the reference as actor and name, the image's labels beside
+    const labels = { ...(this.deps.store.get(one.id)?.config.config?.Labels ?? {}) };
+    this.deps.events.publish('pull', familiarString(ref), familiarString(ref), labels);
     progress.status(statusLine(one.updated, familiarString(ref)));
   }
 
