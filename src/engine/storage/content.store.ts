@@ -93,7 +93,9 @@ export class BlobWriter {
     }
     const digest = this.digest();
     if (this.fd !== undefined) {
-      fsyncSync(this.fd);
+      // a pulled layer's blob (verifiedDigest) is not fsynced, like the layer's unpacked files:
+      // a killed engine keeps it, a power cut may not (the next push of it then fails its digest)
+      if (!this.verifiedDigest) fsyncSync(this.fd);
       closeSync(this.fd);
       this.fd = undefined;
     }
@@ -150,7 +152,8 @@ export class ContentStore {
 
   /**
    * An ingest. `verifiedDigest`: the digest of the bytes to come, which the caller checks itself
-   * (a pull verifies a layer as it streams): the writer does not hash them again.
+   * (a pull verifies a layer as it streams): the writer does not hash them again, nor fsync
+   * them (they are as durable as the layer's unpacked files).
    */
   writer(verifiedDigest?: string): BlobWriter {
     return new BlobWriter(this, join(this.ingestDir, randomBytes(12).toString('hex')), verifiedDigest);

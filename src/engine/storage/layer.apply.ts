@@ -164,7 +164,7 @@ export async function* decompress(
   let kill: () => void = () => {};
   if (kind === 'gzip') {
     // large output chunks: fewer hops through the hash, the listing and tar's pipe
-    const gunzip = createGunzip({ chunkSize: 256 * 1024 });
+    const gunzip = createGunzip({ chunkSize: 1024 * 1024 });
     input = gunzip;
     output = gunzip;
   } else {

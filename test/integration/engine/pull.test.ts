@@ -228,6 +228,33 @@ describe('docker pull', () => {
     assert.equal(img.Architecture, process.arch === 'arm64' ? 'arm64' : 'amd64');
     const digest = /Digest: (sha256:[0-9a-f]{64})/.exec(out)?.[1];
     assert.deepEqual(img.RepoDigests, [`${host}/multi@${digest}`]);
+    // the distribution metadata store knows where each layer came from, and as which blob
+    const layers = ((await inspect(`${host}/multi:v1`)).body as { RootFS: { Layers: string[] } }).RootFS
+      .Layers;
+    for (const diffId of layers) {
+      const meta = JSON.parse(
+        await readFile(
+          join(engine.dataRoot, 'image', 'distribution', 'v2metadata-by-diffid', 'sha256', diffId.slice(7)),
+          'utf8',
+        ),
+      ) as Array<{ Digest: string; SourceRepository: string }>;
+      assert.ok(
+        meta.some((m) => m.SourceRepository === `${host}/multi` && /^sha256:/.test(m.Digest)),
+        JSON.stringify(meta),
+      );
+      const back = await readFile(
+        join(
+          engine.dataRoot,
+          'image',
+          'distribution',
+          'diffid-by-digest',
+          'sha256',
+          (meta[0] as { Digest: string }).Digest.slice(7),
+        ),
+        'utf8',
+      );
+      assert.equal(back, diffId);
+    }
     const again = await engine.dockerOk(['pull', `${host}/multi:v1`]);
     assert.match(again, /Status: Image is up to date/);
     assert.doesNotMatch(again, /Pull complete/);

@@ -119,7 +119,9 @@ export class ImagePuller {
       return;
     }
     const one = await this.pullOne(session, ref, want, o.platform !== undefined, progress, signal);
-    this.deps.events.publish('pull', familiarString(ref), familiarString(ref));
+    // dockerd's pull event: the reference as actor and name, the image's labels beside
+    const labels = { ...(this.deps.store.get(one.id)?.config.config?.Labels ?? {}) };
+    this.deps.events.publish('pull', familiarString(ref), familiarString(ref), labels);
     progress.status(statusLine(one.updated, familiarString(ref)));
   }
 
@@ -291,10 +293,14 @@ export class ImagePuller {
         parent = chain;
         have++;
       }
-      for (let i = 0; i < have; i++)
-        progress.layer(shortId((layers[i] as LayerPlan).digest), 'Already exists');
-      let below: Promise<string | null> = Promise.resolve(parent);
       const repository = fullName(ref);
+      for (let i = 0; i < have; i++) {
+        const l = layers[i] as LayerPlan;
+        progress.layer(shortId(l.digest), 'Already exists');
+        // this repository has the layer too (push mounts from the repositories it knows)
+        if (l.diffId) await this.deps.meta.record(l.diffId, l.digest, repository).catch(() => undefined);
+      }
+      let below: Promise<string | null> = Promise.resolve(parent);
       for (let i = have; i < layers.length; i++) {
         const l = layers[i] as LayerPlan;
         progress.layer(shortId(l.digest), 'Pulling fs layer');
