@@ -45,7 +45,7 @@ const RETRY_SECONDS = 5;
 const PROGRESS_EVERY = 512 * 1024;
 
 export interface PusherDeps {
-  store: Pick<ImageStore, 'get' | 'content' | 'overlay' | 'locked'>;
+  store: Pick<ImageStore, 'get' | 'content' | 'overlay' | 'locked' | 'labelsOf'>;
   refs: ReferenceStore;
   /** diff ID <-> blob digests and the repositories holding them (dockerd's v2 metadata). */
   meta: DistributionMetadataStore;
@@ -133,7 +133,11 @@ export class Pusher {
       }
       throw err;
     }
-    this.deps.events.publish('push', familiarString(ref), familiarName(repo), {});
+    // moby's LogImageEvent: the reference as given, the repository as name, the labels of the
+    // image the reference names (when it names one: `name` alone means `name:latest`)
+    const named = this.deps.refs.lookup(familiarString(ref)).id;
+    const labels = named ? this.deps.store.labelsOf(named) : {};
+    this.deps.events.publish('push', familiarString(ref), familiarName(repo), labels);
   }
 
   private async pushTag(
