@@ -39,6 +39,10 @@ export const engineFlags: Record<string, FlagSpec> = {
   'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
   'insecure-registry': { kind: 'list', help: 'registry reached over plain HTTP (host:port or CIDR)' },
   'registry-mirror': { kind: 'list', help: 'registry mirror (URL) asked for docker.io images' },
+  'registry-certs-dir': {
+    kind: 'list',
+    help: 'folder of per-registry certificates, <dir>/<host:port>/ (default /etc/docker/certs.d and /etc/berth/certs.d)',
+  },
   'max-concurrent-downloads': { kind: 'string', help: 'layers one pull downloads at once (default 3)' },
   'max-concurrent-uploads': { kind: 'string', help: 'layers one push uploads at once (default 5)' },
   experimental: { kind: 'bool', help: 'enable experimental features' },
@@ -239,6 +243,7 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
       ...(list(p, 'insecure-registry') ?? []).map(checkInsecureRegistry),
     ],
     registryMirrors: (list(p, 'registry-mirror') ?? defaultEngineConfig.registryMirrors).map(checkMirror),
+    registryCertsDirs: list(p, 'registry-certs-dir') ?? defaultEngineConfig.registryCertsDirs,
     maxConcurrentDownloads: count(p, 'max-concurrent-downloads', defaultEngineConfig.maxConcurrentDownloads),
     maxConcurrentUploads: count(p, 'max-concurrent-uploads', defaultEngineConfig.maxConcurrentUploads),
     experimental: bool(p, 'experimental'),

@@ -13,12 +13,14 @@ import { registerBuildRoutes } from './api/build.routes.js';
 import { registerCommitRoutes } from './api/commit.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
+import { registerDistributionRoutes } from './api/distribution.routes.js';
 import { engineErrorBody } from './api/errors.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
+import { registerPushRoutes } from './api/push.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
@@ -27,6 +29,8 @@ import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
+import { RegistryClient } from './distribution/index.js';
+import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
@@ -195,13 +199,30 @@ export async function startEngine(
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  const registry = new RegistryClient({
+    insecureRegistries: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    certsDirs: config.registryCertsDirs,
+    userAgent: `berth/${ENGINE_VERSION}`,
+  });
   const images = await createImageService({
     dataRoot: config.dataRoot,
     events,
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
+    registry,
+    maxConcurrentDownloads: config.maxConcurrentDownloads,
+    maxConcurrentUploads: config.maxConcurrentUploads,
   });
   registerImageRoutes(router, images);
+  registerPushRoutes(router, images);
+  registerDistributionRoutes(
+    router,
+    new RegistryService(registry, {
+      mirrors: config.registryMirrors,
+      insecureRegistries: config.insecureRegistries,
+    }),
+  );
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({

@@ -35,7 +35,7 @@ export class ImageCreator {
   /**
    * Register an image from its config: the layers of its rootfs.diff_ids must exist (NotFound
    * otherwise). The config is stored as moby serialises it; its digest is the ID. An image that
-   * exists already is answered as it is.
+   * exists already is answered as it is. `raw`: the config's bytes as a registry gave them.
    */
   async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {
     return this.createImageFromBytes(Buffer.from(serializeImageConfig(config)), opts);

@@ -132,13 +132,12 @@ export class ReferenceStore {
     });
   }
 
-  /** The tag and digest references of the repository `ref` names, with their images (moby's ReferencesByName). */
-  byName(ref: Reference): Array<{ ref: Reference; id: string }> {
-    const name = fullName(ref);
+  /** The references of the repository `name` (`docker.io/library/busybox`) and their images, sorted. */
+  byName(name: string): Array<{ ref: Reference; id: string }> {
     const out: Array<{ ref: Reference; id: string }> = [];
     for (const [text, id] of this.refs) {
-      const r = this.parsed(text);
-      if (fullName(r) === name) out.push({ ref: r, id });
+      const ref = this.parsed(text);
+      if (fullName(ref) === name && this.images.has(id)) out.push({ ref, id });
     }
     return out.sort((a, b) => {
       const x = referenceString(a.ref);

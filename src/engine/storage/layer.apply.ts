@@ -170,7 +170,8 @@ export async function* decompress(
   let done: Promise<void> = Promise.resolve();
   let kill: () => void = () => {};
   if (kind === 'gzip') {
-    const gunzip = createGunzip();
+    // large output chunks: fewer hops through the hash, the listing and tar's pipe
+    const gunzip = createGunzip({ chunkSize: 1024 * 1024 });
     input = gunzip;
     output = gunzip;
   } else {
@@ -243,7 +244,7 @@ export async function applyLayer(opts: {
   const tap = async function* (): AsyncGenerator<Buffer> {
     for await (const c of source) {
       const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
-      opts.blob?.write(chunk);
+      if (opts.blob) await opts.blob.append(chunk);
       rawSize += chunk.length;
       opts.onProgress?.(rawSize);
       yield chunk;

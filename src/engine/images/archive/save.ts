@@ -7,6 +7,7 @@ import type { Logger } from '../../../common/log.js';
 import {
   familiarName,
   familiarString,
+  fullName,
   parseAnyReference,
   type Reference,
   referenceString,
@@ -113,7 +114,7 @@ export class ImageSaver {
         }
         const ref = any.ref;
         if (familiarName(ref) === 'sha256' || (ref.tag === undefined && ref.digest === undefined)) {
-          const named = familiarName(ref) === 'sha256' ? [] : refs.byName(ref);
+          const named = familiarName(ref) === 'sha256' ? [] : refs.byName(fullName(ref));
           if (named.length) {
             for (const n of named) await add(n.id, n.ref);
             continue;
