@@ -113,6 +113,7 @@ export class PortPublisher {
     await this.unpublish(target.owner);
     if (!requests.length) return [];
     const owned: Owned = { target, published: [], holders: [] };
+    let written = false;
     try {
       for (let i = 0; i < requests.length; i++) {
         const r = requests[i] as PortRequest;
@@ -124,13 +125,14 @@ export class PortPublisher {
       }
       this.owners.set(target.owner, owned);
       this.subnets.set(target.bridge, target.subnet);
+      written = true;
       await this.sync(target.bridge);
       return [...owned.published];
     } catch (err) {
       this.owners.delete(target.owner);
       await this.letGo(owned);
-      // the rules of what was written for it go again (no-op when nothing was)
-      if (owned.published.length) await this.sync(target.bridge).catch(() => undefined);
+      // a write that failed may have left some of its rules: they go again
+      if (written) await this.sync(target.bridge).catch(() => undefined);
       if (err instanceof Error && err.message.startsWith('driver failed programming')) throw err;
       throw publishError(target, errorMessage(err));
     }
