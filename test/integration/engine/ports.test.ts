@@ -185,6 +185,44 @@ describe('port publishing', () => {
     assert.equal(self.trim(), 'two');
   });
 
+  it('ranges: 8000-8001:80-81 maps port to port, a host range alone takes its first free port; the list API shape', async () => {
+    const b = await freePort();
+    // two consecutive free ports for the mapped range
+    let lo = 0;
+    for (let i = 0; i < 20 && !lo; i++) {
+      const p = await freePort();
+      if (p < 65535 && p + 1 !== b && p !== b && (await canBind('127.0.0.1', p + 1))) lo = p;
+    }
+    assert.ok(lo, 'two consecutive free ports');
+    await engine.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'ranged',
+      '-p',
+      `127.0.0.1:${lo}-${lo + 1}:80-81`,
+      '-p',
+      `127.0.0.1:${b}-${b}:82`,
+      'busybox',
+      'sleep',
+      '60',
+    ]);
+    assert.deepEqual(await inspect('ranged', '.NetworkSettings.Ports'), {
+      '80/tcp': [{ HostIp: '127.0.0.1', HostPort: String(lo) }],
+      '81/tcp': [{ HostIp: '127.0.0.1', HostPort: String(lo + 1) }],
+      '82/tcp': [{ HostIp: '127.0.0.1', HostPort: String(b) }],
+    });
+    const list = (
+      await engine.request('GET', '/v1.41/containers/json?filters=%7B%22name%22%3A%5B%22ranged%22%5D%7D')
+    ).json<Array<{ Ports: unknown[] }>>();
+    assert.deepEqual(list[0]?.Ports, [
+      { IP: '127.0.0.1', PrivatePort: 80, PublicPort: lo, Type: 'tcp' },
+      { IP: '127.0.0.1', PrivatePort: 81, PublicPort: lo + 1, Type: 'tcp' },
+      { IP: '127.0.0.1', PrivatePort: 82, PublicPort: b, Type: 'tcp' },
+    ]);
+    await engine.dockerOk(['rm', '-f', 'ranged']);
+  });
+
   it('a taken port fails the start with dockerd message and leaves nothing bound', async () => {
     const port = await freePort();
     const holder: Server = createServer();
