@@ -1,7 +1,7 @@
 /**
  * Port publishing benchmark: the run cycle (create, start, wait, remove) of `true` with one
  * published port, beside the same cycle without one, for berth and, given its socket, a reference
- * dockerd, measured in the same run, taking turns.
+ * dockerd, measured in the same run, taking turns (each iteration runs every figure on every engine).
  *
  *   node --import tsx bench/network/ports.bench.ts [--berth unix:///path] [--reference unix:///path]
  *        [--iterations 30]
@@ -117,8 +117,9 @@ async function main(): Promise<void> {
       await checkRelease(t.c, ALL);
       for (let i = 0; i < 3; i++) await runCycle(t.c, LOOPBACK);
     }
-    for (const [label, binding] of phases) {
-      for (let i = 0; i < o.iterations; i++) {
+    // phases and engines take turns within each iteration: a change of the machine's load meets all
+    for (let i = 0; i < o.iterations; i++) {
+      for (const [label, binding] of phases) {
         for (const t of targets) {
           const [ms] = await timed(() => runCycle(t.c, binding));
           const key = `${label}|${t.name}`;
