@@ -27,6 +27,12 @@ export interface PortPublisherOptions {
   allocator?: PortAllocator;
 }
 
+/**
+ * How long the rules of released ports may wait for the next change (a start following an exit
+ * rewrites the chains once for both). The host port itself is free at once.
+ */
+const RELEASE_WRITE_DELAY_MS = 50;
+
 /** Tries at another port of a range when the host has the one chosen (dockerd's 10). */
 const BIND_ATTEMPTS = 10;
 
@@ -91,6 +97,8 @@ export class PortPublisher {
   private dirty = new Set<string>();
   private waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
   private writing = false;
+  /** A delayed write (releases only) is waiting. */
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(o: PortPublisherOptions) {
     this.log = o.log.child('ports');
@@ -226,8 +234,11 @@ export class PortPublisher {
     const owned = this.owners.get(owner);
     if (!owned) return;
     this.owners.delete(owner);
+    // the ports are free at once (letGo's first step); the rules' write is asked for before the
+    // sockets are closed, so that a start meanwhile makes one write of both
+    const written = this.sync(owned.target.bridge, RELEASE_WRITE_DELAY_MS);
     await this.letGo(owned);
-    await this.sync(owned.target.bridge).catch((err) =>
+    await written.catch((err) =>
       this.log.warn('cannot remove the rules of published ports (removed at the next engine start)', {
         bridge: owned.target.bridge,
         error: errorMessage(err),
@@ -284,8 +295,12 @@ export class PortPublisher {
     await removeBridgePorts(bridge, this.rules);
   }
 
-  /** Engine shutdown: the sockets close (the rules stay: running containers keep their ports). */
+  /**
+   * Engine shutdown: a release's delayed write is made, the sockets close (the rules stay:
+   * running containers keep their ports).
+   */
   async close(): Promise<void> {
+    if (this.timer && !this.writing) await this.writeLoop().catch(() => undefined);
     await Promise.all(
       [...this.owners.values()].flatMap((o) =>
         o.holders.splice(0).map((h) => h.close().catch(() => undefined)),
@@ -293,15 +308,27 @@ export class PortPublisher {
     );
   }
 
-  /** Write the bridge's rules as they stand (batched with other bridges' changes). */
-  private sync(bridge: string): Promise<void> {
+  /**
+   * Write the bridge's rules as they stand (batched with other bridges' changes), at once or,
+   * for releases, within `delayMs` unless another change comes first.
+   */
+  private sync(bridge: string, delayMs = 0): Promise<void> {
     this.dirty.add(bridge);
     const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
-    if (!this.writing) void this.writeLoop();
+    if (this.writing) return done;
+    if (delayMs === 0) void this.writeLoop();
+    else if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        if (!this.writing) void this.writeLoop();
+      }, delayMs);
+    }
     return done;
   }
 
   private async writeLoop(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
     this.writing = true;
     try {
       while (this.dirty.size) {

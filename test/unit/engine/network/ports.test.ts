@@ -282,5 +282,16 @@ describe('port publisher', () => {
     );
     assert.ok(rules.inputs.length <= 2, `${rules.inputs.length} writes`);
     assert.equal((rules.inputs.at(-1)?.match(/-j DNAT/g) ?? []).length, 4);
+    // an exit and the next start: the release's write waits and one write does both
+    const before = rules.inputs.length;
+    const released = p.unpublish('c1');
+    await p.publish(
+      target('c5', '172.18.0.9'),
+      portRequests([], { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: '8081' }] }, false),
+    );
+    await released;
+    assert.equal(rules.inputs.length, before + 1);
+    assert.doesNotMatch(rules.inputs.at(-1) ?? '', /172\.18\.0\.2:80/);
+    assert.match(rules.inputs.at(-1) ?? '', /172\.18\.0\.9:80/);
   });
 });
