@@ -412,6 +412,10 @@ describe('port publishing', () => {
     assert.match(rules, new RegExp(`--dport ${keep} `));
     assert.doesNotMatch(rules, new RegExp(`--dport ${gone} `));
     assert.equal(await canBind('127.0.0.1', gone), true);
+    // a graceful restart too (the engine lets its sockets go at shutdown and binds them again)
+    await engine.restart();
+    assert.equal((await reach('127.0.0.1', keep)).trim(), 'kept');
+    assert.equal(await canBind('127.0.0.1', keep), false);
     await engine.dockerOk(['rm', '-f', 'keep', 'gone']);
   });
 
