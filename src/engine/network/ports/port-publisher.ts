@@ -3,7 +3,8 @@ import type { Logger } from '../../../common/log.js';
 import { HostPortRuleOps, type PortRuleOps } from '../adapters/port-rules.ops.js';
 import { HostPortSockets, type PortHolder, type PortSocketOps } from '../adapters/port-sockets.js';
 import { PortAllocator } from './port-allocator.js';
-import { bridgeRulesInput, hasBridgeRules, type PortRule, removalInput } from './port-rules.js';
+import { hasBridgeRules, type PortRule, removalInput } from './port-rules.js';
+import { BridgeRulesWriter } from './port-rules.writer.js';
 import type { PortRequest, PublishedPort } from './port-spec.js';
 
 /** Who publishes: a container's endpoint on a bridge. Plain data, whatever the network. */
@@ -88,23 +89,14 @@ export class PortPublisher {
   private readonly sockets: PortSocketOps;
   readonly allocator: PortAllocator;
   private readonly owners = new Map<string, Owned>();
-  /** Bridges whose jumps and chains are in place. */
-  private readonly installed = new Set<string>();
-  /** Bridges whose rules a failed write left in an unknown state (cleaned from iptables-save). */
-  private readonly unsure = new Set<string>();
-  /** Bridges' blocks, kept while they have rules (the hairpin masquerade). */
-  private readonly subnets = new Map<string, string>();
-  private dirty = new Set<string>();
-  private waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
-  private writing = false;
-  /** A delayed write (releases only) is waiting. */
-  private timer: NodeJS.Timeout | undefined;
+  private readonly writer: BridgeRulesWriter;
 
   constructor(o: PortPublisherOptions) {
     this.log = o.log.child('ports');
     this.rules = o.rules ?? new HostPortRuleOps();
     this.sockets = o.sockets ?? new HostPortSockets();
     this.allocator = o.allocator ?? new PortAllocator();
+    this.writer = new BridgeRulesWriter(this.rules, (bridge) => this.rulesOf(bridge));
   }
 
   /** What `owner` has published (empty when nothing). */
@@ -132,15 +124,15 @@ export class PortPublisher {
         await this.bindOne(owned, r, twin);
       }
       this.owners.set(target.owner, owned);
-      this.subnets.set(target.bridge, target.subnet);
+      this.writer.subnet(target.bridge, target.subnet);
       written = true;
-      await this.sync(target.bridge);
+      await this.writer.sync(target.bridge);
       return [...owned.published];
     } catch (err) {
       this.owners.delete(target.owner);
       await this.letGo(owned);
       // a write that failed may have left some of its rules: they go again
-      if (written) await this.sync(target.bridge).catch(() => undefined);
+      if (written) await this.writer.sync(target.bridge).catch(() => undefined);
       if (err instanceof Error && err.message.startsWith('driver failed programming')) throw err;
       throw publishError(target, errorMessage(err));
     }
@@ -236,7 +228,7 @@ export class PortPublisher {
     this.owners.delete(owner);
     // the ports are free at once (letGo's first step); the rules' write is asked for before the
     // sockets are closed, so that a start meanwhile makes one write of both
-    const written = this.sync(owned.target.bridge, RELEASE_WRITE_DELAY_MS);
+    const written = this.writer.sync(owned.target.bridge, RELEASE_WRITE_DELAY_MS);
     await this.letGo(owned);
     await written.catch((err) =>
       this.log.warn('cannot remove the rules of published ports (removed at the next engine start)', {
@@ -255,7 +247,7 @@ export class PortPublisher {
     if (!published.length) return;
     const owned: Owned = { target, published: [...published], holders: [] };
     this.owners.set(target.owner, owned);
-    this.subnets.set(target.bridge, target.subnet);
+    this.writer.subnet(target.bridge, target.subnet);
     for (const p of published) {
       this.allocator.take(p.proto, p.hostIp, p.hostPort);
       try {
@@ -280,18 +272,16 @@ export class PortPublisher {
     if (!bridges.length) return;
     const save = await this.rules.save();
     for (const b of bridges) {
-      if (!this.subnets.has(b.bridge)) this.subnets.set(b.bridge, b.subnet);
-      this.installed.delete(b.bridge);
-      if (hasBridgeRules(save, b.bridge)) this.unsure.add(b.bridge);
+      this.writer.subnet(b.bridge, b.subnet);
+      if (hasBridgeRules(save, b.bridge)) this.writer.unknown(b.bridge);
     }
-    await Promise.all(bridges.map((b) => this.sync(b.bridge)));
+    await Promise.all(bridges.map((b) => this.writer.sync(b.bridge)));
   }
 
   /** A bridge goes away (network removed): its rules go (its containers' ports were let go). */
   async removeBridge(bridge: string): Promise<void> {
     for (const [owner, o] of this.owners) if (o.target.bridge === bridge) await this.unpublish(owner);
-    this.installed.delete(bridge);
-    this.subnets.delete(bridge);
+    this.writer.forget(bridge);
     await removeBridgePorts(bridge, this.rules);
   }
 
@@ -300,52 +290,12 @@ export class PortPublisher {
    * running containers keep their ports).
    */
   async close(): Promise<void> {
-    if (this.timer && !this.writing) await this.writeLoop().catch(() => undefined);
+    await this.writer.flush();
     await Promise.all(
       [...this.owners.values()].flatMap((o) =>
         o.holders.splice(0).map((h) => h.close().catch(() => undefined)),
       ),
     );
-  }
-
-  /**
-   * Write the bridge's rules as they stand (batched with other bridges' changes), at once or,
-   * for releases, within `delayMs` unless another change comes first.
-   */
-  private sync(bridge: string, delayMs = 0): Promise<void> {
-    this.dirty.add(bridge);
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
-    if (this.writing) return done;
-    if (delayMs === 0) void this.writeLoop();
-    else if (!this.timer) {
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
-        if (!this.writing) void this.writeLoop();
-      }, delayMs);
-    }
-    return done;
-  }
-
-  private async writeLoop(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.writing = true;
-    try {
-      while (this.dirty.size) {
-        const bridges = [...this.dirty];
-        this.dirty = new Set();
-        const waiters = this.waiters;
-        this.waiters = [];
-        try {
-          await this.write(bridges);
-          for (const w of waiters) w.resolve();
-        } catch (err) {
-          for (const w of waiters) w.reject(err);
-        }
-      }
-    } finally {
-      this.writing = false;
-    }
   }
 
   private rulesOf(bridge: string): PortRule[] {
@@ -365,47 +315,6 @@ export class PortPublisher {
       }
     }
     return out;
-  }
-
-  private async write(bridges: string[]): Promise<void> {
-    if (bridges.some((b) => this.unsure.has(b))) {
-      const save = await this.rules.save();
-      const cleanup = bridges
-        .filter((b) => this.unsure.has(b))
-        .map((b) => removalInput(save, b))
-        .join('');
-      if (cleanup) await this.rules.restore(cleanup);
-      for (const b of bridges) {
-        if (this.unsure.delete(b)) this.installed.delete(b);
-      }
-    }
-    const inputs: string[] = [];
-    const changes: Array<{ bridge: string; on: boolean }> = [];
-    for (const bridge of bridges) {
-      const rules = this.rulesOf(bridge);
-      const installed = this.installed.has(bridge);
-      const subnet = this.subnets.get(bridge) ?? '0.0.0.0/32';
-      inputs.push(bridgeRulesInput({ bridge, subnet, rules }, installed));
-      if (rules.length && !installed) changes.push({ bridge, on: true });
-      if (!rules.length && installed) changes.push({ bridge, on: false });
-    }
-    const input = inputs.join('');
-    for (const c of changes) if (c.on) await this.rules.routeLocalnet(c.bridge, true);
-    if (input) {
-      try {
-        await this.rules.restore(input);
-      } catch (err) {
-        for (const b of bridges) this.unsure.add(b);
-        throw err;
-      }
-    }
-    for (const c of changes) {
-      if (c.on) this.installed.add(c.bridge);
-      else {
-        this.installed.delete(c.bridge);
-        await this.rules.routeLocalnet(c.bridge, false).catch(() => undefined);
-      }
-    }
   }
 }
 
