@@ -140,6 +140,10 @@ describe('port publishing', () => {
       ...httpd('two'),
     ]);
     assert.equal((await reach('127.0.0.1', port)).trim(), 'two');
+    assert.equal(
+      (await exec('curl', ['-sf', '--max-time', '5', `http://127.0.0.1:${port}/`])).stdout.trim(),
+      'two',
+    );
     const gateway = await inspect<string>('web2', '.NetworkSettings.Gateway');
     // the bridge's address is one of the host's own
     assert.equal((await httpGet(gateway, port)).trim(), 'two');
