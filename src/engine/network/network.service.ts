@@ -14,6 +14,8 @@ import { type CniRunner, HostCniRunner } from './adapters/cni.runner.js';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
+import type { PortRuleOps } from './adapters/port-rules.ops.js';
+import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
 import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
 import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
@@ -30,6 +32,7 @@ import type {
   ReleaseTarget,
 } from './network.types.js';
 import { filterNetworks, type NetworkFacts, networkView } from './network.views.js';
+import { PortPublisher } from './ports/port-publisher.js';
 
 export interface NetworkServiceOptions {
   dataRoot: string;
@@ -41,7 +44,14 @@ export interface NetworkServiceOptions {
   events: EventsService;
   log: Logger;
   /** Host adapters (tests substitute fakes). */
-  ops?: { cni?: CniRunner; netns?: NetnsOps; link?: LinkOps; firewall?: FirewallOps };
+  ops?: {
+    cni?: CniRunner;
+    netns?: NetnsOps;
+    link?: LinkOps;
+    firewall?: FirewallOps;
+    portRules?: PortRuleOps;
+    portSockets?: PortSocketOps;
+  };
   /** The host-wide lock taken while picking an address block. */
   lockPath?: string;
 }
@@ -81,6 +91,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   const statePath = join(stateDir, 'networks.json');
   const ipamDir = join(stateDir, 'ipam');
   const netnsDir = join(o.execRoot, 'netns');
+  const ports = new PortPublisher({ log, rules: o.ops?.portRules, sockets: o.ops?.portSockets });
 
   const saved = await loadNetworks(statePath);
   let bridge: BridgeInfo | null = null;
@@ -202,6 +213,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       return bridge;
     },
 
+    ports,
+
     networkId(name) {
       return ids[name];
     },
@@ -319,6 +332,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       }
       if (orphans.size) log.info('releasing network sandboxes no container holds', { count: orphans.size });
       for (const t of orphans.values()) await service.release(t);
+      // the port rules become what the running containers published (a crash's leftovers go)
+      await ports.reconcile(bridge ? [{ bridge: bridge.name, subnet: bridge.subnet }] : []);
     },
 
     announce(action, containerId, network) {
@@ -375,6 +390,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     async close() {
+      await ports.close();
       const pending = [...releasing.values()];
       if (!pending.length) return;
       let timer: NodeJS.Timeout | undefined;

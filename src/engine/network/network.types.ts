@@ -1,3 +1,5 @@
+import type { PortPublisher } from './ports/port-publisher.js';
+
 /** The networks every engine has (user-defined networks are a later addition). */
 export type PredefinedNetwork = 'bridge' | 'host' | 'none';
 
@@ -68,6 +70,8 @@ export interface AttachedContainer {
 export interface ContainerNetworking {
   /** The default bridge; null when the engine runs with `--bridge none`. */
   readonly bridge: BridgeInfo | null;
+  /** Port publishing for containers on bridges (ports/port-publisher.ts). */
+  readonly ports: PortPublisher;
   networkId(name: PredefinedNetwork): string;
   /** Start attaching a container to the default bridge (a new sandbox per start). */
   attachBridge(opts: { macAddress?: string }): PendingAttach;

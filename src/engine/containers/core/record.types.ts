@@ -1,5 +1,6 @@
 import type { ContainerConfig, EndpointSettings } from '../../../common/docker-types.js';
 import type { Endpoint } from '../../network/network.types.js';
+import type { PublishedPort } from '../../network/ports/port-spec.js';
 
 /**
  * What the engine keeps of a container (`<data-root>/containers/<id>/config.v2.json`, beside
@@ -87,6 +88,8 @@ export interface ContainerRecord {
   Sandbox?: SandboxRecord;
   /** The network endpoint while the container runs (address, MAC...); gone once it stopped. */
   Endpoint?: Endpoint;
+  /** The host ports published while the container runs (NetworkSettings.Ports; live restore). */
+  PublishedPorts?: PublishedPort[];
   /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */
   Links?: LinkRecord[];
   /** Volumes, image mounts and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */

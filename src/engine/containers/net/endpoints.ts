@@ -3,6 +3,8 @@ import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type { ContainerNetworking, Endpoint, PendingAttach } from '../../network/network.types.js';
+import type { PublishTarget } from '../../network/ports/port-publisher.js';
+import { type PortRequest, type PublishedPort, portRequests } from '../../network/ports/port-spec.js';
 import type { Container } from '../core/container.js';
 import { namespacePath } from '../core/namespaces.js';
 import type { LinkTarget, NetworkPort, StartNetwork } from '../core/ports.js';
@@ -41,7 +43,12 @@ export interface NetworksDeps {
 export class ContainerNetworks implements NetworkPort {
   readonly links: LegacyLinks;
   /** Bridge attachments of starts under way (released when the start fails). */
-  private readonly starting = new Map<string, { attach: PendingAttach; linkHosts: HostsEntry[] }>();
+  private readonly starting = new Map<
+    string,
+    { attach: PendingAttach; linkHosts: HostsEntry[]; publishing?: Promise<PublishedPort[]> }
+  >();
+  /** Published ports of running containers being bound again at engine start. */
+  private restoring: Promise<void>[] = [];
 
   constructor(private readonly d: NetworksDeps) {
     this.links = new LegacyLinks(d.set, d.store, (c) => this.onBridge(c), d.log);
@@ -139,8 +146,15 @@ export class ContainerNetworks implements NetworkPort {
     let env: string[] | undefined;
     if (this.kind(c) === 'bridge' && this.d.network) {
       const links = this.links.forStart(c);
-      const attach = this.d.network.attachBridge({ macAddress: this.macAddress(c) });
-      this.starting.set(c.id, { attach, linkHosts: links.hosts });
+      const network = this.d.network;
+      const attach = network.attachBridge({ macAddress: this.macAddress(c) });
+      // the ports are published as soon as the address is known, while the start goes on
+      const requests = this.portRequests(c);
+      const publishing = requests.length
+        ? attach.endpoint.then((ep) => network.ports.publish(this.publishTarget(c, ep), requests))
+        : undefined;
+      publishing?.catch(() => undefined);
+      this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
       netns = attach.sandboxKey;
       linkHosts = links.hosts;
       if (links.env.length) env = mergeLinkEnv(links.env, rec.Config.Env ?? []);
@@ -166,6 +180,26 @@ export class ContainerNetworks implements NetworkPort {
       ...(netns !== undefined ? { netns } : {}),
       ...(env ? { env } : {}),
       ...(sysctls ? { sysctls } : {}),
+    };
+  }
+
+  /** What the container publishes: its PortBindings, and its exposed ports with -P. */
+  private portRequests(c: Container): PortRequest[] {
+    return portRequests(
+      Object.keys(c.record.Config.ExposedPorts ?? {}),
+      c.hostConfig.PortBindings,
+      c.hostConfig.PublishAllPorts === true,
+    );
+  }
+
+  private publishTarget(c: Container, ep: Endpoint): PublishTarget {
+    return {
+      owner: c.id,
+      endpointName: c.record.Name.replace(/^\//, ''),
+      endpointId: ep.endpointId,
+      bridge: ep.bridge?.name ?? '',
+      subnet: ep.bridge?.subnet ?? '',
+      ip: ep.ipAddress,
     };
   }
 
@@ -217,7 +251,9 @@ export class ContainerNetworks implements NetworkPort {
     rec.Sandbox = { ID: ep.sandboxId, Key: ep.sandboxKey, Network: 'bridge', NetworkID: ep.networkId };
     rec.SandboxKey = ep.sandboxKey;
     network.announce('connect', c.id, 'bridge');
-    // a failure from here fails the start, which releases the endpoint (the record's now)
+    // a failure from here fails the start, which releases the endpoint (the record's now); a
+    // publish that failed let go of what it had bound
+    if (starting.publishing) rec.PublishedPorts = await starting.publishing;
     await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress));
     await this.links.targetStarted(c, ep.ipAddress);
   }
@@ -240,6 +276,13 @@ export class ContainerNetworks implements NetworkPort {
     c.record.Endpoint = undefined;
     const network = this.d.network;
     if (!network) return;
+    c.record.PublishedPorts = undefined;
+    if (starting?.publishing) {
+      void starting.publishing.then(
+        () => network.ports.unpublish(c.id),
+        () => undefined,
+      );
+    } else void network.ports.unpublish(c.id);
     if (ep) {
       void network.release(ep);
       network.announce('disconnect', c.id, ep.network);
@@ -255,6 +298,9 @@ export class ContainerNetworks implements NetworkPort {
   detach(c: Container): Endpoint | undefined {
     const ep = c.record.Endpoint;
     c.record.Endpoint = undefined;
+    // the host ports are free at once, the rules go in the background
+    if (c.record.PublishedPorts) void this.d.network?.ports.unpublish(c.id);
+    c.record.PublishedPorts = undefined;
     return ep;
   }
 
@@ -265,10 +311,18 @@ export class ContainerNetworks implements NetworkPort {
   }
 
   restore(c: Container): void {
-    if (c.record.Endpoint) this.d.network?.restore(c.record.Endpoint);
+    const ep = c.record.Endpoint;
+    if (!ep) return;
+    this.d.network?.restore(ep);
+    const published = c.record.PublishedPorts ?? [];
+    if (published.length && ep.bridge && this.d.network) {
+      this.restoring.push(this.d.network.ports.restore(this.publishTarget(c, ep), published));
+    }
   }
 
   async sweep(): Promise<void> {
+    await Promise.allSettled(this.restoring);
+    this.restoring = [];
     await this.d.network?.sweep();
   }
 

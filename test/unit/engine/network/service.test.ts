@@ -9,7 +9,15 @@ import { setupBridge, validateBridgeName } from '../../../../src/engine/network/
 import { withHostLock } from '../../../../src/engine/network/host-lock.js';
 import { createNetworkService } from '../../../../src/engine/network/network.service.js';
 import { parseFilters } from '../../../../src/http/query.js';
-import { FakeCni, FakeFirewall, FakeLinks, FakeNetns, quietLog } from './fakes.js';
+import {
+  FakeCni,
+  FakeFirewall,
+  FakeLinks,
+  FakeNetns,
+  FakePortRules,
+  FakePortSockets,
+  quietLog,
+} from './fakes.js';
 
 let dir: string;
 before(async () => {
@@ -134,7 +142,14 @@ describe('network service', () => {
       bridge: extra.bridge === undefined ? 'berth0' : extra.bridge,
       events,
       log: quietLog(),
-      ops: { cni, netns, link: new FakeLinks(), firewall: new FakeFirewall() },
+      ops: {
+        cni,
+        netns,
+        link: new FakeLinks(),
+        firewall: new FakeFirewall(),
+        portRules: new FakePortRules(),
+        portSockets: new FakePortSockets(),
+      },
       lockPath: join(root, 'lock'),
     });
     return { service, events, cni, netns, root };
