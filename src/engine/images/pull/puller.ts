@@ -50,6 +50,11 @@ export interface PullerDeps {
   client: RegistryClient;
   /** Layers fetched at once (`--max-concurrent-downloads`). */
   maxConcurrentDownloads: number;
+  /**
+   * Keep each pulled layer's compressed blob in the content store (default: no, as dockerd;
+   * the distribution metadata store records which blob of which repository a layer is).
+   */
+  keepBlobs?: boolean;
 }
 
 /** One layer to have, bottom first. */
@@ -314,6 +319,7 @@ export class ImagePuller {
           const release = await limiter.acquire(signal);
           let slot = true;
           let complete = false;
+          let received = 0;
           let blob: AsyncGenerator<Buffer> | undefined;
           const free = () => {
             if (slot) {
@@ -324,7 +330,10 @@ export class ImagePuller {
           try {
             const source = session.blob(l.digest, l.size, {
               signal,
-              onBytes: (n) => progress.bytes(sid, 'Downloading', n, l.size),
+              onBytes: (n) => {
+                received = n;
+                progress.bytes(sid, 'Downloading', n, l.size);
+              },
             });
             blob = source;
             const stream = (async function* () {
@@ -341,6 +350,7 @@ export class ImagePuller {
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
               verifiedDigest: l.digest,
+              keepBlob: this.deps.keepBlobs ?? false,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);
@@ -348,7 +358,7 @@ export class ImagePuller {
             diffIds[i] = layer.diffId;
             downloaded = true;
             await this.deps.meta.record(layer.diffId, l.digest, repository).catch(() => undefined);
-            const size = layer.blob?.size ?? l.size ?? 0;
+            const size = layer.blob?.size ?? l.size ?? received;
             progress.bytes(sid, 'Extracting', size, size, true);
             progress.layer(sid, 'Pull complete');
             return layer.chainId;

@@ -1,0 +1,15 @@
+import { createReadStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ContentStore } from '../src/engine/storage/content.store.js';
+import { applyLayer } from '../src/engine/storage/layer.apply.js';
+import { HostStorageOps } from '../src/engine/storage/adapters/host.ops.js';
+const f = '/tmp/berth-pull-bench-256m.tar.gz';
+const dir = await mkdtemp(join(tmpdir(), 'prof-'));
+const cs = new ContentStore(join(dir, 'content')); await cs.init();
+const ops = new HostStorageOps();
+const s = performance.now();
+const w = cs.writer(); await applyLayer({ input: createReadStream(f, { highWaterMark: 1 << 20 }), dir: await mkdtemp(join(dir, 'b-')), ops, blob: w }); await w.commit();
+console.log('total', performance.now() - s);
+await rm(dir, { recursive: true, force: true });
