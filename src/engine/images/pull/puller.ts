@@ -126,7 +126,7 @@ export class ImagePuller {
     const one = await this.pullOne(session, ref, want, o.platform !== undefined, progress, signal);
     // dockerd's pull event: the reference as actor and name, the image's labels beside
     const labels = { ...(this.deps.store.get(one.id)?.config.config?.Labels ?? {}) };
-    this.deps.events.publish('pull', familiarString(ref), familiarString(ref), labels);
+    this.deps.events.publish('pull', familiarString(ref), familiarName(ref), labels);
     progress.status(statusLine(one.updated, familiarString(ref)));
   }
 
