@@ -199,6 +199,52 @@ describe('registry client', () => {
   });
 });
 
+describe('registry client redirects', () => {
+  it('follows a blob redirect to another host without the Authorization header', async () => {
+    const data = Buffer.from('redirected blob');
+    const digest = sha256(data);
+    const seen: Array<string | undefined> = [];
+    const storage = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.end(data);
+    });
+    await new Promise<void>((r) => storage.listen(0, '127.0.0.1', r));
+    const storagePort = (storage.address() as AddressInfo).port;
+    const registry = createServer((req, res) => {
+      if (!req.headers.authorization) {
+        res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="r"' });
+        res.end();
+        return;
+      }
+      if (req.url === '/v2/') {
+        res.end('{}');
+        return;
+      }
+      // a different port is a different host (as Go's client sees it)
+      res.writeHead(307, { Location: `http://127.0.0.1:${storagePort}/blob` });
+      res.end();
+    });
+    await new Promise<void>((r) => registry.listen(0, '127.0.0.1', r));
+    const client = new RegistryClient({ insecureRegistries: [], mirrors: [] });
+    try {
+      const host = `127.0.0.1:${(registry.address() as AddressInfo).port}`;
+      const repo = await client.open(
+        await client.endpoints(host, host),
+        'a/b',
+        { username: 'u', password: 'p' },
+        ['pull'],
+      );
+      const got = await collect(repo.blob(digest, data.length));
+      assert.equal(got.toString(), 'redirected blob');
+      assert.deepEqual(seen, [undefined]);
+    } finally {
+      client.close();
+      registry.close();
+      storage.close();
+    }
+  });
+});
+
 describe('registry client pieces', () => {
   it('parses WWW-Authenticate challenges', () => {
     assert.deepEqual(
