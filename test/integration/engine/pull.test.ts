@@ -201,7 +201,14 @@ describe('docker pull', () => {
     await copy(`docker://${host}/multi:v3`);
     await copy(`docker://${new URL(mirror.url).host}/library/mirrored:v1`);
     engine = await TestEngine.start({
-      args: ['--registry-mirror', mirror.url, '--registry-certs-dir', certsDir],
+      args: [
+        '--registry-mirror',
+        mirror.url,
+        '--registry-certs-dir',
+        certsDir,
+        '--max-concurrent-downloads',
+        '1',
+      ],
     });
   });
 
@@ -223,6 +230,7 @@ describe('docker pull', () => {
   it('pulls a multi-arch index for this platform, or the one asked for; again is up to date', async () => {
     const out = await engine.dockerOk(['pull', `${host}/multi:v1`]);
     assert.match(out, /v1: Pulling from multi/);
+    assert.match(out, /: Waiting\n/, 'one download at a time (--max-concurrent-downloads 1)');
     assert.match(out, /Pull complete/);
     assert.match(out, /Digest: sha256:[0-9a-f]{64}/);
     assert.match(out, new RegExp(`Status: Downloaded newer image for ${host}/multi:v1`));
