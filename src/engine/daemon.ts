@@ -165,17 +165,19 @@ export async function startEngine(
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  // the registry client every pull (and push) goes through: keep-alive connections, tokens, pings
+  const registry = new RegistryClient({
+    insecureRegistries: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    certsDirs: config.registryCertsDirs,
+    userAgent: `berth/${ENGINE_VERSION}`,
+  });
   const images = await createImageService({
     dataRoot: config.dataRoot,
     events,
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
-    registry: new RegistryClient({
-      insecureRegistries: config.insecureRegistries,
-      mirrors: config.registryMirrors,
-      certsDirs: config.registryCertsDirs,
-      userAgent: `berth/${ENGINE_VERSION}`,
-    }),
+    registry,
     maxConcurrentDownloads: config.maxConcurrentDownloads,
   });
   registerImageRoutes(router, images);
@@ -241,6 +243,7 @@ export async function startEngine(
       await network.close();
       await runtime.close();
       await Promise.all(servers.map((s) => closeServer(s)));
+      registry.close();
       releaseCrashGuard();
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
       await releaseRoots(locks);
