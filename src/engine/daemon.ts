@@ -199,6 +199,7 @@ export async function startEngine(
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  // the registry client every pull (and push) goes through: keep-alive connections, tokens, pings
   const registry = new RegistryClient({
     insecureRegistries: config.insecureRegistries,
     mirrors: config.registryMirrors,
@@ -211,17 +212,18 @@ export async function startEngine(
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
     registry,
-    maxConcurrentDownloads: config.maxConcurrentDownloads,
-    maxConcurrentUploads: config.maxConcurrentUploads,
+    // read at each pull and push: a reload (SIGHUP) may change them
+    maxConcurrentDownloads: () => config.maxConcurrentDownloads,
+    maxConcurrentUploads: () => config.maxConcurrentUploads,
   });
   registerImageRoutes(router, images);
   registerPushRoutes(router, images);
   registerDistributionRoutes(
     router,
-    new RegistryService(registry, {
+    new RegistryService(registry, () => ({
       mirrors: config.registryMirrors,
       insecureRegistries: config.insecureRegistries,
-    }),
+    })),
   );
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
@@ -280,6 +282,9 @@ export async function startEngine(
     addresses: bound,
     reload(parts) {
       Object.assign(config, parts);
+      if (parts.insecureRegistries || parts.registryMirrors) {
+        registry.reconfigure({ insecureRegistries: config.insecureRegistries, mirrors: config.registryMirrors });
+      }
       events.publish('daemon', 'reload', system.id, reloadAttributes(config, system.name));
       log.info('configuration reloaded', { ...parts });
     },
@@ -292,6 +297,7 @@ export async function startEngine(
       await network.close();
       await runtime.close();
       await Promise.all(servers.map((s) => closeServer(s)));
+      registry.close();
       releaseCrashGuard();
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
       await releaseRoots(locks);

@@ -46,19 +46,36 @@ const PING_TTL_MS = 5 * 60 * 1000;
  */
 export class RegistryClient {
   readonly transport: Transport;
-  readonly resolver: EndpointResolver;
+  /** Replaced by `reconfigure` (a reload): read it at each use, never keep it. */
+  resolver: EndpointResolver;
+  private readonly certsDirs: string[];
   private readonly tokens = new TokenCache();
   private readonly pings = new Map<string, Pinged>();
   readonly blobRetries: number;
 
   constructor(opts: RegistryClientOptions) {
     this.transport = new Transport(opts.userAgent ?? 'berth');
+    this.certsDirs = opts.certsDirs ?? DEFAULT_CERTS_DIRS;
     this.resolver = new EndpointResolver({
       insecureRegistries: opts.insecureRegistries,
       mirrors: opts.mirrors,
-      certsDirs: opts.certsDirs ?? DEFAULT_CERTS_DIRS,
+      certsDirs: this.certsDirs,
     });
     this.blobRetries = opts.blobRetries ?? 5;
+  }
+
+  /**
+   * A reload (SIGHUP) changed the insecure registries or the mirrors: later pulls and pushes use
+   * the new ones (those under way finish with what they started with); the version checks are
+   * made again, since an endpoint's scheme may have changed.
+   */
+  reconfigure(opts: Pick<RegistryClientOptions, 'insecureRegistries' | 'mirrors'>): void {
+    this.resolver = new EndpointResolver({
+      insecureRegistries: opts.insecureRegistries,
+      mirrors: opts.mirrors,
+      certsDirs: this.certsDirs,
+    });
+    this.pings.clear();
   }
 
   /** The endpoints of `domain` in order (mirrors for docker.io). `familiar` names it in errors. */

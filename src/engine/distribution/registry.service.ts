@@ -11,7 +11,8 @@ import type { AuthConfig } from './types.js';
 export class RegistryService {
   constructor(
     private readonly client: RegistryClient,
-    private readonly config: { mirrors: string[]; insecureRegistries: string[] },
+    /** Read at each use: a reload may change them. */
+    private readonly config: () => { mirrors: string[]; insecureRegistries: string[] },
   ) {}
 
   login(creds: AuthConfig, signal?: AbortSignal): Promise<LoginResult> {
@@ -25,7 +26,7 @@ export class RegistryService {
     creds: AuthConfig;
     signal?: AbortSignal;
   }): Promise<SearchResult[]> {
-    return searchRegistries(this.client, { ...opts, ...this.config });
+    return searchRegistries(this.client, { ...opts, ...this.config() });
   }
 
   inspect(

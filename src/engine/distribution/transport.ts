@@ -17,6 +17,7 @@ export interface HttpRequest {
 }
 
 const MAX_REDIRECTS = 10;
+const IDLE_TIMEOUT_MS = 60_000;
 
 /** A network failure (no HTTP answer): the caller may try the next endpoint or resume. */
 export class NetworkError extends Error {
@@ -102,6 +103,11 @@ export class Transport {
       }
       const fn = url.protocol === 'https:' ? httpsRequest : httpRequest;
       const r = fn(url, { method, headers, agent: this.agentFor(url, ep), signal }, (res) => resolve(res));
+      // a registry that stops answering (connect, headers or body) for a minute: a network
+      // failure, which a blob download resumes from
+      r.setTimeout(IDLE_TIMEOUT_MS, () =>
+        r.destroy(Object.assign(new Error('i/o timeout'), { code: 'ETIMEDOUT' })),
+      );
       r.on('error', (err) => {
         if (signal?.aborted) reject(signal.reason ?? err);
         else

@@ -155,9 +155,9 @@ export async function createImageService(opts: {
   /** The registry client pulls go through (default: loopback insecure, no mirrors). */
   registry?: RegistryClient;
   /** Layers one pull downloads at once (default 3). */
-  maxConcurrentDownloads?: number;
+  maxConcurrentDownloads?: () => number;
   /** Layers one push uploads at once (default 5). */
-  maxConcurrentUploads?: number;
+  maxConcurrentUploads?: () => number;
 }): Promise<ImageService> {
   const { log } = opts;
   const engineVersion = opts.engineVersion ?? '0.1.0';
@@ -190,7 +190,7 @@ export async function createImageService(opts: {
     gc,
     meta: distribution,
     client: registry,
-    maxConcurrentDownloads: opts.maxConcurrentDownloads ?? 3,
+    maxConcurrentDownloads: opts.maxConcurrentDownloads ?? (() => 3),
   });
   const pusher = new Pusher({
     store,
@@ -199,7 +199,7 @@ export async function createImageService(opts: {
     events,
     ops,
     registry,
-    maxConcurrentUploads: () => opts.maxConcurrentUploads ?? 5,
+    maxConcurrentUploads: opts.maxConcurrentUploads ?? (() => 5),
     log: log.child('push'),
   });
   const snapshotter = containerSnapshotter({

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { TestEngine } from '../../helpers/engine.js';
 import { runCommand } from '../../helpers/process.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { buildOciLayout, startTestRegistry } from '../../helpers/registry.js';
 
 /**
  * `berth engine --config-file`: a daemon.json read at start (docker info shows what it set, in
@@ -123,6 +124,40 @@ describe('engine configuration file (daemon.json)', () => {
       /reloading the configuration failed.*don't match any configuration option: nonsense/,
     );
     assert.deepEqual(((await info()).RegistryConfig as Json).Mirrors, ['https://mirror.example/']);
+  });
+
+  it('pulls through a mirror the file names only after a reload (the running pull path reads it)', async () => {
+    const mirror = await startTestRegistry();
+    try {
+      const layout = join(dir, 'layout');
+      await buildOciLayout(layout, { refName: 'v1' });
+      const copied = await runCommand('skopeo', [
+        'copy',
+        '--dest-tls-verify=false',
+        `oci:${layout}:v1`,
+        `docker://${new URL(mirror.url).host}/library/reloaded:v1`,
+      ]);
+      assert.equal(copied.code, 0, copied.stderr);
+      const pull = () => engine.request('POST', '/v1.41/images/create?fromImage=reloaded&tag=v1');
+      assert.notEqual((await pull()).status, 200, 'no mirror of the file holds it yet');
+      await writeFile(
+        path,
+        JSON.stringify({ 'registry-mirrors': [mirror.url], 'max-concurrent-downloads': 1 }),
+      );
+      process.kill(engine.pid as number, 'SIGHUP');
+      let mirrors: unknown;
+      for (let i = 0; i < 100; i++) {
+        mirrors = ((await info()).RegistryConfig as Json).Mirrors;
+        if (JSON.stringify(mirrors) === JSON.stringify([`${mirror.url}/`])) break;
+        await sleep(50);
+      }
+      assert.deepEqual(mirrors, [`${mirror.url}/`]);
+      const r = await pull();
+      assert.equal(r.status, 200);
+      assert.match(r.text(), /Downloaded newer image for reloaded:v1/);
+    } finally {
+      await mirror.stop();
+    }
   });
 
   it('refuses to start on unknown keys, on a key given as a flag too, on a missing explicit file', async () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import {
   createServer as createHttpServer,
@@ -25,7 +25,9 @@ import {
   type TestRegistry,
   tarGz,
   tempDir,
+  waitForHttp,
 } from '../../helpers/registry.js';
+import { freePort } from '../../helpers/registry-reference.js';
 import { makeTestCertificates } from '../../helpers/tls-certs.js';
 
 /** What the proxy in front of the registry does to blob answers. */
@@ -199,7 +201,14 @@ describe('docker pull', () => {
     await copy(`docker://${host}/multi:v3`);
     await copy(`docker://${new URL(mirror.url).host}/library/mirrored:v1`);
     engine = await TestEngine.start({
-      args: ['--registry-mirror', mirror.url, '--registry-certs-dir', certsDir],
+      args: [
+        '--registry-mirror',
+        mirror.url,
+        '--registry-certs-dir',
+        certsDir,
+        '--max-concurrent-downloads',
+        '1',
+      ],
     });
   });
 
@@ -221,6 +230,7 @@ describe('docker pull', () => {
   it('pulls a multi-arch index for this platform, or the one asked for; again is up to date', async () => {
     const out = await engine.dockerOk(['pull', `${host}/multi:v1`]);
     assert.match(out, /v1: Pulling from multi/);
+    assert.match(out, /: Waiting\n/, 'one download at a time (--max-concurrent-downloads 1)');
     assert.match(out, /Pull complete/);
     assert.match(out, /Digest: sha256:[0-9a-f]{64}/);
     assert.match(out, new RegExp(`Status: Downloaded newer image for ${host}/multi:v1`));
@@ -460,11 +470,44 @@ describe('docker pull with authentication', () => {
       regs.push(r);
       return r;
     };
-    const basic = await start({ auth: { htpasswd: { realm: 'test', path: users } } });
-    const token = await start({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
+    await start({ auth: { htpasswd: { realm: 'test', path: users } } });
+    await start({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
+    // Debian's docker-registry (distribution 2.8) with htpasswd too
+    const port = await freePort();
+    const config = join(work, 'debian.yml');
+    await writeFile(
+      config,
+      [
+        'version: 0.1',
+        'log:',
+        '  level: error',
+        '  accesslog:',
+        '    disabled: true',
+        'storage:',
+        '  filesystem:',
+        `    rootdirectory: ${join(work, 'debian-root')}`,
+        'http:',
+        `  addr: 127.0.0.1:${port}`,
+        'auth:',
+        '  htpasswd:',
+        '    realm: debian',
+        `    path: ${users}`,
+        '',
+      ].join('\n'),
+    );
+    const child = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
+    const debianUrl = `http://127.0.0.1:${port}`;
+    regs.push({
+      url: debianUrl,
+      close: async () => {
+        if (child.exitCode === null && child.pid) process.kill(child.pid, 'SIGTERM');
+        await new Promise((r) => (child.exitCode === null ? child.once('exit', r) : r(undefined)));
+      },
+    });
+    await waitForHttp(`${debianUrl}/v2/`, 10_000);
     const layout = join(work, 'layout');
     await buildOciLayout(layout, { refName: 'v1' });
-    for (const r of [basic, token]) {
+    for (const r of regs) {
       const res = await runCommand('skopeo', [
         'copy',
         '--dest-tls-verify=false',
@@ -486,13 +529,13 @@ describe('docker pull with authentication', () => {
 
   const authHeader = (o: Record<string, string>) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
-  for (const [i, kind] of ['basic', 'token'].entries()) {
+  for (const [i, kind] of ['basic', 'token', 'debian'].entries()) {
     it(`pulls from a registry with ${kind} auth with X-Registry-Auth, and refuses without`, async () => {
       const h = new URL((regs[i] as { url: string }).url).host;
       const anon = await engine.request('POST', `/v1.41/images/create?fromImage=${h}/team/app&tag=v1`);
       // dockerd's words (its statuses are 500s here; berth answers 401, and 404 as dockerd for
       // no read access)
-      if (kind === 'basic') {
+      if (kind === 'basic' || kind === 'debian') {
         assert.equal(anon.status, 401, anon.text());
         assert.match(anon.text(), /manifests\/v1\\": no basic auth credentials/);
       } else {
@@ -506,7 +549,7 @@ describe('docker pull with authentication', () => {
         headers: { 'X-Registry-Auth': authHeader({ username: 'alice', password: 'nope' }) },
       });
       assert.equal(wrong.status, 401, wrong.text());
-      assert.match(wrong.text(), /unauthorized: invalid username or password/);
+      assert.match(wrong.text(), /unauthorized: (invalid username or password|authentication required)/);
       // the docker CLI sends what its config file holds
       await mkdir(engine.dockerConfig, { recursive: true });
       await writeFile(

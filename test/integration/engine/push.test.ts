@@ -306,16 +306,14 @@ describe('docker push through berth', () => {
     assert.deepEqual(msgs.at(-2), { status: `v1: digest: ${last.aux.Digest} size: ${last.aux.Size}` });
     assert.deepEqual(last, { progressDetail: {}, aux: last.aux });
     // the layers kept as pulled went as they are: the same blobs as the source registry's
+    type Manifest = { config: { digest: string }; layers: Array<{ digest: string }> };
     const src = (
       await http('GET', `${open.url}/v2/three/manifests/v1`, { headers: { Accept: ALL_MANIFEST_TYPES } })
-    ).json() as {
-      layers: Array<{ digest: string }>;
-    };
+    ).json() as Manifest;
     const dst = (
       await http('GET', `${debian.url}/v2/three/manifests/v1`, { headers: { Accept: ALL_MANIFEST_TYPES } })
-    ).json() as {
-      layers: Array<{ digest: string }>;
-    };
+    ).json() as Manifest;
+    assert.equal(dst.config.digest, src.config.digest);
     assert.deepEqual(
       dst.layers.map((l) => l.digest),
       src.layers.map((l) => l.digest),
@@ -357,6 +355,25 @@ describe('docker push through berth', () => {
     const back = await engine.dockerOk(['pull', `${host}/zstd:1`]);
     assert.match(back, new RegExp(`Digest: ${digest}`));
     assert.equal(await engine.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${host}/zstd:1`]), id);
+  });
+
+  it('pushes an image it pulled to another registry; dockerd pulls the same image', async () => {
+    const from = hostOf(open);
+    const to = debian.hostPort;
+    const id = await engine.dockerOk(['import', '-', `${from}/pulled-src:1`], {
+      input: await tarGz({ 'p.txt': randomBytes(256).toString('hex') }),
+    });
+    await engine.dockerOk(['push', `${from}/pulled-src:1`]);
+    await engine.dockerOk(['rmi', `${from}/pulled-src:1`]);
+    await engine.dockerOk(['pull', `${from}/pulled-src:1`]);
+    await engine.dockerOk(['tag', `${from}/pulled-src:1`, `${to}/pulled-copy:1`]);
+    const out = await engine.dockerOk(['push', `${to}/pulled-copy:1`]);
+    assert.match(out, /: Pushed\n/);
+    await dockerd.dockerOk(['pull', `${to}/pulled-copy:1`]);
+    assert.equal(
+      await dockerd.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${to}/pulled-copy:1`]),
+      id,
+    );
   });
 
   it('logs in and pushes with htpasswd (berth and Debian) and with token servers (berth, Debian + external)', async () => {

@@ -48,8 +48,15 @@ export interface PullerDeps {
   gc: Pick<LayerCollector, 'collect'>;
   meta: DistributionMetadataStore;
   client: RegistryClient;
-  /** Layers fetched at once (`--max-concurrent-downloads`). */
-  maxConcurrentDownloads: number;
+  /** Layers fetched at once (`--max-concurrent-downloads`), read at each pull (a reload may change it). */
+  maxConcurrentDownloads: () => number;
+  /**
+   * Keep each pulled layer's compressed blob in the content store (default: yes). dockerd keeps
+   * none: it can rebuild a layer's exact tar from its tar-split record when it pushes to another
+   * registry. berth has no such record yet, and a tar exported again from the snapshot need not
+   * hash to the diff ID (entry order, headers), so without the blob such a push could fail.
+   */
+  keepBlobs?: boolean;
 }
 
 /** One layer to have, bottom first. */
@@ -121,7 +128,7 @@ export class ImagePuller {
     const one = await this.pullOne(session, ref, want, o.platform !== undefined, progress, signal);
     // dockerd's pull event: the reference as actor and name, the image's labels beside
     const labels = { ...(this.deps.store.get(one.id)?.config.config?.Labels ?? {}) };
-    this.deps.events.publish('pull', familiarString(ref), familiarString(ref), labels);
+    this.deps.events.publish('pull', familiarString(ref), familiarName(ref), labels);
     progress.status(statusLine(one.updated, familiarString(ref)));
   }
 
@@ -269,7 +276,7 @@ export class ImagePuller {
     outer?.addEventListener('abort', onOuter, { once: true });
     const signal = controller.signal;
     const pinned: string[] = [];
-    const limiter = new Limiter(Math.max(1, this.deps.maxConcurrentDownloads));
+    const limiter = new Limiter(Math.max(1, this.deps.maxConcurrentDownloads()));
     const tasks: Array<Promise<unknown>> = [];
     let downloaded = false;
     let firstError: unknown;
@@ -313,6 +320,7 @@ export class ImagePuller {
           const release = await limiter.acquire(signal);
           let slot = true;
           let complete = false;
+          let received = 0;
           let blob: AsyncGenerator<Buffer> | undefined;
           const free = () => {
             if (slot) {
@@ -323,7 +331,10 @@ export class ImagePuller {
           try {
             const source = session.blob(l.digest, l.size, {
               signal,
-              onBytes: (n) => progress.bytes(sid, 'Downloading', n, l.size),
+              onBytes: (n) => {
+                received = n;
+                progress.bytes(sid, 'Downloading', n, l.size);
+              },
             });
             blob = source;
             const stream = (async function* () {
@@ -340,6 +351,7 @@ export class ImagePuller {
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
               verifiedDigest: l.digest,
+              keepBlob: this.deps.keepBlobs ?? true,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);
@@ -347,7 +359,7 @@ export class ImagePuller {
             diffIds[i] = layer.diffId;
             downloaded = true;
             await this.deps.meta.record(layer.diffId, l.digest, repository).catch(() => undefined);
-            const size = layer.blob?.size ?? l.size ?? 0;
+            const size = layer.blob?.size ?? l.size ?? received;
             progress.bytes(sid, 'Extracting', size, size, true);
             progress.layer(sid, 'Pull complete');
             return layer.chainId;

@@ -107,6 +107,35 @@ describe('registry client', () => {
     await assert.rejects(alice.manifest('x'), (e) => isKind(e, 'NotFound'));
   });
 
+  it('uses an identity token as an OAuth2 refresh token, and a registry token as it is', async () => {
+    const host = hostOf(token.url);
+    const eps = await client.endpoints(host, host);
+    const ping = await fetch(`${token.url}/v2/`);
+    const challenge = parseChallenges(ping.headers.get('www-authenticate') ?? '')[0];
+    assert.equal(challenge?.scheme, 'bearer');
+    const realm = challenge?.params.realm as string;
+    const form = new URLSearchParams({
+      grant_type: 'password',
+      username: 'alice',
+      password: 'alice-pw',
+      service: challenge?.params.service ?? '',
+      client_id: 'test',
+      access_type: 'offline',
+      scope: 'repository:a/b:pull',
+    });
+    const login = await fetch(realm, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: form.toString(),
+    });
+    const answer = (await login.json()) as { refresh_token?: string; access_token?: string };
+    assert.ok(answer.refresh_token, JSON.stringify(answer));
+    const viaRefresh = await client.open(eps, 'a/b', { identitytoken: answer.refresh_token }, ['pull']);
+    await assert.rejects(viaRefresh.manifest('x'), (e) => isKind(e, 'NotFound'));
+    const viaToken = await client.open(eps, 'a/b', { registrytoken: answer.access_token }, ['pull']);
+    await assert.rejects(viaToken.manifest('x'), (e) => isKind(e, 'NotFound'));
+  });
+
   it('resumes a dropped blob download with Range and rejects corrupt bytes', async () => {
     const data = Buffer.alloc(300_000, 7);
     for (let i = 0; i < data.length; i++) data[i] = (i * 31) & 255;
@@ -166,6 +195,52 @@ describe('registry client', () => {
       );
     } finally {
       proxy.close();
+    }
+  });
+});
+
+describe('registry client redirects', () => {
+  it('follows a blob redirect to another host without the Authorization header', async () => {
+    const data = Buffer.from('redirected blob');
+    const digest = sha256(data);
+    const seen: Array<string | undefined> = [];
+    const storage = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.end(data);
+    });
+    await new Promise<void>((r) => storage.listen(0, '127.0.0.1', r));
+    const storagePort = (storage.address() as AddressInfo).port;
+    const registry = createServer((req, res) => {
+      if (!req.headers.authorization) {
+        res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="r"' });
+        res.end();
+        return;
+      }
+      if (req.url === '/v2/') {
+        res.end('{}');
+        return;
+      }
+      // a different port is a different host (as Go's client sees it)
+      res.writeHead(307, { Location: `http://127.0.0.1:${storagePort}/blob` });
+      res.end();
+    });
+    await new Promise<void>((r) => registry.listen(0, '127.0.0.1', r));
+    const client = new RegistryClient({ insecureRegistries: [], mirrors: [] });
+    try {
+      const host = `127.0.0.1:${(registry.address() as AddressInfo).port}`;
+      const repo = await client.open(
+        await client.endpoints(host, host),
+        'a/b',
+        { username: 'u', password: 'p' },
+        ['pull'],
+      );
+      const got = await collect(repo.blob(digest, data.length));
+      assert.equal(got.toString(), 'redirected blob');
+      assert.deepEqual(seen, [undefined]);
+    } finally {
+      client.close();
+      registry.close();
+      storage.close();
     }
   });
 });
