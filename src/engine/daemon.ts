@@ -283,7 +283,10 @@ export async function startEngine(
     reload(parts) {
       Object.assign(config, parts);
       if (parts.insecureRegistries || parts.registryMirrors) {
-        registry.reconfigure({ insecureRegistries: config.insecureRegistries, mirrors: config.registryMirrors });
+        registry.reconfigure({
+          insecureRegistries: config.insecureRegistries,
+          mirrors: config.registryMirrors,
+        });
       }
       events.publish('daemon', 'reload', system.id, reloadAttributes(config, system.name));
       log.info('configuration reloaded', { ...parts });
