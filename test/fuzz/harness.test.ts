@@ -4,7 +4,13 @@ import type { TestEngine } from '../helpers/engine.js';
 import { CORPUS } from './corpus.js';
 import { EngineFuzzer } from './engine/generate.js';
 import { engineRoutes, queryParamsOf } from './engine/routes.js';
-import { createBodyProblem, execBodyProblem, updateBodyProblem, volumeBodyProblem } from './engine/safety.js';
+import {
+  createBodyProblem,
+  execBodyProblem,
+  remoteRegistryProblem,
+  updateBodyProblem,
+  volumeBodyProblem,
+} from './engine/safety.js';
 import { EngineWorld } from './engine/world.js';
 import { KNOWN_DEFECTS } from './known.js';
 import type { ExchangeResult } from './lib/exchange.js';
@@ -142,6 +148,45 @@ describe('fuzz harness', () => {
     assert.match(judge(request(), cut, never) ?? '', /middle of the answer/);
     assert.equal(judge(request({ streaming: true }), cut, never), undefined);
     assert.match(judge(request(), result('NOT HTTP AT ALL\r\n\r\n'), never) ?? '', /not valid HTTP/);
+  });
+
+  it('never sends a pull, push, search or inspect to a registry off this machine', async () => {
+    for (const far of [
+      'example.com/x',
+      'registry.example:5000/a/b',
+      'localhost.evil/x',
+      '10.0.0.1:5000/x',
+      '[2001:db8::1]:5000/x',
+    ])
+      assert.ok(remoteRegistryProblem(far), far);
+    for (const near of [
+      'busybox',
+      'fz/imp:1',
+      'docker.io/library/busybox',
+      'localhost:5000/fz',
+      '127.0.0.1:1/x',
+      '[::1]:5000/x',
+      '',
+      undefined,
+    ])
+      assert.equal(remoteRegistryProblem(near), undefined, String(near));
+    const w = new EngineWorld({} as TestEngine);
+    w.containers.push('fz-created', 'fz-running');
+    const fuzzer = new EngineFuzzer(await engineRoutes(), w);
+    for (let i = 0; i < 3000; i++) {
+      const text = fuzzer.generate(new Rng(77, i), i).data.toString('latin1');
+      const target = text.slice(0, text.indexOf('\r\n'));
+      const q = /[?&](?:fromImage|term)=([^&\s]*)/.exec(target);
+      if (q) {
+        let v: string | undefined;
+        try {
+          v = decodeURIComponent(q[1] ?? '');
+        } catch {
+          v = undefined;
+        }
+        assert.equal(remoteRegistryProblem(v), undefined, target);
+      }
+    }
   });
 
   it('never lets a body reach the host: binds, privileges, host namespaces, devices, volume mounts', () => {

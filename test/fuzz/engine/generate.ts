@@ -29,7 +29,13 @@ import {
   type WireRequest,
 } from '../lib/wire.js';
 import { type EngineRoute, readsBody } from './routes.js';
-import { createBodyProblem, execBodyProblem, updateBodyProblem, volumeBodyProblem } from './safety.js';
+import {
+  createBodyProblem,
+  execBodyProblem,
+  remoteRegistryProblem,
+  updateBodyProblem,
+  volumeBodyProblem,
+} from './safety.js';
 import type { EngineWorld } from './world.js';
 
 /**
@@ -50,7 +56,8 @@ type BodyKind =
   | 'start'
   | 'import'
   | 'archive'
-  | 'commit';
+  | 'commit'
+  | 'auth';
 
 /** The body each route that takes one gets; a route that reads a body and is missing here fails the run. */
 export const BODY_KINDS: Record<string, BodyKind> = {
@@ -67,7 +74,21 @@ export const BODY_KINDS: Record<string, BodyKind> = {
   'PUT /containers/{name}/archive': 'archive',
   // a container Config: it becomes an image's config only (commit never applies a HostConfig)
   'POST /commit': 'commit',
+  // docker login: credentials for a registry on loopback (nothing listens there) or for docker.io
+  'POST /auth': 'auth',
 };
+
+/** Where a login may go: loopback ports nothing listens on, and names that need no network. */
+const LOGIN_SERVERS = [
+  '127.0.0.1:1',
+  'localhost:1',
+  'http://127.0.0.1:1/',
+  'https://127.0.0.1:1/v1/',
+  '[::1]:1',
+  'docker.io',
+  'https://index.docker.io/v1/',
+  '',
+];
 
 const ROUTE_WEIGHT: Record<string, number> = {
   'POST /containers/create': 6,
@@ -276,11 +297,25 @@ export class EngineFuzzer implements Fuzzer {
     return this.world.maintain(index);
   }
 
-  /** 501 (not implemented) anywhere; 503 only as swarm's "not a swarm manager" answers. */
+  /**
+   * 501 (not implemented) anywhere; 503 as swarm's "not a swarm manager" answers, and as the
+   * answer of a login to a registry that cannot be reached (`Get "<registry>/v2/": …`, as dockerd
+   * words it; the fuzzer logs in to loopback ports nothing listens on, or to docker.io, which
+   * has no Hub here), and of a search with no registry to ask.
+   */
   deliberate = (res: ParsedResponse): boolean => {
     if (res.status === 501) return true;
-    if (res.status === 503) return /not a swarm manager|not part of a swarm/.test(res.body.toString('utf8'));
-    return false;
+    if (res.status !== 503) return false;
+    const text = res.body.toString('utf8');
+    if (/not a swarm manager|not part of a swarm/.test(text)) return true;
+    try {
+      const message = (JSON.parse(text) as { message?: string }).message ?? '';
+      return (
+        /^Get "https?:\/\/[^"\s]+\/v2\/": /.test(message) || /^there is no Docker Hub here\b/.test(message)
+      );
+    } catch {
+      return false;
+    }
   };
 
   observe(req: WireRequest, result: ExchangeResult): void {
@@ -308,6 +343,14 @@ export class EngineFuzzer implements Fuzzer {
     let path = this.fillTemplate(rng, route);
     if (!this.clean && rng.chance(0.06)) path = this.mutatePath(rng, path);
     const query = this.query(rng, route, index);
+    // requests that would reach a registry off this machine: aimed at a local name instead
+    for (const key of ['fromImage', 'term'] as const) {
+      if (query[key] !== undefined && remoteRegistryProblem(safeDecode(query[key]))) query[key] = 'fz/imp';
+    }
+    const named = /^\/(?:images\/(.+)\/push|distribution\/(.+)\/json)$/.exec(path);
+    if (named && remoteRegistryProblem(safeDecode(named[1] ?? named[2] ?? ''))) {
+      path = path.startsWith('/images/') ? '/images/fz/imp/push' : '/distribution/fz/imp/json';
+    }
     const kind = BODY_KINDS[`${route.method} ${route.template}`];
     const headers: Array<[string, string]> = [['User-Agent', 'berth-fuzz']];
     let body: Buffer | undefined;
@@ -739,6 +782,15 @@ export class EngineFuzzer implements Fuzzer {
             Buffer.from('{"x":1}'),
             jsonBytes(rng, anyJson(rng)),
           ]);
+        case 'auth': {
+          const body: Record<string, unknown> = rng.chance(0.7)
+            ? { username: anyString(rng, 20), password: anyString(rng, 20) }
+            : (anyJson(rng) as Record<string, unknown>);
+          if (typeof body !== 'object' || body === null || Array.isArray(body)) return jsonBytes(rng, body);
+          if (rng.chance(0.3)) body.identitytoken = anyString(rng, 40);
+          body.serveraddress = rng.pick(LOGIN_SERVERS);
+          return jsonBytes(rng, body);
+        }
         case 'import':
           return fuzzTar(rng);
         case 'archive':

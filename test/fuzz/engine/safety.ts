@@ -169,3 +169,21 @@ export function volumeBodyProblem(body: Buffer): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * Whether an image reference names a registry other than this machine's loopback (its first
+ * component holds a `.` or a `:`, or is `localhost`, and is not a loopback host): the engine would
+ * look it up and connect to it. Fuzzing talks to loopback only, so such requests are never sent.
+ * `docker.io` names need no network here (no mirror: a clear error).
+ */
+export function remoteRegistryProblem(reference: string | undefined): string | undefined {
+  if (!reference) return undefined;
+  const slash = reference.indexOf('/');
+  if (slash < 0) return undefined;
+  const domain = reference.slice(0, slash).toLowerCase();
+  if (!/[.:]/.test(domain) && domain !== 'localhost') return undefined;
+  if (domain === 'docker.io' || domain === 'index.docker.io') return undefined;
+  const host = domain.startsWith('[') ? domain.slice(0, domain.indexOf(']') + 1) : domain.split(':')[0];
+  if (host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host ?? '')) return undefined;
+  return `a registry off this machine (${domain})`;
+}

@@ -76,7 +76,8 @@ describe('docker cp upload (spooled archive)', () => {
       'busybox',
       'sh',
       '-c',
-      'i=0; while true; do i=$((i+1)); echo $i > /tick; sleep 0.1; done',
+      // written whole (a rename), so that a read never sees the file emptied by the shell's >
+      'i=0; while true; do i=$((i+1)); echo $i > /tick.new; mv /tick.new /tick; sleep 0.1; done',
     );
     pid = Number(await ok('inspect', '-f', '{{.State.Pid}}', 'up'));
   });

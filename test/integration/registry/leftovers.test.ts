@@ -169,7 +169,9 @@ describe('leftovers are swept', () => {
       const first = await startTestRegistry({}, {}, root);
       const image = await pushImage(first.url, 'gc/repo', 'good');
       await first.stop(true);
-      await leaveLeftovers(root, 'gc/repo', image.digest, 0, 'gc');
+      // a second old: with no grace period, a file written in the very millisecond the collection
+      // starts (its mtime has a fraction of a millisecond more) would still count as young
+      await leaveLeftovers(root, 'gc/repo', image.digest, 1000, 'gc');
       const driver = new FilesystemDriver(root);
       const dry = await collectGarbage(driver, { dryRun: true, gracePeriodMs: 0 });
       assert.equal(dry.leftovers.temporary.length, 3);
