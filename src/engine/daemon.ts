@@ -187,7 +187,6 @@ export async function startEngine(
     events,
     log,
   });
-  registerNetworkRoutes(router, network);
   const containers = await createContainerService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,
@@ -201,6 +200,7 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
+  registerNetworkRoutes(router, network, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);

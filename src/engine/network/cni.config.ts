@@ -19,6 +19,10 @@ export interface BridgeNetwork {
   gateway: string;
   /** host-local's allocation directory. */
   dataDir: string;
+  /** Whether the interface gets the default route (the container's main network, not Internal). */
+  defaultRoute?: boolean;
+  /** `com.docker.network.driver.mtu`. */
+  mtu?: number;
 }
 
 /**
@@ -35,11 +39,12 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     isGateway: true,
     ipMasq: false,
     hairpinMode: false,
+    ...(n.mtu ? { mtu: n.mtu } : {}),
     ipam: {
       type: 'host-local',
       ranges: [[n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }]],
-      // the container's default route, through the bridge
-      routes: [{ dst: '0.0.0.0/0' }],
+      // the container's default route, through the bridge (its main network only)
+      routes: n.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }],
       dataDir: n.dataDir,
     },
   };

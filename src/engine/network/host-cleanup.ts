@@ -1,5 +1,7 @@
+import { join } from 'node:path';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
+import { loadNetworks } from './network.state.js';
 
 /**
  * Remove from the host what an engine made for its default bridge: its FORWARD and MASQUERADE
@@ -15,4 +17,17 @@ export async function removeBridgeFromHost(
   const link = ops.link ?? new HostLinkOps();
   await firewall.removeBridge(bridge);
   await link.deleteLink(bridge);
+}
+
+/**
+ * Remove from the host the bridges and rules of an engine's user-defined networks (read from its
+ * data root before that is deleted): tearing an engine down for good.
+ */
+export async function removeUserNetworksFromHost(
+  dataRoot: string,
+  ops: { link?: LinkOps; firewall?: FirewallOps } = {},
+): Promise<string[]> {
+  const saved = await loadNetworks(join(dataRoot, 'network', 'networks.json'));
+  for (const u of saved.user) await removeBridgeFromHost(u.bridge, ops);
+  return saved.user.map((u) => u.bridge);
 }

@@ -85,8 +85,12 @@ export interface ContainerRecord {
    * ID after the container stopped.
    */
   Sandbox?: SandboxRecord;
-  /** The network endpoint while the container runs (address, MAC...); gone once it stopped. */
+  /** The main network endpoint while the container runs (address, MAC...); gone once it stopped. */
   Endpoint?: Endpoint;
+  /** Every endpoint while the container runs, the main one first (Endpoint is the first). */
+  Endpoints?: Endpoint[];
+  /** A `network connect`/`disconnect` happened: NetworkingConfig.EndpointsConfig lists its networks. */
+  NetworksExplicit?: boolean;
   /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */
   Links?: LinkRecord[];
   /** Volumes, image mounts and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */
