@@ -76,7 +76,7 @@ function bool(v: unknown, field: string): boolean {
 export function planNetwork(body: Record<string, unknown>, exists: (name: string) => boolean): CreatePlan {
   const name = typeof body.Name === 'string' ? body.Name : '';
   if (!name) throw invalidParameter('network name must not be empty');
-  if (PREDEFINED.includes(name)) throw forbidden(`operation is not permitted on predefined ${name} network `);
+  if (PREDEFINED.includes(name)) throw forbidden(`operation is not permitted on predefined ${name} network`);
   if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(name)) {
     throw invalidParameter(`invalid network name "${name}": only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed`);
   }
@@ -190,7 +190,8 @@ function ipamEntry(raw: Record<string, unknown>): IpamConfigEntry {
     const g = parseIpv4(gateway);
     if (g === undefined) throw invalidParameter(`invalid gateway address ${gateway}`);
     if (!containsIp(block, g)) {
-      throw invalidParameter(`no matching subnet for gateway ${gateway}`);
+      // dockerd's message (a 500 there)
+      throw invalidParameter(`failed to allocate gateway (${gateway}): Requested address is out of range`);
     }
     out.Gateway = formatIpv4(g);
   }

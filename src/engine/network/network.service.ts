@@ -387,9 +387,13 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     const ipv4 = plan.ipv4.map((c) => ({ ...c }));
     const auto = ipv4.length === 0 || ipv4.some((c) => !c.Subnet);
     if (ipv4.length === 0) ipv4.push({ Subnet: '' });
+    const implicitGateways: string[] = [];
     for (const c of ipv4) {
       const b = c.Subnet ? parseCidr(c.Subnet) : undefined;
-      if (b && !c.Gateway) c.Gateway = formatIpv4(networkAddress(b) + 1);
+      if (b && !c.Gateway) {
+        c.Gateway = formatIpv4(networkAddress(b) + 1);
+        implicitGateways.push(c.Subnet);
+      }
     }
     const bridgeName = plan.bridgeName ?? `br-${identity.id.slice(0, 12)}`;
     return {
@@ -409,6 +413,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         masquerade: plan.masquerade,
         ...(plan.mtu ? { mtu: plan.mtu } : {}),
         ...(auto ? { autoSubnet: true } : {}),
+        ...(implicitGateways.length ? { implicitGateways } : {}),
       },
     };
   }

@@ -39,6 +39,8 @@ export interface SavedUserNetwork extends SavedNetwork {
   mtu?: number;
   /** The block was picked from the default pools (static addresses are refused, as dockerd). */
   autoSubnet?: boolean;
+  /** Blocks given without a gateway: inspect shows no Gateway for them (dockerd picks `.1` silently). */
+  implicitGateways?: string[];
 }
 
 export interface SavedNetworks {

@@ -109,7 +109,11 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
     if (n.bridge.gatewayInConfig) c.Gateway = n.bridge.gateway;
     config.push(c);
   }
-  for (const c of n.user?.ipam ?? []) config.push({ ...c });
+  for (const c of n.user?.ipam ?? []) {
+    const shown: Record<string, unknown> = { ...c };
+    if (n.user?.implicitGateways?.includes(c.Subnet)) delete shown.Gateway;
+    config.push(shown);
+  }
   const members: Record<string, Record<string, string>> = {};
   for (const c of containers ?? []) {
     if (c.endpoint.networkId !== n.id) continue;

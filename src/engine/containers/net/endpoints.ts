@@ -122,6 +122,11 @@ export class ContainerNetworks implements NetworkPort {
     }
     const mode = hc.NetworkMode || 'default';
     const isolated = mode === 'host' || mode === 'none' || mode.startsWith('container:');
+    const keys = Object.keys(nc.EndpointsConfig ?? {});
+    if (keys.length > 1 && (isolated || keys.some((k) => k === 'host' || k === 'none'))) {
+      // host, none and container: modes are on one network only (dockerd's message)
+      throw invalidParameter(`Container cannot be connected to network endpoints: ${keys.join(', ')}`);
+    }
     for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
       const name = key === 'default' ? 'bridge' : key;
       const ip = ep?.IPAMConfig?.IPv4Address;
@@ -134,7 +139,13 @@ export class ContainerNetworks implements NetworkPort {
       if (name === 'host' || name === 'none') continue;
       if (name !== 'bridge' && !network.isUserNetwork(name))
         throw invalidParameter(`network ${name} not found`);
-      network.checkEndpoint(name, { ipv4Address: ip, aliases: (ep?.Aliases?.length ?? 0) > 0 });
+      const aliases = (ep?.Aliases?.length ?? 0) > 0;
+      if (name === 'bridge' && !network.bridge) {
+        if (ip)
+          throw invalidParameter('user specified IP address is supported on user defined networks only');
+        continue;
+      }
+      if (ip || aliases) network.checkEndpoint(name, { ipv4Address: ip, aliases });
     }
     return this.links.resolve(hc);
   }
@@ -397,7 +408,8 @@ export class ContainerNetworks implements NetworkPort {
     this.explicitNetworks(c);
     rec.NetworkingConfig.EndpointsConfig ??= {};
     const eps = rec.NetworkingConfig.EndpointsConfig;
-    eps[n.name] = { ...settings, NetworkID: n.id };
+    // as dockerd: the network's ID shows once the container joined it
+    eps[n.name] = added ? { ...settings, NetworkID: n.id } : { ...settings };
     if (added) {
       rec.Endpoints = [...endpointsOf(rec), added];
       rec.Endpoint ??= added;
