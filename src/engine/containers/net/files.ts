@@ -2,6 +2,13 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { writeFileAtomic } from '../../../common/fs/atomic.js';
+import {
+  FALLBACK_NAMESERVERS,
+  onlyResolvedStub,
+  parseResolvConf,
+  readHostResolvConf,
+  usableNameservers,
+} from '../../network/dns/host-resolvers.js';
 
 /** The /etc/hosts, /etc/hostname and /etc/resolv.conf a container gets, as dockerd writes them. */
 
@@ -13,8 +20,6 @@ const DEFAULT_HOSTS = [
   'ff02::1\tip6-allnodes',
   'ff02::2\tip6-allrouters',
 ];
-
-const FALLBACK_NAMESERVERS = ['8.8.8.8', '8.8.4.4'];
 
 /** One /etc/hosts line: an address and its names (space-separated). */
 export interface HostsEntry {
@@ -78,35 +83,34 @@ export async function rewriteInPlace(path: string, content: string): Promise<voi
   await writeFile(path, content);
 }
 
-function isLoopback(ip: string): boolean {
-  if (isIP(ip) === 4) return ip.startsWith('127.');
-  return ip === '::1' || ip === '0:0:0:0:0:0:0:1';
-}
-
 /**
  * resolv.conf from the host's (loopback nameservers dropped, as dockerd does when the container
  * has its own network namespace; Google's servers when none remain) or from Dns/DnsSearch/DnsOptions.
+ * With `embeddedDns` (a user-defined network: the address of the engine's DNS responder), as
+ * dockerd's rebuildDNS: that nameserver first, then only the IPv6 ones (the IPv4 ones are the
+ * responder's to forward to: embeddedUpstreams), `ndots:0` added unless the options set ndots,
+ * and no other lines.
  */
-export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwork: boolean): string {
-  const lines = hostResolv.split('\n');
-  let nameservers: string[] = [];
-  let search: string[] = [];
-  let options: string[] = [];
-  const other: string[] = [];
-  for (const raw of lines) {
-    const line = raw.trim();
-    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
-    const [key, ...rest] = line.split(/\s+/);
-    if (key === 'nameserver' && rest[0]) nameservers.push(rest[0]);
-    else if (key === 'search' || key === 'domain') search = rest;
-    else if (key === 'options') options.push(...rest);
-    else other.push(line);
-  }
-  if (!hostNetwork) nameservers = nameservers.filter((ns) => !isLoopback(ns));
+export function resolvConfContent(
+  hostResolv: string,
+  hc: HostConfig,
+  hostNetwork: boolean,
+  embeddedDns?: string,
+): string {
+  const host = parseResolvConf(hostResolv);
+  let nameservers = hostNetwork ? host.nameservers : usableNameservers(host.nameservers);
+  let search = host.search;
+  let options = host.options;
+  let other = host.other;
   if ((hc.Dns ?? []).length > 0) nameservers = [...(hc.Dns ?? [])];
   if ((hc.DnsSearch ?? []).length > 0) search = (hc.DnsSearch ?? []).filter((s) => s !== '.');
   if ((hc.DnsOptions ?? []).length > 0) options = [...(hc.DnsOptions ?? [])];
-  if (nameservers.length === 0) nameservers = FALLBACK_NAMESERVERS;
+  if (nameservers.length === 0) nameservers = [...FALLBACK_NAMESERVERS];
+  if (embeddedDns !== undefined) {
+    nameservers = [embeddedDns, ...nameservers.filter((ns) => isIP(ns.replace(/%.*$/, '')) === 6)];
+    if (!options.some((o) => /^ndots:\d+$/.test(o))) options = [...options, 'ndots:0'];
+    other = [];
+  }
   const out: string[] = [];
   if (search.length > 0) out.push(`search ${search.join(' ')}`);
   for (const ns of nameservers) out.push(`nameserver ${ns}`);
@@ -116,23 +120,15 @@ export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwor
 }
 
 /**
- * The host's resolv.conf, as dockerd picks it (resolvconf.Path): when it names only
- * systemd-resolved's stub (127.0.0.53), which a container's own network cannot reach,
- * systemd-resolved's list of the real servers instead.
+ * The servers the engine's DNS forwards a container's other queries to (dockerd's ExtServers):
+ * the IPv4 ones of its Dns; undefined without Dns (then the host's).
  */
-export async function readHostResolvConf(hostNetwork = false): Promise<string> {
-  const etc = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
-  if (hostNetwork || !onlyResolvedStub(etc)) return etc;
-  return readFile('/run/systemd/resolve/resolv.conf', 'utf8').catch(() => etc);
+export function embeddedUpstreams(hc: HostConfig): string[] | undefined {
+  const v4 = (hc.Dns ?? []).filter((ns) => isIP(ns) === 4);
+  return v4.length ? v4 : undefined;
 }
 
-export function onlyResolvedStub(resolvConf: string): boolean {
-  const servers = resolvConf
-    .split('\n')
-    .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
-    .filter((ns): ns is string => ns !== undefined);
-  return servers.length > 0 && servers.every((ns) => ns === '127.0.0.53');
-}
+export { onlyResolvedStub, readHostResolvConf };
 
 export async function readHostHosts(): Promise<string> {
   try {
@@ -153,6 +149,8 @@ export async function writeContainerFiles(paths: {
   /** /etc/hosts lines of linked containers. */
   links?: HostsEntry[];
   hostGateway?: string;
+  /** On a user-defined network: the address of the engine's DNS responder (the only IPv4 nameserver). */
+  embeddedDns?: string;
 }): Promise<void> {
   // as dockerd: the container's hostname (with the host's network, create made it the host's
   // name unless one was given); the host's /etc/hosts with the host's network, unless ExtraHosts
@@ -177,7 +175,7 @@ export async function writeContainerFiles(paths: {
     paths.resolvConfPath &&
       writeFileAtomic(
         paths.resolvConfPath,
-        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
+        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork, paths.embeddedDns),
       ),
   ]);
 }
