@@ -1,12 +1,17 @@
-import { createSocket } from 'node:dgram';
-import { connect } from 'node:net';
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { connect, createServer, type Server } from 'node:net';
 import {
+  buildResponse,
   CLASS_IN,
   type Header,
+  ipv4Data,
+  parseQuery,
+  RCODE,
   type ResourceRecord,
   readHeader,
   readQuestion,
   readRecord,
+  TYPE,
   writeHeader,
   writeQuestion,
 } from '../../../../src/engine/network/dns/dns.wire.js';
@@ -104,4 +109,60 @@ export function tcpAsk(host: string, port: number, msg: Buffer, timeoutMs = 3000
 
 export function ipv4Of(r: ResourceRecord): string {
   return [...r.data].join('.');
+}
+
+/** A stand-in for the world's DNS: answers `*.example` with 192.0.2.99, tagged by its `tag` address. */
+export class FakeUpstream {
+  udp!: UdpSocket;
+  tcp!: Server;
+  port = 0;
+  seen: string[] = [];
+  constructor(private readonly tag: string) {}
+
+  reply(msg: Buffer, tcp: boolean): Buffer | undefined {
+    const q = parseQuery(msg);
+    const name = q.question.name;
+    this.seen.push(name);
+    if (name.startsWith('slow.')) return undefined;
+    if (name.startsWith('fail.')) return buildResponse(q, { rcode: RCODE.SERVFAIL });
+    if (!name.endsWith('.example')) return buildResponse(q, { rcode: RCODE.NXDOMAIN });
+    if (q.question.type !== TYPE.A) return buildResponse(q, { rcode: RCODE.NOERROR });
+    const count = name.startsWith('big.') ? 60 : 1;
+    const answers = [...Array(count)].map((_, i) => ({
+      name,
+      type: TYPE.A,
+      class: CLASS_IN,
+      ttl: 30,
+      data: ipv4Data(i === 0 ? this.tag : `198.51.100.${i}`),
+    }));
+    // too large for UDP: truncated, as a server does
+    return buildResponse(q, { rcode: RCODE.NOERROR, answers, limit: tcp ? undefined : q.udpLimit });
+  }
+
+  async start(): Promise<void> {
+    this.tcp = createServer((sock) => {
+      sock.on('error', () => undefined);
+      sock.on('data', (chunk) => {
+        const out = this.reply(chunk.subarray(2), true);
+        if (!out) return;
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(out.length, 0);
+        sock.write(Buffer.concat([len, out]));
+      });
+    });
+    await new Promise<void>((r) => this.tcp.listen(0, '127.0.0.1', r));
+    const addr = this.tcp.address();
+    this.port = typeof addr === 'object' && addr ? addr.port : 0;
+    this.udp = createSocket('udp4');
+    this.udp.on('message', (m, rinfo) => {
+      const out = this.reply(m, false);
+      if (out) this.udp.send(out, rinfo.port, rinfo.address);
+    });
+    await new Promise<void>((r) => this.udp.bind(this.port, '127.0.0.1', r));
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((r) => this.tcp.close(() => r()));
+    await new Promise<void>((r) => this.udp.close(() => r()));
+  }
 }

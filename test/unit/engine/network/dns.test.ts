@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import { forwardQuery, parseUpstream } from '../../../../src/engine/network/dns/dns.forward.js';
@@ -23,7 +21,7 @@ import {
   parseResolvConf,
   usableNameservers,
 } from '../../../../src/engine/network/dns/host-resolvers.js';
-import { ipv4Of, query, readReply, tcpAsk, udpAsk } from './dns-client.js';
+import { FakeUpstream, ipv4Of, query, readReply, tcpAsk, udpAsk } from './dns-client.js';
 
 const log = new Logger('error');
 
@@ -157,61 +155,6 @@ describe('host resolvers', () => {
     assert.equal(parseUpstream('1.2.3.4:99999'), undefined);
   });
 });
-
-/** A stand-in for the world's DNS: answers `*.example` with 192.0.2.99, tagged by its `tag` address. */
-class FakeUpstream {
-  udp!: UdpSocket;
-  tcp!: Server;
-  port = 0;
-  seen: string[] = [];
-  constructor(private readonly tag: string) {}
-
-  reply(msg: Buffer, tcp: boolean): Buffer | undefined {
-    const q = parseQuery(msg);
-    const name = q.question.name;
-    this.seen.push(name);
-    if (name.startsWith('slow.')) return undefined;
-    if (name.startsWith('fail.')) return buildResponse(q, { rcode: RCODE.SERVFAIL });
-    if (!name.endsWith('.example')) return buildResponse(q, { rcode: RCODE.NXDOMAIN });
-    const count = name.startsWith('big.') ? 60 : 1;
-    const answers = [...Array(count)].map((_, i) => ({
-      name,
-      type: TYPE.A,
-      class: CLASS_IN,
-      ttl: 30,
-      data: ipv4Data(i === 0 ? this.tag : `198.51.100.${i}`),
-    }));
-    // too large for UDP: truncated, as a server does
-    return buildResponse(q, { rcode: RCODE.NOERROR, answers, limit: tcp ? undefined : q.udpLimit });
-  }
-
-  async start(): Promise<void> {
-    this.tcp = createServer((sock) => {
-      sock.on('error', () => undefined);
-      sock.on('data', (chunk) => {
-        const out = this.reply(chunk.subarray(2), true);
-        if (!out) return;
-        const len = Buffer.alloc(2);
-        len.writeUInt16BE(out.length, 0);
-        sock.write(Buffer.concat([len, out]));
-      });
-    });
-    await new Promise<void>((r) => this.tcp.listen(0, '127.0.0.1', r));
-    const addr = this.tcp.address();
-    this.port = typeof addr === 'object' && addr ? addr.port : 0;
-    this.udp = createSocket('udp4');
-    this.udp.on('message', (m, rinfo) => {
-      const out = this.reply(m, false);
-      if (out) this.udp.send(out, rinfo.port, rinfo.address);
-    });
-    await new Promise<void>((r) => this.udp.bind(this.port, '127.0.0.1', r));
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((r) => this.tcp.close(() => r()));
-    await new Promise<void>((r) => this.udp.close(() => r()));
-  }
-}
 
 describe('the embedded DNS on loopback', () => {
   const world = new FakeUpstream('192.0.2.99');
