@@ -49,6 +49,11 @@ export interface ServeOptions {
   domain?: string;
   /** The network's address blocks: clients from elsewhere see none of its names. */
   subnets?: string[];
+  /**
+   * Forward what the network's names do not answer (default true). False for an Internal network:
+   * it has no way out, not even through its DNS (such queries get SERVFAIL).
+   */
+  forward?: boolean;
 }
 
 export interface Listening {
@@ -73,6 +78,8 @@ interface Responder {
 export class EmbeddedDns {
   readonly records = new DnsRecords();
   private readonly responders = new Map<string, Responder>();
+  /** Networks whose unknown names are not forwarded (Internal). */
+  private readonly closed = new Set<string>();
   private readonly log: Logger;
   private inFlight = 0;
   private hostServers?: { at: number; servers: Promise<string[]> };
@@ -87,6 +94,8 @@ export class EmbeddedDns {
    */
   async serve(networkId: string, opts: ServeOptions): Promise<Listening> {
     this.records.describe(networkId, { domain: opts.domain ?? '', subnets: opts.subnets ?? [] });
+    if (opts.forward === false) this.closed.add(networkId);
+    else this.closed.delete(networkId);
     const current = this.responders.get(networkId);
     if (
       current &&
@@ -106,6 +115,7 @@ export class EmbeddedDns {
   async stop(networkId: string): Promise<void> {
     await this.closeResponder(networkId);
     this.records.drop(networkId);
+    this.closed.delete(networkId);
   }
 
   /** Every endpoint of the network at once. */
@@ -201,6 +211,7 @@ export class EmbeddedDns {
     client: string,
     tcp: boolean,
   ): Promise<Buffer | undefined> {
+    if (this.closed.has(networkId)) return undefined;
     const me = this.records.client(networkId, client);
     const servers = me?.upstreams?.length ? me.upstreams : await this.defaultUpstreams();
     if (!servers.length) return undefined;
@@ -269,9 +280,13 @@ export class EmbeddedDns {
       udp.on('message', (msg, rinfo) => {
         void this.answer(networkId, msg, rinfo.address, false).then((reply) => {
           if (!reply) return;
-          udp.send(reply, rinfo.port, rinfo.address, (err) => {
-            if (err) this.log.debug('cannot send a DNS answer', { error: errorMessage(err) });
-          });
+          try {
+            udp.send(reply, rinfo.port, rinfo.address, (err) => {
+              if (err) this.log.debug('cannot send a DNS answer', { error: errorMessage(err) });
+            });
+          } catch {
+            // the responder was stopped while the answer was being made
+          }
         });
       });
       return { udp, tcp, connections, listening: { address, port: tcpPort } };

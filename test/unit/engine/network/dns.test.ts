@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import { forwardQuery, parseUpstream } from '../../../../src/engine/network/dns/dns.forward.js';
@@ -280,6 +281,32 @@ describe('the embedded DNS on loopback', () => {
     assert.equal(again.port, extra.port);
     assert.equal(dns.records.entries('C').length, 0);
     await dns.stop('C');
+  });
+
+  it('forwards nothing for an Internal network', async () => {
+    const internal = await dns.serve('I', { address: '127.0.0.6', port: 0, forward: false });
+    dns.setRecords('I', [{ names: ['in'], ipv4: '10.0.0.8' }]);
+    try {
+      const before = world.seen.length;
+      const r = await udpAsk('127.0.0.6', internal.port, query('leak.example', TYPE.A));
+      assert.equal(r.header.rcode, RCODE.SERVFAIL);
+      assert.equal(world.seen.length, before);
+      const own = await udpAsk('127.0.0.6', internal.port, query('in', TYPE.A));
+      assert.deepEqual(own.answers.map(ipv4Of), ['10.0.0.8']);
+    } finally {
+      await dns.stop('I');
+    }
+  });
+
+  it('survives being stopped while answers are on their way', async () => {
+    const l = await dns.serve('S', { address: '127.0.0.7', port: 0 });
+    const sock = createSocket('udp4');
+    for (let i = 0; i < 5; i++) sock.send(query('slow.example', TYPE.A, { id: i }), l.port, '127.0.0.7');
+    await new Promise((r) => setTimeout(r, 30));
+    await dns.stop('S');
+    // the forwarded queries time out (300 ms) after the sockets are gone
+    await new Promise((r) => setTimeout(r, 400));
+    sock.close();
   });
 
   it('refuses an address that is taken', async () => {
