@@ -68,6 +68,8 @@ export interface AttachedContainer {
 export interface ContainerNetworking {
   /** The default bridge; null when the engine runs with `--bridge none`. */
   readonly bridge: BridgeInfo | null;
+  /** What `host-gateway` in ExtraHosts stands for: `--host-gateway-ip`, else the default bridge's address. */
+  readonly hostGateway?: string;
   networkId(name: PredefinedNetwork): string;
   /** Start attaching a container to the default bridge (a new sandbox per start). */
   attachBridge(opts: { macAddress?: string }): PendingAttach;

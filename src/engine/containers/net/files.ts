@@ -1,6 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../../common/docker-types.js';
+import { systemError } from '../../../common/errors.js';
 import { writeFileAtomic } from '../../../common/fs/atomic.js';
 import {
   FALLBACK_NAMESERVERS,
@@ -38,7 +39,7 @@ export function hostsContent(opts: {
   ip?: string;
   hostname: string;
   domainname?: string;
-  /** What `host-gateway` stands for: the default bridge's address, as dockerd's --host-gateway-ip. */
+  /** What `host-gateway` stands for: --host-gateway-ip, else the default bridge's address (dockerd's). */
   hostGateway?: string;
 }): string {
   const lines = [...DEFAULT_HOSTS];
@@ -46,7 +47,11 @@ export function hostsContent(opts: {
     const i = entry.indexOf(':');
     const host = entry.slice(0, i);
     const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
-    lines.push(`${ip === 'host-gateway' ? (opts.hostGateway ?? '127.0.0.1') : ip}\t${host}`);
+    if (ip === 'host-gateway' && !opts.hostGateway) {
+      // dockerd's error when it has neither --host-gateway-ip nor a default bridge
+      throw systemError('unable to derive the IP value for host-gateway');
+    }
+    lines.push(`${ip === 'host-gateway' ? opts.hostGateway : ip}\t${host}`);
   }
   for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
   if (opts.ip) {

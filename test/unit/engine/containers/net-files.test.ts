@@ -70,5 +70,10 @@ describe('resolv.conf and hosts with the engine DNS', () => {
       hostsContent({ extraHosts: [], ip: '172.20.0.2', hostname: 'h.x.y' }),
       /172\.20\.0\.2\th\.x\.y h\n$/,
     );
+    // neither --host-gateway-ip nor a default bridge: dockerd's error
+    assert.throws(
+      () => hostsContent({ extraHosts: ['gw:host-gateway'], hostname: 'h' }),
+      /unable to derive the IP value for host-gateway/,
+    );
   });
 });
