@@ -54,12 +54,41 @@ export function hostsContent(opts: {
     lines.push(`${ip === 'host-gateway' ? opts.hostGateway : ip}\t${host}`);
   }
   for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
-  if (opts.ip) {
-    const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname}` : opts.hostname;
-    const dot = fqdn.indexOf('.');
-    lines.push(`${opts.ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`);
-  }
+  if (opts.ip) lines.push(ownHostsLine(opts.ip, opts.hostname, opts.domainname));
   return `${lines.join('\n')}\n`;
+}
+
+/** The container's own line: its address, the FQDN, and the bare name when the FQDN has a dot. */
+function ownHostsLine(ip: string, hostname: string, domainname?: string): string {
+  const fqdn = domainname ? `${hostname}.${domainname}` : hostname;
+  const dot = fqdn.indexOf('.');
+  return `${ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`;
+}
+
+/**
+ * A container joining another network while it runs (`network connect`): dockerd appends a line
+ * with the new address and the container's names; nothing when the address has one already.
+ */
+export function addOwnHostsAddress(
+  content: string,
+  ip: string,
+  hostname: string,
+  domainname?: string,
+): string {
+  if (content.split('\n').some((l) => l.startsWith(`${ip}\t`))) return content;
+  const body = content.endsWith('\n') || content === '' ? content : `${content}\n`;
+  return `${body}${ownHostsLine(ip, hostname, domainname)}\n`;
+}
+
+/**
+ * A container leaving a network (`network disconnect`): the line of that address goes. (dockerd
+ * 20.10 deletes every line with the container's names, the other networks' too; berth keeps them.)
+ */
+export function removeOwnHostsAddress(content: string, ip: string): string {
+  return content
+    .split('\n')
+    .filter((l) => !l.startsWith(`${ip}\t`))
+    .join('\n');
 }
 
 /**

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  addOwnHostsAddress,
   embeddedUpstreams,
   hostsContent,
+  removeOwnHostsAddress,
   resolvConfContent,
 } from '../../../../src/engine/containers/net/files.js';
 
@@ -75,5 +77,14 @@ describe('resolv.conf and hosts with the engine DNS', () => {
       () => hostsContent({ extraHosts: ['gw:host-gateway'], hostname: 'h' }),
       /unable to derive the IP value for host-gateway/,
     );
+  });
+
+  it('adds and removes the line of a network joined or left while running', () => {
+    const first = hostsContent({ extraHosts: ['x:1.2.3.4'], ip: '172.20.0.2', hostname: 'box' });
+    const both = addOwnHostsAddress(first, '172.22.0.3', 'box');
+    assert.ok(both.endsWith('1.2.3.4\tx\n172.20.0.2\tbox\n172.22.0.3\tbox\n'), both);
+    assert.equal(addOwnHostsAddress(both, '172.22.0.3', 'box'), both);
+    assert.equal(removeOwnHostsAddress(both, '172.20.0.2').endsWith('1.2.3.4\tx\n172.22.0.3\tbox\n'), true);
+    assert.ok(addOwnHostsAddress(first, '10.0.0.5', 'h', 'd.example').endsWith('10.0.0.5\th.d.example h\n'));
   });
 });
