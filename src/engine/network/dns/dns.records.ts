@@ -33,6 +33,34 @@ interface NetworkRecords {
   /** The network's address blocks: who counts as a client, which PTRs are ours. */
   subnets: string[];
   entries: Map<string, DnsEntry>;
+  /** Lookups by name, address and sandbox; made again after a change. */
+  index?: NetworkIndex;
+}
+
+interface NetworkIndex {
+  /** Lowercase name → its endpoints, in the order they joined. */
+  byName: Map<string, DnsEntry[]>;
+  /** canonicalIp → the endpoint holding it. */
+  byIp: Map<string, DnsEntry>;
+  sandboxes: Set<string>;
+}
+
+function buildIndex(entries: Iterable<DnsEntry>): NetworkIndex {
+  const index: NetworkIndex = { byName: new Map(), byIp: new Map(), sandboxes: new Set() };
+  for (const e of entries) {
+    for (const name of e.names) {
+      const key = name.toLowerCase();
+      const list = index.byName.get(key);
+      if (list) list.push(e);
+      else index.byName.set(key, [e]);
+    }
+    for (const ip of [e.ipv4, e.ipv6]) {
+      const key = ip ? canonicalIp(ip) : '';
+      if (key && !index.byIp.has(key)) index.byIp.set(key, e);
+    }
+    if (e.sandbox) index.sandboxes.add(e.sandbox);
+  }
+  return index;
 }
 
 export interface Lookup {
@@ -123,14 +151,18 @@ export class DnsRecords {
   set(networkId: string, entries: DnsEntry[]): void {
     const n = this.network(networkId);
     n.entries = new Map(entries.map((e, i) => [`#${i}`, clean(e)]));
+    n.index = undefined;
   }
 
   add(networkId: string, key: string, entry: DnsEntry): void {
-    this.network(networkId).entries.set(key, clean(entry));
+    const n = this.network(networkId);
+    n.entries.set(key, clean(entry));
+    n.index = undefined;
   }
 
   remove(networkId: string, key: string): void {
-    this.networks.get(networkId)?.entries.delete(key);
+    const n = this.networks.get(networkId);
+    if (n?.entries.delete(key)) n.index = undefined;
   }
 
   drop(networkId: string): void {
@@ -141,14 +173,17 @@ export class DnsRecords {
     return [...(this.networks.get(networkId)?.entries.values() ?? [])];
   }
 
+  private indexOf(networkId: string): NetworkIndex | undefined {
+    const n = this.networks.get(networkId);
+    if (!n) return undefined;
+    n.index ??= buildIndex(n.entries.values());
+    return n.index;
+  }
+
   /** The endpoint of `networkId` with this address (the asking container), if any. */
   client(networkId: string, address: string): DnsEntry | undefined {
     const ip = canonicalIp(address.replace(/^::ffff:(?=\d+\.)/, ''));
-    if (!ip) return undefined;
-    for (const e of this.networks.get(networkId)?.entries.values() ?? []) {
-      if ((e.ipv4 && e.ipv4 === ip) || (e.ipv6 && canonicalIp(e.ipv6) === ip)) return e;
-    }
-    return undefined;
+    return ip ? this.indexOf(networkId)?.byIp.get(ip) : undefined;
   }
 
   /**
@@ -163,15 +198,10 @@ export class DnsRecords {
     const me = this.client(networkId, bare);
     if (!me && n.subnets.length && !n.subnets.some((s) => inSubnet(s, bare))) return [];
     const out = [networkId];
-    if (me?.sandbox) {
-      for (const [id, other] of this.networks) {
-        if (id === networkId) continue;
-        for (const e of other.entries.values()) {
-          if (e.sandbox === me.sandbox) {
-            out.push(id);
-            break;
-          }
-        }
+    const sandbox = me?.sandbox;
+    if (sandbox) {
+      for (const id of this.networks.keys()) {
+        if (id !== networkId && this.indexOf(id)?.sandboxes.has(sandbox)) out.push(id);
       }
     }
     return out;
@@ -182,17 +212,17 @@ export class DnsRecords {
     const q = normalizeName(name);
     for (const id of networks) {
       const n = this.networks.get(id);
-      if (!n) continue;
+      const index = this.indexOf(id);
+      if (!n || !index) continue;
       const bare = n.domain && q.endsWith(`.${n.domain}`) ? q.slice(0, -(n.domain.length + 1)) : undefined;
-      let found = false;
+      const found = index.byName.get(q) ?? (bare !== undefined ? index.byName.get(bare) : undefined);
+      if (!found) continue;
       const addresses: string[] = [];
-      for (const e of n.entries.values()) {
-        if (!e.names.some((x) => matches(x, q, bare))) continue;
-        found = true;
+      for (const e of found) {
         const ip = family === 4 ? e.ipv4 : e.ipv6;
         if (ip && !addresses.includes(ip)) addresses.push(ip);
       }
-      if (found) return { found, addresses };
+      return { found: true, addresses };
     }
     return { found: false, addresses: [] };
   }
@@ -200,12 +230,11 @@ export class DnsRecords {
   /** `<first name>.<domain>` of the endpoint holding `ip` in the first of `networks` that has it. */
   reverse(networks: string[], ip: string): string | undefined {
     const want = canonicalIp(ip);
+    if (!want) return undefined;
     for (const id of networks) {
-      const n = this.networks.get(id);
-      for (const e of n?.entries.values() ?? []) {
-        const has = (e.ipv4 && e.ipv4 === want) || (e.ipv6 && canonicalIp(e.ipv6) === want);
-        if (has && e.names[0]) return n?.domain ? `${e.names[0]}.${n.domain}` : e.names[0];
-      }
+      const e = this.indexOf(id)?.byIp.get(want);
+      const domain = this.networks.get(id)?.domain;
+      if (e?.names[0]) return domain ? `${e.names[0]}.${domain}` : e.names[0];
     }
     return undefined;
   }
@@ -214,11 +243,6 @@ export class DnsRecords {
   ours(networks: string[], ip: string): boolean {
     return networks.some((id) => this.networks.get(id)?.subnets.some((s) => inSubnet(s, ip)));
   }
-}
-
-function matches(name: string, q: string, bare: string | undefined): boolean {
-  const n = name.toLowerCase();
-  return n === q || n === bare;
 }
 
 function clean(e: DnsEntry): DnsEntry {
