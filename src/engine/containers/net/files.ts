@@ -122,7 +122,7 @@ export async function rewriteInPlace(path: string, content: string): Promise<voi
  * has its own network namespace; Google's servers when none remain) or from Dns/DnsSearch/DnsOptions.
  * With `embeddedDns` (a user-defined network: the address of the engine's DNS responder), as
  * dockerd's rebuildDNS: that nameserver first, then only the IPv6 ones (the IPv4 ones are the
- * responder's to forward to: embeddedUpstreams), `ndots:0` added unless the options set ndots,
+ * responder's to forward to: dnsClientOptions), `ndots:0` added unless the options set ndots,
  * and no other lines.
  */
 export function resolvConfContent(
@@ -154,12 +154,15 @@ export function resolvConfContent(
 }
 
 /**
- * The servers the engine's DNS forwards a container's other queries to (dockerd's ExtServers):
- * the IPv4 ones of its Dns; undefined without Dns (then the host's).
+ * What the engine's DNS needs of a container's HostConfig (the fields of its DnsEntry): the servers
+ * its other queries go to (dockerd's ExtServers: the IPv4 ones of its Dns; none without Dns, then
+ * the host's), and whether its DnsOptions set ndots above 0 (then single-label names the network
+ * does not know are not forwarded: the client tries its search domains).
  */
-export function embeddedUpstreams(hc: HostConfig): string[] | undefined {
+export function dnsClientOptions(hc: HostConfig): { upstreams?: string[]; ndotsSet?: boolean } {
   const v4 = (hc.Dns ?? []).filter((ns) => isIP(ns) === 4);
-  return v4.length ? v4 : undefined;
+  const ndots = (hc.DnsOptions ?? []).some((o) => /^ndots:\d+$/.test(o) && Number(o.slice(6)) > 0);
+  return { ...(v4.length ? { upstreams: v4 } : {}), ...(ndots ? { ndotsSet: true } : {}) };
 }
 
 export { onlyResolvedStub, readHostResolvConf };

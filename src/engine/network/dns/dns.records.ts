@@ -25,6 +25,12 @@ export interface DnsEntry {
   sandbox?: string;
   /** The servers this container's other queries go to (its HostConfig.Dns); the host's when absent. */
   upstreams?: string[];
+  /**
+   * The container's DnsOptions set ndots above 0: as dockerd, an A/AAAA question for a single-label
+   * name the network does not know is answered empty, not forwarded (the client then tries its
+   * search domains).
+   */
+  ndotsSet?: boolean;
 }
 
 interface NetworkRecords {

@@ -158,6 +158,8 @@ export class EmbeddedDns {
       if (q.header.opcode !== 0) return buildResponse(q, { rcode: RCODE.NOTIMP, limit });
       const local = this.local(networkId, q, client, limit);
       if (local) return local;
+      if (this.singleLabelKept(networkId, q, client))
+        return buildResponse(q, { rcode: RCODE.NOERROR, limit });
       const reply = await this.forward(networkId, msg, client, tcp);
       if (!reply) return buildResponse(q, { rcode: RCODE.SERVFAIL, limit });
       return tcp ? reply : truncateResponse(reply, q.udpLimit);
@@ -203,6 +205,14 @@ export class EmbeddedDns {
           }))
         : [];
     return buildResponse(q, { rcode: RCODE.NOERROR, answers, limit });
+  }
+
+  /** dockerd: with ndots set by the container, single-label A/AAAA names are not sent out. */
+  private singleLabelKept(networkId: string, q: Query, client: string): boolean {
+    const { name, type } = q.question;
+    if (type !== TYPE.A && type !== TYPE.AAAA) return false;
+    if (name.replace(/\.$/, '').includes('.')) return false;
+    return this.records.client(networkId, client)?.ndotsSet === true;
   }
 
   private async forward(

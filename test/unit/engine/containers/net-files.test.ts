@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   addOwnHostsAddress,
-  embeddedUpstreams,
+  dnsClientOptions,
   hostsContent,
   removeOwnHostsAddress,
   resolvConfContent,
@@ -38,8 +38,9 @@ describe('resolv.conf and hosts with the engine DNS', () => {
       resolvConfContent(host, hc, false, '172.20.0.1'),
       'search a.example\nnameserver 172.20.0.1\nnameserver fd00::53\noptions ndots:3 timeout:2\n',
     );
-    assert.deepEqual(embeddedUpstreams(hc), ['10.1.1.1']);
-    assert.equal(embeddedUpstreams({}), undefined);
+    assert.deepEqual(dnsClientOptions(hc), { upstreams: ['10.1.1.1'], ndotsSet: true });
+    assert.deepEqual(dnsClientOptions({}), {});
+    assert.deepEqual(dnsClientOptions({ Dns: ['fd00::53'], DnsOptions: ['ndots:0'] }), {});
     assert.equal(
       resolvConfContent(host, { DnsOptions: ['timeout:2'], DnsSearch: ['.'] }, false, '172.20.0.1'),
       'nameserver 172.20.0.1\noptions timeout:2 ndots:0\n',

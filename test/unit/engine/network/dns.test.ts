@@ -224,6 +224,21 @@ describe('the embedded DNS on loopback', () => {
     }
   });
 
+  it('keeps single-label names in when the container set ndots (dockerd: answered empty)', async () => {
+    dns.addEndpoint('B', 'me', { names: ['me'], ipv4: '127.0.0.1', ndotsSet: true });
+    try {
+      const before = world.seen.length;
+      const r = await udpAsk('127.0.0.3', portB, query('elsewhere', TYPE.A));
+      assert.equal(r.header.rcode, RCODE.NOERROR);
+      assert.equal(r.answers.length, 0);
+      assert.equal(world.seen.length, before);
+      const dotted = await udpAsk('127.0.0.3', portB, query('x.example', TYPE.A));
+      assert.deepEqual(dotted.answers.map(ipv4Of), ['192.0.2.99']);
+    } finally {
+      dns.removeEndpoint('B', 'me');
+    }
+  });
+
   it('answers SERVFAIL when no upstream answers in time, and tries the next after a SERVFAIL', async () => {
     const r = await udpAsk('127.0.0.2', port, query('slow.example', TYPE.A));
     assert.equal(r.header.rcode, RCODE.SERVFAIL);
