@@ -137,10 +137,14 @@ export function resolvConfContent(
   let options = host.options;
   let other = host.other;
   if ((hc.Dns ?? []).length > 0) nameservers = [...(hc.Dns ?? [])];
-  if ((hc.DnsSearch ?? []).length > 0) search = (hc.DnsSearch ?? []).filter((s) => s !== '.');
+  // as dockerd's resolvconf.Build: a search list of `.` alone is none; a `.` among others stays
+  if ((hc.DnsSearch ?? []).length > 0)
+    search = hc.DnsSearch?.join(' ').trim() === '.' ? [] : [...(hc.DnsSearch ?? [])];
   if ((hc.DnsOptions ?? []).length > 0) options = [...(hc.DnsOptions ?? [])];
   if (nameservers.length === 0) nameservers = [...FALLBACK_NAMESERVERS];
-  if (embeddedDns !== undefined) {
+  // dockerd cannot rebuild the file around its DNS with a malformed ndots: the plain one stays
+  const badNdots = options.some((o) => o.includes('ndots') && !/^ndots:-?\d+$/.test(o));
+  if (embeddedDns !== undefined && !badNdots) {
     nameservers = [embeddedDns, ...nameservers.filter((ns) => isIP(ns.replace(/%.*$/, '')) === 6)];
     if (!options.some((o) => /^ndots:\d+$/.test(o))) options = [...options, 'ndots:0'];
     other = [];

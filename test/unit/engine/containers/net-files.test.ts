@@ -45,6 +45,23 @@ describe('resolv.conf and hosts with the engine DNS', () => {
       resolvConfContent(host, { DnsOptions: ['timeout:2'], DnsSearch: ['.'] }, false, '172.20.0.1'),
       'nameserver 172.20.0.1\noptions timeout:2 ndots:0\n',
     );
+    assert.equal(
+      resolvConfContent(host, { DnsSearch: ['a.example', '.'] }, false, '172.20.0.1'),
+      'search a.example .\nnameserver 172.20.0.1\noptions ndots:0\n',
+    );
+    assert.equal(
+      resolvConfContent(host, { DnsOptions: ['ndots:0'] }, false, '172.20.0.1'),
+      'nameserver 172.20.0.1\noptions ndots:0\n',
+    );
+    assert.equal(
+      resolvConfContent(host, { DnsOptions: ['ndots:1', 'ndots:2'] }, false, '172.20.0.1'),
+      'nameserver 172.20.0.1\noptions ndots:1 ndots:2\n',
+    );
+    // a malformed ndots: dockerd leaves the file without its DNS
+    assert.equal(
+      resolvConfContent(host, { DnsOptions: ['ndots:x'] }, false, '172.20.0.1'),
+      'nameserver 10.255.255.53\noptions ndots:x\n',
+    );
   });
 
   it('writes the default bridge as before: the host servers or Dns', () => {
