@@ -184,6 +184,7 @@ export async function startEngine(
     execRoot: config.execRoot,
     bridge: config.bridge === 'none' ? null : config.bridge,
     bip: config.bip,
+    hostGatewayIp: config.hostGatewayIp,
     events,
     log,
   });

@@ -46,6 +46,8 @@ export interface NetworkServiceOptions {
   bridge: string | null;
   /** `--bip`: the bridge's address and prefix length. */
   bip?: string;
+  /** `--host-gateway-ip`: what `host-gateway` stands for (else the default bridge's address). */
+  hostGatewayIp?: string;
   events: EventsService;
   log: Logger;
   /** Host adapters (tests substitute fakes). */
@@ -445,6 +447,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   const service: NetworkService = {
     get bridge() {
       return bridge;
+    },
+
+    get hostGateway() {
+      return o.hostGatewayIp ?? bridge?.gateway;
     },
 
     networkId(name) {

@@ -88,6 +88,8 @@ export interface AttachedContainer {
 export interface ContainerNetworking {
   /** The default bridge; null when the engine runs with `--bridge none`. */
   readonly bridge: BridgeInfo | null;
+  /** What `host-gateway` in ExtraHosts stands for: `--host-gateway-ip`, else the default bridge's address. */
+  readonly hostGateway?: string;
   networkId(name: PredefinedNetwork): string;
   /** Whether `idOrName` names a user-defined network (a container's NetworkMode may). */
   isUserNetwork(idOrName: string): boolean;

@@ -225,7 +225,7 @@ export class ContainerNetworks implements NetworkPort {
         hostConfig: hc,
         hostNetwork: nm === 'host' && !disabled,
         links: linkHosts,
-        hostGateway: this.d.network?.bridge?.gateway,
+        hostGateway: this.d.network?.hostGateway,
       });
     }
     rec.HostsPath = hostsPath;
@@ -312,7 +312,7 @@ export class ContainerNetworks implements NetworkPort {
       ip,
       hostname: c.record.Config.Hostname ?? '',
       domainname: c.record.Config.Domainname,
-      hostGateway: this.d.network?.bridge?.gateway,
+      hostGateway: this.d.network?.hostGateway,
     });
   }
 
