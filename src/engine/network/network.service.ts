@@ -11,6 +11,7 @@ import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
 import { setupBridge } from './bridge.setup.js';
 import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
+import { EmbeddedDns } from './dns/embedded-dns.js';
 import { withHostLock } from './host-lock.js';
 import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
 import {
@@ -112,10 +113,12 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     bridge = { ...saved.bridge, cniName: setup.name, prefixLen: setup.prefixLen };
     log.info('default bridge ready', { bridge: setup.name, subnet: setup.subnet, gateway: setup.gateway });
   }
+  const dns = new EmbeddedDns({ log });
   // user-defined networks keep their bridges and rules across restarts: made again when missing
   for (const u of saved.user) {
     try {
       await plumbUserBridge(u);
+      await serveDns(u);
     } catch (err) {
       log.warn('cannot set up the bridge of a network', { network: u.name, error: errorMessage(err) });
     }
@@ -124,6 +127,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
   /** Sandboxes in use (attached, or restored at start): never swept. */
   const active = new Set<string>();
+  /** The DNS entries of each sandbox's endpoints (removed with the interface or the sandbox). */
+  const dnsKeys = new Map<string, Array<{ networkId: string; endpointId: string; ifname: string }>>();
   const releasing = new Map<string, Promise<void>>();
   let containerSource: () => AttachedContainer[] = () => [];
   /** Creates and removals, one at a time (names, blocks and bridges are checked then made). */
@@ -165,6 +170,50 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       icc: u.icc,
       masquerade: u.masquerade,
     });
+  }
+
+  /** The network's DNS responder on its gateway address (a failure is logged: names do not resolve). */
+  async function serveDns(u: SavedUserNetwork): Promise<void> {
+    const blocks = ipv4Configs(u);
+    const gateway = blocks[0]?.Gateway;
+    if (!gateway) return;
+    try {
+      await dns.serve(u.id, {
+        address: gateway,
+        domain: u.name,
+        subnets: blocks.map((c) => c.Subnet),
+        forward: !u.internal,
+      });
+    } catch (err) {
+      log.warn('cannot answer DNS on a network', {
+        network: u.name,
+        address: gateway,
+        error: errorMessage(err),
+      });
+    }
+  }
+
+  function addDns(ep: Endpoint): void {
+    if (!ep.dns || !ep.ipAddress) return;
+    dns.addEndpoint(ep.networkId, ep.endpointId, {
+      names: ep.dns.names,
+      ipv4: ep.ipAddress,
+      sandbox: ep.sandboxId,
+      ...(ep.dns.upstreams ? { upstreams: ep.dns.upstreams } : {}),
+      ...(ep.dns.ndotsSet ? { ndotsSet: true } : {}),
+    });
+    const list = dnsKeys.get(ep.sandboxId) ?? [];
+    list.push({ networkId: ep.networkId, endpointId: ep.endpointId, ifname: ep.ifname ?? 'eth0' });
+    dnsKeys.set(ep.sandboxId, list);
+  }
+
+  function dropDns(sandboxId: string, ifname?: string): void {
+    const list = dnsKeys.get(sandboxId) ?? [];
+    const gone = list.filter((k) => !ifname || k.ifname === ifname);
+    for (const k of gone) dns.removeEndpoint(k.networkId, k.endpointId);
+    const rest = list.filter((k) => !gone.includes(k));
+    if (rest.length) dnsKeys.set(sandboxId, rest);
+    else dnsKeys.delete(sandboxId);
   }
 
   /** A network by exact ID, name, or unique ID prefix (dockerd's lookup order and errors). */
@@ -307,7 +356,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         args: cniArgs({ ip, mac: req.macAddress ?? macFromIpv4(ip) }),
         config: plumbingConfig(plumbing),
       });
-      return {
+      const ep: Endpoint = {
         network: n.name,
         networkId: n.id,
         endpointId: randomId(),
@@ -316,7 +365,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         ...parseAddResult(added, ifname),
         bridge: plumbing,
         ifname,
+        ...(n.user && req.dns ? { dns: req.dns } : {}),
       };
+      addDns(ep);
+      return ep;
     } catch (err) {
       reserved.delete(key);
       throw err;
@@ -437,6 +489,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function destroy(u: SavedUserNetwork): Promise<void> {
+    await dns.stop(u.id);
     // the host first, then the state: a crash in between leaves a network the next start plumbs
     await firewall.removeBridge(u.bridge);
     await link.deleteLink(u.bridge);
@@ -526,6 +579,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     async detachOne(sandbox, ep) {
       const ifname = ep.ifname ?? 'eth0';
+      dropDns(sandbox.sandboxId, ifname);
       if (ep.bridge) await unplumb(sandbox.sandboxId, sandbox.sandboxKey, { ifname, bridge: ep.bridge });
       dropReserved(sandbox.sandboxId, ifname);
     },
@@ -546,6 +600,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     release(t) {
       active.delete(t.sandboxId);
+      dropDns(t.sandboxId);
       const under = releasing.get(t.sandboxId);
       if (under) return under;
       if (!t.plumbed.length && !t.sandboxKey) return Promise.resolve();
@@ -566,6 +621,16 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     restore(ep) {
       active.add(ep.sandboxId);
+      addDns(ep);
+    },
+
+    dnsAddress(idOrName) {
+      try {
+        const n = find(idOrName);
+        return n.user ? dns.listening(n.id)?.address : undefined;
+      } catch {
+        return undefined;
+      }
     },
 
     async sweep() {
@@ -629,6 +694,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         saved.user.push(u);
         try {
           await pickAndMakeBridge(u, auto);
+          await serveDns(u);
         } catch (err) {
           await destroy(u).catch(() => undefined);
           throw err;
@@ -676,6 +742,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     async close() {
       await writes;
+      await dns.close();
       const pending = [...releasing.values()];
       if (!pending.length) return;
       let timer: NodeJS.Timeout | undefined;

@@ -45,6 +45,15 @@ export interface Endpoint {
   bridge?: BridgePlumbing;
   /** The interface in the sandbox (`eth0` when absent: records of engines before user networks). */
   ifname?: string;
+  /** What the engine's DNS answers for it (user-defined networks): kept for a live restore. */
+  dns?: EndpointDns;
+}
+
+/** An endpoint's names in the engine's DNS, and where its other queries go. */
+export interface EndpointDns {
+  names: string[];
+  upstreams?: string[];
+  ndotsSet?: boolean;
 }
 
 /** One interface a sandbox has on a bridge: what a CNI DEL of it needs. */
@@ -66,6 +75,8 @@ export interface AttachRequest {
   network: string;
   ipv4Address?: string;
   macAddress?: string;
+  /** Its names in the engine's DNS (used on user-defined networks only). */
+  dns?: EndpointDns;
 }
 
 /** A bridge attachment under way (start): the namespace first, the endpoints when CNI is done. */
@@ -95,6 +106,8 @@ export interface ContainerNetworking {
   isUserNetwork(idOrName: string): boolean;
   /** The network's name and ID; notFound when there is none. */
   lookup(idOrName: string): { id: string; name: string; builtin: boolean };
+  /** The address of the engine's DNS responder for a user-defined network (undefined: none). */
+  dnsAddress(idOrName: string): string | undefined;
   /** Check a container's wish for a network at create/connect (400s: static address, aliases). */
   checkEndpoint(idOrName: string, req: { ipv4Address?: string; aliases?: boolean }): void;
   /**

@@ -180,6 +180,14 @@ describe('user-defined bridge networks (docker CLI)', () => {
     assert.equal(s.IPAddress, '', 'top-level address is the default bridge one only');
     assert.equal((await endpoints('cli')).Networks.web?.IPAddress, '10.214.0.2');
     assert.ok(await reaches('cli', '10.214.0.50'));
+    // the engine's DNS on the network: name, alias and short ID (resolv.conf names the responder)
+    const resolv = await engine.dockerOk(['exec', 'cli', 'cat', '/etc/resolv.conf']);
+    assert.match(resolv, /nameserver 10\.214\.0\.1/);
+    const srvId = (await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'srv'])).slice(0, 12);
+    for (const name of ['srv', 'www', srvId, 'srv.web']) {
+      const ns = await engine.dockerOk(['exec', 'cli', 'nslookup', '-type=a', name]);
+      assert.match(ns, /Address:\s*10\.214\.0\.50/, `${name}: ${ns}`);
+    }
     const route = await engine.dockerOk(['exec', 'cli', 'ip', 'route']);
     assert.match(route, /default via 10\.214\.0\.1/);
     const n = await net('web');
@@ -225,6 +233,8 @@ describe('user-defined bridge networks (docker CLI)', () => {
     ]);
     const srvIp = (await endpoints('srv')).Networks.web?.IPAddress ?? '';
     assert.equal(await reaches('stranger', srvIp), false, 'another network cannot reach srv');
+    const ns = await engine.docker(['exec', 'stranger', 'nslookup', '-type=a', 'srv']);
+    assert.doesNotMatch(ns.stdout, /10\.214\.0\.50/, 'names are not visible across networks');
     // the default bridge cannot either
     await engine.dockerOk(['run', '-d', '--name', 'onbridge', 'busybox', 'sleep', '600']);
     assert.equal(await reaches('onbridge', srvIp), false, 'the default bridge cannot reach srv');

@@ -133,7 +133,7 @@ function endpointView(
  * The names a container answers to on a user-defined network (moby's buildEndpointDNSNames):
  * its name, its aliases, its short ID and its hostname; none on the predefined networks.
  */
-function dnsNames(rec: ContainerRecord, network: string, aliases: string[]): string[] | null {
+export function dnsNames(rec: ContainerRecord, network: string, aliases: string[]): string[] | null {
   if (network === 'bridge' || network === 'host' || network === 'none') return null;
   const names = [rec.Name.replace(/^\//, ''), ...aliases, rec.ID.slice(0, 12)];
   if (rec.Config.Hostname) names.push(rec.Config.Hostname);

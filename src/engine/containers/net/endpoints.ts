@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EndpointSettings, HostConfig } from '../../../common/docker-types.js';
 import { forbidden, invalidParameter, notFound } from '../../../common/errors.js';
@@ -6,6 +7,7 @@ import type {
   AttachRequest,
   ContainerNetworking,
   Endpoint,
+  EndpointDns,
   PendingAttach,
 } from '../../network/network.types.js';
 import type { Container } from '../core/container.js';
@@ -15,8 +17,16 @@ import type { LinkRecord, NetworkingConfig } from '../core/record.types.js';
 import type { ContainerSet } from '../core/set.js';
 import type { ContainerStore } from '../core/store.js';
 import { endpointSysctlList } from '../core/validate.js';
-import { attachedNetworkNames, endpointsOf } from '../core/views.js';
-import { type HostsEntry, hostsContent, rewriteInPlace, writeContainerFiles } from './files.js';
+import { attachedNetworkNames, dnsNames, endpointsOf } from '../core/views.js';
+import {
+  addOwnHostsAddress,
+  dnsClientOptions,
+  type HostsEntry,
+  hostsContent,
+  removeOwnHostsAddress,
+  rewriteInPlace,
+  writeContainerFiles,
+} from './files.js';
 import { LegacyLinks } from './legacy-links.js';
 import { mergeLinkEnv } from './links.js';
 
@@ -74,12 +84,28 @@ export class ContainerNetworks implements NetworkPort {
       const ep = eps[name] ?? (name === 'bridge' ? eps.default : undefined);
       const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
       const ip = ep?.IPAMConfig?.IPv4Address;
+      const dns = this.dnsOf(c, name, ep?.Aliases ?? []);
       return {
         network: name,
         ...(ip ? { ipv4Address: ip } : {}),
         ...(mac ? { macAddress: mac.replaceAll('-', ':').toLowerCase() } : {}),
+        ...(dns ? { dns } : {}),
       };
     });
+  }
+
+  /** The names the engine's DNS answers for the container on a user-defined network. */
+  private dnsOf(c: Container, network: string, aliases: string[]): EndpointDns | undefined {
+    const names = dnsNames(c.record, network, aliases);
+    if (!names) return undefined;
+    return { names, ...dnsClientOptions(c.hostConfig) };
+  }
+
+  /** The engine's DNS address when the container's main network is a user-defined one. */
+  private embeddedDns(c: Container): string | undefined {
+    const main = attachedNetworkNames(c.hostConfig, c.record)[0];
+    if (!main || main === 'bridge' || main === 'host' || main === 'none') return undefined;
+    return this.d.network?.dnsAddress(main);
   }
 
   private onBridge(c: Container): boolean {
@@ -226,6 +252,7 @@ export class ContainerNetworks implements NetworkPort {
         hostNetwork: nm === 'host' && !disabled,
         links: linkHosts,
         hostGateway: this.d.network?.hostGateway,
+        ...(this.kind(c) === 'bridge' ? { embeddedDns: this.embeddedDns(c) } : {}),
       });
     }
     rec.HostsPath = hostsPath;
@@ -393,6 +420,7 @@ export class ContainerNetworks implements NetworkPort {
       const used = new Set(endpointsOf(rec).map((e) => e.ifname ?? 'eth0'));
       let i = 0;
       while (used.has(`eth${i}`)) i++;
+      const dns = this.dnsOf(c, n.name, settings.Aliases ?? []);
       added = await network.attachMore(
         { sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key },
         {
@@ -401,9 +429,21 @@ export class ContainerNetworks implements NetworkPort {
           ...(settings.MacAddress
             ? { macAddress: settings.MacAddress.replaceAll('-', ':').toLowerCase() }
             : {}),
+          ...(dns ? { dns } : {}),
         },
         `eth${i}`,
       );
+      // as dockerd: the new address gets a line of the container's own names in /etc/hosts
+      if (rec.HostsPath) {
+        const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+        if (hosts !== undefined) {
+          const hostname = rec.Config.Hostname ?? '';
+          await rewriteInPlace(
+            rec.HostsPath,
+            addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname),
+          );
+        }
+      }
     }
     this.explicitNetworks(c);
     rec.NetworkingConfig.EndpointsConfig ??= {};
@@ -444,6 +484,11 @@ export class ContainerNetworks implements NetworkPort {
     const ep = endpointsOf(rec).find((e) => e.network === name);
     if (ep && rec.Sandbox && c.isRunningProcess) {
       await network.detachOne({ sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key }, ep);
+      if (rec.HostsPath) {
+        const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+        if (hosts !== undefined)
+          await rewriteInPlace(rec.HostsPath, removeOwnHostsAddress(hosts, ep.ipAddress));
+      }
       const rest = endpointsOf(rec).filter((e) => e !== ep);
       rec.Endpoints = rest;
       if (rec.Endpoint === ep) rec.Endpoint = rest[0];
