@@ -250,6 +250,29 @@ describe('user-defined bridge networks (docker CLI)', () => {
     assert.notEqual(out.code, 0);
     const route = await engine.dockerOk(['exec', 'incli', 'ip', 'route']);
     assert.doesNotMatch(route, /default/);
+
+    // enable_icc=false: containers of one network cannot reach each other (a bridge of its own name)
+    const brName = `bn${process.pid % 100000}`;
+    await engine.dockerOk([
+      'network',
+      'create',
+      '--subnet',
+      '10.218.0.0/24',
+      '-o',
+      'com.docker.network.bridge.enable_icc=false',
+      '-o',
+      `com.docker.network.bridge.name=${brName}`,
+      'noicc',
+    ]);
+    assert.match(await links(), new RegExp(`: ${brName}:`));
+    await server('iccsrv', ['--network', 'noicc']);
+    await engine.dockerOk(['run', '-d', '--name', 'icccli', '--network', 'noicc', 'busybox', 'sleep', '600']);
+    const iccIp = (await endpoints('iccsrv')).Networks.noicc?.IPAddress ?? '';
+    await eventually('httpd answers in its own container', () => reaches('iccsrv', iccIp));
+    assert.equal(await reaches('icccli', iccIp), false, 'no traffic within a network without icc');
+    await engine.dockerOk(['rm', '-f', 'iccsrv', 'icccli']);
+    await engine.dockerOk(['network', 'rm', 'noicc']);
+    assert.doesNotMatch(await links(), new RegExp(`: ${brName}:`));
     assert.ok(bridgeGw !== undefined);
   });
 
@@ -282,7 +305,11 @@ describe('user-defined bridge networks (docker CLI)', () => {
       'event=connect',
       'event=disconnect',
     ]);
-    assert.deepEqual(ev.split('\n'), ['connect web', 'disconnect web', 'connect other', 'connect web']);
+    // (the previous test's last removals may share this second)
+    assert.deepEqual(
+      ev.split('\n').filter((l) => !l.endsWith(' noicc')),
+      ['connect web', 'disconnect web', 'connect other', 'connect web'],
+    );
   });
 
   it('prunes unused networks and leaves nothing behind', async () => {

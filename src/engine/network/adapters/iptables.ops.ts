@@ -129,7 +129,10 @@ export class HostFirewallOps implements FirewallOps {
       if (forward.code !== 0) throw systemError(`iptables -S FORWARD: ${forward.stderr}`);
       const lines = forward.stdout.split('\n').filter((l) => l.startsWith('-A '));
       const want = baseJumps().map((j) => `-A ${j}`);
-      if (lines[0] === want[0] && lines[1] === want[1]) return;
+      // there, in order (another engine, dockerd, may have put its own rules above since): kept
+      const [isolation, forwarding] = want.map((w) => lines.indexOf(w ?? ''));
+      if (isolation !== undefined && forwarding !== undefined && isolation >= 0 && isolation < forwarding)
+        return;
       const input = [
         '*filter',
         ...lines.filter((l) => want.includes(l)).map((l) => `-D ${l.slice(3)}`),
