@@ -94,6 +94,9 @@ describe('DNS records', () => {
     assert.deepEqual(r.lookup(scope, 'web', 6), { found: true, addresses: [] });
     assert.equal(r.lookup(scope, 'db', 4).found, false);
     assert.equal(r.lookup(scope, 'web.back', 4).found, false);
+    // dockerd: the network's name is matched as it is written
+    assert.equal(r.lookup(scope, 'web.FRONT', 4).found, false);
+    assert.deepEqual(r.lookup(scope, 'WEB.front.', 4).addresses, ['172.30.0.2']);
   });
 
   it("keeps a network's names from clients of other networks", () => {
