@@ -2,7 +2,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer as createTcpServer, isIP, type Socket, type Server as TcpServer } from 'node:net';
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
-import { forwardQuery } from './dns.forward.js';
+import { forwardQuery, parseUpstream } from './dns.forward.js';
 import { type DnsEntry, DnsRecords, ptrAddress } from './dns.records.js';
 import {
   buildResponse,
@@ -223,7 +223,9 @@ export class EmbeddedDns {
   ): Promise<Buffer | undefined> {
     if (this.closed.has(networkId)) return undefined;
     const me = this.records.client(networkId, client);
-    const servers = me?.upstreams?.length ? me.upstreams : await this.defaultUpstreams();
+    const listed = me?.upstreams?.length ? me.upstreams : await this.defaultUpstreams();
+    // never itself (a host whose resolv.conf names a network's gateway): that would loop
+    const servers = listed.filter((s) => !this.isOwnAddress(s));
     if (!servers.length) return undefined;
     if (this.inFlight >= (this.o.maxInFlight ?? 100)) {
       this.log.debug('too many DNS queries forwarded at once; answering SERVFAIL', { network: networkId });
@@ -235,6 +237,15 @@ export class EmbeddedDns {
     } finally {
       this.inFlight--;
     }
+  }
+
+  private isOwnAddress(server: string): boolean {
+    const up = parseUpstream(server);
+    if (!up) return false;
+    for (const r of this.responders.values()) {
+      if (r.listening.address === up.host && r.listening.port === up.port) return true;
+    }
+    return false;
   }
 
   /** The host's servers, read again at most every few seconds (resolv.conf may change). */

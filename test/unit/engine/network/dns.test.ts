@@ -228,6 +228,22 @@ describe('the embedded DNS on loopback', () => {
     }
   });
 
+  it('never forwards to itself', async () => {
+    dns.addEndpoint('B', 'me', {
+      names: ['me'],
+      ipv4: '127.0.0.1',
+      upstreams: [`127.0.0.2:${port}`, `127.0.0.3:${portB}`],
+    });
+    try {
+      const started = Date.now();
+      const r = await udpAsk('127.0.0.3', portB, query('x.example', TYPE.A));
+      assert.equal(r.header.rcode, RCODE.SERVFAIL);
+      assert.ok(Date.now() - started < 250);
+    } finally {
+      dns.removeEndpoint('B', 'me');
+    }
+  });
+
   it('keeps single-label names in when the container set ndots (dockerd: answered empty)', async () => {
     dns.addEndpoint('B', 'me', { names: ['me'], ipv4: '127.0.0.1', ndotsSet: true });
     try {
