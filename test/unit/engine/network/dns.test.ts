@@ -400,6 +400,20 @@ describe('the embedded DNS on loopback', () => {
     }
   });
 
+  it('serves and stops one network in order, however they are called', async () => {
+    const [a, b] = await Promise.all([
+      dns.serve('Q', { address: '127.0.0.10', port: 0 }),
+      dns.serve('Q', { address: '127.0.0.10', port: 0 }),
+    ]);
+    assert.equal(a.port, b.port);
+    const stopped = dns.stop('Q');
+    const again = dns.serve('Q', { address: '127.0.0.10', port: a.port });
+    await stopped;
+    assert.equal((await again).port, a.port);
+    await dns.stop('Q');
+    assert.equal(dns.listening('Q'), undefined);
+  });
+
   it('refuses an address that is taken', async () => {
     await assert.rejects(dns.serve('D', { address: '127.0.0.2', port }), /EADDRINUSE/);
   });
