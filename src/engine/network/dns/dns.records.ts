@@ -34,7 +34,7 @@ export interface DnsEntry {
 }
 
 interface NetworkRecords {
-  /** `<name>.<domain>` is `<name>` on this network (dockerd: the network's name). */
+  /** `<name>.<domain>` is `<name>` on this network (dockerd: the network's name, case-sensitive). */
   domain: string;
   /** The network's address blocks: who counts as a client, which PTRs are ours. */
   subnets: string[];
@@ -149,7 +149,8 @@ export class DnsRecords {
   /** The network's domain (its name) and address blocks. */
   describe(networkId: string, opts: { domain?: string; subnets?: string[] }): void {
     const n = this.network(networkId);
-    if (opts.domain !== undefined) n.domain = normalizeName(opts.domain);
+    // the network's name as it is: dockerd matches the suffix case-sensitively (names are not)
+    if (opts.domain !== undefined) n.domain = opts.domain.replace(/\.$/, '');
     if (opts.subnets !== undefined) n.subnets = [...opts.subnets];
   }
 
@@ -215,12 +216,16 @@ export class DnsRecords {
 
   /** The addresses of `name` (family 4 or 6) in the first of `networks` that has it. */
   lookup(networks: string[], name: string, family: 4 | 6): Lookup {
-    const q = normalizeName(name);
+    const raw = name.endsWith('.') ? name.slice(0, -1) : name;
+    const q = raw.toLowerCase();
     for (const id of networks) {
       const n = this.networks.get(id);
       const index = this.indexOf(id);
       if (!n || !index) continue;
-      const bare = n.domain && q.endsWith(`.${n.domain}`) ? q.slice(0, -(n.domain.length + 1)) : undefined;
+      const bare =
+        n.domain && raw.endsWith(`.${n.domain}`)
+          ? raw.slice(0, -(n.domain.length + 1)).toLowerCase()
+          : undefined;
       const found = index.byName.get(q) ?? (bare !== undefined ? index.byName.get(bare) : undefined);
       if (!found) continue;
       const addresses: string[] = [];

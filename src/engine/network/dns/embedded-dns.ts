@@ -2,7 +2,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer as createTcpServer, isIP, type Socket, type Server as TcpServer } from 'node:net';
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
-import { forwardQuery } from './dns.forward.js';
+import { forwardQuery, parseUpstream } from './dns.forward.js';
 import { type DnsEntry, DnsRecords, ptrAddress } from './dns.records.js';
 import {
   buildResponse,
@@ -80,6 +80,7 @@ export class EmbeddedDns {
   private readonly responders = new Map<string, Responder>();
   /** Networks whose unknown names are not forwarded (Internal). */
   private readonly closed = new Set<string>();
+  private readonly queue = new Map<string, Promise<void>>();
   private readonly log: Logger;
   private inFlight = 0;
   private hostServers?: { at: number; servers: Promise<string[]> };
@@ -92,7 +93,11 @@ export class EmbeddedDns {
    * Answer on `address`:`port` for `networkId` (UDP and TCP). Rejects when the address cannot be
    * bound (not on this host, or taken). Serving a network again moves it to the new address.
    */
-  async serve(networkId: string, opts: ServeOptions): Promise<Listening> {
+  serve(networkId: string, opts: ServeOptions): Promise<Listening> {
+    return this.serial(networkId, () => this.serveNow(networkId, opts));
+  }
+
+  private async serveNow(networkId: string, opts: ServeOptions): Promise<Listening> {
     this.records.describe(networkId, { domain: opts.domain ?? '', subnets: opts.subnets ?? [] });
     if (opts.forward === false) this.closed.add(networkId);
     else this.closed.delete(networkId);
@@ -100,7 +105,7 @@ export class EmbeddedDns {
     if (
       current &&
       current.listening.address === opts.address &&
-      (opts.port ?? 53) === current.listening.port
+      (opts.port === 0 || (opts.port ?? 53) === current.listening.port)
     ) {
       return current.listening;
     }
@@ -112,10 +117,27 @@ export class EmbeddedDns {
   }
 
   /** Stop answering for the network and forget its names. */
-  async stop(networkId: string): Promise<void> {
-    await this.closeResponder(networkId);
-    this.records.drop(networkId);
-    this.closed.delete(networkId);
+  stop(networkId: string): Promise<void> {
+    return this.serial(networkId, async () => {
+      await this.closeResponder(networkId);
+      this.records.drop(networkId);
+      this.closed.delete(networkId);
+    });
+  }
+
+  /** serve and stop of one network, one after the other (a bind never races a close). */
+  private serial<T>(networkId: string, work: () => Promise<T>): Promise<T> {
+    const before = this.queue.get(networkId) ?? Promise.resolve();
+    const run = before.then(work, work);
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.queue.set(networkId, settled);
+    void settled.then(() => {
+      if (this.queue.get(networkId) === settled) this.queue.delete(networkId);
+    });
+    return run;
   }
 
   /** Every endpoint of the network at once. */
@@ -223,7 +245,9 @@ export class EmbeddedDns {
   ): Promise<Buffer | undefined> {
     if (this.closed.has(networkId)) return undefined;
     const me = this.records.client(networkId, client);
-    const servers = me?.upstreams?.length ? me.upstreams : await this.defaultUpstreams();
+    const listed = me?.upstreams?.length ? me.upstreams : await this.defaultUpstreams();
+    // never itself (a host whose resolv.conf names a network's gateway): that would loop
+    const servers = listed.filter((s) => !this.isOwnAddress(s));
     if (!servers.length) return undefined;
     if (this.inFlight >= (this.o.maxInFlight ?? 100)) {
       this.log.debug('too many DNS queries forwarded at once; answering SERVFAIL', { network: networkId });
@@ -235,6 +259,15 @@ export class EmbeddedDns {
     } finally {
       this.inFlight--;
     }
+  }
+
+  private isOwnAddress(server: string): boolean {
+    const up = parseUpstream(server);
+    if (!up) return false;
+    for (const r of this.responders.values()) {
+      if (r.listening.address === up.host && r.listening.port === up.port) return true;
+    }
+    return false;
   }
 
   /** The host's servers, read again at most every few seconds (resolv.conf may change). */

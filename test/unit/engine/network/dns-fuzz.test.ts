@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import { parseQuery, readHeader, TYPE, WireError } from '../../../../src/engine/network/dns/dns.wire.js';
@@ -110,5 +110,52 @@ describe(`the embedded DNS under random input (seed ${SEED})`, () => {
     );
     const r = await udpAsk('127.0.0.5', port, query('web', TYPE.A));
     assert.deepEqual(r.answers.map(ipv4Of), ['172.30.0.2']);
+  });
+
+  it('survives upstream servers that answer garbage, over UDP and TCP', async () => {
+    // an upstream that answers every query with its ID and question kept and the rest mangled:
+    // cut, bits flipped, counts lying, records running past the end
+    const udp = createSocket('udp4');
+    const mangle = (q: Buffer): Buffer => {
+      const reply = Buffer.concat([q, Buffer.from([...Array(int(700))].map(() => int(256)))]);
+      reply.writeUInt16BE(0x8180 | int(16), 2);
+      reply.writeUInt16BE(int(4), 6);
+      reply.writeUInt16BE(int(3), 8);
+      reply.writeUInt16BE(int(3), 10);
+      for (let i = 0, n = int(4); i < n; i++) {
+        const at = 12 + int(reply.length - 12);
+        reply[at] = int(256);
+      }
+      return reply.subarray(0, Math.max(12, int(reply.length + 1)));
+    };
+    udp.on('message', (m, r) => udp.send(mangle(m), r.port, r.address));
+    await new Promise<void>((r) => udp.bind(0, '127.0.0.1', r));
+    const upPort = udp.address().port;
+    const tcp = createServer((sock) => {
+      sock.on('error', () => undefined);
+      sock.on('data', (chunk: Buffer) => {
+        const reply = mangle(chunk.subarray(2));
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(rand() < 0.8 ? reply.length : int(65536), 0);
+        sock.end(Buffer.concat([len, reply]));
+      });
+    });
+    await new Promise<void>((r) => tcp.listen(upPort, '127.0.0.1', r));
+    const fwd = new EmbeddedDns({
+      log: new Logger('error'),
+      upstreams: () => [`127.0.0.1:${upPort}`],
+      timeoutMs: 100,
+    });
+    try {
+      for (let i = 0; i < 300; i++) {
+        const q = query(`n${i}.example`, i % 3 === 0 ? TYPE.AAAA : TYPE.A, i % 2 ? { edns: 1232 } : {});
+        const reply = await fwd.answer('G', q, '127.0.0.1', i % 4 === 0);
+        if (reply) assert.ok(readHeader(reply).response);
+      }
+    } finally {
+      await fwd.close();
+      udp.close();
+      await new Promise<void>((r) => tcp.close(() => r()));
+    }
   });
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import { forwardQuery, parseUpstream } from '../../../../src/engine/network/dns/dns.forward.js';
@@ -93,6 +94,9 @@ describe('DNS records', () => {
     assert.deepEqual(r.lookup(scope, 'web', 6), { found: true, addresses: [] });
     assert.equal(r.lookup(scope, 'db', 4).found, false);
     assert.equal(r.lookup(scope, 'web.back', 4).found, false);
+    // dockerd: the network's name is matched as it is written
+    assert.equal(r.lookup(scope, 'web.FRONT', 4).found, false);
+    assert.deepEqual(r.lookup(scope, 'WEB.front.', 4).addresses, ['172.30.0.2']);
   });
 
   it("keeps a network's names from clients of other networks", () => {
@@ -224,6 +228,22 @@ describe('the embedded DNS on loopback', () => {
     }
   });
 
+  it('never forwards to itself', async () => {
+    dns.addEndpoint('B', 'me', {
+      names: ['me'],
+      ipv4: '127.0.0.1',
+      upstreams: [`127.0.0.2:${port}`, `127.0.0.3:${portB}`],
+    });
+    try {
+      const started = Date.now();
+      const r = await udpAsk('127.0.0.3', portB, query('x.example', TYPE.A));
+      assert.equal(r.header.rcode, RCODE.SERVFAIL);
+      assert.ok(Date.now() - started < 250);
+    } finally {
+      dns.removeEndpoint('B', 'me');
+    }
+  });
+
   it('keeps single-label names in when the container set ndots (dockerd: answered empty)', async () => {
     dns.addEndpoint('B', 'me', { names: ['me'], ipv4: '127.0.0.1', ndotsSet: true });
     try {
@@ -322,6 +342,76 @@ describe('the embedded DNS on loopback', () => {
     // the forwarded queries time out (300 ms) after the sockets are gone
     await new Promise((r) => setTimeout(r, 400));
     sock.close();
+  });
+
+  it('answers several queries sent at once on one TCP connection', async () => {
+    const frame = (m: Buffer) => {
+      const len = Buffer.alloc(2);
+      len.writeUInt16BE(m.length, 0);
+      return Buffer.concat([len, m]);
+    };
+    const replies = await new Promise<number[]>((resolve, reject) => {
+      const sock = connect({ host: '127.0.0.2', port });
+      let buf = Buffer.alloc(0);
+      const ids: number[] = [];
+      sock.on('error', reject);
+      sock.on('connect', () => {
+        sock.write(
+          Buffer.concat([frame(query('web', TYPE.A, { id: 1 })), frame(query('www', TYPE.A, { id: 2 }))]),
+        );
+      });
+      sock.on('data', (chunk: Buffer) => {
+        buf = Buffer.concat([buf, chunk]);
+        while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+          ids.push(buf.readUInt16BE(2));
+          buf = buf.subarray(2 + buf.readUInt16BE(0));
+        }
+        if (ids.length === 2) {
+          sock.destroy();
+          resolve(ids.sort());
+        }
+      });
+    });
+    assert.deepEqual(replies, [1, 2]);
+  });
+
+  it('answers SERVFAIL at once beyond the forwarded queries it may have in flight', async () => {
+    const small = new EmbeddedDns({
+      log,
+      upstreams: () => [`127.0.0.1:${world.port}`],
+      timeoutMs: 300,
+      maxInFlight: 2,
+    });
+    try {
+      const l = await small.serve('M', { address: '127.0.0.8', port: 0 });
+      const started = Date.now();
+      const took = await Promise.all(
+        [0, 1, 2, 3].map(async (id) => {
+          const a = await udpAsk('127.0.0.8', l.port, query(`slow.${id}.example`, TYPE.A, { id }));
+          assert.equal(a.header.rcode, RCODE.SERVFAIL);
+          return Date.now() - started;
+        }),
+      );
+      // two wait for the silent upstream (300 ms), two are refused at once
+      took.sort((a, b) => a - b);
+      assert.ok((took[1] ?? 0) < 250 && (took[2] ?? 0) >= 250, JSON.stringify(took));
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('serves and stops one network in order, however they are called', async () => {
+    const [a, b] = await Promise.all([
+      dns.serve('Q', { address: '127.0.0.10', port: 0 }),
+      dns.serve('Q', { address: '127.0.0.10', port: 0 }),
+    ]);
+    assert.equal(a.port, b.port);
+    const stopped = dns.stop('Q');
+    const again = dns.serve('Q', { address: '127.0.0.10', port: a.port });
+    await stopped;
+    assert.equal((await again).port, a.port);
+    await dns.stop('Q');
+    assert.equal(dns.listening('Q'), undefined);
   });
 
   it('refuses an address that is taken', async () => {
