@@ -190,6 +190,8 @@ describe('user-defined bridge networks (docker CLI)', () => {
     }
     const route = await engine.dockerOk(['exec', 'cli', 'ip', 'route']);
     assert.match(route, /default via 10\.214\.0\.1/);
+    const ps = await engine.dockerOk(['ps', '--filter', 'network=web', '--format', '{{.Names}}']);
+    assert.deepEqual(ps.split('\n').sort(), ['cli', 'srv']);
     const n = await net('web');
     assert.deepEqual(
       Object.values(n.Containers)

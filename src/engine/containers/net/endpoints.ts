@@ -115,12 +115,12 @@ export class ContainerNetworks implements NetworkPort {
     );
   }
 
-  /** The ID of a predefined network (list filters); undefined without networking. */
+  /** The ID of a network by name (list filters); undefined without networking or such a network. */
   networkId(name: string): string | undefined {
     const network = this.d.network;
-    return network && (name === 'bridge' || name === 'host' || name === 'none')
-      ? network.networkId(name)
-      : undefined;
+    if (!network) return undefined;
+    if (name === 'bridge' || name === 'host' || name === 'none') return network.networkId(name);
+    return network.isUserNetwork(name) ? network.lookup(name).id : undefined;
   }
 
   defaultNetworkMode(): string {
