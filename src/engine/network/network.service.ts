@@ -193,8 +193,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     }
   }
 
-  function addDns(ep: Endpoint): void {
-    if (!ep.dns || !ep.ipAddress) return;
+  function putDns(ep: Endpoint): boolean {
+    if (!ep.dns || !ep.ipAddress) return false;
     dns.addEndpoint(ep.networkId, ep.endpointId, {
       names: ep.dns.names,
       ipv4: ep.ipAddress,
@@ -202,6 +202,11 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       ...(ep.dns.upstreams ? { upstreams: ep.dns.upstreams } : {}),
       ...(ep.dns.ndotsSet ? { ndotsSet: true } : {}),
     });
+    return true;
+  }
+
+  function addDns(ep: Endpoint): void {
+    if (!putDns(ep)) return;
     const list = dnsKeys.get(ep.sandboxId) ?? [];
     list.push({ networkId: ep.networkId, endpointId: ep.endpointId, ifname: ep.ifname ?? 'eth0' });
     dnsKeys.set(ep.sandboxId, list);
@@ -622,6 +627,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     restore(ep) {
       active.add(ep.sandboxId);
       addDns(ep);
+    },
+
+    updateDns(ep) {
+      putDns(ep);
     },
 
     dnsAddress(idOrName) {

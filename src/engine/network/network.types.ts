@@ -106,6 +106,8 @@ export interface ContainerNetworking {
   isUserNetwork(idOrName: string): boolean;
   /** The network's name and ID; notFound when there is none. */
   lookup(idOrName: string): { id: string; name: string; builtin: boolean };
+  /** A running endpoint's names changed (the container was renamed): the DNS answers the new ones. */
+  updateDns(ep: Endpoint): void;
   /** The address of the engine's DNS responder for a user-defined network (undefined: none). */
   dnsAddress(idOrName: string): string | undefined;
   /** Check a container's wish for a network at create/connect (400s: static address, aliases). */

@@ -49,6 +49,11 @@ describe('user-defined networks across engine restarts', () => {
     assert.ok(await ping('kb', ipA), 'traffic survives');
     const ns = await engine.dockerOk(['exec', 'kb', 'nslookup', '-type=a', 'ka']);
     assert.match(ns, new RegExp(`Address:\\s*${ipA.replaceAll('.', '\\.')}`), 'DNS names come back');
+    // a rename: the new name resolves
+    await engine.dockerOk(['rename', 'ka', 'kx']);
+    const renamed = await engine.dockerOk(['exec', 'kb', 'nslookup', '-type=a', 'kx']);
+    assert.match(renamed, new RegExp(`Address:\\s*${ipA.replaceAll('.', '\\.')}`), 'the new name resolves');
+    await engine.dockerOk(['rename', 'kx', 'ka']);
     // a new container gets a free address, not one a running container holds
     await engine.dockerOk(['run', '-d', '--name', 'kc', '--network', 'keep', 'busybox', 'sleep', '600']);
     const ipC = await ipOn('kc', 'keep');

@@ -386,7 +386,12 @@ export class ContainerNetworks implements NetworkPort {
   }
 
   restore(c: Container): void {
-    for (const ep of endpointsOf(c.record)) this.d.network?.restore(ep);
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    for (const ep of endpointsOf(c.record)) {
+      // its names as the record says now (a rename is saved before the endpoint is)
+      if (ep.dns) ep.dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []) ?? ep.dns;
+      this.d.network?.restore(ep);
+    }
   }
 
   /**
@@ -525,6 +530,15 @@ export class ContainerNetworks implements NetworkPort {
 
   renamed(c: Container, oldName: string): void {
     this.links.renamed(c, oldName);
+    // a running container answers to its new name on its user-defined networks
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    for (const ep of endpointsOf(c.record)) {
+      if (!ep.dns || !c.isRunningProcess) continue;
+      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []);
+      if (!dns) continue;
+      ep.dns = dns;
+      this.d.network?.updateDns(ep);
+    }
   }
 
   /** `DELETE /containers/{parent}/{alias}?link=1`: a running parent's /etc/hosts is written again. */
