@@ -346,8 +346,9 @@ export class ContainerNetworks implements NetworkPort {
   abort(c: Container): void {
     const starting = this.starting.get(c.id);
     this.starting.delete(c.id);
-    const detached = this.detach(c);
     const network = this.d.network;
+    // connect() not reached: the record still shows the last run's sandbox, not this attachment
+    const detached = starting ? undefined : this.detach(c);
     if (!network) return;
     if (detached) {
       this.release(c, detached);
