@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what berth needs, builds it, and starts `berth up` (engine + registry with defaults) in
-# the background. Logs go to /var/log/berth.log; `bash scripts/up.sh stop` stops it.
+# the background. Logs go to /var/log/berth.log; `bash scripts/up.sh stop` stops it, `bash
+# scripts/up.sh reload` has it read /etc/berth/daemon.json again (SIGHUP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pidfile=/run/berth-up.pid
@@ -14,6 +15,15 @@ if [ "${1:-}" = "stop" ]; then
   fi
   rm -f "$pidfile"
   exit 0
+fi
+if [ "${1:-}" = "reload" ]; then
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    kill -HUP "$(cat "$pidfile")"
+    echo "berth reloads its configuration file (see /var/log/berth.log)"
+    exit 0
+  fi
+  echo "berth is not running" >&2
+  exit 1
 fi
 bash scripts/install-deps.sh
 if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then

@@ -12,7 +12,7 @@ import {
   parseRuntimeName,
 } from '../engine/config.js';
 import { parseRamSize } from '../engine/containers/core/units.js';
-import { startEngine } from '../engine/daemon.js';
+import { type ReloadableConfig, startEngine } from '../engine/daemon.js';
 import {
   bool,
   type FlagSpec,
@@ -25,6 +25,7 @@ import {
   untilSignal,
   usage,
 } from './args.js';
+import { applyConfigFile, type ConfigFile, configFileChoice, readConfigFile } from './config-file.js';
 
 export const engineFlags: Record<string, FlagSpec> = {
   host: {
@@ -39,6 +40,10 @@ export const engineFlags: Record<string, FlagSpec> = {
   'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
   'insecure-registry': { kind: 'list', help: 'registry reached over plain HTTP (host:port or CIDR)' },
   'registry-mirror': { kind: 'list', help: 'registry mirror (URL) asked for docker.io images' },
+  'registry-certs-dir': {
+    kind: 'list',
+    help: 'folder of per-registry certificates, <dir>/<host:port>/ (default /etc/docker/certs.d and /etc/berth/certs.d)',
+  },
   'max-concurrent-downloads': { kind: 'string', help: 'layers one pull downloads at once (default 3)' },
   'max-concurrent-uploads': { kind: 'string', help: 'layers one push uploads at once (default 5)' },
   experimental: { kind: 'bool', help: 'enable experimental features' },
@@ -55,6 +60,10 @@ export const engineFlags: Record<string, FlagSpec> = {
   'copy-upload-limit': {
     kind: 'string',
     help: 'the largest archive docker cp may upload, as 512m or 2g (default 10g; 413 beyond it)',
+  },
+  'config-file': {
+    kind: 'string',
+    help: "daemon configuration file in dockerd's daemon.json form (default /etc/berth/daemon.json, read when present)",
   },
   help: { kind: 'bool', help: 'print this help' },
 };
@@ -184,6 +193,50 @@ export function engineLimitsFrom(p: Parsed): ConnectionLimits {
   };
 }
 
+/** A registry mirror as dockerd's ValidateMirror takes it (the URL kept as given). */
+function checkMirror(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`invalid mirror: ${JSON.stringify(value)} is not a valid URI`);
+  }
+  const scheme = url.protocol.replace(/:$/, '');
+  if (scheme !== 'http' && scheme !== 'https') {
+    throw new UsageError(
+      `invalid mirror: unsupported scheme ${JSON.stringify(scheme)} in ${JSON.stringify(value)}`,
+    );
+  }
+  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') {
+    throw new UsageError(
+      `invalid mirror: path, query, or fragment at end of the URI ${JSON.stringify(value)}`,
+    );
+  }
+  if (url.username || url.password) {
+    throw new UsageError(`invalid mirror: username/password not allowed in URI ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/**
+ * An insecure registry (host[:port] or CIDR) as dockerd 20.10's LoadInsecureRegistries takes it:
+ * an `http://` or `https://` in front is dropped (with a warning), any other scheme refused.
+ */
+function checkInsecureRegistry(value: string): string {
+  const scheme = /^(https?):\/\//i.exec(value);
+  if (scheme) {
+    rootLogger.warn(
+      `insecure registry ${value} should not contain '${scheme[1]}://' and '${scheme[1]}://' has been removed from the insecure registry config`,
+    );
+    return checkInsecureRegistry(value.slice(scheme[0].length));
+  }
+  if (value.includes('://')) throw new UsageError(`insecure registry ${value} should not contain '://'`);
+  if (value === '' || value.startsWith('-') || value.endsWith('-')) {
+    throw new UsageError(`invalid index name (${value})`);
+  }
+  return value;
+}
+
 export function engineConfigFrom(p: Parsed): EngineConfig {
   const logLevel = str(p, 'log-level');
   const runtime = str(p, 'runtime');
@@ -198,8 +251,12 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     execRoot: str(p, 'exec-root') ?? defaultEngineConfig.execRoot,
     runtime: runtime ? parseRuntimeName(runtime) : defaultEngineConfig.runtime,
     logLevel: logLevel ? parseLogLevel(logLevel) : defaultEngineConfig.logLevel,
-    insecureRegistries: [...defaultEngineConfig.insecureRegistries, ...(list(p, 'insecure-registry') ?? [])],
-    registryMirrors: list(p, 'registry-mirror') ?? defaultEngineConfig.registryMirrors,
+    insecureRegistries: [
+      ...defaultEngineConfig.insecureRegistries,
+      ...(list(p, 'insecure-registry') ?? []).map(checkInsecureRegistry),
+    ],
+    registryMirrors: (list(p, 'registry-mirror') ?? defaultEngineConfig.registryMirrors).map(checkMirror),
+    registryCertsDirs: list(p, 'registry-certs-dir') ?? defaultEngineConfig.registryCertsDirs,
     maxConcurrentDownloads: count(p, 'max-concurrent-downloads', defaultEngineConfig.maxConcurrentDownloads),
     maxConcurrentUploads: count(p, 'max-concurrent-uploads', defaultEngineConfig.maxConcurrentUploads),
     experimental: bool(p, 'experimental'),
@@ -210,17 +267,80 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
   };
 }
 
+/** The flags with the configuration file's values (--config-file, else the default file when present). */
+export async function flagsWithConfigFile(p: Parsed): Promise<{ flags: Parsed; file?: ConfigFile }> {
+  const choice = configFileChoice(p);
+  const file = await readConfigFile(choice.path, choice.explicit, engineFlags);
+  return { flags: applyConfigFile(p, file), ...(file ? { file } : {}) };
+}
+
+/** The engine's configuration from its flags and its configuration file. */
+export async function loadEngineConfig(p: Parsed): Promise<EngineConfig> {
+  return engineConfigFrom((await flagsWithConfigFile(p)).flags);
+}
+
+/** What a reload (SIGHUP) changes, by the flag it comes from: what dockerd reloads that berth has. */
+const RELOADABLE: Array<[flag: string, field: keyof ReloadableConfig]> = [
+  ['log-level', 'logLevel'],
+  ['insecure-registry', 'insecureRegistries'],
+  ['registry-mirror', 'registryMirrors'],
+  ['max-concurrent-downloads', 'maxConcurrentDownloads'],
+  ['max-concurrent-uploads', 'maxConcurrentUploads'],
+];
+
+/**
+ * dockerd's reload: the configuration file read again (with the same flags and the same
+ * conflict rules); the reloadable options it sets replace the running ones, the others stay.
+ */
+export async function reloadedConfig(p: Parsed): Promise<Partial<ReloadableConfig>> {
+  const { flags, file } = await flagsWithConfigFile(p);
+  const next = engineConfigFrom(flags);
+  const parts: Partial<ReloadableConfig> = {};
+  for (const [flag, field] of RELOADABLE) {
+    if (file?.values.has(flag)) Object.assign(parts, { [field]: next[field] });
+  }
+  // dockerd's `debug` reloads too: on, the debug level; off, the level flags and file give
+  if (file?.debug !== undefined) parts.logLevel = next.logLevel;
+  return parts;
+}
+
 export async function runEngineCommand(argv: string[]): Promise<number> {
   const parsed = parseArgs(argv, engineFlags);
   if (bool(parsed, 'help')) {
     process.stdout.write(`${usage('engine', engineFlags)}\n`);
     return 0;
   }
-  const config = engineConfigFrom(parsed);
+  const config = await loadEngineConfig(parsed);
   rootLogger.setLevel(config.logLevel);
   const engine = await startEngine(config, rootLogger.child('engine'));
+  const stopReloads = onReloadSignal(async () => {
+    const parts = await reloadedConfig(parsed);
+    if (parts.logLevel) rootLogger.setLevel(parts.logLevel);
+    engine.reload(parts);
+  });
   const sig = await untilSignal();
+  stopReloads();
   rootLogger.info('shutting down', { signal: sig });
   await engine.close();
   return 0;
+}
+
+/**
+ * SIGHUP runs `reload` (one at a time); a failed reload is logged and changes nothing, as
+ * dockerd's. Returns the function that stops listening.
+ */
+export function onReloadSignal(reload: () => Promise<void>): () => void {
+  let running = Promise.resolve();
+  const on = () => {
+    running = running.then(async () => {
+      rootLogger.info('got SIGHUP: reloading the configuration');
+      try {
+        await reload();
+      } catch (err) {
+        rootLogger.error('reloading the configuration failed', { error: errorMessage(err) });
+      }
+    });
+  };
+  process.on('SIGHUP', on);
+  return () => process.off('SIGHUP', on);
 }

@@ -1,10 +1,11 @@
 import { join } from 'node:path';
-import { parseLogLevel, rootLogger } from '../common/log.js';
-import { defaultEngineConfig, type EngineConfig } from '../engine/config.js';
+import { rootLogger } from '../common/log.js';
+import type { EngineConfig } from '../engine/config.js';
 import { startEngine } from '../engine/daemon.js';
 import { seedBusybox } from '../engine/images/seed.js';
 import { startRegistry } from '../registry/index.js';
 import { bool, type FlagSpec, parseArgs, str, untilSignal, usage } from './args.js';
+import { loadEngineConfig, onReloadSignal, reloadedConfig } from './engine.command.js';
 
 const spec: Record<string, FlagSpec> = {
   'data-root': { kind: 'string', help: 'root of persistent state for both (default /var/lib/berth)' },
@@ -13,6 +14,10 @@ const spec: Record<string, FlagSpec> = {
   'registry-addr': { kind: 'string', help: 'registry listen address (default 127.0.0.1:5000)' },
   'no-registry': { kind: 'bool', help: 'run only the engine' },
   'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
+  'config-file': {
+    kind: 'string',
+    help: "the engine's configuration file, daemon.json form (default /etc/berth/daemon.json, read when present)",
+  },
   help: { kind: 'bool', help: 'print this help' },
 };
 
@@ -27,9 +32,17 @@ export async function runUpCommand(argv: string[]): Promise<number> {
     process.stdout.write(`${usage('up', spec)}\n`);
     return 0;
   }
-  const level = str(p, 'log-level');
-  if (level) rootLogger.setLevel(parseLogLevel(level));
-  const dataRoot = str(p, 'data-root') ?? defaultEngineConfig.dataRoot;
+  // the engine's flags among up's, then the configuration file over them (conflicts refused)
+  const engineFlagValues = new Map<string, string | boolean | string[]>();
+  for (const name of ['data-root', 'exec-root', 'log-level', 'config-file']) {
+    const v = str(p, name);
+    if (v !== undefined) engineFlagValues.set(name, v);
+  }
+  const host = str(p, 'host');
+  if (host !== undefined) engineFlagValues.set('host', [host]);
+  const base = await loadEngineConfig({ flags: engineFlagValues, positional: [] });
+  rootLogger.setLevel(base.logLevel);
+  const dataRoot = base.dataRoot;
   const registryAddr = str(p, 'registry-addr') ?? '127.0.0.1:5000';
 
   // The registry first, so that when the engine answers, both are up.
@@ -43,12 +56,8 @@ export async function runUpCommand(argv: string[]): Promise<number> {
 
   const port = registryAddr.slice(registryAddr.lastIndexOf(':') + 1);
   const config: EngineConfig = {
-    ...defaultEngineConfig,
-    hosts: [str(p, 'host') ?? defaultEngineConfig.hosts[0] ?? 'unix:///run/berth/berth.sock'],
-    dataRoot,
-    execRoot: str(p, 'exec-root') ?? defaultEngineConfig.execRoot,
-    logLevel: level ? parseLogLevel(level) : defaultEngineConfig.logLevel,
-    insecureRegistries: [...defaultEngineConfig.insecureRegistries, registryAddr, `localhost:${port}`],
+    ...base,
+    insecureRegistries: [...base.insecureRegistries, registryAddr, `localhost:${port}`],
   };
   const engine = await startEngine(config, rootLogger.child('engine'), {
     // A fresh data root has no images: seed busybox before the API answers, so that the first
@@ -59,7 +68,14 @@ export async function runUpCommand(argv: string[]): Promise<number> {
       rootLogger.info('seeded busybox:latest from the host busybox-static', { id });
     },
   });
+  const stopReloads = onReloadSignal(async () => {
+    const parts = await reloadedConfig({ flags: engineFlagValues, positional: [] });
+    if (parts.insecureRegistries) parts.insecureRegistries.push(registryAddr, `localhost:${port}`);
+    if (parts.logLevel) rootLogger.setLevel(parts.logLevel);
+    engine.reload(parts);
+  });
   const sig = await untilSignal();
+  stopReloads();
   rootLogger.info('shutting down', { signal: sig });
   await engine.close();
   await registry?.close();

@@ -4,18 +4,28 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export class Logger {
-  constructor(
-    private level: LogLevel = 'info',
-    private readonly scope = '',
-  ) {}
+  /** The level set on this logger; a child without one follows its parent's (a reload changes it). */
+  private own?: LogLevel;
 
-  setLevel(level: LogLevel): void {
-    this.level = level;
+  constructor(
+    level: LogLevel = 'info',
+    private readonly scope = '',
+    private readonly parent?: Logger,
+  ) {
+    if (!parent) this.own = level;
   }
 
+  setLevel(level: LogLevel): void {
+    this.own = level;
+  }
+
+  get level(): LogLevel {
+    return this.own ?? this.parent?.level ?? 'info';
+  }
+
+  /** A logger for a part: its scope under this one's, its level this one's (now and later). */
   child(scope: string): Logger {
-    const child = new Logger(this.level, this.scope ? `${this.scope}/${scope}` : scope);
-    return child;
+    return new Logger(this.level, this.scope ? `${this.scope}/${scope}` : scope, this);
   }
 
   enabled(level: LogLevel): boolean {

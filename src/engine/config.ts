@@ -28,6 +28,11 @@ export interface EngineConfig {
   insecureRegistries: string[];
   /** `--registry-mirror`: registries (URLs) asked first for `docker.io` images; there is no Hub here. */
   registryMirrors: string[];
+  /**
+   * `--registry-certs-dir`: where per-registry TLS material is looked up (`<dir>/<host:port>/`
+   * ca.crt, client *.cert + *.key), in order (default /etc/docker/certs.d, /etc/berth/certs.d).
+   */
+  registryCertsDirs: string[];
   /** `--max-concurrent-downloads`: layers one pull fetches at once (dockerd: 3). */
   maxConcurrentDownloads: number;
   /** `--max-concurrent-uploads`: layers one push sends at once (dockerd: 5). */
@@ -78,6 +83,7 @@ export const defaultEngineConfig: EngineConfig = {
   logLevel: 'info',
   insecureRegistries: ['127.0.0.0/8'],
   registryMirrors: [],
+  registryCertsDirs: ['/etc/docker/certs.d', '/etc/berth/certs.d'],
   maxConcurrentDownloads: 3,
   maxConcurrentUploads: 5,
   experimental: false,

@@ -10,14 +10,17 @@ import { installCrashGuard } from '../http/crash-guard.js';
 import { closeServer } from '../http/server.js';
 import { registerArchiveRoutes } from './api/archive.routes.js';
 import { registerBuildRoutes } from './api/build.routes.js';
+import { registerCommitRoutes } from './api/commit.routes.js';
 import { registerContainerRoutes } from './api/containers.routes.js';
 import { registerDiskUsageRoutes } from './api/disk-usage.routes.js';
+import { registerDistributionRoutes } from './api/distribution.routes.js';
 import { engineErrorBody } from './api/errors.js';
 import { registerEventRoutes } from './api/events.routes.js';
 import { registerExecRoutes } from './api/exec.routes.js';
 import { registerImageRoutes } from './api/images.routes.js';
 import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
+import { registerPushRoutes } from './api/push.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
@@ -26,11 +29,14 @@ import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
+import { RegistryClient } from './distribution/index.js';
+import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
 import { DiskUsage } from './system/disk-usage.js';
+import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
 import { createVolumeService, type VolumeService } from './volumes/volumes.service.js';
 
@@ -45,8 +51,19 @@ export interface Engine {
   volumes: VolumeService;
   /** The addresses actually listened on (tcp port 0 resolved). */
   addresses: string[];
+  /**
+   * Apply a reloaded configuration (SIGHUP): the given parts replace those of `config` in place,
+   * so that every service reading `config` at use sees them; publishes the daemon's `reload`.
+   */
+  reload(parts: Partial<ReloadableConfig>): void;
   close(): Promise<void>;
 }
+
+/** What a reload may change, as dockerd reloads them. */
+export type ReloadableConfig = Pick<
+  EngineConfig,
+  'logLevel' | 'insecureRegistries' | 'registryMirrors' | 'maxConcurrentDownloads' | 'maxConcurrentUploads'
+>;
 
 /** Version and commit of a runtime binary, from `<runtime> --version`. */
 async function runtimeVersion(path: string): Promise<{ version: string; commit: string }> {
@@ -118,6 +135,21 @@ async function openApiListeners(
   return { servers, bound, releaseCrashGuard: installCrashGuard() };
 }
 
+/** The attributes of dockerd's `reload` event, for the options berth has (dockerd's names). */
+function reloadAttributes(config: EngineConfig, name: string): Record<string, string> {
+  return {
+    debug: String(config.logLevel === 'debug'),
+    'default-runtime': config.runtime,
+    'insecure-registries': JSON.stringify(userInsecureRegistries(config.insecureRegistries)),
+    labels: '[]',
+    'live-restore': 'true',
+    'max-concurrent-downloads': String(config.maxConcurrentDownloads),
+    'max-concurrent-uploads': String(config.maxConcurrentUploads),
+    name,
+    'registry-mirrors': JSON.stringify(config.registryMirrors.map(normalizeMirror)),
+  };
+}
+
 export interface StartHooks {
   /** Runs once the services are up and before the API listens (e.g. seeding images). */
   beforeListen?: (services: { images: ImageService }) => Promise<void>;
@@ -151,8 +183,11 @@ export async function startEngine(
     {
       dataRoot: config.dataRoot,
       experimental: config.experimental,
-      debug: config.logLevel === 'debug',
-      insecureRegistries: config.insecureRegistries,
+      // read at each /info: a reload (SIGHUP) may change the log level
+      get debug() {
+        return config.logLevel === 'debug';
+      },
+      registries: () => config,
       liveRestore: true,
       apiVersions: { min: MIN_API_VERSION, max: MAX_API_VERSION },
     },
@@ -164,13 +199,32 @@ export async function startEngine(
   const router = createApiRouter();
   registerSystemRoutes(router, system, config.experimental);
   registerEventRoutes(router, events);
+  // the registry client every pull (and push) goes through: keep-alive connections, tokens, pings
+  const registry = new RegistryClient({
+    insecureRegistries: config.insecureRegistries,
+    mirrors: config.registryMirrors,
+    certsDirs: config.registryCertsDirs,
+    userAgent: `berth/${ENGINE_VERSION}`,
+  });
   const images = await createImageService({
     dataRoot: config.dataRoot,
     events,
     log: log.child('images'),
     engineVersion: ENGINE_VERSION,
+    registry,
+    // read at each pull and push: a reload (SIGHUP) may change them
+    maxConcurrentDownloads: () => config.maxConcurrentDownloads,
+    maxConcurrentUploads: () => config.maxConcurrentUploads,
   });
   registerImageRoutes(router, images);
+  registerPushRoutes(router, images);
+  registerDistributionRoutes(
+    router,
+    new RegistryService(registry, () => ({
+      mirrors: config.registryMirrors,
+      insecureRegistries: config.insecureRegistries,
+    })),
+  );
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({
@@ -193,6 +247,7 @@ export async function startEngine(
     execRoot: config.execRoot,
     events,
     images,
+    committer: images,
     snapshots: images.snapshotter,
     runtime,
     volumes,
@@ -202,6 +257,7 @@ export async function startEngine(
   });
   registerContainerRoutes(router, containers);
   registerNetworkRoutes(router, network, containers);
+  registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);
@@ -225,6 +281,17 @@ export async function startEngine(
     images,
     volumes,
     addresses: bound,
+    reload(parts) {
+      Object.assign(config, parts);
+      if (parts.insecureRegistries || parts.registryMirrors) {
+        registry.reconfigure({
+          insecureRegistries: config.insecureRegistries,
+          mirrors: config.registryMirrors,
+        });
+      }
+      events.publish('daemon', 'reload', system.id, reloadAttributes(config, system.name));
+      log.info('configuration reloaded', { ...parts });
+    },
     async close() {
       if (closed) return;
       closed = true;
@@ -234,6 +301,7 @@ export async function startEngine(
       await network.close();
       await runtime.close();
       await Promise.all(servers.map((s) => closeServer(s)));
+      registry.close();
       releaseCrashGuard();
       for (const a of addresses) if (a.kind === 'unix' && a.path) await rm(a.path, { force: true });
       await releaseRoots(locks);

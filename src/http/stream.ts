@@ -70,23 +70,40 @@ export class JsonMessageStream {
   }
 }
 
+/**
+ * The `progress` text of a JSON message as dockerd renders it (jsonmessage.JSONProgress.String
+ * with no terminal: width 200): a 50-column bar, then `%8v/%v` of human sizes; without a total,
+ * the current size alone.
+ */
 export function progressBar(current: number, total?: number): string {
-  if (!total || total <= 0) return formatBytes(current);
-  const width = 50;
-  const filled = Math.max(0, Math.min(width, Math.floor((current / total) * width)));
-  const bar = `${'='.repeat(Math.max(0, filled - 1))}${filled > 0 ? '>' : ''}${' '.repeat(width - filled)}`;
-  return `[${bar}] ${formatBytes(current)}/${formatBytes(total)}`;
+  if (current <= 0 && (!total || total <= 0)) return '';
+  if (!total || total <= 0) return humanSize(current).padStart(8);
+  const percentage = Math.min(50, Math.trunc(Math.trunc((current / total) * 100) / 2));
+  const bar = `[${'='.repeat(percentage)}>${' '.repeat(Math.max(0, 50 - percentage))}] `;
+  const numbers =
+    current > total
+      ? humanSize(current).padStart(8)
+      : `${humanSize(current).padStart(8)}/${humanSize(total)}`;
+  return bar + numbers;
 }
 
-export function formatBytes(n: number): string {
-  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+/** go-units' HumanSize: decimal units, 4 significant digits (`36.45kB`, `3.001MB`, `512B`). */
+export function humanSize(n: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB', 'EB', 'ZB', 'YB'];
   let value = n;
   let unit = 0;
   while (value >= 1000 && unit < units.length - 1) {
     value /= 1000;
     unit++;
   }
-  return unit === 0 ? `${value}B` : `${value.toFixed(value < 10 ? 3 : value < 100 ? 2 : 1)}${units[unit]}`;
+  return `${goG4(value)}${units[unit]}`;
+}
+
+/** Go's `%.4g` for values below 1000 (what HumanSize prints). */
+function goG4(v: number): string {
+  if (v === 0) return '0';
+  const s = v.toPrecision(4);
+  return s.includes('e') ? String(Number(s)) : s.includes('.') ? s.replace(/\.?0+$/, '') : s;
 }
 
 /** Start a streaming JSON response (200, chunked). */

@@ -27,9 +27,18 @@ export interface ReferenceRegistry {
 
 /**
  * Start Debian's reference registry (docker-registry, distribution 2.8) on a loopback port with
- * its own config and root; stopped by its PID.
+ * its own config and root (HTTP Basic from a bcrypt htpasswd file when `htpasswd` is given,
+ * Bearer tokens of an external token server with `token`);
+ * stopped by its PID.
  */
-export async function startReferenceRegistry(root: string): Promise<ReferenceRegistry> {
+export async function startReferenceRegistry(
+  root: string,
+  opts: {
+    htpasswd?: string;
+    /** Token auth (auth.token) with an external token server. */
+    token?: { realm: string; service: string; issuer: string; rootcertbundle: string };
+  } = {},
+): Promise<ReferenceRegistry> {
   requireTool('docker-registry', "Debian's docker-registry package is needed (scripts/install-deps.sh)");
   const port = await freePort();
   const dir = await tempDir('berth-refcfg-');
@@ -49,6 +58,19 @@ export async function startReferenceRegistry(root: string): Promise<ReferenceReg
       '    enabled: true',
       'http:',
       `  addr: 127.0.0.1:${port}`,
+      ...(opts.htpasswd
+        ? ['auth:', '  htpasswd:', '    realm: basic-realm', `    path: ${opts.htpasswd}`]
+        : []),
+      ...(opts.token
+        ? [
+            'auth:',
+            '  token:',
+            `    realm: ${opts.token.realm}`,
+            `    service: ${opts.token.service}`,
+            `    issuer: ${opts.token.issuer}`,
+            `    rootcertbundle: ${opts.token.rootcertbundle}`,
+          ]
+        : []),
       '',
     ].join('\n'),
   );

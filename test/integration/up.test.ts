@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -88,5 +88,82 @@ describe('berth up', () => {
     child.kill('SIGTERM');
     assert.equal(await exited, 0, log);
     assert.match(log, /seeded busybox:latest/);
+  });
+
+  it('reads its configuration file, and refuses an option given both ways', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-up-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const socket = join(dir, 'berth.sock');
+    const port = await freePort();
+    const config = join(dir, 'daemon.json');
+    await writeFile(
+      config,
+      JSON.stringify({
+        'data-root': join(dir, 'data'),
+        'exec-root': join(dir, 'exec'),
+        bridge: 'none',
+        'registry-mirrors': ['http://127.0.0.1:1'],
+        'insecure-registries': ['lan:5000'],
+      }),
+    );
+    const up = (extra: string[]) =>
+      spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join(repoRoot, 'src/cli/main.ts'),
+          'up',
+          '--config-file',
+          config,
+          '--host',
+          `unix://${socket}`,
+          '--registry-addr',
+          `127.0.0.1:${port}`,
+          '--no-registry',
+          ...extra,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+    const refused = up(['--data-root', join(dir, 'other')]);
+    let refusedLog = '';
+    refused.stderr.on('data', (d: Buffer) => {
+      refusedLog += d.toString();
+    });
+    const code = await new Promise<number | null>((done) => refused.on('exit', (c) => done(c)));
+    assert.equal(code, 2, refusedLog);
+    assert.match(
+      refusedLog,
+      /the following directives are specified both as a flag and in the configuration file: data-root: \(from flag: /,
+    );
+
+    const child = up([]);
+    let log = '';
+    child.stderr.on('data', (d: Buffer) => {
+      log += d.toString();
+    });
+    const exited = new Promise<number | null>((done) => child.on('exit', (c) => done(c)));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    for (let i = 0; i < 300 && (await ping(socket)) !== 200; i++) await sleep(100);
+    assert.equal(await ping(socket), 200, log);
+    const info = await runCommand(
+      'docker',
+      ['-H', `unix://${socket}`, 'info', '--format', '{{json .RegistryConfig}}'],
+      {
+        env: { DOCKER_CONFIG: join(dir, 'docker-config'), DOCKER_HOST: '' },
+      },
+    );
+    const registry = JSON.parse(info.stdout) as { Mirrors: string[]; IndexConfigs: Record<string, unknown> };
+    assert.deepEqual(registry.Mirrors, ['http://127.0.0.1:1/']);
+    assert.deepEqual(Object.keys(registry.IndexConfigs), [
+      `127.0.0.1:${port}`,
+      'docker.io',
+      'lan:5000',
+      `localhost:${port}`,
+    ]);
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, log);
   });
 });

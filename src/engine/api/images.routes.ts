@@ -1,36 +1,86 @@
 import { errorMessage, invalidParameter } from '../../common/errors.js';
-import { familiarString, parseNormalizedNamed, tagNameOnly, withTag } from '../../common/reference.js';
 import { discardUnreadBody } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendEmpty, sendJson } from '../../http/server.js';
 import { type JsonMessageStream, progressBar, startJsonStream } from '../../http/stream.js';
 import type { ImageService } from '../images/images.service.js';
-import type { ImportProgress, OciPlatform } from '../images/images.types.js';
+import type { ImportProgress, OciPlatform, PullMessage } from '../images/images.types.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
+import { type ImageArchiveBackend, registerImageArchiveRoutes } from './images.archive.js';
 import { decodePlatform, shapeHistoryItem, shapeImageInspect, shapeImageSummary } from './images.versions.js';
 import { gates, versionBefore } from './versions.js';
 
 /** What the routes need from the image service (src/engine/images). */
 export type ImageBackend = Pick<
   ImageService,
-  'importImage' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
->;
+  'importImage' | 'pull' | 'listImages' | 'prune' | 'inspect' | 'history' | 'tag' | 'remove'
+> &
+  ImageArchiveBackend;
 
-async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importImage'>): Promise<void> {
+/** A pull message as dockerd writes it: status, progressDetail, progress (when not empty), id. */
+function pullLine(m: PullMessage): Record<string, unknown> {
+  const line: Record<string, unknown> = { status: m.status };
+  if (m.detail) {
+    line.progressDetail = m.detail;
+    if (m.detail.current !== undefined) {
+      const bar = progressBar(m.detail.current, m.detail.total);
+      if (bar) line.progress = bar;
+    }
+  }
+  if (m.id !== undefined) line.id = m.id;
+  return line;
+}
+
+/**
+ * docker pull: the answer starts (200) with the first progress message; an error before it is
+ * the status (404 for a missing image, 401/403 for access), one after it goes in-band. A client
+ * that goes away cancels the pull.
+ */
+async function pullImage(
+  ctx: ApiContext,
+  images: Pick<ImageBackend, 'pull'>,
+  fromImage: string,
+): Promise<void> {
+  const q = ctx.query;
+  let stream: JsonMessageStream | undefined;
+  const out = (): JsonMessageStream => {
+    stream ??= startJsonStream(ctx.res);
+    return stream;
+  };
+  const cancel = new AbortController();
+  const onClose = () => {
+    if (!ctx.res.writableFinished) cancel.abort(new Error('the client went away'));
+  };
+  ctx.res.on('close', onClose);
+  const auth = ctx.req.headers['x-registry-auth'];
+  try {
+    await images.pull({
+      image: fromImage,
+      tag: q.get('tag') || undefined,
+      platform: atLeast(ctx, gates.imagePlatform) ? q.get('platform') || undefined : undefined,
+      registryAuth: typeof auth === 'string' ? auth : undefined,
+      signal: cancel.signal,
+      onMessage: (m) => out().write(pullLine(m)),
+    });
+    out().end();
+  } catch (err) {
+    if (!stream) throw err;
+    stream.error(errorMessage(err));
+    stream.end();
+  } finally {
+    ctx.res.off('close', onClose);
+  }
+}
+
+async function createImage(
+  ctx: ApiContext,
+  images: Pick<ImageBackend, 'importImage' | 'pull'>,
+): Promise<void> {
   const q = ctx.query;
   const fromImage = q.get('fromImage') ?? '';
   const fromSrc = q.get('fromSrc') ?? '';
   if (fromImage) {
-    // Pull is a later issue: validate the name, then fail in-band as dockerd does for a
-    // registry it cannot reach.
-    let ref = parseNormalizedNamed(fromImage);
-    const tag = q.get('tag');
-    if (tag) ref = /^sha256:/.test(tag) ? { ...ref, digest: tag } : withTag(ref, tag);
-    const stream = startJsonStream(ctx.res);
-    stream.error(
-      `pull access for ${familiarString(tagNameOnly(ref))} is not available: this berth engine cannot pull images yet; add images with docker import`,
-    );
-    stream.end();
+    await pullImage(ctx, images, fromImage);
     return;
   }
   if (!fromSrc) {
@@ -83,6 +133,7 @@ async function createImage(ctx: ApiContext, images: Pick<ImageBackend, 'importIm
 
 export function registerImageRoutes(router: ApiRouter, images: ImageBackend): void {
   router.post('/images/create', (ctx) => createImage(ctx, images));
+  registerImageArchiveRoutes(router, images);
 
   router.get('/images/json', async (ctx) => {
     const q = ctx.query;

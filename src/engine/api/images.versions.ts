@@ -110,7 +110,9 @@ export function shapeImageInspect(d: ImageDetails, version: string): Record<stri
     RepoDigests: r.repoDigests,
   };
   if (!omitEmpty || r.parent) out.Parent = r.parent;
-  if (!omitEmpty || c.comment) out.Comment = c.comment ?? '';
+  // dockerd: the config's comment, else the last history entry's (what commit writes)
+  const comment = c.comment || (c.history?.at(-1)?.comment ?? '');
+  if (!omitEmpty || comment) out.Comment = comment;
   if (c.created) out.Created = c.created;
   else if (versionBefore(version, gates.imageCreatedOmitEmpty)) out.Created = ZERO_TIME;
   if (versionBefore(version, gates.imageContainerConfig)) {

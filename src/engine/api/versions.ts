@@ -154,6 +154,8 @@ export const gates = {
   /** Image inspect: `manifests`; history: `platform`. */
   imageInspectManifests: '1.48',
   imageHistoryPlatform: '1.48',
+  /** Image save and load: `platform` (one). */
+  imageArchivePlatform: '1.48',
   /** Build prune: reserved-space, max-used-space, min-free-space (keep-storage before). */
   buildPruneSpace: '1.48',
 

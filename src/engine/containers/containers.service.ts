@@ -16,6 +16,7 @@ import { archiveContainerPath, type CopyDeps, statContainerPath } from './archiv
 import { exportContainer } from './archive/export.js';
 import { extractToContainer } from './archive/extract.js';
 import { UploadSpool } from './archive/spool.js';
+import { type CommitRequest, commitContainer, type ImageCommitter } from './core/commit.js';
 import type { Container } from './core/container.js';
 import { type CreateDeps, createContainer } from './core/create.js';
 import { ContainerEvents } from './core/events.js';
@@ -71,6 +72,8 @@ export interface ContainerServiceOptions {
   execRoot: string;
   events: EventsService;
   images: ImageResolver;
+  /** The image half of docker commit (the image service); absent: POST /commit is refused. */
+  committer?: ImageCommitter;
   /** The containers' writable snapshots (the image service's snapshotter). */
   snapshots: ContainerSnapshots;
   runtime: Runtime;
@@ -247,6 +250,15 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     },
     async stats(idOrName, o) {
       return containerStats(runtime, get(idOrName), o);
+    },
+    async commit(idOrName: string, req: CommitRequest) {
+      const committer = opts.committer;
+      if (!committer) throw new Error('commit is not available: no image service');
+      return commitContainer(
+        { images: committer, events, pause: (c) => life.pause(c), unpause: (c) => life.unpause(c) },
+        get(idOrName),
+        req,
+      );
     },
     prune: (filters) => pruneContainers({ set, life, snapshots, events, log }, filters),
 

@@ -3,6 +3,7 @@ import type { EndpointSettings, HostConfig } from '../../common/docker-types.js'
 import type { Filters } from '../../common/filters.js';
 import type { Change } from './archive/changes.js';
 import type { PathStat } from './archive/container-fs.js';
+import type { CommitRequest } from './core/commit.js';
 import type { CreateRequest, CreateResult } from './core/create.js';
 import type { WaitCondition, WaitResult } from './core/lifecycle.js';
 import type { StatsOptions, StatsView } from './core/stats.js';
@@ -80,6 +81,11 @@ export interface ContainerService {
   update(idOrName: string, settings: HostConfig, opts: { kernelMemory: boolean }): Promise<string[]>;
   /** GET /containers/{id}/stats: 404 first; then the objects to send, one per line. */
   stats(idOrName: string, opts: StatsOptions): Promise<AsyncIterable<StatsView>>;
+  /**
+   * POST /commit: a new image from the container's changes and config (404 no container, 409
+   * dead or being removed, 400 bad repo/tag or change); returns the image ID.
+   */
+  commit(idOrName: string, req: CommitRequest): Promise<string>;
   /** POST /containers/prune: stopped containers matching until/label/label!. */
   prune(filters: Filters): Promise<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }>;
 

@@ -35,11 +35,19 @@ export class ImageCreator {
   /**
    * Register an image from its config: the layers of its rootfs.diff_ids must exist (NotFound
    * otherwise). The config is stored as moby serialises it; its digest is the ID. An image that
-   * exists already is answered as it is.
+   * exists already is answered as it is. `raw`: the config's bytes as a registry gave them.
    */
   async createImage(config: ImageConfigFile, opts: { parent?: string } = {}): Promise<string> {
+    return this.createImageFromBytes(Buffer.from(serializeImageConfig(config)), opts);
+  }
+
+  /**
+   * createImage from a config's exact bytes (load and pull: the ID is the digest of the bytes the
+   * image came with, whatever their JSON form).
+   */
+  async createImageFromBytes(bytes: Buffer, opts: { parent?: string } = {}): Promise<string> {
     const { store } = this.deps;
-    const bytes = serializeImageConfig(config);
+    const config = JSON.parse(bytes.toString('utf8')) as ImageConfigFile;
     const chain = chainIds(config.rootfs?.diff_ids ?? []);
     return store.locked(async () => {
       let size = 0;
@@ -52,7 +60,7 @@ export class ImageCreator {
       if (store.has(id)) return id;
       await store.add({
         meta: { id, parent: opts.parent ?? '', added: new Date().toISOString() },
-        config: JSON.parse(bytes) as ImageConfigFile,
+        config,
         chain,
         size,
       });
@@ -107,8 +115,8 @@ export class ImageCreator {
           diff_ids: [...(base?.rootfs?.diff_ids ?? []), ...(empty ? [] : [layer.diffId])],
         },
       };
+      // moby's NewChildImage: the author at the top, the comment in the history entry only
       if (o.author) config.author = o.author;
-      if (o.comment) config.comment = o.comment;
       if (base?.variant) config.variant = base.variant;
       if (base?.['os.version']) config['os.version'] = base['os.version'];
       const id = await this.createImage(config, { parent: o.parentImageId ?? '' });

@@ -40,7 +40,7 @@ const CONFLICT_SOFT = CONFLICT_ACTIVE_REF | CONFLICT_STOPPED;
 export class ImageDeleter {
   constructor(
     private readonly deps: {
-      store: Pick<ImageStore, 'locked' | 'has' | 'get' | 'hasChildren' | 'labelsOf' | 'delete'>;
+      store: Pick<ImageStore, 'locked' | 'has' | 'get' | 'hasChildren' | 'delete'>;
       refs: ReferenceStore;
       events: ImageEvents;
       users: ImageUsers;
@@ -174,9 +174,9 @@ export class ImageDeleter {
       events.publish('untag', id, id);
     }
     if (names.length) await refs.save();
-    const labels = store.labelsOf(id);
     await store.delete(id);
-    events.publish('delete', id, id, labels);
+    // dockerd looks the labels up when it logs: the image is gone, so `delete` has none
+    events.publish('delete', id, id, {});
     records.push({ Deleted: id });
     const removed = new Set(await this.deps.gc.collectLocked());
     for (const chainId of [...img.chain].reverse())

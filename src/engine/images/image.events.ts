@@ -9,7 +9,7 @@ export class ImageEvents {
 
   /**
    * `action` on image `id`; `name` is the image ID, or the new reference for `tag`. `labels`
-   * defaults to the image's own (pass them when the image is gone already).
+   * defaults to the image's own (dockerd looks them up as it logs: none once the image is gone).
    */
   publish(action: string, id: string, name: string, labels = this.labelsOf(id)): void {
     this.events.publish('image', action, id, { ...labels, name });

@@ -14,21 +14,33 @@
  * - prune.ts         ImagePruner: POST /images/prune
  * - gc.ts            LayerCollector: layers and blobs nothing uses
  * - snapshots.ts     the containers' snapshotter (removing a snapshot may free layers)
+ * - archive/         docker save and load: the archive reader (spooled, defensive), its two forms
+ *                    (docker save's manifest.json, OCI layouts), the loader, the saver
+ * - distribution-metadata.ts  DistributionMetadataStore: layer blob digest <-> diff ID and the
+ *                    repositories a layer came from (pull writes it, push reads it)
+ * - pull/            ImagePuller: docker pull through the registry client (src/engine/distribution)
+ * - push/            Pusher: docker push (layers skipped, mounted or uploaded; config; manifest)
  *
- * Entry points for what comes next: pull and load (src/engine/distribution/) add each layer with
+ * Entry points for what comes next: load adds each layer with
  * `addLayer(parent, blob)`, register the image with `createImage(config)` (then release() the
  * layers), and tag it with `tag()`; they keep manifests by extending ImageMeta and
  * LayerCollector.collectBlobs. Build (src/engine/build/) runs containers and calls `commit()`
  * per step, or `addLayer()` + `createImage()` for steps without a container.
  */
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import type { ImageConfigFile } from '../../common/docker-types.js';
 import type { Logger } from '../../common/log.js';
+import { RegistryClient } from '../distribution/index.js';
 import type { EventsService } from '../events/events.service.js';
 import { HostStorageOps, type StorageOps } from '../storage/adapters/host.ops.js';
 import type { Snapshotter, SnapshotterExtras } from '../storage/snapshotter.types.js';
+import { ImageLoader, type LoadOptions } from './archive/load.js';
+import { ArchiveSpool } from './archive/reader.js';
+import { ImageSaver } from './archive/save.js';
 import { ImageCreator } from './create.js';
 import { ImageDeleter } from './delete.js';
+import { DistributionMetadataStore } from './distribution-metadata.js';
 import { LayerCollector } from './gc.js';
 import { ImageEvents } from './image.events.js';
 import { ImageStore } from './image.store.js';
@@ -44,20 +56,26 @@ import type {
   ImageUsers,
   ImportOptions,
   PlatformOption,
+  PullOptions,
 } from './images.types.js';
 import { ImageImporter } from './import.js';
 import { addLayer } from './layers.js';
 import { ImageLister } from './list.js';
 import { ImagePruner } from './prune.js';
+import { ImagePuller } from './pull/puller.js';
+import { Pusher } from './push/push.js';
+import type { PushOptions } from './push/push.types.js';
 import { ReferenceStore } from './references.js';
 import { containerSnapshotter } from './snapshots.js';
 import { Tagger } from './tags.js';
 import { ImageViews } from './views.js';
 
+export type { LoadMessage, LoadOptions } from './archive/load.js';
 export { parseTimestamp } from './filters.js';
-export type { CommitOptions } from './images.types.js';
+export type { CommitOptions, PullMessage, PullOptions } from './images.types.js';
 export { parsePlatform } from './import.js';
 export { EMPTY_LAYER_DIFF_ID } from './layers.js';
+export type { PushMessage, PushOptions } from './push/push.types.js';
 
 export const DEFAULT_PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -65,6 +83,11 @@ export const DEFAULT_PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 export interface ImageService extends ImageResolver {
   /** Writable snapshots for containers (prepare on an image's chainId, mount, remove...). */
   readonly snapshotter: Snapshotter & SnapshotterExtras;
+  /**
+   * `POST /images/create?fromImage=...`: pull from a registry, progress through `onMessage`.
+   * Errors thrown before the first message are the answer's status; later ones go in-band.
+   */
+  pull(opts: PullOptions): Promise<void>;
   /** `POST /images/create?fromSrc=...`: returns the new image ID. */
   importImage(opts: ImportOptions): Promise<string>;
   /**
@@ -103,6 +126,20 @@ export interface ImageService extends ImageResolver {
   ): Promise<{ ImagesDeleted: ImageDeleteItem[] | null; SpaceReclaimed: number }>;
   /** Remove layers that neither an image nor a writable snapshot uses; returns their chain IDs. */
   collectGarbage(): Promise<string[]>;
+  /**
+   * docker save: resolve `names` (NotFound, InvalidParameter before anything is written), then
+   * the archive as a stream (archive/save.ts).
+   */
+  saveImages(names: string[], opts?: PlatformOption): Promise<Readable>;
+  /** 413 when an upload's declared length is over the load limit (before the body is read). */
+  checkLoadSize(length: number | undefined): void;
+  /** docker load (archive/load.ts): returns the loaded image IDs; messages as it goes. */
+  loadImages(opts: LoadOptions): Promise<string[]>;
+  /**
+   * POST /images/{name}/push: errors before the first message are the caller's to answer as a
+   * status; later ones end the stream.
+   */
+  push(opts: PushOptions): Promise<void>;
 }
 
 export async function createImageService(opts: {
@@ -113,10 +150,19 @@ export async function createImageService(opts: {
   ops?: StorageOps;
   /** Written as docker_version into new image configs. */
   engineVersion?: string;
+  /** The most bytes of files an archive docker load receives may hold (413 beyond; default 64 GiB). */
+  loadLimit?: number;
+  /** The registry client pulls go through (default: loopback insecure, no mirrors). */
+  registry?: RegistryClient;
+  /** Layers one pull downloads at once (default 3). */
+  maxConcurrentDownloads?: () => number;
+  /** Layers one push uploads at once (default 5). */
+  maxConcurrentUploads?: () => number;
 }): Promise<ImageService> {
   const { log } = opts;
   const engineVersion = opts.engineVersion ?? '0.1.0';
-  const store = new ImageStore({ dataRoot: opts.dataRoot, ops: opts.ops ?? new HostStorageOps(), log });
+  const ops = opts.ops ?? new HostStorageOps();
+  const store = new ImageStore({ dataRoot: opts.dataRoot, ops, log });
   const refs = new ReferenceStore(join(opts.dataRoot, 'image', 'repositories.json'), store);
   const events = new ImageEvents(opts.events, (id) => store.labelsOf(id));
   // The containers service registers itself after start-up (setUsers); until then nobody uses images.
@@ -131,6 +177,31 @@ export async function createImageService(opts: {
   const lister = new ImageLister({ store, refs, views, users });
   const deleter = new ImageDeleter({ store, refs, events, users, gc });
   const pruner = new ImagePruner({ store, refs, deleter, events });
+  const spool = new ArchiveSpool(join(opts.dataRoot, 'tmp'), opts.loadLimit);
+  const loader = new ImageLoader({ store, creator, refs, events, gc, spool });
+  const saver = new ImageSaver({ store, refs, events, log });
+  const distribution = new DistributionMetadataStore(opts.dataRoot);
+  const registry = opts.registry ?? new RegistryClient({ insecureRegistries: ['127.0.0.0/8'], mirrors: [] });
+  const puller = new ImagePuller({
+    store,
+    creator,
+    refs,
+    events,
+    gc,
+    meta: distribution,
+    client: registry,
+    maxConcurrentDownloads: opts.maxConcurrentDownloads ?? (() => 3),
+  });
+  const pusher = new Pusher({
+    store,
+    refs,
+    meta: distribution,
+    events,
+    ops,
+    registry,
+    maxConcurrentUploads: opts.maxConcurrentUploads ?? (() => 5),
+    log: log.child('push'),
+  });
   const snapshotter = containerSnapshotter({
     overlay: store.overlay,
     usesLayer: (chainId) => store.usesLayer(chainId),
@@ -140,10 +211,12 @@ export async function createImageService(opts: {
 
   // Start-up: images, then the references to them, then what a crash left unused.
   await store.init();
+  await distribution.init();
   await refs.load();
   const removed = await gc.collect();
   if (removed.length) log.info('removed unused layers', { count: removed.length });
   await gc.collectBlobs();
+  await spool.sweep();
 
   return {
     snapshotter,
@@ -153,6 +226,7 @@ export async function createImageService(opts: {
     setUsers: (u) => {
       currentUsers = u;
     },
+    pull: (o) => puller.pull(o),
     importImage: (o) => importer.importImage(o),
     addLayer: async (parent, input) => {
       const { layer, release } = await addLayer(store, parent, input);
@@ -168,5 +242,9 @@ export async function createImageService(opts: {
     remove: (name, o) => deleter.remove(name, o),
     prune: (filters) => pruner.prune(filters),
     collectGarbage: () => gc.collect(),
+    saveImages: async (names, o) => saver.write(await saver.prepare(names, o?.platform)),
+    checkLoadSize: (length) => spool.checkDeclared(length),
+    loadImages: (o) => loader.load(o),
+    push: (o) => pusher.push(o),
   };
 }

@@ -126,3 +126,29 @@ export interface CommitOptions {
   repo?: string;
   tag?: string;
 }
+
+/**
+ * One progress message of a pull, in dockerd's JSON message form before it is written: `detail`
+ * present means a `progressDetail` (empty, or with current/total, which also gets the
+ * `progress` bar).
+ */
+export interface PullMessage {
+  status: string;
+  id?: string;
+  detail?: { current?: number; total?: number };
+}
+
+/** `POST /images/create?fromImage=&tag=&platform=` */
+export interface PullOptions {
+  /** fromImage: a name, with a tag or digest or neither (no tag: every tag, docker pull -a). */
+  image: string;
+  /** tag: a tag, or a digest. */
+  tag?: string;
+  /** `os[/arch[/variant]]`; the host's platform by default. */
+  platform?: string;
+  /** The X-Registry-Auth header as the client sent it. */
+  registryAuth?: string;
+  /** The client went away: stop, keep nothing half-done. */
+  signal?: AbortSignal;
+  onMessage: (m: PullMessage) => void;
+}

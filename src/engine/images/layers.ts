@@ -22,17 +22,24 @@ export async function* toBuffers(
  * Unpack a layer tarball (any compression) on top of the chain `parent` (null: base layer),
  * keeping its blob in the content store. The layer is pinned from the moment it exists (under
  * the layer's lock) until release(), so a concurrent garbage collection cannot take it before
- * its image is created. Import, commit (and load, pull, build) add their layers here.
+ * its image is created. Import, commit, pull (and load, build) add their layers here. `parent`
+ * may be a promise: the layer is unpacked at once and committed once its parent exists (a pull
+ * unpacks its layers side by side); `expectDiffId` refuses a layer whose content is not that;
+ * `verifiedDigest`: the input checks itself against this digest (it fails before it ends
+ * otherwise), so the blob is not hashed twice; `keepBlob: false` keeps no blob at all (a pull:
+ * the registry has it, the distribution metadata store says where).
  */
 export async function addLayer(
   store: Pick<ImageStore, 'content' | 'overlay' | 'pin' | 'unpin'>,
-  parent: string | null,
+  parent: string | null | Promise<string | null>,
   input: AsyncIterable<Buffer | Uint8Array | string>,
   onProgress?: (rawBytes: number) => void,
+  opts: { expectDiffId?: string; verifiedDigest?: string; keepBlob?: boolean } = {},
 ): Promise<PinnedLayer> {
   const { layer } = await store.overlay.applyLayer(parent, toBuffers(input), {
-    blob: store.content.writer(),
+    blob: opts.keepBlob === false ? undefined : store.content.writer(opts.verifiedDigest),
     onProgress,
+    expectDiffId: opts.expectDiffId,
     onCommit: (chainId) => store.pin(chainId),
   });
   let released = false;

@@ -115,6 +115,18 @@ export function platformMatches(want: OciPlatform, image: OciPlatform): boolean 
   return w.os === i.os && w.architecture === i.architecture;
 }
 
+/**
+ * How well `image` suits `want` (containerd's Only(want).Less ordering): 0 for the platform
+ * itself, higher for the older ones `want` also runs, undefined when it does not match.
+ */
+export function platformRank(want: OciPlatform, image: OciPlatform): number | undefined {
+  const w = normalizePlatform(want);
+  const vector = platformVector(w);
+  const i = vector.findIndex((p) => sameTarget(normalizePlatform(p), image));
+  if (i >= 0) return i;
+  return platformMatches(want, image) ? vector.length : undefined;
+}
+
 /** containerd's platforms.FormatAll: `os[(os.version+features)]/arch[/variant]`. */
 export function formatPlatform(p: OciPlatform): string {
   if (!p.os) return 'unknown';

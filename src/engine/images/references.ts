@@ -3,6 +3,7 @@ import { writeJsonAtomic } from '../../common/fs/atomic.js';
 import {
   familiarName,
   familiarString,
+  fullName,
   isIdPrefix,
   parseAnyReference,
   parseNormalizedNamed,
@@ -127,6 +128,20 @@ export class ReferenceStore {
     return out.sort((a, b) => {
       const x = referenceString(a);
       const y = referenceString(b);
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
+  }
+
+  /** The references of the repository `name` (`docker.io/library/busybox`) and their images, sorted. */
+  byName(name: string): Array<{ ref: Reference; id: string }> {
+    const out: Array<{ ref: Reference; id: string }> = [];
+    for (const [text, id] of this.refs) {
+      const ref = this.parsed(text);
+      if (fullName(ref) === name && this.images.has(id)) out.push({ ref, id });
+    }
+    return out.sort((a, b) => {
+      const x = referenceString(a.ref);
+      const y = referenceString(b.ref);
       return x < y ? -1 : x > y ? 1 : 0;
     });
   }

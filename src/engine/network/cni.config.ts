@@ -38,7 +38,10 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     bridge: n.bridge,
     isGateway: true,
     ipMasq: false,
-    hairpinMode: false,
+    // a container reaches its own published ports through the host's addresses: with
+    // br_netfilter the DNATed frame goes back out of the port it came in by (dockerd sets hairpin
+    // mode too when the kernel carries published ports, --userland-proxy=false)
+    hairpinMode: true,
     ...(n.mtu ? { mtu: n.mtu } : {}),
     ipam: {
       type: 'host-local',

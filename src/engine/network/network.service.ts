@@ -9,6 +9,8 @@ import { type CniRunner, HostCniRunner } from './adapters/cni.runner.js';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
+import type { PortRuleOps } from './adapters/port-rules.ops.js';
+import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
 import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
@@ -38,6 +40,7 @@ import type {
   ReleaseTarget,
 } from './network.types.js';
 import { filterNetworks, labelsMatch, type NetworkFacts, networkView } from './network.views.js';
+import { PortPublisher } from './ports/port-publisher.js';
 import { pickSubnet } from './subnet.js';
 
 export interface NetworkServiceOptions {
@@ -52,7 +55,14 @@ export interface NetworkServiceOptions {
   events: EventsService;
   log: Logger;
   /** Host adapters (tests substitute fakes). */
-  ops?: { cni?: CniRunner; netns?: NetnsOps; link?: LinkOps; firewall?: FirewallOps };
+  ops?: {
+    cni?: CniRunner;
+    netns?: NetnsOps;
+    link?: LinkOps;
+    firewall?: FirewallOps;
+    portRules?: PortRuleOps;
+    portSockets?: PortSocketOps;
+  };
   /** The host-wide lock taken while picking an address block. */
   lockPath?: string;
 }
@@ -88,6 +98,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   const statePath = join(stateDir, 'networks.json');
   const ipamDir = join(stateDir, 'ipam');
   const netnsDir = join(o.execRoot, 'netns');
+  const ports = new PortPublisher({ log, rules: o.ops?.portRules, sockets: o.ops?.portSockets });
 
   const saved = await loadNetworks(statePath);
   let bridge: BridgeInfo | null = null;
@@ -496,6 +507,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   async function destroy(u: SavedUserNetwork): Promise<void> {
     await dns.stop(u.id);
     // the host first, then the state: a crash in between leaves a network the next start plumbs
+    await ports.removeBridge(u.bridge);
     await firewall.removeBridge(u.bridge);
     await link.deleteLink(u.bridge);
     saved.user = saved.user.filter((x) => x.id !== u.id);
@@ -510,6 +522,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     get hostGateway() {
       return o.hostGatewayIp ?? bridge?.gateway;
     },
+    ports,
 
     networkId(name) {
       return ids[name];
@@ -669,6 +682,13 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       }
       if (orphans.size) log.info('releasing network sandboxes no container holds', { count: orphans.size });
       for (const t of orphans.values()) await service.release(t);
+      // the port rules become what the running containers published (a crash's leftovers go)
+      const bridges = bridge ? [{ bridge: bridge.name, subnet: bridge.subnet }] : [];
+      for (const u of saved.user) {
+        const subnet = ipv4Configs(u)[0]?.Subnet;
+        if (subnet) bridges.push({ bridge: u.bridge, subnet });
+      }
+      await ports.reconcile(bridges);
     },
 
     announce(action, containerId, network) {
@@ -752,6 +772,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     async close() {
       await writes;
       await dns.close();
+      await ports.close();
       const pending = [...releasing.values()];
       if (!pending.length) return;
       let timer: NodeJS.Timeout | undefined;

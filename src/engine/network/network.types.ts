@@ -1,3 +1,5 @@
+import type { PortPublisher } from './ports/port-publisher.js';
+
 /** The networks every engine has; user-defined networks are bridge networks named by the user. */
 export type PredefinedNetwork = 'bridge' | 'host' | 'none';
 
@@ -101,6 +103,8 @@ export interface ContainerNetworking {
   readonly bridge: BridgeInfo | null;
   /** What `host-gateway` in ExtraHosts stands for: `--host-gateway-ip`, else the default bridge's address. */
   readonly hostGateway?: string;
+  /** Port publishing for containers on bridges (ports/port-publisher.ts). */
+  readonly ports: PortPublisher;
   networkId(name: PredefinedNetwork): string;
   /** Whether `idOrName` names a user-defined network (a container's NetworkMode may). */
   isUserNetwork(idOrName: string): boolean;

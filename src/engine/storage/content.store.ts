@@ -1,5 +1,5 @@
 import { createHash, type Hash, randomBytes } from 'node:crypto';
-import { closeSync, createReadStream, fsyncSync, openSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, fsyncSync, openSync, write, writeSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { invalidParameter, notFound, systemError } from '../../common/errors.js';
@@ -20,16 +20,23 @@ function hexOf(digest: string): string {
  * A crash leaves only an ingest file, which the next start deletes.
  */
 export class BlobWriter {
-  private readonly hash: Hash = createHash('sha256');
+  /** Absent when the caller vouches for the digest (it verified the bytes itself). */
+  private readonly hash: Hash | undefined;
   private fd: number | undefined;
   private written = 0;
   private done = false;
+  /** append(): writes in flight, in order, and the bytes they hold. */
+  private queue: Promise<void> = Promise.resolve();
+  private backlog = 0;
+  private failed: unknown;
 
   constructor(
     private readonly store: ContentStore,
     private readonly path: string,
+    private readonly verifiedDigest?: string,
   ) {
     this.fd = openSync(path, 'w', 0o644);
+    if (!verifiedDigest) this.hash = createHash('sha256');
   }
 
   get size(): number {
@@ -41,21 +48,54 @@ export class BlobWriter {
     if (this.fd === undefined) throw systemError('write to a closed blob writer');
     let off = 0;
     while (off < chunk.length) off += writeSync(this.fd, chunk, off, chunk.length - off);
-    this.hash.update(chunk);
+    this.hash?.update(chunk);
     this.written += chunk.length;
+  }
+
+  /**
+   * Append a chunk without blocking the event loop: the writes go to the thread pool, in order;
+   * resolves at once unless 16 MiB are still unwritten (then once they are). A failed write
+   * fails commit().
+   */
+  async append(chunk: Uint8Array): Promise<void> {
+    const fd = this.fd;
+    if (fd === undefined) throw systemError('write to a closed blob writer');
+    this.hash?.update(chunk);
+    this.written += chunk.length;
+    this.backlog += chunk.length;
+    this.queue = this.queue.then(async () => {
+      if (this.failed !== undefined) return;
+      try {
+        let off = 0;
+        while (off < chunk.length) off += await writeAsync(fd, chunk, off, chunk.length - off);
+      } catch (err) {
+        this.failed = err;
+      } finally {
+        this.backlog -= chunk.length;
+      }
+    });
+    if (this.backlog > 16 * 1024 * 1024) await this.queue;
   }
 
   /** The digest of what was written so far; call once, at the end. */
   digest(): string {
+    if (!this.hash) return this.verifiedDigest as string;
     return `sha256:${this.hash.copy().digest('hex')}`;
   }
 
   /** Verify, fsync and move into place. Returns the digest. */
   async commit(expected?: string): Promise<string> {
     if (this.done) throw systemError('blob writer already finished');
+    await this.queue;
+    if (this.failed !== undefined) {
+      await this.abort();
+      throw this.failed;
+    }
     const digest = this.digest();
     if (this.fd !== undefined) {
-      fsyncSync(this.fd);
+      // a pulled layer's blob (verifiedDigest) is not fsynced, like the layer's unpacked files:
+      // a killed engine keeps it, a power cut may not (the next push of it then fails its digest)
+      if (!this.verifiedDigest) fsyncSync(this.fd);
       closeSync(this.fd);
       this.fd = undefined;
     }
@@ -69,6 +109,7 @@ export class BlobWriter {
   }
 
   async abort(): Promise<void> {
+    await this.queue;
     if (this.fd !== undefined) {
       closeSync(this.fd);
       this.fd = undefined;
@@ -76,6 +117,12 @@ export class BlobWriter {
     this.done = true;
     await rm(this.path, { force: true });
   }
+}
+
+function writeAsync(fd: number, buf: Uint8Array, off: number, len: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    write(fd, buf, off, len, null, (err, n) => (err ? reject(err) : resolve(n)));
+  });
 }
 
 /** Content-addressed blobs under `<root>/blobs/sha256/<hex>`, written atomically and verified. */
@@ -103,8 +150,13 @@ export class ContentStore {
     return join(this.blobsDir, hexOf(digest));
   }
 
-  writer(): BlobWriter {
-    return new BlobWriter(this, join(this.ingestDir, randomBytes(12).toString('hex')));
+  /**
+   * An ingest. `verifiedDigest`: the digest of the bytes to come, which the caller checks itself
+   * (a pull verifies a layer as it streams): the writer does not hash them again, nor fsync
+   * them (they are as durable as the layer's unpacked files).
+   */
+  writer(verifiedDigest?: string): BlobWriter {
+    return new BlobWriter(this, join(this.ingestDir, randomBytes(12).toString('hex')), verifiedDigest);
   }
 
   /** Store a buffer; returns its digest. Idempotent. */

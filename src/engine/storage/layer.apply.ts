@@ -37,11 +37,14 @@ export const WHITEOUT_PREFIX = '.wh.';
 export const WHITEOUT_META_PREFIX = '.wh..wh.';
 export const WHITEOUT_OPAQUE = '.wh..wh..opq';
 
-/** Clean a member name to a relative path inside the layer; refuses names escaping it. */
-export function cleanMemberPath(name: string): string {
+/**
+ * Clean a member name to a relative path inside the layer (or the archive `what` names); refuses
+ * names escaping it.
+ */
+export function cleanMemberPath(name: string, what = 'layer'): string {
   const cleaned = posix.normalize(name.replace(/^\/+/, '') || '.').replace(/\/+$/, '');
   if (cleaned === '..' || cleaned.startsWith('../'))
-    throw invalidParameter(`invalid layer: member ${JSON.stringify(name)} escapes the root`);
+    throw invalidParameter(`invalid ${what}: member ${JSON.stringify(name)} escapes the root`);
   return cleaned === '.' ? '' : cleaned;
 }
 
@@ -127,11 +130,15 @@ export async function convertWhiteouts(dir: string, listing: LayerListing, ops: 
   if (opaque.size) await ops.setOpaque([...opaque]);
 }
 
-/** Yield the decompressed bytes of `source`, whatever its compression. */
-async function* decompress(
+/**
+ * Yield the decompressed bytes of `source`, whatever its compression (`what` names the input in
+ * errors: a layer, an image archive).
+ */
+export async function* decompress(
   source: AsyncIterable<Buffer>,
   ops: StorageOps,
   found: (c: Compression) => void,
+  what = 'layer',
 ): AsyncGenerator<Buffer> {
   const it = source[Symbol.asyncIterator]();
   const head: Buffer[] = [];
@@ -163,7 +170,8 @@ async function* decompress(
   let done: Promise<void> = Promise.resolve();
   let kill: () => void = () => {};
   if (kind === 'gzip') {
-    const gunzip = createGunzip();
+    // large output chunks: fewer hops through the hash, the listing and tar's pipe
+    const gunzip = createGunzip({ chunkSize: 1024 * 1024 });
     input = gunzip;
     output = gunzip;
   } else {
@@ -198,7 +206,7 @@ async function* decompress(
   } catch (err) {
     kill();
     if (err instanceof BerthError) throw err;
-    throw invalidParameter(`invalid ${kind} layer: ${(err as Error).message}`);
+    throw invalidParameter(`invalid ${kind} ${what}: ${(err as Error).message}`);
   } finally {
     // The consumer stopped early (an error downstream): stop the decompressor too.
     kill();
@@ -212,6 +220,8 @@ export interface ApplyResult {
   compression: Compression;
   /** Bytes read from the input (compressed size). */
   rawSize: number;
+  /** Bytes of the uncompressed layer tarball (what the diff ID is the digest of). */
+  tarSize: number;
   listing: LayerListing;
 }
 
@@ -234,7 +244,7 @@ export async function applyLayer(opts: {
   const tap = async function* (): AsyncGenerator<Buffer> {
     for await (const c of source) {
       const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
-      opts.blob?.write(chunk);
+      if (opts.blob) await opts.blob.append(chunk);
       rawSize += chunk.length;
       opts.onProgress?.(rawSize);
       yield chunk;
@@ -322,6 +332,7 @@ export async function applyLayer(opts: {
     size: listing.size,
     compression,
     rawSize,
+    tarSize: total,
     listing,
   };
 }

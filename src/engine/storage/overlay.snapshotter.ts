@@ -24,6 +24,8 @@ export interface LayerRecord {
   size: number;
   /** The layer blob as received (in the content store), when kept. */
   blob?: { digest: string; size: number; compression: Compression };
+  /** Bytes of the uncompressed layer tarball (save writes it without counting first). */
+  tarSize?: number;
   /** Short link name under overlay/l/. */
   link: string;
   created: string;
@@ -204,16 +206,19 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
    * exists already the new files are thrown away and the existing record is answered.
    */
   async applyLayer(
-    parent: string | null,
+    parent: string | null | Promise<string | null>,
     input: AsyncIterable<Buffer> | Readable,
     options: {
       blob?: BlobWriter;
       onProgress?: (rawBytes: number) => void;
+      /** The diff ID the layer must have (a pull knows it from the image config). */
+      expectDiffId?: string;
       /** Called under the layer's lock once it exists (new or found), before anyone can remove it. */
       onCommit?: (chainId: string) => void;
     } = {},
   ): Promise<{ layer: LayerRecord; created: boolean }> {
-    if (parent !== null && !(await this.hasLayer(parent)))
+    // A parent given as a promise (a pull unpacking layers side by side) must exist only at commit.
+    if (typeof parent === 'string' && !(await this.hasLayer(parent)))
       throw notFound(`parent layer ${parent} does not exist`);
     const tmp = join(this.root, `tmp-${randomBytes(8).toString('hex')}`);
     await mkdir(join(tmp, 'diff'), { recursive: true, mode: 0o755 });
@@ -225,12 +230,17 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         blob: options.blob,
         onProgress: options.onProgress,
       });
-      const chainId = chainIdOf(parent, applied.diffId);
+      if (options.expectDiffId !== undefined && options.expectDiffId !== applied.diffId)
+        throw invalidParameter("layers from manifest don't match image configuration");
       let blob: LayerRecord['blob'];
       if (options.blob) {
         const digest = await options.blob.commit();
         blob = { digest, size: options.blob.size, compression: applied.compression };
       }
+      const parentId = await parent;
+      if (parentId !== null && !(await this.hasLayer(parentId)))
+        throw notFound(`parent layer ${parentId} does not exist`);
+      const chainId = chainIdOf(parentId, applied.diffId);
       return await this.locks.run(chainId, async () => {
         const existing = await this.getLayer(chainId);
         if (existing) {
@@ -241,7 +251,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         const hex = hexOf(chainId);
         const link = newLinkId();
         await writeFile(join(tmp, 'link'), link);
-        if (parent !== null) await writeFile(join(tmp, 'lower'), await this.lowerOf(parent));
+        if (parentId !== null) await writeFile(join(tmp, 'lower'), await this.lowerOf(parentId));
         await mkdir(join(tmp, 'work'), { mode: 0o700 });
         await rm(join(this.root, hex), { recursive: true, force: true });
         await rename(tmp, join(this.root, hex));
@@ -250,8 +260,9 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         const layer: LayerRecord = {
           chainId,
           diffId: applied.diffId,
-          parent,
+          parent: parentId,
           size: applied.size,
+          tarSize: applied.tarSize,
           link,
           created: new Date().toISOString(),
         };

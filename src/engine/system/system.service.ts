@@ -8,6 +8,7 @@ import { BERTH_VERSION } from '../../common/version.js';
 import type { ContainerCounts } from '../containers/service.types.js';
 import type { EventsService } from '../events/events.service.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
+import { INDEX_SERVER_ADDRESS, registryInfo } from './registry-info.js';
 
 export const ENGINE_VERSION = BERTH_VERSION;
 
@@ -30,7 +31,8 @@ export interface SystemConfig {
   dataRoot: string;
   experimental: boolean;
   debug: boolean;
-  insecureRegistries: string[];
+  /** The registries now (read at each /info: a reload may change them). */
+  registries: () => { insecureRegistries: readonly string[]; registryMirrors: readonly string[] };
   liveRestore: boolean;
   /** The API versions the engine serves (the API layer's range), for /version. */
   apiVersions: { min: string; max: string };
@@ -54,6 +56,11 @@ export class SystemService {
 
   get id(): string {
     return this.engineId;
+  }
+
+  /** The host's name (/info's Name). */
+  get name(): string {
+    return this.facts().hostname;
   }
 
   private facts(): HostFacts {
@@ -105,6 +112,7 @@ export class SystemService {
    */
   async info(): Promise<Record<string, unknown>> {
     const f = this.facts();
+    const registries = this.config.registries();
     const counts = this.sources.containers?.() ?? { total: 0, running: 0, paused: 0, stopped: 0 };
     const images = (await this.sources.images?.()) ?? 0;
     const runtimes: Record<string, { path: string }> = {};
@@ -159,21 +167,8 @@ export class SystemService {
       OSVersion: f.osVersion,
       OSType: 'linux',
       Architecture: f.architecture,
-      IndexServerAddress: 'https://index.docker.io/v1/',
-      RegistryConfig: {
-        AllowNondistributableArtifactsCIDRs: [],
-        AllowNondistributableArtifactsHostnames: [],
-        InsecureRegistryCIDRs: this.config.insecureRegistries.filter((r) => r.includes('/')),
-        IndexConfigs: {
-          'docker.io': { Name: 'docker.io', Mirrors: [], Secure: true, Official: true },
-          ...Object.fromEntries(
-            this.config.insecureRegistries
-              .filter((r) => !r.includes('/'))
-              .map((r) => [r, { Name: r, Mirrors: [], Secure: false, Official: false }]),
-          ),
-        },
-        Mirrors: [],
-      },
+      IndexServerAddress: INDEX_SERVER_ADDRESS,
+      RegistryConfig: registryInfo(registries.insecureRegistries, registries.registryMirrors),
       NCPU: f.ncpu,
       MemTotal: f.memTotal,
       GenericResources: null,

@@ -49,7 +49,8 @@ type BodyKind =
   | 'json'
   | 'start'
   | 'import'
-  | 'archive';
+  | 'archive'
+  | 'commit';
 
 /** The body each route that takes one gets; a route that reads a body and is missing here fails the run. */
 export const BODY_KINDS: Record<string, BodyKind> = {
@@ -64,6 +65,8 @@ export const BODY_KINDS: Record<string, BodyKind> = {
   'POST /containers/{name}/start': 'start',
   'POST /images/create': 'import',
   'PUT /containers/{name}/archive': 'archive',
+  // a container Config: it becomes an image's config only (commit never applies a HostConfig)
+  'POST /commit': 'commit',
 };
 
 const ROUTE_WEIGHT: Record<string, number> = {
@@ -692,6 +695,8 @@ export class EngineFuzzer implements Fuzzer {
           return this.schemaBody(rng, wrapperFields, kind);
         case 'update':
           return this.schemaBody(rng, updateConfigFields, kind, { density: 0.08 });
+        case 'commit':
+          return rng.chance(0.3) ? Buffer.alloc(0) : this.schemaBody(rng, wrapperFields, kind);
         case 'exec':
           return this.schemaBody(rng, execConfigFields, kind, { density: 0.3 });
         case 'execStart':

@@ -6,6 +6,13 @@ import { after, before, describe, it } from 'node:test';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { type HostileCase, hostileTars, markedOnHost, markedUnder } from '../../helpers/hostile-tars.js';
+import {
+  pushBlob,
+  pushManifest,
+  sha256,
+  startTestRegistry,
+  type TestRegistry,
+} from '../../helpers/registry.js';
 
 /** A check run in the container after an archive was accepted (a shell test that must print `ok`). */
 type Accepted = (dir: string, m: string) => string;
@@ -83,7 +90,9 @@ describe('hostile archives through docker cp and docker import', () => {
     'setuid',
   ]);
 
+  let registry: TestRegistry;
   before(async () => {
+    registry = await startTestRegistry();
     engine = await TestEngine.start();
     await ensureBusybox(engine);
     await ok('run', '-d', '--name', 'hostile', 'busybox', 'sleep', '1000');
@@ -94,6 +103,7 @@ describe('hostile archives through docker cp and docker import', () => {
   });
   after(async () => {
     await engine?.destroy();
+    await registry?.stop();
   });
 
   for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
@@ -186,6 +196,57 @@ describe('hostile archives through docker cp and docker import', () => {
       assert.equal(r.status, 400, r.text());
       assert.ok(!r.text().includes(engine.dir), `no host path in: ${r.text()}`);
       assert.equal((await engine.docker(['image', 'inspect', `hostile:${name.toLowerCase()}`])).code, 1);
+      assert.deepEqual((await readdir(join(engine.dataRoot, 'overlay'))).sort(), layersBefore.sort());
+    });
+  }
+
+  // docker pull: the same layer application, fed by the registry client while it downloads
+  for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
+    const accepted = importAccepted.has(name);
+    const either = importEither.has(name);
+    const what = accepted
+      ? 'an image'
+      : either
+        ? 'an image or an error'
+        : 'an error in the stream, no image, no layer left';
+    it(`docker pull of a layer ${name}: ${what}`, async () => {
+      const repo = `hostile-pull/${name.toLowerCase()}`;
+      const config = JSON.stringify({
+        architecture: 'amd64',
+        os: 'linux',
+        config: { Cmd: ['sh'] },
+        rootfs: { type: 'layers', diff_ids: [sha256(tar)] },
+      });
+      const manifest = {
+        schemaVersion: 2,
+        mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
+        config: {
+          mediaType: 'application/vnd.docker.container.image.v1+json',
+          size: Buffer.byteLength(config),
+          digest: await pushBlob(registry.url, repo, config),
+        },
+        layers: [
+          {
+            mediaType: 'application/vnd.docker.image.rootfs.diff.tar',
+            size: tar.length,
+            digest: await pushBlob(registry.url, repo, tar),
+          },
+        ],
+      };
+      const put = await pushManifest(registry.url, repo, 'v1', manifest, manifest.mediaType);
+      assert.equal(put.status, 201, put.text());
+      const layersBefore = await readdir(join(engine.dataRoot, 'overlay'));
+      const ref = `${new URL(registry.url).host}/${repo}`;
+      const r = await engine.request('POST', `/v1.41/images/create?fromImage=${ref}&tag=v1`);
+      assert.equal(r.status, 200, r.text());
+      const pulled = /Downloaded newer image/.test(r.text());
+      if (accepted || (either && pulled)) {
+        assert.ok(pulled, r.text());
+        return;
+      }
+      assert.match(r.text(), /"errorDetail"/);
+      assert.ok(!r.text().includes(engine.dir), `no host path in: ${r.text()}`);
+      assert.equal((await engine.docker(['image', 'inspect', `${ref}:v1`])).code, 1);
       assert.deepEqual((await readdir(join(engine.dataRoot, 'overlay'))).sort(), layersBefore.sort());
     });
   }

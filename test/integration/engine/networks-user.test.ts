@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
@@ -311,6 +312,38 @@ describe('user-defined bridge networks (docker CLI)', () => {
     assert.deepEqual(
       ev.split('\n').filter((l) => !l.endsWith(' noicc')),
       ['connect web', 'disconnect web', 'connect other', 'connect web'],
+    );
+  });
+
+  it('publishes ports of a container on a user-defined network; the rules go with the network', async () => {
+    await engine.dockerOk(['network', 'create', '--subnet', '10.217.0.0/24', 'pubnet']);
+    const bridge = `br-${(await net('pubnet')).Id.slice(0, 12)}`;
+    await server('pub', ['--network', 'pubnet', '-p', '127.0.0.1::8080']);
+    const port = Number((await engine.dockerOk(['port', 'pub', '8080/tcp'])).split(':').at(-1));
+    assert.ok(port > 0);
+    let body = '';
+    await eventually('the published port to answer', async () => {
+      body = await new Promise<string>((resolve) => {
+        const req = request({ host: '127.0.0.1', port, path: '/', timeout: 2000 }, (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => {
+            text += d.toString();
+          });
+          res.on('end', () => resolve(text));
+          res.on('error', () => resolve(''));
+        });
+        req.on('timeout', () => req.destroy());
+        req.on('error', () => resolve(''));
+        req.end();
+      });
+      return body.includes('hello');
+    });
+    assert.match(await iptablesSave(), new RegExp(`BERTH-DNAT-${bridge}`));
+    await engine.dockerOk(['rm', '-f', 'pub']);
+    await engine.dockerOk(['network', 'rm', 'pubnet']);
+    await eventually(
+      'the port rules of the network gone',
+      async () => !(await iptablesSave()).includes(bridge),
     );
   });
 

@@ -46,10 +46,18 @@ describe('rate limiting', () => {
 
   it('answers 429 TOOMANYREQUESTS with Retry-After beyond the burst, and recovers', async () => {
     const answers = [];
+    const started = Date.now();
     for (let i = 0; i < 20; i++) answers.push(await http('GET', `${reg.url}/v2/`));
+    // the bucket refills at 5 per second while the requests go: what passes is the burst plus
+    // what refilled meanwhile (however slow a loaded machine makes them), never more
+    const refilled = Math.ceil(((Date.now() - started) / 1000) * 5);
     const ok = answers.filter((r) => r.status === 200).length;
     const limited = answers.filter((r) => r.status === 429);
-    assert.ok(ok >= 10 && ok <= 12, `expected about the burst (10) to pass, got ${ok}`);
+    assert.ok(
+      ok >= 10 && ok <= 10 + refilled,
+      `expected the burst (10) + ${refilled} refilled to pass, got ${ok}`,
+    );
+    assert.ok(limited.length > 0 || refilled >= 10, 'nothing was limited');
     assert.equal(limited.length, 20 - ok);
     const first = limited[0]!;
     assert.deepEqual(errorCodes(first), ['TOOMANYREQUESTS']);
@@ -60,6 +68,7 @@ describe('rate limiting', () => {
   });
 
   it('with by: user, authenticated users have their own buckets', async () => {
+    const started = Date.now();
     // Verify alice once (the rate limiter only trusts credentials verified before).
     assert.equal((await http('GET', `${byUser.url}/v2/`, { headers: basic('alice', 'pw') })).status, 200);
     assert.equal((await http('GET', `${byUser.url}/v2/`, { headers: basic('bob', 'pw') })).status, 200);
@@ -68,7 +77,10 @@ describe('rate limiting', () => {
       if ((await http('GET', `${byUser.url}/v2/`, { headers: basic('alice', 'pw') })).status === 429)
         aliceLimited++;
     }
-    assert.ok(aliceLimited >= 4, `alice should be limited, ${aliceLimited} refusals`);
+    // 11 requests against a burst of 5 refilled at 2 per second (however long they took)
+    const refilled = Math.ceil(((Date.now() - started) / 1000) * 2);
+    assert.ok(aliceLimited >= 6 - refilled, `alice should be limited, ${aliceLimited} refusals`);
+    assert.ok(aliceLimited > 0 || refilled >= 6, 'alice was never limited');
     // bob comes from the same address but has his own bucket.
     assert.equal((await http('GET', `${byUser.url}/v2/`, { headers: basic('bob', 'pw') })).status, 200);
   });

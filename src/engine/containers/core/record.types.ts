@@ -1,5 +1,6 @@
 import type { ContainerConfig, EndpointSettings } from '../../../common/docker-types.js';
 import type { Endpoint } from '../../network/network.types.js';
+import type { PublishedPort } from '../../network/ports/port-spec.js';
 
 /**
  * What the engine keeps of a container (`<data-root>/containers/<id>/config.v2.json`, beside
@@ -91,6 +92,8 @@ export interface ContainerRecord {
   Endpoints?: Endpoint[];
   /** A `network connect`/`disconnect` happened: NetworkingConfig.EndpointsConfig lists its networks. */
   NetworksExplicit?: boolean;
+  /** The host ports published while the container runs (NetworkSettings.Ports; live restore). */
+  PublishedPorts?: PublishedPort[];
   /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */
   Links?: LinkRecord[];
   /** Volumes, image mounts and VolumesFrom mounts resolved at create (binds and tmpfs stay in HostConfig). */

@@ -331,12 +331,6 @@ export function validateHostConfig(
   }
   if (nm === 'host' && Object.keys(hc.PortBindings ?? {}).length > 0) {
     warnings.push('Published ports are discarded when using host network mode');
-  } else if (
-    (Object.keys(hc.PortBindings ?? {}).length > 0 || hc.PublishAllPorts) &&
-    !nm.startsWith('container:') &&
-    nm !== 'none'
-  ) {
-    warnings.push('Port publishing is not available yet: published ports are not bound');
   }
   if (hc.Runtime && !opts.runtimes.includes(hc.Runtime)) {
     throw invalidParameter(`Unknown runtime specified ${hc.Runtime}`);

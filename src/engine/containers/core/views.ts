@@ -7,6 +7,7 @@ import type {
 } from '../../../common/docker-types.js';
 import { sortedMap } from '../../../common/sorted-map.js';
 import type { Endpoint } from '../../network/network.types.js';
+import { portsMap } from '../../network/ports/port-spec.js';
 import { type ParsedBind, parseBind } from './mounts.validate.js';
 import { type ContainerRecord, type ContainerStatus, type MountPoint, ZERO_TIME } from './record.types.js';
 import { humanDuration, parseTimestampMs } from './units.js';
@@ -152,16 +153,17 @@ export function networksView(src: ViewSource): Record<string, EndpointView> {
   return out;
 }
 
-/** Ports as inspect shows them: exposed ports with their bindings (none yet: no publishing). */
+/** Ports as inspect shows them: the exposed and bound ports of a running container, with the host ports it got. */
 function portsView(src: ViewSource): Record<string, PortBinding[] | null> {
-  const out: Record<string, PortBinding[] | null> = {};
-  if (!src.record.State.Running) return out;
+  if (!src.record.State.Running) return {};
   const nm = src.hostConfig.NetworkMode ?? '';
   if (nm === 'host' || nm === 'none' || nm.startsWith('container:') || src.record.Config.NetworkDisabled)
-    return out;
-  for (const port of Object.keys(src.record.Config.ExposedPorts ?? {})) out[port] = null;
-  for (const port of Object.keys(src.hostConfig.PortBindings ?? {})) out[port] = null;
-  return out;
+    return {};
+  return portsMap(
+    Object.keys(src.record.Config.ExposedPorts ?? {}),
+    Object.keys(src.hostConfig.PortBindings ?? {}),
+    src.record.PublishedPorts ?? [],
+  );
 }
 
 /** A bind of HostConfig.Binds as a mount point (propagation rprivate unless given). */
@@ -491,13 +493,20 @@ export function inspectView(src: ViewSource): ContainerInspect {
   };
 }
 
-/** List Ports: exposed ports of a running container without bindings yet (no publishing). */
+/**
+ * List Ports: a running container's ports, one entry per host binding (IP, PublicPort) and one
+ * for each port without any, as dockerd lists them.
+ */
 function listPorts(src: ViewSource): PortView[] {
   const out: PortView[] = [];
-  for (const key of Object.keys(portsView(src))) {
+  for (const [key, bindings] of Object.entries(portsView(src))) {
     const [port = '', proto = 'tcp'] = key.split('/');
     const n = Number(port);
-    if (Number.isInteger(n)) out.push({ PrivatePort: n, Type: proto });
+    if (!Number.isInteger(n)) continue;
+    if (!bindings?.length) out.push({ PrivatePort: n, Type: proto });
+    for (const b of bindings ?? []) {
+      out.push({ IP: b.HostIp ?? '', PrivatePort: n, PublicPort: Number(b.HostPort), Type: proto });
+    }
   }
   return out.sort((a, b) => Number(a.PrivatePort) - Number(b.PrivatePort));
 }

@@ -10,6 +10,8 @@ import type {
   EndpointDns,
   PendingAttach,
 } from '../../network/network.types.js';
+import type { PublishTarget } from '../../network/ports/port-publisher.js';
+import { type PortRequest, type PublishedPort, portRequests } from '../../network/ports/port-spec.js';
 import type { Container } from '../core/container.js';
 import { namespacePath } from '../core/namespaces.js';
 import type { DetachedNetwork, LinkTarget, NetworkPort, StartNetwork } from '../core/ports.js';
@@ -58,7 +60,12 @@ export interface NetworksDeps {
 export class ContainerNetworks implements NetworkPort {
   readonly links: LegacyLinks;
   /** Bridge attachments of starts under way (released when the start fails). */
-  private readonly starting = new Map<string, { attach: PendingAttach; linkHosts: HostsEntry[] }>();
+  private readonly starting = new Map<
+    string,
+    { attach: PendingAttach; linkHosts: HostsEntry[]; publishing?: Promise<PublishedPort[]> }
+  >();
+  /** Published ports of running containers being bound again at engine start. */
+  private restoring: Promise<void>[] = [];
 
   constructor(private readonly d: NetworksDeps) {
     this.links = new LegacyLinks(d.set, d.store, (c) => this.onBridge(c), d.log);
@@ -234,8 +241,18 @@ export class ContainerNetworks implements NetworkPort {
         // disconnected from every network: a sandbox with loopback only
         netns = undefined;
       } else {
-        const attach = this.d.network.attach(requests);
-        this.starting.set(c.id, { attach, linkHosts: links.hosts });
+        const network = this.d.network;
+        const attach = network.attach(requests);
+        // the ports are published (on the main network) as soon as its address is known, while
+        // the start goes on
+        const ports = this.portRequests(c);
+        const publishing = ports.length
+          ? attach.endpoints.then((eps) =>
+              eps[0] ? network.ports.publish(this.publishTarget(c, eps[0]), ports) : [],
+            )
+          : undefined;
+        publishing?.catch(() => undefined);
+        this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
         netns = attach.sandboxKey;
       }
       linkHosts = links.hosts;
@@ -263,6 +280,26 @@ export class ContainerNetworks implements NetworkPort {
       ...(netns !== undefined ? { netns } : {}),
       ...(env ? { env } : {}),
       ...(sysctls ? { sysctls } : {}),
+    };
+  }
+
+  /** What the container publishes: its PortBindings, and its exposed ports with -P. */
+  private portRequests(c: Container): PortRequest[] {
+    return portRequests(
+      Object.keys(c.record.Config.ExposedPorts ?? {}),
+      c.hostConfig.PortBindings,
+      c.hostConfig.PublishAllPorts === true,
+    );
+  }
+
+  private publishTarget(c: Container, ep: Endpoint): PublishTarget {
+    return {
+      owner: c.id,
+      endpointName: c.record.Name.replace(/^\//, ''),
+      endpointId: ep.endpointId,
+      bridge: ep.bridge?.name ?? '',
+      subnet: ep.bridge?.subnet ?? '',
+      ip: ep.ipAddress,
     };
   }
 
@@ -320,7 +357,9 @@ export class ContainerNetworks implements NetworkPort {
       this.rememberNetworkId(c, e);
       network.announce('connect', c.id, e.network);
     }
-    // a failure from here fails the start, which releases the endpoint (the record's now)
+    // a failure from here fails the start, which releases the endpoint (the record's now); a
+    // publish that failed let go of what it had bound
+    if (starting.publishing) rec.PublishedPorts = await starting.publishing;
     await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress));
     if (this.onBridge(c)) await this.links.targetStarted(c, ep.ipAddress);
   }
@@ -350,6 +389,13 @@ export class ContainerNetworks implements NetworkPort {
     // connect() not reached: the record still shows the last run's sandbox, not this attachment
     const detached = starting ? undefined : this.detach(c);
     if (!network) return;
+    c.record.PublishedPorts = undefined;
+    if (starting?.publishing) {
+      void starting.publishing.then(
+        () => network.ports.unpublish(c.id),
+        () => undefined,
+      );
+    } else void network.ports.unpublish(c.id);
     if (detached) {
       this.release(c, detached);
     } else if (starting) {
@@ -366,6 +412,9 @@ export class ContainerNetworks implements NetworkPort {
     const endpoints = endpointsOf(rec);
     rec.Endpoint = undefined;
     rec.Endpoints = undefined;
+    // the host ports are free at once, the rules go in the background
+    if (rec.PublishedPorts) void this.d.network?.ports.unpublish(c.id);
+    rec.PublishedPorts = undefined;
     const first = endpoints[0];
     const sandboxKey = rec.Sandbox?.Key ?? first?.sandboxKey ?? '';
     const sandboxId = rec.Sandbox?.ID ?? first?.sandboxId ?? '';
@@ -392,6 +441,11 @@ export class ContainerNetworks implements NetworkPort {
       // its names as the record says now (a rename is saved before the endpoint is)
       if (ep.dns) ep.dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []) ?? ep.dns;
       this.d.network?.restore(ep);
+    }
+    const main = c.record.Endpoint;
+    const published = c.record.PublishedPorts ?? [];
+    if (main && published.length && main.bridge && this.d.network) {
+      this.restoring.push(this.d.network.ports.restore(this.publishTarget(c, main), published));
     }
   }
 
@@ -522,6 +576,8 @@ export class ContainerNetworks implements NetworkPort {
   }
 
   async sweep(): Promise<void> {
+    await Promise.allSettled(this.restoring);
+    this.restoring = [];
     await this.d.network?.sweep();
   }
 

@@ -39,7 +39,7 @@ describe('CNI configuration', () => {
       bridge: 'berth0',
       isGateway: true,
       ipMasq: false,
-      hairpinMode: false,
+      hairpinMode: true,
       ipam: {
         type: 'host-local',
         ranges: [[{ subnet: '172.18.0.0/16', gateway: '172.18.0.1' }]],

@@ -5,6 +5,12 @@ import type { CniCall, CniRunner } from '../../../../src/engine/network/adapters
 import type { LinkAddress, LinkInfo, LinkOps } from '../../../../src/engine/network/adapters/iproute.ops.js';
 import type { BridgePolicy, FirewallOps } from '../../../../src/engine/network/adapters/iptables.ops.js';
 import type { NetnsOps } from '../../../../src/engine/network/adapters/netns.ops.js';
+import type { PortRuleOps } from '../../../../src/engine/network/adapters/port-rules.ops.js';
+import type {
+  PortHolder,
+  PortSocketOps,
+  PortTarget,
+} from '../../../../src/engine/network/adapters/port-sockets.js';
 
 export const quietLog = (): Logger => new Logger('error');
 
@@ -107,6 +113,44 @@ export class FakeCni implements CniRunner {
       ],
       ips: [{ interface: 2, address: `${ip}/16`, gateway: `${base}.1` }],
       dns: {},
+    };
+  }
+}
+
+/** iptables as a list of restore inputs, and a save text the test sets. */
+export class FakePortRules implements PortRuleOps {
+  inputs: string[] = [];
+  saveText = '';
+  localnet = new Map<string, boolean>();
+  fail = false;
+  async restore(input: string): Promise<void> {
+    if (this.fail) throw new Error('iptables-restore: failed');
+    this.inputs.push(input);
+  }
+  async save(): Promise<string> {
+    return this.saveText;
+  }
+  async routeLocalnet(bridge: string, on: boolean): Promise<void> {
+    this.localnet.set(bridge, on);
+  }
+}
+
+/** Host ports as a set: a port in `hostTaken` is some other process's (EADDRINUSE). */
+export class FakePortSockets implements PortSocketOps {
+  bound = new Map<string, PortTarget>();
+  hostTaken = new Set<string>();
+  noIpv6 = false;
+  async bind(proto: string, hostIp: string, hostPort: number, target: PortTarget): Promise<PortHolder> {
+    const key = `${proto} ${hostIp} ${hostPort}`;
+    if (this.noIpv6 && hostIp.includes(':'))
+      throw Object.assign(new Error('EAFNOSUPPORT'), { code: 'EAFNOSUPPORT' });
+    if (this.hostTaken.has(key) || this.bound.has(key))
+      throw Object.assign(new Error(`listen EADDRINUSE ${key}`), { code: 'EADDRINUSE' });
+    this.bound.set(key, target);
+    return {
+      close: async () => {
+        this.bound.delete(key);
+      },
     };
   }
 }

@@ -10,7 +10,15 @@ import { withHostLock } from '../../../../src/engine/network/host-lock.js';
 import { createNetworkService, type NetworkService } from '../../../../src/engine/network/network.service.js';
 import type { Endpoint, ReleaseTarget } from '../../../../src/engine/network/network.types.js';
 import { parseFilters } from '../../../../src/http/query.js';
-import { FakeCni, FakeFirewall, FakeLinks, FakeNetns, quietLog } from './fakes.js';
+import {
+  FakeCni,
+  FakeFirewall,
+  FakeLinks,
+  FakeNetns,
+  FakePortRules,
+  FakePortSockets,
+  quietLog,
+} from './fakes.js';
 
 let dir: string;
 before(async () => {
@@ -151,7 +159,14 @@ describe('network service', () => {
       bridge: extra.bridge === undefined ? 'berth0' : extra.bridge,
       events,
       log: quietLog(),
-      ops: { cni, netns, link: new FakeLinks(), firewall: new FakeFirewall() },
+      ops: {
+        cni,
+        netns,
+        link: new FakeLinks(),
+        firewall: new FakeFirewall(),
+        portRules: new FakePortRules(),
+        portSockets: new FakePortSockets(),
+      },
       lockPath: join(root, 'lock'),
     });
     return { service, events, cni, netns, root };

@@ -1,0 +1,154 @@
+/**
+ * Port publishing benchmark: the run cycle (create, start, wait, remove) of `true` with one
+ * published port, beside the same cycle without one, for berth and, given its socket, a reference
+ * dockerd, measured in the same run, taking turns (each iteration runs every figure on every engine).
+ *
+ *   node --import tsx bench/network/ports.bench.ts [--berth unix:///path] [--reference unix:///path]
+ *        [--iterations 30]
+ *
+ * The port is `127.0.0.1::80/tcp` (an ephemeral host port: no fixed port on a shared machine) and,
+ * in a second figure, `::80/tcp` (0.0.0.0 and ::, two bindings). After each publishing cycle the
+ * published port is checked to be free again (released at removal). Bounded loops only.
+ */
+import { createServer } from 'node:net';
+import { EngineClient } from '../engine/client.js';
+import { median, percentile, timed } from '../engine/stats.js';
+import { ensureBusybox, startBerth } from '../engine/targets.js';
+
+interface Options {
+  berth?: string;
+  reference?: string;
+  iterations: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = { iterations: 30 };
+  for (let i = 0; i < argv.length; i += 2) {
+    const [k, v] = [argv[i], argv[i + 1] ?? ''];
+    if (k === '--berth') o.berth = v;
+    else if (k === '--reference') o.reference = v;
+    else if (k === '--iterations') o.iterations = Number(v);
+    else throw new Error(`unknown option ${k}`);
+  }
+  return o;
+}
+
+interface Target {
+  name: string;
+  c: EngineClient;
+}
+
+type Binding = { HostIp: string; HostPort: string } | undefined;
+
+function canBind(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen({ host, port }, () => s.close(() => resolve(true)));
+  });
+}
+
+/** One cycle, with the binding when given. */
+async function runCycle(c: EngineClient, binding: Binding): Promise<void> {
+  const body: Record<string, unknown> = { Image: 'busybox:latest', Cmd: ['true'] };
+  if (binding) {
+    body.ExposedPorts = { '80/tcp': {} };
+    body.HostConfig = { PortBindings: { '80/tcp': [binding] } };
+  }
+  const { Id } = JSON.parse((await c.ok('POST', '/v1.41/containers/create', body)).toString()) as {
+    Id: string;
+  };
+  await c.ok('POST', `/v1.41/containers/${Id}/start`);
+  const wait = JSON.parse((await c.ok('POST', `/v1.41/containers/${Id}/wait`)).toString()) as {
+    StatusCode: number;
+  };
+  if (wait.StatusCode !== 0) throw new Error(`container exited ${wait.StatusCode}`);
+  await c.ok('DELETE', `/v1.41/containers/${Id}?force=1`);
+}
+
+/** Start a container with the binding, read the port it got, check it is held, remove, check it is free. */
+async function checkRelease(c: EngineClient, binding: Binding): Promise<void> {
+  const { Id } = JSON.parse(
+    (
+      await c.ok('POST', '/v1.41/containers/create', {
+        Image: 'busybox:latest',
+        Cmd: ['sleep', '30'],
+        // as the docker CLI sends -p: the port exposed too
+        ExposedPorts: { '80/tcp': {} },
+        HostConfig: { PortBindings: { '80/tcp': [binding] } },
+      })
+    ).toString(),
+  ) as { Id: string };
+  await c.ok('POST', `/v1.41/containers/${Id}/start`);
+  const info = JSON.parse((await c.ok('GET', `/v1.41/containers/${Id}/json`)).toString()) as {
+    NetworkSettings: { Ports: Record<string, Array<{ HostIp: string; HostPort: string }>> };
+  };
+  const got = info.NetworkSettings.Ports['80/tcp']?.[0];
+  if (!got) console.error(JSON.stringify(info.NetworkSettings));
+  const port = Number(got?.HostPort);
+  const ip = got?.HostIp === '0.0.0.0' || !got?.HostIp ? '127.0.0.1' : got.HostIp;
+  if (!port || (await canBind(ip, port))) throw new Error(`the published port ${ip}:${port} is not held`);
+  await c.ok('DELETE', `/v1.41/containers/${Id}?force=1`);
+  for (let i = 0; i < 50 && !(await canBind(ip, port)); i++) await new Promise((r) => setTimeout(r, 20));
+  if (!(await canBind(ip, port)))
+    throw new Error(`the published port ${ip}:${port} is still held after removal`);
+}
+
+const LOOPBACK: Binding = { HostIp: '127.0.0.1', HostPort: '' };
+const ALL: Binding = { HostIp: '', HostPort: '' };
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const own = o.berth ? undefined : await startBerth();
+  const socketOf = (host: string) => host.replace(/^unix:\/\//, '');
+  const targets: Target[] = [{ name: 'berth', c: new EngineClient(socketOf(o.berth ?? own?.host ?? '')) }];
+  if (o.reference) targets.push({ name: 'dockerd (reference)', c: new EngineClient(socketOf(o.reference)) });
+  const phases: Array<[string, Binding]> = [
+    ['run cycle, no published port', undefined],
+    ['run cycle, -p 127.0.0.1::80', LOOPBACK],
+    ['run cycle, -p ::80 (0.0.0.0 and ::)', ALL],
+  ];
+  const times = new Map<string, number[]>();
+  try {
+    console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
+    for (const t of targets) {
+      await ensureBusybox(t.c);
+      await checkRelease(t.c, LOOPBACK);
+      await checkRelease(t.c, ALL);
+      for (let i = 0; i < 3; i++) await runCycle(t.c, LOOPBACK);
+    }
+    // phases and engines take turns within each iteration: a change of the machine's load meets all
+    for (let i = 0; i < o.iterations; i++) {
+      for (const [label, binding] of phases) {
+        for (const t of targets) {
+          const [ms] = await timed(() => runCycle(t.c, binding));
+          const key = `${label}|${t.name}`;
+          times.set(key, [...(times.get(key) ?? []), ms]);
+        }
+      }
+    }
+    const header = [
+      'figure (ms)',
+      ...targets.map((t) => `${t.name} median`),
+      ...targets.map((t) => `${t.name} p90`),
+    ];
+    const rows = phases.map(([label]) => [
+      label,
+      ...targets.map((t) => median(times.get(`${label}|${t.name}`) ?? []).toFixed(1)),
+      ...targets.map((t) => percentile(times.get(`${label}|${t.name}`) ?? [], 90).toFixed(1)),
+    ]);
+    const widths = header.map((_, i) => Math.max(...[header, ...rows].map((r) => (r[i] ?? '').length)));
+    const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
+    console.log(line(header));
+    console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+    for (const r of rows) console.log(line(r));
+  } finally {
+    for (const t of targets) t.c.close();
+    await own?.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
