@@ -13,6 +13,7 @@ packages=(
   skopeo                     # registry client used by the tests
   apache2-utils              # htpasswd, for registry auth tests
   docker.io docker-registry  # reference systems: compared against by tests and benchmarks
+  docker-compose             # compose 1.29 (docker-py underneath): a real client the tests drive
   ca-certificates curl jq
 )
 missing=()

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { ConnectionLimits } from '../common/connection-limits.js';
@@ -52,6 +53,10 @@ export const engineFlags: Record<string, FlagSpec> = {
     help: "the default bridge's name (default berth0; created when missing); none: no default bridge",
   },
   bip: { kind: 'string', help: "the default bridge's address and prefix length, as 172.30.0.1/16" },
+  'host-gateway-ip': {
+    kind: 'string',
+    help: "what host-gateway in --add-host stands for (default: the default bridge's address)",
+  },
   'copy-upload-limit': {
     kind: 'string',
     help: 'the largest archive docker cp may upload, as 512m or 2g (default 10g; 413 beyond it)',
@@ -140,6 +145,14 @@ export function engineTlsFrom(p: Parsed, env: NodeJS.ProcessEnv = process.env): 
     certFile: str(p, 'tlscert') ?? join(dir, 'cert.pem'),
     keyFile: str(p, 'tlskey') ?? join(dir, 'key.pem'),
   };
+}
+
+/** `--host-gateway-ip`: an IPv4 or IPv6 address, as dockerd's flag takes. */
+function hostGatewayIp(p: Parsed): { hostGatewayIp?: string } {
+  const text = str(p, 'host-gateway-ip');
+  if (text === undefined) return {};
+  if (!isIP(text)) throw new UsageError(`--host-gateway-ip takes an IP address: ${text}`);
+  return { hostGatewayIp: text };
 }
 
 function count(p: Parsed, name: string, fallback: number): number {
@@ -249,6 +262,7 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     experimental: bool(p, 'experimental'),
     bridge: str(p, 'bridge') ?? defaultEngineConfig.bridge,
     ...(str(p, 'bip') ? { bip: str(p, 'bip') } : {}),
+    ...hostGatewayIp(p),
     copyUploadLimit: size(p, 'copy-upload-limit', defaultEngineConfig.copyUploadLimit, 1, '1 byte'),
   };
 }

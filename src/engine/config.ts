@@ -45,6 +45,8 @@ export interface EngineConfig {
   bridge: string;
   /** `--bip`: the default bridge's address and prefix length (else a free default pool). */
   bip?: string;
+  /** `--host-gateway-ip`: what `host-gateway` in ExtraHosts stands for (else the default bridge's address). */
+  hostGatewayIp?: string;
   /** `--copy-upload-limit`: the largest archive docker cp may upload, in bytes (413 beyond). */
   copyUploadLimit: number;
 }

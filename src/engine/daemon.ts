@@ -238,10 +238,10 @@ export async function startEngine(
     execRoot: config.execRoot,
     bridge: config.bridge === 'none' ? null : config.bridge,
     bip: config.bip,
+    hostGatewayIp: config.hostGatewayIp,
     events,
     log,
   });
-  registerNetworkRoutes(router, network);
   const containers = await createContainerService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,
@@ -256,6 +256,7 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
+  registerNetworkRoutes(router, network, containers);
   registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { removeBridgeFromHost } from '../../src/engine/network/host-cleanup.js';
+import { removeBridgeFromHost, removeUserNetworksFromHost } from '../../src/engine/network/host-cleanup.js';
 import { type RunResult, runCommand } from './process.js';
 
 const exec = promisify(execFile);
@@ -256,6 +256,7 @@ export class TestEngine {
       .filter((t) => t.startsWith(this.dir))
       .sort((a, b) => b.length - a.length);
     for (const t of targets) await exec('umount', ['-l', t]).catch(() => undefined);
+    await removeUserNetworksFromHost(this.dataRoot).catch(() => undefined);
     await rm(this.dir, { recursive: true, force: true });
     if (this.bridge !== 'none') await removeBridgeFromHost(this.bridge);
   }

@@ -14,18 +14,28 @@ import { gates, versionAtLeast } from './versions.js';
  * undefined are left out of the JSON).
  */
 
-/** An endpoint without what the version does not have: DNSNames (1.44), GwPriority (1.48). */
+/**
+ * An endpoint without what the version does not have: DNSNames (1.44), GwPriority (1.48); before
+ * 1.45 the Aliases of a user-defined network's endpoint end with the container's short ID.
+ */
 function shapeEndpoints(
   networks: Record<string, EndpointView>,
   version: string,
+  containerId: string,
 ): Record<string, EndpointView> {
   const dns = versionAtLeast(version, gates.endpointDnsNames);
   const gw = versionAtLeast(version, gates.endpointGwPriority);
-  if (dns && gw) return networks;
+  const bare = versionAtLeast(version, gates.aliasesWithoutShortId);
+  if (dns && gw && bare) return networks;
+  const short = containerId.slice(0, 12);
   const out: Record<string, EndpointView> = {};
   for (const [name, ep] of Object.entries(networks)) {
+    // DNSNames are there on user-defined networks only
+    const aliases =
+      !bare && ep.DNSNames ? [...(ep.Aliases ?? []).filter((a) => a !== short), short] : ep.Aliases;
     out[name] = {
       ...ep,
+      Aliases: aliases,
       DNSNames: dns ? ep.DNSNames : undefined,
       GwPriority: gw ? ep.GwPriority : undefined,
     };
@@ -37,8 +47,8 @@ function shapeEndpoints(
  * NetworkSettings: from 1.52 only SandboxID, SandboxKey, Ports and Networks (docker 29); before,
  * dockerd 20.10's set with the default bridge's address at the top.
  */
-function shapeNetworkSettings(ns: NetworkSettingsView, version: string): NetworkSettingsView {
-  const Networks = shapeEndpoints(ns.Networks, version);
+function shapeNetworkSettings(ns: NetworkSettingsView, version: string, id: string): NetworkSettingsView {
+  const Networks = shapeEndpoints(ns.Networks, version, id);
   if (versionAtLeast(version, gates.networkSettingsTrimmed)) {
     return { SandboxID: ns.SandboxID, SandboxKey: ns.SandboxKey, Ports: ns.Ports, Networks };
   }
@@ -77,13 +87,13 @@ export function shapeInspect(view: ContainerInspect, version: string): Container
     ...view,
     HostConfig: shapeHostConfig(view.HostConfig, version),
     Config: shapeConfig(view.Config, version),
-    NetworkSettings: shapeNetworkSettings(view.NetworkSettings, version),
+    NetworkSettings: shapeNetworkSettings(view.NetworkSettings, version, view.Id),
   };
 }
 
 /** A list row as the request's API version shows it: Annotations from 1.46, Health from 1.52. */
 export function shapeListItem(item: ContainerSummary, version: string): ContainerSummary {
-  const Networks = shapeEndpoints(item.NetworkSettings.Networks, version);
+  const Networks = shapeEndpoints(item.NetworkSettings.Networks, version, item.Id);
   const hostConfig =
     item.HostConfig.Annotations !== undefined && !versionAtLeast(version, gates.listAnnotations)
       ? { ...item.HostConfig, Annotations: undefined }

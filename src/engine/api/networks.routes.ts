@@ -1,17 +1,20 @@
+import { isIP } from 'node:net';
+import type { EndpointSettings } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJsonObject } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
+import type { ContainerService } from '../containers/service.types.js';
 import type { NetworkService } from '../network/network.service.js';
 import type { ApiRouter } from './context.js';
 import { gates, versionAtLeast, versionBefore } from './versions.js';
 
 /** What the routes need from the network layer (src/engine/network). */
-export type NetworkBackend = Pick<
-  NetworkService,
-  'list' | 'inspect' | 'create' | 'remove' | 'connect' | 'disconnect' | 'prune'
->;
+export type NetworkBackend = Pick<NetworkService, 'list' | 'inspect' | 'create' | 'remove' | 'prune'>;
+
+/** What connect and disconnect need from the containers service. */
+export type NetworkContainers = Pick<ContainerService, 'connectNetwork' | 'disconnectNetwork'>;
 
 /**
  * A network of GET /networks as the request's version shows it: EnableIPv4 from 1.48, no
@@ -32,8 +35,12 @@ export function shapeNetworkInspect(n: Record<string, unknown>, version: string)
   return out;
 }
 
-/** /networks: the predefined networks (bridge, host, none); the writes refuse as docs/networking.md says. */
-export function registerNetworkRoutes(router: ApiRouter, networks: NetworkBackend): void {
+/** /networks: the predefined networks and user-defined bridge networks (docs/networking.md). */
+export function registerNetworkRoutes(
+  router: ApiRouter,
+  networks: NetworkBackend,
+  containers: NetworkContainers,
+): void {
   router.get('/networks', async (ctx) => {
     const list = networks.list(parseFilters(ctx.query.get('filters')));
     sendJson(
@@ -53,24 +60,73 @@ export function registerNetworkRoutes(router: ApiRouter, networks: NetworkBacken
 
   router.post('/networks/create', async (ctx) => {
     const body = await readJsonObject(ctx.req);
-    networks.create(typeof body.Name === 'string' ? body.Name : '');
+    sendJson(ctx.res, 201, await networks.create(body));
   });
 
   router.delete('/networks/{id}', async (ctx) => {
-    networks.remove(ctx.params.id ?? '');
+    await networks.remove(ctx.params.id ?? '');
+    ctx.res.writeHead(204).end();
   });
 
   router.post('/networks/{id}/connect', async (ctx) => {
-    await readJsonObject(ctx.req);
-    networks.connect(ctx.params.id ?? '');
+    const body = await readJsonObject(ctx.req);
+    const container = typeof body.Container === 'string' ? body.Container : '';
+    if (!container) throw invalidParameter('Container must be given');
+    const settings = endpointSettings(body.EndpointConfig);
+    await containers.connectNetwork(container, ctx.params.id ?? '', settings);
+    ctx.res.writeHead(200).end();
   });
 
   router.post('/networks/{id}/disconnect', async (ctx) => {
-    await readJsonObject(ctx.req);
-    networks.disconnect(ctx.params.id ?? '');
+    const body = await readJsonObject(ctx.req);
+    const container = typeof body.Container === 'string' ? body.Container : '';
+    if (!container) throw invalidParameter('Container must be given');
+    await containers.disconnectNetwork(container, ctx.params.id ?? '', body.Force === true);
+    ctx.res.writeHead(200).end();
   });
 
   router.post('/networks/prune', async (ctx) => {
-    sendJson(ctx.res, 200, networks.prune(parseFilters(ctx.query.get('filters'))));
+    sendJson(ctx.res, 200, await networks.prune(parseFilters(ctx.query.get('filters'))));
   });
+}
+
+/** EndpointConfig of a connect body: the fields a user sets, checked for their types. */
+function endpointSettings(v: unknown): EndpointSettings {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalidParameter('EndpointConfig must be an object');
+  const e = v as Record<string, unknown>;
+  const strings = (x: unknown, field: string): string[] | null => {
+    if (x === undefined || x === null) return null;
+    if (!Array.isArray(x) || x.some((s) => typeof s !== 'string'))
+      throw invalidParameter(`${field} must be strings`);
+    return x as string[];
+  };
+  const out: EndpointSettings = {};
+  const ipam = e.IPAMConfig as Record<string, unknown> | null | undefined;
+  if (ipam && typeof ipam === 'object') {
+    const v4 = typeof ipam.IPv4Address === 'string' ? ipam.IPv4Address : '';
+    if (v4 && isIP(v4) !== 4) throw invalidParameter(`invalid IPv4 address: ${v4}`);
+    const v6 = typeof ipam.IPv6Address === 'string' ? ipam.IPv6Address : '';
+    if (v6 && isIP(v6) !== 6) throw invalidParameter(`invalid IPv6 address: ${v6}`);
+    out.IPAMConfig = {
+      ...(v4 ? { IPv4Address: v4 } : {}),
+      ...(v6 ? { IPv6Address: v6 } : {}),
+      ...(Array.isArray(ipam.LinkLocalIPs)
+        ? { LinkLocalIPs: strings(ipam.LinkLocalIPs, 'LinkLocalIPs') ?? [] }
+        : {}),
+    };
+  }
+  const links = strings(e.Links, 'Links');
+  if (links) out.Links = links;
+  const aliases = strings(e.Aliases, 'Aliases');
+  if (aliases) out.Aliases = aliases;
+  if (typeof e.MacAddress === 'string' && e.MacAddress) {
+    if (!/^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$/.test(e.MacAddress)) {
+      throw invalidParameter(`invalid MAC address: ${e.MacAddress}`);
+    }
+    out.MacAddress = e.MacAddress;
+  }
+  if (e.DriverOpts && typeof e.DriverOpts === 'object')
+    out.DriverOpts = e.DriverOpts as Record<string, string>;
+  return out;
 }

@@ -128,6 +128,8 @@ export const gates = {
   // ---- 1.45 (docker 26) ----
   /** Container create: Mounts[].VolumeOptions.Subpath (a 400 before). */
   volumeSubpath: '1.45',
+  /** Endpoint Aliases without the container's short ID on user-defined networks (added before). */
+  aliasesWithoutShortId: '1.45',
 
   // ---- 1.46 (docker 27.0) ----
   /** Container list: HostConfig.Annotations (inspect has them from 1.43). */

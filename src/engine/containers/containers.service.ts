@@ -31,6 +31,7 @@ import { containerStats } from './core/stats.js';
 import { ContainerStore } from './core/store.js';
 import { type ProcessTable, runTop } from './core/top.js';
 import { updateContainer } from './core/update.js';
+import { endpointsOf } from './core/views.js';
 import { Execs } from './exec/exec.js';
 import { beginAttach, checkAttachable } from './io/attach.js';
 import { ContainerLogs } from './io/log-copiers.js';
@@ -165,8 +166,8 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   opts.network?.setContainerSource(() => {
     const out = [];
     for (const c of set.values()) {
-      const ep = c.record.Endpoint;
-      if (ep && c.isRunningProcess) out.push({ id: c.id, name: c.name.slice(1), endpoint: ep });
+      if (!c.isRunningProcess) continue;
+      for (const ep of endpointsOf(c.record)) out.push({ id: c.id, name: c.name.slice(1), endpoint: ep });
     }
     return out;
   });
@@ -210,6 +211,20 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     async remove(idOrName, o) {
       if (o.link) return net.removeLink(idOrName);
       await life.remove(get(idOrName), o);
+    },
+    async connectNetwork(ref, network, settings) {
+      const c = get(ref);
+      await c.lock.run(async () => {
+        await net.connectNetwork(c, network, settings);
+        await store.persist(c);
+      });
+    },
+    async disconnectNetwork(ref, network, force) {
+      const c = get(ref);
+      await c.lock.run(async () => {
+        await net.disconnectNetwork(c, network, force);
+        await store.persist(c);
+      });
     },
     async rename(idOrName, newName) {
       await life.rename(get(idOrName), newName);

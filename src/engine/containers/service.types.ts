@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { HostConfig } from '../../common/docker-types.js';
+import type { EndpointSettings, HostConfig } from '../../common/docker-types.js';
 import type { Filters } from '../../common/filters.js';
 import type { Change } from './archive/changes.js';
 import type { PathStat } from './archive/container-fs.js';
@@ -69,6 +69,10 @@ export interface ContainerService {
   /** `link`: remove the legacy link named `idOrName` (`/parent/alias`) instead. */
   remove(idOrName: string, opts: { force?: boolean; volumes?: boolean; link?: boolean }): Promise<void>;
   rename(idOrName: string, newName: string): Promise<void>;
+  /** POST /networks/{id}/connect: a running container gets the interface at once. */
+  connectNetwork(containerRef: string, network: string, settings: EndpointSettings): Promise<void>;
+  /** POST /networks/{id}/disconnect (Force: a network that is gone too). */
+  disconnectNetwork(containerRef: string, network: string, force: boolean): Promise<void>;
   pause(idOrName: string): Promise<void>;
   unpause(idOrName: string): Promise<void>;
   top(idOrName: string, psArgs?: string): Promise<TopResult>;

@@ -19,6 +19,10 @@ export interface BridgeNetwork {
   gateway: string;
   /** host-local's allocation directory. */
   dataDir: string;
+  /** Whether the interface gets the default route (the container's main network, not Internal). */
+  defaultRoute?: boolean;
+  /** `com.docker.network.driver.mtu`. */
+  mtu?: number;
 }
 
 /**
@@ -38,11 +42,12 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     // br_netfilter the DNATed frame goes back out of the port it came in by (dockerd sets hairpin
     // mode too when the kernel carries published ports, --userland-proxy=false)
     hairpinMode: true,
+    ...(n.mtu ? { mtu: n.mtu } : {}),
     ipam: {
       type: 'host-local',
       ranges: [[n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }]],
-      // the container's default route, through the bridge
-      routes: [{ dst: '0.0.0.0/0' }],
+      // the container's default route, through the bridge (its main network only)
+      routes: n.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }],
       dataDir: n.dataDir,
     },
   };

@@ -1,6 +1,8 @@
+import { join } from 'node:path';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import type { PortRuleOps } from './adapters/port-rules.ops.js';
+import { loadNetworks } from './network.state.js';
 import { removeBridgePorts } from './ports/port-publisher.js';
 
 /**
@@ -18,4 +20,17 @@ export async function removeBridgeFromHost(
   await removeBridgePorts(bridge, ops.portRules);
   await firewall.removeBridge(bridge);
   await link.deleteLink(bridge);
+}
+
+/**
+ * Remove from the host the bridges and rules of an engine's user-defined networks (read from its
+ * data root before that is deleted): tearing an engine down for good.
+ */
+export async function removeUserNetworksFromHost(
+  dataRoot: string,
+  ops: { link?: LinkOps; firewall?: FirewallOps; portRules?: PortRuleOps } = {},
+): Promise<string[]> {
+  const saved = await loadNetworks(join(dataRoot, 'network', 'networks.json'));
+  for (const u of saved.user) await removeBridgeFromHost(u.bridge, ops);
+  return saved.user.map((u) => u.bridge);
 }

@@ -1,14 +1,9 @@
 import { join } from 'node:path';
-import {
-  errorMessage,
-  forbidden,
-  invalidParameter,
-  notFound,
-  notImplemented,
-  systemError,
-} from '../../common/errors.js';
+import { conflict, errorMessage, forbidden, invalidParameter, notFound } from '../../common/errors.js';
+import { checkFilterNames } from '../../common/filters.js';
 import { randomId } from '../../common/ids.js';
 import type { Logger } from '../../common/log.js';
+import { parseFilterTime, parseTimestampMs } from '../containers/core/units.js';
 import type { EventsService } from '../events/events.service.js';
 import { type CniRunner, HostCniRunner } from './adapters/cni.runner.js';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
@@ -18,21 +13,35 @@ import type { PortRuleOps } from './adapters/port-rules.ops.js';
 import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
 import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
+import { EmbeddedDns } from './dns/embedded-dns.js';
+import { withHostLock } from './host-lock.js';
 import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
-import { formatNetwork, parseCidr } from './ipv4.js';
-import { loadNetworks, newNetworkIdentity, saveNetworks } from './network.state.js';
+import {
+  containsIp,
+  formatIpv4,
+  formatNetwork,
+  networkAddress,
+  overlaps,
+  parseCidr,
+  parseIpv4,
+} from './ipv4.js';
+import { type CreatePlan, planNetwork } from './network.create.js';
+import { loadNetworks, newNetworkIdentity, type SavedUserNetwork, saveNetworks } from './network.state.js';
 import type {
   AttachedContainer,
+  AttachRequest,
   BridgeInfo,
   BridgePlumbing,
   ContainerNetworking,
   Endpoint,
   PendingAttach,
+  PlumbedInterface,
   PredefinedNetwork,
   ReleaseTarget,
 } from './network.types.js';
-import { filterNetworks, type NetworkFacts, networkView } from './network.views.js';
+import { filterNetworks, labelsMatch, type NetworkFacts, networkView } from './network.views.js';
 import { PortPublisher } from './ports/port-publisher.js';
+import { pickSubnet } from './subnet.js';
 
 export interface NetworkServiceOptions {
   dataRoot: string;
@@ -41,6 +50,8 @@ export interface NetworkServiceOptions {
   bridge: string | null;
   /** `--bip`: the bridge's address and prefix length. */
   bip?: string;
+  /** `--host-gateway-ip`: what `host-gateway` stands for (else the default bridge's address). */
+  hostGatewayIp?: string;
   events: EventsService;
   log: Logger;
   /** Host adapters (tests substitute fakes). */
@@ -61,32 +72,28 @@ export interface NetworkService extends ContainerNetworking {
   list(filters: Map<string, string[]>): Array<Record<string, unknown>>;
   /** By ID, name or unique ID prefix; `scope` other than the network's is a 404, as dockerd. */
   inspect(idOrName: string, opts?: { scope?: string }): Record<string, unknown>;
-  /**
-   * What the API's network writes can do while the engine has only its predefined networks:
-   * refuse what dockerd refuses on them (403), and say that user-defined networks are not there.
-   */
-  create(name: string): never;
-  remove(idOrName: string): never;
-  connect(idOrName: string): never;
-  disconnect(idOrName: string): never;
-  /** Nothing to prune: predefined networks never are. */
-  prune(filters: Map<string, string[]>): { NetworksDeleted: string[] };
+  /** POST /networks/create: a user-defined bridge network (its bridge and rules made). */
+  create(body: Record<string, unknown>): Promise<{ Id: string; Warning: string }>;
+  /** DELETE /networks/{id}: 403 for predefined networks and while endpoints are active. */
+  remove(idOrName: string): Promise<void>;
+  /** POST /networks/prune: user-defined networks no container is attached to. */
+  prune(filters: Map<string, string[]>): Promise<{ NetworksDeleted: string[] | null }>;
   /** Wait for the releases under way (engine shutdown; sandboxes of running containers stay). */
   close(): Promise<void>;
 }
 
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
-const USER_DEFINED =
-  'user-defined networks are not supported by this engine yet (only bridge, host and none)';
 const CLOSE_WAIT_MS = 20_000;
 
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
   const log = o.log.child('network');
+  const lockPath = o.lockPath ?? DEFAULT_LOCK_PATH;
+  const hostLock = <T>(fn: () => Promise<T>) => withHostLock(lockPath, fn);
   const cni = o.ops?.cni ?? new HostCniRunner();
   const netns = o.ops?.netns ?? new HostNetnsOps();
   const link = o.ops?.link ?? new HostLinkOps();
-  const firewall = o.ops?.firewall ?? new HostFirewallOps();
+  const firewall = o.ops?.firewall ?? new HostFirewallOps(hostLock);
   const stateDir = join(o.dataRoot, 'network');
   const statePath = join(stateDir, 'networks.json');
   const ipamDir = join(stateDir, 'ipam');
@@ -102,7 +109,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       saved: saved.bridge,
       link,
       firewall,
-      lockPath: o.lockPath ?? DEFAULT_LOCK_PATH,
+      lockPath,
       log,
     });
     const identity = saved.bridge ?? newNetworkIdentity();
@@ -117,12 +124,31 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     bridge = { ...saved.bridge, cniName: setup.name, prefixLen: setup.prefixLen };
     log.info('default bridge ready', { bridge: setup.name, subnet: setup.subnet, gateway: setup.gateway });
   }
+  const dns = new EmbeddedDns({ log });
+  // user-defined networks keep their bridges and rules across restarts: made again when missing
+  for (const u of saved.user) {
+    try {
+      await plumbUserBridge(u);
+      await serveDns(u);
+    } catch (err) {
+      log.warn('cannot set up the bridge of a network', { network: u.name, error: errorMessage(err) });
+    }
+  }
   await saveNetworks(statePath, saved);
 
   /** Sandboxes in use (attached, or restored at start): never swept. */
   const active = new Set<string>();
+  /** The DNS entries of each sandbox's endpoints (removed with the interface or the sandbox). */
+  const dnsKeys = new Map<string, Array<{ networkId: string; endpointId: string; ifname: string }>>();
   const releasing = new Map<string, Promise<void>>();
   let containerSource: () => AttachedContainer[] = () => [];
+  /** Creates and removals, one at a time (names, blocks and bridges are checked then made). */
+  let writes: Promise<unknown> = Promise.resolve();
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const next = writes.then(fn, fn);
+    writes = next.catch(() => undefined);
+    return next;
+  };
 
   const ids: Record<PredefinedNetwork, string> = {
     bridge: saved.bridge?.id ?? '',
@@ -131,30 +157,79 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   };
 
   /**
-   * Addresses this engine chose, by sandbox, from the pick until the sandbox is released: a
-   * listing of host-local's files taken before an ADD wrote its file must not hand it out again.
+   * Addresses this engine chose, by sandbox interface (`<sandbox>/<ifname>`), from the pick until
+   * the interface is released: a listing of host-local's files taken before an ADD wrote its file
+   * must not hand it out again.
    */
-  const reserved = new Map<string, string>();
+  const reserved = new Map<string, { network: string; ip: string }>();
 
-  /** The lowest address of the bridge's subnet nobody holds or is being given (dockerd's IPAM). */
-  async function pickAddress(sandboxId: string, p: BridgePlumbing): Promise<string | undefined> {
-    const held = await listAllocations(ipamDir).catch(() => []);
-    // from here on synchronous: concurrent picks see each other's choice
-    const taken = new Set(reserved.values());
-    for (const a of held) if (a.network === p.cniName) taken.add(a.ip);
-    const ip = lowestFree(p.subnet, p.gateway, taken);
-    if (ip) reserved.set(sandboxId, ip);
-    return ip;
+  function ipv4Configs(u: SavedUserNetwork) {
+    return u.ipam.filter((c) => c.Subnet && !c.Subnet.includes(':'));
   }
 
-  function plumbingConfig(p: BridgePlumbing): Record<string, unknown> {
-    return bridgePluginConfig({
-      cniName: p.cniName,
-      bridge: p.name,
-      subnet: p.subnet,
-      gateway: p.gateway,
-      dataDir: ipamDir,
+  /** The bridge, its addresses (a gateway per IPv4 block) and its rules. */
+  async function plumbUserBridge(u: SavedUserNetwork): Promise<void> {
+    const blocks = ipv4Configs(u);
+    for (const c of blocks) {
+      const block = parseCidr(c.Subnet);
+      if (!block || !c.Gateway) continue;
+      await link.ensureBridge(u.bridge, { address: c.Gateway, prefixLen: block.prefixLen }, []);
+    }
+    await firewall.allowBridge(u.bridge, blocks[0]?.Subnet ?? '', {
+      subnets: blocks.map((c) => c.Subnet),
+      internal: u.internal,
+      icc: u.icc,
+      masquerade: u.masquerade,
     });
+  }
+
+  /** The network's DNS responder on its gateway address (a failure is logged: names do not resolve). */
+  async function serveDns(u: SavedUserNetwork): Promise<void> {
+    const blocks = ipv4Configs(u);
+    const gateway = blocks[0]?.Gateway;
+    if (!gateway) return;
+    try {
+      await dns.serve(u.id, {
+        address: gateway,
+        domain: u.name,
+        subnets: blocks.map((c) => c.Subnet),
+        forward: !u.internal,
+      });
+    } catch (err) {
+      log.warn('cannot answer DNS on a network', {
+        network: u.name,
+        address: gateway,
+        error: errorMessage(err),
+      });
+    }
+  }
+
+  function putDns(ep: Endpoint): boolean {
+    if (!ep.dns || !ep.ipAddress) return false;
+    dns.addEndpoint(ep.networkId, ep.endpointId, {
+      names: ep.dns.names,
+      ipv4: ep.ipAddress,
+      sandbox: ep.sandboxId,
+      ...(ep.dns.upstreams ? { upstreams: ep.dns.upstreams } : {}),
+      ...(ep.dns.ndotsSet ? { ndotsSet: true } : {}),
+    });
+    return true;
+  }
+
+  function addDns(ep: Endpoint): void {
+    if (!putDns(ep)) return;
+    const list = dnsKeys.get(ep.sandboxId) ?? [];
+    list.push({ networkId: ep.networkId, endpointId: ep.endpointId, ifname: ep.ifname ?? 'eth0' });
+    dnsKeys.set(ep.sandboxId, list);
+  }
+
+  function dropDns(sandboxId: string, ifname?: string): void {
+    const list = dnsKeys.get(sandboxId) ?? [];
+    const gone = list.filter((k) => !ifname || k.ifname === ifname);
+    for (const k of gone) dns.removeEndpoint(k.networkId, k.endpointId);
+    const rest = list.filter((k) => !gone.includes(k));
+    if (rest.length) dnsKeys.set(sandboxId, rest);
+    else dnsKeys.delete(sandboxId);
   }
 
   /** A network by exact ID, name, or unique ID prefix (dockerd's lookup order and errors). */
@@ -177,24 +252,162 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     if (bridge) out.push({ name: 'bridge', id: bridge.id, created: bridge.created, bridge });
     out.push({ name: 'host', id: saved.host.id, created: saved.host.created });
     out.push({ name: 'none', id: saved.none.id, created: saved.none.created });
+    for (const u of saved.user) out.push({ name: u.name, id: u.id, created: u.created, user: u });
     return out;
   }
 
-  async function releaseNow(t: ReleaseTarget): Promise<void> {
-    if (t.bridge) {
-      const config = plumbingConfig(t.bridge);
-      const call = { command: 'DEL' as const, containerId: t.sandboxId, ifname: 'eth0', config };
-      try {
-        await cni.exec('bridge', { ...call, netns: t.sandboxKey });
-      } catch (err) {
-        // The file is there but no namespace (a crash before it was bound): release the address.
-        log.debug('CNI DEL in the namespace failed; releasing the address only', {
-          sandbox: t.sandboxId,
-          error: errorMessage(err),
-        });
-        await cni.exec('bridge', { ...call, netns: '' });
-      }
+  /** The network's plumbing for an interface with `ip` (its block's subnet and gateway). */
+  function plumbingFor(n: NetworkFacts, ip: string | undefined, main: boolean): BridgePlumbing {
+    if (n.bridge) {
+      const b = n.bridge;
+      return { name: b.name, cniName: b.cniName, subnet: b.subnet, gateway: b.gateway, defaultRoute: main };
     }
+    const u = n.user;
+    if (!u) throw invalidParameter(`network ${n.name} has no bridge`);
+    const blocks = ipv4Configs(u);
+    const addr = ip ? parseIpv4(ip) : undefined;
+    const block =
+      blocks.find((c) => {
+        const b = parseCidr(c.Subnet);
+        return b && addr !== undefined && containsIp(b, addr);
+      }) ?? blocks[0];
+    return {
+      name: u.bridge,
+      cniName: u.bridge,
+      subnet: block?.Subnet ?? '',
+      gateway: block?.Gateway ?? '',
+      defaultRoute: main && !u.internal,
+      ...(u.mtu ? { mtu: u.mtu } : {}),
+    };
+  }
+
+  /**
+   * The address an interface gets: the static one asked for (it must be free and in one of the
+   * network's blocks), else the lowest free one of the first block with room (its IPRange when
+   * given; never a gateway or an aux address): dockerd's default IPAM.
+   */
+  async function pickAddress(key: string, n: NetworkFacts, wanted: string | undefined): Promise<string> {
+    const cniName = n.bridge ? n.bridge.cniName : (n.user?.bridge ?? '');
+    const held = await listAllocations(ipamDir).catch(() => []);
+    // from here on synchronous: concurrent picks see each other's choice
+    const taken = new Set<string>();
+    for (const r of reserved.values()) if (r.network === cniName) taken.add(r.ip);
+    for (const a of held) if (a.network === cniName) taken.add(a.ip);
+    const blocks = n.bridge
+      ? [
+          {
+            Subnet: n.bridge.subnet,
+            Gateway: n.bridge.gateway,
+            IPRange: undefined,
+            AuxiliaryAddresses: undefined,
+          },
+        ]
+      : ipv4Configs(n.user as SavedUserNetwork);
+    const excluded = new Set(taken);
+    for (const b of blocks) {
+      if (b.Gateway) excluded.add(b.Gateway);
+      for (const a of Object.values(b.AuxiliaryAddresses ?? {})) excluded.add(a);
+    }
+    let ip: string | undefined;
+    if (wanted) {
+      const w = parseIpv4(wanted);
+      const inside = blocks.some((b) => {
+        const c = parseCidr(b.Subnet);
+        return c && w !== undefined && containsIp(c, w) && w !== networkAddress(c);
+      });
+      if (!inside) throw invalidParameter(`no matching subnet for address ${wanted} on network ${n.name}`);
+      if (excluded.has(wanted)) throw conflict(`Address already in use`);
+      ip = wanted;
+    } else {
+      for (const b of blocks) {
+        ip = lowestFree(b.IPRange || b.Subnet, b.Gateway ?? '', excluded);
+        if (ip) break;
+      }
+      if (!ip) throw unavailableAddress(n.name);
+    }
+    reserved.set(key, { network: cniName, ip });
+    return ip;
+  }
+
+  function unavailableAddress(name: string): Error {
+    return invalidParameter(`no available IPv4 addresses on this network's address pools: ${name}`);
+  }
+
+  function plumbingConfig(p: BridgePlumbing): Record<string, unknown> {
+    return bridgePluginConfig({
+      cniName: p.cniName,
+      bridge: p.name,
+      subnet: p.subnet,
+      gateway: p.gateway,
+      dataDir: ipamDir,
+      ...(p.defaultRoute === false ? { defaultRoute: false } : {}),
+      ...(p.mtu ? { mtu: p.mtu } : {}),
+    });
+  }
+
+  function dropReserved(sandboxId: string, ifname?: string): void {
+    for (const key of [...reserved.keys()]) {
+      if (ifname ? key === `${sandboxId}/${ifname}` : key.startsWith(`${sandboxId}/`)) reserved.delete(key);
+    }
+  }
+
+  /** One interface on one network: the address picked, then the bridge plugin's ADD. */
+  async function plumb(
+    sandbox: { sandboxId: string; sandboxKey: string },
+    req: AttachRequest,
+    ifname: string,
+    main: boolean,
+  ): Promise<Endpoint> {
+    const n = find(req.network);
+    if (!n.bridge && !n.user) throw invalidParameter(`network ${n.name} is not a bridge network`);
+    const key = `${sandbox.sandboxId}/${ifname}`;
+    const ip = await pickAddress(key, n, req.ipv4Address);
+    const plumbing = plumbingFor(n, ip, main);
+    try {
+      const added = await cni.exec('bridge', {
+        containerId: sandbox.sandboxId,
+        netns: sandbox.sandboxKey,
+        command: 'ADD',
+        ifname,
+        args: cniArgs({ ip, mac: req.macAddress ?? macFromIpv4(ip) }),
+        config: plumbingConfig(plumbing),
+      });
+      const ep: Endpoint = {
+        network: n.name,
+        networkId: n.id,
+        endpointId: randomId(),
+        sandboxId: sandbox.sandboxId,
+        sandboxKey: sandbox.sandboxKey,
+        ...parseAddResult(added, ifname),
+        bridge: plumbing,
+        ifname,
+        ...(n.user && req.dns ? { dns: req.dns } : {}),
+      };
+      addDns(ep);
+      return ep;
+    } catch (err) {
+      reserved.delete(key);
+      throw err;
+    }
+  }
+
+  async function unplumb(sandboxId: string, sandboxKey: string, p: PlumbedInterface): Promise<void> {
+    const config = plumbingConfig(p.bridge);
+    const call = { command: 'DEL' as const, containerId: sandboxId, ifname: p.ifname, config };
+    try {
+      await cni.exec('bridge', { ...call, netns: sandboxKey });
+    } catch (err) {
+      // The file is there but no namespace (a crash before it was bound): release the address.
+      log.debug('CNI DEL in the namespace failed; releasing the address only', {
+        sandbox: sandboxId,
+        error: errorMessage(err),
+      });
+      await cni.exec('bridge', { ...call, netns: '' });
+    }
+  }
+
+  async function releaseNow(t: ReleaseTarget): Promise<void> {
+    for (const p of t.plumbed) await unplumb(t.sandboxId, t.sandboxKey, p);
     // The loopback plugin's DEL only takes lo down: the namespace goes away instead.
     if (t.sandboxKey) await netns.remove(t.sandboxKey);
   }
@@ -204,8 +417,101 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     if (bridge && network === bridge.cniName) {
       return { name: bridge.name, cniName: bridge.cniName, subnet: bridge.subnet, gateway: bridge.gateway };
     }
+    const u = saved.user.find((x) => x.bridge === network);
+    if (u) return plumbingFor({ name: u.name, id: u.id, created: u.created, user: u }, ip, true);
     const c = parseCidr(`${ip}/24`);
     return { name: network, cniName: network, subnet: c ? formatNetwork(c) : `${ip}/32`, gateway: '' };
+  }
+
+  /** Containers with an endpoint on network `id` right now. */
+  function attachedTo(id: string): AttachedContainer[] {
+    return containerSource().filter((c) => c.endpoint.networkId === id);
+  }
+
+  /** A free block of the default pools, given to the bridge under the host lock (no other engine takes it). */
+  async function pickAndMakeBridge(u: SavedUserNetwork, auto: boolean): Promise<void> {
+    await hostLock(async () => {
+      if (auto) {
+        const used = await link.usedBlocks();
+        if (bridge) used.push(bridge.subnet);
+        for (const x of saved.user) if (x !== u) for (const c of ipv4Configs(x)) used.push(c.Subnet);
+        const choice = pickSubnet(used);
+        const entry = u.ipam.find((c) => !c.Subnet && !c.Subnet?.includes(':'));
+        if (entry) {
+          entry.Subnet = choice.subnet;
+          entry.Gateway = choice.gateway;
+        } else u.ipam.unshift({ Subnet: choice.subnet, Gateway: choice.gateway });
+      }
+      // saved before the bridge exists: a crash from here leaves a network the next start plumbs
+      await saveNetworks(statePath, saved);
+      const first = ipv4Configs(u)[0];
+      const block = first && parseCidr(first.Subnet);
+      if (first?.Gateway && block)
+        await link.ensureBridge(u.bridge, { address: first.Gateway, prefixLen: block.prefixLen }, []);
+    });
+    await plumbUserBridge(u);
+  }
+
+  function newUserNetwork(plan: CreatePlan): { u: SavedUserNetwork; auto: boolean } {
+    const identity = newNetworkIdentity();
+    const ipv4 = plan.ipv4.map((c) => ({ ...c }));
+    const auto = ipv4.length === 0 || ipv4.some((c) => !c.Subnet);
+    if (ipv4.length === 0) ipv4.push({ Subnet: '' });
+    const implicitGateways: string[] = [];
+    for (const c of ipv4) {
+      const b = c.Subnet ? parseCidr(c.Subnet) : undefined;
+      if (b && !c.Gateway) {
+        c.Gateway = formatIpv4(networkAddress(b) + 1);
+        implicitGateways.push(c.Subnet);
+      }
+    }
+    const bridgeName = plan.bridgeName ?? `br-${identity.id.slice(0, 12)}`;
+    return {
+      auto,
+      u: {
+        ...identity,
+        name: plan.name,
+        bridge: bridgeName,
+        internal: plan.internal,
+        attachable: plan.attachable,
+        enableIPv6: plan.enableIPv6,
+        ipamOptions: plan.ipamOptions,
+        ipam: [...ipv4, ...plan.ipv6],
+        options: plan.options,
+        labels: plan.labels,
+        icc: plan.icc,
+        masquerade: plan.masquerade,
+        ...(plan.mtu ? { mtu: plan.mtu } : {}),
+        ...(auto ? { autoSubnet: true } : {}),
+        ...(implicitGateways.length ? { implicitGateways } : {}),
+      },
+    };
+  }
+
+  /** Explicit blocks must not overlap the engine's other networks (dockerd's IPAM address space). */
+  function checkBlocks(u: SavedUserNetwork): void {
+    const mine = ipv4Configs(u).map((c) => parseCidr(c.Subnet));
+    const others = saved.user.flatMap((x) => ipv4Configs(x).map((c) => c.Subnet));
+    if (bridge) others.push(bridge.subnet);
+    for (const other of others) {
+      const b = parseCidr(other);
+      if (b && mine.some((m) => m && overlaps(m, b))) {
+        throw forbidden('Pool overlaps with other one on this address space');
+      }
+    }
+    if (saved.user.some((x) => x.bridge === u.bridge) || bridge?.name === u.bridge) {
+      throw conflict(`bridge name ${u.bridge} is used by another network`);
+    }
+  }
+
+  async function destroy(u: SavedUserNetwork): Promise<void> {
+    await dns.stop(u.id);
+    // the host first, then the state: a crash in between leaves a network the next start plumbs
+    await ports.removeBridge(u.bridge);
+    await firewall.removeBridge(u.bridge);
+    await link.deleteLink(u.bridge);
+    saved.user = saved.user.filter((x) => x.id !== u.id);
+    await saveNetworks(statePath, saved);
   }
 
   const service: NetworkService = {
@@ -213,60 +519,87 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       return bridge;
     },
 
+    get hostGateway() {
+      return o.hostGatewayIp ?? bridge?.gateway;
+    },
     ports,
 
     networkId(name) {
       return ids[name];
     },
 
-    attachBridge(opts) {
-      const br = bridge;
-      if (!br) throw systemError('the engine has no default bridge (--bridge none)');
+    isUserNetwork(idOrName) {
+      try {
+        return find(idOrName).user !== undefined;
+      } catch {
+        return false;
+      }
+    },
+
+    lookup(idOrName) {
+      const n = find(idOrName);
+      return { id: n.id, name: n.name, builtin: n.user === undefined };
+    },
+
+    checkEndpoint(idOrName, req) {
+      const n = find(idOrName);
+      if (req.ipv4Address) {
+        if (!n.user)
+          throw invalidParameter('user specified IP address is supported on user defined networks only');
+        if (n.user.autoSubnet) {
+          throw invalidParameter(
+            'user specified IP address is supported only when connecting to networks with user configured subnets',
+          );
+        }
+      }
+      if (req.aliases && !n.user) {
+        throw invalidParameter(
+          'network-scoped alias is supported only for containers in user defined networks',
+        );
+      }
+    },
+
+    attach(requests) {
       const sandboxId = randomId();
       const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
-      const plumbing: BridgePlumbing = {
-        name: br.name,
-        cniName: br.cniName,
-        subnet: br.subnet,
-        gateway: br.gateway,
-      };
+      const sandbox = { sandboxId, sandboxKey };
       active.add(sandboxId);
+      const plumbed: PlumbedInterface[] = [];
       const ready = netns.create(sandboxKey);
-      const endpoint = ready.then(async (): Promise<Endpoint> => {
+      const endpoints = ready.then(async (): Promise<Endpoint[]> => {
         const common = { containerId: sandboxId, netns: sandboxKey };
-        // as dockerd: the lowest free address, and a MAC made of it unless one was asked for
-        const ip = await pickAddress(sandboxId, plumbing);
-        try {
-          const [added] = await Promise.all([
-            cni.exec('bridge', {
-              ...common,
-              command: 'ADD',
-              ifname: 'eth0',
-              args: cniArgs({ ip, mac: opts.macAddress ?? (ip ? macFromIpv4(ip) : undefined) }),
-              config: plumbingConfig(plumbing),
-            }),
-            cni.exec('loopback', { ...common, command: 'ADD', ifname: 'lo', config: loopbackPluginConfig() }),
-          ]);
-          return {
-            network: 'bridge',
-            networkId: br.id,
-            endpointId: randomId(),
-            sandboxId,
-            sandboxKey,
-            ...parseAddResult(added, 'eth0'),
-            bridge: plumbing,
-          };
-        } catch (err) {
-          reserved.delete(sandboxId);
-          throw err;
+        const lo = cni.exec('loopback', {
+          ...common,
+          command: 'ADD',
+          ifname: 'lo',
+          config: loopbackPluginConfig(),
+        });
+        const out: Endpoint[] = [];
+        for (const [i, req] of requests.entries()) {
+          const ep = await plumb(sandbox, req, `eth${i}`, i === 0);
+          if (ep.bridge) plumbed.push({ ifname: ep.ifname ?? `eth${i}`, bridge: ep.bridge });
+          out.push(ep);
         }
+        await lo;
+        return out;
       });
       // Whoever starts the container awaits these; a start abandoned early must not leave an
       // unhandled rejection behind.
       ready.catch(() => undefined);
-      endpoint.catch(() => undefined);
-      const pending: PendingAttach = { sandboxId, sandboxKey, bridge: plumbing, ready, endpoint };
+      endpoints.catch(() => undefined);
+      const pending: PendingAttach = { sandboxId, sandboxKey, plumbed, ready, endpoints };
       return pending;
+    },
+
+    async attachMore(sandbox, req, ifname) {
+      return plumb(sandbox, req, ifname, false);
+    },
+
+    async detachOne(sandbox, ep) {
+      const ifname = ep.ifname ?? 'eth0';
+      dropDns(sandbox.sandboxId, ifname);
+      if (ep.bridge) await unplumb(sandbox.sandboxId, sandbox.sandboxKey, { ifname, bridge: ep.bridge });
+      dropReserved(sandbox.sandboxId, ifname);
     },
 
     plainEndpoint(network) {
@@ -285,9 +618,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     release(t) {
       active.delete(t.sandboxId);
+      dropDns(t.sandboxId);
       const under = releasing.get(t.sandboxId);
       if (under) return under;
-      if (!t.bridge && !t.sandboxKey) return Promise.resolve();
+      if (!t.plumbed.length && !t.sandboxKey) return Promise.resolve();
       const work = releaseNow(t)
         .catch((err) =>
           log.warn('cannot release a network sandbox (swept at the next start)', {
@@ -297,7 +631,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         )
         .finally(() => {
           releasing.delete(t.sandboxId);
-          reserved.delete(t.sandboxId);
+          dropReserved(t.sandboxId);
         });
       releasing.set(t.sandboxId, work);
       return work;
@@ -305,22 +639,38 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     restore(ep) {
       active.add(ep.sandboxId);
+      addDns(ep);
+    },
+
+    updateDns(ep) {
+      putDns(ep);
+    },
+
+    dnsAddress(idOrName) {
+      try {
+        const n = find(idOrName);
+        return n.user ? dns.listening(n.id)?.address : undefined;
+      } catch {
+        return undefined;
+      }
     },
 
     async sweep() {
       const keep = (id: string) => active.has(id) || releasing.has(id);
       const orphans = new Map<string, ReleaseTarget>();
       for (const a of await listAllocations(ipamDir)) {
-        if (!a.containerId || keep(a.containerId) || orphans.has(a.containerId)) continue;
-        orphans.set(a.containerId, {
+        if (!a.containerId || keep(a.containerId)) continue;
+        const t = orphans.get(a.containerId) ?? {
           sandboxId: a.containerId,
           sandboxKey: join(netnsDir, a.containerId.slice(0, 12)),
-          bridge: orphanPlumbing(a.network, a.ip),
-        });
+          plumbed: [],
+        };
+        t.plumbed.push({ ifname: a.ifname || 'eth0', bridge: orphanPlumbing(a.network, a.ip) });
+        orphans.set(a.containerId, t);
       }
       for (const file of await netns.list(netnsDir)) {
         const owned = [...active, ...releasing.keys(), ...orphans.keys()].some((id) => id.startsWith(file));
-        if (!owned) orphans.set(file, { sandboxId: file, sandboxKey: join(netnsDir, file) });
+        if (!owned) orphans.set(file, { sandboxId: file, sandboxKey: join(netnsDir, file), plumbed: [] });
       }
       // a namespace with processes in it belongs to a container the engine could not load (its
       // metadata unreadable, or adopted after a crash before its endpoint was saved): kept
@@ -333,14 +683,21 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       if (orphans.size) log.info('releasing network sandboxes no container holds', { count: orphans.size });
       for (const t of orphans.values()) await service.release(t);
       // the port rules become what the running containers published (a crash's leftovers go)
-      await ports.reconcile(bridge ? [{ bridge: bridge.name, subnet: bridge.subnet }] : []);
+      const bridges = bridge ? [{ bridge: bridge.name, subnet: bridge.subnet }] : [];
+      for (const u of saved.user) {
+        const subnet = ipv4Configs(u)[0]?.Subnet;
+        if (subnet) bridges.push({ bridge: u.bridge, subnet });
+      }
+      await ports.reconcile(bridges);
     },
 
     announce(action, containerId, network) {
-      o.events.publish('network', action, ids[network], {
+      const n = facts().find((x) => x.name === network);
+      const id = n?.id ?? (network in ids ? ids[network as PredefinedNetwork] : '');
+      o.events.publish('network', action, id, {
         container: containerId,
         name: network,
-        type: network === 'none' ? 'null' : network,
+        type: network === 'none' ? 'null' : network === 'host' ? 'host' : 'bridge',
       });
     },
 
@@ -349,7 +706,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     list(filters) {
-      return filterNetworks(facts(), filters).map((n) => networkView(n));
+      return filterNetworks(facts(), filters, (id) => attachedTo(id).length > 0).map((n) => networkView(n));
     },
 
     inspect(idOrName, opts = {}) {
@@ -358,38 +715,63 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       return networkView(found, containerSource());
     },
 
-    create(name) {
-      if (!name) throw invalidParameter('network name must not be empty');
-      if (name === 'bridge' || name === 'host' || name === 'none') {
-        throw forbidden(`operation is not permitted on predefined ${name} network`);
-      }
-      throw notImplemented(USER_DEFINED);
+    create(body) {
+      return serial(async () => {
+        const plan = planNetwork(body, (name) => facts().some((n) => n.name === name));
+        const { u, auto } = newUserNetwork(plan);
+        checkBlocks(u);
+        saved.user.push(u);
+        try {
+          await pickAndMakeBridge(u, auto);
+          await serveDns(u);
+        } catch (err) {
+          await destroy(u).catch(() => undefined);
+          throw err;
+        }
+        o.events.publish('network', 'create', u.id, { name: u.name, type: 'bridge' });
+        log.info('network created', { network: u.name, bridge: u.bridge, subnet: ipv4Configs(u)[0]?.Subnet });
+        return { Id: u.id, Warning: '' };
+      });
     },
 
     remove(idOrName) {
-      const n = find(idOrName);
-      throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
-    },
-
-    connect(idOrName) {
-      find(idOrName);
-      throw notImplemented(`connecting a running container to another network: ${USER_DEFINED}`);
-    },
-
-    disconnect(idOrName) {
-      find(idOrName);
-      throw notImplemented(`disconnecting a container from its network: ${USER_DEFINED}`);
+      return serial(async () => {
+        const n = find(idOrName);
+        if (!n.user) throw forbidden(`${n.name} is a pre-defined network and cannot be removed`);
+        if (attachedTo(n.id).length) {
+          throw forbidden(`error while removing network: network ${n.name} id ${n.id} has active endpoints`);
+        }
+        await destroy(n.user);
+        o.events.publish('network', 'destroy', n.id, { name: n.name, type: 'bridge' });
+      });
     },
 
     prune(filters) {
-      for (const key of filters.keys()) {
-        if (key !== 'until' && key !== 'label' && key !== 'label!')
-          throw invalidParameter(`invalid filter '${key}'`);
-      }
-      return { NetworksDeleted: [] };
+      checkFilterNames(filters, ['until', 'label', 'label!']);
+      const until = (filters.get('until') ?? []).map((v) => parseFilterTime(v));
+      return serial(async () => {
+        const deleted: string[] = [];
+        for (const u of [...saved.user]) {
+          if (!until.every((t) => parseTimestampMs(u.created) < t)) continue;
+          if (!labelsMatch(u.labels, filters)) continue;
+          if (attachedTo(u.id).length) continue;
+          try {
+            await destroy(u);
+          } catch (err) {
+            log.warn('prune: cannot remove network', { network: u.name, error: errorMessage(err) });
+            continue;
+          }
+          o.events.publish('network', 'destroy', u.id, { name: u.name, type: 'bridge' });
+          deleted.push(u.name);
+        }
+        o.events.publish('network', 'prune', '', { reclaimed: '0' });
+        return { NetworksDeleted: deleted.length ? deleted : null };
+      });
     },
 
     async close() {
+      await writes;
+      await dns.close();
       await ports.close();
       const pending = [...releasing.values()];
       if (!pending.length) return;

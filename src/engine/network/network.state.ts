@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { errnoCode } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/fs/atomic.js';
 import { randomId } from '../../common/ids.js';
+import type { IpamConfigEntry } from './network.types.js';
 
 /**
  * `<data-root>/network/networks.json`: the predefined networks' IDs and creation times, and the
@@ -20,10 +21,39 @@ export interface SavedBridge extends SavedNetwork {
   gatewayInConfig: boolean;
 }
 
+/** A user-defined bridge network, as made (its IPAM configs with the gateways chosen). */
+export interface SavedUserNetwork extends SavedNetwork {
+  name: string;
+  /** The Linux bridge (`br-` and the ID's first 12 digits unless the options name one). */
+  bridge: string;
+  internal: boolean;
+  attachable: boolean;
+  enableIPv6: boolean;
+  ipamOptions: Record<string, string> | null;
+  /** IPv4 configs (each with its Gateway), then IPv6 ones. */
+  ipam: IpamConfigEntry[];
+  options: Record<string, string>;
+  labels: Record<string, string>;
+  icc: boolean;
+  masquerade: boolean;
+  mtu?: number;
+  /** The block was picked from the default pools (static addresses are refused, as dockerd). */
+  autoSubnet?: boolean;
+  /** Blocks given without a gateway: inspect shows no Gateway for them (dockerd picks `.1` silently). */
+  implicitGateways?: string[];
+}
+
 export interface SavedNetworks {
   bridge?: SavedBridge;
   host: SavedNetwork;
   none: SavedNetwork;
+  /** User-defined networks, in creation order. */
+  user: SavedUserNetwork[];
+}
+
+function validUser(n: unknown): n is SavedUserNetwork {
+  const x = n as SavedUserNetwork | undefined;
+  return valid(x) && typeof x.name === 'string' && typeof x.bridge === 'string' && Array.isArray(x.ipam);
 }
 
 function fresh(): SavedNetwork {
@@ -45,6 +75,7 @@ export async function loadNetworks(path: string): Promise<SavedNetworks> {
   const out: SavedNetworks = {
     host: valid(raw.host) ? raw.host : fresh(),
     none: valid(raw.none) ? raw.none : fresh(),
+    user: Array.isArray(raw.user) ? raw.user.filter(validUser) : [],
   };
   const b = raw.bridge;
   if (

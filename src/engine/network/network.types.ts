@@ -1,6 +1,6 @@
 import type { PortPublisher } from './ports/port-publisher.js';
 
-/** The networks every engine has (user-defined networks are a later addition). */
+/** The networks every engine has; user-defined networks are bridge networks named by the user. */
 export type PredefinedNetwork = 'bridge' | 'host' | 'none';
 
 /** The engine's default bridge network, as set up at engine start. */
@@ -25,11 +25,15 @@ export interface BridgePlumbing {
   cniName: string;
   subnet: string;
   gateway: string;
+  /** false: no default route through this interface (not the main network, or Internal). */
+  defaultRoute?: boolean;
+  mtu?: number;
 }
 
 /** A container's endpoint while it runs; persisted in its record (live restore). */
 export interface Endpoint {
-  network: PredefinedNetwork;
+  /** The network's name (a predefined one, or a user-defined network's). */
+  network: string;
   networkId: string;
   endpointId: string;
   sandboxId: string;
@@ -41,21 +45,48 @@ export interface Endpoint {
   macAddress: string;
   /** The bridge it is plugged into (bridge endpoints only). */
   bridge?: BridgePlumbing;
+  /** The interface in the sandbox (`eth0` when absent: records of engines before user networks). */
+  ifname?: string;
+  /** What the engine's DNS answers for it (user-defined networks): kept for a live restore. */
+  dns?: EndpointDns;
 }
 
-/** What a release needs: the sandbox, and the bridge network it was plumbed on. */
+/** An endpoint's names in the engine's DNS, and where its other queries go. */
+export interface EndpointDns {
+  names: string[];
+  upstreams?: string[];
+  ndotsSet?: boolean;
+}
+
+/** One interface a sandbox has on a bridge: what a CNI DEL of it needs. */
+export interface PlumbedInterface {
+  ifname: string;
+  bridge: BridgePlumbing;
+}
+
+/** What a release needs: the sandbox, and the bridges it was plumbed on. */
 export interface ReleaseTarget {
   sandboxId: string;
   sandboxKey: string;
-  bridge?: BridgePlumbing;
+  /** The sandbox's interfaces on bridges (each gets a CNI DEL). */
+  plumbed: PlumbedInterface[];
 }
 
-/** A bridge attachment under way (start): the namespace first, the endpoint when CNI is done. */
+/** One network a sandbox joins: by ID or name, with the static address or MAC asked for. */
+export interface AttachRequest {
+  network: string;
+  ipv4Address?: string;
+  macAddress?: string;
+  /** Its names in the engine's DNS (used on user-defined networks only). */
+  dns?: EndpointDns;
+}
+
+/** A bridge attachment under way (start): the namespace first, the endpoints when CNI is done. */
 export interface PendingAttach extends ReleaseTarget {
   /** Resolves once the namespace exists (the runtime may join it from then on). */
   ready: Promise<void>;
-  /** Resolves with the endpoint once the CNI plugins configured the namespace. */
-  endpoint: Promise<Endpoint>;
+  /** Resolves with the endpoints (in the order asked) once the CNI plugins configured the namespace. */
+  endpoints: Promise<Endpoint[]>;
 }
 
 /** A running container as the network inspect's `Containers` map shows it. */
@@ -70,11 +101,34 @@ export interface AttachedContainer {
 export interface ContainerNetworking {
   /** The default bridge; null when the engine runs with `--bridge none`. */
   readonly bridge: BridgeInfo | null;
+  /** What `host-gateway` in ExtraHosts stands for: `--host-gateway-ip`, else the default bridge's address. */
+  readonly hostGateway?: string;
   /** Port publishing for containers on bridges (ports/port-publisher.ts). */
   readonly ports: PortPublisher;
   networkId(name: PredefinedNetwork): string;
-  /** Start attaching a container to the default bridge (a new sandbox per start). */
-  attachBridge(opts: { macAddress?: string }): PendingAttach;
+  /** Whether `idOrName` names a user-defined network (a container's NetworkMode may). */
+  isUserNetwork(idOrName: string): boolean;
+  /** The network's name and ID; notFound when there is none. */
+  lookup(idOrName: string): { id: string; name: string; builtin: boolean };
+  /** A running endpoint's names changed (the container was renamed): the DNS answers the new ones. */
+  updateDns(ep: Endpoint): void;
+  /** The address of the engine's DNS responder for a user-defined network (undefined: none). */
+  dnsAddress(idOrName: string): string | undefined;
+  /** Check a container's wish for a network at create/connect (400s: static address, aliases). */
+  checkEndpoint(idOrName: string, req: { ipv4Address?: string; aliases?: boolean }): void;
+  /**
+   * Start attaching a container to bridge networks (a new sandbox per start): the first request
+   * is its main network (the default route); the interfaces are eth0, eth1... in order.
+   */
+  attach(requests: AttachRequest[]): PendingAttach;
+  /** `network connect` of a running container: one more interface in its sandbox. */
+  attachMore(
+    sandbox: { sandboxId: string; sandboxKey: string },
+    req: AttachRequest,
+    ifname: string,
+  ): Promise<Endpoint>;
+  /** `network disconnect` of a running container: that interface goes (CNI DEL). */
+  detachOne(sandbox: { sandboxId: string; sandboxKey: string }, ep: Endpoint): Promise<void>;
   /** An endpoint on `none` or `host` (nothing to set up on the host). */
   plainEndpoint(network: 'none' | 'host'): Endpoint;
   /**
@@ -87,7 +141,7 @@ export interface ContainerNetworking {
   /** Release every sandbox and IP allocation no running container holds (engine start). */
   sweep(): Promise<void>;
   /** `network connect` / `disconnect` events, as dockerd emits them around start and die. */
-  announce(action: 'connect' | 'disconnect', containerId: string, network: PredefinedNetwork): void;
+  announce(action: 'connect' | 'disconnect', containerId: string, network: string): void;
   /** Who is attached (inspect's Containers); the containers service provides it. */
   setContainerSource(source: () => AttachedContainer[]): void;
 }
@@ -101,4 +155,12 @@ export interface SubnetStatus {
 /** Network inspect's `Status` (API 1.52): the IPAM state by block (`172.17.0.0/16`). */
 export interface NetworkStatus {
   IPAM: { Subnets?: Record<string, SubnetStatus> };
+}
+
+/** One IPAM.Config entry of a user-defined network, as inspect shows it (Gateway filled in once chosen). */
+export interface IpamConfigEntry {
+  Subnet: string;
+  IPRange?: string;
+  Gateway?: string;
+  AuxiliaryAddresses?: Record<string, string>;
 }

@@ -2,6 +2,7 @@ import { invalidParameter } from '../../common/errors.js';
 import { checkFilterNames } from '../../common/filters.js';
 import { filterMatch } from '../../common/go-regexp.js';
 import { broadcastAddress, containsIp, networkAddress, parseCidr, parseIpv4 } from './ipv4.js';
+import type { SavedUserNetwork } from './network.state.js';
 import type {
   AttachedContainer,
   BridgeInfo,
@@ -17,14 +18,36 @@ import type {
  */
 
 export interface NetworkFacts {
-  name: PredefinedNetwork;
+  /** A predefined network's name, or a user-defined network's. */
+  name: string;
   id: string;
   created: string;
   /** The bridge's facts (the `bridge` network only). */
   bridge?: BridgeInfo;
+  /** A user-defined network's facts. */
+  user?: SavedUserNetwork;
 }
 
 const DRIVERS: Record<PredefinedNetwork, string> = { bridge: 'bridge', host: 'host', none: 'null' };
+
+function driverOf(n: NetworkFacts): string {
+  return n.user ? 'bridge' : (DRIVERS[n.name as PredefinedNetwork] ?? 'bridge');
+}
+
+/** A `label` filter value (`key` or `key=value`) against a network's labels. */
+function labelMatches(labels: Record<string, string>, filter: string): boolean {
+  const i = filter.indexOf('=');
+  if (i < 0) return Object.hasOwn(labels, filter);
+  return labels[filter.slice(0, i)] === filter.slice(i + 1);
+}
+
+/** `label` (all must match) and `label!` (none may) of list and prune filters. */
+export function labelsMatch(labels: Record<string, string>, filters: Map<string, string[]>): boolean {
+  return (
+    (filters.get('label') ?? []).every((l) => labelMatches(labels, l)) &&
+    !(filters.get('label!') ?? []).some((l) => labelMatches(labels, l))
+  );
+}
 
 export function bridgeOptions(bridge: BridgeInfo): Record<string, string> {
   return {
@@ -63,19 +86,16 @@ export function subnetStatus(subnet: string, gateway: string, endpointIps: reado
  * endpoints; host and none hand out no addresses (an empty IPAM status, Subnets left out).
  */
 export function networkStatus(n: NetworkFacts, containers: readonly AttachedContainer[]): NetworkStatus {
-  if (!n.bridge) return { IPAM: {} };
-  const ips = containers.filter((c) => c.endpoint.networkId === n.id && c.endpoint.ipAddress);
-  return {
-    IPAM: {
-      Subnets: {
-        [n.bridge.subnet]: subnetStatus(
-          n.bridge.subnet,
-          n.bridge.gateway,
-          ips.map((c) => c.endpoint.ipAddress),
-        ),
-      },
-    },
-  };
+  const blocks = n.bridge
+    ? [{ Subnet: n.bridge.subnet, Gateway: n.bridge.gateway }]
+    : (n.user?.ipam ?? []).filter((c) => c.Subnet && !c.Subnet.includes(':'));
+  if (!blocks.length) return { IPAM: {} };
+  const ips = containers
+    .filter((c) => c.endpoint.networkId === n.id && c.endpoint.ipAddress)
+    .map((c) => c.endpoint.ipAddress);
+  const subnets: Record<string, SubnetStatus> = {};
+  for (const b of blocks) subnets[b.Subnet] = subnetStatus(b.Subnet, b.Gateway ?? '', ips);
+  return { IPAM: { Subnets: subnets } };
 }
 
 /**
@@ -83,11 +103,16 @@ export function networkStatus(n: NetworkFacts, containers: readonly AttachedCont
  * containers with an endpoint on it.
  */
 export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): Record<string, unknown> {
-  const config: Array<Record<string, string>> = [];
+  const config: Array<Record<string, unknown>> = [];
   if (n.bridge) {
     const c: Record<string, string> = { Subnet: n.bridge.subnet };
     if (n.bridge.gatewayInConfig) c.Gateway = n.bridge.gateway;
     config.push(c);
+  }
+  for (const c of n.user?.ipam ?? []) {
+    const shown: Record<string, unknown> = { ...c };
+    if (n.user?.implicitGateways?.includes(c.Subnet)) delete shown.Gateway;
+    config.push(shown);
   }
   const members: Record<string, Record<string, string>> = {};
   for (const c of containers ?? []) {
@@ -100,23 +125,24 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
       IPv6Address: '',
     };
   }
+  const u = n.user;
   const view: Record<string, unknown> = {
     Name: n.name,
     Id: n.id,
     Created: n.created,
     Scope: 'local',
-    Driver: DRIVERS[n.name],
+    Driver: driverOf(n),
     EnableIPv4: true,
-    EnableIPv6: false,
-    IPAM: { Driver: 'default', Options: null, Config: config },
-    Internal: false,
-    Attachable: false,
+    EnableIPv6: u?.enableIPv6 ?? false,
+    IPAM: { Driver: 'default', Options: u ? u.ipamOptions : null, Config: config },
+    Internal: u?.internal ?? false,
+    Attachable: u?.attachable ?? false,
     Ingress: false,
     ConfigFrom: { Network: '' },
     ConfigOnly: false,
     Containers: members,
-    Options: n.bridge ? bridgeOptions(n.bridge) : {},
-    Labels: {},
+    Options: n.bridge ? bridgeOptions(n.bridge) : u ? { ...u.options } : {},
+    Labels: u ? { ...u.labels } : {},
   };
   if (containers) view.Status = networkStatus(n, containers);
   return view;
@@ -130,9 +156,14 @@ function matches(value: string, pattern: string): boolean {
 
 /**
  * GET /networks filters, as dockerd reads them: name and id as patterns, driver and scope exactly,
- * type builtin|custom, dangling (predefined networks are never dangling), label (none here).
+ * type builtin|custom, dangling (user-defined networks no container is attached to; predefined
+ * networks never are), label.
  */
-export function filterNetworks(list: NetworkFacts[], filters: Map<string, string[]>): NetworkFacts[] {
+export function filterNetworks(
+  list: NetworkFacts[],
+  filters: Map<string, string[]>,
+  inUse: (id: string) => boolean = () => false,
+): NetworkFacts[] {
   checkFilterNames(filters, NETWORK_LIST_FILTERS);
   for (const t of filters.get('type') ?? []) {
     if (t !== 'custom' && t !== 'builtin') throw invalidParameter(`invalid filter: 'type'='${t}'`);
@@ -150,10 +181,13 @@ export function filterNetworks(list: NetworkFacts[], filters: Map<string, string
     (n) =>
       any('name', (p) => matches(n.name, p)) &&
       any('id', (p) => matches(n.id, p)) &&
-      any('driver', (d) => d === DRIVERS[n.name]) &&
+      any('driver', (d) => d === driverOf(n)) &&
       any('scope', (s) => s === 'local') &&
-      any('type', (t) => t === 'builtin') &&
-      any('dangling', (d) => d === 'false' || d === '0') &&
-      (filters.get('label') ?? []).length === 0,
+      any('type', (t) => t === (n.user ? 'custom' : 'builtin')) &&
+      any('dangling', (d) => {
+        const dangling = n.user !== undefined && !inUse(n.id);
+        return d === 'true' || d === '1' ? dangling : !dangling;
+      }) &&
+      (filters.get('label') ?? []).every((l) => labelMatches(n.user?.labels ?? {}, l)),
   );
 }

@@ -28,7 +28,7 @@ interface BridgeNetwork {
 }
 
 const natRules = async () => (await exec('iptables', ['-w', '-t', 'nat', '-S'])).stdout;
-const forwardRules = async () => (await exec('iptables', ['-w', '-S', 'FORWARD'])).stdout;
+const forwardRules = async () => (await exec('iptables', ['-w', '-S'])).stdout;
 const linkExists = async (name: string) =>
   exec('ip', ['link', 'show', 'dev', name]).then(
     () => true,

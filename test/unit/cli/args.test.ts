@@ -13,6 +13,19 @@ describe('engine flags', () => {
     assert.equal(engineConfigFrom(parseArgs(['--bridge=br7'], engineFlags)).bridge, 'br7');
   });
 
+  it('takes --host-gateway-ip as an address', () => {
+    assert.equal(engineConfigFrom(parseArgs([], engineFlags)).hostGatewayIp, undefined);
+    assert.equal(
+      engineConfigFrom(parseArgs(['--host-gateway-ip', '10.1.2.3'], engineFlags)).hostGatewayIp,
+      '10.1.2.3',
+    );
+    assert.equal(
+      engineConfigFrom(parseArgs(['--host-gateway-ip=fd00::1'], engineFlags)).hostGatewayIp,
+      'fd00::1',
+    );
+    assert.throws(() => engineConfigFrom(parseArgs(['--host-gateway-ip', 'gw'], engineFlags)), UsageError);
+  });
+
   it('takes --copy-upload-limit as a size (default 10 GiB), refusing what is not one', () => {
     assert.equal(engineConfigFrom(parseArgs([], engineFlags)).copyUploadLimit, 10 * 1024 ** 3);
     const c = engineConfigFrom(parseArgs(['--copy-upload-limit', '512m'], engineFlags));

@@ -188,7 +188,7 @@ function normalizeHostConfig(hc: HostConfig, o: CreateOptions, runtimeName: stri
  * 404 from create for a missing image and goes to pull it (dockerd creates such a container and
  * fails its start with the 404; berth refuses at once, with the same words).
  */
-function checkReferences(d: CreateDeps, hc: HostConfig): LinkTarget[] {
+function checkReferences(d: CreateDeps, hc: HostConfig, nc: NetworkingConfig): LinkTarget[] {
   if (hc.VolumesFrom !== undefined && hc.VolumesFrom !== null && !Array.isArray(hc.VolumesFrom)) {
     throw invalidParameter('VolumesFrom must be an array of strings');
   }
@@ -199,7 +199,7 @@ function checkReferences(d: CreateDeps, hc: HostConfig): LinkTarget[] {
     if (v.startsWith('container:'))
       hc[field] = `container:${d.set.resolveForCreate(v.slice('container:'.length))}`;
   }
-  return d.net.checkCreate(hc);
+  return d.net.checkCreate(hc, nc);
 }
 
 export async function createContainer(d: CreateDeps, req: CreateRequest): Promise<CreateResult> {
@@ -227,7 +227,7 @@ export async function createContainer(d: CreateDeps, req: CreateRequest): Promis
     runtimes: [...new Set([...KNOWN_RUNTIMES, d.runtimeName])],
   });
   validateNetworkingConfig(req.networkingConfig ?? {});
-  const links = checkReferences(d, hcIn);
+  const links = checkReferences(d, hcIn, req.networkingConfig ?? {});
   if (name && d.set.names.nameTaken(name)) d.set.names.reserve(name, ''); // throws the 409 message
 
   const id = randomId();

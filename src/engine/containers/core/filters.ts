@@ -5,7 +5,7 @@ import { filterMatch } from '../../../common/go-regexp.js';
 import type { ContainerRecord } from './record.types.js';
 import { timeKey } from './units.js';
 import { parsePortKey } from './validate.js';
-import { mountsView, networkName } from './views.js';
+import { attachedNetworkNames, mountsView } from './views.js';
 
 /** GET /containers/json filtering, as dockerd does it. */
 
@@ -143,10 +143,13 @@ export function filterContainers(
     }
     const nets = f.get('network');
     if (nets) {
-      // dockerd: the network's name, or a prefix of its ID
-      const name = c.record.Config.NetworkDisabled ? undefined : networkName(c.hostConfig);
-      const id = name ? (helpers.networkId?.(name) ?? '') : '';
-      if (!name || !nets.some((v) => v === name || (id !== '' && v !== '' && id.startsWith(v)))) continue;
+      // dockerd: the name of one of its networks, or a prefix of its ID
+      const names = c.record.Config.NetworkDisabled ? [] : attachedNetworkNames(c.hostConfig, c.record);
+      const match = names.some((name) => {
+        const id = helpers.networkId?.(name) ?? '';
+        return nets.some((v) => v === name || (id !== '' && v !== '' && id.startsWith(v)));
+      });
+      if (!match) continue;
     }
     const publish = f.get('publish');
     if (publish && !portMatches(publish, s.Running ? Object.keys(c.hostConfig.PortBindings ?? {}) : []))

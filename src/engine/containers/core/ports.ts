@@ -3,7 +3,7 @@ import type { Endpoint } from '../../network/network.types.js';
 import type { AttachConnection, SpecMount } from '../../runtime/runtime.types.js';
 import type { Snapshotter } from '../../storage/snapshotter.types.js';
 import type { Container } from './container.js';
-import type { LinkRecord, MountPoint } from './record.types.js';
+import type { LinkRecord, MountPoint, NetworkingConfig } from './record.types.js';
 
 /**
  * What the core's state machine (create, start, exit, remove, restore) asks of the rooms above
@@ -32,12 +32,22 @@ export interface StartNetwork {
   sysctls?: Record<string, string>;
 }
 
+/** What a stopped container's run had: its sandbox and endpoints (to release). */
+export interface DetachedNetwork {
+  sandboxId: string;
+  sandboxKey: string;
+  endpoints: Endpoint[];
+}
+
 /** The container side of networking (net/). */
 export interface NetworkPort {
   /** The engine's default network as a NetworkMode: `bridge`, or `default` without a bridge. */
   defaultNetworkMode(): string;
-  /** Create: the network mode and HostConfig.Links checked (400s), the links resolved. */
-  checkCreate(hc: HostConfig): LinkTarget[];
+  /**
+   * Create: the network mode, the endpoint settings (networks, static addresses, aliases) and
+   * HostConfig.Links checked (400s, 404 for a missing network), the links resolved.
+   */
+  checkCreate(hc: HostConfig, nc?: NetworkingConfig): LinkTarget[];
   /** Create: the links a new container keeps (one per link name, names free). */
   keptLinks(name: string, links: LinkTarget[]): LinkRecord[];
   /** Create and restore: reserve the container's link names. */
@@ -54,10 +64,10 @@ export interface NetworkPort {
   connect(c: Container): Promise<void>;
   /** A failed start: undo the attachment. */
   abort(c: Container): void;
-  /** Exit, before the exit is saved: the endpoint leaves the record. */
-  detach(c: Container): Endpoint | undefined;
-  /** Exit, after `die`: the endpoint released, `network disconnect` announced. */
-  release(c: Container, endpoint: Endpoint | undefined): void;
+  /** Exit, before the exit is saved: the endpoints leave the record. */
+  detach(c: Container): DetachedNetwork | undefined;
+  /** Exit, after `die`: the sandbox released, `network disconnect` announced for each network. */
+  release(c: Container, detached: DetachedNetwork | undefined): void;
   /** Live restore: a running container keeps its sandbox. */
   restore(c: Container): void;
   /** Restore done: release what no running container holds. */

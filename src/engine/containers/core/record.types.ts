@@ -86,8 +86,12 @@ export interface ContainerRecord {
    * ID after the container stopped.
    */
   Sandbox?: SandboxRecord;
-  /** The network endpoint while the container runs (address, MAC...); gone once it stopped. */
+  /** The main network endpoint while the container runs (address, MAC...); gone once it stopped. */
   Endpoint?: Endpoint;
+  /** Every endpoint while the container runs, the main one first (Endpoint is the first). */
+  Endpoints?: Endpoint[];
+  /** A `network connect`/`disconnect` happened: NetworkingConfig.EndpointsConfig lists its networks. */
+  NetworksExplicit?: boolean;
   /** The host ports published while the container runs (NetworkSettings.Ports; live restore). */
   PublishedPorts?: PublishedPort[];
   /** Legacy links (HostConfig.Links, resolved at create to the containers they name). */

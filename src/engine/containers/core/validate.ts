@@ -440,10 +440,6 @@ export function endpointSysctlList(opts: Record<string, string> | null | undefin
 }
 
 export function validateNetworkingConfig(nc: NetworkingConfig): void {
-  const names = Object.keys(nc.EndpointsConfig ?? {});
-  if (names.length > 1) {
-    throw invalidParameter(`Container cannot be connected to network endpoints: ${names.join(', ')}`);
-  }
   for (const [net, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
     if (!ep) throw invalidParameter(`no EndpointSettings for ${net}`);
     // API 1.44 moved --mac-address here; the bridge plugin would fail on a bad one at start
@@ -473,15 +469,6 @@ export function validateNetworkingConfig(nc: NetworkingConfig): void {
     for (const ip of ipam.LinkLocalIPs ?? []) {
       if (isIP(ip) === 0) throw invalidParameter(`invalid link-local IP address: ${ip} (network ${net})`);
     }
-    if (ipam.IPv4Address || ipam.IPv6Address) {
-      throw invalidParameter('user specified IP address is supported on user defined networks only');
-    }
-  }
-  for (const ep of Object.values(nc.EndpointsConfig ?? {})) {
-    if (ep?.Aliases?.length) {
-      throw invalidParameter(
-        'network-scoped alias is supported only for containers in user defined networks',
-      );
-    }
+    // static addresses and aliases: checked against the networks (net/endpoints.ts)
   }
 }

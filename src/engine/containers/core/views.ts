@@ -6,6 +6,7 @@ import type {
   PortBinding,
 } from '../../../common/docker-types.js';
 import { sortedMap } from '../../../common/sorted-map.js';
+import type { Endpoint } from '../../network/network.types.js';
 import { portsMap } from '../../network/ports/port-spec.js';
 import { type ParsedBind, parseBind } from './mounts.validate.js';
 import { type ContainerRecord, type ContainerStatus, type MountPoint, ZERO_TIME } from './record.types.js';
@@ -79,6 +80,27 @@ export function networkName(hc: HostConfig, rec?: ContainerRecord): string | und
 }
 
 /**
+ * The networks a container is on, its main network first (the NetworkMode's, which gives the
+ * default route), then the others of its EndpointsConfig in order. After a `network connect` or
+ * `disconnect` (NetworksExplicit), the EndpointsConfig alone says which (dockerd's Networks map).
+ * `default` is the bridge's key of older API versions.
+ */
+export function attachedNetworkNames(hc: HostConfig, rec: ContainerRecord): string[] {
+  const main = networkName(hc, rec);
+  if (main === undefined || main === 'host' || main === 'none') return main ? [main] : [];
+  const keys = Object.keys(rec.NetworkingConfig.EndpointsConfig ?? {}).map((k) =>
+    k === 'default' ? 'bridge' : k,
+  );
+  if (rec.NetworksExplicit) return [...new Set(keys)];
+  return [...new Set([main, ...keys])];
+}
+
+/** The container's current endpoints (records before user networks kept one). */
+export function endpointsOf(rec: ContainerRecord): Endpoint[] {
+  return rec.Endpoints ?? (rec.Endpoint ? [rec.Endpoint] : []);
+}
+
+/**
  * One endpoint: what the create request gave (IPAMConfig, Aliases...), the network's ID once the
  * container ran (dockerd keeps it after a stop), the addresses while it runs.
  */
@@ -87,13 +109,13 @@ function endpointView(
   rec: ContainerRecord,
   name: string,
 ): EndpointView {
-  const live = rec.Endpoint?.network === name ? rec.Endpoint : undefined;
+  const live = endpointsOf(rec).find((e) => e.network === name);
   const sandbox = rec.Sandbox?.Network === name ? rec.Sandbox : undefined;
   return {
     IPAMConfig: given?.IPAMConfig ?? null,
     Links: given?.Links ?? null,
     Aliases: given?.Aliases ?? null,
-    NetworkID: sandbox?.NetworkID ?? given?.NetworkID ?? '',
+    NetworkID: live?.networkId ?? sandbox?.NetworkID ?? given?.NetworkID ?? '',
     EndpointID: live?.endpointId ?? '',
     Gateway: live?.gateway ?? '',
     IPAddress: live?.ipAddress ?? '',
@@ -104,18 +126,31 @@ function endpointView(
     MacAddress: live?.macAddress ?? '',
     DriverOpts: given?.DriverOpts ?? null,
     GwPriority: given?.GwPriority ?? 0,
-    DNSNames: given?.DNSNames ?? null,
+    DNSNames: given?.DNSNames ?? dnsNames(rec, name, given?.Aliases ?? []),
   };
 }
 
-/** The Networks map: the one network of the container's NetworkMode. */
+/**
+ * The names a container answers to on a user-defined network (moby's buildEndpointDNSNames):
+ * its name, its aliases, its short ID and its hostname; none on the predefined networks.
+ */
+export function dnsNames(rec: ContainerRecord, network: string, aliases: string[]): string[] | null {
+  if (network === 'bridge' || network === 'host' || network === 'none') return null;
+  const names = [rec.Name.replace(/^\//, ''), ...aliases, rec.ID.slice(0, 12)];
+  if (rec.Config.Hostname) names.push(rec.Config.Hostname);
+  return [...new Set(names.filter((n) => n))];
+}
+
+/** The Networks map: every network the container is on. */
 export function networksView(src: ViewSource): Record<string, EndpointView> {
-  const name = networkName(src.hostConfig, src.record);
-  if (!name) return {};
-  const given =
-    src.record.NetworkingConfig.EndpointsConfig?.[name] ??
-    (name === 'bridge' ? src.record.NetworkingConfig.EndpointsConfig?.default : undefined);
-  return { [name]: endpointView(given, src.record, name) };
+  const out: Record<string, EndpointView> = {};
+  for (const name of attachedNetworkNames(src.hostConfig, src.record)) {
+    const given =
+      src.record.NetworkingConfig.EndpointsConfig?.[name] ??
+      (name === 'bridge' ? src.record.NetworkingConfig.EndpointsConfig?.default : undefined);
+    out[name] = endpointView(given, src.record, name);
+  }
+  return out;
 }
 
 /** Ports as inspect shows them: the exposed and bound ports of a running container, with the host ports it got. */

@@ -1,18 +1,34 @@
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { HostConfig } from '../../../common/docker-types.js';
-import { invalidParameter } from '../../../common/errors.js';
+import type { EndpointSettings, HostConfig } from '../../../common/docker-types.js';
+import { forbidden, invalidParameter, notFound } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
-import type { ContainerNetworking, Endpoint, PendingAttach } from '../../network/network.types.js';
+import type {
+  AttachRequest,
+  ContainerNetworking,
+  Endpoint,
+  EndpointDns,
+  PendingAttach,
+} from '../../network/network.types.js';
 import type { PublishTarget } from '../../network/ports/port-publisher.js';
 import { type PortRequest, type PublishedPort, portRequests } from '../../network/ports/port-spec.js';
 import type { Container } from '../core/container.js';
 import { namespacePath } from '../core/namespaces.js';
-import type { LinkTarget, NetworkPort, StartNetwork } from '../core/ports.js';
-import type { LinkRecord } from '../core/record.types.js';
+import type { DetachedNetwork, LinkTarget, NetworkPort, StartNetwork } from '../core/ports.js';
+import type { LinkRecord, NetworkingConfig } from '../core/record.types.js';
 import type { ContainerSet } from '../core/set.js';
 import type { ContainerStore } from '../core/store.js';
 import { endpointSysctlList } from '../core/validate.js';
-import { type HostsEntry, hostsContent, rewriteInPlace, writeContainerFiles } from './files.js';
+import { attachedNetworkNames, dnsNames, endpointsOf } from '../core/views.js';
+import {
+  addOwnHostsAddress,
+  dnsClientOptions,
+  type HostsEntry,
+  hostsContent,
+  removeOwnHostsAddress,
+  rewriteInPlace,
+  writeContainerFiles,
+} from './files.js';
 import { LegacyLinks } from './legacy-links.js';
 import { mergeLinkEnv } from './links.js';
 
@@ -24,7 +40,8 @@ import { mergeLinkEnv } from './links.js';
  */
 
 /**
- * `bridge`: a sandbox on the default bridge; `none`/`host`: dockerd's predefined networks;
+ * `bridge`: a sandbox on bridge networks (the default bridge, user-defined networks);
+ * `none`/`host`: dockerd's predefined networks;
  * `container`: another container's namespace; `private`: no network layer (loopback only), for
  * an engine without networking and for a container with `NetworkDisabled` (whatever its mode, as
  * dockerd: no network, no /etc/hosts or /etc/resolv.conf of the engine's).
@@ -62,7 +79,40 @@ export class ContainerNetworks implements NetworkPort {
     if (!network) return nm === 'host' ? 'host' : 'private';
     if (nm === 'host') return 'host';
     if (nm === 'none') return 'none';
+    if (nm !== 'default' && nm !== 'bridge') return 'bridge';
     return network.bridge ? 'bridge' : 'none';
+  }
+
+  /** The networks a start attaches to, the main one first, with the addresses and MACs asked for. */
+  private attachRequests(c: Container): AttachRequest[] {
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    const names = attachedNetworkNames(c.hostConfig, c.record);
+    return names.map((name, i) => {
+      const ep = eps[name] ?? (name === 'bridge' ? eps.default : undefined);
+      const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
+      const ip = ep?.IPAMConfig?.IPv4Address;
+      const dns = this.dnsOf(c, name, ep?.Aliases ?? []);
+      return {
+        network: name,
+        ...(ip ? { ipv4Address: ip } : {}),
+        ...(mac ? { macAddress: mac.replaceAll('-', ':').toLowerCase() } : {}),
+        ...(dns ? { dns } : {}),
+      };
+    });
+  }
+
+  /** The names the engine's DNS answers for the container on a user-defined network. */
+  private dnsOf(c: Container, network: string, aliases: string[]): EndpointDns | undefined {
+    const names = dnsNames(c.record, network, aliases);
+    if (!names) return undefined;
+    return { names, ...dnsClientOptions(c.hostConfig) };
+  }
+
+  /** The engine's DNS address when the container's main network is a user-defined one. */
+  private embeddedDns(c: Container): string | undefined {
+    const main = attachedNetworkNames(c.hostConfig, c.record)[0];
+    if (!main || main === 'bridge' || main === 'host' || main === 'none') return undefined;
+    return this.d.network?.dnsAddress(main);
   }
 
   private onBridge(c: Container): boolean {
@@ -72,26 +122,63 @@ export class ContainerNetworks implements NetworkPort {
     );
   }
 
-  /** The ID of a predefined network (list filters); undefined without networking. */
+  /** The ID of a network by name (list filters); undefined without networking or such a network. */
   networkId(name: string): string | undefined {
     const network = this.d.network;
-    return network && (name === 'bridge' || name === 'host' || name === 'none')
-      ? network.networkId(name)
-      : undefined;
+    if (!network) return undefined;
+    if (name === 'bridge' || name === 'host' || name === 'none') return network.networkId(name);
+    return network.isUserNetwork(name) ? network.lookup(name).id : undefined;
   }
 
   defaultNetworkMode(): string {
     return this.d.network?.bridge ? 'bridge' : 'default';
   }
 
-  checkCreate(hc: HostConfig): LinkTarget[] {
+  checkCreate(hc: HostConfig, nc: NetworkingConfig = {}): LinkTarget[] {
     const nm = hc.NetworkMode ?? '';
+    const network = this.d.network;
     if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
-      throw invalidParameter(`network ${nm} not found`);
+      // 400, not dockerd's 404: on a 404 the CLI pulls the image and tries again
+      if (!network?.isUserNetwork(nm)) throw invalidParameter(`network ${nm} not found`);
+      // as dockerd's Networks map: by the network's name
+      const name = network.lookup(nm).name;
+      const eps = nc.EndpointsConfig;
+      if (eps && name !== nm && eps[nm]) {
+        eps[name] = eps[nm] ?? {};
+        delete eps[nm];
+      }
+      hc.NetworkMode = name;
     }
     // an engine without a default bridge (--bridge none) has no `bridge` network
-    if (nm === 'bridge' && this.d.network && !this.d.network.bridge) {
+    if (nm === 'bridge' && network && !network.bridge) {
       throw invalidParameter('network bridge not found');
+    }
+    const mode = hc.NetworkMode || 'default';
+    const isolated = mode === 'host' || mode === 'none' || mode.startsWith('container:');
+    const keys = Object.keys(nc.EndpointsConfig ?? {});
+    if (keys.length > 1 && (isolated || keys.some((k) => k === 'host' || k === 'none'))) {
+      // host, none and container: modes are on one network only (dockerd's message)
+      throw invalidParameter(`Container cannot be connected to network endpoints: ${keys.join(', ')}`);
+    }
+    for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
+      const name = key === 'default' ? 'bridge' : key;
+      const ip = ep?.IPAMConfig?.IPv4Address;
+      if (!network) continue;
+      if (isolated && name !== mode) {
+        throw invalidParameter(
+          `container cannot be connected to network ${name}: its network mode is ${mode}`,
+        );
+      }
+      if (name === 'host' || name === 'none') continue;
+      if (name !== 'bridge' && !network.isUserNetwork(name))
+        throw invalidParameter(`network ${name} not found`);
+      const aliases = (ep?.Aliases?.length ?? 0) > 0;
+      if (name === 'bridge' && !network.bridge) {
+        if (ip)
+          throw invalidParameter('user specified IP address is supported on user defined networks only');
+        continue;
+      }
+      if (ip || aliases) network.checkEndpoint(name, { ipv4Address: ip, aliases });
     }
     return this.links.resolve(hc);
   }
@@ -104,9 +191,11 @@ export class ContainerNetworks implements NetworkPort {
     this.links.register(c);
   }
 
-  private macAddress(c: Container): string | undefined {
+  private macAddress(c: Container, network = 'bridge'): string | undefined {
     const eps = c.record.NetworkingConfig.EndpointsConfig;
-    const mac = eps?.bridge?.MacAddress || eps?.default?.MacAddress || c.record.Config.MacAddress || '';
+    const own =
+      network === 'bridge' ? eps?.bridge?.MacAddress || eps?.default?.MacAddress : eps?.[network]?.MacAddress;
+    const mac = own || c.record.Config.MacAddress || '';
     return mac ? mac.replaceAll('-', ':').toLowerCase() : undefined;
   }
 
@@ -145,17 +234,27 @@ export class ContainerNetworks implements NetworkPort {
     let linkHosts: HostsEntry[] = [];
     let env: string[] | undefined;
     if (this.kind(c) === 'bridge' && this.d.network) {
-      const links = this.links.forStart(c);
-      const network = this.d.network;
-      const attach = network.attachBridge({ macAddress: this.macAddress(c) });
-      // the ports are published as soon as the address is known, while the start goes on
-      const requests = this.portRequests(c);
-      const publishing = requests.length
-        ? attach.endpoint.then((ep) => network.ports.publish(this.publishTarget(c, ep), requests))
-        : undefined;
-      publishing?.catch(() => undefined);
-      this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
-      netns = attach.sandboxKey;
+      // legacy links are the default bridge's (on user-defined networks, names resolve by DNS)
+      const links = this.onBridge(c) ? this.links.forStart(c) : { hosts: [], env: [] };
+      const requests = this.attachRequests(c);
+      if (!requests.length) {
+        // disconnected from every network: a sandbox with loopback only
+        netns = undefined;
+      } else {
+        const network = this.d.network;
+        const attach = network.attach(requests);
+        // the ports are published (on the main network) as soon as its address is known, while
+        // the start goes on
+        const ports = this.portRequests(c);
+        const publishing = ports.length
+          ? attach.endpoints.then((eps) =>
+              eps[0] ? network.ports.publish(this.publishTarget(c, eps[0]), ports) : [],
+            )
+          : undefined;
+        publishing?.catch(() => undefined);
+        this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
+        netns = attach.sandboxKey;
+      }
       linkHosts = links.hosts;
       if (links.env.length) env = mergeLinkEnv(links.env, rec.Config.Env ?? []);
     }
@@ -169,7 +268,8 @@ export class ContainerNetworks implements NetworkPort {
         hostConfig: hc,
         hostNetwork: nm === 'host' && !disabled,
         links: linkHosts,
-        hostGateway: this.d.network?.bridge?.gateway,
+        hostGateway: this.d.network?.hostGateway,
+        ...(this.kind(c) === 'bridge' ? { embeddedDns: this.embeddedDns(c) } : {}),
       });
     }
     rec.HostsPath = hostsPath;
@@ -245,17 +345,30 @@ export class ContainerNetworks implements NetworkPort {
     }
     const starting = this.starting.get(c.id);
     if (!starting) return;
-    const ep = await starting.attach.endpoint;
+    const eps = await starting.attach.endpoints;
     this.starting.delete(c.id);
+    const ep = eps[0];
+    if (!ep) return;
     rec.Endpoint = ep;
-    rec.Sandbox = { ID: ep.sandboxId, Key: ep.sandboxKey, Network: 'bridge', NetworkID: ep.networkId };
+    rec.Endpoints = eps;
+    rec.Sandbox = { ID: ep.sandboxId, Key: ep.sandboxKey, Network: ep.network, NetworkID: ep.networkId };
     rec.SandboxKey = ep.sandboxKey;
-    network.announce('connect', c.id, 'bridge');
+    for (const e of eps) {
+      this.rememberNetworkId(c, e);
+      network.announce('connect', c.id, e.network);
+    }
     // a failure from here fails the start, which releases the endpoint (the record's now); a
     // publish that failed let go of what it had bound
     if (starting.publishing) rec.PublishedPorts = await starting.publishing;
     await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress));
-    await this.links.targetStarted(c, ep.ipAddress);
+    if (this.onBridge(c)) await this.links.targetStarted(c, ep.ipAddress);
+  }
+
+  /** dockerd keeps each network's ID in the endpoint settings once the container joined it. */
+  private rememberNetworkId(c: Container, e: Endpoint): void {
+    const eps = c.record.NetworkingConfig.EndpointsConfig;
+    const given = eps?.[e.network] ?? (e.network === 'bridge' ? eps?.default : undefined);
+    if (given) given.NetworkID = e.networkId;
   }
 
   private ownHosts(c: Container, links: HostsEntry[], ip: string): string {
@@ -265,16 +378,16 @@ export class ContainerNetworks implements NetworkPort {
       ip,
       hostname: c.record.Config.Hostname ?? '',
       domainname: c.record.Config.Domainname,
-      hostGateway: this.d.network?.bridge?.gateway,
+      hostGateway: this.d.network?.hostGateway,
     });
   }
 
   abort(c: Container): void {
     const starting = this.starting.get(c.id);
     this.starting.delete(c.id);
-    const ep = c.record.Endpoint;
-    c.record.Endpoint = undefined;
     const network = this.d.network;
+    // connect() not reached: the record still shows the last run's sandbox, not this attachment
+    const detached = starting ? undefined : this.detach(c);
     if (!network) return;
     c.record.PublishedPorts = undefined;
     if (starting?.publishing) {
@@ -283,11 +396,10 @@ export class ContainerNetworks implements NetworkPort {
         () => undefined,
       );
     } else void network.ports.unpublish(c.id);
-    if (ep) {
-      void network.release(ep);
-      network.announce('disconnect', c.id, ep.network);
+    if (detached) {
+      this.release(c, detached);
     } else if (starting) {
-      const settled = starting.attach.endpoint.then(
+      const settled = starting.attach.endpoints.then(
         () => undefined,
         () => undefined,
       );
@@ -295,29 +407,172 @@ export class ContainerNetworks implements NetworkPort {
     }
   }
 
-  detach(c: Container): Endpoint | undefined {
-    const ep = c.record.Endpoint;
-    c.record.Endpoint = undefined;
+  detach(c: Container): DetachedNetwork | undefined {
+    const rec = c.record;
+    const endpoints = endpointsOf(rec);
+    rec.Endpoint = undefined;
+    rec.Endpoints = undefined;
     // the host ports are free at once, the rules go in the background
-    if (c.record.PublishedPorts) void this.d.network?.ports.unpublish(c.id);
-    c.record.PublishedPorts = undefined;
-    return ep;
+    if (rec.PublishedPorts) void this.d.network?.ports.unpublish(c.id);
+    rec.PublishedPorts = undefined;
+    const first = endpoints[0];
+    const sandboxKey = rec.Sandbox?.Key ?? first?.sandboxKey ?? '';
+    const sandboxId = rec.Sandbox?.ID ?? first?.sandboxId ?? '';
+    if (!first && !sandboxKey) return undefined;
+    return { sandboxId, sandboxKey, endpoints };
   }
 
-  release(c: Container, ep: Endpoint | undefined): void {
-    if (!ep || !this.d.network) return;
-    void this.d.network.release(ep);
-    this.d.network.announce('disconnect', c.id, ep.network);
+  release(c: Container, detached: DetachedNetwork | undefined): void {
+    const network = this.d.network;
+    if (!detached || !network) return;
+    void network.release({
+      sandboxId: detached.sandboxId,
+      sandboxKey: detached.sandboxKey,
+      plumbed: detached.endpoints.flatMap((e) =>
+        e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge }] : [],
+      ),
+    });
+    for (const e of detached.endpoints) network.announce('disconnect', c.id, e.network);
   }
 
   restore(c: Container): void {
-    const ep = c.record.Endpoint;
-    if (!ep) return;
-    this.d.network?.restore(ep);
-    const published = c.record.PublishedPorts ?? [];
-    if (published.length && ep.bridge && this.d.network) {
-      this.restoring.push(this.d.network.ports.restore(this.publishTarget(c, ep), published));
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    for (const ep of endpointsOf(c.record)) {
+      // its names as the record says now (a rename is saved before the endpoint is)
+      if (ep.dns) ep.dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []) ?? ep.dns;
+      this.d.network?.restore(ep);
     }
+    const main = c.record.Endpoint;
+    const published = c.record.PublishedPorts ?? [];
+    if (main && published.length && main.bridge && this.d.network) {
+      this.restoring.push(this.d.network.ports.restore(this.publishTarget(c, main), published));
+    }
+  }
+
+  /**
+   * POST /networks/{id}/connect: the network joins the container's endpoint settings; a running
+   * container gets one more interface at once (`network connect` announced).
+   */
+  async connectNetwork(c: Container, idOrName: string, settings: EndpointSettings): Promise<void> {
+    const network = this.d.network;
+    if (!network) throw notFound(`network ${idOrName} not found`);
+    const n = network.lookup(idOrName);
+    const nm = c.hostConfig.NetworkMode || 'default';
+    if (nm === 'host' || nm.startsWith('container:') || n.name === 'host') {
+      throw forbidden(
+        'container sharing network namespace with another container or host cannot be connected to any other network',
+      );
+    }
+    if (nm === 'none' || n.name === 'none') {
+      throw forbidden('container cannot be disconnected from host network or connected to host network');
+    }
+    if (c.record.Config.NetworkDisabled) throw forbidden('container has networking disabled');
+    const names = attachedNetworkNames(c.hostConfig, c.record);
+    if (names.includes(n.name)) {
+      throw forbidden(`endpoint with name ${c.name.slice(1)} already exists in network ${n.name}`);
+    }
+    const ip = settings.IPAMConfig?.IPv4Address;
+    network.checkEndpoint(n.name, { ipv4Address: ip, aliases: (settings.Aliases?.length ?? 0) > 0 });
+    const running = c.isRunningProcess && c.record.Sandbox?.Key;
+    let added: Endpoint | undefined;
+    const rec = c.record;
+    if (running && rec.Sandbox) {
+      const used = new Set(endpointsOf(rec).map((e) => e.ifname ?? 'eth0'));
+      let i = 0;
+      while (used.has(`eth${i}`)) i++;
+      const dns = this.dnsOf(c, n.name, settings.Aliases ?? []);
+      added = await network.attachMore(
+        { sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key },
+        {
+          network: n.name,
+          ...(ip ? { ipv4Address: ip } : {}),
+          ...(settings.MacAddress
+            ? { macAddress: settings.MacAddress.replaceAll('-', ':').toLowerCase() }
+            : {}),
+          ...(dns ? { dns } : {}),
+        },
+        `eth${i}`,
+      );
+      // as dockerd: the new address gets a line of the container's own names in /etc/hosts
+      if (rec.HostsPath) {
+        const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+        if (hosts !== undefined) {
+          const hostname = rec.Config.Hostname ?? '';
+          await rewriteInPlace(
+            rec.HostsPath,
+            addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname),
+          );
+        }
+      }
+    }
+    this.explicitNetworks(c);
+    rec.NetworkingConfig.EndpointsConfig ??= {};
+    const eps = rec.NetworkingConfig.EndpointsConfig;
+    // as dockerd: the network's ID shows once the container joined it
+    eps[n.name] = added ? { ...settings, NetworkID: n.id } : { ...settings };
+    if (added) {
+      rec.Endpoints = [...endpointsOf(rec), added];
+      rec.Endpoint ??= added;
+      network.announce('connect', c.id, n.name);
+    }
+  }
+
+  /**
+   * POST /networks/{id}/disconnect: the network leaves the endpoint settings; a running
+   * container's interface goes at once (`network disconnect` announced).
+   */
+  async disconnectNetwork(c: Container, idOrName: string, force: boolean): Promise<void> {
+    const network = this.d.network;
+    if (!network) throw notFound(`network ${idOrName} not found`);
+    let name: string;
+    try {
+      name = network.lookup(idOrName).name;
+    } catch (err) {
+      // Force: a network that is gone still leaves the container's settings
+      if (!force) throw err;
+      name = idOrName;
+    }
+    const nm = c.hostConfig.NetworkMode || 'default';
+    if (nm === 'host' || name === 'host') {
+      throw forbidden('container cannot be disconnected from host network or connected to host network');
+    }
+    const names = attachedNetworkNames(c.hostConfig, c.record);
+    if (!names.includes(name)) {
+      throw forbidden(`container ${c.id} is not connected to network ${name}`);
+    }
+    const rec = c.record;
+    const ep = endpointsOf(rec).find((e) => e.network === name);
+    if (ep && rec.Sandbox && c.isRunningProcess) {
+      await network.detachOne({ sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key }, ep);
+      if (rec.HostsPath) {
+        const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+        if (hosts !== undefined)
+          await rewriteInPlace(rec.HostsPath, removeOwnHostsAddress(hosts, ep.ipAddress));
+      }
+      const rest = endpointsOf(rec).filter((e) => e !== ep);
+      rec.Endpoints = rest;
+      if (rec.Endpoint === ep) rec.Endpoint = rest[0];
+      network.announce('disconnect', c.id, name);
+    }
+    this.explicitNetworks(c);
+    const eps = rec.NetworkingConfig.EndpointsConfig ?? {};
+    delete eps[name];
+    if (name === 'bridge') delete eps.default;
+  }
+
+  /** From the first connect/disconnect on, the endpoint settings list the container's networks. */
+  private explicitNetworks(c: Container): void {
+    const rec = c.record;
+    if (rec.NetworksExplicit) return;
+    const names = attachedNetworkNames(c.hostConfig, rec);
+    rec.NetworkingConfig.EndpointsConfig ??= {};
+    const eps = rec.NetworkingConfig.EndpointsConfig;
+    if (eps.default && !eps.bridge) {
+      eps.bridge = eps.default;
+    }
+    delete eps.default;
+    for (const name of names) eps[name] ??= {};
+    rec.NetworksExplicit = true;
   }
 
   async sweep(): Promise<void> {
@@ -332,13 +587,22 @@ export class ContainerNetworks implements NetworkPort {
 
   renamed(c: Container, oldName: string): void {
     this.links.renamed(c, oldName);
+    // a running container answers to its new name on its user-defined networks
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    for (const ep of endpointsOf(c.record)) {
+      if (!ep.dns || !c.isRunningProcess) continue;
+      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []);
+      if (!dns) continue;
+      ep.dns = dns;
+      this.d.network?.updateDns(ep);
+    }
   }
 
   /** `DELETE /containers/{parent}/{alias}?link=1`: a running parent's /etc/hosts is written again. */
   async removeLink(idOrName: string): Promise<void> {
     await this.links.remove(idOrName, async (parent) => {
-      const ep = parent.record.Endpoint;
-      if (parent.isRunningProcess && ep?.network === 'bridge') {
+      const ep = endpointsOf(parent.record).find((e) => e.network === 'bridge');
+      if (parent.isRunningProcess && ep) {
         await rewriteInPlace(
           parent.record.HostsPath,
           this.ownHosts(parent, this.links.runningHosts(parent), ep.ipAddress),

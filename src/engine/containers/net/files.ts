@@ -1,7 +1,15 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../../common/docker-types.js';
+import { systemError } from '../../../common/errors.js';
 import { writeFileAtomic } from '../../../common/fs/atomic.js';
+import {
+  FALLBACK_NAMESERVERS,
+  onlyResolvedStub,
+  parseResolvConf,
+  readHostResolvConf,
+  usableNameservers,
+} from '../../network/dns/host-resolvers.js';
 
 /** The /etc/hosts, /etc/hostname and /etc/resolv.conf a container gets, as dockerd writes them. */
 
@@ -13,8 +21,6 @@ const DEFAULT_HOSTS = [
   'ff02::1\tip6-allnodes',
   'ff02::2\tip6-allrouters',
 ];
-
-const FALLBACK_NAMESERVERS = ['8.8.8.8', '8.8.4.4'];
 
 /** One /etc/hosts line: an address and its names (space-separated). */
 export interface HostsEntry {
@@ -33,7 +39,7 @@ export function hostsContent(opts: {
   ip?: string;
   hostname: string;
   domainname?: string;
-  /** What `host-gateway` stands for: the default bridge's address, as dockerd's --host-gateway-ip. */
+  /** What `host-gateway` stands for: --host-gateway-ip, else the default bridge's address (dockerd's). */
   hostGateway?: string;
 }): string {
   const lines = [...DEFAULT_HOSTS];
@@ -41,15 +47,48 @@ export function hostsContent(opts: {
     const i = entry.indexOf(':');
     const host = entry.slice(0, i);
     const ip = entry.slice(i + 1).replace(/^\[|\]$/g, '');
-    lines.push(`${ip === 'host-gateway' ? (opts.hostGateway ?? '127.0.0.1') : ip}\t${host}`);
+    if (ip === 'host-gateway' && !opts.hostGateway) {
+      // dockerd's error when it has neither --host-gateway-ip nor a default bridge
+      throw systemError('unable to derive the IP value for host-gateway');
+    }
+    lines.push(`${ip === 'host-gateway' ? opts.hostGateway : ip}\t${host}`);
   }
   for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
-  if (opts.ip) {
-    const fqdn = opts.domainname ? `${opts.hostname}.${opts.domainname}` : opts.hostname;
-    const dot = fqdn.indexOf('.');
-    lines.push(`${opts.ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`);
-  }
+  if (opts.ip) lines.push(ownHostsLine(opts.ip, opts.hostname, opts.domainname));
   return `${lines.join('\n')}\n`;
+}
+
+/** The container's own line: its address, the FQDN, and the bare name when the FQDN has a dot. */
+function ownHostsLine(ip: string, hostname: string, domainname?: string): string {
+  const fqdn = domainname ? `${hostname}.${domainname}` : hostname;
+  const dot = fqdn.indexOf('.');
+  return `${ip}\t${dot < 0 ? fqdn : `${fqdn} ${fqdn.slice(0, dot)}`}`;
+}
+
+/**
+ * A container joining another network while it runs (`network connect`): dockerd appends a line
+ * with the new address and the container's names; nothing when the address has one already.
+ */
+export function addOwnHostsAddress(
+  content: string,
+  ip: string,
+  hostname: string,
+  domainname?: string,
+): string {
+  if (content.split('\n').some((l) => l.startsWith(`${ip}\t`))) return content;
+  const body = content.endsWith('\n') || content === '' ? content : `${content}\n`;
+  return `${body}${ownHostsLine(ip, hostname, domainname)}\n`;
+}
+
+/**
+ * A container leaving a network (`network disconnect`): the line of that address goes. (dockerd
+ * 20.10 deletes every line with the container's names, the other networks' too; berth keeps them.)
+ */
+export function removeOwnHostsAddress(content: string, ip: string): string {
+  return content
+    .split('\n')
+    .filter((l) => !l.startsWith(`${ip}\t`))
+    .join('\n');
 }
 
 /**
@@ -78,35 +117,38 @@ export async function rewriteInPlace(path: string, content: string): Promise<voi
   await writeFile(path, content);
 }
 
-function isLoopback(ip: string): boolean {
-  if (isIP(ip) === 4) return ip.startsWith('127.');
-  return ip === '::1' || ip === '0:0:0:0:0:0:0:1';
-}
-
 /**
  * resolv.conf from the host's (loopback nameservers dropped, as dockerd does when the container
  * has its own network namespace; Google's servers when none remain) or from Dns/DnsSearch/DnsOptions.
+ * With `embeddedDns` (a user-defined network: the address of the engine's DNS responder), as
+ * dockerd's rebuildDNS: that nameserver first, then only the IPv6 ones (the IPv4 ones are the
+ * responder's to forward to: dnsClientOptions), `ndots:0` added unless the options set ndots,
+ * and no other lines.
  */
-export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwork: boolean): string {
-  const lines = hostResolv.split('\n');
-  let nameservers: string[] = [];
-  let search: string[] = [];
-  let options: string[] = [];
-  const other: string[] = [];
-  for (const raw of lines) {
-    const line = raw.trim();
-    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
-    const [key, ...rest] = line.split(/\s+/);
-    if (key === 'nameserver' && rest[0]) nameservers.push(rest[0]);
-    else if (key === 'search' || key === 'domain') search = rest;
-    else if (key === 'options') options.push(...rest);
-    else other.push(line);
-  }
-  if (!hostNetwork) nameservers = nameservers.filter((ns) => !isLoopback(ns));
+export function resolvConfContent(
+  hostResolv: string,
+  hc: HostConfig,
+  hostNetwork: boolean,
+  embeddedDns?: string,
+): string {
+  const host = parseResolvConf(hostResolv);
+  let nameservers = hostNetwork ? host.nameservers : usableNameservers(host.nameservers);
+  let search = host.search;
+  let options = host.options;
+  let other = host.other;
   if ((hc.Dns ?? []).length > 0) nameservers = [...(hc.Dns ?? [])];
-  if ((hc.DnsSearch ?? []).length > 0) search = (hc.DnsSearch ?? []).filter((s) => s !== '.');
+  // as dockerd's resolvconf.Build: a search list of `.` alone is none; a `.` among others stays
+  if ((hc.DnsSearch ?? []).length > 0)
+    search = hc.DnsSearch?.join(' ').trim() === '.' ? [] : [...(hc.DnsSearch ?? [])];
   if ((hc.DnsOptions ?? []).length > 0) options = [...(hc.DnsOptions ?? [])];
-  if (nameservers.length === 0) nameservers = FALLBACK_NAMESERVERS;
+  if (nameservers.length === 0) nameservers = [...FALLBACK_NAMESERVERS];
+  // dockerd cannot rebuild the file around its DNS with a malformed ndots: the plain one stays
+  const badNdots = options.some((o) => o.includes('ndots') && !/^ndots:-?\d+$/.test(o));
+  if (embeddedDns !== undefined && !badNdots) {
+    nameservers = [embeddedDns, ...nameservers.filter((ns) => isIP(ns.replace(/%.*$/, '')) === 6)];
+    if (!options.some((o) => /^ndots:\d+$/.test(o))) options = [...options, 'ndots:0'];
+    other = [];
+  }
   const out: string[] = [];
   if (search.length > 0) out.push(`search ${search.join(' ')}`);
   for (const ns of nameservers) out.push(`nameserver ${ns}`);
@@ -116,23 +158,18 @@ export function resolvConfContent(hostResolv: string, hc: HostConfig, hostNetwor
 }
 
 /**
- * The host's resolv.conf, as dockerd picks it (resolvconf.Path): when it names only
- * systemd-resolved's stub (127.0.0.53), which a container's own network cannot reach,
- * systemd-resolved's list of the real servers instead.
+ * What the engine's DNS needs of a container's HostConfig (the fields of its DnsEntry): the servers
+ * its other queries go to (dockerd's ExtServers: the IPv4 ones of its Dns; none without Dns, then
+ * the host's), and whether its DnsOptions set ndots above 0 (then single-label names the network
+ * does not know are not forwarded: the client tries its search domains).
  */
-export async function readHostResolvConf(hostNetwork = false): Promise<string> {
-  const etc = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
-  if (hostNetwork || !onlyResolvedStub(etc)) return etc;
-  return readFile('/run/systemd/resolve/resolv.conf', 'utf8').catch(() => etc);
+export function dnsClientOptions(hc: HostConfig): { upstreams?: string[]; ndotsSet?: boolean } {
+  const v4 = (hc.Dns ?? []).filter((ns) => isIP(ns) === 4);
+  const ndots = (hc.DnsOptions ?? []).some((o) => /^ndots:\d+$/.test(o) && Number(o.slice(6)) > 0);
+  return { ...(v4.length ? { upstreams: v4 } : {}), ...(ndots ? { ndotsSet: true } : {}) };
 }
 
-export function onlyResolvedStub(resolvConf: string): boolean {
-  const servers = resolvConf
-    .split('\n')
-    .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
-    .filter((ns): ns is string => ns !== undefined);
-  return servers.length > 0 && servers.every((ns) => ns === '127.0.0.53');
-}
+export { onlyResolvedStub, readHostResolvConf };
 
 export async function readHostHosts(): Promise<string> {
   try {
@@ -153,6 +190,8 @@ export async function writeContainerFiles(paths: {
   /** /etc/hosts lines of linked containers. */
   links?: HostsEntry[];
   hostGateway?: string;
+  /** On a user-defined network: the address of the engine's DNS responder (the only IPv4 nameserver). */
+  embeddedDns?: string;
 }): Promise<void> {
   // as dockerd: the container's hostname (with the host's network, create made it the host's
   // name unless one was given); the host's /etc/hosts with the host's network, unless ExtraHosts
@@ -177,7 +216,7 @@ export async function writeContainerFiles(paths: {
     paths.resolvConfPath &&
       writeFileAtomic(
         paths.resolvConfPath,
-        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork),
+        resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork, paths.embeddedDns),
       ),
   ]);
 }

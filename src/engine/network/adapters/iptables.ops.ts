@@ -2,40 +2,88 @@ import { systemError } from '../../../common/errors.js';
 import { runTool, type ToolResult } from '../../../common/host/run-tool.js';
 
 /**
- * The engine's own iptables rules for its bridge, as dockerd's for docker0: forwarding to and from
- * the bridge (so that containers keep talking when the FORWARD policy is DROP, as dockerd leaves
- * it), and one MASQUERADE rule for what leaves the bridge's block through another interface (the
- * CNI bridge plugin's per-container ipMasq chains cost iptables calls on every start and stop).
- * Unit tests substitute a fake; the engine runs iptables and iptables-restore (no shell).
+ * The engine's own iptables rules for its bridges, as dockerd's for docker0 and its user-defined
+ * networks, but in chains of berth's own (so that another engine's or dockerd's rules are never
+ * touched): FORWARD jumps to BERTH-ISOLATION-STAGE-1 then BERTH-FORWARD (two rules, made once per
+ * host under the host lock, removed with the chains when the last bridge's rules go).
+ * - BERTH-FORWARD: a bridge forwards out (not when Internal), replies come back, and its containers
+ *   talk to each other (enable_icc; DROP when false: bridged traffic goes through iptables with
+ *   br_netfilter, which the engine loads).
+ * - BERTH-ISOLATION-STAGE-1/2 (dockerd's DOCKER-ISOLATION chains): what leaves a berth bridge for
+ *   another berth bridge is dropped; an Internal network's traffic never leaves its block.
+ * - nat POSTROUTING: one MASQUERADE rule per block for what leaves it through another interface
+ *   (not for Internal networks or enable_ip_masquerade=false).
+ * Every per-bridge rule carries the comment `berth bridge <name>`. Unit tests substitute a fake;
+ * the engine runs iptables and iptables-restore (no shell).
  */
 export interface FirewallOps {
-  /** Accept what the bridge forwards and the replies to it, masquerade what leaves `subnet` (idempotent). */
-  allowBridge(bridge: string, subnet: string): Promise<void>;
-  /** Remove every rule berth made for `bridge` (FORWARD and MASQUERADE). */
+  /** Make the rules of `bridge` what `policy` says (idempotent; stale rules of the bridge go). */
+  allowBridge(bridge: string, subnet: string, policy?: BridgePolicy): Promise<void>;
+  /** Remove every rule berth made for `bridge`. */
   removeBridge(bridge: string): Promise<void>;
 }
+
+/** How a bridge network is fenced (the default bridge: every block forwarded and masqueraded). */
+export interface BridgePolicy {
+  /** Every IPv4 block of the network (the first is `subnet`). */
+  subnets?: string[];
+  internal?: boolean;
+  icc?: boolean;
+  masquerade?: boolean;
+}
+
+export const FORWARD_CHAIN = 'BERTH-FORWARD';
+export const ISOLATION_1 = 'BERTH-ISOLATION-STAGE-1';
+export const ISOLATION_2 = 'BERTH-ISOLATION-STAGE-2';
+const BASE_COMMENT = 'berth';
 
 function run(cmd: string, args: string[], input?: string): Promise<ToolResult> {
   return runTool(cmd, args, { input, stdout: true });
 }
 
-/** The comment marking the engine's FORWARD rules of one bridge. */
+/** The comment marking the engine's rules of one bridge. */
 export function bridgeComment(bridge: string): string {
   return `berth bridge ${bridge}`;
 }
 
-/** The rules (iptables-save form, without -A/-I) that let a bridge forward. */
-export function forwardRules(bridge: string): string[] {
-  const c = `-m comment --comment "${bridgeComment(bridge)}"`;
-  return [
-    `FORWARD -i ${bridge} ${c} -j ACCEPT`,
-    `FORWARD -o ${bridge} -m conntrack --ctstate RELATED,ESTABLISHED ${c} -j ACCEPT`,
-  ];
+/** FORWARD's jumps into berth's chains (iptables-save form, without -A/-I), in order. */
+export function baseJumps(): string[] {
+  const c = `-m comment --comment ${BASE_COMMENT}`;
+  return [`FORWARD ${c} -j ${ISOLATION_1}`, `FORWARD ${c} -j ${FORWARD_CHAIN}`];
 }
 
-/** The nat rule (iptables-save form, without -A/-I) that masquerades what leaves the bridge's block. */
+/** The filter rules (iptables-save form, without -A/-I) of one bridge. */
+export function forwardRules(bridge: string, policy: BridgePolicy = {}, subnet = ''): string[] {
+  const c = `-m comment --comment "${bridgeComment(bridge)}"`;
+  const subnets = policy.subnets?.length ? policy.subnets : subnet ? [subnet] : [];
+  const out = [
+    `${FORWARD_CHAIN} -o ${bridge} -m conntrack --ctstate RELATED,ESTABLISHED ${c} -j ACCEPT`,
+    `${FORWARD_CHAIN} -i ${bridge} -o ${bridge} ${c} -j ${policy.icc === false ? 'DROP' : 'ACCEPT'}`,
+  ];
+  if (!policy.internal) out.push(`${FORWARD_CHAIN} -i ${bridge} ! -o ${bridge} ${c} -j ACCEPT`);
+  if (policy.internal) {
+    for (const s of subnets) {
+      out.push(`${ISOLATION_1} -i ${bridge} ! -d ${s} ${c} -j DROP`);
+      out.push(`${ISOLATION_1} -o ${bridge} ! -s ${s} ${c} -j DROP`);
+    }
+  }
+  out.push(`${ISOLATION_1} -i ${bridge} ! -o ${bridge} ${c} -j ${ISOLATION_2}`);
+  out.push(`${ISOLATION_2} -o ${bridge} ${c} -j DROP`);
+  return out;
+}
+
+/** The nat rules (iptables-save form, without -A/-I) that masquerade what leaves the bridge's blocks. */
+export function masqueradeRules(bridge: string, subnet: string, policy: BridgePolicy = {}): string[] {
+  if (policy.internal || policy.masquerade === false) return [];
+  const subnets = policy.subnets?.length ? policy.subnets : [subnet];
+  return subnets.map(
+    (s) => `POSTROUTING -s ${s} ! -o ${bridge} -m comment --comment "${bridgeComment(bridge)}" -j MASQUERADE`,
+  );
+}
+
+/** The nat rule of the default bridge's block (one block, masqueraded). */
 export function masqueradeRule(bridge: string, subnet: string): string {
-  return `POSTROUTING -s ${subnet} ! -o ${bridge} -m comment --comment "${bridgeComment(bridge)}" -j MASQUERADE`;
+  return masqueradeRules(bridge, subnet)[0] ?? '';
 }
 
 /**
@@ -60,17 +108,54 @@ export function ruleUpdate(table: string, have: string, want: string[], bridge: 
   return [`*${table}`, ...stale.map((l) => `-D ${l.slice(3)}`), ...inserts, 'COMMIT', ''].join('\n');
 }
 
+/** Whether berth's chains hold no rule of any bridge (`iptables -S` of the filter table). */
+export function chainsEmpty(filter: string): boolean {
+  return !filter
+    .split('\n')
+    .some((l) => [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2].some((c) => l.startsWith(`-A ${c} `)));
+}
+
 export class HostFirewallOps implements FirewallOps {
-  async allowBridge(bridge: string, subnet: string): Promise<void> {
+  /** `lock`: runs its argument holding the host-wide lock (made once per host, torn down by the last). */
+  constructor(private readonly lock: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()) {}
+
+  private async ensureBase(): Promise<void> {
+    await this.lock(async () => {
+      for (const chain of [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]) {
+        const r = await run('iptables', ['-w', '-N', chain]);
+        if (r.code !== 0 && !/exists/i.test(r.stderr)) throw systemError(`iptables -N ${chain}: ${r.stderr}`);
+      }
+      const forward = await run('iptables', ['-w', '-S', 'FORWARD']);
+      if (forward.code !== 0) throw systemError(`iptables -S FORWARD: ${forward.stderr}`);
+      const lines = forward.stdout.split('\n').filter((l) => l.startsWith('-A '));
+      const want = baseJumps().map((j) => `-A ${j}`);
+      // there, in order (another engine, dockerd, may have put its own rules above since): kept
+      const [isolation, forwarding] = want.map((w) => lines.indexOf(w ?? ''));
+      if (isolation !== undefined && forwarding !== undefined && isolation >= 0 && isolation < forwarding)
+        return;
+      const input = [
+        '*filter',
+        ...lines.filter((l) => want.includes(l)).map((l) => `-D ${l.slice(3)}`),
+        ...baseJumps().map((j, i) => `-I FORWARD ${i + 1}${j.slice('FORWARD'.length)}`),
+        'COMMIT',
+        '',
+      ].join('\n');
+      const r = await run('iptables-restore', ['-w', '--noflush'], input);
+      if (r.code !== 0) throw systemError(`cannot add berth's FORWARD jumps: ${r.stderr}`);
+    });
+  }
+
+  async allowBridge(bridge: string, subnet: string, policy: BridgePolicy = {}): Promise<void> {
+    await this.ensureBase();
     const [filter, nat] = await Promise.all([
-      run('iptables', ['-w', '-S', 'FORWARD']),
+      run('iptables', ['-w', '-S']),
       run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
     ]);
-    if (filter.code !== 0) throw systemError(`iptables -S FORWARD: ${filter.stderr}`);
+    if (filter.code !== 0) throw systemError(`iptables -S: ${filter.stderr}`);
     if (nat.code !== 0) throw systemError(`iptables -t nat -S POSTROUTING: ${nat.stderr}`);
     const updates = [
-      ruleUpdate('filter', filter.stdout, forwardRules(bridge), bridge),
-      ruleUpdate('nat', nat.stdout, [masqueradeRule(bridge, subnet)], bridge),
+      ruleUpdate('filter', filter.stdout, forwardRules(bridge, policy, subnet), bridge),
+      ruleUpdate('nat', nat.stdout, masqueradeRules(bridge, subnet, policy), bridge),
     ].filter((u): u is string => u !== undefined);
     if (!updates.length) return;
     const r = await run('iptables-restore', ['-w', '--noflush'], updates.join(''));
@@ -79,15 +164,39 @@ export class HostFirewallOps implements FirewallOps {
 
   async removeBridge(bridge: string): Promise<void> {
     const [filter, nat] = await Promise.all([
-      run('iptables', ['-w', '-S', 'FORWARD']),
+      run('iptables', ['-w', '-S']),
       run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
     ]);
     const input = [
       ruleUpdate('filter', filter.stdout, [], bridge),
       ruleUpdate('nat', nat.stdout, [], bridge),
     ].filter((u): u is string => u !== undefined);
-    if (!input.length) return;
-    const r = await run('iptables-restore', ['-w', '--noflush'], input.join(''));
-    if (r.code !== 0) throw systemError(`cannot remove the iptables rules of bridge ${bridge}: ${r.stderr}`);
+    if (input.length) {
+      const r = await run('iptables-restore', ['-w', '--noflush'], input.join(''));
+      if (r.code !== 0)
+        throw systemError(`cannot remove the iptables rules of bridge ${bridge}: ${r.stderr}`);
+    }
+    await this.removeBaseWhenUnused();
+  }
+
+  /** The jumps and chains go with the last bridge's rules (one transaction: a racing add wins). */
+  private async removeBaseWhenUnused(): Promise<void> {
+    await this.lock(async () => {
+      const filter = await run('iptables', ['-w', '-S']);
+      if (filter.code !== 0 || !chainsEmpty(filter.stdout)) return;
+      const lines = filter.stdout.split('\n');
+      if (!lines.some((l) => l === `-N ${FORWARD_CHAIN}`)) return;
+      const jumps = baseJumps().filter((j) => lines.includes(`-A ${j}`));
+      const input = [
+        '*filter',
+        ...jumps.map((j) => `-D ${j}`),
+        ...[FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]
+          .filter((c) => lines.includes(`-N ${c}`))
+          .map((c) => `-X ${c}`),
+        'COMMIT',
+        '',
+      ].join('\n');
+      await run('iptables-restore', ['-w', '--noflush'], input);
+    });
   }
 }

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import {
   forwardRules,
   masqueradeRule,
+  masqueradeRules,
   ruleUpdate,
 } from '../../../../src/engine/network/adapters/iptables.ops.js';
 import {
@@ -148,11 +149,30 @@ describe('host-local allocations', () => {
 });
 
 describe('iptables rules', () => {
-  it('lets the bridge forward and the replies come back, marked with its comment', () => {
+  it("lets the bridge forward and the replies come back, isolated from berth's other bridges, marked with its comment", () => {
+    const c = '-m comment --comment "berth bridge berth0"';
     assert.deepEqual(forwardRules('berth0'), [
-      'FORWARD -i berth0 -m comment --comment "berth bridge berth0" -j ACCEPT',
-      'FORWARD -o berth0 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "berth bridge berth0" -j ACCEPT',
+      `BERTH-FORWARD -o berth0 -m conntrack --ctstate RELATED,ESTABLISHED ${c} -j ACCEPT`,
+      `BERTH-FORWARD -i berth0 -o berth0 ${c} -j ACCEPT`,
+      `BERTH-FORWARD -i berth0 ! -o berth0 ${c} -j ACCEPT`,
+      `BERTH-ISOLATION-STAGE-1 -i berth0 ! -o berth0 ${c} -j BERTH-ISOLATION-STAGE-2`,
+      `BERTH-ISOLATION-STAGE-2 -o berth0 ${c} -j DROP`,
     ]);
+  });
+
+  it('fences Internal networks in their blocks, drops traffic within a network without icc', () => {
+    const c = '-m comment --comment "berth bridge br-1"';
+    const rules = forwardRules('br-1', { internal: true, icc: false, subnets: ['10.9.0.0/24'] });
+    assert.ok(rules.includes(`BERTH-FORWARD -i br-1 -o br-1 ${c} -j DROP`));
+    assert.ok(!rules.some((r) => r.includes('! -o br-1 -m comment --comment "berth bridge br-1" -j ACCEPT')));
+    assert.ok(rules.includes(`BERTH-ISOLATION-STAGE-1 -i br-1 ! -d 10.9.0.0/24 ${c} -j DROP`));
+    assert.ok(rules.includes(`BERTH-ISOLATION-STAGE-1 -o br-1 ! -s 10.9.0.0/24 ${c} -j DROP`));
+    assert.deepEqual(masqueradeRules('br-1', '10.9.0.0/24', { internal: true }), []);
+    assert.deepEqual(masqueradeRules('br-1', '10.9.0.0/24', { masquerade: false }), []);
+    assert.equal(
+      masqueradeRules('br-1', '10.9.0.0/24', { subnets: ['10.9.0.0/24', '10.8.0.0/24'] }).length,
+      2,
+    );
   });
 
   it('masquerades what leaves the block through another interface', () => {
@@ -163,7 +183,7 @@ describe('iptables rules', () => {
   });
 
   it('adds the missing rules first and deletes stale ones of the same bridge only', () => {
-    const [accept = '', replies = ''] = forwardRules('bt1');
+    const [replies = '', accept = ''] = forwardRules('bt1');
     const other = forwardRules('bt10')[0] ?? '';
     const have = ['-P FORWARD DROP', `-A ${other}`, `-A ${replies}`, '-A FORWARD -j DOCKER-USER'].join('\n');
     // all there: nothing to do
@@ -171,7 +191,7 @@ describe('iptables rules', () => {
     // one missing: inserted at the top of its chain
     assert.equal(
       ruleUpdate('filter', have, [accept, replies], 'bt1'),
-      ['*filter', `-I FORWARD 1${accept.slice('FORWARD'.length)}`, 'COMMIT', ''].join('\n'),
+      ['*filter', `-I BERTH-FORWARD 1${accept.slice('BERTH-FORWARD'.length)}`, 'COMMIT', ''].join('\n'),
     );
     // a block that changed: the old rule goes, the new one comes
     const nat = `-P POSTROUTING ACCEPT\n-A ${masqueradeRule('bt1', '10.1.0.0/24')}\n-A ${masqueradeRule('bt10', '10.2.0.0/24')}`;

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { Logger } from '../../../../src/common/log.js';
 import type { CniCall, CniRunner } from '../../../../src/engine/network/adapters/cni.runner.js';
 import type { LinkAddress, LinkInfo, LinkOps } from '../../../../src/engine/network/adapters/iproute.ops.js';
-import type { FirewallOps } from '../../../../src/engine/network/adapters/iptables.ops.js';
+import type { BridgePolicy, FirewallOps } from '../../../../src/engine/network/adapters/iptables.ops.js';
 import type { NetnsOps } from '../../../../src/engine/network/adapters/netns.ops.js';
 import type { PortRuleOps } from '../../../../src/engine/network/adapters/port-rules.ops.js';
 import type {
@@ -41,8 +41,9 @@ export class FakeLinks implements LinkOps {
 
 export class FakeFirewall implements FirewallOps {
   calls: string[] = [];
-  async allowBridge(bridge: string, subnet: string): Promise<void> {
-    this.calls.push(`allow ${bridge} ${subnet}`);
+  async allowBridge(bridge: string, subnet: string, policy?: BridgePolicy): Promise<void> {
+    const flags = policy ? ` internal=${policy.internal} icc=${policy.icc} masq=${policy.masquerade}` : '';
+    this.calls.push(`allow ${bridge} ${subnet}${flags}`);
   }
   async removeBridge(bridge: string): Promise<void> {
     this.calls.push(`remove ${bridge}`);
@@ -93,12 +94,14 @@ export class FakeCni implements CniRunner {
     if (call.command === 'DEL') {
       for (const f of await readdir(dir).catch(() => [] as string[])) {
         const text = await readFile(join(dir, f), 'utf8').catch(() => '');
-        if (text.split(/\r?\n/)[0] === call.containerId) await rm(join(dir, f));
+        const [id, ifname] = text.split(/\r?\n/);
+        if (id === call.containerId && (!ifname || ifname === call.ifname)) await rm(join(dir, f));
       }
       return undefined;
     }
     const base = (ipam.ranges[0]?.[0]?.subnet ?? '').split('/')[0]?.split('.').slice(0, 3).join('.');
-    const ip = `${base}.${this.next++}`;
+    const asked = /IP=([0-9.]+)/.exec(call.args ?? '')?.[1];
+    const ip = asked ?? `${base}.${this.next++}`;
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, ip), `${call.containerId}\r\n${call.ifname}`);
     return {
@@ -106,7 +109,7 @@ export class FakeCni implements CniRunner {
       interfaces: [
         { name: String(call.config.bridge), mac: '02:00:00:00:00:01' },
         { name: 'veth0', mac: '02:00:00:00:00:02' },
-        { name: 'eth0', mac: '02:00:00:00:00:03', sandbox: call.netns },
+        { name: call.ifname, mac: '02:00:00:00:00:03', sandbox: call.netns },
       ],
       ips: [{ interface: 2, address: `${ip}/16`, gateway: `${base}.1` }],
       dns: {},

@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import { setupBridge, validateBridgeName } from '../../../../src/engine/network/bridge.setup.js';
 import { withHostLock } from '../../../../src/engine/network/host-lock.js';
-import { createNetworkService } from '../../../../src/engine/network/network.service.js';
+import { createNetworkService, type NetworkService } from '../../../../src/engine/network/network.service.js';
+import type { Endpoint, ReleaseTarget } from '../../../../src/engine/network/network.types.js';
 import { parseFilters } from '../../../../src/http/query.js';
 import {
   FakeCni,
@@ -26,6 +27,22 @@ before(async () => {
 after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
+
+/** The one endpoint of a sandbox attached to the default bridge. */
+async function firstEndpoint(service: NetworkService): Promise<Endpoint> {
+  const [ep] = await service.attach([{ network: 'bridge' }]).endpoints;
+  if (!ep) throw new Error('no endpoint');
+  return ep;
+}
+
+/** What releasing the sandbox of one endpoint needs. */
+function target(ep: Endpoint): ReleaseTarget {
+  return {
+    sandboxId: ep.sandboxId,
+    sandboxKey: ep.sandboxKey,
+    plumbed: ep.bridge ? [{ ifname: ep.ifname ?? 'eth0', bridge: ep.bridge }] : [],
+  };
+}
 
 describe('default bridge setup', () => {
   const opts = (links: FakeLinks, extra: Partial<Parameters<typeof setupBridge>[0]> = {}) => ({
@@ -157,25 +174,27 @@ describe('network service', () => {
 
   it('attaches a sandbox: namespace file, bridge and loopback ADD in it, the endpoint from the result', async () => {
     const { service, cni, netns, root } = await make('attach');
-    const att = service.attachBridge({ macAddress: '02:42:0a:00:00:09' });
+    const att = service.attach([{ network: 'bridge', macAddress: '02:42:0a:00:00:09' }]);
     assert.equal(att.sandboxKey, join(root, 'exec', 'netns', att.sandboxId.slice(0, 12)));
     await att.ready;
     assert.ok(netns.live.has(att.sandboxKey));
-    const ep = await att.endpoint;
+    const [ep] = await att.endpoints;
+    assert.ok(ep);
     assert.equal(ep.network, 'bridge');
     assert.equal(ep.networkId, service.networkId('bridge'));
     assert.equal(ep.ipAddress, '172.18.0.2');
     assert.equal(ep.prefixLen, 16);
     assert.equal(ep.gateway, '172.18.0.1');
     assert.match(ep.endpointId, /^[0-9a-f]{64}$/);
-    assert.deepEqual(
-      cni.calls.map((c) => [c.command, c.ifname, c.containerId, c.netns, c.args]),
-      [
-        ['ADD', 'eth0', att.sandboxId, att.sandboxKey, 'IgnoreUnknown=1;IP=172.18.0.2;MAC=02:42:0a:00:00:09'],
-        ['ADD', 'lo', att.sandboxId, att.sandboxKey, undefined],
-      ],
-    );
-    const conf = cni.calls[0]?.config as { name: string; bridge: string; ipam: { dataDir: string } };
+    assert.deepEqual(cni.calls.map((c) => [c.command, c.ifname, c.containerId, c.netns, c.args]).sort(), [
+      ['ADD', 'eth0', att.sandboxId, att.sandboxKey, 'IgnoreUnknown=1;IP=172.18.0.2;MAC=02:42:0a:00:00:09'],
+      ['ADD', 'lo', att.sandboxId, att.sandboxKey, undefined],
+    ]);
+    const conf = cni.calls.find((c) => c.ifname === 'eth0')?.config as {
+      name: string;
+      bridge: string;
+      ipam: { dataDir: string };
+    };
     assert.equal(conf.name, 'berth0');
     assert.equal(conf.bridge, 'berth0');
     assert.equal(conf.ipam.dataDir, join(root, 'data', 'network', 'ipam'));
@@ -184,9 +203,9 @@ describe('network service', () => {
   it('releases: bridge DEL in the namespace, then the namespace; only IPAM when the namespace is unusable', async () => {
     const cni = new FakeCni();
     const { service, netns, root } = await make('release', { cni });
-    const ep = await service.attachBridge({}).endpoint;
+    const ep = await firstEndpoint(service);
     cni.calls.length = 0;
-    await service.release(ep);
+    await service.release(target(ep));
     assert.deepEqual(
       cni.calls.map((c) => [c.command, c.netns, c.containerId]),
       [['DEL', ep.sandboxKey, ep.sandboxId]],
@@ -194,10 +213,10 @@ describe('network service', () => {
     assert.equal(netns.live.has(ep.sandboxKey), false);
     assert.deepEqual(await readdir(join(root, 'data', 'network', 'ipam', 'berth0')), []);
     // a DEL that cannot enter the namespace is retried without it (the address goes all the same)
-    const ep2 = await service.attachBridge({}).endpoint;
+    const ep2 = await firstEndpoint(service);
     cni.calls.length = 0;
     cni.fail = (_p, call) => (call.netns ? new Error('unknown FS magic') : undefined);
-    await service.release(ep2);
+    await service.release(target(ep2));
     assert.deepEqual(
       cni.calls.map((c) => c.netns),
       [ep2.sandboxKey, ''],
@@ -209,8 +228,8 @@ describe('network service', () => {
     const cni = new FakeCni();
     const netns = new FakeNetns();
     const first = await make('sweep', { cni, netns });
-    const kept = await first.service.attachBridge({}).endpoint;
-    const lost = await first.service.attachBridge({}).endpoint;
+    const kept = await firstEndpoint(first.service);
+    const lost = await firstEndpoint(first.service);
     // a new engine process: it knows the kept endpoint (a running container's record), not the lost
     const second = await make('sweep', { cni, netns });
     second.service.restore(kept);
@@ -225,7 +244,7 @@ describe('network service', () => {
     assert.deepEqual(files, [kept.ipAddress]);
     assert.equal((await readFile(join(ipam, kept.ipAddress), 'utf8')).split('\r\n')[0], kept.sandboxId);
     // a sandbox nobody recorded but with processes in it (a container the engine could not load)
-    const inhabited = await second.service.attachBridge({}).endpoint;
+    const inhabited = await firstEndpoint(second.service);
     const third = await make('sweep', { cni, netns });
     third.service.restore(kept);
     netns.busy.add(inhabited.sandboxKey);
@@ -262,16 +281,15 @@ describe('network service', () => {
       message: 'network ab is ambiguous (2 matches found based on ID prefix)',
     });
     assert.throws(() => service.inspect('host', { scope: 'swarm' }), { message: 'network host not found' });
-    assert.throws(() => service.remove('none'), {
+    await assert.rejects(service.remove('none'), {
       message: 'none is a pre-defined network and cannot be removed',
     });
-    assert.throws(() => service.create('mine'), { kind: 'NotImplemented' });
-    assert.deepEqual(service.prune(new Map()), { NetworksDeleted: [] });
+    assert.deepEqual(await service.prune(new Map()), { NetworksDeleted: null });
   });
 
   it('answers GET /networks and /networks/{id} for bridge, host and none, with filters', async () => {
     const { service } = await make('views');
-    const ep = await service.attachBridge({}).endpoint;
+    const ep = await firstEndpoint(service);
     service.setContainerSource(() => [{ id: 'c'.repeat(64), name: 'web', endpoint: ep }]);
     const names = (f = '') => service.list(parseFilters(f || null)).map((n) => n.Name);
     assert.deepEqual(names(), ['bridge', 'host', 'none']);
@@ -353,7 +371,7 @@ describe('network service', () => {
       service.list(new Map()).map((n) => n.Name),
       ['host', 'none'],
     );
-    assert.throws(() => service.attachBridge({}), /no default bridge/);
+    await assert.rejects(service.attach([{ network: 'bridge' }]).endpoints, /network bridge not found/);
     assert.throws(() => service.inspect('bridge'), { message: 'network bridge not found' });
   });
 });
