@@ -3,7 +3,7 @@ import { conflict, errorMessage, forbidden, invalidParameter, notFound } from '.
 import { checkFilterNames } from '../../common/filters.js';
 import { randomId } from '../../common/ids.js';
 import type { Logger } from '../../common/log.js';
-import { parseFilterTime, parseTimestampMs } from '../containers/core/units.js';
+import { parseFilterTime, parseTimestampMs } from '../../common/time.js';
 import type { EventsService } from '../events/events.service.js';
 import { type CniRunner, HostCniRunner } from './adapters/cni.runner.js';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { conflict, errorMessage, invalidParameter, isKind, notModified } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { parseSignal, SIGKILL, SIGTERM } from '../../../common/signals.js';
+import { parseTimestampMs } from '../../../common/time.js';
 import type { ExitStatus, RuntimeDriver } from '../../runtime/runtime.types.js';
 import type { Container } from './container.js';
 import type { ContainerEvents } from './events.js';
@@ -13,7 +14,6 @@ import type { ContainerSet } from './set.js';
 import { prepareStart, type SpecBuilder } from './start.js';
 import { startFailure } from './start-failure.js';
 import type { ContainerStore } from './store.js';
-import { parseTimestampMs } from './units.js';
 
 /**
  * The containers' state machine: start, exit handling (restart policy, auto-remove), stop, kill,

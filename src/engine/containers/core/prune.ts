@@ -1,11 +1,11 @@
 import { errorMessage } from '../../../common/errors.js';
 import { checkFilterNames, type Filters } from '../../../common/filters.js';
 import type { Logger } from '../../../common/log.js';
+import { parseFilterTime, parseTimestampMs } from '../../../common/time.js';
 import type { ContainerEvents } from './events.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { ContainerSnapshots } from './ports.js';
 import type { ContainerSet } from './set.js';
-import { parseFilterTime, parseTimestampMs } from './units.js';
 
 export interface PruneDeps {
   set: ContainerSet;

@@ -36,41 +36,9 @@ export function humanDuration(ms: number): string {
   return `${Math.floor(ms / 3_600_000 / 24 / 365)} years`;
 }
 
-/** Parse an RFC 3339 timestamp to milliseconds (sub-ms digits dropped); NaN when invalid. */
-export function parseTimestampMs(value: string): number {
-  return Date.parse(value.replace(/(\.\d{3})\d+/, '$1'));
-}
-
 /** A sortable key for an RFC 3339 UTC timestamp (fraction padded to nanoseconds). */
 export function timeKey(ts: string): string {
   const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?Z$/.exec(ts);
   if (!m) return ts;
   return `${m[1]}.${(m[2] ?? '').padEnd(9, '0')}Z`;
-}
-
-const GO_UNITS: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/**
- * A filter time as dockerd takes it (`until`): Unix seconds (fraction allowed), an RFC 3339 date
- * or date-time, or a Go duration (`10m`, `1h30m`) before now. Milliseconds since the epoch.
- */
-export function parseFilterTime(value: string, now = Date.now()): number {
-  if (/^\d+(\.\d+)?$/.test(value)) return Math.floor(Number(value) * 1000);
-  if (/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(value)) {
-    let ms = 0;
-    for (const m of value.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g))
-      ms += Number(m[1]) * (GO_UNITS[m[2] ?? 's'] ?? 0);
-    return now - ms;
-  }
-  const ms = Date.parse(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00Z` : value);
-  if (Number.isFinite(ms)) return ms;
-  throw invalidParameter(`failed to parse value as time or duration: "${value}"`);
 }

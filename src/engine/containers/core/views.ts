@@ -6,11 +6,12 @@ import type {
   PortBinding,
 } from '../../../common/docker-types.js';
 import { sortedMap } from '../../../common/sorted-map.js';
+import { parseTimestampMs } from '../../../common/time.js';
 import type { Endpoint } from '../../network/network.types.js';
 import { portsMap } from '../../network/ports/port-spec.js';
 import { type ParsedBind, parseBind } from './mounts.validate.js';
 import { type ContainerRecord, type ContainerStatus, type MountPoint, ZERO_TIME } from './record.types.js';
-import { humanDuration, parseTimestampMs } from './units.js';
+import { humanDuration } from './units.js';
 import type {
   ContainerInspect,
   ContainerSummary,

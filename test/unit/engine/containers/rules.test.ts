@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { isKind } from '../../../../src/common/errors.js';
 import { parseSignal } from '../../../../src/common/signals.js';
+import { parseFilterTime } from '../../../../src/common/time.js';
 import { decodeCreateRequest } from '../../../../src/engine/api/containers.create.js';
 import { shapeInspect, shapeListItem } from '../../../../src/engine/api/containers.versions.js';
 import { entrypointAndArgs, mergeImageConfig } from '../../../../src/engine/containers/core/create.js';
@@ -12,7 +13,7 @@ import { type ContainerRecord, ZERO_TIME } from '../../../../src/engine/containe
 import { RestartManager } from '../../../../src/engine/containers/core/restart.js';
 import { startFailure } from '../../../../src/engine/containers/core/start-failure.js';
 import { parsePsOutput } from '../../../../src/engine/containers/core/top.js';
-import { humanDuration, parseFilterTime } from '../../../../src/engine/containers/core/units.js';
+import { humanDuration } from '../../../../src/engine/containers/core/units.js';
 import { validateConfig, validateHostConfig } from '../../../../src/engine/containers/core/validate.js';
 import {
   commandText,
