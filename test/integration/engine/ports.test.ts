@@ -89,6 +89,17 @@ describe('port publishing', () => {
     (await iptablesSave())
       .split('\n')
       .filter((l) => l.includes(`-${engine.bridge}`) || l.includes(`berth ports ${engine.bridge}`));
+  /** The rules once the writes under way (a removed container's, batched) are done: two reads alike. */
+  const settledRules = async () => {
+    let last = await ourRules();
+    for (let i = 0; i < 50; i++) {
+      await new Promise((r) => setTimeout(r, 150));
+      const now = await ourRules();
+      if (now.join('\n') === last.join('\n')) return now;
+      last = now;
+    }
+    return last;
+  };
 
   before(async () => {
     engine = await TestEngine.start();
@@ -232,7 +243,8 @@ describe('port publishing', () => {
     const holder: Server = createServer();
     await new Promise<void>((r) => holder.listen({ host: '127.0.0.1', port }, () => r()));
     try {
-      const before = await ourRules();
+      // the previous test's container was removed: its rules go in the background
+      const before = await settledRules();
       const second = await freePort();
       const r = await engine.docker([
         'run',
