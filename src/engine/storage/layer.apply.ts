@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { lstat, mkdir } from 'node:fs/promises';
 import { join, posix } from 'node:path';
@@ -7,6 +6,7 @@ import { createGunzip } from 'node:zlib';
 import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
+import { ThreadedSha256 } from './hash.thread.js';
 import { TarSplitRecorder } from './tar-split.js';
 
 export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz' | 'zstd';
@@ -254,7 +254,7 @@ export async function applyLayer(opts: {
   };
   let compression: Compression = 'none';
   const listing: LayerListing = { whiteouts: [], opaqueDirs: [], size: 0, entries: 0 };
-  const diffHash = createHash('sha256');
+  const diffHash = new ThreadedSha256();
 
   // the tarball is walked block by block as it passes: the listing, and the tar-split record
   // that rebuilds it from the unpacked files (headers and padding kept, file bodies only counted)
@@ -309,15 +309,17 @@ export async function applyLayer(opts: {
     if (total > 0 && !recorder.complete) throw invalidParameter('invalid layer tar: unexpected end of data');
     if (extraction) await extraction;
   } catch (err) {
+    diffHash.dispose();
     tarInput?.destroy(err as Error);
     await extraction?.catch(() => undefined);
     throw err;
   }
+  const diffId = await diffHash.digest();
   if (total > 0) await convertWhiteouts(dir, listing, ops);
   const tarSplit = total > 0 ? await recorder.finish() : undefined;
   return {
     ...(tarSplit ? { tarSplit } : {}),
-    diffId: `sha256:${diffHash.digest('hex')}`,
+    diffId,
     size: listing.size,
     compression,
     rawSize,
