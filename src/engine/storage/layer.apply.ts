@@ -283,7 +283,8 @@ export async function applyLayer(opts: {
     })) {
       if (chunk.length === 0) continue;
       total += chunk.length;
-      diffHash.update(chunk);
+      const hashing = diffHash.update(chunk);
+      if (hashing) await hashing;
       scan(chunk);
       if (parseError) throw parseError;
       if (failure) throw failure;
