@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { lstat, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
@@ -264,6 +264,22 @@ export class TarSplitRecorder {
  */
 export async function* rebuildTar(record: Buffer, dir: string): AsyncGenerator<Buffer> {
   const data = await promisify(gunzip)(record);
+  // bodies are read only below real directories of the layer: a symlink among a file's parents
+  // (a hostile layer) must never make the upload read a host file
+  const realDirs = new Set<string>(['']);
+  const checkParents = async (path: string) => {
+    const parts = path.split('/');
+    parts.pop();
+    let cur = '';
+    for (const part of parts) {
+      cur = cur ? `${cur}/${part}` : part;
+      if (realDirs.has(cur)) continue;
+      const st = await lstat(join(dir, cur));
+      if (!st.isDirectory() || st.isSymbolicLink())
+        throw systemError(`layer file ${path} is not below a directory of the layer`);
+      realDirs.add(cur);
+    }
+  };
   if (!data.subarray(0, 4).equals(MAGIC)) throw invalidParameter('not a tar-split record');
   let i = 4;
   const chunk = 1024 * 1024;
@@ -280,6 +296,7 @@ export async function* rebuildTar(record: Buffer, dir: string): AsyncGenerator<B
       i += 5 + plen + 6;
       if (path === '' || path === '..' || path.startsWith('../') || path.startsWith('/'))
         throw invalidParameter(`tar-split record names ${JSON.stringify(path)}`);
+      await checkParents(path);
       const fh = await open(join(dir, path), constants.O_RDONLY | constants.O_NOFOLLOW);
       try {
         let left = size;

@@ -129,6 +129,20 @@ describe('tar-split: a layer tarball rebuilt exactly from its record and files (
     await writeFile(join(snap.root, layer.chainId.slice(7), 'diff', 'f'), 'a');
     await assert.rejects(collect(snap.rebuiltTar(layer) as AsyncIterable<Buffer>), /shorter/);
     await snap.removeLayer(layer.chainId);
+    // a symlink where a file's parent directory was: never read through it
+    const nested = await makeTar([
+      { name: 'd', type: 'directory' },
+      { name: 'd/secret', content: 'layer bytes' },
+    ]);
+    const made = (await snap.applyLayer(null, chunks(nested, 512))).layer;
+    const diff = join(snap.root, made.chainId.slice(7), 'diff');
+    const outside = join(dir, 'outside');
+    await mkdir(outside);
+    await writeFile(join(outside, 'secret'), 'host bytes!');
+    await rm(join(diff, 'd'), { recursive: true });
+    await symlink(outside, join(diff, 'd'));
+    await assert.rejects(collect(snap.rebuiltTar(made) as AsyncIterable<Buffer>), /not below a directory/);
+    await snap.removeLayer(made.chainId);
   });
 
   it('the recorder keeps headers only: its record is small for a large file', async () => {
