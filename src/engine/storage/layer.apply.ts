@@ -1,13 +1,13 @@
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { lstat, mkdir } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import tarStream from 'tar-stream';
 import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
+import { ThreadedSha256 } from './hash.thread.js';
+import { TarSplitRecorder } from './tar-split.js';
 
 export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz' | 'zstd';
 
@@ -223,6 +223,8 @@ export interface ApplyResult {
   /** Bytes of the uncompressed layer tarball (what the diff ID is the digest of). */
   tarSize: number;
   listing: LayerListing;
+  /** The tar-split record (gzip'd) that rebuilds the tarball from the unpacked files (tar-split.ts). */
+  tarSplit?: Buffer;
 }
 
 /**
@@ -252,33 +254,24 @@ export async function applyLayer(opts: {
   };
   let compression: Compression = 'none';
   const listing: LayerListing = { whiteouts: [], opaqueDirs: [], size: 0, entries: 0 };
-  const diffHash = createHash('sha256');
+  const diffHash = new ThreadedSha256();
 
-  const parser = tarStream.extract();
+  // the tarball is walked block by block as it passes: the listing, and the tar-split record
+  // that rebuilds it from the unpacked files (headers and padding kept, file bodies only counted)
   let parseError: Error | undefined;
-  parser.on('entry', (header, stream, next) => {
-    try {
-      noteMember(listing, header.name, header.type, header.size ?? 0, header.linkname);
-    } catch (err) {
-      parseError = err as Error;
-    }
-    // a member cut short fails on its own stream: fail the parse with it (never an uncaught error)
-    stream.on('error', (err: Error) => parser.destroy(err));
-    stream.on('end', next);
-    stream.resume();
-  });
-  // The first failure of the parser or of tar stops reading the input at once.
+  const recorder = new TarSplitRecorder(
+    (m) => noteMember(listing, m.name, m.type, m.size, m.linkname),
+    (name) => cleanMemberPath(name),
+  );
   let failure: Error | undefined;
-  const parsed = new Promise<void>((resolve, reject) => {
-    parser.on('finish', resolve);
-    parser.on('close', resolve);
-    parser.on('error', (err: Error) => {
-      const e = invalidParameter(`invalid layer tar: ${err.message}`);
-      failure ??= e;
-      reject(e);
-    });
-  });
-  parsed.catch(() => undefined);
+  const scan = (chunk: Buffer) => {
+    try {
+      recorder.write(chunk);
+    } catch (err) {
+      parseError =
+        err instanceof BerthError ? err : invalidParameter(`invalid layer tar: ${(err as Error).message}`);
+    }
+  };
 
   let tarInput: PassThrough | undefined;
   let extraction: Promise<void> | undefined;
@@ -290,8 +283,9 @@ export async function applyLayer(opts: {
     })) {
       if (chunk.length === 0) continue;
       total += chunk.length;
-      diffHash.update(chunk);
-      parser.write(chunk);
+      const hashing = diffHash.update(chunk);
+      if (hashing) await hashing;
+      scan(chunk);
       if (parseError) throw parseError;
       if (failure) throw failure;
       if (!tarInput) {
@@ -312,23 +306,21 @@ export async function applyLayer(opts: {
       }
     }
     tarInput?.end();
-    if (total > 0) {
-      (parser as unknown as NodeJS.WritableStream).end();
-      await parsed;
-    } else {
-      parser.destroy();
-    }
     if (parseError) throw parseError;
+    if (total > 0 && !recorder.complete) throw invalidParameter('invalid layer tar: unexpected end of data');
     if (extraction) await extraction;
   } catch (err) {
+    diffHash.dispose();
     tarInput?.destroy(err as Error);
-    parser.destroy();
     await extraction?.catch(() => undefined);
     throw err;
   }
+  const diffId = await diffHash.digest();
   if (total > 0) await convertWhiteouts(dir, listing, ops);
+  const tarSplit = total > 0 ? await recorder.finish() : undefined;
   return {
-    diffId: `sha256:${diffHash.digest('hex')}`,
+    ...(tarSplit ? { tarSplit } : {}),
+    diffId,
     size: listing.size,
     compression,
     rawSize,

@@ -13,6 +13,7 @@ import { applyLayer, type Compression } from './layer.apply.js';
 import { exportDiff } from './layer.export.js';
 import { JsonRecordStore } from './metadata.store.js';
 import type { InitEntry, SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
+import { rebuildTar } from './tar-split.js';
 
 /** A read-only layer snapshot, keyed by chain ID. Its record file is the commit point. */
 export interface LayerRecord {
@@ -29,6 +30,8 @@ export interface LayerRecord {
   /** Short link name under overlay/l/. */
   link: string;
   created: string;
+  /** `<id>/tar-split.gz` holds the record that rebuilds the layer's exact tarball (tar-split.ts). */
+  tarSplit?: boolean;
 }
 
 /** A writable snapshot (a container's layer), keyed by the caller's key. */
@@ -40,6 +43,9 @@ export interface ActiveRecord {
   /** Its init layer's directory under <root> (`init/<digest>`), shared by every snapshot made with the same entries. */
   init?: string;
 }
+
+/** A layer's tar-split record, beside its diff directory (dockerd keeps `tar-split.json.gz` in its layerdb). */
+const TAR_SPLIT = 'tar-split.gz';
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const RESERVED = new Set(['l', 'empty', 'init']);
@@ -172,6 +178,19 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
 
   // ---- layers ----
 
+  /**
+   * The exact tarball a layer was made from, rebuilt from its tar-split record and its files;
+   * undefined when it has no record (a layer made before records were kept). Not checked here:
+   * the caller hashes it against the diff ID.
+   */
+  rebuiltTar(layer: LayerRecord): AsyncGenerator<Buffer> | undefined {
+    if (!layer.tarSplit) return undefined;
+    const dir = join(this.root, hexOf(layer.chainId));
+    return (async function* () {
+      yield* rebuildTar(await readFile(join(dir, TAR_SPLIT)), join(dir, 'diff'));
+    })();
+  }
+
   async getLayer(chainId: string): Promise<LayerRecord | undefined> {
     const cached = this.layerCache.get(chainId);
     if (cached) return cached;
@@ -252,6 +271,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         const link = newLinkId();
         await writeFile(join(tmp, 'link'), link);
         if (parentId !== null) await writeFile(join(tmp, 'lower'), await this.lowerOf(parentId));
+        if (applied.tarSplit) await writeFile(join(tmp, TAR_SPLIT), applied.tarSplit);
         await mkdir(join(tmp, 'work'), { mode: 0o700 });
         await rm(join(this.root, hex), { recursive: true, force: true });
         await rename(tmp, join(this.root, hex));
@@ -267,6 +287,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
           created: new Date().toISOString(),
         };
         if (blob) layer.blob = blob;
+        if (applied.tarSplit) layer.tarSplit = true;
         options.onCommit?.(chainId);
         await this.layers.put(hex, layer);
         this.layerCache.set(chainId, layer);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
@@ -192,5 +193,44 @@ describe('berth pulls what the reference dockerd pushed, as dockerd pulls it', (
         req.end();
       });
     assert.equal((await raw(engine.socket)).trim(), (await raw(dockerd.socket)).trim());
+  });
+
+  it('pushes what it pulled to another registry without the blob (tar-split), and saves it; dockerd gets the same image', async () => {
+    // a layer dockerd wrote itself (Go's tar): whiteouts, an opaque directory, links, long names
+    const deep = `/${'d'.repeat(60)}/${'e'.repeat(60)}/${'f'.repeat(60)}`;
+    await dockerd.dockerOk([
+      'run',
+      '--name',
+      'mk3',
+      `${name}:two`,
+      'sh',
+      '-c',
+      `rm /big /bin/ls && rm -rf /root && mkdir /root && echo hi > /root/new && ln -s /root/new /sym && ln /root/new /hard && mkdir -p ${deep} && touch ${deep}/empty && head -c 200000 /dev/urandom > ${deep}/data`,
+    ]);
+    await dockerd.dockerOk(['commit', 'mk3', `${name}:three`]);
+    await dockerd.dockerOk(['rm', 'mk3']);
+    await dockerd.dockerOk(['push', `${name}:three`]);
+    const id = await dockerd.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${name}:three`]);
+    await dockerd.dockerOk(['rmi', `${name}:three`]);
+
+    const other = await startReferenceRegistry(await tempDir());
+    try {
+      await engine.dockerOk(['pull', `${name}:three`]);
+      const copy = `${other.hostPort}/copy:1`;
+      await engine.dockerOk(['tag', `${name}:three`, copy]);
+      const out = await engine.dockerOk(['push', copy]);
+      assert.equal((out.match(/: Pushed$/gm) ?? []).length, 3, out);
+      await dockerd.dockerOk(['pull', copy]);
+      assert.equal(await dockerd.dockerOk(['image', 'inspect', '--format', '{{.Id}}', copy]), id);
+      await dockerd.dockerOk(['rmi', copy]);
+      // docker save rebuilds the layers the same way; dockerd loads the same image
+      const saved = join(await tempDir(), 'three.tar');
+      await engine.dockerOk(['save', '-o', saved, `${name}:three`]);
+      await dockerd.dockerOk(['load', '-i', saved]);
+      assert.equal(await dockerd.dockerOk(['image', 'inspect', '--format', '{{.Id}}', `${name}:three`]), id);
+      await dockerd.dockerOk(['rmi', `${name}:three`]);
+    } finally {
+      await other.stop();
+    }
   });
 });

@@ -305,7 +305,8 @@ describe('docker push through berth', () => {
     assert.equal(last.aux.Tag, 'v1');
     assert.deepEqual(msgs.at(-2), { status: `v1: digest: ${last.aux.Digest} size: ${last.aux.Size}` });
     assert.deepEqual(last, { progressDetail: {}, aux: last.aux });
-    // the layers kept as pulled went as they are: the same blobs as the source registry's
+    // no blob kept at pull (as dockerd): each layer is rebuilt from its tar-split record and
+    // gzipped again, so another registry gets the same image with blobs of its own digests
     type Manifest = { config: { digest: string }; layers: Array<{ digest: string }> };
     const src = (
       await http('GET', `${open.url}/v2/three/manifests/v1`, { headers: { Accept: ALL_MANIFEST_TYPES } })
@@ -314,10 +315,7 @@ describe('docker push through berth', () => {
       await http('GET', `${debian.url}/v2/three/manifests/v1`, { headers: { Accept: ALL_MANIFEST_TYPES } })
     ).json() as Manifest;
     assert.equal(dst.config.digest, src.config.digest);
-    assert.deepEqual(
-      dst.layers.map((l) => l.digest),
-      src.layers.map((l) => l.digest),
-    );
+    assert.equal(dst.layers.length, src.layers.length);
     // another repository of the registry it was pulled from: every layer is mounted from there
     await engine.dockerOk(['tag', `${host}/three:v1`, `${host}/copy:v1`]);
     const copy = await engine.dockerOk(['push', `${host}/copy:v1`]);

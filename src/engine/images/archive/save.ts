@@ -91,7 +91,8 @@ export class ImageSaver {
           pinned.push(chainId);
           const layer = await store.overlay.getLayer(chainId);
           if (!layer) throw notFound(`layer ${chainId} does not exist`);
-          if (!layer.blob || !(await store.content.has(layer.blob.digest)))
+          const rebuildable = layer.tarSplit && !layer.blob && layer.tarSize !== undefined;
+          if (!rebuildable && (!layer.blob || !(await store.content.has(layer.blob.digest))))
             throw systemError(`the layer ${layer.diffId} of image ${id} has no stored tarball to save`);
           layers.push(layer);
         }
@@ -290,12 +291,15 @@ export class ImageSaver {
     mtime: Date,
   ): Promise<number> {
     const { content, overlay } = this.deps.store;
-    const blob = layer.blob as NonNullable<LayerRecord['blob']>;
-    const bytes = () =>
-      blob.compression === 'none'
-        ? (content.open(blob.digest) as AsyncIterable<Buffer>)
-        : decompress(content.open(blob.digest) as AsyncIterable<Buffer>, overlay.ops, () => undefined);
-    let size = blob.compression === 'none' ? blob.size : layer.tarSize;
+    const blob = layer.blob;
+    // no blob kept (a pulled layer): the tarball rebuilt from its tar-split record and files
+    const bytes = (): AsyncIterable<Buffer> =>
+      !blob
+        ? (overlay.rebuiltTar(layer) as AsyncIterable<Buffer>)
+        : blob.compression === 'none'
+          ? (content.open(blob.digest) as AsyncIterable<Buffer>)
+          : decompress(content.open(blob.digest) as AsyncIterable<Buffer>, overlay.ops, () => undefined);
+    let size = blob?.compression === 'none' ? blob.size : layer.tarSize;
     if (size === undefined) {
       size = 0;
       for await (const chunk of bytes()) size += chunk.length;

@@ -51,10 +51,9 @@ export interface PullerDeps {
   /** Layers fetched at once (`--max-concurrent-downloads`), read at each pull (a reload may change it). */
   maxConcurrentDownloads: () => number;
   /**
-   * Keep each pulled layer's compressed blob in the content store (default: yes). dockerd keeps
-   * none: it can rebuild a layer's exact tar from its tar-split record when it pushes to another
-   * registry. berth has no such record yet, and a tar exported again from the snapshot need not
-   * hash to the diff ID (entry order, headers), so without the blob such a push could fail.
+   * Keep each pulled layer's compressed blob in the content store (default: no, as dockerd).
+   * Without it a push to another registry (and docker save) rebuilds the layer's exact tarball
+   * from the tar-split record kept beside the layer and gzips it again.
    */
   keepBlobs?: boolean;
 }
@@ -351,7 +350,7 @@ export class ImagePuller {
             const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
               expectDiffId: l.diffId,
               verifiedDigest: l.digest,
-              keepBlob: this.deps.keepBlobs ?? true,
+              keepBlob: this.deps.keepBlobs ?? false,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);

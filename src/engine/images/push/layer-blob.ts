@@ -13,8 +13,9 @@ import { parallelGzip } from './gzip.js';
 /**
  * A layer as push sends it: gzip-compressed. The blob kept at import or pull is sent as it is
  * when it is gzip (same digest as it came with) or zstd (an OCI layer); otherwise its tar (the kept blob uncompressed,
- * or, when no blob was kept, the layer exported from its snapshot and checked against its diff
- * ID) is compressed while it is read, so nothing is staged on disk.
+ * or, when no blob was kept, the tarball rebuilt from the layer's tar-split record and files, or
+ * for a layer without a record exported from its snapshot; either checked against its diff ID)
+ * is compressed while it is read, so nothing is staged on disk.
  */
 export interface LayerBlob {
   diffId: string;
@@ -37,6 +38,8 @@ export interface LayerBlobDeps {
   ops: StorageOps;
   /** The layer's diff directory (`overlay/<chain>/diff`). */
   diffDir(chainId: string): Promise<string>;
+  /** The layer's exact tarball rebuilt from its tar-split record, when it has one. */
+  rebuiltTar?(layer: LayerRecord): AsyncIterable<Buffer> | undefined;
   /** Blocks compressed at once (thread pool). */
   gzipParallel?: number;
 }
@@ -105,7 +108,14 @@ export function layerBlob(deps: LayerBlobDeps, layer: LayerRecord): LayerBlob {
     mediaType: MediaTypes.dockerLayer,
     progressTotal: layer.size,
     read: (progress) => {
+      // dockerd's way: the tar-split record and the files rebuild the tarball as it came; a
+      // layer without a record is exported from its snapshot (which may not hash the same)
       async function* exported(): AsyncGenerator<Buffer> {
+        const rebuilt = deps.rebuiltTar?.(layer);
+        if (rebuilt) {
+          yield* rebuilt;
+          return;
+        }
         const dir = await deps.diffDir(layer.chainId);
         yield* toBuffers(exportDiff(dir, deps.ops));
       }

@@ -257,6 +257,7 @@ export class Pusher {
         content: store.content,
         ops: this.deps.ops,
         diffDir: async (chainId) => (await store.overlay.layerPaths(chainId)).UpperDir,
+        rebuiltTar: (l) => store.overlay.rebuiltTar(l),
       },
       layer,
     );

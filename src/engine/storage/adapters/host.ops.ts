@@ -103,6 +103,10 @@ export class HostStorageOps implements StorageOps {
   async extractTar(input: Readable, dir: string, exclude: string[]): Promise<void> {
     const args = [
       '-x',
+      // 1 MiB reads (tar's default is 10 KiB: tens of thousands of reads for a large layer;
+      // from a pipe GNU tar gathers whole records, and takes a short last one)
+      '-b',
+      '2048',
       '-f',
       '-',
       '-C',
