@@ -112,6 +112,43 @@ export function ipv4Of(r: ResourceRecord): string {
 }
 
 /** A stand-in for the world's DNS: answers `*.example` with 192.0.2.99, tagged by its `tag` address. */
+/**
+ * A TCP server and a UDP socket on one loopback port, as a DNS server has them. The port is the
+ * kernel's choice for TCP; another process may hold it for UDP (tests run side by side), so the
+ * pair is tried again on a new port then (a bounded number of times).
+ */
+export async function listenPair(
+  tcp: Server,
+  makeUdp: () => UdpSocket,
+): Promise<{ port: number; udp: UdpSocket }> {
+  for (let attempt = 0; ; attempt++) {
+    await new Promise<void>((resolve, reject) => {
+      tcp.once('error', reject);
+      tcp.listen(0, '127.0.0.1', () => {
+        tcp.off('error', reject);
+        resolve();
+      });
+    });
+    const addr = tcp.address();
+    const port = typeof addr === 'object' && addr ? addr.port : 0;
+    const udp = makeUdp();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        udp.once('error', reject);
+        udp.bind(port, '127.0.0.1', () => {
+          udp.off('error', reject);
+          resolve();
+        });
+      });
+      return { port, udp };
+    } catch (err) {
+      udp.close();
+      await new Promise<void>((r) => tcp.close(() => r()));
+      if (attempt >= 20 || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    }
+  }
+}
+
 export class FakeUpstream {
   udp!: UdpSocket;
   tcp!: Server;
@@ -150,15 +187,16 @@ export class FakeUpstream {
         sock.write(Buffer.concat([len, out]));
       });
     });
-    await new Promise<void>((r) => this.tcp.listen(0, '127.0.0.1', r));
-    const addr = this.tcp.address();
-    this.port = typeof addr === 'object' && addr ? addr.port : 0;
-    this.udp = createSocket('udp4');
-    this.udp.on('message', (m, rinfo) => {
-      const out = this.reply(m, false);
-      if (out) this.udp.send(out, rinfo.port, rinfo.address);
+    const pair = await listenPair(this.tcp, () => {
+      const udp = createSocket('udp4');
+      udp.on('message', (m, rinfo) => {
+        const out = this.reply(m, false);
+        if (out) udp.send(out, rinfo.port, rinfo.address);
+      });
+      return udp;
     });
-    await new Promise<void>((r) => this.udp.bind(this.port, '127.0.0.1', r));
+    this.port = pair.port;
+    this.udp = pair.udp;
   }
 
   async stop(): Promise<void> {

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import { parseQuery, readHeader, TYPE, WireError } from '../../../../src/engine/network/dns/dns.wire.js';
 import { EmbeddedDns } from '../../../../src/engine/network/dns/embedded-dns.js';
-import { ipv4Of, query, udpAsk } from './dns-client.js';
+import { ipv4Of, listenPair, query, udpAsk } from './dns-client.js';
 
 /**
  * The embedded DNS against bounded random input (a seeded generator: a failure is reproducible
@@ -115,7 +115,6 @@ describe(`the embedded DNS under random input (seed ${SEED})`, () => {
   it('survives upstream servers that answer garbage, over UDP and TCP', async () => {
     // an upstream that answers every query with its ID and question kept and the rest mangled:
     // cut, bits flipped, counts lying, records running past the end
-    const udp = createSocket('udp4');
     const mangle = (q: Buffer): Buffer => {
       const reply = Buffer.concat([q, Buffer.from([...Array(int(700))].map(() => int(256)))]);
       reply.writeUInt16BE(0x8180 | int(16), 2);
@@ -128,9 +127,6 @@ describe(`the embedded DNS under random input (seed ${SEED})`, () => {
       }
       return reply.subarray(0, Math.max(12, int(reply.length + 1)));
     };
-    udp.on('message', (m, r) => udp.send(mangle(m), r.port, r.address));
-    await new Promise<void>((r) => udp.bind(0, '127.0.0.1', r));
-    const upPort = udp.address().port;
     const tcp = createServer((sock) => {
       sock.on('error', () => undefined);
       sock.on('data', (chunk: Buffer) => {
@@ -140,7 +136,11 @@ describe(`the embedded DNS under random input (seed ${SEED})`, () => {
         sock.end(Buffer.concat([len, reply]));
       });
     });
-    await new Promise<void>((r) => tcp.listen(upPort, '127.0.0.1', r));
+    const { port: upPort, udp } = await listenPair(tcp, () => {
+      const sock = createSocket('udp4');
+      sock.on('message', (m, r) => sock.send(mangle(m), r.port, r.address));
+      return sock;
+    });
     const fwd = new EmbeddedDns({
       log: new Logger('error'),
       upstreams: () => [`127.0.0.1:${upPort}`],
