@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
@@ -7,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { removeBridgeFromHost } from '../../src/engine/network/host-cleanup.js';
 import { runCommand } from '../helpers/process.js';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -41,6 +43,11 @@ describe('berth up', () => {
     const dir = await mkdtemp(join(tmpdir(), 'berth-up-'));
     const socket = join(dir, 'berth.sock');
     const port = await freePort();
+    // a bridge of its own, removed afterwards (up keeps its bridge for the next start, as dockerd;
+    // the default berth0 may be a real engine's on this host)
+    const bridge = `bu${randomBytes(4).toString('hex')}`;
+    const config = join(dir, 'daemon.json');
+    await writeFile(config, JSON.stringify({ bridge }));
     const child = spawn(
       process.execPath,
       [
@@ -48,6 +55,8 @@ describe('berth up', () => {
         'tsx',
         join(repoRoot, 'src/cli/main.ts'),
         'up',
+        '--config-file',
+        config,
         '--data-root',
         join(dir, 'data'),
         '--exec-root',
@@ -66,6 +75,7 @@ describe('berth up', () => {
     const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
     cleanups.push(async () => {
       if (child.exitCode === null) child.kill('SIGKILL');
+      await removeBridgeFromHost(bridge);
       await rm(dir, { recursive: true, force: true });
     });
 
