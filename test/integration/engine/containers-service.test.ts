@@ -224,7 +224,12 @@ describe('containers service with runc', () => {
     await service.start(Id);
     const view = await service.inspect(Id);
     assert.equal(view.State.Running, true);
-    const top = await service.top(Id);
+    // right after the start the process may still be runc's init, about to exec the command
+    let top = await service.top(Id);
+    for (let i = 0; i < 50 && !top.Processes.some((p) => p.join(' ').includes('sleep 60')); i++) {
+      await sleep(50);
+      top = await service.top(Id);
+    }
     assert.ok(
       top.Processes.some((p) => p.join(' ').includes('sleep 60')),
       JSON.stringify(top),
