@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 
 /** Where a raw connection goes: a TCP port on loopback or a unix socket path. */
@@ -84,4 +85,21 @@ export async function rawExchange(target: RawTarget, data: string | Buffer, ms =
   await c.waitClosed(ms);
   c.destroy();
   return c.text();
+}
+
+/** GET / of a loopback port through node's client: the body, or '' when nothing answers (2 s). */
+export function getLoopbackText(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', timeout: 2000 }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
+      res.on('end', () => resolve(text));
+      res.on('error', () => resolve(''));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(''));
+    req.end();
+  });
 }

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,6 +7,7 @@ import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
 import { requireTool, runCommand } from '../../helpers/process.js';
+import { getLoopbackText } from '../../helpers/raw-http.js';
 
 /**
  * docker-compose (Debian's 1.29.2, docker-py underneath) brings up a two-service application on
@@ -30,22 +30,6 @@ services:
       - -c
       - "while true; do printf 'GET / HTTP/1.0\\\\r\\\\n\\\\r\\\\n' | nc -w 2 web 8080 && sleep 600; sleep 0.2; done"
 `;
-
-function get(port: number): Promise<string> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/', timeout: 2000 }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => {
-        text += d.toString();
-      });
-      res.on('end', () => resolve(text));
-      res.on('error', () => resolve(''));
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(''));
-    req.end();
-  });
-}
 
 describe('docker-compose', () => {
   let engine: TestEngine;
@@ -88,7 +72,7 @@ describe('docker-compose', () => {
     assert.ok(port > 0);
     let body = '';
     await eventually('the published port to answer', async () => {
-      body = await get(port);
+      body = await getLoopbackText(port);
       return body.includes('hello-from-web');
     });
     const nets = await engine.dockerOk(['network', 'ls', '--format', '{{.Name}}']);
@@ -98,6 +82,6 @@ describe('docker-compose', () => {
     assert.equal(down.code, 0, `${down.stdout}\n${down.stderr}`);
     assert.equal(await engine.dockerOk(['ps', '-aq']), '');
     assert.doesNotMatch(await engine.dockerOk(['network', 'ls', '--format', '{{.Name}}']), /berthapp/);
-    assert.equal(await get(port), '');
+    assert.equal(await getLoopbackText(port), '');
   });
 });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
+import { getLoopbackText } from '../../helpers/raw-http.js';
 
 const exec = promisify(execFile);
 
@@ -323,19 +323,7 @@ describe('user-defined bridge networks (docker CLI)', () => {
     assert.ok(port > 0);
     let body = '';
     await eventually('the published port to answer', async () => {
-      body = await new Promise<string>((resolve) => {
-        const req = request({ host: '127.0.0.1', port, path: '/', timeout: 2000 }, (res) => {
-          let text = '';
-          res.on('data', (d: Buffer) => {
-            text += d.toString();
-          });
-          res.on('end', () => resolve(text));
-          res.on('error', () => resolve(''));
-        });
-        req.on('timeout', () => req.destroy());
-        req.on('error', () => resolve(''));
-        req.end();
-      });
+      body = await getLoopbackText(port);
       return body.includes('hello');
     });
     assert.match(await iptablesSave(), new RegExp(`BERTH-DNAT-${bridge}`));
