@@ -138,7 +138,9 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
     mounts,
   };
   // docker cp uploads wait here until complete (dockerd's temp files are under its root too)
-  const spool = new UploadSpool(join(opts.dataRoot, 'tmp'), opts.copyUploadLimit);
+  const spool = new UploadSpool(join(opts.dataRoot, 'tmp'), opts.copyUploadLimit, (raw) =>
+    host.archive.unpack(raw),
+  );
   await spool.sweep();
   const copyDeps: CopyDeps = { rootfs, runtime, events, host: host.archive, spool, writes: new KeyedMutex() };
 

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
@@ -168,6 +170,28 @@ describe('docker cp upload (spooled archive)', () => {
     req.destroy();
     assert.equal(r.status, 413, r.text);
     assert.match(r.text, /archive is larger than the engine accepts/);
+    assert.deepEqual(await spooled(), []);
+  });
+
+  it('takes a gzip, xz or zstd archive as dockerd does; a small bomb over the cap is a 413', async () => {
+    const tar = tarOf([{ name: 'packed/a.txt', data: 'squeezed' }]);
+    const forms: Array<[string, Buffer]> = [
+      ['gzip', gzipSync(tar)],
+      ['xz', execFileSync('xz', ['-c'], { input: tar })],
+      ['zstd', execFileSync('zstd', ['-c', '-q'], { input: tar })],
+    ];
+    for (const [kind, body] of forms) {
+      const put = await engine.request('PUT', `/v1.41/containers/up/archive?path=/tmp`, { body });
+      assert.equal(put.status, 200, `${kind}: ${put.text()}`);
+      assert.equal((await ok('exec', 'up', 'cat', '/tmp/packed/a.txt')).trim(), 'squeezed', kind);
+      await ok('exec', 'up', 'rm', '-r', '/tmp/packed');
+    }
+    // 5 MiB of zeros gzip to a few KiB: under the 4 MiB cap as sent, over it once unpacked
+    const bomb = gzipSync(tarOf([{ name: 'bomb', data: Buffer.alloc(5 * 1024 * 1024) }]));
+    const r = await engine.request('PUT', '/v1.41/containers/up/archive?path=/tmp', { body: bomb });
+    assert.equal(r.status, 413, r.text());
+    assert.match(r.text(), /archive is larger than the engine accepts/);
+    assert.equal((await engine.docker(['exec', 'up', 'ls', '/tmp/bomb'])).code !== 0, true);
     assert.deepEqual(await spooled(), []);
   });
 });

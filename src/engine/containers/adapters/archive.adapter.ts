@@ -1,6 +1,7 @@
 import { errorMessage, systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
-import { tarDirectory } from '../../storage/adapters/host.ops.js';
+import { HostStorageOps, tarDirectory } from '../../storage/adapters/host.ops.js';
+import { decompress } from '../../storage/layer.apply.js';
 import type { ArchiveHost } from '../archive/archive.host.js';
 
 async function tool(cmd: string, args: string[]): Promise<void> {
@@ -8,8 +9,11 @@ async function tool(cmd: string, args: string[]): Promise<void> {
   if (r.code !== 0) throw new Error(r.stderr.trim() || `${cmd} exited with ${r.code}`);
 }
 
+const storageOps = new HostStorageOps();
+
 /** The archive room's host calls, with the host's tools (coreutils, attr, GNU tar). */
 export const hostArchive: ArchiveHost = {
+  unpack: (raw) => decompress(raw, storageOps, () => undefined, 'archive'),
   mknod: (path, kind, mode, major, minor) =>
     tool('mknod', ['-m', mode.toString(8), path, kind, String(major), String(minor)]),
   mkfifo: (path, mode) => tool('mkfifo', ['-m', mode.toString(8), path]),

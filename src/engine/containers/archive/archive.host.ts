@@ -26,4 +26,9 @@ export interface ArchiveHost {
    * with tar's message, which names members relative to `dir` and never `dir` itself.
    */
   tar(dir: string, members: string[], extraArgs?: string[]): TarStream;
+  /**
+   * The bytes of an uploaded archive, decompressed whatever its compression (none, gzip, bzip2,
+   * xz, zstd), as dockerd reads PUT /containers/{id}/archive.
+   */
+  unpack(raw: AsyncIterable<Buffer>): AsyncIterable<Buffer>;
 }

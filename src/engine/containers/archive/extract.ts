@@ -20,7 +20,14 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
-import { errnoCode, errorMessage, invalidParameter, isKind, notFound } from '../../../common/errors.js';
+import {
+  BerthError,
+  errnoCode,
+  errorMessage,
+  invalidParameter,
+  isKind,
+  notFound,
+} from '../../../common/errors.js';
 import { resolveUserInRootfs } from '../../runtime/oci/user.js';
 import type { Container } from '../core/container.js';
 import type { ArchiveHost } from './archive.host.js';
@@ -43,6 +50,8 @@ type Entry = AsyncIterable<unknown> & { resume(): unknown; header: tarStream.Hea
 async function* members(source: Readable): AsyncGenerator<Entry> {
   const extract = tarStream.extract();
   const feeding = pipeline(source, extract).catch((err) => {
+    // the source's own refusals (an archive over the engine's cap: 413) keep their kind
+    if (err instanceof BerthError) throw err;
     throw invalidParameter(`cannot read the archive: ${errorMessage(err)}`);
   });
   feeding.catch(() => undefined);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import {
   BerthError,
   errnoCode,
@@ -36,9 +36,14 @@ function tooLarge(limit: number): BerthError {
  * client that leaves included; `sweep` at start for what a killed engine left).
  */
 export class UploadSpool {
+  /**
+   * `unpack` decompresses what `open` reads (dockerd takes a compressed archive too); what it
+   * yields is bounded by `limit` as well, so a small bomb cannot fill the container.
+   */
   constructor(
     readonly dir: string,
     readonly limit = DEFAULT_UPLOAD_LIMIT,
+    private readonly unpack?: (raw: AsyncIterable<Buffer>) => AsyncIterable<Buffer>,
   ) {}
 
   /** Make the directory and remove what an earlier engine left there. */
@@ -81,7 +86,21 @@ export class UploadSpool {
       // the client's body failed (a client that went away: ECONNRESET, "aborted")
       throw invalidParameter(`cannot read the archive: ${errorMessage(err)}`);
     }
-    return { size, open: () => createReadStream(path), remove };
+    const { unpack, limit } = this;
+    const read = unpack
+      ? () => Readable.from(bounded(unpack(createReadStream(path)), limit))
+      : () => createReadStream(path);
+    return { size, open: read, remove };
+  }
+}
+
+/** The chunks of `source`, failing once they add up to more than `limit`. */
+async function* bounded(source: AsyncIterable<Buffer>, limit: number): AsyncGenerator<Buffer> {
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.length;
+    if (size > limit) throw tooLarge(limit);
+    yield chunk;
   }
 }
 
