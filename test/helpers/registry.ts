@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { configFromObject, type RegistryConfig } from '../../src/registry/config.js';
-import { type RegistryHooks, type RunningRegistry, serveRegistry } from '../../src/registry/server.js';
+import { startRegistry } from '../../src/registry/index.js';
+import type { RegistryHooks, RunningRegistry } from '../../src/registry/server.js';
 import { requireTool, runCommand } from './process.js';
 
 export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
@@ -31,7 +32,7 @@ export interface TestRegistry extends RunningRegistry {
 
 /**
  * Start a registry in-process on 127.0.0.1, port 0, over a temporary root (or the given one).
- * `config` is a config.yml-shaped object merged over the defaults.
+ * `config` is a config.yml-shaped object merged over the defaults (auth sections included).
  */
 export async function startTestRegistry(
   config: Record<string, unknown> = {},
@@ -44,7 +45,8 @@ export async function startTestRegistry(
   raw.http = { addr: '127.0.0.1:0', ...(raw.http ?? {}) };
   raw.log = { level: 'error', accesslog: { disabled: true }, ...(raw.log ?? {}) };
   const typed = configFromObject(raw);
-  const running = await serveRegistry(typed, hooks);
+  // as `berth registry` starts it: auth, the token server and rate limits from the config too
+  const { running } = await startRegistry(typed, hooks);
   return {
     ...running,
     root: dir,

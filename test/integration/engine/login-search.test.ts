@@ -10,14 +10,20 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startRegistry } from '../../../src/registry/index.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
-import { ALL_MANIFEST_TYPES, http, requireTool, sha256 } from '../../helpers/registry.js';
+import {
+  ALL_MANIFEST_TYPES,
+  http,
+  requireTool,
+  sha256,
+  startTestRegistry,
+  type TestRegistry,
+} from '../../helpers/registry.js';
 import { type ReferenceRegistry, startReferenceRegistry } from '../../helpers/registry-reference.js';
 
-type Running = Awaited<ReturnType<typeof startRegistry>>;
+type Running = TestRegistry;
 
 let work: string;
 let users: string;
@@ -34,15 +40,9 @@ let pushed: string;
 const hostOf = (r: Running) => new URL(r.url).host;
 const AUTH_NONE = Buffer.from('{}').toString('base64');
 
-async function startBerth(name: string, extra: Record<string, unknown> = {}): Promise<Running> {
-  const root = await mkdtemp(join(work, `${name}-`));
-  const reg = await startRegistry({
-    version: '0.1',
-    log: { level: 'error', accesslog: { disabled: true } },
-    storage: { filesystem: { rootdirectory: root }, delete: { enabled: true } },
-    http: { addr: '127.0.0.1:0' },
-    ...extra,
-  });
+/** berth's registry in-process on loopback (its root removed by `stop`). */
+async function startBerth(extra: Record<string, unknown> = {}): Promise<Running> {
+  const reg = await startTestRegistry(extra);
   berthRegs.push(reg);
   return reg;
 }
@@ -72,10 +72,10 @@ before(async () => {
   work = await mkdtemp(join(tmpdir(), 'berth-login-'));
   users = join(work, 'htpasswd');
   execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
-  open = await startBerth('open');
-  mirror = await startBerth('mirror');
-  basic = await startBerth('basic', { auth: { htpasswd: { realm: 'berth-test', path: users } } });
-  token = await startBerth('token', { berth: { tokenserver: { enabled: true, htpasswd: users } } });
+  open = await startBerth();
+  mirror = await startBerth();
+  basic = await startBerth({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
+  token = await startBerth({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
   debianBasic = await startReferenceRegistry(await mkdtemp(join(work, 'debian-basic-')), { htpasswd: users });
   engine = await TestEngine.start({
     bridge: 'none',
@@ -97,7 +97,7 @@ before(async () => {
 after(async () => {
   await engine?.destroy();
   await dockerd?.destroy();
-  for (const r of berthRegs) await r.close();
+  for (const r of berthRegs) await r.stop();
   await debianBasic?.stop();
   if (work) await rm(work, { recursive: true, force: true });
 });

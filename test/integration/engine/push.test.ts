@@ -21,14 +21,21 @@ import { Acl } from '../../../src/registry/auth/acl.js';
 import { Htpasswd } from '../../../src/registry/auth/htpasswd.js';
 import { ensureSigningKeyPair } from '../../../src/registry/auth/keys.js';
 import { TokenServer } from '../../../src/registry/auth/token-server.js';
-import { startRegistry } from '../../../src/registry/index.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
-import { ALL_MANIFEST_TYPES, http, requireTool, sha256, tarGz } from '../../helpers/registry.js';
+import {
+  ALL_MANIFEST_TYPES,
+  http,
+  requireTool,
+  sha256,
+  startTestRegistry,
+  type TestRegistry,
+  tarGz,
+} from '../../helpers/registry.js';
 import { type ReferenceRegistry, startReferenceRegistry } from '../../helpers/registry-reference.js';
 
-type Running = Awaited<ReturnType<typeof startRegistry>>;
+type Running = TestRegistry;
 
 let work: string;
 let users: string;
@@ -46,15 +53,9 @@ let tokenHttp: Server;
 const hostOf = (r: Running) => new URL(r.url).host;
 const AUTH_NONE = Buffer.from('{}').toString('base64');
 
-async function startBerth(name: string, extra: Record<string, unknown> = {}): Promise<Running> {
-  const root = await mkdtemp(join(work, `${name}-`));
-  const reg = await startRegistry({
-    version: '0.1',
-    log: { level: 'error', accesslog: { disabled: true } },
-    storage: { filesystem: { rootdirectory: root }, delete: { enabled: true } },
-    http: { addr: '127.0.0.1:0' },
-    ...extra,
-  });
+/** berth's registry in-process on loopback (its root removed by `stop`). */
+async function startBerth(extra: Record<string, unknown> = {}): Promise<Running> {
+  const reg = await startTestRegistry(extra);
   berthRegs.push(reg);
   return reg;
 }
@@ -131,9 +132,9 @@ before(async () => {
   work = await mkdtemp(join(tmpdir(), 'berth-push-'));
   users = join(work, 'htpasswd');
   execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
-  open = await startBerth('open');
-  basic = await startBerth('basic', { auth: { htpasswd: { realm: 'berth-test', path: users } } });
-  token = await startBerth('token', { berth: { tokenserver: { enabled: true, htpasswd: users } } });
+  open = await startBerth();
+  basic = await startBerth({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
+  token = await startBerth({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
   debian = await startReferenceRegistry(await mkdtemp(join(work, 'debian-')));
   debianBasic = await startReferenceRegistry(await mkdtemp(join(work, 'debian-basic-')), { htpasswd: users });
   // Debian's registry with token auth: berth's token server as the external one (RS256, rootcertbundle)
@@ -172,7 +173,7 @@ before(async () => {
 after(async () => {
   await engine?.destroy();
   await dockerd?.destroy();
-  for (const r of berthRegs) await r.close();
+  for (const r of berthRegs) await r.stop();
   await debian?.stop();
   await debianBasic?.stop();
   await debianToken?.stop();
