@@ -58,3 +58,22 @@ export function parseBuildDockerfile(text: string): ParsedDockerfile {
     warnings: scan.warnings,
   };
 }
+
+/**
+ * The ONBUILD triggers of a base image (its config's OnBuild, each as ONBUILD wrote it) as
+ * instructions to run right after FROM, refused as dockerd does when one is ONBUILD, FROM or
+ * MAINTAINER.
+ */
+export function parseOnbuildTriggers(triggers: readonly string[]): Instruction[] {
+  const out: Instruction[] = [];
+  for (const trigger of triggers) {
+    for (const node of scanDockerfile(trigger, { heredocs: true, lineErrors: false }).nodes) {
+      const upper = node.value.toUpperCase();
+      if (upper === 'ONBUILD') throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
+      if (upper === 'MAINTAINER' || upper === 'FROM')
+        throw invalidParameter(`${upper} isn't allowed as an ONBUILD trigger`);
+      out.push(parseInstruction(node));
+    }
+  }
+  return out;
+}

@@ -1,5 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { goQuote, isDigit, isLetter, isSpace } from './go-text.js';
+import { replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
 
 /** Word expansion of Dockerfile arguments as buildkit's shell lexer does it: quotes, escapes, `$VAR`, `${VAR:-x}` and friends, splitting into words. */
 export class LexError extends Error {}
@@ -65,7 +66,7 @@ export class ShellWord {
     return ch;
   }
 
-  processStopOn(stop: string | undefined): { word: string; words: string[] } {
+  processStopOn(stop: string | undefined, rawEscapes = false): { word: string; words: string[] } {
     let result = '';
     const words = new Words();
     for (;;) {
@@ -84,6 +85,10 @@ export class ShellWord {
       }
       let c = this.next() as string;
       if (c === this.escapeToken) {
+        if (rawEscapes) {
+          words.addRawChar(c);
+          result += c;
+        }
         const escaped = this.next();
         if (escaped === undefined) break;
         c = escaped;
@@ -94,6 +99,26 @@ export class ShellWord {
     if (stop !== undefined)
       throw new LexError(`unexpected end of statement while looking for matching ${stop}`);
     return { word: result, words: words.get() };
+  }
+
+  /** A here-document's body: variables expanded, quotes kept, the escape token only escaping `$` and itself. */
+  processHeredoc(): string {
+    let result = '';
+    for (;;) {
+      const ch = this.peek();
+      if (ch === undefined) return result;
+      if (ch === '$') {
+        result += this.dollar();
+        continue;
+      }
+      this.next();
+      const after = this.peek();
+      if (ch === this.escapeToken && (after === '$' || after === this.escapeToken)) {
+        result += this.next();
+        continue;
+      }
+      result += ch;
+    }
   }
 
   private singleQuote(): string {
@@ -134,9 +159,9 @@ export class ShellWord {
   }
 
   /** The word up to the closing brace of `${name?word}` / `${name:Xword}`. */
-  private braceWord(): string {
+  private braceWord(stop = '}', rawEscapes = false): string {
     try {
-      return this.processStopOn('}').word;
+      return this.processStopOn(stop, rawEscapes).word;
     } catch (err) {
       if (this.peek() === undefined) throw new LexError("syntax error: missing '}'");
       throw err;
@@ -158,10 +183,26 @@ export class ShellWord {
     const ch = this.next();
     const value = this.envs.get(name);
     if (ch === '}') return value ?? '';
-    if (ch === '?') {
+    if (ch === '?' || ch === '-' || ch === '+') {
       const word = this.braceWord();
+      if (ch === '-') return value ?? word;
+      if (ch === '+') return value === undefined ? '' : word;
       if (value === undefined) throw new LexError(`${name}: ${word || 'is not allowed to be unset'}`);
       return value;
+    }
+    if (ch === '#' || ch === '%') {
+      let word = this.braceWord('}', true);
+      const greedy = word.startsWith(ch);
+      if (greedy) word = word.slice(1);
+      const current = value ?? '';
+      return ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy);
+    }
+    if (ch === '/') {
+      const all = this.peek() === '/';
+      if (all) this.next();
+      const pattern = this.braceWord('/', true);
+      const replacement = this.braceWord('}', true);
+      return replacePattern(value ?? '', pattern, replacement, all);
     }
     if (ch === ':') {
       const modifier = this.next();
