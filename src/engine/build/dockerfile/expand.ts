@@ -30,18 +30,18 @@ const firstWins = (env: readonly string[]): string[] => {
 
 /** The lexer's ProcessWord: quotes and escapes resolved, variables substituted, one word. */
 export function expandWord(word: string, env: readonly string[], escapeToken: string): string {
-  return processWord(word, firstWins(env), escapeToken);
+  return processWord(word, firstWins(env), escapeToken, true);
 }
 
 /** The lexer's ProcessWords: as expandWord, then split into words (quoted parts stay whole). */
 export function expandWords(word: string, env: readonly string[], escapeToken: string): string[] {
-  return processWords(word, firstWins(env), escapeToken);
+  return processWords(word, firstWins(env), escapeToken, true);
 }
 
 /** A heredoc body with `expand`: variables substituted, quotes kept as written. */
 export function expandHeredoc(content: string, env: readonly string[], escapeToken: string): string {
   try {
-    return new ShellWord(content, buildEnvs(firstWins(env)), escapeToken).processHeredoc();
+    return new ShellWord(content, buildEnvs(firstWins(env)), escapeToken, true).processHeredoc();
   } catch (err) {
     if (err instanceof LexError)
       throw invalidParameter(`failed to process ${goQuote(content)}: ${err.message}`);

@@ -52,6 +52,8 @@ export class ShellWord {
     source: string,
     private readonly envs: Map<string, string>,
     private readonly escapeToken: string,
+    /** The newer lexer's forms (`${V-x}`, `${V+x}`, `${V#p}`, `${V%p}`, `${V/p/r}`); dockerd 20.10's has only `${V:…}` and `${V?…}`. */
+    private readonly extended = false,
   ) {
     this.chars = Array.from(source);
   }
@@ -183,21 +185,21 @@ export class ShellWord {
     const ch = this.next();
     const value = this.envs.get(name);
     if (ch === '}') return value ?? '';
-    if (ch === '?' || ch === '-' || ch === '+') {
+    if (ch === '?' || (this.extended && (ch === '-' || ch === '+'))) {
       const word = this.braceWord();
       if (ch === '-') return value ?? word;
       if (ch === '+') return value === undefined ? '' : word;
       if (value === undefined) throw new LexError(`${name}: ${word || 'is not allowed to be unset'}`);
       return value;
     }
-    if (ch === '#' || ch === '%') {
+    if (this.extended && (ch === '#' || ch === '%')) {
       let word = this.braceWord('}', true);
       const greedy = word.startsWith(ch);
       if (greedy) word = word.slice(1);
       const current = value ?? '';
       return ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy);
     }
-    if (ch === '/') {
+    if (this.extended && ch === '/') {
       const all = this.peek() === '/';
       if (all) this.next();
       const pattern = this.braceWord('/', true);
@@ -254,21 +256,31 @@ export function buildEnvs(env: string[] | null | undefined): Map<string, string>
   return envs;
 }
 
-export function lex(word: string, env: string[] | null | undefined, escapeToken: string) {
+export function lex(word: string, env: string[] | null | undefined, escapeToken: string, extended = false) {
   try {
-    return new ShellWord(word, buildEnvs(env), escapeToken).processStopOn(undefined);
+    return new ShellWord(word, buildEnvs(env), escapeToken, extended).processStopOn(undefined);
   } catch (err) {
     if (err instanceof LexError) throw invalidParameter(`failed to process ${goQuote(word)}: ${err.message}`);
     throw err;
   }
 }
 
-/** The lexer's ProcessWord: quotes, escapes and variables resolved, spacing kept. */
-export function processWord(word: string, env: string[] | null | undefined, escapeToken = '\\'): string {
-  return lex(word, env, escapeToken).word;
+/** The lexer's ProcessWord: quotes, escapes and variables resolved, spacing kept (`extended`: the newer forms). */
+export function processWord(
+  word: string,
+  env: string[] | null | undefined,
+  escapeToken = '\\',
+  extended = false,
+): string {
+  return lex(word, env, escapeToken, extended).word;
 }
 
 /** The lexer's ProcessWords: as processWord, then split into words (quoted parts stay whole). */
-export function processWords(word: string, env: string[] | null | undefined, escapeToken = '\\'): string[] {
-  return lex(word, env, escapeToken).words;
+export function processWords(
+  word: string,
+  env: string[] | null | undefined,
+  escapeToken = '\\',
+  extended = false,
+): string[] {
+  return lex(word, env, escapeToken, extended).words;
 }
