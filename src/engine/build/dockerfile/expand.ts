@@ -99,7 +99,14 @@ export function expandInstruction(
     case 'stopsignal':
       return { ...instr, value: x(instr.value) };
     case 'volume':
-      return { ...instr, volumes: instr.volumes.map(x) };
+      return {
+        ...instr,
+        volumes: instr.volumes.map((v) => {
+          const out = x(v);
+          if (out === '') throw invalidParameter('VOLUME specified can not be an empty string');
+          return out;
+        }),
+      };
     case 'copy':
     case 'add': {
       const heredocNames = new Set(instr.heredocs.map((h) => `<<${h.name}`));

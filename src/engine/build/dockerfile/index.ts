@@ -10,6 +10,7 @@
  *   and command lines.
  * - runCommand: RUN's argv with heredocs (and the script file of `RUN <<EOF` with `#!`).
  * - parseOnbuildTriggers: a base image's ONBUILD triggers as instructions.
+ * - isBuiltinSyntax: whether `# syntax=` names the built-in Dockerfile frontend.
  */
 export { expandFrom, expandHeredoc, expandInstruction, expandWord, expandWords } from './expand.js';
 export {
@@ -21,6 +22,6 @@ export {
   runHistoryCmd,
 } from './history.js';
 export { parseRunMount } from './mounts.js';
-export { parseBuildDockerfile, parseOnbuildTriggers } from './parse.js';
+export { isBuiltinSyntax, parseBuildDockerfile, parseOnbuildTriggers } from './parse.js';
 export { HEREDOC_SCRIPT_DIR, type RunCommand, runCommand } from './run-command.js';
 export { findStage, metaArgEnv, stagesFor, stepCount } from './stages.js';

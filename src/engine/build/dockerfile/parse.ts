@@ -77,3 +77,15 @@ export function parseOnbuildTriggers(triggers: readonly string[]): Instruction[]
   }
   return out;
 }
+
+/**
+ * Whether a `# syntax=` directive names the Dockerfile frontend berth has built in
+ * (`docker/dockerfile` — any 1.x version or channel, `-labs`, a digest — with or without
+ * `docker.io/`); another frontend image cannot run here.
+ */
+export function isBuiltinSyntax(syntax: string): boolean {
+  const ref = syntax.trim().replace(/^(docker\.io|index\.docker\.io|registry-1\.docker\.io)\//, '');
+  return /^docker\/dockerfile(-upstream)?(:(1([.-][0-9a-z.-]*)?|latest|labs|experimental))?(@sha256:[0-9a-f]{64})?$/.test(
+    ref,
+  );
+}

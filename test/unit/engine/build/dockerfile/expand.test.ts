@@ -92,6 +92,7 @@ describe('expandInstruction', () => {
     assert.equal((ex('USER ${N}:$A') as { value: unknown }).value, 'name:1');
     assert.equal((ex('STOPSIGNAL SIG$N') as { value: unknown }).value, 'SIGname');
     assert.deepEqual((ex('VOLUME $D /v$A') as { volumes: unknown }).volumes, ['/dst', '/v1']);
+    assert.throws(() => ex('VOLUME ""'), /VOLUME specified can not be an empty string/);
     const copy = ex('COPY --chown=$A:$A --from=$N --chmod=75$A src$A <<EOF $D/\nx$A\nEOF');
     assert.ok(copy.kind === 'copy');
     assert.deepEqual(
