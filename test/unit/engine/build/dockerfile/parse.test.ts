@@ -48,6 +48,21 @@ describe('parseBuildDockerfile', () => {
     assert.equal(p.syntax, undefined);
   });
 
+  it('keeps the text dockerd 20.10 prints after Step N/M (trimmed, continuations joined)', () => {
+    const p = parseBuildDockerfile(
+      'ARG A=1\nFROM busybox AS x  \n  RUN   echo  a \\\n  # inner\n   b\t\\\n c\nCMD   ["sh",  "-c"]   \nRUN echo \\',
+    );
+    assert.deepEqual(
+      p.metaArgInstructions?.map((i) => i.original),
+      ['ARG A=1'],
+    );
+    assert.equal(p.stages[0]?.original, 'FROM busybox AS x');
+    assert.deepEqual(
+      p.stages[0]?.instructions.map((i) => i.original),
+      ['RUN   echo  a    b\t c', 'CMD   ["sh",  "-c"]', 'RUN echo'],
+    );
+  });
+
   it('reads the escape and syntax directives', () => {
     const p = parseBuildDockerfile(
       '# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nRUN echo a `\n  b\n',
