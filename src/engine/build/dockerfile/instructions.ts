@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { BuilderFlags, parseCommand, shellDependentCmdLine } from '../../images/dockerfile/instructions.js';
-import { parseHeredocWord, type ScannedNode } from '../../images/dockerfile/parser.js';
+import { parseHeredocWord, type ScannedNode } from '../../images/dockerfile/scan.js';
 import type { Heredoc, Instruction } from '../build.types.js';
 import { parseRunMount } from './mounts.js';
 

@@ -1,6 +1,6 @@
 import { invalidParameter, isBerthError } from '../../../common/errors.js';
 import { trimSpace } from '../../images/dockerfile/go-text.js';
-import { lineError, type ScannedNode, scanDockerfile } from '../../images/dockerfile/parser.js';
+import { lineError, type ScannedNode, scanDockerfile } from '../../images/dockerfile/scan.js';
 import type { Instruction, ParsedDockerfile, Stage } from '../build.types.js';
 import { parseFrom, parseInstruction } from './instructions.js';
 
