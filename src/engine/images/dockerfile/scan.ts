@@ -68,7 +68,8 @@ export function heredocsOfNode(node: DockerfileNode, line: string): Array<Omit<S
   let cmd = node.value;
   let json = node.json;
   if (cmd === 'onbuild' && node.args.length > 0) {
-    const child = splitCommand(node.args.join(' '));
+    // The trigger as written after ONBUILD (and its flags).
+    const child = splitCommand(splitCommand(line).rest);
     cmd = child.cmd;
     json = jsonForm(child.rest) !== undefined;
   }

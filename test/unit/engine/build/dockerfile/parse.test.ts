@@ -232,6 +232,10 @@ describe('parseBuildDockerfile', () => {
   it('keeps an ONBUILD trigger with its heredoc whole', () => {
     const ob = only('ONBUILD RUN <<EOF\necho hi\nEOF');
     assert.deepEqual((ob as { expression: unknown }).expression, 'RUN <<EOF\necho hi\nEOF');
+    assert.deepEqual(
+      (only('ONBUILD RUN ["cat", "<<EOF"]') as { expression: unknown }).expression,
+      'RUN ["cat", "<<EOF"]',
+    );
     const again = only((ob as { expression: string }).expression);
     assert.ok(again.kind === 'run');
     assert.deepEqual(again.heredocs, [{ name: 'EOF', content: 'echo hi\n', expand: true }]);
