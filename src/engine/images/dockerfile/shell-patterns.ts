@@ -22,9 +22,9 @@ export function patternTokens(pattern: string): string[] {
   return tokens;
 }
 
-const quoteMeta = (s: string): string => s.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+const quoteMeta = (s: string): string => s.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 
-/** convertShellPatternToRegex: `*` is `.*` (greedy) or `.*?`; anchored patterns match at the start. */
+/** convertShellPatternToRegex: `*` is `.*` (greedy) or `.*?`; anchored patterns match at the start. Throws SyntaxError for a bad class (`[z-a]`). */
 export function shellPatternToRegex(pattern: string, greedy: boolean, anchored: boolean): RegExp {
   let out = anchored ? '^' : '';
   for (const tok of patternTokens(pattern)) {

@@ -44,6 +44,17 @@ export class Words {
   }
 }
 
+/** A pattern operation; a pattern that is no regular expression is the lexer's error. */
+function patternOp(pattern: string, op: () => string): string {
+  try {
+    return op();
+  } catch (err) {
+    if (err instanceof SyntaxError)
+      throw new LexError(`invalid pattern (${pattern}) in substitution: ${err.message}`);
+    throw err;
+  }
+}
+
 export class ShellWord {
   private readonly chars: string[];
   private pos = 0;
@@ -197,14 +208,16 @@ export class ShellWord {
       const greedy = word.startsWith(ch);
       if (greedy) word = word.slice(1);
       const current = value ?? '';
-      return ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy);
+      return patternOp(word, () =>
+        ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy),
+      );
     }
     if (this.extended && ch === '/') {
       const all = this.peek() === '/';
       if (all) this.next();
       const pattern = this.braceWord('/', true);
       const replacement = this.braceWord('}', true);
-      return replacePattern(value ?? '', pattern, replacement, all);
+      return patternOp(pattern, () => replacePattern(value ?? '', pattern, replacement, all));
     }
     if (ch === ':') {
       const modifier = this.next();

@@ -58,6 +58,10 @@ describe('expandWord', () => {
       ['${S/[!a]/-}', 'a-bXc'],
     ];
     for (const [word, want] of cases) assert.equal(x(word), want, word);
+    // Patterns that are no regular expression are a clear error, never a crash.
+    assert.throws(() => x('${V/[z-a]/x}'), /invalid pattern \(\[z-a\]\) in substitution/);
+    assert.equal(x('${V%%[a-}'), 'foo/bar/baz.tar.gz');
+    assert.equal(x('${V#foo/-}'), 'foo/bar/baz.tar.gz');
   });
 
   it('lets the first definition of a name win (ENV before ARG)', () => {
