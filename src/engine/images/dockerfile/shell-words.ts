@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { goQuote, isDigit, isLetter, isSpace } from './go-text.js';
-import { replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
+import { PatternError, replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
 
 /** Word expansion of Dockerfile arguments as buildkit's shell lexer does it: quotes, escapes, `$VAR`, `${VAR:-x}` and friends, splitting into words. */
 export class LexError extends Error {}
@@ -49,7 +49,7 @@ function patternOp(pattern: string, op: () => string): string {
   try {
     return op();
   } catch (err) {
-    if (err instanceof SyntaxError)
+    if (err instanceof PatternError)
       throw new LexError(`invalid pattern (${pattern}) in substitution: ${err.message}`);
     throw err;
   }
