@@ -197,6 +197,9 @@ describe('parseBuildDockerfile', () => {
       parents: true,
       exclude: ['*.md', 'x'],
     });
+    const empty = only('COPY --from= --chown= --chmod= a b');
+    assert.ok(empty.kind === 'copy');
+    assert.deepEqual([empty.from, empty.chown, empty.chmod], [undefined, undefined, undefined]);
     const add = only('ADD --checksum=sha256:abc --keep-git-dir=true --link=false ["a b", "/c d"]');
     assert.equal(add.kind, 'add');
     if (add.kind !== 'add') return;
