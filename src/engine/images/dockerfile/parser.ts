@@ -16,6 +16,8 @@ export interface Directives {
   continuation: RegExp;
   done: boolean;
   seen: Set<string>;
+  /** Directive values by lower-case key. */
+  values: Map<string, string>;
 }
 
 export interface LineArgs {
@@ -47,6 +49,7 @@ export function possibleParserDirective(d: Directives, line: string): void {
   }
   if (d.seen.has(key)) throw invalidParameter(`only one ${key} parser directive can be used`);
   d.seen.add(key);
+  d.values.set(key, m[2] as string);
   if (key === 'escape') setEscapeToken(d, m[2] as string);
 }
 
@@ -315,48 +318,4 @@ export function newNodeFromLine(line: string, d: Directives): DockerfileNode {
   // Unknown instructions parse, with an empty argument; they are refused later.
   const { args, json } = parse ? parse(rest, d) : { args: [''], json: false };
   return { value: cmd, original: line, flags, args, json };
-}
-
-/** Parse a Dockerfile into its instructions and escape token, as buildkit's parser.Parse does. */
-export function parseDockerfile(text: string): { nodes: DockerfileNode[]; escapeToken: string } {
-  const d: Directives = { escapeToken: '\\', continuation: /$^/, done: false, seen: new Set() };
-  setEscapeToken(d, '\\');
-  // bufio.Scanner: lines without their newline and one trailing CR; a line of 64KiB or more
-  // stops the scan.
-  const raw = text === '' ? [] : text.split('\n');
-  if (text.endsWith('\n')) raw.pop();
-  let tooLong = false;
-  const lines: string[] = [];
-  for (const l of raw) {
-    if (Buffer.byteLength(l, 'utf8') >= MAX_LINE_BYTES) {
-      tooLong = true;
-      break;
-    }
-    lines.push(l.endsWith('\r') ? l.slice(0, -1) : l);
-  }
-  const nodes: DockerfileNode[] = [];
-  let i = 0;
-  while (i < lines.length) {
-    let first = lines[i] as string;
-    if (i === 0 && first.startsWith('\ufeff')) first = first.slice(1);
-    const processed = processLine(d, first, true);
-    i++;
-    let [line, endOfLine] = trimContinuation(processed, d);
-    if (endOfLine && line === '') continue;
-    while (!endOfLine && i < lines.length) {
-      const next = lines[i] as string;
-      const cont = processLine(d, next, false);
-      i++;
-      if (isComment(next)) continue;
-      if (trimLeftSpace(cont) === '') continue;
-      let part: string;
-      [part, endOfLine] = trimContinuation(cont, d);
-      line += part;
-    }
-    nodes.push(newNodeFromLine(line, d));
-  }
-  if (nodes.length === 0) throw invalidParameter('file with no instructions');
-  if (tooLong)
-    throw invalidParameter(`dockerfile line greater than max allowed size of ${MAX_LINE_BYTES - 1}`);
-  return { nodes, escapeToken: d.escapeToken };
 }
