@@ -13,11 +13,9 @@ type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Head
 export function tarReadError(err: unknown): BerthError {
   if (err instanceof BerthError) return err;
   const message = errorMessage(err);
-  const reason = /unexpected end of data|premature close/i.test(message)
-    ? 'unexpected EOF'
-    : /invalid tar header|checksum/i.test(message)
-      ? 'archive/tar: invalid tar header'
-      : message;
+  if (/invalid tar header|checksum/i.test(message))
+    return invalidParameter('archive/tar: invalid tar header');
+  const reason = /unexpected end of data|premature close/i.test(message) ? 'unexpected EOF' : message;
   return invalidParameter(`Error processing tar file(exit status 1): ${reason}`);
 }
 

@@ -47,7 +47,8 @@ export async function isArchiveFile(path: string, ops: StorageOps): Promise<bool
 
 /**
  * The tar a COPY or ADD extracts at `/` in the step's container, built as it is read:
- * - the directories from `existingDir` down to where the files go (0755, uid:gid);
+ * - the directories from `existingDir` down to where the files go (0755; owned uid:gid for a
+ *   file's parents and a copied directory itself, root's above a copied directory, as dockerd);
  * - a file source at `dest` (or, when `destIsDir`, at `dest/<its name>`, `dest/<its path>` with
  *   `--parents`), a directory source's contents below `dest` (below `dest/<its path>` with
  *   `--parents`), links in it kept as links, devices and sockets left out; `--exclude` patterns
@@ -100,17 +101,12 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   const made = new Set<string>();
   const now = new Date();
   const existing = member(plan.existingDir ?? '/');
-  const dir = (path: string) =>
-    entry(pack, {
-      name: `${path}/`,
-      type: 'directory',
-      mode: plan.mode ?? 0o755,
-      uid: plan.uid,
-      gid: plan.gid,
-      mtime: now,
-    });
-  /** Entries for the directories down to `path` (included) that are below existingDir. */
-  const dirsTo = async (path: string) => {
+  /**
+   * Entries for the directories down to `path` (included) below existingDir, made 0755 as
+   * dockerd makes them: owned uid:gid when `chownAll` (the parents of a copied file), else only
+   * `path` is (a copied directory's parents stay root's).
+   */
+  const dirsTo = async (path: string, chownAll: boolean) => {
     const parts = path.split('/').filter(Boolean);
     let cur = '';
     for (const part of parts) {
@@ -118,7 +114,15 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
       const below = existing === '' || existing === '.' || cur.startsWith(`${existing}/`);
       if (!below || made.has(cur)) continue;
       made.add(cur);
-      await dir(cur);
+      const owned = chownAll || cur === path;
+      await entry(pack, {
+        name: `${cur}/`,
+        type: 'directory',
+        mode: 0o755,
+        uid: owned ? plan.uid : 0,
+        gid: owned ? plan.gid : 0,
+        mtime: now,
+      });
     }
   };
   const dest = member(plan.dest);
@@ -126,19 +130,19 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   for (const source of plan.sources) {
     if (source.isDir) {
       const at = plan.parents ? member(posix.join(dest, source.relPath)) : dest;
-      await dirsTo(at);
-      await copyDir(pack, plan, source.hostPath, at, exclude, dirsTo);
+      await dirsTo(at, plan.parents);
+      await copyDir(pack, plan, source.hostPath, at, exclude);
       continue;
     }
     if (plan.extractArchives && (await isArchiveFile(source.hostPath, ops))) {
-      await dirsTo(dest);
+      await dirsTo(dest, false);
       await extractArchive(pack, source, dest, ops);
       continue;
     }
     const name = plan.destIsDir
       ? member(posix.join(dest, plan.parents ? source.relPath : posix.basename(source.relPath)))
       : dest;
-    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name));
+    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name), true);
     const st = await stat(source.hostPath);
     await fileEntry(
       pack,
@@ -156,7 +160,7 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   }
   for (const file of plan.inline) {
     const name = plan.destIsDir ? member(posix.join(dest, file.name)) : dest;
-    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name));
+    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name), true);
     await entry(
       pack,
       {
@@ -180,7 +184,6 @@ async function copyDir(
   root: string,
   at: string,
   exclude: PatternMatcher,
-  dirsTo: (path: string) => Promise<void>,
   rel = '',
 ): Promise<void> {
   const names = await readdir(rel ? join(root, rel) : root);
@@ -197,14 +200,13 @@ async function copyDir(
     const target = at ? `${at}/${path}` : path;
     const base = { uid: plan.uid, gid: plan.gid, mtime: st.mtime };
     if (st.isDirectory()) {
-      await dirsTo(posix.dirname(target) === '.' ? '' : posix.dirname(target));
       await entry(pack, {
         ...base,
         name: `${target}/`,
         type: 'directory',
         mode: plan.mode ?? st.mode & 0o7777,
       });
-      await copyDir(pack, plan, root, at, exclude, dirsTo, path);
+      await copyDir(pack, plan, root, at, exclude, path);
     } else if (st.isSymbolicLink()) {
       await entry(pack, {
         ...base,

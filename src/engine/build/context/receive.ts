@@ -91,7 +91,8 @@ async function receiveInto(
       );
       return locateDockerfile(cloned, opts.dockerfile);
     }
-    if (!isHttpUrl(opts.remote)) throw invalidParameter(`remoteURL was not recognized: ${opts.remote}`);
+    if (!isHttpUrl(opts.remote))
+      throw invalidParameter(`remoteURL (${opts.remote}) could not be recognized as URL`);
     const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
     source = fetchBounded(opts.remote, timed, opts.remoteLimit ?? REMOTE_LIMIT);
   } else {

@@ -75,7 +75,7 @@ export async function cloneGitContext(
     throw invalidParameter(`invalid git URL ${JSON.stringify(remote)}`);
   const repo = join(dir, 'repo');
   await mkdir(dir, { recursive: true });
-  const args = ['clone', '--depth', '1', '--recurse-submodules', '--shallow-submodules'];
+  const args = ['clone', '--quiet', '--depth', '1', '--recurse-submodules', '--shallow-submodules'];
   if (ref) args.push('--branch', ref);
   args.push('--', url, repo);
   const { code, stderr } = await host.git(args, dir, signal);
@@ -84,9 +84,7 @@ export async function cloneGitContext(
     throw invalidParameter(`unable to find 'git': exec: "git": executable file not found in $PATH`);
   }
   if (code !== 0) {
-    throw invalidParameter(
-      `unable to 'git clone' to temporary context directory: error fetching: ${stderr || `git exited with status ${code}`}`,
-    );
+    throw invalidParameter(`error fetching: ${stderr}: exit status ${code}`);
   }
   if (!subdir) return repo;
   const root = await resolveInRoot(repo, subdir);

@@ -74,6 +74,10 @@ export async function resolveCopySources(
   for (const source of sources) {
     let path = source.startsWith('/') ? source.slice(1) : source;
     if (path.startsWith('./')) path = path.slice(2);
+    const clean = posix.normalize(path || '.');
+    if (clean === '..' || clean.startsWith('../')) {
+      throw invalidParameter(`${instruction} failed: forbidden path outside the build context: ${source} ()`);
+    }
     if (hasWildcards(path)) {
       for (const rel of await walk(root, depthOf(path))) {
         let match = false;

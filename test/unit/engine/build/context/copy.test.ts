@@ -110,8 +110,11 @@ describe('COPY and ADD', () => {
           'COPY failed: file not found in build context or excluded by .dockerignore: stat out: file does not exist',
       });
       await assert.rejects(resolveCopySources(root, ['up/passwd']), /file not found/);
-      const [clamped] = await resolveCopySources(root, ['../../a.txt']);
-      assert.equal(clamped?.hostPath, join(root, 'a.txt'));
+      await assert.rejects(resolveCopySources(root, ['../a.txt']), {
+        message: 'COPY failed: forbidden path outside the build context: ../a.txt ()',
+      });
+      const [inside] = await resolveCopySources(root, ['dir/../a.txt']);
+      assert.equal(inside?.hostPath, join(root, 'a.txt'));
     });
 
     it('says what dockerd says when nothing is there, or nothing matched, and for --exclude', async () => {
@@ -191,8 +194,25 @@ describe('COPY and ADD', () => {
     const src = (p: string) => resolveCopySources(root, [p]);
 
     it('copies a file to a file destination, and into a directory destination', async () => {
-      const one = await members(makeCopyTar(plan({ sources: await src('a.txt'), dest: '/app/x.txt' })));
-      assert.deepEqual(names(one), ['app/', 'app/x.txt']);
+      const one = await members(
+        makeCopyTar(
+          plan({
+            sources: await src('a.txt'),
+            dest: '/home/u/app/x.txt',
+            uid: 7,
+            gid: 7,
+            existingDir: '/home/u',
+          }),
+        ),
+      );
+      // a file's new parents are owned as the file (dockerd's MkdirAllAndChownNew), existing ones untouched
+      assert.deepEqual(
+        one.map((m) => [m.name, m.uid, m.mode]),
+        [
+          ['home/u/app/', 7, 0o755],
+          ['home/u/app/x.txt', 7, 0o644],
+        ],
+      );
       assert.equal(one[1]?.content, 'a');
       const into = await members(
         makeCopyTar(
@@ -216,7 +236,9 @@ describe('COPY and ADD', () => {
         ),
       );
       assert.deepEqual(names(ms), ['srv/', 'srv/d/', 'srv/d/ln', 'srv/d/one', 'srv/d/sub/', 'srv/d/sub/two']);
-      assert.ok(ms.every((m) => m.uid === 1000 && m.gid === 1001));
+      // as dockerd: a copied directory's new parents are root's, the directory and its members uid:gid
+      assert.deepEqual([ms[0]?.uid, ms[0]?.gid, ms[0]?.mode], [0, 0, 0o755]);
+      assert.ok(ms.slice(1).every((m) => m.uid === 1000 && m.gid === 1001));
       assert.equal(ms.find((m) => m.name === 'srv/d/one')?.mode, 0o640);
       assert.equal(ms.find((m) => m.name === 'srv/d/ln')?.linkname, 'one');
     });
@@ -296,10 +318,12 @@ describe('COPY and ADD', () => {
       assert.deepEqual(resolveChown('bin', passwd, group), { uid: 2, gid: 2 });
       assert.deepEqual(resolveChown('app:staff', passwd, group), { uid: 1000, gid: 50 });
       assert.throws(() => resolveChown('nobody', passwd, group), {
-        message: 'unable to find user nobody: no matching entries in passwd file',
+        message:
+          "unable to convert uid/gid chown string to host mapping: can't find uid for user nobody: no such user: nobody",
       });
       assert.throws(() => resolveChown('app', passwd, group), {
-        message: 'unable to find group app: no matching entries in group file',
+        message:
+          "unable to convert uid/gid chown string to host mapping: can't find gid for group app: no such group: app",
       });
       assert.throws(() => resolveChown('a:b:c', passwd, group), /invalid chown string format/);
     });

@@ -162,7 +162,7 @@ describe('receiveContext', () => {
       message: 'Error processing tar file(exit status 1): unexpected EOF',
     });
     await assert.rejects(receive(gzipSync(tars.truncated)), /unexpected EOF/);
-    await assert.rejects(receive(tars.badChecksum), /Error processing tar file/);
+    await assert.rejects(receive(tars.badChecksum), { message: 'archive/tar: invalid tar header' });
     assert.equal((await readdir(work)).length, before);
   });
 
@@ -247,10 +247,9 @@ describe('receiveContext', () => {
     it('says clearly when a git remote cannot be cloned', async () => {
       await assert.rejects(receive(Buffer.alloc(0), { remote: 'git://127.0.0.1:1/nothing.git' }), (err) => {
         assert.ok(isKind(err, 'InvalidParameter'));
-        assert.match(
-          (err as Error).message,
-          /unable to 'git clone' to temporary context directory: error fetching: /,
-        );
+        // dockerd's words, git's reason, and no path of the engine's
+        assert.match((err as Error).message, /^error fetching: fatal: .*: exit status 128$/s);
+        assert.doesNotMatch((err as Error).message, new RegExp(work));
         return true;
       });
     });
