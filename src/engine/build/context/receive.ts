@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { invalidParameter } from '../../../common/errors.js';
+import { BerthError, invalidParameter } from '../../../common/errors.js';
 import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { BuildContext } from '../build.types.js';
@@ -34,6 +34,8 @@ export interface ReceiveOptions {
   host?: ContextHost;
   remoteLimit?: number;
   remoteTimeoutMs?: number;
+  /** The most a context tar may hold once decompressed (413 beyond); no bound by default, as dockerd. */
+  limit?: number;
 }
 
 const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
@@ -114,12 +116,24 @@ async function receiveInto(
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
   try {
-    await extractContextTar(sniffed.bytes, root, signal);
+    await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal);
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);
   }
   return locateDockerfile(root, opts.dockerfile);
+}
+
+/** The bytes of a context, at most `limit` of them (a decompression bomb is a 413). */
+async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined): AsyncGenerator<Buffer> {
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.length;
+    if (limit !== undefined && size > limit) {
+      throw new BerthError('TooLarge', `the build context is larger than the limit of ${limit} bytes`);
+    }
+    yield chunk;
+  }
 }
 
 /** Reads the Dockerfile from the context and applies its `.dockerignore`. */

@@ -200,6 +200,17 @@ describe('receiveContext', () => {
     assert.ok(process.memoryUsage().rss - rss < size, 'the context was not held in memory');
   });
 
+  it('stops a context larger than its limit once decompressed (413)', async () => {
+    const bomb = gzipSync(await makeTar([{ name: 'zeros', content: Buffer.alloc(8 * 1024 * 1024) }]));
+    assert.ok(bomb.length < 64 * 1024);
+    const before = (await readdir(work)).length;
+    await assert.rejects(
+      receiveContext(Readable.from([bomb]), { workDir: work, signal, limit: 1024 * 1024 }),
+      (err) => isKind(err, 'TooLarge'),
+    );
+    assert.equal((await readdir(work)).length, before);
+  });
+
   it('cancels when the signal aborts', async () => {
     const ac = new AbortController();
     const body = new PassThrough();
