@@ -96,6 +96,12 @@ describe('COPY and ADD', () => {
         (await resolveCopySources(root, ['[ab].tx?'])).map((s) => s.relPath),
         ['a.txt', 'b.txt'],
       );
+      assert.deepEqual(
+        (await resolveCopySources(root, ['dir/sub/*'])).map((s) => s.relPath),
+        ['dir/sub/two'],
+      );
+      // the walk follows no link (as dockerd's): nothing below a linked directory matches
+      await assert.rejects(resolveCopySources(root, ['dirlink/*']), /no source files were specified/);
     });
 
     it('drops a leading / or ./, follows links inside the root, never out of it', async () => {
