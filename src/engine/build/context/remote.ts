@@ -1,4 +1,4 @@
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { BerthError, invalidParameter, isBerthError } from '../../../common/errors.js';
@@ -52,7 +52,8 @@ export async function* fetchBounded(
 }
 
 /**
- * Clone a git `remote` (`url#ref:subdir`) into `dir/repo` with `git clone --depth 1` and return
+ * Clone a git `remote` (`url#ref:subdir`) into `dir/repo` with `git clone --depth 1` (a full
+ * clone from a server without shallow fetches) and return
  * the context's directory in it (the subdirectory when named). No git, an unreachable repository
  * or a missing subdirectory is a 400.
  */
@@ -75,10 +76,19 @@ export async function cloneGitContext(
     throw invalidParameter(`invalid git URL ${JSON.stringify(remote)}`);
   const repo = join(dir, 'repo');
   await mkdir(dir, { recursive: true });
-  const args = ['clone', '--quiet', '--depth', '1', '--recurse-submodules', '--shallow-submodules'];
-  if (ref) args.push('--branch', ref);
-  args.push('--', url, repo);
-  const { code, stderr } = await host.git(args, dir, signal);
+  const clone = (shallow: boolean) => {
+    const args = ['clone', '--quiet', '--recurse-submodules'];
+    if (shallow) args.push('--depth', '1', '--shallow-submodules');
+    if (ref) args.push('--branch', ref);
+    args.push('--', url, repo);
+    return host.git(args, dir, signal);
+  };
+  let { code, stderr } = await clone(true);
+  // a dumb http server has no shallow fetch (dockerd probes for a smart one first)
+  if (code !== 0 && code !== undefined && /shallow/.test(stderr)) {
+    await rm(repo, { recursive: true, force: true });
+    ({ code, stderr } = await clone(false));
+  }
   signal.throwIfAborted();
   if (code === undefined) {
     throw invalidParameter(`unable to find 'git': exec: "git": executable file not found in $PATH`);

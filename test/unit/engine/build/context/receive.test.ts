@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstat, mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -228,6 +228,19 @@ describe('receiveContext', () => {
     const routes = new Map<string, Buffer>();
     before(async () => {
       server = createServer((req, res) => {
+        const gitDir = routes.get('*git*')?.toString();
+        if (gitDir && req.url?.startsWith('/served.git/')) {
+          // a dumb-http git server: the bare repository's files as they are
+          const file = join(
+            gitDir,
+            decodeURIComponent(req.url.slice('/served.git/'.length).split('?')[0] ?? ''),
+          );
+          readFile(file).then(
+            (b) => res.end(b),
+            () => res.writeHead(404).end(),
+          );
+          return;
+        }
         const body = routes.get(req.url ?? '');
         if (!body) {
           res.writeHead(404).end('not here');
@@ -253,6 +266,31 @@ describe('receiveContext', () => {
       await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) =>
         isKind(err, 'NotFound'),
       );
+    });
+
+    it('clones a git remote (a branch and a subdirectory) served over dumb http', async () => {
+      const repo = await mkdtemp(join(work, 'repo-'));
+      const git = (...args: string[]) => {
+        const r = spawnSync('git', args, { cwd: repo, encoding: 'utf8' });
+        assert.equal(r.status, 0, r.stderr);
+      };
+      git('init', '-q', '-b', 'main', 'src');
+      await mkdir(join(repo, 'src/sub'));
+      await writeFile(join(repo, 'src/sub/Dockerfile'), 'FROM h\n');
+      await writeFile(join(repo, 'src/sub/f'), 'in git');
+      git('-C', 'src', 'add', '.');
+      git('-C', 'src', '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'x');
+      git('-C', 'src', 'branch', 'other');
+      git('clone', '-q', '--bare', 'src', 'served.git');
+      git('-C', 'served.git', 'update-server-info');
+      const served = join(repo, 'served.git');
+      routes.set('*git*', Buffer.from(served));
+      const ctx = await receive(Buffer.alloc(0), { remote: `${base}/served.git#other:sub` });
+      assert.equal(ctx.dockerfile, 'FROM h\n');
+      assert.equal(await readFile(join(ctx.root, 'f'), 'utf8'), 'in git');
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/served.git#main:nothere` }), {
+        message: 'subdir not found: nothere',
+      });
     });
 
     it('says clearly when a git remote cannot be cloned', async () => {
