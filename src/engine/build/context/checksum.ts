@@ -1,7 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
-import type { Stats } from 'node:fs';
-import { createReadStream } from 'node:fs';
-import { lstat, readdir, readlink, stat } from 'node:fs/promises';
+import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CopyPlan, CopySource } from '../build.types.js';
 import { PatternMatcher } from './patterns.js';
@@ -25,33 +24,58 @@ function header(h: Hash, name: string, type: string, mode: number, size: number,
   h.update(`${type}\0${name}\0${(mode & 0o7777).toString(8)}\0${size}\0${link}\0`);
 }
 
-async function hashFile(h: Hash, path: string): Promise<void> {
+/** Files up to this size are read in one synchronous call (a context has thousands of small ones). */
+export const SMALL_FILE = 256 * 1024;
+
+async function hashFile(h: Hash, path: string, size: number): Promise<void> {
+  if (size <= SMALL_FILE) {
+    h.update(readFileSync(path));
+    return;
+  }
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
+}
+
+/** Lets other requests in at least every 20 ms of a long walk. */
+export class Turns {
+  private ran = Date.now();
+  async take(): Promise<void> {
+    if (Date.now() - this.ran > 20) {
+      await new Promise((r) => setImmediate(r));
+      this.ran = Date.now();
+    }
+  }
 }
 
 /** The sha256 (hex) of one member: `name` is its path in the copy. */
 async function memberHash(path: string, name: string, st: Stats): Promise<string> {
   const h = createHash('sha256');
   const type = typeOf(st);
-  const link = type === 'symlink' ? await readlink(path) : '';
+  const link = type === 'symlink' ? readlinkSync(path) : '';
   header(h, name, type, st.mode, type === 'file' ? st.size : 0, link);
-  if (type === 'file') await hashFile(h, path);
+  if (type === 'file') await hashFile(h, path, st.size);
   return h.digest('hex');
 }
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** The member hashes below a directory, by path (`exclude` against the path below it). */
-async function walkHashes(dir: string, exclude: PatternMatcher, rel: string, out: string[]): Promise<void> {
+async function walkHashes(
+  dir: string,
+  exclude: PatternMatcher,
+  rel: string,
+  out: string[],
+  turns: Turns,
+): Promise<void> {
   const entries = await readdir(rel ? join(dir, rel) : dir);
   entries.sort();
   for (const name of entries) {
+    await turns.take();
     const path = rel ? `${rel}/${name}` : name;
     if (!exclude.empty && exclude.matches(path)) continue;
     const full = join(dir, path);
-    const st = await lstat(full);
+    const st = lstatSync(full);
     out.push(await memberHash(full, path, st));
-    if (st.isDirectory()) await walkHashes(dir, exclude, path, out);
+    if (st.isDirectory()) await walkHashes(dir, exclude, path, out, turns);
   }
 }
 
@@ -61,7 +85,7 @@ export async function sourceChecksum(source: CopySource, exclude: string[] = [])
   const st = await stat(source.hostPath);
   if (!source.isDir) return `file:${await memberHash(source.hostPath, source.relPath, st)}`;
   const members: string[] = [`${source.relPath}\0${(st.mode & 0o7777).toString(8)}`];
-  await walkHashes(source.hostPath, new PatternMatcher(exclude), '', members);
+  await walkHashes(source.hostPath, new PatternMatcher(exclude), '', members, new Turns());
   return `dir:${sha(members.join(','))}`;
 }
 

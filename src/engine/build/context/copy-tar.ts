@@ -1,5 +1,5 @@
-import { createReadStream } from 'node:fs';
-import { lstat, open, readdir, readlink, stat } from 'node:fs/promises';
+import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
@@ -7,6 +7,7 @@ import { errnoCode, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { CopyPlan, CopySource, CopyTar } from '../build.types.js';
+import { SMALL_FILE, Turns } from './checksum.js';
 import { tarMembers } from './context-tar.js';
 import { PatternMatcher } from './patterns.js';
 import { isTarHeader, sniffArchive } from './sniff.js';
@@ -89,6 +90,12 @@ async function fileEntry(
   h: Header,
   from: string | AsyncIterable<Buffer>,
 ): Promise<void> {
+  if (typeof from === 'string' && (h.size ?? 0) <= SMALL_FILE) {
+    const content = readFileSync(from);
+    // changed since its stat: the header must say what the member holds
+    await entry(pack, { ...h, size: content.length }, content);
+    return;
+  }
   const done = new Promise<void>((resolve, reject) => {
     const sink = pack.entry(h, (err) => (err ? reject(err) : resolve()));
     const source = typeof from === 'string' ? createReadStream(from, { highWaterMark: 1 << 20 }) : from;
@@ -131,7 +138,7 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
     if (source.isDir) {
       const at = plan.parents ? member(posix.join(dest, source.relPath)) : dest;
       await dirsTo(at, plan.parents);
-      await copyDir(pack, plan, source.hostPath, at, exclude);
+      await copyDir(pack, plan, source.hostPath, at, exclude, new Turns());
       continue;
     }
     if (plan.extractArchives && (await isArchiveFile(source.hostPath, ops))) {
@@ -184,19 +191,23 @@ async function copyDir(
   root: string,
   at: string,
   exclude: PatternMatcher,
+  turns: Turns,
   rel = '',
 ): Promise<void> {
   const names = await readdir(rel ? join(root, rel) : root);
   names.sort();
   for (const name of names) {
+    await turns.take();
     const path = rel ? `${rel}/${name}` : name;
     if (!exclude.empty && exclude.matches(path)) continue;
     const full = join(root, path);
-    const st = await lstat(full).catch((err) => {
-      if (errnoCode(err) === 'ENOENT') return undefined;
+    let st: Stats;
+    try {
+      st = lstatSync(full);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') continue;
       throw err;
-    });
-    if (!st) continue;
+    }
     const target = at ? `${at}/${path}` : path;
     const base = { uid: plan.uid, gid: plan.gid, mtime: st.mtime };
     if (st.isDirectory()) {
@@ -206,14 +217,14 @@ async function copyDir(
         type: 'directory',
         mode: plan.mode ?? st.mode & 0o7777,
       });
-      await copyDir(pack, plan, root, at, exclude, path);
+      await copyDir(pack, plan, root, at, exclude, turns, path);
     } else if (st.isSymbolicLink()) {
       await entry(pack, {
         ...base,
         name: target,
         type: 'symlink',
         mode: 0o777,
-        linkname: await readlink(full),
+        linkname: readlinkSync(full),
       });
     } else if (st.isFile()) {
       await fileEntry(
