@@ -3,6 +3,7 @@ import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } f
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CopyPlan, CopySource } from '../build.types.js';
+import { SMALL_FILE, Turns } from './pace.js';
 import { PatternMatcher } from './patterns.js';
 
 /**
@@ -24,26 +25,12 @@ function header(h: Hash, name: string, type: string, mode: number, size: number,
   h.update(`${type}\0${name}\0${(mode & 0o7777).toString(8)}\0${size}\0${link}\0`);
 }
 
-/** Files up to this size are read in one synchronous call (a context has thousands of small ones). */
-export const SMALL_FILE = 256 * 1024;
-
 async function hashFile(h: Hash, path: string, size: number): Promise<void> {
   if (size <= SMALL_FILE) {
     h.update(readFileSync(path));
     return;
   }
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
-}
-
-/** Lets other requests in at least every 20 ms of a long walk. */
-export class Turns {
-  private ran = Date.now();
-  async take(): Promise<void> {
-    if (Date.now() - this.ran > 20) {
-      await new Promise((r) => setImmediate(r));
-      this.ran = Date.now();
-    }
-  }
 }
 
 /** The sha256 (hex) of one member: `name` is its path in the copy. */

@@ -7,8 +7,8 @@ import { errnoCode, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { CopyPlan, CopySource, CopyTar } from '../build.types.js';
-import { SMALL_FILE, Turns } from './checksum.js';
 import { tarMembers } from './context-tar.js';
+import { SMALL_FILE, Turns } from './pace.js';
 import { PatternMatcher } from './patterns.js';
 import { isTarHeader, sniffArchive } from './sniff.js';
 
