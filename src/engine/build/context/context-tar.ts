@@ -21,6 +21,7 @@ import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
+import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
 
@@ -126,14 +127,10 @@ export async function extractContextTar(
 ): Promise<void> {
   const dirs = new RealDirs(root);
   const dirTimes = new Map<string, { mode: number; mtime: Date }>();
-  let ran = Date.now();
+  const turns = new Turns();
   for await (const entry of tarMembers(source)) {
     signal.throwIfAborted();
-    // other requests get their turn at least every 20 ms
-    if (Date.now() - ran > 20) {
-      await new Promise((r) => setImmediate(r));
-      ran = Date.now();
-    }
+    await turns.take();
     const h = entry.header;
     const type = h.type ?? 'file';
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
