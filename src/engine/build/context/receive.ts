@@ -34,6 +34,11 @@ export interface ReceiveOptions {
   host?: ContextHost;
   remoteLimit?: number;
   remoteTimeoutMs?: number;
+  /**
+   * Told the bytes of a `remote` download received so far (for dockerd's `Downloading context`
+   * progress messages).
+   */
+  onProgress?: (bytes: number, url: string) => void;
   /** The most a context tar may hold once decompressed (413 beyond); no bound by default, as dockerd. */
   limit?: number;
 }
@@ -96,7 +101,13 @@ async function receiveInto(
     if (!isHttpUrl(opts.remote))
       throw invalidParameter(`remoteURL (${opts.remote}) could not be recognized as URL`);
     const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
-    source = fetchBounded(opts.remote, timed, opts.remoteLimit ?? REMOTE_LIMIT);
+    const remote = opts.remote;
+    source = fetchBounded(remote, {
+      signal: timed,
+      limit: opts.remoteLimit ?? REMOTE_LIMIT,
+      errorPrefix: `error downloading remote context ${remote}: `,
+      ...(opts.onProgress ? { onProgress: (n: number) => opts.onProgress?.(n, remote) } : {}),
+    });
   } else {
     const onAbort = () => body.destroy(new Error('build cancelled'));
     signal.addEventListener('abort', onAbort, { once: true });
@@ -110,8 +121,10 @@ async function receiveInto(
   }
   const sniffed = await sniffArchive(source, ops);
   await mkdir(root, { mode: 0o755 });
+  if (opts.remote && sniffed.empty) {
+    throw invalidParameter(`error detecting content type for remote ${opts.remote}: empty response`);
+  }
   if (!sniffed.isTar) {
-    if (opts.remote && sniffed.empty) throw invalidParameter('empty response');
     const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }

@@ -17,21 +17,27 @@ export function isHttpUrl(remote: string): boolean {
   return /^https?:\/\//.test(remote);
 }
 
-/**
- * The body of an http(s) URL, read as it arrives, at most `limit` bytes (413 beyond), aborted
- * with `signal`.
- */
-export async function* fetchBounded(
-  url: string,
-  signal: AbortSignal,
-  limit: number,
-  onResponse?: (res: IncomingMessage) => void,
-): AsyncGenerator<Buffer> {
+export interface FetchOptions {
+  signal: AbortSignal;
+  /** At most this many bytes (413 beyond). */
+  limit: number;
+  /** Told the response once its headers are in. */
+  onResponse?(res: IncomingMessage): void;
+  /** Told the bytes received so far, as they come. */
+  onProgress?(bytes: number): void;
+  /** Put before the message of a failed request (dockerd's `error downloading remote context <url>: `). */
+  errorPrefix?: string;
+}
+
+/** The body of an http(s) URL, read as it arrives (bounded, abortable). */
+export async function* fetchBounded(url: string, o: FetchOptions): AsyncGenerator<Buffer> {
+  const { signal, limit } = o;
+  const prefix = o.errorPrefix ?? '';
   const { body, length } = await openUrl(url, signal).catch((err) => {
     signal.throwIfAborted();
-    throw err;
+    throw isBerthError(err) ? new BerthError(err.kind, `${prefix}${err.message}`) : err;
   });
-  onResponse?.(body);
+  o.onResponse?.(body);
   try {
     if (length !== undefined && length > limit) {
       throw new BerthError('TooLarge', `${url}: ${length} bytes is more than the limit of ${limit} bytes`);
@@ -40,12 +46,13 @@ export async function* fetchBounded(
     for await (const chunk of body) {
       size += (chunk as Buffer).length;
       if (size > limit) throw new BerthError('TooLarge', `${url}: more than the limit of ${limit} bytes`);
+      o.onProgress?.(size);
       yield chunk as Buffer;
     }
   } catch (err) {
     signal.throwIfAborted();
     if (isBerthError(err)) throw err;
-    throw invalidParameter(`error downloading remote context ${url}: ${(err as Error).message}`);
+    throw invalidParameter(`${prefix}${(err as Error).message}`);
   } finally {
     body.destroy();
   }
@@ -99,6 +106,6 @@ export async function cloneGitContext(
   if (!subdir) return repo;
   const root = await resolveInRoot(repo, subdir);
   const st = await stat(root).catch(() => undefined);
-  if (!st?.isDirectory()) throw invalidParameter(`subdir not found: ${subdir}`);
+  if (!st?.isDirectory()) throw invalidParameter(`stat ${subdir}: no such file or directory`);
   return root;
 }

@@ -34,7 +34,10 @@ describe('receiveContext', () => {
   let work: string;
   const made: BuildContext[] = [];
   const signal = new AbortController().signal;
-  const receive = async (body: Buffer | Readable, opts: { dockerfile?: string; remote?: string } = {}) => {
+  const receive = async (
+    body: Buffer | Readable,
+    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void } = {},
+  ) => {
     const ctx = await receiveContext(body instanceof Readable ? body : Readable.from([body]), {
       workDir: work,
       signal,
@@ -252,6 +255,7 @@ describe('receiveContext', () => {
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       routes.set('/ctx.tar.gz', gzipSync(await makeTar(basic)));
       routes.set('/Dockerfile', Buffer.from('FROM g\n'));
+      routes.set('/empty', Buffer.alloc(0));
     });
     after(() => new Promise<void>((r) => server.close(() => r())));
 
@@ -263,9 +267,20 @@ describe('receiveContext', () => {
       const text = await receive(Buffer.alloc(0), { remote: `${base}/Dockerfile` });
       assert.equal(text.dockerfile, 'FROM g\n');
       assert.deepEqual(await readdir(text.root), []);
-      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) =>
-        isKind(err, 'NotFound'),
-      );
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) => {
+        assert.ok(isKind(err, 'NotFound'));
+        assert.equal(
+          (err as Error).message,
+          `error downloading remote context ${base}/missing: failed to GET ${base}/missing with status 404 Not Found: not here`,
+        );
+        return true;
+      });
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/empty` }), {
+        message: `error detecting content type for remote ${base}/empty: empty response`,
+      });
+      const seen: number[] = [];
+      await receive(Buffer.alloc(0), { remote: `${base}/ctx.tar.gz`, onProgress: (n) => seen.push(n) });
+      assert.equal(seen.at(-1), routes.get('/ctx.tar.gz')?.length);
     });
 
     it('clones a git remote (a branch and a subdirectory) served over dumb http', async () => {
@@ -289,7 +304,7 @@ describe('receiveContext', () => {
       assert.equal(ctx.dockerfile, 'FROM h\n');
       assert.equal(await readFile(join(ctx.root, 'f'), 'utf8'), 'in git');
       await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/served.git#main:nothere` }), {
-        message: 'subdir not found: nothere',
+        message: 'stat nothere: no such file or directory',
       });
     });
 
