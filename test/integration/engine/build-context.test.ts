@@ -63,6 +63,8 @@ describe('build context: copy tars extracted into a container', () => {
       { name: 'app/conf/', type: 'directory' },
       { name: 'app/conf/a.conf', content: 'a' },
       { name: 'app/current', type: 'symlink', linkname: 'conf/a.conf' },
+      { name: 'tools/bin', content: '#!/bin/sh\n', mode: 0o755 },
+      { name: 'tools/alias', type: 'link', linkname: 'tools/bin' },
       { name: 'motd', content: 'hello\n' },
       { name: 'vendor.tar.gz', content: archive },
     ]);
@@ -121,6 +123,12 @@ describe('build context: copy tars extracted into a container', () => {
     ]);
     assert.equal(await sh('cat /etc/motd; stat -c "%u:%g %a" /etc'), `hello\n${etcBefore}`);
     assert.equal(await sh('stat -c "%u:%g %a" /opt/pkg/lib.so; cat /opt/pkg/lib.so'), '3:4 755\nL');
+    await put(
+      plan({ sources: await resolveCopySources(ctx.root, ['tools']), dest: '/tools', destIsDir: false }),
+    );
+    // a hard link stays one in the container
+    const [bin, alias] = (await sh('stat -c %i /tools/bin /tools/alias')).split('\n');
+    assert.equal(bin, alias);
     // .dockerignore kept the secret out of the context
     await assert.rejects(resolveCopySources(ctx.root, ['secret']), /file not found in build context/);
   });

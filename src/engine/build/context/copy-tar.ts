@@ -134,11 +134,12 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   };
   const dest = member(plan.dest);
   const exclude = new PatternMatcher(plan.exclude ?? []);
+  const walk = { turns: new Turns(), links: new Map<string, string>() };
   for (const source of plan.sources) {
     if (source.isDir) {
       const at = plan.parents ? member(posix.join(dest, source.relPath)) : dest;
       await dirsTo(at, plan.parents);
-      await copyDir(pack, plan, source.hostPath, at, exclude, new Turns());
+      await copyDir(pack, plan, source.hostPath, at, exclude, walk);
       continue;
     }
     if (plan.extractArchives && (await isArchiveFile(source.hostPath, ops))) {
@@ -184,16 +185,20 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   }
 }
 
-/** A directory's members below `at` (sorted; links as links; `exclude` against the path in it). */
+/**
+ * A directory's members below `at` (sorted; symbolic links as links, hard links within the copy
+ * as hard links; `exclude` against the path in it).
+ */
 async function copyDir(
   pack: tarStream.Pack,
   plan: CopyPlan,
   root: string,
   at: string,
   exclude: PatternMatcher,
-  turns: Turns,
+  walk: { turns: Turns; links: Map<string, string> },
   rel = '',
 ): Promise<void> {
+  const { turns, links } = walk;
   const names = await readdir(rel ? join(root, rel) : root);
   names.sort();
   for (const name of names) {
@@ -217,7 +222,7 @@ async function copyDir(
         type: 'directory',
         mode: plan.mode ?? st.mode & 0o7777,
       });
-      await copyDir(pack, plan, root, at, exclude, turns, path);
+      await copyDir(pack, plan, root, at, exclude, walk, path);
     } else if (st.isSymbolicLink()) {
       await entry(pack, {
         ...base,
@@ -227,6 +232,20 @@ async function copyDir(
         linkname: readlinkSync(full),
       });
     } else if (st.isFile()) {
+      // hard links stay links (busybox's /bin is one file under 400 names)
+      const inode = st.nlink > 1 ? `${st.dev}:${st.ino}` : undefined;
+      const first = inode !== undefined ? links.get(inode) : undefined;
+      if (first !== undefined) {
+        await entry(pack, {
+          ...base,
+          name: target,
+          type: 'link',
+          mode: plan.mode ?? st.mode & 0o7777,
+          linkname: first,
+        });
+        continue;
+      }
+      if (inode !== undefined) links.set(inode, target);
       await fileEntry(
         pack,
         { ...base, name: target, type: 'file', size: st.size, mode: plan.mode ?? st.mode & 0o7777 },

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { chmod, link, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -73,6 +73,9 @@ describe('COPY and ADD', () => {
     await symlink('/etc/passwd', join(root, 'out'));
     await symlink('../../../../etc', join(root, 'up'));
     await symlink('dir', join(root, 'dirlink'));
+    await mkdir(join(root, 'hard'));
+    await writeFile(join(root, 'hard/a'), 'same');
+    await link(join(root, 'hard/a'), join(root, 'hard/b'));
     await writeFile(
       join(root, 'arch.tar.gz'),
       gzipSync(await makeTar([{ name: 'x/in-archive', content: 'z' }])),
@@ -247,6 +250,20 @@ describe('COPY and ADD', () => {
       assert.ok(ms.slice(1).every((m) => m.uid === 1000 && m.gid === 1001));
       assert.equal(ms.find((m) => m.name === 'srv/d/one')?.mode, 0o640);
       assert.equal(ms.find((m) => m.name === 'srv/d/ln')?.linkname, 'one');
+    });
+
+    it('keeps hard links within a copied directory as links', async () => {
+      const ms = await members(
+        makeCopyTar(plan({ sources: await src('hard'), dest: '/h', existingDir: '/' })),
+      );
+      assert.deepEqual(
+        ms.map((m) => [m.name, m.type, m.linkname ?? '']),
+        [
+          ['h/', 'directory', ''],
+          ['h/a', 'file', ''],
+          ['h/b', 'link', 'h/a'],
+        ],
+      );
     });
 
     it('keeps the matched path with --parents', async () => {
