@@ -91,10 +91,12 @@ export class ContainerNetworks implements NetworkPort {
       const ep = eps[name] ?? (name === 'bridge' ? eps.default : undefined);
       const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
       const ip = ep?.IPAMConfig?.IPv4Address;
+      const ip6 = ep?.IPAMConfig?.IPv6Address;
       const dns = this.dnsOf(c, name, ep?.Aliases ?? []);
       return {
         network: name,
         ...(ip ? { ipv4Address: ip } : {}),
+        ...(ip6 ? { ipv6Address: ip6 } : {}),
         ...(mac ? { macAddress: mac.replaceAll('-', ':').toLowerCase() } : {}),
         ...(dns ? { dns } : {}),
       };
@@ -163,6 +165,7 @@ export class ContainerNetworks implements NetworkPort {
     for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
       const name = key === 'default' ? 'bridge' : key;
       const ip = ep?.IPAMConfig?.IPv4Address;
+      const ip6 = ep?.IPAMConfig?.IPv6Address;
       if (!network) continue;
       if (isolated && name !== mode) {
         throw invalidParameter(
@@ -174,11 +177,11 @@ export class ContainerNetworks implements NetworkPort {
         throw invalidParameter(`network ${name} not found`);
       const aliases = (ep?.Aliases?.length ?? 0) > 0;
       if (name === 'bridge' && !network.bridge) {
-        if (ip)
+        if (ip || ip6)
           throw invalidParameter('user specified IP address is supported on user defined networks only');
         continue;
       }
-      if (ip || aliases) network.checkEndpoint(name, { ipv4Address: ip, aliases });
+      if (ip || ip6 || aliases) network.checkEndpoint(name, { ipv4Address: ip, ipv6Address: ip6, aliases });
     }
     return this.links.resolve(hc);
   }
@@ -275,7 +278,7 @@ export class ContainerNetworks implements NetworkPort {
     rec.HostsPath = hostsPath;
     rec.HostnamePath = hostnamePath;
     rec.ResolvConfPath = resolvConfPath;
-    const sysctls = this.kind(c) === 'bridge' ? this.interfaceSysctls(c) : undefined;
+    const sysctls = this.kind(c) === 'bridge' ? this.networkSysctls(c) : undefined;
     return {
       ...(netns !== undefined ? { netns } : {}),
       ...(env ? { env } : {}),
@@ -301,6 +304,23 @@ export class ContainerNetworks implements NetworkPort {
       subnet: ep.bridge?.subnet ?? '',
       ip: ep.ipAddress,
     };
+  }
+
+  /**
+   * The namespace's sysctls that its networks ask for: IPv6 on (the runtime turns it off
+   * otherwise) when one of them is an EnableIPv6 network, and the endpoint's interface sysctls.
+   * The container's own --sysctl still wins.
+   */
+  private networkSysctls(c: Container): Record<string, string> | undefined {
+    const own = this.interfaceSysctls(c);
+    const network = this.d.network;
+    const v6 = attachedNetworkNames(c.hostConfig, c.record).some((n) => network?.ipv6Enabled(n));
+    if (!v6) return own;
+    const on: Record<string, string> = {};
+    for (const key of ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.default.disable_ipv6']) {
+      if (c.hostConfig.Sysctls?.[key] === undefined) on[key] = '0';
+    }
+    return { ...on, ...(own ?? {}) };
   }
 
   /**
@@ -360,7 +380,7 @@ export class ContainerNetworks implements NetworkPort {
     // a failure from here fails the start, which releases the endpoint (the record's now); a
     // publish that failed let go of what it had bound
     if (starting.publishing) rec.PublishedPorts = await starting.publishing;
-    await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress));
+    await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress, ep.ipv6Address));
     if (this.onBridge(c)) await this.links.targetStarted(c, ep.ipAddress);
   }
 
@@ -371,11 +391,12 @@ export class ContainerNetworks implements NetworkPort {
     if (given) given.NetworkID = e.networkId;
   }
 
-  private ownHosts(c: Container, links: HostsEntry[], ip: string): string {
+  private ownHosts(c: Container, links: HostsEntry[], ip: string, ip6?: string): string {
     return hostsContent({
       extraHosts: c.hostConfig.ExtraHosts ?? [],
       links,
       ip,
+      ...(ip6 ? { ip6 } : {}),
       hostname: c.record.Config.Hostname ?? '',
       domainname: c.record.Config.Domainname,
       hostGateway: this.d.network?.hostGateway,
@@ -472,7 +493,12 @@ export class ContainerNetworks implements NetworkPort {
       throw forbidden(`endpoint with name ${c.name.slice(1)} already exists in network ${n.name}`);
     }
     const ip = settings.IPAMConfig?.IPv4Address;
-    network.checkEndpoint(n.name, { ipv4Address: ip, aliases: (settings.Aliases?.length ?? 0) > 0 });
+    const ip6 = settings.IPAMConfig?.IPv6Address;
+    network.checkEndpoint(n.name, {
+      ipv4Address: ip,
+      ipv6Address: ip6,
+      aliases: (settings.Aliases?.length ?? 0) > 0,
+    });
     const running = c.isRunningProcess && c.record.Sandbox?.Key;
     let added: Endpoint | undefined;
     const rec = c.record;
@@ -486,6 +512,7 @@ export class ContainerNetworks implements NetworkPort {
         {
           network: n.name,
           ...(ip ? { ipv4Address: ip } : {}),
+          ...(ip6 ? { ipv6Address: ip6 } : {}),
           ...(settings.MacAddress
             ? { macAddress: settings.MacAddress.replaceAll('-', ':').toLowerCase() }
             : {}),
@@ -498,10 +525,10 @@ export class ContainerNetworks implements NetworkPort {
         const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
         if (hosts !== undefined) {
           const hostname = rec.Config.Hostname ?? '';
-          await rewriteInPlace(
-            rec.HostsPath,
-            addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname),
-          );
+          let next = addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname);
+          if (added.ipv6Address)
+            next = addOwnHostsAddress(next, added.ipv6Address, hostname, rec.Config.Domainname);
+          await rewriteInPlace(rec.HostsPath, next);
         }
       }
     }
@@ -546,8 +573,11 @@ export class ContainerNetworks implements NetworkPort {
       await network.detachOne({ sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key }, ep);
       if (rec.HostsPath) {
         const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
-        if (hosts !== undefined)
-          await rewriteInPlace(rec.HostsPath, removeOwnHostsAddress(hosts, ep.ipAddress));
+        if (hosts !== undefined) {
+          let next = removeOwnHostsAddress(hosts, ep.ipAddress);
+          if (ep.ipv6Address) next = removeOwnHostsAddress(next, ep.ipv6Address);
+          await rewriteInPlace(rec.HostsPath, next);
+        }
       }
       const rest = endpointsOf(rec).filter((e) => e !== ep);
       rec.Endpoints = rest;

@@ -46,7 +46,35 @@ describe('network create requests (planNetwork)', () => {
         'InvalidParameter',
         /invalid bridge name/,
       ],
-      [{ Name: 'x', IPAM: { Config: [{ Subnet: 'fd00::/64' }] } }, 'Forbidden', /non-IPv6 network/],
+      [{ Name: 'x', EnableIPv6: true }, 'Forbidden', /could not find an available, non-overlapping IPv6/],
+      [
+        {
+          Name: 'x',
+          EnableIPv6: true,
+          IPAM: { Config: [{ Subnet: 'fd42:1::/64' }, { Subnet: 'fd42:2::/64' }] },
+        },
+        'Forbidden',
+        /doesn't support multiple subnets/,
+      ],
+      [
+        { Name: 'x', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd42:4::/64', Gateway: 'fd43::1' }] } },
+        'InvalidParameter',
+        /no matching subnet for gateway fd43::1/,
+      ],
+      [
+        {
+          Name: 'x',
+          EnableIPv6: true,
+          IPAM: { Config: [{ Subnet: 'fd42:4::/64', IPRange: 'fd42:5::/80' }] },
+        },
+        'InvalidParameter',
+        /not within subnet/,
+      ],
+      [
+        { Name: 'x', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd42:4::/127' }] } },
+        'InvalidParameter',
+        /too small/,
+      ],
     ];
     for (const [body, kind, message] of cases) {
       assert.throws(() => planNetwork(body, none), { kind, message }, JSON.stringify(body));
@@ -55,6 +83,22 @@ describe('network create requests (planNetwork)', () => {
       kind: 'Conflict',
       message: 'network with name a already exists',
     });
+  });
+
+  it('reads an IPv6 block as dockerd 20.10 keeps it (stored without EnableIPv6)', () => {
+    const plan = planNetwork(
+      {
+        Name: 'n',
+        EnableIPv6: true,
+        IPAM: { Config: [{ Subnet: 'fd42:3::5/64', IPRange: 'fd42:3:0:0::/80', Gateway: 'fd42:3:0::fe' }] },
+      },
+      none,
+    );
+    assert.deepEqual(plan.ipv6, [{ Subnet: 'fd42:3::5/64', IPRange: 'fd42:3::/80', Gateway: 'fd42:3::fe' }]);
+    assert.equal(plan.enableIPv6, true);
+    const stored = planNetwork({ Name: 'n', IPAM: { Config: [{ Subnet: 'fd42:6::/64' }] } }, none);
+    assert.equal(stored.enableIPv6, false);
+    assert.deepEqual(stored.ipv6, [{ Subnet: 'fd42:6::/64' }]);
   });
 
   it('reads the options and blocks', () => {

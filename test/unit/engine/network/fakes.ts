@@ -30,6 +30,9 @@ export class FakeLinks implements LinkOps {
     this.links.set(name, l);
     this.used.push(`${address.address}/${address.prefixLen}`);
   }
+  async ensureAddress6(name: string, address: LinkAddress): Promise<void> {
+    this.calls.push(`address6 ${name} ${address.address}/${address.prefixLen}`);
+  }
   async usedBlocks(): Promise<string[]> {
     return [...this.used];
   }
@@ -42,7 +45,10 @@ export class FakeLinks implements LinkOps {
 export class FakeFirewall implements FirewallOps {
   calls: string[] = [];
   async allowBridge(bridge: string, subnet: string, policy?: BridgePolicy): Promise<void> {
-    const flags = policy ? ` internal=${policy.internal} icc=${policy.icc} masq=${policy.masquerade}` : '';
+    const v6 = policy?.subnets6?.length ? ` v6=${policy.subnets6.join(',')}` : '';
+    const flags = policy
+      ? ` internal=${policy.internal} icc=${policy.icc} masq=${policy.masquerade}${v6}`
+      : '';
     this.calls.push(`allow ${bridge} ${subnet}${flags}`);
   }
   async removeBridge(bridge: string): Promise<void> {
