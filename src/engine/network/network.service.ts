@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { conflict, errorMessage, forbidden, invalidParameter, notFound } from '../../common/errors.js';
 import { checkFilterNames } from '../../common/filters.js';
@@ -597,6 +598,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     await ports.removeBridge(u.bridge);
     await firewall.removeBridge(u.bridge);
     await link.deleteLink(u.bridge);
+    // host-local's directory of the network (its counters; no address is held by now)
+    await rm(join(ipamDir, u.bridge), { recursive: true, force: true }).catch(() => undefined);
     saved.user = saved.user.filter((x) => x.id !== u.id);
     await saveNetworks(statePath, saved);
   }
