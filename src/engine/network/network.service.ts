@@ -593,6 +593,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function destroy(u: SavedUserNetwork): Promise<void> {
+    // releases under way (containers just removed) finish their DEL on the bridge first
+    await Promise.allSettled([...releasing.values()]);
     await dns.stop(u.id);
     // the host first, then the state: a crash in between leaves a network the next start plumbs
     await ports.removeBridge(u.bridge);
