@@ -237,6 +237,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       sandbox: ep.sandboxId,
       ...(ep.dns.upstreams ? { upstreams: ep.dns.upstreams } : {}),
       ...(ep.dns.ndotsSet ? { ndotsSet: true } : {}),
+      ...(ep.dns.links?.length ? { links: ep.dns.links } : {}),
     });
     return true;
   }

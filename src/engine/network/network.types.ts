@@ -63,6 +63,8 @@ export interface EndpointDns {
   names: string[];
   upstreams?: string[];
   ndotsSet?: boolean;
+  /** Legacy links on the network: `alias` resolves to container `name` for this endpoint only. */
+  links?: Array<{ alias: string; name: string }>;
 }
 
 /** One interface a sandbox has on a bridge: what a CNI DEL of it needs. */

@@ -25,12 +25,14 @@ import {
   dnsClientOptions,
   type HostsEntry,
   hostsContent,
+  readHostResolvConf,
   removeOwnHostsAddress,
+  resolvConfContent,
   rewriteInPlace,
   writeContainerFiles,
 } from './files.js';
 import { LegacyLinks } from './legacy-links.js';
-import { mergeLinkEnv } from './links.js';
+import { mergeLinkEnv, parseLink } from './links.js';
 
 /**
  * A container's networking as the state machine sees it: which network a start attaches to, the
@@ -92,7 +94,7 @@ export class ContainerNetworks implements NetworkPort {
       const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
       const ip = ep?.IPAMConfig?.IPv4Address;
       const ip6 = ep?.IPAMConfig?.IPv6Address;
-      const dns = this.dnsOf(c, name, ep?.Aliases ?? []);
+      const dns = this.dnsOf(c, name, ep?.Aliases ?? [], ep?.Links ?? []);
       return {
         network: name,
         ...(ip ? { ipv4Address: ip } : {}),
@@ -103,18 +105,34 @@ export class ContainerNetworks implements NetworkPort {
     });
   }
 
-  /** The names the engine's DNS answers for the container on a user-defined network. */
-  private dnsOf(c: Container, network: string, aliases: string[]): EndpointDns | undefined {
+  /**
+   * The names the engine's DNS answers for the container on a user-defined network, and its legacy
+   * links there (`--link name:alias`: the alias resolves to the target for this container only, as
+   * dockerd makes them on user-defined networks: no variables, no /etc/hosts lines).
+   */
+  private dnsOf(
+    c: Container,
+    network: string,
+    aliases: string[],
+    links: string[] = [],
+  ): EndpointDns | undefined {
     const names = dnsNames(c.record, network, aliases);
     if (!names) return undefined;
-    return { names, ...dnsClientOptions(c.hostConfig) };
+    const parsed = links.map((l) => parseLink(l));
+    return { names, ...dnsClientOptions(c.hostConfig), ...(parsed.length ? { links: parsed } : {}) };
   }
 
-  /** The engine's DNS address when the container's main network is a user-defined one. */
+  /**
+   * The engine's DNS address when the container is on a user-defined network (its first one; as
+   * dockerd, whose sandbox gets the embedded DNS once it joins one, the default bridge beside).
+   */
   private embeddedDns(c: Container): string | undefined {
-    const main = attachedNetworkNames(c.hostConfig, c.record)[0];
-    if (!main || main === 'bridge' || main === 'host' || main === 'none') return undefined;
-    return this.d.network?.dnsAddress(main);
+    for (const name of attachedNetworkNames(c.hostConfig, c.record)) {
+      if (name === 'bridge' || name === 'host' || name === 'none') continue;
+      const address = this.d.network?.dnsAddress(name);
+      if (address) return address;
+    }
+    return undefined;
   }
 
   private onBridge(c: Container): boolean {
@@ -183,6 +201,15 @@ export class ContainerNetworks implements NetworkPort {
       }
       if (ip || ip6 || aliases) network.checkEndpoint(name, { ipv4Address: ip, ipv6Address: ip6, aliases });
     }
+    // on a user-defined network links are the endpoint's DNS aliases (EndpointsConfig.Links): a
+    // target need not exist at create, as dockerd; HostConfig.Links register no link names there
+    const userMode = !['default', 'bridge', 'host', 'none'].includes(mode) && !mode.startsWith('container:');
+    for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
+      if (!ep?.Links?.length) continue;
+      if (key === 'default' || key === 'bridge' || key === 'host' || key === 'none') continue;
+      for (const l of ep.Links) parseLink(l);
+    }
+    if (userMode) return [];
     return this.links.resolve(hc);
   }
 
@@ -460,7 +487,10 @@ export class ContainerNetworks implements NetworkPort {
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       // its names as the record says now (a rename is saved before the endpoint is)
-      if (ep.dns) ep.dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []) ?? ep.dns;
+      if (ep.dns) {
+        const given = eps[ep.network];
+        ep.dns = this.dnsOf(c, ep.network, given?.Aliases ?? [], given?.Links ?? []) ?? ep.dns;
+      }
       this.d.network?.restore(ep);
     }
     const main = c.record.Endpoint;
@@ -494,6 +524,7 @@ export class ContainerNetworks implements NetworkPort {
     }
     const ip = settings.IPAMConfig?.IPv4Address;
     const ip6 = settings.IPAMConfig?.IPv6Address;
+    for (const l of settings.Links ?? []) parseLink(l);
     network.checkEndpoint(n.name, {
       ipv4Address: ip,
       ipv6Address: ip6,
@@ -506,7 +537,7 @@ export class ContainerNetworks implements NetworkPort {
       const used = new Set(endpointsOf(rec).map((e) => e.ifname ?? 'eth0'));
       let i = 0;
       while (used.has(`eth${i}`)) i++;
-      const dns = this.dnsOf(c, n.name, settings.Aliases ?? []);
+      const dns = this.dnsOf(c, n.name, settings.Aliases ?? [], settings.Links ?? []);
       added = await network.attachMore(
         { sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key },
         {
@@ -532,6 +563,7 @@ export class ContainerNetworks implements NetworkPort {
         }
       }
     }
+    const hadDns = this.embeddedDns(c);
     this.explicitNetworks(c);
     rec.NetworkingConfig.EndpointsConfig ??= {};
     const eps = rec.NetworkingConfig.EndpointsConfig;
@@ -541,6 +573,12 @@ export class ContainerNetworks implements NetworkPort {
       rec.Endpoints = [...endpointsOf(rec), added];
       rec.Endpoint ??= added;
       network.announce('connect', c.id, n.name);
+      // its first user-defined network: names resolve through the engine's DNS from now on
+      const dns = this.embeddedDns(c);
+      if (!hadDns && dns && rec.ResolvConfPath) {
+        const host = await readHostResolvConf(false);
+        await rewriteInPlace(rec.ResolvConfPath, resolvConfContent(host, c.hostConfig, false, dns));
+      }
     }
   }
 
@@ -621,7 +659,7 @@ export class ContainerNetworks implements NetworkPort {
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       if (!ep.dns || !c.isRunningProcess) continue;
-      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []);
+      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? [], eps[ep.network]?.Links ?? []);
       if (!dns) continue;
       ep.dns = dns;
       this.d.network?.updateDns(ep);
