@@ -67,11 +67,6 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
   };
 }
 
-/** The loopback plugin: brings `lo` up in a namespace the runtime did not make. */
-export function loopbackPluginConfig(): Record<string, unknown> {
-  return { cniVersion: CNI_VERSION, name: 'lo', type: 'loopback' };
-}
-
 /** CNI_ARGS for an ADD: a fixed MAC address when the container asks for one. */
 export function cniArgs(opts: { mac?: string; ip?: string }): string | undefined {
   const args = [];

@@ -13,10 +13,16 @@ import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
 import type { PortRuleOps } from './adapters/port-rules.ops.js';
 import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
-import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
+import { bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
 import { withHostLock } from './host-lock.js';
-import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
+import {
+  endpointAddresses,
+  listAllocations,
+  lowestFree,
+  macFromIpv4,
+  releaseAllocations,
+} from './ipam.allocations.js';
 import {
   containsIp,
   formatIpv4,
@@ -480,8 +486,18 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function releaseNow(t: ReleaseTarget): Promise<void> {
+    if (t.sandboxKey && t.plumbed.every((p) => p.addresses?.length)) {
+      // A stopped container's sandbox: the namespace goes first and the kernel deletes its
+      // interfaces with it (each veth and its peer on the bridge), then the addresses are
+      // released as host-local's DEL would: a bridge plugin DEL (a Go program, and host-local's
+      // after it) per interface saved.
+      await netns.remove(t.sandboxKey);
+      for (const p of t.plumbed) {
+        await releaseAllocations(ipamDir, p.bridge.cniName, t.sandboxId, p.ifname, p.addresses ?? []);
+      }
+      return;
+    }
     for (const p of t.plumbed) await unplumb(t.sandboxId, t.sandboxKey, p);
-    // The loopback plugin's DEL only takes lo down: the namespace goes away instead.
     if (t.sandboxKey) await netns.remove(t.sandboxKey);
   }
 
@@ -668,21 +684,19 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       active.add(sandboxId);
       const plumbed: PlumbedInterface[] = [];
       const ready = netns.create(sandboxKey);
+      // the namespace comes with `lo` up (netns.create)
       const endpoints = ready.then(async (): Promise<Endpoint[]> => {
-        const common = { containerId: sandboxId, netns: sandboxKey };
-        const lo = cni.exec('loopback', {
-          ...common,
-          command: 'ADD',
-          ifname: 'lo',
-          config: loopbackPluginConfig(),
-        });
         const out: Endpoint[] = [];
         for (const [i, req] of requests.entries()) {
           const ep = await plumb(sandbox, req, `eth${i}`, i === 0);
-          if (ep.bridge) plumbed.push({ ifname: ep.ifname ?? `eth${i}`, bridge: ep.bridge });
+          if (ep.bridge)
+            plumbed.push({
+              ifname: ep.ifname ?? `eth${i}`,
+              bridge: ep.bridge,
+              addresses: endpointAddresses(ep),
+            });
           out.push(ep);
         }
-        await lo;
         return out;
       });
       // Whoever starts the container awaits these; a start abandoned early must not leave an

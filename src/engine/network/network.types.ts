@@ -71,6 +71,11 @@ export interface EndpointDns {
 export interface PlumbedInterface {
   ifname: string;
   bridge: BridgePlumbing;
+  /**
+   * The addresses host-local gave it (IPv4, IPv6): with them a release needs no CNI DEL (the
+   * namespace's removal deletes the veth, the allocation files go); without (a sweep), a DEL.
+   */
+  addresses?: string[];
 }
 
 /** What a release needs: the sandbox, and the bridges it was plumbed on. */

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { EndpointSettings, HostConfig } from '../../../common/docker-types.js';
 import { forbidden, invalidParameter, notFound } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { endpointAddresses } from '../../network/ipam.allocations.js';
 import type {
   AttachRequest,
   ContainerNetworking,
@@ -477,7 +478,7 @@ export class ContainerNetworks implements NetworkPort {
       sandboxId: detached.sandboxId,
       sandboxKey: detached.sandboxKey,
       plumbed: detached.endpoints.flatMap((e) =>
-        e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge }] : [],
+        e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge, addresses: endpointAddresses(e) }] : [],
       ),
     });
     for (const e of detached.endpoints) network.announce('disconnect', c.id, e.network);
