@@ -103,6 +103,8 @@ export interface NetworkService extends ContainerNetworking {
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
 const CLOSE_WAIT_MS = 20_000;
+/** How long after a start the next namespace is made (not while that start needs the CPU). */
+const SPARE_DELAY_MS = 200;
 
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
   const log = o.log.child('network');
@@ -623,6 +625,39 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     await saveNetworks(statePath, saved);
   }
 
+  /**
+   * One namespace made ahead (lo up), for the next start: making it (an unshare and an ip
+   * process) is then off the start's path. Made a moment after a start took the last one; removed
+   * when the engine stops (else the next start's sweep would).
+   */
+  let spare: { sandboxId: string; sandboxKey: string; ready: Promise<void> } | undefined;
+  let spareTimer: NodeJS.Timeout | undefined;
+  let closing = false;
+
+  function newSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
+    const sandboxId = randomId();
+    const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
+    active.add(sandboxId);
+    const ready = netns.create(sandboxKey);
+    ready.catch(() => undefined);
+    return { sandboxId, sandboxKey, ready };
+  }
+
+  function takeSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
+    const made = spare;
+    spare = undefined;
+    if (!spareTimer && !closing) {
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined;
+        if (!spare && !closing) spare = newSandbox();
+      }, SPARE_DELAY_MS);
+      spareTimer.unref();
+    }
+    if (!made) return newSandbox();
+    // a spare that could not be made: made again now, in the start's path
+    return { ...made, ready: made.ready.catch(() => netns.create(made.sandboxKey)) };
+  }
+
   const service: NetworkService = {
     get bridge() {
       return bridge;
@@ -678,12 +713,9 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     attach(requests) {
-      const sandboxId = randomId();
-      const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
+      const { sandboxId, sandboxKey, ready } = takeSandbox();
       const sandbox = { sandboxId, sandboxKey };
-      active.add(sandboxId);
       const plumbed: PlumbedInterface[] = [];
-      const ready = netns.create(sandboxKey);
       // the namespace comes with `lo` up (netns.create)
       const endpoints = ready.then(async (): Promise<Endpoint[]> => {
         const out: Endpoint[] = [];
@@ -896,6 +928,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     async close() {
+      closing = true;
+      if (spareTimer) clearTimeout(spareTimer);
+      const left = spare;
+      spare = undefined;
+      if (left) {
+        active.delete(left.sandboxId);
+        await left.ready.then(() => netns.remove(left.sandboxKey)).catch(() => undefined);
+      }
       await writes;
       await dns.close();
       await ports.close();
