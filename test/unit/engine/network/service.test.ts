@@ -21,10 +21,13 @@ import {
 } from './fakes.js';
 
 let dir: string;
+/** Services the tests made: closed before their files go (a spare namespace may be under way). */
+const made: NetworkService[] = [];
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'berth-net-unit-'));
 });
 after(async () => {
+  for (const s of made) await s.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -169,6 +172,7 @@ describe('network service', () => {
       },
       lockPath: join(root, 'lock'),
     });
+    made.push(service);
     return { service, events, cni, netns, root };
   };
 
