@@ -106,10 +106,15 @@ export class FakeCni implements CniRunner {
       return undefined;
     }
     const base = (ipam.ranges[0]?.[0]?.subnet ?? '').split('/')[0]?.split('.').slice(0, 3).join('.');
-    const asked = /IP=([0-9.]+)/.exec(call.args ?? '')?.[1];
+    // the addresses asked for: CNI_ARGS' IP=, or (with IPv6) the configuration's args.cni.ips
+    const listed = (call.config.args as { cni?: { ips?: string[] } } | undefined)?.cni?.ips ?? [];
+    const asked = /IP=([0-9.]+)/.exec(call.args ?? '')?.[1] ?? listed.find((a) => !a.includes(':'));
     const ip = asked ?? `${base}.${this.next++}`;
+    const ip6 = listed.find((a) => a.includes(':'));
+    const v6 = ipam.ranges[1]?.[0] as { subnet: string; gateway?: string } | undefined;
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, ip), `${call.containerId}\r\n${call.ifname}`);
+    if (ip6) await writeFile(join(dir, ip6), `${call.containerId}\r\n${call.ifname}`);
     return {
       cniVersion: '1.0.0',
       interfaces: [
@@ -117,7 +122,12 @@ export class FakeCni implements CniRunner {
         { name: 'veth0', mac: '02:00:00:00:00:02' },
         { name: call.ifname, mac: '02:00:00:00:00:03', sandbox: call.netns },
       ],
-      ips: [{ interface: 2, address: `${ip}/16`, gateway: `${base}.1` }],
+      ips: [
+        { interface: 2, address: `${ip}/16`, gateway: `${base}.1` },
+        ...(ip6 && v6
+          ? [{ interface: 2, address: `${ip6}/${v6.subnet.split('/')[1]}`, gateway: v6.gateway }]
+          : []),
+      ],
       dns: {},
     };
   }
