@@ -1,15 +1,19 @@
 /**
- * Port publishing benchmark: the run cycle (create, start, wait, remove) of `true` with one
- * published port, beside the same cycle without one, for berth and, given its socket, a reference
- * dockerd, measured in the same run, taking turns (each iteration runs every figure on every engine).
+ * Network benchmark: the run cycle (create, start, wait, remove) of `true` with `--network none`,
+ * on the default bridge, and with one published port, for berth and, given its socket, a
+ * reference dockerd, measured in the same run, taking turns (each iteration runs every figure on
+ * every engine). The default bridge against `--network none` is what network set-up adds to a
+ * cycle. With the engine's pid (its own engine, or `--berth-pid`), the CPU time berth and the
+ * tools it runs (CNI plugins, iptables-restore, mount: the children it reaps) spend per cycle.
  *
- *   node --import tsx bench/network/ports.bench.ts [--berth unix:///path] [--reference unix:///path]
- *        [--iterations 30]
+ *   node --import tsx bench/network/ports.bench.ts [--berth unix:///path [--berth-pid N]]
+ *        [--reference unix:///path] [--iterations 30]
  *
  * The port is `127.0.0.1::80/tcp` (an ephemeral host port: no fixed port on a shared machine) and,
  * in a second figure, `::80/tcp` (0.0.0.0 and ::, two bindings). After each publishing cycle the
  * published port is checked to be free again (released at removal). Bounded loops only.
  */
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { EngineClient } from '../engine/client.js';
 import { median, percentile, timed } from '../engine/stats.js';
@@ -17,6 +21,7 @@ import { ensureBusybox, startBerth } from '../engine/targets.js';
 
 interface Options {
   berth?: string;
+  berthPid?: number;
   reference?: string;
   iterations: number;
 }
@@ -26,6 +31,7 @@ function parseOptions(argv: string[]): Options {
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1] ?? ''];
     if (k === '--berth') o.berth = v;
+    else if (k === '--berth-pid') o.berthPid = Number(v);
     else if (k === '--reference') o.reference = v;
     else if (k === '--iterations') o.iterations = Number(v);
     else throw new Error(`unknown option ${k}`);
@@ -40,6 +46,22 @@ interface Target {
 
 type Binding = { HostIp: string; HostPort: string } | undefined;
 
+/** A cycle's network: none, the default bridge, or the bridge with a published port. */
+type Mode = 'none' | Binding;
+
+/** CPU time (ms) of a process and the children it reaped (utime, stime, cutime, cstime). */
+function cpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields from the state (field 3): utime is field 14
+    const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i] ?? 0), 0);
+    return (ticks * 1000) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 function canBind(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = createServer();
@@ -48,12 +70,13 @@ function canBind(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** One cycle, with the binding when given. */
-async function runCycle(c: EngineClient, binding: Binding): Promise<void> {
+/** One cycle, with the binding when given (`none`: --network none). */
+async function runCycle(c: EngineClient, mode: Mode): Promise<void> {
   const body: Record<string, unknown> = { Image: 'busybox:latest', Cmd: ['true'] };
-  if (binding) {
+  if (mode === 'none') body.HostConfig = { NetworkMode: 'none' };
+  else if (mode) {
     body.ExposedPorts = { '80/tcp': {} };
-    body.HostConfig = { PortBindings: { '80/tcp': [binding] } };
+    body.HostConfig = { PortBindings: { '80/tcp': [mode] } };
   }
   const { Id } = JSON.parse((await c.ok('POST', '/v1.41/containers/create', body)).toString()) as {
     Id: string;
@@ -103,12 +126,15 @@ async function main(): Promise<void> {
   const socketOf = (host: string) => host.replace(/^unix:\/\//, '');
   const targets: Target[] = [{ name: 'berth', c: new EngineClient(socketOf(o.berth ?? own?.host ?? '')) }];
   if (o.reference) targets.push({ name: 'dockerd (reference)', c: new EngineClient(socketOf(o.reference)) });
-  const phases: Array<[string, Binding]> = [
-    ['run cycle, no published port', undefined],
+  const phases: Array<[string, Mode]> = [
+    ['run cycle, --network none', 'none'],
+    ['run cycle, default bridge, no port', undefined],
     ['run cycle, -p 127.0.0.1::80', LOOPBACK],
     ['run cycle, -p ::80 (0.0.0.0 and ::)', ALL],
   ];
   const times = new Map<string, number[]>();
+  const cpu = new Map<string, number[]>();
+  const berthPid = o.berthPid ?? own?.pid;
   try {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
     for (const t of targets) {
@@ -121,9 +147,12 @@ async function main(): Promise<void> {
     for (let i = 0; i < o.iterations; i++) {
       for (const [label, binding] of phases) {
         for (const t of targets) {
+          const pid = t.name === 'berth' ? berthPid : undefined;
+          const cpu0 = pid ? cpuMs(pid) : Number.NaN;
           const [ms] = await timed(() => runCycle(t.c, binding));
           const key = `${label}|${t.name}`;
           times.set(key, [...(times.get(key) ?? []), ms]);
+          if (pid) cpu.set(label, [...(cpu.get(label) ?? []), cpuMs(pid) - cpu0]);
         }
       }
     }
@@ -142,6 +171,24 @@ async function main(): Promise<void> {
     console.log(line(header));
     console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
     for (const r of rows) console.log(line(r));
+    if (cpu.size) {
+      console.log('');
+      console.log(
+        'berth CPU per cycle (engine and the tools it reaps; runc and conmon not counted), mean ms:',
+      );
+      for (const [label] of phases) {
+        const v = cpu.get(label) ?? [];
+        console.log(`  ${label}: ${(v.reduce((a, b) => a + b, 0) / Math.max(1, v.length)).toFixed(1)}`);
+      }
+    }
+    const none = (name: string) => median(times.get(`run cycle, --network none|${name}`) ?? []);
+    const bridge = (name: string) => median(times.get(`run cycle, default bridge, no port|${name}`) ?? []);
+    console.log('');
+    for (const t of targets) {
+      console.log(
+        `${t.name}: the default bridge adds ${(bridge(t.name) - none(t.name)).toFixed(1)} ms to the cycle (medians)`,
+      );
+    }
   } finally {
     for (const t of targets) t.c.close();
     await own?.stop();

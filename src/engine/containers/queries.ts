@@ -26,7 +26,8 @@ export class ContainerQueries {
 
   private async source(c: Container, size: boolean, graph = true): Promise<ViewSource> {
     const src: ViewSource = { record: c.record, hostConfig: c.hostConfig, execIds: this.d.execs.idsOf(c.id) };
-    if (c.record.Links) src.links = this.d.net.links.view(c);
+    // links that registered no link name (on a user-defined network: DNS aliases) show as null
+    if (c.record.Links || c.hostConfig.Links?.length) src.links = this.d.net.links.view(c);
     if (graph) await this.addGraphDriver(c, src);
     if (size) {
       src.sizeRw = await this.d.snapshots.usage(c.id).catch(() => 0);

@@ -23,6 +23,14 @@ export interface BridgeNetwork {
   defaultRoute?: boolean;
   /** `com.docker.network.driver.mtu`. */
   mtu?: number;
+  /** The network's IPv6 block and the bridge's address on it (EnableIPv6 networks). */
+  subnet6?: string;
+  gateway6?: string;
+  /**
+   * The addresses the engine chose (IPv4, then IPv6), handed to host-local as `args.cni.ips`: its
+   * CNI_ARGS `IP=` takes one address only.
+   */
+  ips?: string[];
 }
 
 /**
@@ -45,17 +53,18 @@ export function bridgePluginConfig(n: BridgeNetwork): Record<string, unknown> {
     ...(n.mtu ? { mtu: n.mtu } : {}),
     ipam: {
       type: 'host-local',
-      ranges: [[n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }]],
-      // the container's default route, through the bridge (its main network only)
-      routes: n.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }],
+      ranges: [
+        [n.gateway ? { subnet: n.subnet, gateway: n.gateway } : { subnet: n.subnet }],
+        ...(n.subnet6
+          ? [[n.gateway6 ? { subnet: n.subnet6, gateway: n.gateway6 } : { subnet: n.subnet6 }]]
+          : []),
+      ],
+      // the container's default routes, through the bridge (its main network only)
+      routes: n.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }, ...(n.subnet6 ? [{ dst: '::/0' }] : [])],
       dataDir: n.dataDir,
     },
+    ...(n.ips?.length ? { args: { cni: { ips: n.ips } } } : {}),
   };
-}
-
-/** The loopback plugin: brings `lo` up in a namespace the runtime did not make. */
-export function loopbackPluginConfig(): Record<string, unknown> {
-  return { cniVersion: CNI_VERSION, name: 'lo', type: 'loopback' };
 }
 
 /** CNI_ARGS for an ADD: a fixed MAC address when the container asks for one. */
@@ -72,6 +81,10 @@ export interface AddedInterface {
   prefixLen: number;
   gateway: string;
   macAddress: string;
+  /** On an EnableIPv6 network. */
+  ipv6Address?: string;
+  ipv6PrefixLen?: number;
+  ipv6Gateway?: string;
 }
 
 interface CniInterface {
@@ -101,11 +114,25 @@ export function parseAddResult(result: unknown, ifname: string): AddedInterface 
   const m = typeof ip?.address === 'string' ? /^(\d+\.\d+\.\d+\.\d+)\/(\d+)$/.exec(ip.address) : null;
   if (!m) throw systemError(`the CNI bridge plugin returned no IPv4 address for ${ifname}`);
   const mac = index >= 0 ? interfaces[index]?.mac : undefined;
+  const ip6 = ips.find(
+    (i) =>
+      typeof i.address === 'string' &&
+      i.address.includes(':') &&
+      (index < 0 || i.interface === undefined || i.interface === index),
+  );
+  const m6 = typeof ip6?.address === 'string' ? /^([0-9a-fA-F:]+)\/(\d+)$/.exec(ip6.address) : null;
   return {
     ipAddress: m[1] ?? '',
     prefixLen: Number(m[2]),
     gateway: typeof ip?.gateway === 'string' ? ip.gateway : '',
     macAddress: typeof mac === 'string' ? mac : '',
+    ...(m6
+      ? {
+          ipv6Address: m6[1] ?? '',
+          ipv6PrefixLen: Number(m6[2]),
+          ipv6Gateway: typeof ip6?.gateway === 'string' ? ip6.gateway : '',
+        }
+      : {}),
   };
 }
 

@@ -1,4 +1,4 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
 import { broadcastAddress, formatIpv4, networkAddress, parseCidr, parseIpv4 } from './ipv4.js';
@@ -44,6 +44,27 @@ export async function listAllocations(dataDir: string): Promise<Allocation[]> {
 }
 
 /**
+ * Release addresses as host-local's DEL does: the file of each address goes when it names the
+ * container ID (and the interface, when the file has one); a file that is gone is no error.
+ */
+export async function releaseAllocations(
+  dataDir: string,
+  network: string,
+  containerId: string,
+  ifname: string,
+  addresses: readonly string[],
+): Promise<void> {
+  for (const ip of addresses) {
+    const path = join(dataDir, network, ip);
+    const text = await readFile(path, 'utf8').catch(() => undefined);
+    if (text === undefined) continue;
+    const owner = parseAllocationFile(text);
+    if (owner.containerId !== containerId || (owner.ifname && owner.ifname !== ifname)) continue;
+    await rm(path, { force: true });
+  }
+}
+
+/**
  * The address dockerd's IPAM would hand out next: the lowest of the subnet's host addresses that
  * is neither the gateway nor taken (host-local on its own goes round-robin).
  */
@@ -59,6 +80,11 @@ export function lowestFree(subnet: string, gateway: string, taken: ReadonlySet<s
     if (!taken.has(text)) return text;
   }
   return undefined;
+}
+
+/** The addresses host-local gave an endpoint (its allocation files' names). */
+export function endpointAddresses(ep: { ipAddress: string; ipv6Address?: string }): string[] {
+  return [ep.ipAddress, ...(ep.ipv6Address ? [ep.ipv6Address] : [])].filter((a) => a !== '');
 }
 
 /** dockerd's MAC for an IPv4 address: 02:42 and the address's four bytes. */

@@ -11,6 +11,7 @@ import {
   parseCidr,
   parseIpv4,
 } from './ipv4.js';
+import { containsIp6, formatIpv6, formatNetwork6, parseCidr6, parseIpv6 } from './ipv6.js';
 import type { IpamConfigEntry } from './network.types.js';
 
 /**
@@ -111,8 +112,13 @@ export function planNetwork(body: Record<string, unknown>, exists: (name: string
   }
   checkOverlapsWithin(ipv4);
   const enableIPv6 = bool(body.EnableIPv6, 'EnableIPv6');
-  if (ipv6.length && !enableIPv6) {
-    throw forbidden('non-IPv6 network cannot have IPv6 subnets: use --ipv6 (EnableIPv6) with an IPv6 subnet');
+  // without EnableIPv6 an IPv6 block is only stored (dockerd 20.10): no container gets an address
+  if (ipv6.length > 1) throw forbidden("bridge driver doesn't support multiple subnets");
+  if (enableIPv6 && !ipv6.length) {
+    // dockerd 20.10 has no default IPv6 pools
+    throw forbidden(
+      'could not find an available, non-overlapping IPv6 address pool among the defaults to assign to the network',
+    );
   }
   const options = stringMap(body.Options, 'Options');
   const bridgeName = options[OPT_BRIDGE_NAME] || undefined;
@@ -162,14 +168,7 @@ function ipamEntry(raw: Record<string, unknown>): IpamConfigEntry {
     }
     return out;
   }
-  if (isIP(subnet.split('/')[0] ?? '') === 6) {
-    if (!/^[0-9a-fA-F:]+\/\d{1,3}$/.test(subnet))
-      throw invalidParameter(`invalid subnet ${subnet} : invalid CIDR address`);
-    if (range) out.IPRange = range;
-    if (gateway) out.Gateway = gateway;
-    if (Object.keys(aux).length) out.AuxiliaryAddresses = aux;
-    return out;
-  }
+  if (isIP(subnet.split('/')[0] ?? '') === 6) return ipv6Entry(out, range, gateway, aux);
   const block = subnet.includes('/') ? parseCidr(subnet) : undefined;
   if (!block) throw invalidParameter(`invalid subnet ${subnet} : invalid CIDR address: ${subnet}`);
   if (block.prefixLen > 30)
@@ -199,6 +198,45 @@ function ipamEntry(raw: Record<string, unknown>): IpamConfigEntry {
     const a = parseIpv4(addr);
     if (a === undefined) throw invalidParameter(`invalid auxiliary address ${host}=${addr}`);
     if (!containsIp(block, a)) throw invalidParameter(`no matching subnet for aux-address ${addr}`);
+  }
+  if (Object.keys(aux).length) out.AuxiliaryAddresses = aux;
+  return out;
+}
+
+/**
+ * An IPv6 IPAM entry: the block kept as written (dockerd shows `fd42::5/64` so), the range inside
+ * it, the gateway and aux addresses in it (canonical text).
+ */
+function ipv6Entry(
+  out: IpamConfigEntry,
+  range: string,
+  gateway: string,
+  aux: Record<string, string>,
+): IpamConfigEntry {
+  const subnet = out.Subnet;
+  const block = subnet.includes('/') ? parseCidr6(subnet) : undefined;
+  if (!block) throw invalidParameter(`invalid subnet ${subnet} : invalid CIDR address: ${subnet}`);
+  if (block.prefixLen > 126)
+    throw invalidParameter(`invalid subnet ${subnet}: the block is too small (at most /126)`);
+  if (range) {
+    const r = range.includes('/') ? parseCidr6(range) : undefined;
+    if (!r) throw invalidParameter(`invalid ip-range ${range} : invalid CIDR address: ${range}`);
+    if (r.prefixLen < block.prefixLen || !containsIp6(block, r.ip)) {
+      throw invalidParameter(`invalid pool request: ip-range ${range} is not within subnet ${subnet}`);
+    }
+    out.IPRange = formatNetwork6(r);
+  }
+  if (gateway) {
+    const g = parseIpv6(gateway);
+    if (g === undefined) throw invalidParameter(`invalid gateway address ${gateway}`);
+    if (!containsIp6(block, g)) throw invalidParameter(`no matching subnet for gateway ${gateway}`);
+    out.Gateway = formatIpv6(g);
+  }
+  for (const [host, addr] of Object.entries(aux)) {
+    const a = parseIpv6(addr);
+    if (a === undefined) throw invalidParameter(`invalid auxiliary address ${host}=${addr}`);
+    if (!containsIp6(block, a)) throw invalidParameter(`no matching subnet for aux-address ${addr}`);
+    aux[host] = formatIpv6(a);
   }
   if (Object.keys(aux).length) out.AuxiliaryAddresses = aux;
   return out;

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { conflict, errorMessage, forbidden, invalidParameter, notFound } from '../../common/errors.js';
 import { checkFilterNames } from '../../common/filters.js';
@@ -12,10 +13,16 @@ import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
 import type { PortRuleOps } from './adapters/port-rules.ops.js';
 import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
-import { bridgePluginConfig, cniArgs, loopbackPluginConfig, parseAddResult } from './cni.config.js';
+import { bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
 import { withHostLock } from './host-lock.js';
-import { listAllocations, lowestFree, macFromIpv4 } from './ipam.allocations.js';
+import {
+  endpointAddresses,
+  listAllocations,
+  lowestFree,
+  macFromIpv4,
+  releaseAllocations,
+} from './ipam.allocations.js';
 import {
   containsIp,
   formatIpv4,
@@ -25,6 +32,17 @@ import {
   parseCidr,
   parseIpv4,
 } from './ipv4.js';
+import {
+  canonicalIpv6,
+  containsIp6,
+  formatIpv6,
+  formatNetwork6,
+  lowestFree6,
+  networkAddress6,
+  overlaps6,
+  parseCidr6,
+  parseIpv6,
+} from './ipv6.js';
 import { type CreatePlan, planNetwork } from './network.create.js';
 import { loadNetworks, newNetworkIdentity, type SavedUserNetwork, saveNetworks } from './network.state.js';
 import type {
@@ -85,6 +103,8 @@ export interface NetworkService extends ContainerNetworking {
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
 const CLOSE_WAIT_MS = 20_000;
+/** How long after a start the next namespace is made (not while that start needs the CPU). */
+const SPARE_DELAY_MS = 200;
 
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
   const log = o.log.child('network');
@@ -161,10 +181,15 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
    * the interface is released: a listing of host-local's files taken before an ADD wrote its file
    * must not hand it out again.
    */
-  const reserved = new Map<string, { network: string; ip: string }>();
+  const reserved = new Map<string, { network: string; ip: string; ip6?: string }>();
 
   function ipv4Configs(u: SavedUserNetwork) {
     return u.ipam.filter((c) => c.Subnet && !c.Subnet.includes(':'));
+  }
+
+  /** The IPv6 block of an EnableIPv6 network (its Gateway filled in at create). */
+  function ipv6Config(u: SavedUserNetwork | undefined) {
+    return u?.enableIPv6 ? u.ipam.find((c) => c.Subnet.includes(':')) : undefined;
   }
 
   /** The bridge, its addresses (a gateway per IPv4 block) and its rules. */
@@ -175,8 +200,15 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       if (!block || !c.Gateway) continue;
       await link.ensureBridge(u.bridge, { address: c.Gateway, prefixLen: block.prefixLen }, []);
     }
+    const v6 = ipv6Config(u);
+    const block6 = v6 && parseCidr6(v6.Subnet);
+    // the engine gives the bridge its IPv6 gateway (without DAD): the bridge plugin would, but
+    // then fails setting the bridge's MAC on a bridge without ports
+    if (v6?.Gateway && block6)
+      await link.ensureAddress6(u.bridge, { address: v6.Gateway, prefixLen: block6.prefixLen });
     await firewall.allowBridge(u.bridge, blocks[0]?.Subnet ?? '', {
       subnets: blocks.map((c) => c.Subnet),
+      ...(v6 ? { subnets6: [v6.Subnet] } : {}),
       internal: u.internal,
       icc: u.icc,
       masquerade: u.masquerade,
@@ -192,7 +224,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       await dns.serve(u.id, {
         address: gateway,
         domain: u.name,
-        subnets: blocks.map((c) => c.Subnet),
+        subnets: [...blocks.map((c) => c.Subnet), ...(ipv6Config(u) ? [ipv6Config(u)?.Subnet ?? ''] : [])],
         forward: !u.internal,
       });
     } catch (err) {
@@ -209,9 +241,11 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     dns.addEndpoint(ep.networkId, ep.endpointId, {
       names: ep.dns.names,
       ipv4: ep.ipAddress,
+      ...(ep.ipv6Address ? { ipv6: ep.ipv6Address } : {}),
       sandbox: ep.sandboxId,
       ...(ep.dns.upstreams ? { upstreams: ep.dns.upstreams } : {}),
       ...(ep.dns.ndotsSet ? { ndotsSet: true } : {}),
+      ...(ep.dns.links?.length ? { links: ep.dns.links } : {}),
     });
     return true;
   }
@@ -271,6 +305,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         const b = parseCidr(c.Subnet);
         return b && addr !== undefined && containsIp(b, addr);
       }) ?? blocks[0];
+    const v6 = ipv6Config(u);
     return {
       name: u.bridge,
       cniName: u.bridge,
@@ -278,6 +313,12 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       gateway: block?.Gateway ?? '',
       defaultRoute: main && !u.internal,
       ...(u.mtu ? { mtu: u.mtu } : {}),
+      ...(v6
+        ? {
+            subnet6: formatNetwork6(parseCidr6(v6.Subnet) ?? { ip: 0n, prefixLen: 128 }),
+            gateway6: v6.Gateway ?? '',
+          }
+        : {}),
     };
   }
 
@@ -286,13 +327,23 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
    * network's blocks), else the lowest free one of the first block with room (its IPRange when
    * given; never a gateway or an aux address): dockerd's default IPAM.
    */
-  async function pickAddress(key: string, n: NetworkFacts, wanted: string | undefined): Promise<string> {
+  async function pickAddress(
+    key: string,
+    n: NetworkFacts,
+    wanted: string | undefined,
+    wanted6: string | undefined,
+  ): Promise<{ ip: string; ip6?: string }> {
     const cniName = n.bridge ? n.bridge.cniName : (n.user?.bridge ?? '');
     const held = await listAllocations(ipamDir).catch(() => []);
     // from here on synchronous: concurrent picks see each other's choice
     const taken = new Set<string>();
-    for (const r of reserved.values()) if (r.network === cniName) taken.add(r.ip);
-    for (const a of held) if (a.network === cniName) taken.add(a.ip);
+    for (const r of reserved.values()) {
+      if (r.network !== cniName) continue;
+      taken.add(r.ip);
+      if (r.ip6) taken.add(r.ip6);
+    }
+    for (const a of held)
+      if (a.network === cniName) taken.add(a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip);
     const blocks = n.bridge
       ? [
           {
@@ -325,21 +376,50 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       }
       if (!ip) throw unavailableAddress(n.name);
     }
-    reserved.set(key, { network: cniName, ip });
-    return ip;
+    const ip6 = pickAddress6(n, wanted6, excluded);
+    reserved.set(key, { network: cniName, ip, ...(ip6 ? { ip6 } : {}) });
+    return { ip, ...(ip6 ? { ip6 } : {}) };
+  }
+
+  /** The IPv6 address of an interface on an EnableIPv6 network (dockerd's IPAM, as for IPv4). */
+  function pickAddress6(n: NetworkFacts, wanted: string | undefined, taken: Set<string>): string | undefined {
+    const v6 = ipv6Config(n.user);
+    if (!v6) return undefined;
+    const block = parseCidr6(v6.Subnet);
+    if (!block) return undefined;
+    const excluded = new Set(taken);
+    if (v6.Gateway) excluded.add(v6.Gateway);
+    for (const a of Object.values(v6.AuxiliaryAddresses ?? {})) excluded.add(a);
+    if (wanted) {
+      const w = parseIpv6(wanted);
+      if (w === undefined || !containsIp6(block, w) || w === networkAddress6(block)) {
+        throw invalidParameter(
+          `Invalid address ${wanted}: It does not belong to any of this network's subnets`,
+        );
+      }
+      const text = formatIpv6(w);
+      if (excluded.has(text)) throw conflict('Address already in use');
+      return text;
+    }
+    const ip6 = lowestFree6(v6.IPRange || formatNetwork6(block), excluded);
+    if (!ip6)
+      throw invalidParameter(`no available IPv6 addresses on this network's address pools: ${n.name}`);
+    return ip6;
   }
 
   function unavailableAddress(name: string): Error {
     return invalidParameter(`no available IPv4 addresses on this network's address pools: ${name}`);
   }
 
-  function plumbingConfig(p: BridgePlumbing): Record<string, unknown> {
+  function plumbingConfig(p: BridgePlumbing, ips?: string[]): Record<string, unknown> {
     return bridgePluginConfig({
       cniName: p.cniName,
       bridge: p.name,
       subnet: p.subnet,
       gateway: p.gateway,
       dataDir: ipamDir,
+      ...(p.subnet6 ? { subnet6: p.subnet6, gateway6: p.gateway6 ?? '' } : {}),
+      ...(ips ? { ips } : {}),
       ...(p.defaultRoute === false ? { defaultRoute: false } : {}),
       ...(p.mtu ? { mtu: p.mtu } : {}),
     });
@@ -361,16 +441,17 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     const n = find(req.network);
     if (!n.bridge && !n.user) throw invalidParameter(`network ${n.name} is not a bridge network`);
     const key = `${sandbox.sandboxId}/${ifname}`;
-    const ip = await pickAddress(key, n, req.ipv4Address);
+    const { ip, ip6 } = await pickAddress(key, n, req.ipv4Address, req.ipv6Address);
     const plumbing = plumbingFor(n, ip, main);
     try {
+      // with an IPv6 address too, both go in the configuration (CNI_ARGS' IP= takes one)
       const added = await cni.exec('bridge', {
         containerId: sandbox.sandboxId,
         netns: sandbox.sandboxKey,
         command: 'ADD',
         ifname,
-        args: cniArgs({ ip, mac: req.macAddress ?? macFromIpv4(ip) }),
-        config: plumbingConfig(plumbing),
+        args: cniArgs({ ...(ip6 ? {} : { ip }), mac: req.macAddress ?? macFromIpv4(ip) }),
+        config: plumbingConfig(plumbing, ip6 ? [ip, ip6] : undefined),
       });
       const ep: Endpoint = {
         network: n.name,
@@ -407,8 +488,18 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function releaseNow(t: ReleaseTarget): Promise<void> {
+    if (t.sandboxKey && t.plumbed.every((p) => p.addresses?.length)) {
+      // A stopped container's sandbox: the namespace goes first and the kernel deletes its
+      // interfaces with it (each veth and its peer on the bridge), then the addresses are
+      // released as host-local's DEL would: a bridge plugin DEL (a Go program, and host-local's
+      // after it) per interface saved.
+      await netns.remove(t.sandboxKey);
+      for (const p of t.plumbed) {
+        await releaseAllocations(ipamDir, p.bridge.cniName, t.sandboxId, p.ifname, p.addresses ?? []);
+      }
+      return;
+    }
     for (const p of t.plumbed) await unplumb(t.sandboxId, t.sandboxKey, p);
-    // The loopback plugin's DEL only takes lo down: the namespace goes away instead.
     if (t.sandboxKey) await netns.remove(t.sandboxKey);
   }
 
@@ -465,6 +556,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         implicitGateways.push(c.Subnet);
       }
     }
+    const ipv6 = plan.ipv6.map((c) => ({ ...c }));
+    for (const c of ipv6) {
+      const b = parseCidr6(c.Subnet);
+      if (b && !c.Gateway) {
+        c.Gateway = formatIpv6(networkAddress6(b) + 1n);
+        implicitGateways.push(c.Subnet);
+      }
+    }
     const bridgeName = plan.bridgeName ?? `br-${identity.id.slice(0, 12)}`;
     return {
       auto,
@@ -476,7 +575,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         attachable: plan.attachable,
         enableIPv6: plan.enableIPv6,
         ipamOptions: plan.ipamOptions,
-        ipam: [...ipv4, ...plan.ipv6],
+        ipam: [...ipv4, ...ipv6],
         options: plan.options,
         labels: plan.labels,
         icc: plan.icc,
@@ -490,6 +589,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
   /** Explicit blocks must not overlap the engine's other networks (dockerd's IPAM address space). */
   function checkBlocks(u: SavedUserNetwork): void {
+    const mine6 = u.ipam.filter((c) => c.Subnet.includes(':')).map((c) => parseCidr6(c.Subnet));
+    for (const x of saved.user) {
+      for (const c of x.ipam) {
+        const b = c.Subnet.includes(':') ? parseCidr6(c.Subnet) : undefined;
+        if (b && mine6.some((m) => m && overlaps6(m, b)))
+          throw forbidden('Pool overlaps with other one on this address space');
+      }
+    }
     const mine = ipv4Configs(u).map((c) => parseCidr(c.Subnet));
     const others = saved.user.flatMap((x) => ipv4Configs(x).map((c) => c.Subnet));
     if (bridge) others.push(bridge.subnet);
@@ -505,13 +612,50 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function destroy(u: SavedUserNetwork): Promise<void> {
+    // releases under way (containers just removed) finish their DEL on the bridge first
+    await Promise.allSettled([...releasing.values()]);
     await dns.stop(u.id);
     // the host first, then the state: a crash in between leaves a network the next start plumbs
     await ports.removeBridge(u.bridge);
     await firewall.removeBridge(u.bridge);
     await link.deleteLink(u.bridge);
+    // host-local's directory of the network (its counters; no address is held by now)
+    await rm(join(ipamDir, u.bridge), { recursive: true, force: true }).catch(() => undefined);
     saved.user = saved.user.filter((x) => x.id !== u.id);
     await saveNetworks(statePath, saved);
+  }
+
+  /**
+   * One namespace made ahead (lo up), for the next start: making it (an unshare and an ip
+   * process) is then off the start's path. Made a moment after a start took the last one; removed
+   * when the engine stops (else the next start's sweep would).
+   */
+  let spare: { sandboxId: string; sandboxKey: string; ready: Promise<void> } | undefined;
+  let spareTimer: NodeJS.Timeout | undefined;
+  let closing = false;
+
+  function newSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
+    const sandboxId = randomId();
+    const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
+    active.add(sandboxId);
+    const ready = netns.create(sandboxKey);
+    ready.catch(() => undefined);
+    return { sandboxId, sandboxKey, ready };
+  }
+
+  function takeSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
+    const made = spare;
+    spare = undefined;
+    if (!spareTimer && !closing) {
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined;
+        if (!spare && !closing) spare = newSandbox();
+      }, SPARE_DELAY_MS);
+      spareTimer.unref();
+    }
+    if (!made) return newSandbox();
+    // a spare that could not be made: made again now, in the start's path
+    return { ...made, ready: made.ready.catch(() => netns.create(made.sandboxKey)) };
   }
 
   const service: NetworkService = {
@@ -552,6 +696,15 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
           );
         }
       }
+      if (req.ipv6Address) {
+        if (!n.user)
+          throw invalidParameter('user specified IP address is supported on user defined networks only');
+        if (!ipv6Config(n.user)) {
+          throw invalidParameter(
+            'user specified IP address is supported only when connecting to networks with user configured subnets',
+          );
+        }
+      }
       if (req.aliases && !n.user) {
         throw invalidParameter(
           'network-scoped alias is supported only for containers in user defined networks',
@@ -560,27 +713,22 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     attach(requests) {
-      const sandboxId = randomId();
-      const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
+      const { sandboxId, sandboxKey, ready } = takeSandbox();
       const sandbox = { sandboxId, sandboxKey };
-      active.add(sandboxId);
       const plumbed: PlumbedInterface[] = [];
-      const ready = netns.create(sandboxKey);
+      // the namespace comes with `lo` up (netns.create)
       const endpoints = ready.then(async (): Promise<Endpoint[]> => {
-        const common = { containerId: sandboxId, netns: sandboxKey };
-        const lo = cni.exec('loopback', {
-          ...common,
-          command: 'ADD',
-          ifname: 'lo',
-          config: loopbackPluginConfig(),
-        });
         const out: Endpoint[] = [];
         for (const [i, req] of requests.entries()) {
           const ep = await plumb(sandbox, req, `eth${i}`, i === 0);
-          if (ep.bridge) plumbed.push({ ifname: ep.ifname ?? `eth${i}`, bridge: ep.bridge });
+          if (ep.bridge)
+            plumbed.push({
+              ifname: ep.ifname ?? `eth${i}`,
+              bridge: ep.bridge,
+              addresses: endpointAddresses(ep),
+            });
           out.push(ep);
         }
-        await lo;
         return out;
       });
       // Whoever starts the container awaits these; a start abandoned early must not leave an
@@ -646,6 +794,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       putDns(ep);
     },
 
+    ipv6Enabled(idOrName) {
+      try {
+        return ipv6Config(find(idOrName).user) !== undefined;
+      } catch {
+        return false;
+      }
+    },
+
     dnsAddress(idOrName) {
       try {
         const n = find(idOrName);
@@ -665,7 +821,9 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
           sandboxKey: join(netnsDir, a.containerId.slice(0, 12)),
           plumbed: [],
         };
-        t.plumbed.push({ ifname: a.ifname || 'eth0', bridge: orphanPlumbing(a.network, a.ip) });
+        // an interface with an IPv4 and an IPv6 address has two files: one DEL releases both
+        if (!t.plumbed.some((p) => p.ifname === (a.ifname || 'eth0') && p.bridge.cniName === a.network))
+          t.plumbed.push({ ifname: a.ifname || 'eth0', bridge: orphanPlumbing(a.network, a.ip) });
         orphans.set(a.containerId, t);
       }
       for (const file of await netns.list(netnsDir)) {
@@ -770,6 +928,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     async close() {
+      closing = true;
+      if (spareTimer) clearTimeout(spareTimer);
+      const left = spare;
+      spare = undefined;
+      if (left) {
+        active.delete(left.sandboxId);
+        await left.ready.then(() => netns.remove(left.sandboxKey)).catch(() => undefined);
+      }
       await writes;
       await dns.close();
       await ports.close();

@@ -28,6 +28,9 @@ export interface BridgePlumbing {
   /** false: no default route through this interface (not the main network, or Internal). */
   defaultRoute?: boolean;
   mtu?: number;
+  /** The network's IPv6 block and gateway (EnableIPv6 networks). */
+  subnet6?: string;
+  gateway6?: string;
 }
 
 /** A container's endpoint while it runs; persisted in its record (live restore). */
@@ -43,6 +46,10 @@ export interface Endpoint {
   prefixLen: number;
   gateway: string;
   macAddress: string;
+  /** The IPv6 address, prefix length and gateway on an EnableIPv6 network. */
+  ipv6Address?: string;
+  ipv6PrefixLen?: number;
+  ipv6Gateway?: string;
   /** The bridge it is plugged into (bridge endpoints only). */
   bridge?: BridgePlumbing;
   /** The interface in the sandbox (`eth0` when absent: records of engines before user networks). */
@@ -56,12 +63,19 @@ export interface EndpointDns {
   names: string[];
   upstreams?: string[];
   ndotsSet?: boolean;
+  /** Legacy links on the network: `alias` resolves to container `name` for this endpoint only. */
+  links?: Array<{ alias: string; name: string }>;
 }
 
 /** One interface a sandbox has on a bridge: what a CNI DEL of it needs. */
 export interface PlumbedInterface {
   ifname: string;
   bridge: BridgePlumbing;
+  /**
+   * The addresses host-local gave it (IPv4, IPv6): with them a release needs no CNI DEL (the
+   * namespace's removal deletes the veth, the allocation files go); without (a sweep), a DEL.
+   */
+  addresses?: string[];
 }
 
 /** What a release needs: the sandbox, and the bridges it was plumbed on. */
@@ -76,6 +90,7 @@ export interface ReleaseTarget {
 export interface AttachRequest {
   network: string;
   ipv4Address?: string;
+  ipv6Address?: string;
   macAddress?: string;
   /** Its names in the engine's DNS (used on user-defined networks only). */
   dns?: EndpointDns;
@@ -112,10 +127,15 @@ export interface ContainerNetworking {
   lookup(idOrName: string): { id: string; name: string; builtin: boolean };
   /** A running endpoint's names changed (the container was renamed): the DNS answers the new ones. */
   updateDns(ep: Endpoint): void;
+  /** Whether containers on the network get IPv6 addresses (a user-defined EnableIPv6 network with a block). */
+  ipv6Enabled(idOrName: string): boolean;
   /** The address of the engine's DNS responder for a user-defined network (undefined: none). */
   dnsAddress(idOrName: string): string | undefined;
   /** Check a container's wish for a network at create/connect (400s: static address, aliases). */
-  checkEndpoint(idOrName: string, req: { ipv4Address?: string; aliases?: boolean }): void;
+  checkEndpoint(
+    idOrName: string,
+    req: { ipv4Address?: string; ipv6Address?: string; aliases?: boolean },
+  ): void;
   /**
    * Start attaching a container to bridge networks (a new sandbox per start): the first request
    * is its main network (the default route); the interfaces are eth0, eth1... in order.

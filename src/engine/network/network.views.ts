@@ -122,7 +122,7 @@ export function networkView(n: NetworkFacts, containers?: AttachedContainer[]): 
       EndpointID: c.endpoint.endpointId,
       MacAddress: c.endpoint.macAddress,
       IPv4Address: c.endpoint.ipAddress ? `${c.endpoint.ipAddress}/${c.endpoint.prefixLen}` : '',
-      IPv6Address: '',
+      IPv6Address: c.endpoint.ipv6Address ? `${c.endpoint.ipv6Address}/${c.endpoint.ipv6PrefixLen}` : '',
     };
   }
   const u = n.user;

@@ -315,6 +315,65 @@ describe('user-defined bridge networks (docker CLI)', () => {
     );
   });
 
+  it('makes a legacy --link on a user-defined network a DNS alias of the linking container only', async () => {
+    const srvIp = (await endpoints('srv')).Networks.web?.IPAddress ?? '';
+    const lookup = async (from: string, name: string) =>
+      (await engine.docker(['exec', from, 'nslookup', '-type=a', name])).stdout;
+    // as dockerd 20.10: the target need not exist at create; no variables, no /etc/hosts line
+    const missing = await engine.docker([
+      'run',
+      '--rm',
+      '--network',
+      'web',
+      '--link',
+      'nosuch:x',
+      'busybox',
+      'true',
+    ]);
+    assert.equal(missing.code, 0, missing.stderr);
+    await engine.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'lk1',
+      '--network',
+      'web',
+      '--link',
+      'srv:db',
+      'busybox',
+      'sleep',
+      '600',
+    ]);
+    const env = await engine.dockerOk(['exec', 'lk1', 'env']);
+    assert.doesNotMatch(env, /DB_/);
+    assert.doesNotMatch(await engine.dockerOk(['exec', 'lk1', 'cat', '/etc/hosts']), /\bdb\b/);
+    assert.match(await lookup('lk1', 'db'), new RegExp(`Address:\\s*${srvIp.replaceAll('.', '\\.')}`));
+    assert.match(await lookup('lk1', 'db.web'), new RegExp(`Address:\\s*${srvIp.replaceAll('.', '\\.')}`));
+    const inspect = JSON.parse(
+      await engine
+        .dockerOk([
+          'inspect',
+          '-f',
+          '{{json .HostConfig.Links}} {{json .NetworkSettings.Networks.web.Links}}',
+          'lk1',
+        ])
+        .then((l) => `[${l.replace(' ', ',')}]`),
+    ) as [unknown, unknown];
+    assert.deepEqual(
+      inspect,
+      [null, ['srv:db']],
+      "the link is the endpoint's (HostConfig.Links null, as dockerd)",
+    );
+    // another container on the network does not know the alias
+    assert.doesNotMatch(await lookup('srv', 'db'), new RegExp(srvIp.replaceAll('.', '\\.')));
+    // network connect --link: a container of the default bridge gets the engine's DNS and the alias
+    await engine.dockerOk(['run', '-d', '--name', 'lk2', 'busybox', 'sleep', '600']);
+    await engine.dockerOk(['network', 'connect', '--link', 'srv:dbx', 'web', 'lk2']);
+    assert.match(await lookup('lk2', 'dbx'), new RegExp(`Address:\\s*${srvIp.replaceAll('.', '\\.')}`));
+    assert.match(await lookup('lk2', 'srv'), new RegExp(`Address:\\s*${srvIp.replaceAll('.', '\\.')}`));
+    await engine.dockerOk(['rm', '-f', 'lk1', 'lk2']);
+  });
+
   it('publishes ports of a container on a user-defined network; the rules go with the network', async () => {
     await engine.dockerOk(['network', 'create', '--subnet', '10.217.0.0/24', 'pubnet']);
     const bridge = `br-${(await net('pubnet')).Id.slice(0, 12)}`;

@@ -390,6 +390,42 @@ describe('port publishing', () => {
     await engine.dockerOk(['rm', '-f', 'udp1']);
   });
 
+  it("sctp: published through the kernel rules where the kernel has SCTP; else dockerd's error", async () => {
+    const port = await freePort();
+    const before = await settledRules();
+    const r = await engine.docker([
+      'run',
+      '-d',
+      '--name',
+      'sctp',
+      '-p',
+      `127.0.0.1:${port}:9000/sctp`,
+      'busybox',
+      'sleep',
+      '60',
+    ]);
+    const kernelHasSctp = await exec('test', ['-e', '/proc/net/sctp']).then(
+      () => true,
+      () => false,
+    );
+    if (!kernelHasSctp) {
+      // as dockerd 20.10 on this kernel (its docker-proxy cannot listen)
+      assert.notEqual(r.code, 0);
+      assert.match(
+        r.stderr,
+        /driver failed programming external connectivity on endpoint sctp \(\w+\): Error starting userland proxy: protocol not supported/,
+      );
+      assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', 'sctp']), 'created');
+      assert.deepEqual(await settledRules(), before, 'no rule left');
+    } else {
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(await engine.dockerOk(['port', 'sctp', '9000/sctp']), `127.0.0.1:${port}`);
+      assert.ok((await ourRules()).some((l) => l.includes(`-p sctp -m sctp --dport ${port} -j DNAT`)));
+    }
+    await engine.dockerOk(['rm', '-f', 'sctp']);
+    assert.deepEqual(await settledRules(), before);
+  });
+
   it('keeps running containers ports across kill -9 and a restart; rules of gone containers go', async () => {
     const keep = await freePort();
     const gone = await freePort();

@@ -121,9 +121,9 @@ function endpointView(
     Gateway: live?.gateway ?? '',
     IPAddress: live?.ipAddress ?? '',
     IPPrefixLen: live?.prefixLen ?? 0,
-    IPv6Gateway: '',
-    GlobalIPv6Address: '',
-    GlobalIPv6PrefixLen: 0,
+    IPv6Gateway: live?.ipv6Gateway ?? '',
+    GlobalIPv6Address: live?.ipv6Address ?? '',
+    GlobalIPv6PrefixLen: live?.ipv6PrefixLen ?? 0,
     MacAddress: live?.macAddress ?? '',
     DriverOpts: given?.DriverOpts ?? null,
     GwPriority: given?.GwPriority ?? 0,
@@ -432,11 +432,11 @@ function bridgeAddress(
   return {
     EndpointID: ep?.endpointId ?? '',
     Gateway: ep?.gateway ?? '',
-    GlobalIPv6Address: '',
-    GlobalIPv6PrefixLen: 0,
+    GlobalIPv6Address: ep?.ipv6Address ?? '',
+    GlobalIPv6PrefixLen: ep?.ipv6PrefixLen ?? 0,
     IPAddress: ep?.ipAddress ?? '',
     IPPrefixLen: ep?.prefixLen ?? 0,
-    IPv6Gateway: '',
+    IPv6Gateway: ep?.ipv6Gateway ?? '',
     MacAddress: ep?.macAddress ?? '',
   };
 }

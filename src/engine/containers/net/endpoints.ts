@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { EndpointSettings, HostConfig } from '../../../common/docker-types.js';
 import { forbidden, invalidParameter, notFound } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { endpointAddresses } from '../../network/ipam.allocations.js';
 import type {
   AttachRequest,
   ContainerNetworking,
@@ -25,12 +26,14 @@ import {
   dnsClientOptions,
   type HostsEntry,
   hostsContent,
+  readHostResolvConf,
   removeOwnHostsAddress,
+  resolvConfContent,
   rewriteInPlace,
   writeContainerFiles,
 } from './files.js';
 import { LegacyLinks } from './legacy-links.js';
-import { mergeLinkEnv } from './links.js';
+import { mergeLinkEnv, parseLink } from './links.js';
 
 /**
  * A container's networking as the state machine sees it: which network a start attaches to, the
@@ -91,28 +94,46 @@ export class ContainerNetworks implements NetworkPort {
       const ep = eps[name] ?? (name === 'bridge' ? eps.default : undefined);
       const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
       const ip = ep?.IPAMConfig?.IPv4Address;
-      const dns = this.dnsOf(c, name, ep?.Aliases ?? []);
+      const ip6 = ep?.IPAMConfig?.IPv6Address;
+      const dns = this.dnsOf(c, name, ep?.Aliases ?? [], ep?.Links ?? []);
       return {
         network: name,
         ...(ip ? { ipv4Address: ip } : {}),
+        ...(ip6 ? { ipv6Address: ip6 } : {}),
         ...(mac ? { macAddress: mac.replaceAll('-', ':').toLowerCase() } : {}),
         ...(dns ? { dns } : {}),
       };
     });
   }
 
-  /** The names the engine's DNS answers for the container on a user-defined network. */
-  private dnsOf(c: Container, network: string, aliases: string[]): EndpointDns | undefined {
+  /**
+   * The names the engine's DNS answers for the container on a user-defined network, and its legacy
+   * links there (`--link name:alias`: the alias resolves to the target for this container only, as
+   * dockerd makes them on user-defined networks: no variables, no /etc/hosts lines).
+   */
+  private dnsOf(
+    c: Container,
+    network: string,
+    aliases: string[],
+    links: string[] = [],
+  ): EndpointDns | undefined {
     const names = dnsNames(c.record, network, aliases);
     if (!names) return undefined;
-    return { names, ...dnsClientOptions(c.hostConfig) };
+    const parsed = links.map((l) => parseLink(l));
+    return { names, ...dnsClientOptions(c.hostConfig), ...(parsed.length ? { links: parsed } : {}) };
   }
 
-  /** The engine's DNS address when the container's main network is a user-defined one. */
+  /**
+   * The engine's DNS address when the container is on a user-defined network (its first one; as
+   * dockerd, whose sandbox gets the embedded DNS once it joins one, the default bridge beside).
+   */
   private embeddedDns(c: Container): string | undefined {
-    const main = attachedNetworkNames(c.hostConfig, c.record)[0];
-    if (!main || main === 'bridge' || main === 'host' || main === 'none') return undefined;
-    return this.d.network?.dnsAddress(main);
+    for (const name of attachedNetworkNames(c.hostConfig, c.record)) {
+      if (name === 'bridge' || name === 'host' || name === 'none') continue;
+      const address = this.d.network?.dnsAddress(name);
+      if (address) return address;
+    }
+    return undefined;
   }
 
   private onBridge(c: Container): boolean {
@@ -163,6 +184,7 @@ export class ContainerNetworks implements NetworkPort {
     for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
       const name = key === 'default' ? 'bridge' : key;
       const ip = ep?.IPAMConfig?.IPv4Address;
+      const ip6 = ep?.IPAMConfig?.IPv6Address;
       if (!network) continue;
       if (isolated && name !== mode) {
         throw invalidParameter(
@@ -174,12 +196,21 @@ export class ContainerNetworks implements NetworkPort {
         throw invalidParameter(`network ${name} not found`);
       const aliases = (ep?.Aliases?.length ?? 0) > 0;
       if (name === 'bridge' && !network.bridge) {
-        if (ip)
+        if (ip || ip6)
           throw invalidParameter('user specified IP address is supported on user defined networks only');
         continue;
       }
-      if (ip || aliases) network.checkEndpoint(name, { ipv4Address: ip, aliases });
+      if (ip || ip6 || aliases) network.checkEndpoint(name, { ipv4Address: ip, ipv6Address: ip6, aliases });
     }
+    // on a user-defined network links are the endpoint's DNS aliases (EndpointsConfig.Links): a
+    // target need not exist at create, as dockerd; HostConfig.Links register no link names there
+    const userMode = !['default', 'bridge', 'host', 'none'].includes(mode) && !mode.startsWith('container:');
+    for (const [key, ep] of Object.entries(nc.EndpointsConfig ?? {})) {
+      if (!ep?.Links?.length) continue;
+      if (key === 'default' || key === 'bridge' || key === 'host' || key === 'none') continue;
+      for (const l of ep.Links) parseLink(l);
+    }
+    if (userMode) return [];
     return this.links.resolve(hc);
   }
 
@@ -275,7 +306,7 @@ export class ContainerNetworks implements NetworkPort {
     rec.HostsPath = hostsPath;
     rec.HostnamePath = hostnamePath;
     rec.ResolvConfPath = resolvConfPath;
-    const sysctls = this.kind(c) === 'bridge' ? this.interfaceSysctls(c) : undefined;
+    const sysctls = this.kind(c) === 'bridge' ? this.networkSysctls(c) : undefined;
     return {
       ...(netns !== undefined ? { netns } : {}),
       ...(env ? { env } : {}),
@@ -301,6 +332,23 @@ export class ContainerNetworks implements NetworkPort {
       subnet: ep.bridge?.subnet ?? '',
       ip: ep.ipAddress,
     };
+  }
+
+  /**
+   * The namespace's sysctls that its networks ask for: IPv6 on (the runtime turns it off
+   * otherwise) when one of them is an EnableIPv6 network, and the endpoint's interface sysctls.
+   * The container's own --sysctl still wins.
+   */
+  private networkSysctls(c: Container): Record<string, string> | undefined {
+    const own = this.interfaceSysctls(c);
+    const network = this.d.network;
+    const v6 = attachedNetworkNames(c.hostConfig, c.record).some((n) => network?.ipv6Enabled(n));
+    if (!v6) return own;
+    const on: Record<string, string> = {};
+    for (const key of ['net.ipv6.conf.all.disable_ipv6', 'net.ipv6.conf.default.disable_ipv6']) {
+      if (c.hostConfig.Sysctls?.[key] === undefined) on[key] = '0';
+    }
+    return { ...on, ...(own ?? {}) };
   }
 
   /**
@@ -360,7 +408,7 @@ export class ContainerNetworks implements NetworkPort {
     // a failure from here fails the start, which releases the endpoint (the record's now); a
     // publish that failed let go of what it had bound
     if (starting.publishing) rec.PublishedPorts = await starting.publishing;
-    await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress));
+    await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress, ep.ipv6Address));
     if (this.onBridge(c)) await this.links.targetStarted(c, ep.ipAddress);
   }
 
@@ -371,11 +419,12 @@ export class ContainerNetworks implements NetworkPort {
     if (given) given.NetworkID = e.networkId;
   }
 
-  private ownHosts(c: Container, links: HostsEntry[], ip: string): string {
+  private ownHosts(c: Container, links: HostsEntry[], ip: string, ip6?: string): string {
     return hostsContent({
       extraHosts: c.hostConfig.ExtraHosts ?? [],
       links,
       ip,
+      ...(ip6 ? { ip6 } : {}),
       hostname: c.record.Config.Hostname ?? '',
       domainname: c.record.Config.Domainname,
       hostGateway: this.d.network?.hostGateway,
@@ -429,7 +478,7 @@ export class ContainerNetworks implements NetworkPort {
       sandboxId: detached.sandboxId,
       sandboxKey: detached.sandboxKey,
       plumbed: detached.endpoints.flatMap((e) =>
-        e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge }] : [],
+        e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge, addresses: endpointAddresses(e) }] : [],
       ),
     });
     for (const e of detached.endpoints) network.announce('disconnect', c.id, e.network);
@@ -439,7 +488,10 @@ export class ContainerNetworks implements NetworkPort {
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       // its names as the record says now (a rename is saved before the endpoint is)
-      if (ep.dns) ep.dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []) ?? ep.dns;
+      if (ep.dns) {
+        const given = eps[ep.network];
+        ep.dns = this.dnsOf(c, ep.network, given?.Aliases ?? [], given?.Links ?? []) ?? ep.dns;
+      }
       this.d.network?.restore(ep);
     }
     const main = c.record.Endpoint;
@@ -472,7 +524,13 @@ export class ContainerNetworks implements NetworkPort {
       throw forbidden(`endpoint with name ${c.name.slice(1)} already exists in network ${n.name}`);
     }
     const ip = settings.IPAMConfig?.IPv4Address;
-    network.checkEndpoint(n.name, { ipv4Address: ip, aliases: (settings.Aliases?.length ?? 0) > 0 });
+    const ip6 = settings.IPAMConfig?.IPv6Address;
+    for (const l of settings.Links ?? []) parseLink(l);
+    network.checkEndpoint(n.name, {
+      ipv4Address: ip,
+      ipv6Address: ip6,
+      aliases: (settings.Aliases?.length ?? 0) > 0,
+    });
     const running = c.isRunningProcess && c.record.Sandbox?.Key;
     let added: Endpoint | undefined;
     const rec = c.record;
@@ -480,12 +538,13 @@ export class ContainerNetworks implements NetworkPort {
       const used = new Set(endpointsOf(rec).map((e) => e.ifname ?? 'eth0'));
       let i = 0;
       while (used.has(`eth${i}`)) i++;
-      const dns = this.dnsOf(c, n.name, settings.Aliases ?? []);
+      const dns = this.dnsOf(c, n.name, settings.Aliases ?? [], settings.Links ?? []);
       added = await network.attachMore(
         { sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key },
         {
           network: n.name,
           ...(ip ? { ipv4Address: ip } : {}),
+          ...(ip6 ? { ipv6Address: ip6 } : {}),
           ...(settings.MacAddress
             ? { macAddress: settings.MacAddress.replaceAll('-', ':').toLowerCase() }
             : {}),
@@ -498,13 +557,14 @@ export class ContainerNetworks implements NetworkPort {
         const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
         if (hosts !== undefined) {
           const hostname = rec.Config.Hostname ?? '';
-          await rewriteInPlace(
-            rec.HostsPath,
-            addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname),
-          );
+          let next = addOwnHostsAddress(hosts, added.ipAddress, hostname, rec.Config.Domainname);
+          if (added.ipv6Address)
+            next = addOwnHostsAddress(next, added.ipv6Address, hostname, rec.Config.Domainname);
+          await rewriteInPlace(rec.HostsPath, next);
         }
       }
     }
+    const hadDns = this.embeddedDns(c);
     this.explicitNetworks(c);
     rec.NetworkingConfig.EndpointsConfig ??= {};
     const eps = rec.NetworkingConfig.EndpointsConfig;
@@ -514,6 +574,12 @@ export class ContainerNetworks implements NetworkPort {
       rec.Endpoints = [...endpointsOf(rec), added];
       rec.Endpoint ??= added;
       network.announce('connect', c.id, n.name);
+      // its first user-defined network: names resolve through the engine's DNS from now on
+      const dns = this.embeddedDns(c);
+      if (!hadDns && dns && rec.ResolvConfPath) {
+        const host = await readHostResolvConf(false);
+        await rewriteInPlace(rec.ResolvConfPath, resolvConfContent(host, c.hostConfig, false, dns));
+      }
     }
   }
 
@@ -546,8 +612,11 @@ export class ContainerNetworks implements NetworkPort {
       await network.detachOne({ sandboxId: rec.Sandbox.ID, sandboxKey: rec.Sandbox.Key }, ep);
       if (rec.HostsPath) {
         const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
-        if (hosts !== undefined)
-          await rewriteInPlace(rec.HostsPath, removeOwnHostsAddress(hosts, ep.ipAddress));
+        if (hosts !== undefined) {
+          let next = removeOwnHostsAddress(hosts, ep.ipAddress);
+          if (ep.ipv6Address) next = removeOwnHostsAddress(next, ep.ipv6Address);
+          await rewriteInPlace(rec.HostsPath, next);
+        }
       }
       const rest = endpointsOf(rec).filter((e) => e !== ep);
       rec.Endpoints = rest;
@@ -591,7 +660,7 @@ export class ContainerNetworks implements NetworkPort {
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       if (!ep.dns || !c.isRunningProcess) continue;
-      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? []);
+      const dns = this.dnsOf(c, ep.network, eps[ep.network]?.Aliases ?? [], eps[ep.network]?.Links ?? []);
       if (!dns) continue;
       ep.dns = dns;
       this.d.network?.updateDns(ep);

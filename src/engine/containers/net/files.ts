@@ -37,6 +37,8 @@ export function hostsContent(opts: {
   extraHosts: string[];
   links?: HostsEntry[];
   ip?: string;
+  /** The container's IPv6 address on an EnableIPv6 network (a line of its own, as dockerd). */
+  ip6?: string;
   hostname: string;
   domainname?: string;
   /** What `host-gateway` stands for: --host-gateway-ip, else the default bridge's address (dockerd's). */
@@ -55,6 +57,7 @@ export function hostsContent(opts: {
   }
   for (const l of opts.links ?? []) lines.push(`${l.ip}\t${l.names}`);
   if (opts.ip) lines.push(ownHostsLine(opts.ip, opts.hostname, opts.domainname));
+  if (opts.ip && opts.ip6) lines.push(ownHostsLine(opts.ip6, opts.hostname, opts.domainname));
   return `${lines.join('\n')}\n`;
 }
 

@@ -23,6 +23,8 @@ export interface LinkOps {
   link(name: string): Promise<LinkInfo | null>;
   /** Create bridge `name` when missing, give it `address` (dropping `drop`), and bring it up. */
   ensureBridge(name: string, address: LinkAddress, drop: LinkAddress[]): Promise<void>;
+  /** Give the link an IPv6 address (no duplicate address detection: usable at once); idempotent. */
+  ensureAddress6(name: string, address: LinkAddress): Promise<void>;
   /** IPv4 blocks in use on the host: routes of the main table (not the default) and addresses. */
   usedBlocks(): Promise<string[]>;
   /** Delete a link; a missing link is no error. */
@@ -68,6 +70,19 @@ export class HostLinkOps implements LinkOps {
     lines.push(`link set ${name} up`);
     const r = await runIp(['-batch', '-'], `${lines.join('\n')}\n`);
     if (r.code !== 0) throw systemError(`cannot set up bridge ${name}: ${r.stderr}`);
+  }
+
+  async ensureAddress6(name: string, address: LinkAddress): Promise<void> {
+    const r = await runIp([
+      '-6',
+      'addr',
+      'replace',
+      `${address.address}/${address.prefixLen}`,
+      'dev',
+      name,
+      'nodad',
+    ]);
+    if (r.code !== 0) throw systemError(`cannot give bridge ${name} its IPv6 address: ${r.stderr}`);
   }
 
   async usedBlocks(): Promise<string[]> {

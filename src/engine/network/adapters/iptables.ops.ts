@@ -13,6 +13,7 @@ import { runTool, type ToolResult } from '../../../common/host/run-tool.js';
  *   another berth bridge is dropped; an Internal network's traffic never leaves its block.
  * - nat POSTROUTING: one MASQUERADE rule per block for what leaves it through another interface
  *   (not for Internal networks or enable_ip_masquerade=false).
+ * An EnableIPv6 network gets the same filter rules in ip6tables (chains of the same names).
  * Every per-bridge rule carries the comment `berth bridge <name>`. Unit tests substitute a fake;
  * the engine runs iptables and iptables-restore (no shell).
  */
@@ -27,6 +28,11 @@ export interface FirewallOps {
 export interface BridgePolicy {
   /** Every IPv4 block of the network (the first is `subnet`). */
   subnets?: string[];
+  /**
+   * The IPv6 block of an EnableIPv6 network: the same forwarding and isolation rules in ip6tables
+   * (no IPv6 NAT: dockerd 20.10 routes a container's IPv6 address as it is).
+   */
+  subnets6?: string[];
   internal?: boolean;
   icc?: boolean;
   masquerade?: boolean;
@@ -116,17 +122,55 @@ export function chainsEmpty(filter: string): boolean {
 }
 
 export class HostFirewallOps implements FirewallOps {
+  private readonly v6: FamilyFirewall;
+  private readonly v4: FamilyFirewall;
   /** `lock`: runs its argument holding the host-wide lock (made once per host, torn down by the last). */
-  constructor(private readonly lock: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()) {}
+  constructor(lock: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()) {
+    this.v4 = new FamilyFirewall(lock, 'iptables');
+    this.v6 = new FamilyFirewall(lock, 'ip6tables');
+  }
+
+  async allowBridge(bridge: string, subnet: string, policy: BridgePolicy = {}): Promise<void> {
+    await this.v4.allowBridge(bridge, subnet, policy);
+    const v6 = policy.subnets6 ?? [];
+    if (v6.length) {
+      await this.v6.allowBridge(bridge, v6[0] ?? '', {
+        subnets: v6,
+        internal: policy.internal,
+        icc: policy.icc,
+        masquerade: false,
+      });
+    } else if (await this.v6.hasRules(bridge)) await this.v6.removeBridge(bridge);
+  }
+
+  async removeBridge(bridge: string): Promise<void> {
+    await this.v4.removeBridge(bridge);
+    if (await this.v6.hasRules(bridge)) await this.v6.removeBridge(bridge);
+  }
+}
+
+/** The rules of one family: `iptables` or `ip6tables` (and their -restore). */
+class FamilyFirewall {
+  constructor(
+    private readonly lock: <T>(fn: () => Promise<T>) => Promise<T>,
+    private readonly tool: 'iptables' | 'ip6tables',
+  ) {}
+
+  /** Whether any filter rule carries the bridge's comment (ip6tables absent: none). */
+  async hasRules(bridge: string): Promise<boolean> {
+    const r = await run(this.tool, ['-w', '-S']).catch(() => undefined);
+    return !!r && r.code === 0 && r.stdout.includes(`"${bridgeComment(bridge)}"`);
+  }
 
   private async ensureBase(): Promise<void> {
     await this.lock(async () => {
       for (const chain of [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]) {
-        const r = await run('iptables', ['-w', '-N', chain]);
-        if (r.code !== 0 && !/exists/i.test(r.stderr)) throw systemError(`iptables -N ${chain}: ${r.stderr}`);
+        const r = await run(this.tool, ['-w', '-N', chain]);
+        if (r.code !== 0 && !/exists/i.test(r.stderr))
+          throw systemError(`${this.tool} -N ${chain}: ${r.stderr}`);
       }
-      const forward = await run('iptables', ['-w', '-S', 'FORWARD']);
-      if (forward.code !== 0) throw systemError(`iptables -S FORWARD: ${forward.stderr}`);
+      const forward = await run(this.tool, ['-w', '-S', 'FORWARD']);
+      if (forward.code !== 0) throw systemError(`${this.tool} -S FORWARD: ${forward.stderr}`);
       const lines = forward.stdout.split('\n').filter((l) => l.startsWith('-A '));
       const want = baseJumps().map((j) => `-A ${j}`);
       // there, in order (another engine, dockerd, may have put its own rules above since): kept
@@ -140,7 +184,7 @@ export class HostFirewallOps implements FirewallOps {
         'COMMIT',
         '',
       ].join('\n');
-      const r = await run('iptables-restore', ['-w', '--noflush'], input);
+      const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], input);
       if (r.code !== 0) throw systemError(`cannot add berth's FORWARD jumps: ${r.stderr}`);
     });
   }
@@ -148,31 +192,31 @@ export class HostFirewallOps implements FirewallOps {
   async allowBridge(bridge: string, subnet: string, policy: BridgePolicy = {}): Promise<void> {
     await this.ensureBase();
     const [filter, nat] = await Promise.all([
-      run('iptables', ['-w', '-S']),
-      run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
+      run(this.tool, ['-w', '-S']),
+      run(this.tool, ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
     ]);
-    if (filter.code !== 0) throw systemError(`iptables -S: ${filter.stderr}`);
-    if (nat.code !== 0) throw systemError(`iptables -t nat -S POSTROUTING: ${nat.stderr}`);
+    if (filter.code !== 0) throw systemError(`${this.tool} -S: ${filter.stderr}`);
+    if (nat.code !== 0) throw systemError(`${this.tool} -t nat -S POSTROUTING: ${nat.stderr}`);
     const updates = [
       ruleUpdate('filter', filter.stdout, forwardRules(bridge, policy, subnet), bridge),
       ruleUpdate('nat', nat.stdout, masqueradeRules(bridge, subnet, policy), bridge),
     ].filter((u): u is string => u !== undefined);
     if (!updates.length) return;
-    const r = await run('iptables-restore', ['-w', '--noflush'], updates.join(''));
+    const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], updates.join(''));
     if (r.code !== 0) throw systemError(`cannot add the iptables rules of bridge ${bridge}: ${r.stderr}`);
   }
 
   async removeBridge(bridge: string): Promise<void> {
     const [filter, nat] = await Promise.all([
-      run('iptables', ['-w', '-S']),
-      run('iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
+      run(this.tool, ['-w', '-S']),
+      run(this.tool, ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
     ]);
     const input = [
       ruleUpdate('filter', filter.stdout, [], bridge),
       ruleUpdate('nat', nat.stdout, [], bridge),
     ].filter((u): u is string => u !== undefined);
     if (input.length) {
-      const r = await run('iptables-restore', ['-w', '--noflush'], input.join(''));
+      const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], input.join(''));
       if (r.code !== 0)
         throw systemError(`cannot remove the iptables rules of bridge ${bridge}: ${r.stderr}`);
     }
@@ -182,7 +226,7 @@ export class HostFirewallOps implements FirewallOps {
   /** The jumps and chains go with the last bridge's rules (one transaction: a racing add wins). */
   private async removeBaseWhenUnused(): Promise<void> {
     await this.lock(async () => {
-      const filter = await run('iptables', ['-w', '-S']);
+      const filter = await run(this.tool, ['-w', '-S']);
       if (filter.code !== 0 || !chainsEmpty(filter.stdout)) return;
       const lines = filter.stdout.split('\n');
       if (!lines.some((l) => l === `-N ${FORWARD_CHAIN}`)) return;
@@ -196,7 +240,7 @@ export class HostFirewallOps implements FirewallOps {
         'COMMIT',
         '',
       ].join('\n');
-      await run('iptables-restore', ['-w', '--noflush'], input);
+      await run(`${this.tool}-restore`, ['-w', '--noflush'], input);
     });
   }
 }

@@ -10,7 +10,7 @@ import { unmountWithRetry } from '../../../common/host/unmount.js';
  * substitute a fake; the engine uses util-linux's unshare and umount.
  */
 export interface NetnsOps {
-  /** A new network namespace bound at `path` (the directory is created). */
+  /** A new network namespace bound at `path`, its `lo` up (the directory is created). */
   create(path: string): Promise<void>;
   /** Unbind and delete `path`; a path that is gone or not mounted is no error. */
   remove(path: string): Promise<void>;
@@ -30,8 +30,9 @@ export class HostNetnsOps implements NetnsOps {
       this.made.add(dir);
     }
     await writeFile(path, '', { mode: 0o444 });
-    // unshare(1) binds /proc/<child>/ns/net on the file from the parent, then the child exits.
-    const r = await runTool('unshare', [`--net=${path}`, 'true']);
+    // unshare(1) binds /proc/<child>/ns/net on the file from the parent; the child brings `lo` up
+    // (what CNI's loopback plugin does, without a Go program of its own per start) and exits
+    const r = await runTool('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
     if (r.code !== 0) {
       await rm(path, { force: true }).catch(() => undefined);
       throw systemError(`cannot create the network namespace ${path}: ${r.stderr}`);

@@ -1,4 +1,5 @@
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { existsSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { PortProto } from '../ports/port-spec.js';
 
@@ -101,8 +102,30 @@ function listenUdp(hostIp: string, hostPort: number, target: PortTarget): Promis
   });
 }
 
+/**
+ * SCTP: Node opens no SCTP sockets, so the port is not held by a socket of the engine's (another
+ * program may still bind it) and the kernel's DNAT rules alone carry the traffic (IPv4 host
+ * addresses). A kernel without SCTP (no /proc/net/sctp: the module is not loaded) refuses it with
+ * EPROTONOSUPPORT, where dockerd's docker-proxy fails to listen.
+ */
+function sctpPort(hostIp: string, sctpProc: string): Promise<PortHolder> {
+  if (!existsSync(sctpProc)) {
+    const err = Object.assign(new Error('protocol not supported'), { code: 'EPROTONOSUPPORT' });
+    return Promise.reject(err);
+  }
+  if (hostIp.includes(':')) {
+    // no relay for IPv6 host addresses: left out as a host without IPv6 would leave it
+    const err = Object.assign(new Error('address family not supported for SCTP'), { code: 'EAFNOSUPPORT' });
+    return Promise.reject(err);
+  }
+  return Promise.resolve({ close: async () => undefined });
+}
+
 export class HostPortSockets implements PortSocketOps {
+  constructor(private readonly sctpProc = '/proc/net/sctp') {}
+
   bind(proto: PortProto, hostIp: string, hostPort: number, target: PortTarget): Promise<PortHolder> {
+    if (proto === 'sctp') return sctpPort(hostIp, this.sctpProc);
     return proto === 'udp' ? listenUdp(hostIp, hostPort, target) : listenTcp(hostIp, hostPort, target);
   }
 }

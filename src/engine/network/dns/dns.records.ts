@@ -31,6 +31,12 @@ export interface DnsEntry {
    * search domains).
    */
   ndotsSet?: boolean;
+  /**
+   * Legacy links on a user-defined network (`--link name:alias`): the alias resolves, for this
+   * container only, to the linked container's name on the network (dockerd's endpoint aliases:
+   * looked up at query time, so a target started again with another address is found).
+   */
+  links?: Array<{ alias: string; name: string }>;
 }
 
 interface NetworkRecords {
@@ -49,10 +55,17 @@ interface NetworkIndex {
   /** canonicalIp → the endpoint holding it. */
   byIp: Map<string, DnsEntry>;
   sandboxes: Set<string>;
+  /** sandbox → its endpoint on the network (the asking container's link aliases). */
+  bySandbox: Map<string, DnsEntry>;
 }
 
 function buildIndex(entries: Iterable<DnsEntry>): NetworkIndex {
-  const index: NetworkIndex = { byName: new Map(), byIp: new Map(), sandboxes: new Set() };
+  const index: NetworkIndex = {
+    byName: new Map(),
+    byIp: new Map(),
+    sandboxes: new Set(),
+    bySandbox: new Map(),
+  };
   for (const e of entries) {
     for (const name of e.names) {
       const key = name.toLowerCase();
@@ -64,7 +77,10 @@ function buildIndex(entries: Iterable<DnsEntry>): NetworkIndex {
       const key = ip ? canonicalIp(ip) : '';
       if (key && !index.byIp.has(key)) index.byIp.set(key, e);
     }
-    if (e.sandbox) index.sandboxes.add(e.sandbox);
+    if (e.sandbox) {
+      index.sandboxes.add(e.sandbox);
+      index.bySandbox.set(e.sandbox, e);
+    }
   }
   return index;
 }
@@ -214,9 +230,25 @@ export class DnsRecords {
     return out;
   }
 
-  /** The addresses of `name` (family 4 or 6) in the first of `networks` that has it. */
-  lookup(networks: string[], name: string, family: 4 | 6): Lookup {
+  /**
+   * The addresses of `name` (family 4 or 6) in the first of `networks` that has it. With the
+   * asking container's sandbox, its link aliases come first (dockerd: the sandbox's endpoint
+   * aliases, then the names of the networks).
+   */
+  lookup(networks: string[], name: string, family: 4 | 6, sandbox?: string): Lookup {
     const raw = name.endsWith('.') ? name.slice(0, -1) : name;
+    if (sandbox) {
+      for (const id of networks) {
+        const mine = this.indexOf(id)?.bySandbox.get(sandbox);
+        if (!mine?.links?.length) continue;
+        const domain = this.networks.get(id)?.domain;
+        const bare = domain && raw.endsWith(`.${domain}`) ? raw.slice(0, -(domain.length + 1)) : raw;
+        const link = mine.links.find((l) => l.alias.toLowerCase() === bare.toLowerCase());
+        if (!link) continue;
+        const found = this.lookup([id], link.name, family);
+        if (found.found) return found;
+      }
+    }
     const q = raw.toLowerCase();
     for (const id of networks) {
       const n = this.networks.get(id);

@@ -212,7 +212,7 @@ export class EmbeddedDns {
       return undefined;
     }
     const family = type === TYPE.AAAA ? 6 : 4;
-    const found = this.records.lookup(scope, name, family);
+    const found = this.records.lookup(scope, name, family, this.records.client(networkId, client)?.sandbox);
     if (!found.found) return undefined;
     // a name of ours: its addresses for A/AAAA (shuffled, as dockerd does for several), no data
     // for the other family and for other types (never sent out to the world's servers)

@@ -60,6 +60,8 @@ function hostAddress(ip: string, port: number | string): string {
 /** dockerd's words for a port the host (not the engine) holds: docker-proxy's listen error. */
 function bindError(proto: string, ip: string, port: number, err: unknown): string {
   const code = errnoCode(err);
+  // a kernel without SCTP: docker-proxy's words
+  if (code === 'EPROTONOSUPPORT') return 'Error starting userland proxy: protocol not supported';
   const why =
     code === 'EADDRINUSE'
       ? 'bind: address already in use'

@@ -7,7 +7,7 @@ import { invalidParameter } from '../../../common/errors.js';
  * bound shaped as dockerd shows it (NetworkSettings.Ports, the list's Ports). Pure.
  */
 
-export type PortProto = 'tcp' | 'udp';
+export type PortProto = 'tcp' | 'udp' | 'sctp';
 
 /** One host address and port range to bind for one container port. */
 export interface PortRequest {
@@ -64,7 +64,7 @@ export function parseHostPort(text: string | undefined): { start: number; end: n
  * The requests of a container, in dockerd's order (by container port, protocol, then binding):
  * every port of PortBindings with its bindings, and with PublishAllPorts every exposed port
  * without a binding gets an ephemeral one. A binding without HostIp publishes on `0.0.0.0` and
- * on `::` (the same port). SCTP is not published (left out).
+ * on `::` (the same port). Other protocols than tcp, udp and sctp are left out.
  */
 export function portRequests(
   exposed: readonly string[],
@@ -77,7 +77,7 @@ export function portRequests(
     .sort((a, b) => a.p.start - b.p.start || (a.p.proto < b.p.proto ? -1 : a.p.proto > b.p.proto ? 1 : 0));
   const out: PortRequest[] = [];
   for (const { k, p } of sorted) {
-    if (p.proto !== 'tcp' && p.proto !== 'udp') continue;
+    if (p.proto !== 'tcp' && p.proto !== 'udp' && p.proto !== 'sctp') continue;
     const proto = p.proto;
     let list = (bindings?.[k] ?? []).filter((b): b is Binding => !!b);
     if (!list.length) list = publishAll ? [{}] : [];

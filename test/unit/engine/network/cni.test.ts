@@ -13,7 +13,6 @@ import {
   bridgePluginConfig,
   cniArgs,
   cniErrorMessage,
-  loopbackPluginConfig,
   parseAddResult,
 } from '../../../../src/engine/network/cni.config.js';
 import {
@@ -56,7 +55,6 @@ describe('CNI configuration', () => {
       dataDir: '/d',
     });
     assert.deepEqual((noGw.ipam as { ranges: unknown }).ranges, [[{ subnet: '10.0.0.0/24' }]]);
-    assert.deepEqual(loopbackPluginConfig(), { cniVersion: '1.0.0', name: 'lo', type: 'loopback' });
   });
 
   it('passes a requested address and MAC in CNI_ARGS', () => {

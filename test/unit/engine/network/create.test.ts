@@ -46,7 +46,35 @@ describe('network create requests (planNetwork)', () => {
         'InvalidParameter',
         /invalid bridge name/,
       ],
-      [{ Name: 'x', IPAM: { Config: [{ Subnet: 'fd00::/64' }] } }, 'Forbidden', /non-IPv6 network/],
+      [{ Name: 'x', EnableIPv6: true }, 'Forbidden', /could not find an available, non-overlapping IPv6/],
+      [
+        {
+          Name: 'x',
+          EnableIPv6: true,
+          IPAM: { Config: [{ Subnet: 'fd42:1::/64' }, { Subnet: 'fd42:2::/64' }] },
+        },
+        'Forbidden',
+        /doesn't support multiple subnets/,
+      ],
+      [
+        { Name: 'x', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd42:4::/64', Gateway: 'fd43::1' }] } },
+        'InvalidParameter',
+        /no matching subnet for gateway fd43::1/,
+      ],
+      [
+        {
+          Name: 'x',
+          EnableIPv6: true,
+          IPAM: { Config: [{ Subnet: 'fd42:4::/64', IPRange: 'fd42:5::/80' }] },
+        },
+        'InvalidParameter',
+        /not within subnet/,
+      ],
+      [
+        { Name: 'x', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd42:4::/127' }] } },
+        'InvalidParameter',
+        /too small/,
+      ],
     ];
     for (const [body, kind, message] of cases) {
       assert.throws(() => planNetwork(body, none), { kind, message }, JSON.stringify(body));
@@ -55,6 +83,22 @@ describe('network create requests (planNetwork)', () => {
       kind: 'Conflict',
       message: 'network with name a already exists',
     });
+  });
+
+  it('reads an IPv6 block as dockerd 20.10 keeps it (stored without EnableIPv6)', () => {
+    const plan = planNetwork(
+      {
+        Name: 'n',
+        EnableIPv6: true,
+        IPAM: { Config: [{ Subnet: 'fd42:3::5/64', IPRange: 'fd42:3:0:0::/80', Gateway: 'fd42:3:0::fe' }] },
+      },
+      none,
+    );
+    assert.deepEqual(plan.ipv6, [{ Subnet: 'fd42:3::5/64', IPRange: 'fd42:3::/80', Gateway: 'fd42:3::fe' }]);
+    assert.equal(plan.enableIPv6, true);
+    const stored = planNetwork({ Name: 'n', IPAM: { Config: [{ Subnet: 'fd42:6::/64' }] } }, none);
+    assert.equal(stored.enableIPv6, false);
+    assert.deepEqual(stored.ipv6, [{ Subnet: 'fd42:6::/64' }]);
   });
 
   it('reads the options and blocks', () => {
@@ -169,6 +213,72 @@ describe('user-defined networks (service, fake host)', () => {
     assert.deepEqual(
       events.past(0n).map((e) => `${e.Action} ${e.Actor.Attributes.name ?? ''}`),
       ['create web', 'create auto', 'destroy auto', 'prune ', 'destroy web'],
+    );
+    await s.close();
+  });
+
+  it('gives interfaces of an IPv6 network both addresses (IPAM or --ip6), its range and route; refuses as dockerd', async () => {
+    const links = new FakeLinks();
+    const firewall = new FakeFirewall();
+    const cni = new FakeCni();
+    const s = await createNetworkService({
+      dataRoot: join(dir, 'v6', 'data'),
+      execRoot: join(dir, 'v6', 'exec'),
+      bridge: 'berth0',
+      events: new EventsService(),
+      log: quietLog(),
+      ops: { cni, netns: new FakeNetns(), link: links, firewall },
+      lockPath: join(dir, 'v6', 'lock'),
+    });
+    const { Id } = await s.create({
+      Name: 'six',
+      EnableIPv6: true,
+      IPAM: {
+        Config: [
+          { Subnet: '10.8.0.0/24' },
+          { Subnet: 'fd42:8::/64', AuxiliaryAddresses: { r: 'fd42:8::2' } },
+        ],
+      },
+    });
+    const bridge = `br-${Id.slice(0, 12)}`;
+    assert.ok(links.calls.includes(`address6 ${bridge} fd42:8::1/64`), links.calls.join('\n'));
+    assert.ok(
+      firewall.calls.some((c) => c.startsWith(`allow ${bridge} 10.8.0.0/24`) && c.endsWith('v6=fd42:8::/64')),
+    );
+    // the implicit IPv6 gateway is not shown, as dockerd
+    assert.deepEqual((s.inspect('six') as { IPAM: { Config: unknown[] } }).IPAM.Config, [
+      { Subnet: '10.8.0.0/24' },
+      { Subnet: 'fd42:8::/64', AuxiliaryAddresses: { r: 'fd42:8::2' } },
+    ]);
+    const [a] = await s.attach([{ network: 'six' }]).endpoints;
+    assert.equal(a?.ipv6Address, 'fd42:8::3', 'the lowest free address: not the gateway, not the aux one');
+    assert.equal(a?.ipv6PrefixLen, 64);
+    assert.equal(a?.ipv6Gateway, 'fd42:8::1');
+    const add = cni.calls.find((c) => c.command === 'ADD')?.config as {
+      ipam: { ranges: unknown[]; routes: unknown[] };
+      args: unknown;
+    };
+    assert.deepEqual(add.ipam.ranges[1], [{ subnet: 'fd42:8::/64', gateway: 'fd42:8::1' }]);
+    assert.deepEqual(add.ipam.routes, [{ dst: '0.0.0.0/0' }, { dst: '::/0' }]);
+    assert.deepEqual(add.args, { cni: { ips: ['10.8.0.2', 'fd42:8::3'] } });
+    const [b] = await s.attach([{ network: 'six', ipv6Address: 'fd42:8:0::99' }]).endpoints;
+    assert.equal(b?.ipv6Address, 'fd42:8::99');
+    await assert.rejects(s.attach([{ network: 'six', ipv6Address: 'fd42:8::99' }]).endpoints, {
+      kind: 'Conflict',
+      message: 'Address already in use',
+    });
+    await assert.rejects(s.attach([{ network: 'six', ipv6Address: 'fd42:9::5' }]).endpoints, {
+      message: "Invalid address fd42:9::5: It does not belong to any of this network's subnets",
+    });
+    assert.throws(
+      () => s.checkEndpoint('bridge', { ipv6Address: 'fd42:8::7' }),
+      /user defined networks only/,
+    );
+    assert.equal(s.ipv6Enabled('six'), true);
+    assert.equal(s.ipv6Enabled('bridge'), false);
+    await assert.rejects(
+      s.create({ Name: 'clash', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd42:8::/80' }] } }),
+      { kind: 'Forbidden', message: /Pool overlaps/ },
     );
     await s.close();
   });

@@ -113,6 +113,34 @@ describe('DNS records', () => {
     assert.deepEqual(r.lookup(scope, 'web.back', 4).addresses, ['172.31.0.2']);
   });
 
+  it('resolves a legacy link alias for the linking container only, by its target name at query time', () => {
+    const l = new DnsRecords();
+    l.describe('N', { domain: 'net', subnets: ['10.1.0.0/24'] });
+    l.add('N', 'srv', { names: ['srv'], ipv4: '10.1.0.2', ipv6: 'fd00:1::2', sandbox: 's-srv' });
+    l.add('N', 'cli', {
+      names: ['cli'],
+      ipv4: '10.1.0.3',
+      sandbox: 's-cli',
+      links: [{ alias: 'db', name: 'srv' }],
+    });
+    l.add('N', 'other', { names: ['other'], ipv4: '10.1.0.4', sandbox: 's-other' });
+    assert.deepEqual(l.lookup(['N'], 'db', 4, 's-cli').addresses, ['10.1.0.2']);
+    assert.deepEqual(l.lookup(['N'], 'DB.net', 6, 's-cli').addresses, ['fd00:1::2']);
+    assert.equal(l.lookup(['N'], 'db', 4, 's-other').found, false);
+    assert.equal(l.lookup(['N'], 'db', 4).found, false);
+    // the target started again with another address: the alias follows
+    l.add('N', 'srv', { names: ['srv'], ipv4: '10.1.0.9', sandbox: 's-srv' });
+    assert.deepEqual(l.lookup(['N'], 'db', 4, 's-cli').addresses, ['10.1.0.9']);
+    // a target not on the network: no answer of the network's (forwarded)
+    l.add('N', 'cli', {
+      names: ['cli'],
+      ipv4: '10.1.0.3',
+      sandbox: 's-cli',
+      links: [{ alias: 'x', name: 'far' }],
+    });
+    assert.equal(l.lookup(['N'], 'x', 4, 's-cli').found, false);
+  });
+
   it('answers PTR with <first name>.<network> and knows its blocks', () => {
     assert.equal(ptrAddress('2.0.30.172.in-addr.arpa.'), '172.30.0.2');
     assert.equal(ptrName('172.30.0.2'), '2.0.30.172.in-addr.arpa');

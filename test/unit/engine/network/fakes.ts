@@ -30,6 +30,9 @@ export class FakeLinks implements LinkOps {
     this.links.set(name, l);
     this.used.push(`${address.address}/${address.prefixLen}`);
   }
+  async ensureAddress6(name: string, address: LinkAddress): Promise<void> {
+    this.calls.push(`address6 ${name} ${address.address}/${address.prefixLen}`);
+  }
   async usedBlocks(): Promise<string[]> {
     return [...this.used];
   }
@@ -42,7 +45,10 @@ export class FakeLinks implements LinkOps {
 export class FakeFirewall implements FirewallOps {
   calls: string[] = [];
   async allowBridge(bridge: string, subnet: string, policy?: BridgePolicy): Promise<void> {
-    const flags = policy ? ` internal=${policy.internal} icc=${policy.icc} masq=${policy.masquerade}` : '';
+    const v6 = policy?.subnets6?.length ? ` v6=${policy.subnets6.join(',')}` : '';
+    const flags = policy
+      ? ` internal=${policy.internal} icc=${policy.icc} masq=${policy.masquerade}${v6}`
+      : '';
     this.calls.push(`allow ${bridge} ${subnet}${flags}`);
   }
   async removeBridge(bridge: string): Promise<void> {
@@ -100,10 +106,15 @@ export class FakeCni implements CniRunner {
       return undefined;
     }
     const base = (ipam.ranges[0]?.[0]?.subnet ?? '').split('/')[0]?.split('.').slice(0, 3).join('.');
-    const asked = /IP=([0-9.]+)/.exec(call.args ?? '')?.[1];
+    // the addresses asked for: CNI_ARGS' IP=, or (with IPv6) the configuration's args.cni.ips
+    const listed = (call.config.args as { cni?: { ips?: string[] } } | undefined)?.cni?.ips ?? [];
+    const asked = /IP=([0-9.]+)/.exec(call.args ?? '')?.[1] ?? listed.find((a) => !a.includes(':'));
     const ip = asked ?? `${base}.${this.next++}`;
+    const ip6 = listed.find((a) => a.includes(':'));
+    const v6 = ipam.ranges[1]?.[0] as { subnet: string; gateway?: string } | undefined;
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, ip), `${call.containerId}\r\n${call.ifname}`);
+    if (ip6) await writeFile(join(dir, ip6), `${call.containerId}\r\n${call.ifname}`);
     return {
       cniVersion: '1.0.0',
       interfaces: [
@@ -111,7 +122,12 @@ export class FakeCni implements CniRunner {
         { name: 'veth0', mac: '02:00:00:00:00:02' },
         { name: call.ifname, mac: '02:00:00:00:00:03', sandbox: call.netns },
       ],
-      ips: [{ interface: 2, address: `${ip}/16`, gateway: `${base}.1` }],
+      ips: [
+        { interface: 2, address: `${ip}/16`, gateway: `${base}.1` },
+        ...(ip6 && v6
+          ? [{ interface: 2, address: `${ip6}/${v6.subnet.split('/')[1]}`, gateway: v6.gateway }]
+          : []),
+      ],
       dns: {},
     };
   }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { HostPortSockets } from '../../../../src/engine/network/adapters/port-sockets.js';
 import { PortAllocator } from '../../../../src/engine/network/ports/port-allocator.js';
 import { PortPublisher, type PublishTarget } from '../../../../src/engine/network/ports/port-publisher.js';
 import {
@@ -39,6 +40,47 @@ describe('port requests (PortBindings, PublishAllPorts, ExposedPorts)', () => {
       { containerPort: 80, proto: 'tcp', hostIp: '::', hostPortStart: 8080, hostPortEnd: 8080, twinOf: 1 },
     ]);
   });
+  it('publishes sctp ports as dockerd does (tcp, udp and sctp; other protocols left out)', () => {
+    const r = portRequests([], { '9000/sctp': [{ HostIp: '127.0.0.1', HostPort: '9000' }] }, false);
+    assert.deepEqual(r, [
+      { containerPort: 9000, proto: 'sctp', hostIp: '127.0.0.1', hostPortStart: 9000, hostPortEnd: 9000 },
+    ]);
+    const input = bridgeRulesInput(
+      {
+        bridge: 'br0',
+        subnet: '172.18.0.0/16',
+        rules: [
+          { proto: 'sctp', hostIp: '127.0.0.1', hostPort: 9000, ip: '172.18.0.2', containerPort: 9000 },
+        ],
+      },
+      true,
+    );
+    assert.match(input, /-p sctp -m sctp --dport 9000 -j DNAT --to-destination 172\.18\.0\.2:9000/);
+  });
+
+  it("refuses sctp on a kernel without it with docker-proxy's words, and holds nothing", async () => {
+    const none = new HostPortSockets('/nonexistent/sctp');
+    await assert.rejects(none.bind('sctp', '0.0.0.0', 9000, { ip: '172.18.0.2', port: 9000 }), {
+      code: 'EPROTONOSUPPORT',
+    });
+    const rules = new FakePortRules();
+    const p = new PortPublisher({ log: quietLog(), rules, sockets: none, allocator: new PortAllocator() });
+    const requests = portRequests([], { '9000/sctp': [{ HostIp: '', HostPort: '9000' }] }, false);
+    await assert.rejects(p.publish(target('s'), requests), (err: Error) => {
+      assert.match(
+        err.message,
+        /driver failed programming external connectivity on endpoint s .*Error starting userland proxy: protocol not supported$/,
+      );
+      return true;
+    });
+    assert.deepEqual(p.published('s'), []);
+    assert.equal(p.allocator.isTaken('sctp', '0.0.0.0', 9000), false);
+    // with SCTP in the kernel: the rules carry it (Node holds no SCTP socket)
+    const withSctp = new HostPortSockets('/proc/self');
+    const holder = await withSctp.bind('sctp', '0.0.0.0', 9000, { ip: '172.18.0.2', port: 9000 });
+    await holder.close();
+  });
+
   it('-P publishes exposed ports without a binding; ranges and IPv6 host addresses', () => {
     const r = portRequests(
       ['80/tcp', '443/tcp'],

@@ -21,10 +21,13 @@ import {
 } from './fakes.js';
 
 let dir: string;
+/** Services the tests made: closed before their files go (a spare namespace may be under way). */
+const made: NetworkService[] = [];
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'berth-net-unit-'));
 });
 after(async () => {
+  for (const s of made) await s.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -169,10 +172,11 @@ describe('network service', () => {
       },
       lockPath: join(root, 'lock'),
     });
+    made.push(service);
     return { service, events, cni, netns, root };
   };
 
-  it('attaches a sandbox: namespace file, bridge and loopback ADD in it, the endpoint from the result', async () => {
+  it('attaches a sandbox: namespace file (lo up), bridge ADD in it, the endpoint from the result', async () => {
     const { service, cni, netns, root } = await make('attach');
     const att = service.attach([{ network: 'bridge', macAddress: '02:42:0a:00:00:09' }]);
     assert.equal(att.sandboxKey, join(root, 'exec', 'netns', att.sandboxId.slice(0, 12)));
@@ -188,7 +192,6 @@ describe('network service', () => {
     assert.match(ep.endpointId, /^[0-9a-f]{64}$/);
     assert.deepEqual(cni.calls.map((c) => [c.command, c.ifname, c.containerId, c.netns, c.args]).sort(), [
       ['ADD', 'eth0', att.sandboxId, att.sandboxKey, 'IgnoreUnknown=1;IP=172.18.0.2;MAC=02:42:0a:00:00:09'],
-      ['ADD', 'lo', att.sandboxId, att.sandboxKey, undefined],
     ]);
     const conf = cni.calls.find((c) => c.ifname === 'eth0')?.config as {
       name: string;
@@ -200,7 +203,23 @@ describe('network service', () => {
     assert.equal(conf.ipam.dataDir, join(root, 'data', 'network', 'ipam'));
   });
 
-  it('releases: bridge DEL in the namespace, then the namespace; only IPAM when the namespace is unusable', async () => {
+  it("releases a stopped container's sandbox: the namespace, then host-local's files, no DEL", async () => {
+    const cni = new FakeCni();
+    const { service, netns, root } = await make('release-direct', { cni });
+    const ep = await firstEndpoint(service);
+    const other = await firstEndpoint(service);
+    cni.calls.length = 0;
+    await service.release({
+      ...target(ep),
+      plumbed: target(ep).plumbed.map((p) => ({ ...p, addresses: [ep.ipAddress] })),
+    });
+    assert.deepEqual(cni.calls, []);
+    assert.equal(netns.live.has(ep.sandboxKey), false);
+    // only its own file goes (another sandbox's stays)
+    assert.deepEqual(await readdir(join(root, 'data', 'network', 'ipam', 'berth0')), [other.ipAddress]);
+  });
+
+  it('releases without addresses (a sweep): bridge DEL in the namespace, then the namespace; only IPAM when the namespace is unusable', async () => {
     const cni = new FakeCni();
     const { service, netns, root } = await make('release', { cni });
     const ep = await firstEndpoint(service);
