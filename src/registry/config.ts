@@ -120,7 +120,10 @@ export interface RegistryConfig {
   berth: {
     /** DELETE /v2/<name>/manifests/<tag> removes only the tag (otherwise 405 UNSUPPORTED). */
     deletetags: boolean;
-    pagination: { maxentries: number };
+    /** maxentries: tag list and catalog page limit; referrers: descriptors per referrers page. */
+    pagination: { maxentries: number; referrers: number };
+    /** A mount without `from` searches the repositories the caller may pull. */
+    crossmount: { automatic: boolean };
     cache: { manifests: { entries: number; bytes: number } };
     tokenserver?: TokenServerConfig;
     ratelimit?: RateLimitConfig;
@@ -308,6 +311,18 @@ export function configFromObject(doc: unknown): RegistryConfig {
           obj(berth.pagination, 'berth.pagination').maxentries,
           'berth.pagination.maxentries',
           1000,
+        ),
+        referrers: num(
+          obj(berth.pagination, 'berth.pagination').referrers,
+          'berth.pagination.referrers',
+          1000,
+        ),
+      },
+      crossmount: {
+        automatic: bool(
+          obj(berth.crossmount, 'berth.crossmount').automatic,
+          'berth.crossmount.automatic',
+          true,
         ),
       },
       cache: {

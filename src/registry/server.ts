@@ -87,6 +87,8 @@ export async function serveRegistry(
     deleteTags: config.berth.deletetags,
     readOnly: config.storage.maintenance.readonly.enabled,
     maxEntries: Math.max(1, config.berth.pagination.maxentries),
+    referrersPageSize: Math.max(1, config.berth.pagination.referrers),
+    automaticCrossmount: config.berth.crossmount.automatic,
     relativeUrls: config.http.relativeurls,
     tls: config.http.tls !== undefined,
     uploadMaxAgeMs: purging.ageMs,

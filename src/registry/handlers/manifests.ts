@@ -6,7 +6,7 @@ import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
 import { bareMediaType, parseManifest } from '../manifests/validate.js';
-import { checkTag, parseReference } from '../names.js';
+import { checkTag, parseReference, tryParseReference } from '../names.js';
 
 function manifestUnknown(reference: string, message = 'manifest unknown to registry'): RegistryError {
   return new RegistryError(
@@ -27,7 +27,10 @@ function acceptedTypes(req: IncomingMessage): Set<string> {
 /** GET and HEAD /v2/<name>/manifests/<reference>. */
 export async function getManifest(ctx: RequestContext): Promise<void> {
   const { req, res, state, name } = ctx;
-  const ref = parseReference(ctx.param);
+  // A reference that is neither a valid tag nor a valid digest names no manifest: 404, as the
+  // spec's manifest GET/HEAD knows no other answer (the conformance suite asks for one).
+  const ref = tryParseReference(ctx.param);
+  if (!ref) throw manifestUnknown(ctx.param);
   let d: ParsedDigest | undefined;
   if (ref.kind === 'digest') d = ref.digest;
   else {

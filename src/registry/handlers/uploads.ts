@@ -4,7 +4,7 @@ import { hasBody } from '../../http/body.js';
 import { sendEmpty } from '../../http/server.js';
 import { contentLength, type RequestContext, urlFor } from '../context.js';
 import { RegistryError } from '../errors.js';
-import { checkDigest, checkName } from '../names.js';
+import { checkDigest, isValidName } from '../names.js';
 import { rangeHeader, type UploadStatus } from '../storage/uploads.js';
 
 function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string, string> {
@@ -33,18 +33,11 @@ function requestedDigests(ctx: RequestContext): ParsedDigest[] {
 export async function startUpload(ctx: RequestContext): Promise<void> {
   const { state, name, query } = ctx;
   const mount = query.get('mount');
-  const from = query.get('from');
-  if (mount !== null && from !== null) {
-    const d = tryParseDigest(mount);
-    let fromName: string | undefined;
-    try {
-      fromName = checkName(from);
-    } catch {
-      fromName = undefined;
-    }
-    if (d && fromName && (await state.store.repoBlobStat(fromName, d))) {
-      await state.store.linkLayer(name, d);
-      blobCreated(ctx, d.digest);
+  if (mount !== null) {
+    const source = await mountSource(ctx, mount, query.get('from'));
+    if (source) {
+      await state.store.linkLayer(name, source);
+      blobCreated(ctx, source.digest);
       return;
     }
     // Fall back to an ordinary upload (202), as the protocol says.
@@ -65,6 +58,30 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
   }
   const upload = await state.uploads.create(name);
   sendEmpty(ctx.res, 202, uploadHeaders(ctx, upload));
+}
+
+/**
+ * The blob a `mount` asks for, when it can be mounted: from `from` when given (the dispatcher
+ * checked pull on it), else (automatic content discovery, when configured) from this repository
+ * or any other repository the caller's credentials may pull.
+ */
+async function mountSource(
+  ctx: RequestContext,
+  mount: string,
+  from: string | null,
+): Promise<ParsedDigest | undefined> {
+  const { state, name, grant } = ctx;
+  const d = tryParseDigest(mount);
+  if (!d) return undefined;
+  if (from !== null) {
+    if (!isValidName(from)) return undefined;
+    return (await state.store.repoBlobStat(from, d)) ? d : undefined;
+  }
+  if (!state.automaticCrossmount) return undefined;
+  if (await state.store.repoBlobStat(name, d)) return d;
+  const mayPull = grant.mayPull;
+  if (!mayPull) return undefined;
+  return (await state.store.repositoryWithBlob(d, mayPull, name)) ? d : undefined;
 }
 
 /** GET /v2/<name>/blobs/uploads/<uuid>: the progress of an upload. */
