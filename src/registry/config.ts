@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
+import type { EndpointConfig } from './notifications/endpoint.js';
 
 let yaml: typeof import('yaml') | undefined;
 
@@ -117,6 +118,8 @@ export interface RegistryConfig {
     /** Unknown here: `http.secret`, `http.headers`, `http.debug` are accepted and ignored. */
   };
   auth: { htpasswd?: HtpasswdAuthConfig; token?: TokenAuthConfig; [other: string]: unknown };
+  /** `notifications.endpoints` (disabled ones left out). */
+  notifications: { endpoints: EndpointConfig[] };
   berth: {
     /** DELETE /v2/<name>/manifests/<tag> removes only the tag (otherwise 405 UNSUPPORTED). */
     deletetags: boolean;
@@ -197,6 +200,59 @@ export function parseDuration(v: unknown, where: string, fallbackMs: number): nu
   if (consumed !== v.length || consumed === 0)
     throw new ConfigError(`${where}: invalid duration ${JSON.stringify(v)}`);
   return total;
+}
+
+// ---- notifications.endpoints (src/registry/notifications) ----
+
+function strings(v: unknown, where: string): string[] {
+  if (v === undefined || v === null) return [];
+  const list = Array.isArray(v) ? v : [v];
+  return list.map((x, i) => {
+    const s = str(x, `${where}[${i}]`);
+    if (s === undefined) throw new ConfigError(`${where}[${i}] must be a string`);
+    return s;
+  });
+}
+
+/**
+ * The reference registry's `notifications.endpoints`: name, url, headers (a value or a list
+ * per header), timeout (1s), threshold (10), backoff (1s), ignoredmediatypes,
+ * ignore.{mediatypes,actions}, disabled. Defaults as distribution's.
+ */
+function notificationEndpoints(raw: unknown): EndpointConfig[] {
+  const notifications = obj(raw, 'notifications');
+  const list = notifications.endpoints;
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) throw new ConfigError('notifications.endpoints must be a list');
+  const out: EndpointConfig[] = [];
+  for (const [i, item] of list.entries()) {
+    const where = `notifications.endpoints[${i}]`;
+    const e = obj(item, where);
+    if (bool(e.disabled, `${where}.disabled`, false)) continue;
+    const name = str(e.name, `${where}.name`);
+    const url = str(e.url, `${where}.url`);
+    if (!name) throw new ConfigError(`${where}.name is required`);
+    if (!url || !/^https?:\/\//.test(url)) throw new ConfigError(`${where}.url must be an http(s) URL`);
+    const headers: Record<string, string[]> = {};
+    for (const [k, v] of Object.entries(obj(e.headers, `${where}.headers`)))
+      headers[k] = strings(v, `${where}.headers.${k}`);
+    const ignore = obj(e.ignore, `${where}.ignore`);
+    const positive = (ms: number, fallback: number) => (ms > 0 ? ms : fallback);
+    out.push({
+      name,
+      url,
+      headers,
+      timeoutMs: positive(parseDuration(e.timeout, `${where}.timeout`, 1000), 1000),
+      threshold: positive(num(e.threshold, `${where}.threshold`, 10), 10),
+      backoffMs: positive(parseDuration(e.backoff, `${where}.backoff`, 1000), 1000),
+      ignoredMediaTypes: [
+        ...strings(e.ignoredmediatypes, `${where}.ignoredmediatypes`),
+        ...strings(ignore.mediatypes, `${where}.ignore.mediatypes`),
+      ],
+      ignoredActions: strings(ignore.actions, `${where}.ignore.actions`),
+    });
+  }
+  return out;
 }
 
 // ---- berth.connections: the connection caps (src/http/connection-limits.ts) ----
@@ -304,6 +360,7 @@ export function configFromObject(doc: unknown): RegistryConfig {
       relativeurls: bool(http.relativeurls, 'http.relativeurls', false),
     },
     auth: {},
+    notifications: { endpoints: notificationEndpoints(raw.notifications) },
     berth: {
       deletetags: bool(berth.deletetags, 'berth.deletetags', false),
       pagination: {

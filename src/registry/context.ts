@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../common/log.js';
 import type { Grant } from './auth/authorizer.js';
+import type { Notifier } from './notifications/notifier.js';
 import type { RegistryStore } from './storage/store.js';
 import type { UploadStore } from './storage/uploads.js';
 
@@ -21,6 +22,8 @@ export interface RegistryState {
   automaticCrossmount: boolean;
   /** Descriptors per page of a referrers answer (berth.pagination.referrers). */
   referrersPageSize: number;
+  /** Where push, pull and delete events go (`notifications.endpoints`), when configured. */
+  notifier?: Notifier;
 }
 
 /** One request on its way through the dispatcher. */

@@ -17,6 +17,7 @@ import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp 
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { RegistryError, sendError } from './errors.js';
+import { Notifier } from './notifications/notifier.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
@@ -54,6 +55,8 @@ export interface RunningRegistry {
   purgeUploads(): Promise<string[]>;
   /** The sweep of what killed writes left behind, started with the server (storage/leftovers.ts). */
   leftovers: Promise<LeftoverReport>;
+  /** The notification senders (`notifications.endpoints`), when configured. */
+  notifier?: Notifier;
   /** Sweep leftovers older than a minute now (also done with every upload purge). */
   sweepLeftovers(): Promise<LeftoverReport>;
   close(): Promise<void>;
@@ -100,6 +103,14 @@ export async function serveRegistry(
     log,
     accessLog,
   });
+
+  // Notifications: the senders start with what an earlier process left queued.
+  let notifier: Notifier | undefined;
+  if (config.notifications.endpoints.length > 0) {
+    notifier = new Notifier(config.notifications.endpoints, driver, log);
+    await notifier.start();
+    app.state.notifier = notifier;
+  }
 
   // Connection caps (berth.connections): 431, 408, 429 and stalled bodies, before the app sees a
   // request; the guard also answers what node's parser refuses (400).
@@ -150,7 +161,10 @@ export async function serveRegistry(
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => {
+      void notifier?.stop();
+      reject(err);
+    });
     server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
@@ -160,6 +174,7 @@ export async function serveRegistry(
   // request alone (src/http/crash-guard.ts); released by close().
   const releaseCrashGuard = installCrashGuard();
   const bound = (server.address() as AddressInfo).port;
+  notifier?.setSourcePort(bound);
   const scheme = config.http.tls ? 'https' : 'http';
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${bound}`;
@@ -219,6 +234,7 @@ export async function serveRegistry(
       stopping.abort();
       server.close(() => {
         releaseCrashGuard();
+        void notifier?.stop();
         // A sweep in progress stops at its next directory; wait for it before storage goes.
         void leftovers.then(() => resolve());
       });
@@ -239,6 +255,7 @@ export async function serveRegistry(
     purgeUploads,
     leftovers,
     sweepLeftovers: sweep,
+    notifier,
     close,
   };
 }

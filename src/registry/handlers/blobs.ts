@@ -4,6 +4,8 @@ import { sendEmpty } from '../../http/server.js';
 import type { RequestContext } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest } from '../names.js';
+import { BLOB_MEDIA_TYPE } from '../notifications/events.js';
+import { notify } from '../notifications/notify.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
 import { sendFileRange } from '../storage/sendfile.js';
@@ -81,6 +83,7 @@ export async function getBlob(ctx: RequestContext): Promise<void> {
   }
   const start = range?.start ?? 0;
   const end = range?.end ?? st.size - 1;
+  await notify(ctx, 'pull', blobTarget(name, d.digest, st.size));
   res.statusCode = range ? 206 : 200;
   if (range) res.setHeader('Content-Range', `bytes ${start}-${end}/${st.size}`);
   res.setHeader('Content-Length', st.size === 0 ? 0 : end - start + 1);
@@ -113,5 +116,17 @@ export async function deleteBlob(ctx: RequestContext): Promise<void> {
     throw new RegistryError('UNSUPPORTED', 'The operation is unsupported: deletion is disabled');
   const d = checkDigest(ctx.param);
   if (!(await ctx.state.store.unlinkLayer(ctx.name, d))) throw blobUnknown(d.digest);
+  await notify(ctx, 'delete', { digest: d.digest });
   sendEmpty(ctx.res, 202, { 'Docker-Content-Digest': d.digest });
+}
+
+/** The target of a blob event (what the reference names: size twice, the blob's URL). */
+export function blobTarget(name: string, digest: string, size: number) {
+  return {
+    mediaType: BLOB_MEDIA_TYPE,
+    size,
+    digest,
+    length: size,
+    urlPath: `/v2/${name}/blobs/${digest}`,
+  };
 }

@@ -6,7 +6,8 @@ import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
 import { bareMediaType, parseManifest } from '../manifests/validate.js';
-import { checkTag, parseReference, tryParseReference } from '../names.js';
+import { checkTag, parseReference, type Reference, tryParseReference } from '../names.js';
+import { notify } from '../notifications/notify.js';
 
 function manifestUnknown(reference: string, message = 'manifest unknown to registry'): RegistryError {
   return new RegistryError(
@@ -71,6 +72,7 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
     sendEmpty(res, 304);
     return;
   }
+  await notify(ctx, 'pull', manifestTarget(name, info.mediaType, info.digest, info.content.length, ref));
   res.statusCode = 200;
   res.setHeader('Content-Type', info.mediaType);
   res.setHeader('Content-Length', info.content.length);
@@ -172,6 +174,7 @@ export async function putManifest(ctx: RequestContext): Promise<void> {
     'Docker-Content-Digest': info.digest,
   };
   if (info.subject) headers['OCI-Subject'] = info.subject.digest;
+  await notify(ctx, 'push', manifestTarget(name, info.mediaType, info.digest, canonical.length, ref));
   sendEmpty(ctx.res, 201, headers);
 }
 
@@ -204,9 +207,26 @@ export async function deleteManifest(ctx: RequestContext): Promise<void> {
     }
     const d = await state.store.resolveTag(name, ref.tag);
     if (!d || !(await state.store.untag(name, ref.tag))) throw manifestUnknown(ref.tag);
+    await notify(ctx, 'delete', { tag: ref.tag });
     sendEmpty(ctx.res, 202);
     return;
   }
+  // The tags that go with it: one delete event each after the manifest's (as the reference).
+  const tags = state.notifier ? await state.store.tagsPointingTo(name, ref.digest) : [];
   if (!(await state.store.deleteManifest(name, ref.digest))) throw manifestUnknown(ref.digest.digest);
+  await notify(ctx, 'delete', { digest: ref.digest.digest });
+  for (const tag of tags) await notify(ctx, 'delete', { tag });
   sendEmpty(ctx.res, 202);
+}
+
+/** The target of a manifest event: its URL by digest, the tag when the request named one. */
+function manifestTarget(name: string, mediaType: string, digest: string, size: number, ref: Reference) {
+  return {
+    mediaType,
+    size,
+    digest,
+    length: size,
+    urlPath: `/v2/${name}/manifests/${digest}`,
+    tag: ref.kind === 'tag' ? ref.tag : undefined,
+  };
 }

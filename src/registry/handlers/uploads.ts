@@ -5,7 +5,9 @@ import { sendEmpty } from '../../http/server.js';
 import { contentLength, type RequestContext, urlFor } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest, isValidName } from '../names.js';
+import { notify } from '../notifications/notify.js';
 import { rangeHeader, type UploadStatus } from '../storage/uploads.js';
+import { blobTarget } from './blobs.js';
 
 function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string, string> {
   return {
@@ -15,7 +17,14 @@ function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string
   };
 }
 
-function blobCreated(ctx: RequestContext, digest: string): void {
+async function blobCreated(ctx: RequestContext, digest: string, event?: { from?: string }): Promise<void> {
+  const d = tryParseDigest(digest);
+  const st = d && ctx.state.notifier ? await ctx.state.store.blobStat(d) : undefined;
+  if (st) {
+    const target = blobTarget(ctx.name, digest, st.size);
+    if (event?.from !== undefined) await notify(ctx, 'mount', { ...target, fromRepository: event.from });
+    else await notify(ctx, 'push', target);
+  }
   sendEmpty(ctx.res, 201, {
     Location: urlFor(ctx, `/v2/${ctx.name}/blobs/${digest}`),
     'Docker-Content-Digest': digest,
@@ -36,8 +45,8 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
   if (mount !== null) {
     const source = await mountSource(ctx, mount, query.get('from'));
     if (source) {
-      await state.store.linkLayer(name, source);
-      blobCreated(ctx, source.digest);
+      await state.store.linkLayer(name, source.digest);
+      await blobCreated(ctx, source.digest.digest, { from: source.from });
       return;
     }
     // Fall back to an ordinary upload (202), as the protocol says.
@@ -53,7 +62,7 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
       undefined,
       contentLength(ctx.req),
     );
-    blobCreated(ctx, canonical.digest);
+    await blobCreated(ctx, canonical.digest);
     return;
   }
   const upload = await state.uploads.create(name);
@@ -69,19 +78,20 @@ async function mountSource(
   ctx: RequestContext,
   mount: string,
   from: string | null,
-): Promise<ParsedDigest | undefined> {
+): Promise<{ digest: ParsedDigest; from: string } | undefined> {
   const { state, name, grant } = ctx;
   const d = tryParseDigest(mount);
   if (!d) return undefined;
   if (from !== null) {
     if (!isValidName(from)) return undefined;
-    return (await state.store.repoBlobStat(from, d)) ? d : undefined;
+    return (await state.store.repoBlobStat(from, d)) ? { digest: d, from } : undefined;
   }
   if (!state.automaticCrossmount) return undefined;
-  if (await state.store.repoBlobStat(name, d)) return d;
+  if (await state.store.repoBlobStat(name, d)) return { digest: d, from: name };
   const mayPull = grant.mayPull;
   if (!mayPull) return undefined;
-  return (await state.store.repositoryWithBlob(d, mayPull, name)) ? d : undefined;
+  const found = await state.store.repositoryWithBlob(d, mayPull, name);
+  return found === undefined ? undefined : { digest: d, from: found };
 }
 
 /** GET /v2/<name>/blobs/uploads/<uuid>: the progress of an upload. */
@@ -126,7 +136,7 @@ export async function completeUpload(ctx: RequestContext): Promise<void> {
       req.headers['content-range'],
       contentLength(req),
     );
-    blobCreated(ctx, canonical.digest);
+    await blobCreated(ctx, canonical.digest);
   } catch (err) {
     if (err instanceof RegistryError && err.code === 'RANGE_INVALID') {
       // 416 is not an answer of PUT (change b): the final chunk does not fit.
