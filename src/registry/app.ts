@@ -172,6 +172,12 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     if (state.readOnly && !READ_METHODS.has(method)) {
       throw new RegistryError('UNSUPPORTED', 'The registry is running in read-only mode');
     }
+    if (state.proxy && !READ_METHODS.has(method)) {
+      throw new RegistryError(
+        'UNSUPPORTED',
+        'The operation is unsupported: the registry is a pull-through cache',
+      );
+    }
     const ctx: RequestContext = { req, res, state, path, query, name, param: route.param, grant };
     if (sendsBlobData(route, method, req)) res.once('close', uploadSlots.acquire(request.remote ?? '-'));
     await handler(ctx);

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
 import type { EndpointConfig } from './notifications/endpoint.js';
+import type { ProxyConfig } from './proxy/upstream.js';
 
 let yaml: typeof import('yaml') | undefined;
 
@@ -118,6 +119,8 @@ export interface RegistryConfig {
     /** Unknown here: `http.secret`, `http.headers`, `http.debug` are accepted and ignored. */
   };
   auth: { htpasswd?: HtpasswdAuthConfig; token?: TokenAuthConfig; [other: string]: unknown };
+  /** `proxy`: a pull-through cache of `remoteurl` (read-only to clients). */
+  proxy?: ProxyConfig;
   /** `notifications.endpoints` (disabled ones left out). */
   notifications: { endpoints: EndpointConfig[] };
   berth: {
@@ -401,6 +404,18 @@ export function configFromObject(doc: unknown): RegistryConfig {
     },
     raw,
   };
+  if (raw.proxy !== undefined && raw.proxy !== null) {
+    const p = obj(raw.proxy, 'proxy');
+    const remoteurl = str(p.remoteurl, 'proxy.remoteurl');
+    if (!remoteurl || !/^https?:\/\/[^/]/.test(remoteurl))
+      throw new ConfigError('proxy.remoteurl must be an http(s) URL');
+    config.proxy = {
+      remoteurl,
+      username: str(p.username, 'proxy.username'),
+      password: str(p.password, 'proxy.password'),
+      ttlMs: parseDuration(p.ttl, 'proxy.ttl', 168 * 3_600_000),
+    };
+  }
   if (tls.certificate !== undefined || tls.key !== undefined) {
     const certificate = str(tls.certificate, 'http.tls.certificate');
     const key = str(tls.key, 'http.tls.key');

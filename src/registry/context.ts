@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../common/log.js';
 import type { Grant } from './auth/authorizer.js';
 import type { Notifier } from './notifications/notifier.js';
+import type { PullThroughProxy } from './proxy/proxy.js';
 import type { RegistryStore } from './storage/store.js';
 import type { UploadStore } from './storage/uploads.js';
 
@@ -24,6 +25,8 @@ export interface RegistryState {
   referrersPageSize: number;
   /** Where push, pull and delete events go (`notifications.endpoints`), when configured. */
   notifier?: Notifier;
+  /** The pull-through cache (`proxy`), when configured: the registry is then read-only to clients. */
+  proxy?: PullThroughProxy;
 }
 
 /** One request on its way through the dispatcher. */

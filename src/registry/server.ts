@@ -18,6 +18,7 @@ import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { RegistryError, sendError } from './errors.js';
 import { Notifier } from './notifications/notifier.js';
+import { PullThroughProxy } from './proxy/proxy.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
@@ -104,6 +105,10 @@ export async function serveRegistry(
     accessLog,
   });
 
+  if (config.proxy) {
+    app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
+    log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
+  }
   // Notifications: the senders start with what an earlier process left queued.
   let notifier: Notifier | undefined;
   if (config.notifications.endpoints.length > 0) {

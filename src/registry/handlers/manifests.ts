@@ -35,10 +35,12 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
   let d: ParsedDigest | undefined;
   if (ref.kind === 'digest') d = ref.digest;
   else {
-    d = await state.store.resolveTag(name, ref.tag);
+    d = state.proxy
+      ? await state.proxy.resolveTag(name, ref.tag)
+      : await state.store.resolveTag(name, ref.tag);
     if (!d) throw manifestUnknown(ref.tag);
   }
-  const info = await state.store.getManifest(name, d);
+  const info = state.proxy ? await state.proxy.manifest(name, d) : await state.store.getManifest(name, d);
   if (!info) throw manifestUnknown(ctx.param);
 
   // Content negotiation, as the reference registry (distribution 2.8) does it: OCI types are
