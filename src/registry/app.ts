@@ -8,6 +8,7 @@ import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
 import { DEFAULT_REQUEST_LIMITS } from './config.js';
 import type { RegistryState, RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
+import { BlobGuard } from './gc/guard.js';
 import { UploadSlots } from './limits/upload-slots.js';
 import { checkName, isValidName } from './names.js';
 import { accessesFor, matchRoute, type Route } from './routes.js';
@@ -123,6 +124,7 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     manifestMaxBytes: options.manifestMaxBytes ?? DEFAULT_REQUEST_LIMITS.manifestsize,
     automaticCrossmount: options.automaticCrossmount ?? true,
     referrersPageSize: Math.max(1, options.referrersPageSize ?? 1000),
+    gcGuard: new BlobGuard(),
   };
   const uploadSlots = new UploadSlots(options.uploadsPerClient ?? DEFAULT_REQUEST_LIMITS.uploadsperclient);
   const authorizer = options.authorizer ?? openAccess;

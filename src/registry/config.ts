@@ -130,6 +130,8 @@ export interface RegistryConfig {
     pagination: { maxentries: number; referrers: number };
     /** A mount without `from` searches the repositories the caller may pull. */
     crossmount: { automatic: boolean };
+    /** Garbage collection inside the serving registry (`berth.gc`), when configured. */
+    gc?: OnlineGcConfig;
     cache: { manifests: { entries: number; bytes: number } };
     tokenserver?: TokenServerConfig;
     ratelimit?: RateLimitConfig;
@@ -203,6 +205,29 @@ export function parseDuration(v: unknown, where: string, fallbackMs: number): nu
   if (consumed !== v.length || consumed === 0)
     throw new ConfigError(`${where}: invalid duration ${JSON.stringify(v)}`);
   return total;
+}
+
+// ---- berth.gc: garbage collection inside the serving registry (src/registry/gc) ----
+
+export interface OnlineGcConfig {
+  /** A run every `interval` (0: only on demand). */
+  intervalMs: number;
+  /** Blobs and manifests younger than this are kept (docs/registry-gc.md, Cutoff). */
+  gracePeriodMs: number;
+  deleteUntagged: boolean;
+  /** `POST /berth/gc` runs one now (admin credentials when auth is on). */
+  endpoint: boolean;
+}
+
+function onlineGc(raw: unknown): OnlineGcConfig | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const g = obj(raw, 'berth.gc');
+  return {
+    intervalMs: parseDuration(g.interval, 'berth.gc.interval', 0),
+    gracePeriodMs: parseDuration(g.graceperiod, 'berth.gc.graceperiod', 3_600_000),
+    deleteUntagged: bool(g.deleteuntagged, 'berth.gc.deleteuntagged', false),
+    endpoint: bool(g.endpoint, 'berth.gc.endpoint', true),
+  };
 }
 
 // ---- notifications.endpoints (src/registry/notifications) ----
@@ -399,6 +424,7 @@ export function configFromObject(doc: unknown): RegistryConfig {
           ),
         },
       },
+      gc: onlineGc(berth.gc),
       connections: connectionLimitsFrom(berth.connections),
       limits: requestLimits(berth),
     },

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../common/log.js';
 import type { Grant } from './auth/authorizer.js';
+import type { BlobGuard } from './gc/guard.js';
 import type { Notifier } from './notifications/notifier.js';
 import type { PullThroughProxy } from './proxy/proxy.js';
 import type { RegistryStore } from './storage/store.js';
@@ -25,6 +26,8 @@ export interface RegistryState {
   referrersPageSize: number;
   /** Where push, pull and delete events go (`notifications.endpoints`), when configured. */
   notifier?: Notifier;
+  /** Blobs requests rely on, kept from a garbage collection running in this process. */
+  gcGuard: BlobGuard;
   /** The pull-through cache (`proxy`), when configured: the registry is then read-only to clients. */
   proxy?: PullThroughProxy;
 }

@@ -17,6 +17,7 @@ import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp 
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { RegistryError, sendError } from './errors.js';
+import { OnlineGc, summarize } from './gc/online.js';
 import { Notifier } from './notifications/notifier.js';
 import { PullThroughProxy } from './proxy/proxy.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
@@ -56,6 +57,8 @@ export interface RunningRegistry {
   purgeUploads(): Promise<string[]>;
   /** The sweep of what killed writes left behind, started with the server (storage/leftovers.ts). */
   leftovers: Promise<LeftoverReport>;
+  /** Garbage collection inside the registry (`berth.gc`), when configured. */
+  gc?: OnlineGc;
   /** The notification senders (`notifications.endpoints`), when configured. */
   notifier?: Notifier;
   /** Sweep leftovers older than a minute now (also done with every upload purge). */
@@ -82,11 +85,15 @@ export async function serveRegistry(
     };
   }
   const purging = config.storage.maintenance.uploadpurging;
+  // berth.gc: garbage collection inside the registry, and its admin endpoint.
+  let onlineGc: OnlineGc | undefined;
+  const extraRoutes = [...(hooks.extraRoutes ?? [])];
+  if (config.berth.gc?.endpoint) extraRoutes.push(gcRoute(() => onlineGc, hooks.authorizer));
   const app = createRegistryApp({
     driver,
     authorizer: hooks.authorizer,
     rateLimiter: hooks.rateLimiter,
-    extraRoutes: hooks.extraRoutes,
+    extraRoutes,
     deleteEnabled: config.storage.delete.enabled,
     deleteTags: config.berth.deletetags,
     readOnly: config.storage.maintenance.readonly.enabled,
@@ -108,6 +115,10 @@ export async function serveRegistry(
   if (config.proxy) {
     app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
     log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
+  }
+  if (config.berth.gc) {
+    onlineGc = new OnlineGc(config.berth.gc, driver, app.state.gcGuard, log.child('gc'));
+    if (!config.storage.maintenance.readonly.enabled) onlineGc.start();
   }
   // Notifications: the senders start with what an earlier process left queued.
   let notifier: Notifier | undefined;
@@ -240,6 +251,7 @@ export async function serveRegistry(
       server.close(() => {
         releaseCrashGuard();
         void notifier?.stop();
+        void onlineGc?.stop();
         // A sweep in progress stops at its next directory; wait for it before storage goes.
         void leftovers.then(() => resolve());
       });
@@ -261,6 +273,33 @@ export async function serveRegistry(
     leftovers,
     sweepLeftovers: sweep,
     notifier,
+    gc: onlineGc,
     close,
+  };
+}
+
+/**
+ * `POST /berth/gc`: one garbage collection now, answered with its counts (200 JSON). With auth
+ * on it needs admin credentials: access `registry:gc:*` (any valid htpasswd user; a token that
+ * grants it). 503 UNAVAILABLE while another run goes on.
+ */
+function gcRoute(gc: () => OnlineGc | undefined, authorizer: Authorizer | undefined): ExtraRoute {
+  return {
+    method: ['POST'],
+    path: '/berth/gc',
+    async handler(req, res) {
+      try {
+        if (authorizer) await authorizer.authorize(req, [{ type: 'registry', name: 'gc', actions: ['*'] }]);
+        const runner = gc();
+        if (!runner)
+          throw new RegistryError('UNAVAILABLE', 'garbage collection is not ready', undefined, 503);
+        const report = await runner.run();
+        const body = JSON.stringify(summarize(report));
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+        res.end(body);
+      } catch (err) {
+        sendError(req, res, err);
+      }
+    },
   };
 }

@@ -135,41 +135,47 @@ export async function putManifest(ctx: RequestContext): Promise<void> {
     }
   }
 
-  // Every referenced blob and child manifest must be in the repository: one error per missing one.
-  const missing: ErrorEntry[] = [];
-  const blobChecks = info.blobs.map(async (digest) => {
-    const d = tryParseDigest(digest);
-    if (!d || !(await state.store.repoBlobStat(name, d))) {
-      missing.push({ code: 'BLOB_UNKNOWN', message: 'blob unknown to registry', detail: { digest } });
+  // The referenced blobs are held while they are checked and the manifest written: a garbage
+  // collection running in this process keeps them (gc/guard.ts).
+  const referenced = [info.digest, ...info.blobs, ...info.manifests];
+  const canonical = await state.gcGuard.hold(referenced, async () => {
+    // Every referenced blob and child manifest must be in the repository: one error per missing one.
+    const missing: ErrorEntry[] = [];
+    const blobChecks = info.blobs.map(async (digest) => {
+      const d = tryParseDigest(digest);
+      if (!d || !(await state.store.repoBlobStat(name, d))) {
+        missing.push({ code: 'BLOB_UNKNOWN', message: 'blob unknown to registry', detail: { digest } });
+      }
+    });
+    const manifestChecks = info.manifests.map(async (digest) => {
+      const d = tryParseDigest(digest);
+      if (!d || !(await state.store.getManifest(name, d))) {
+        missing.push({
+          code: 'MANIFEST_BLOB_UNKNOWN',
+          message: 'manifest references a manifest unknown to the repository',
+          detail: { digest },
+        });
+      }
+    });
+    await Promise.all([...blobChecks, ...manifestChecks]);
+    if (missing.length > 0) {
+      const order = [...info.blobs, ...info.manifests];
+      missing.sort(
+        (a, b) =>
+          order.indexOf((a.detail as { digest: string }).digest) -
+          order.indexOf((b.detail as { digest: string }).digest),
+      );
+      throw RegistryError.many(missing, 400);
     }
-  });
-  const manifestChecks = info.manifests.map(async (digest) => {
-    const d = tryParseDigest(digest);
-    if (!d || !(await state.store.getManifest(name, d))) {
-      missing.push({
-        code: 'MANIFEST_BLOB_UNKNOWN',
-        message: 'manifest references a manifest unknown to the repository',
-        detail: { digest },
-      });
-    }
-  });
-  await Promise.all([...blobChecks, ...manifestChecks]);
-  if (missing.length > 0) {
-    const order = [...info.blobs, ...info.manifests];
-    missing.sort(
-      (a, b) =>
-        order.indexOf((a.detail as { digest: string }).digest) -
-        order.indexOf((b.detail as { digest: string }).digest),
-    );
-    throw RegistryError.many(missing, 400);
-  }
 
-  const d = tryParseDigest(info.digest);
-  if (!d) throw new RegistryError('MANIFEST_INVALID', 'cannot compute the manifest digest');
-  const canonical = info.schema1 ? Buffer.from(canonicalSchema1(info.content, body)) : body;
-  await state.store.putManifest(name, info, canonical);
-  const tags = ref.kind === 'tag' ? [ref.tag, ...extraTags] : extraTags;
-  for (const tag of new Set(tags)) await state.store.tag(name, tag, d);
+    const d = tryParseDigest(info.digest);
+    if (!d) throw new RegistryError('MANIFEST_INVALID', 'cannot compute the manifest digest');
+    const canonical = info.schema1 ? Buffer.from(canonicalSchema1(info.content, body)) : body;
+    await state.store.putManifest(name, info, canonical);
+    const tags = ref.kind === 'tag' ? [ref.tag, ...extraTags] : extraTags;
+    for (const tag of new Set(tags)) await state.store.tag(name, tag, d);
+    return canonical;
+  });
 
   const headers: Record<string, string> = {
     Location: urlFor(ctx, `/v2/${name}/manifests/${info.digest}`),

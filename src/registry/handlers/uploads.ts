@@ -43,9 +43,14 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
   const { state, name, query } = ctx;
   const mount = query.get('mount');
   if (mount !== null) {
-    const source = await mountSource(ctx, mount, query.get('from'));
+    // Held while it is found and linked (a garbage collection in this process keeps it).
+    const d = tryParseDigest(mount);
+    const source = await state.gcGuard.hold(d ? [d.digest] : [], async () => {
+      const found = await mountSource(ctx, mount, query.get('from'));
+      if (found) await state.store.linkLayer(name, found.digest);
+      return found;
+    });
     if (source) {
-      await state.store.linkLayer(name, source.digest);
       await blobCreated(ctx, source.digest.digest, { from: source.from });
       return;
     }
@@ -54,13 +59,9 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
   if (query.has('digest')) {
     const digests = requestedDigests(ctx);
     const upload = await state.uploads.create(name);
-    const canonical = await state.uploads.complete(
-      name,
-      upload.id,
-      digests,
-      ctx.req,
-      undefined,
-      contentLength(ctx.req),
+    const canonical = await state.gcGuard.hold(
+      digests.map((d) => d.digest),
+      () => state.uploads.complete(name, upload.id, digests, ctx.req, undefined, contentLength(ctx.req)),
     );
     await blobCreated(ctx, canonical.digest);
     return;
@@ -128,13 +129,18 @@ export async function completeUpload(ctx: RequestContext): Promise<void> {
   const { req, state, name, param: id } = ctx;
   const digests = requestedDigests(ctx);
   try {
-    const canonical = await state.uploads.complete(
-      name,
-      id,
-      digests,
-      hasBody(req) ? req : undefined,
-      req.headers['content-range'],
-      contentLength(req),
+    // Held: an identical blob already stored is linked, not rewritten (gc/guard.ts).
+    const canonical = await state.gcGuard.hold(
+      digests.map((d) => d.digest),
+      () =>
+        state.uploads.complete(
+          name,
+          id,
+          digests,
+          hasBody(req) ? req : undefined,
+          req.headers['content-range'],
+          contentLength(req),
+        ),
     );
     await blobCreated(ctx, canonical.digest);
   } catch (err) {
