@@ -17,9 +17,8 @@ import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp 
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { RegistryError, sendError } from './errors.js';
-import { OnlineGc, summarize } from './gc/online.js';
-import { Notifier } from './notifications/notifier.js';
-import { PullThroughProxy } from './proxy/proxy.js';
+import type { OnlineGc } from './gc/online.js';
+import type { Notifier } from './notifications/notifier.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
@@ -112,17 +111,21 @@ export async function serveRegistry(
     accessLog,
   });
 
+  // The proxy, garbage collection and notifications are loaded only when configured (idle RSS).
   if (config.proxy) {
+    const { PullThroughProxy } = await import('./proxy/proxy.js');
     app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
     log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
   }
   if (config.berth.gc) {
+    const { OnlineGc } = await import('./gc/online.js');
     onlineGc = new OnlineGc(config.berth.gc, driver, app.state.gcGuard, log.child('gc'));
     if (!config.storage.maintenance.readonly.enabled) onlineGc.start();
   }
   // Notifications: the senders start with what an earlier process left queued.
   let notifier: Notifier | undefined;
   if (config.notifications.endpoints.length > 0) {
+    const { Notifier } = await import('./notifications/notifier.js');
     notifier = new Notifier(config.notifications.endpoints, driver, log);
     await notifier.start();
     app.state.notifier = notifier;
@@ -294,6 +297,7 @@ function gcRoute(gc: () => OnlineGc | undefined, authorizer: Authorizer | undefi
         if (!runner)
           throw new RegistryError('UNAVAILABLE', 'garbage collection is not ready', undefined, 503);
         const report = await runner.run();
+        const { summarize } = await import('./gc/online.js');
         const body = JSON.stringify(summarize(report));
         res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
         res.end(body);

@@ -131,7 +131,8 @@ export class Upstream {
     if (!token) return undefined;
     const lifetime = Math.max(10, Math.min(body.expires_in ?? 60, 3600)) * 1000;
     const header = `Bearer ${token}`;
-    // Renewed a little before it expires.
+    // Renewed a little before it expires; the cache stays bounded (one token per repository).
+    if (this.tokens.size >= 10_000) this.tokens.clear();
     this.tokens.set(scope, { header, expires: Date.now() + lifetime - 5_000 });
     return header;
   }
