@@ -1,5 +1,5 @@
-import { constants } from 'node:fs';
-import { open, readFile, rm, stat, utimes } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { link, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 
 /** A lease not refreshed for this long belongs to a process that died: it is taken over. */
@@ -29,15 +29,16 @@ async function liveHolder(path: string): Promise<Holder | undefined> {
   } catch {
     holder = undefined;
   }
-  if (Date.now() - st.mtimeMs > LEASE_STALE_MS) return undefined;
-  if (holder && holder.host === hostname() && holder.pid !== process.pid) {
+  // Lease files are written whole (tryLease): one that does not parse is not a live lease.
+  if (!holder || Date.now() - st.mtimeMs > LEASE_STALE_MS) return undefined;
+  if (holder.host === hostname() && holder.pid !== process.pid) {
     try {
       process.kill(holder.pid, 0);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ESRCH') return undefined;
     }
   }
-  return holder ?? { pid: 0, host: '', since: '' };
+  return holder;
 }
 
 /**
@@ -48,27 +49,25 @@ async function liveHolder(path: string): Promise<Holder | undefined> {
  */
 export async function tryLease(path: string): Promise<Lease | { busy: Holder } | 'missing'> {
   for (let attempt = 0; attempt < 2; attempt++) {
+    // Written whole under a temporary name, then linked into place (link fails if the lease
+    // exists): a lease file is never seen half written, even after a kill -9.
+    const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
     try {
-      const handle = await open(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644);
-      await handle.writeFile(
+      await writeFile(
+        tmp,
         JSON.stringify({
           pid: process.pid,
           host: hostname(),
           since: new Date().toISOString(),
         } satisfies Holder),
+        { flag: 'wx' },
       );
-      await handle.close();
-      const timer = setInterval(() => {
-        const now = new Date();
-        utimes(path, now, now).catch(() => undefined);
-      }, REFRESH_MS);
-      timer.unref();
-      return {
-        release: async () => {
-          clearInterval(timer);
-          await rm(path, { force: true });
-        },
-      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+      throw err;
+    }
+    try {
+      await link(tmp, path);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return 'missing';
@@ -76,7 +75,21 @@ export async function tryLease(path: string): Promise<Lease | { busy: Holder } |
       const holder = await liveHolder(path);
       if (holder) return { busy: holder };
       await rm(path, { force: true });
+      continue;
+    } finally {
+      await rm(tmp, { force: true });
     }
+    const timer = setInterval(() => {
+      const now = new Date();
+      utimes(path, now, now).catch(() => undefined);
+    }, REFRESH_MS);
+    timer.unref();
+    return {
+      release: async () => {
+        clearInterval(timer);
+        await rm(path, { force: true });
+      },
+    };
   }
   const holder = await liveHolder(path);
   return { busy: holder ?? { pid: 0, host: '', since: '' } };

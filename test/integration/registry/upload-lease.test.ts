@@ -1,8 +1,11 @@
 // Two registry processes on one storage root: a streaming PATCH into an upload that the other
 // process is writing is refused (409), not interleaved; the upload then goes on from either.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { request } from 'node:http';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { eventually } from '../../helpers/eventually.js';
 import {
   errorCodes,
   http,
@@ -51,18 +54,16 @@ describe('an upload written from two registry processes', () => {
       },
     );
     req.write(first.slice(0, 10));
-    // Give A the time to take the upload's lease (bounded).
-    let refused: Awaited<ReturnType<typeof http>> | undefined;
-    for (let i = 0; i < 50; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      refused = await http('PATCH', `${b.url}${path}`, {
-        body: 'interleaved',
-        headers: { 'Content-Type': 'application/octet-stream' },
-      });
-      if (refused.status === 409) break;
-    }
-    assert.equal(refused?.status, 409, refused?.text());
-    assert.deepEqual(errorCodes(refused as NonNullable<typeof refused>), ['BLOB_UPLOAD_INVALID']);
+    // A takes the upload's lease as its request comes in: wait for the file (bounded).
+    const id = path.slice(path.lastIndexOf('/') + 1);
+    const leaseFile = join(a.root, 'docker/registry/v2/repositories/lease/test/_uploads', id, 'writer');
+    await eventually('the upload lease of process A', () => existsSync(leaseFile), 10_000);
+    const refused = await http('PATCH', `${b.url}${path}`, {
+      body: 'interleaved',
+      headers: { 'Content-Type': 'application/octet-stream' },
+    });
+    assert.equal(refused.status, 409, refused.text());
+    assert.deepEqual(errorCodes(refused), ['BLOB_UPLOAD_INVALID']);
     req.end(first.slice(10));
     assert.equal(await done, 202);
     // Free again: the second process appends and completes.
