@@ -85,6 +85,17 @@ function linkHeader(path: string, next: { last: string; n: number }): string {
 /** GET /v2/<name>/tags/list: the tags that resolve (a killed write may leave some that do not). */
 export async function listTags(ctx: RequestContext): Promise<void> {
   const { state, name } = ctx;
+  // A pull-through cache lists the upstream's tags (as distribution's proxy); the cached ones
+  // when the upstream cannot answer.
+  const remote = state.proxy ? await state.proxy.tags(name, ctx.query) : undefined;
+  if (remote) {
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    ctx.res.setHeader('Content-Length', Buffer.byteLength(remote.body));
+    if (remote.link) ctx.res.setHeader('Link', remote.link);
+    ctx.res.end(remote.body);
+    return;
+  }
   const tags = await state.store.listTags(name);
   if (!tags) throw new RegistryError('NAME_UNKNOWN', 'repository name not known to registry', { name });
   const page = await paginateWhere(

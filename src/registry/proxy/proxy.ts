@@ -201,6 +201,28 @@ export class PullThroughProxy {
       );
   }
 
+  /**
+   * The upstream's tag list of a repository (`query` passed on: n, last), as its JSON text and
+   * `Link` header, or undefined when the upstream cannot answer (the cached tags are listed then).
+   */
+  async tags(name: string, query: URLSearchParams): Promise<{ body: string; link?: string } | undefined> {
+    const q = query.toString();
+    try {
+      const res = await this.upstream.request('GET', name, `tags/list${q ? `?${q}` : ''}`);
+      if (res.status !== 200) {
+        await res.body?.cancel().catch(() => undefined);
+        return undefined;
+      }
+      const body = await res.text();
+      const doc = JSON.parse(body) as { tags?: unknown };
+      if (doc.tags !== null && doc.tags !== undefined && !Array.isArray(doc.tags)) return undefined;
+      return { body, link: res.headers.get('link') ?? undefined };
+    } catch (err) {
+      if (err instanceof UpstreamUnavailable || err instanceof SyntaxError) return undefined;
+      throw err;
+    }
+  }
+
   /** The size of a blob the store lacks, as the upstream tells it (HEAD), or undefined. */
   async remoteBlobSize(name: string, d: ParsedDigest): Promise<number | undefined> {
     try {

@@ -195,6 +195,14 @@ describe('proxying a berth registry with token auth', () => {
     assert.equal(part.status, 206);
     assert.ok(part.body.equals(layer.subarray(10, 20)));
     assert.equal((proxy.app.state.proxy?.blobDownloads ?? 0) >= 1, true);
+    // The tag list is the upstream's (fetched with the token), as distribution's proxy lists it.
+    await http('PUT', `${upstream.url}/v2/team/app/manifests/v2`, {
+      headers: { ...auth, 'Content-Type': OCI_MANIFEST },
+      body: manifest,
+    });
+    const tags = await http('GET', `${proxy.url}/v2/team/app/tags/list`);
+    assert.equal(tags.status, 200);
+    assert.deepEqual(tags.json(), { name: 'team/app', tags: ['v1', 'v2'] });
   });
 });
 
