@@ -104,6 +104,45 @@ describe('proxying Debian’s docker-registry', () => {
   });
 });
 
+describe('proxying Debian’s docker-registry with htpasswd (Basic) auth', () => {
+  it('sends the configured credentials when the upstream challenges with Basic', async () => {
+    requireTool('htpasswd', 'apt-get install apache2-utils');
+    const users = join(dir, 'basic-htpasswd');
+    execFileSync('htpasswd', ['-cbB', '-C', '4', users, 'puller', 'puller-pw'], { stdio: 'ignore' });
+    const ref = await startReferenceRegistry(join(dir, 'basic-root'), { htpasswd: users });
+    let proxy: TestRegistry | undefined;
+    let wrong: TestRegistry | undefined;
+    try {
+      const creds = { Authorization: `Basic ${Buffer.from('puller:puller-pw').toString('base64')}` };
+      const data = 'behind basic auth';
+      const start = await http('POST', `${ref.url}/v2/basic/app/blobs/uploads/`, { headers: creds });
+      assert.equal(start.status, 202);
+      const location = new URL(start.headers.get('location') ?? '', ref.url);
+      location.searchParams.set('digest', sha256(data));
+      const put = await http('PUT', location.toString(), {
+        headers: { ...creds, 'Content-Type': 'application/octet-stream' },
+        body: data,
+      });
+      assert.equal(put.status, 201, put.text());
+      proxy = await startTestRegistry({
+        proxy: { remoteurl: ref.url, username: 'puller', password: 'puller-pw' },
+      });
+      const blob = await http('GET', `${proxy.url}/v2/basic/app/blobs/${sha256(data)}`);
+      assert.equal(blob.status, 200);
+      assert.equal(blob.text(), data);
+      // Wrong credentials: the upstream refuses, the proxy knows no such blob.
+      wrong = await startTestRegistry({
+        proxy: { remoteurl: ref.url, username: 'puller', password: 'nope' },
+      });
+      assert.equal((await http('GET', `${wrong.url}/v2/basic/app/blobs/${sha256(data)}`)).status, 404);
+    } finally {
+      await ref.stop();
+      await proxy?.stop();
+      await wrong?.stop();
+    }
+  });
+});
+
 describe('proxying a berth registry with token auth', () => {
   let upstream: TestRegistry;
   let proxy: TestRegistry;
