@@ -121,8 +121,8 @@ export interface RegistryConfig {
   auth: { htpasswd?: HtpasswdAuthConfig; token?: TokenAuthConfig; [other: string]: unknown };
   /** `proxy`: a pull-through cache of `remoteurl` (read-only to clients). */
   proxy?: ProxyConfig;
-  /** `notifications.endpoints` (disabled ones left out). */
-  notifications: { endpoints: EndpointConfig[] };
+  /** `notifications.endpoints` (disabled ones left out), `notifications.events.includereferences`. */
+  notifications: { endpoints: EndpointConfig[]; includeReferences: boolean };
   berth: {
     /** DELETE /v2/<name>/manifests/<tag> removes only the tag (otherwise 405 UNSUPPORTED). */
     deletetags: boolean;
@@ -388,7 +388,14 @@ export function configFromObject(doc: unknown): RegistryConfig {
       relativeurls: bool(http.relativeurls, 'http.relativeurls', false),
     },
     auth: {},
-    notifications: { endpoints: notificationEndpoints(raw.notifications) },
+    notifications: {
+      endpoints: notificationEndpoints(raw.notifications),
+      includeReferences: bool(
+        obj(obj(raw.notifications, 'notifications').events, 'notifications.events').includereferences,
+        'notifications.events.includereferences',
+        false,
+      ),
+    },
     berth: {
       deletetags: bool(berth.deletetags, 'berth.deletetags', false),
       pagination: {

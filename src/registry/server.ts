@@ -126,7 +126,13 @@ export async function serveRegistry(
   let notifier: Notifier | undefined;
   if (config.notifications.endpoints.length > 0) {
     const { Notifier } = await import('./notifications/notifier.js');
-    notifier = new Notifier(config.notifications.endpoints, driver, log);
+    notifier = new Notifier(
+      config.notifications.endpoints,
+      driver,
+      log,
+      undefined,
+      config.notifications.includeReferences,
+    );
     await notifier.start();
     app.state.notifier = notifier;
   }

@@ -74,7 +74,10 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
     sendEmpty(res, 304);
     return;
   }
-  await notify(ctx, 'pull', manifestTarget(name, info.mediaType, info.digest, info.content.length, ref));
+  await notify(ctx, 'pull', {
+    ...manifestTarget(name, info.mediaType, info.digest, info.content.length, ref),
+    manifest: info.content,
+  });
   res.statusCode = 200;
   res.setHeader('Content-Type', info.mediaType);
   res.setHeader('Content-Length', info.content.length);
@@ -182,7 +185,10 @@ export async function putManifest(ctx: RequestContext): Promise<void> {
     'Docker-Content-Digest': info.digest,
   };
   if (info.subject) headers['OCI-Subject'] = info.subject.digest;
-  await notify(ctx, 'push', manifestTarget(name, info.mediaType, info.digest, canonical.length, ref));
+  await notify(ctx, 'push', {
+    ...manifestTarget(name, info.mediaType, info.digest, canonical.length, ref),
+    manifest: canonical,
+  });
   sendEmpty(ctx.res, 201, headers);
 }
 

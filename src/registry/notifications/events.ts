@@ -1,3 +1,5 @@
+import type { Descriptor } from '../manifests/types.js';
+
 /**
  * The notification event of the reference registry (distribution 2.8, notifications/event.go),
  * field for field: what it posts in an `application/vnd.docker.distribution.events.v1+json`
@@ -17,6 +19,8 @@ export interface EventTarget {
   fromRepository?: string;
   url?: string;
   tag?: string;
+  /** A manifest's references (`notifications.events.includereferences`). */
+  references?: Descriptor[];
 }
 
 /** The request that caused the event. */

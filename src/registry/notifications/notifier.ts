@@ -38,7 +38,14 @@ export class Notifier {
   private sourceAddr = `${hostname()}:0`;
   private readonly requestIds = new WeakMap<IncomingMessage, string>();
 
-  constructor(configs: EndpointConfig[], driver: StorageDriver, log: Logger, post?: PostEnvelope) {
+  constructor(
+    configs: EndpointConfig[],
+    driver: StorageDriver,
+    log: Logger,
+    post?: PostEnvelope,
+    /** Manifest events list the manifest's references (`notifications.events.includereferences`). */
+    readonly includeReferences = false,
+  ) {
     const names = new Set<string>();
     this.endpoints = configs.map((c) => {
       const dir = `${NOTIFICATIONS_DIR}/${queueDirName(c.name)}`;

@@ -1,5 +1,6 @@
 import { type RequestContext, urlFor } from '../context.js';
 import type { EventAction, EventTarget } from './events.js';
+import { manifestReferences } from './references.js';
 
 /**
  * Publish an event of this request when notifications are configured (a no-op otherwise).
@@ -8,7 +9,12 @@ import type { EventAction, EventTarget } from './events.js';
 export async function notify(
   ctx: RequestContext,
   action: EventAction,
-  target: Omit<EventTarget, 'repository' | 'url'> & { repository?: string; urlPath?: string },
+  target: Omit<EventTarget, 'repository' | 'url' | 'references'> & {
+    repository?: string;
+    urlPath?: string;
+    /** The manifest, when the event is about one (its references, when configured). */
+    manifest?: Buffer;
+  },
 ): Promise<void> {
   const notifier = ctx.state.notifier;
   if (!notifier) return;
@@ -22,6 +28,8 @@ export async function notify(
     fromRepository: target.fromRepository,
     url: target.urlPath === undefined ? undefined : urlFor(ctx, target.urlPath),
     tag: target.tag,
+    references:
+      target.manifest && notifier.includeReferences ? manifestReferences(target.manifest) : undefined,
   };
   for (const key of Object.keys(full) as Array<keyof EventTarget>)
     if (full[key] === undefined) delete full[key];

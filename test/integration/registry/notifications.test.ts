@@ -111,7 +111,9 @@ describe('notifications', () => {
   after(async () => receiver.stop());
 
   it('every event in distribution’s envelope, in order, the same as the reference registry sends', async () => {
-    const reg = await startTestRegistry({ notifications: endpointConfig(receiver.url) });
+    const reg = await startTestRegistry({
+      notifications: { ...endpointConfig(receiver.url), events: { includereferences: true } },
+    });
     receiver.events = [];
     receiver.requests = [];
     try {
@@ -146,6 +148,8 @@ describe('notifications', () => {
         '      timeout: 2s',
         '      threshold: 2',
         '      backoff: 100ms',
+        '  events:',
+        '    includereferences: true',
       ],
     });
     try {
@@ -157,6 +161,8 @@ describe('notifications', () => {
     }
     const theirs = receiver.events.slice();
     assert.deepEqual(ours.map(shape), theirs.map(shape));
+    // includereferences: the manifest push lists its config and layer.
+    assert.equal(ours[2]?.target.references?.length, 2);
     // Same fields in the same order, envelope and target.
     assert.deepEqual(Object.keys(ours[0] ?? {}), Object.keys(theirs[0] ?? {}));
     assert.deepEqual(Object.keys(ours[4]?.target ?? {}), Object.keys(theirs[4]?.target ?? {}));
