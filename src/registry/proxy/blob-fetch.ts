@@ -10,6 +10,8 @@ import { paths } from '../storage/paths.js';
 
 /** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
 const BATCH = 256 * 1024;
+/** How long the upstream may send nothing of a blob's body before the fetch fails. */
+const BODY_IDLE_MS = 60_000;
 /** Bytes read from the cache file per read of a reader. */
 const READ_CHUNK = 1024 * 1024;
 
@@ -71,12 +73,24 @@ export class BlobFetch extends EventEmitter {
         this.written += buf.length;
         this.emit('progress');
       };
-      for await (const chunk of body) {
-        const buf = chunk as Buffer;
-        hash.update(buf);
-        pending.push(buf);
-        pendingBytes += buf.length;
-        if (pendingBytes >= BATCH) await flush();
+      // An upstream that stops sending for BODY_IDLE_MS fails the fetch (the clients' answers
+      // are cut) rather than holding them forever.
+      let idle = setTimeout(stalled, BODY_IDLE_MS);
+      function stalled() {
+        body.destroy(new Error(`upstream sent nothing for ${BODY_IDLE_MS / 1000} s`));
+      }
+      try {
+        for await (const chunk of body) {
+          clearTimeout(idle);
+          idle = setTimeout(stalled, BODY_IDLE_MS);
+          const buf = chunk as Buffer;
+          hash.update(buf);
+          pending.push(buf);
+          pendingBytes += buf.length;
+          if (pendingBytes >= BATCH) await flush();
+        }
+      } finally {
+        clearTimeout(idle);
       }
       await flush();
       if (this.size !== undefined && this.written !== this.size)
