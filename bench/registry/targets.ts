@@ -122,11 +122,15 @@ function compiledBerth(repoRoot: string): string {
  * of the compiled CLI when it has the registry command, else a two-line launcher of the compiled
  * registry module (startRegistry, as the CLI does).
  */
-export async function startBerth(repoRoot: string): Promise<Target> {
+export async function startBerth(
+  repoRoot: string,
+  extraConfig: string[] = [],
+  name = 'berth',
+): Promise<Target> {
   const root = mkdtempSync(join(tmpdir(), 'berth-bench-registry-'));
   const port = await freePort();
   const config = join(root, 'config.yml');
-  writeFileSync(config, configText(join(root, 'data'), port));
+  writeFileSync(config, configText(join(root, 'data'), port, extraConfig));
   const built = compiledBerth(repoRoot);
   const main = join(built, 'cli/main.js');
   let args: string[];
@@ -137,14 +141,14 @@ export async function startBerth(repoRoot: string): Promise<Target> {
     const script = `const m = await import(${index}); const r = await m.startRegistry(await m.loadConfig(process.argv[1])); process.on('SIGTERM', () => r.close().then(() => process.exit(0)));`;
     args = ['--input-type=module', '-e', script, config];
   }
-  return launch('berth', process.execPath, args, port, root);
+  return launch(name, process.execPath, args, port, root);
 }
 
 /**
  * The same config for both registries. The blob descriptor cache is what the reference
  * registry's packaged config.yml enables (berth accepts and ignores the setting).
  */
-function configText(dataDir: string, port: number): string {
+function configText(dataDir: string, port: number, extra: string[] = []): string {
   return [
     'version: 0.1',
     'log:',
@@ -160,6 +164,7 @@ function configText(dataDir: string, port: number): string {
     '    blobdescriptor: inmemory',
     'http:',
     `  addr: 127.0.0.1:${port}`,
+    ...extra,
     '',
   ].join('\n');
 }
@@ -167,12 +172,16 @@ function configText(dataDir: string, port: number): string {
 export const REFERENCE_BINARY = '/usr/bin/docker-registry';
 
 /** The reference registry (distribution) with its own temp root and config. */
-export async function startReference(binary = REFERENCE_BINARY): Promise<Target> {
+export async function startReference(
+  binary = REFERENCE_BINARY,
+  extraConfig: string[] = [],
+  name = 'reference',
+): Promise<Target> {
   const root = mkdtempSync(join(tmpdir(), 'berth-bench-reference-'));
   const port = await freePort();
   const config = join(root, 'config.yml');
-  writeFileSync(config, configText(join(root, 'data'), port));
-  return launch('reference', binary, ['serve', config], port, root);
+  writeFileSync(config, configText(join(root, 'data'), port, extraConfig));
+  return launch(name, binary, ['serve', config], port, root);
 }
 
 /** A registry somebody else runs (given by URL): nothing to start or stop, RSS unknown. */

@@ -8,6 +8,7 @@ import { type Authorizer, type Grant, openAccess } from './auth/authorizer.js';
 import { DEFAULT_REQUEST_LIMITS } from './config.js';
 import type { RegistryState, RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
+import { BlobGuard } from './gc/guard.js';
 import { UploadSlots } from './limits/upload-slots.js';
 import { checkName, isValidName } from './names.js';
 import { accessesFor, matchRoute, type Route } from './routes.js';
@@ -47,6 +48,10 @@ export interface RegistryAppOptions {
   maxEntries?: number;
   relativeUrls?: boolean;
   tls?: boolean;
+  /** A mount without `from` searches the repositories the caller may pull (default true). */
+  automaticCrossmount?: boolean;
+  /** Descriptors per page of a referrers answer (default 1000). */
+  referrersPageSize?: number;
   /** Uploads older than this are unknown (404) and purged. */
   uploadMaxAgeMs?: number;
   manifestCacheEntries?: number;
@@ -117,6 +122,9 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     relativeUrls: options.relativeUrls ?? false,
     tls: options.tls ?? false,
     manifestMaxBytes: options.manifestMaxBytes ?? DEFAULT_REQUEST_LIMITS.manifestsize,
+    automaticCrossmount: options.automaticCrossmount ?? true,
+    referrersPageSize: Math.max(1, options.referrersPageSize ?? 1000),
+    gcGuard: new BlobGuard(),
   };
   const uploadSlots = new UploadSlots(options.uploadsPerClient ?? DEFAULT_REQUEST_LIMITS.uploadsperclient);
   const authorizer = options.authorizer ?? openAccess;
@@ -161,11 +169,18 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     const name = route.repo === undefined ? '' : checkName(route.repo);
     const from = query.get('from');
     const fromName = from !== null && isValidName(from) ? from : undefined;
-    request.grant = await authorizer.authorize(req, accessesFor(route, method, query, fromName));
+    const grant = await authorizer.authorize(req, accessesFor(route, method, query, fromName));
+    request.grant = grant;
     if (state.readOnly && !READ_METHODS.has(method)) {
       throw new RegistryError('UNSUPPORTED', 'The registry is running in read-only mode');
     }
-    const ctx: RequestContext = { req, res, state, path, query, name, param: route.param };
+    if (state.proxy && !READ_METHODS.has(method)) {
+      throw new RegistryError(
+        'UNSUPPORTED',
+        'The operation is unsupported: the registry is a pull-through cache',
+      );
+    }
+    const ctx: RequestContext = { req, res, state, path, query, name, param: route.param, grant };
     if (sendsBlobData(route, method, req)) res.once('close', uploadSlots.acquire(request.remote ?? '-'));
     await handler(ctx);
   }

@@ -2,6 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
+import type { EndpointConfig } from './notifications/endpoint.js';
+import type { ProxyConfig } from './proxy/upstream.js';
 
 let yaml: typeof import('yaml') | undefined;
 
@@ -117,10 +119,19 @@ export interface RegistryConfig {
     /** Unknown here: `http.secret`, `http.headers`, `http.debug` are accepted and ignored. */
   };
   auth: { htpasswd?: HtpasswdAuthConfig; token?: TokenAuthConfig; [other: string]: unknown };
+  /** `proxy`: a pull-through cache of `remoteurl` (read-only to clients). */
+  proxy?: ProxyConfig;
+  /** `notifications.endpoints` (disabled ones left out), `notifications.events.includereferences`. */
+  notifications: { endpoints: EndpointConfig[]; includeReferences: boolean };
   berth: {
     /** DELETE /v2/<name>/manifests/<tag> removes only the tag (otherwise 405 UNSUPPORTED). */
     deletetags: boolean;
-    pagination: { maxentries: number };
+    /** maxentries: tag list and catalog page limit; referrers: descriptors per referrers page. */
+    pagination: { maxentries: number; referrers: number };
+    /** A mount without `from` searches the repositories the caller may pull. */
+    crossmount: { automatic: boolean };
+    /** Garbage collection inside the serving registry (`berth.gc`), when configured. */
+    gc?: OnlineGcConfig;
     cache: { manifests: { entries: number; bytes: number } };
     tokenserver?: TokenServerConfig;
     ratelimit?: RateLimitConfig;
@@ -194,6 +205,82 @@ export function parseDuration(v: unknown, where: string, fallbackMs: number): nu
   if (consumed !== v.length || consumed === 0)
     throw new ConfigError(`${where}: invalid duration ${JSON.stringify(v)}`);
   return total;
+}
+
+// ---- berth.gc: garbage collection inside the serving registry (src/registry/gc) ----
+
+export interface OnlineGcConfig {
+  /** A run every `interval` (0: only on demand). */
+  intervalMs: number;
+  /** Blobs and manifests younger than this are kept (docs/registry-gc.md, Cutoff). */
+  gracePeriodMs: number;
+  deleteUntagged: boolean;
+  /** `POST /berth/gc` runs one now (admin credentials when auth is on). */
+  endpoint: boolean;
+}
+
+function onlineGc(raw: unknown): OnlineGcConfig | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const g = obj(raw, 'berth.gc');
+  return {
+    intervalMs: parseDuration(g.interval, 'berth.gc.interval', 0),
+    gracePeriodMs: parseDuration(g.graceperiod, 'berth.gc.graceperiod', 3_600_000),
+    deleteUntagged: bool(g.deleteuntagged, 'berth.gc.deleteuntagged', false),
+    endpoint: bool(g.endpoint, 'berth.gc.endpoint', true),
+  };
+}
+
+// ---- notifications.endpoints (src/registry/notifications) ----
+
+function strings(v: unknown, where: string): string[] {
+  if (v === undefined || v === null) return [];
+  const list = Array.isArray(v) ? v : [v];
+  return list.map((x, i) => {
+    const s = str(x, `${where}[${i}]`);
+    if (s === undefined) throw new ConfigError(`${where}[${i}] must be a string`);
+    return s;
+  });
+}
+
+/**
+ * The reference registry's `notifications.endpoints`: name, url, headers (a value or a list
+ * per header), timeout (1s), threshold (10), backoff (1s), ignoredmediatypes,
+ * ignore.{mediatypes,actions}, disabled. Defaults as distribution's.
+ */
+function notificationEndpoints(raw: unknown): EndpointConfig[] {
+  const notifications = obj(raw, 'notifications');
+  const list = notifications.endpoints;
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) throw new ConfigError('notifications.endpoints must be a list');
+  const out: EndpointConfig[] = [];
+  for (const [i, item] of list.entries()) {
+    const where = `notifications.endpoints[${i}]`;
+    const e = obj(item, where);
+    if (bool(e.disabled, `${where}.disabled`, false)) continue;
+    const name = str(e.name, `${where}.name`);
+    const url = str(e.url, `${where}.url`);
+    if (!name) throw new ConfigError(`${where}.name is required`);
+    if (!url || !/^https?:\/\//.test(url)) throw new ConfigError(`${where}.url must be an http(s) URL`);
+    const headers: Record<string, string[]> = {};
+    for (const [k, v] of Object.entries(obj(e.headers, `${where}.headers`)))
+      headers[k] = strings(v, `${where}.headers.${k}`);
+    const ignore = obj(e.ignore, `${where}.ignore`);
+    const positive = (ms: number, fallback: number) => (ms > 0 ? ms : fallback);
+    out.push({
+      name,
+      url,
+      headers,
+      timeoutMs: positive(parseDuration(e.timeout, `${where}.timeout`, 1000), 1000),
+      threshold: positive(num(e.threshold, `${where}.threshold`, 10), 10),
+      backoffMs: positive(parseDuration(e.backoff, `${where}.backoff`, 1000), 1000),
+      ignoredMediaTypes: [
+        ...strings(e.ignoredmediatypes, `${where}.ignoredmediatypes`),
+        ...strings(ignore.mediatypes, `${where}.ignore.mediatypes`),
+      ],
+      ignoredActions: strings(ignore.actions, `${where}.ignore.actions`),
+    });
+  }
+  return out;
 }
 
 // ---- berth.connections: the connection caps (src/http/connection-limits.ts) ----
@@ -301,6 +388,14 @@ export function configFromObject(doc: unknown): RegistryConfig {
       relativeurls: bool(http.relativeurls, 'http.relativeurls', false),
     },
     auth: {},
+    notifications: {
+      endpoints: notificationEndpoints(raw.notifications),
+      includeReferences: bool(
+        obj(obj(raw.notifications, 'notifications').events, 'notifications.events').includereferences,
+        'notifications.events.includereferences',
+        false,
+      ),
+    },
     berth: {
       deletetags: bool(berth.deletetags, 'berth.deletetags', false),
       pagination: {
@@ -308,6 +403,18 @@ export function configFromObject(doc: unknown): RegistryConfig {
           obj(berth.pagination, 'berth.pagination').maxentries,
           'berth.pagination.maxentries',
           1000,
+        ),
+        referrers: num(
+          obj(berth.pagination, 'berth.pagination').referrers,
+          'berth.pagination.referrers',
+          1000,
+        ),
+      },
+      crossmount: {
+        automatic: bool(
+          obj(berth.crossmount, 'berth.crossmount').automatic,
+          'berth.crossmount.automatic',
+          true,
         ),
       },
       cache: {
@@ -324,11 +431,24 @@ export function configFromObject(doc: unknown): RegistryConfig {
           ),
         },
       },
+      gc: onlineGc(berth.gc),
       connections: connectionLimitsFrom(berth.connections),
       limits: requestLimits(berth),
     },
     raw,
   };
+  if (raw.proxy !== undefined && raw.proxy !== null) {
+    const p = obj(raw.proxy, 'proxy');
+    const remoteurl = str(p.remoteurl, 'proxy.remoteurl');
+    if (!remoteurl || !/^https?:\/\/[^/]/.test(remoteurl))
+      throw new ConfigError('proxy.remoteurl must be an http(s) URL');
+    config.proxy = {
+      remoteurl,
+      username: str(p.username, 'proxy.username'),
+      password: str(p.password, 'proxy.password'),
+      ttlMs: parseDuration(p.ttl, 'proxy.ttl', 168 * 3_600_000),
+    };
+  }
   if (tls.certificate !== undefined || tls.key !== undefined) {
     const certificate = str(tls.certificate, 'http.tls.certificate');
     const key = str(tls.key, 'http.tls.key');

@@ -1,5 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../common/log.js';
+import type { Grant } from './auth/authorizer.js';
+import type { BlobGuard } from './gc/guard.js';
+import type { Notifier } from './notifications/notifier.js';
+import type { PullThroughProxy } from './proxy/proxy.js';
 import type { RegistryStore } from './storage/store.js';
 import type { UploadStore } from './storage/uploads.js';
 
@@ -16,6 +20,16 @@ export interface RegistryState {
   tls: boolean;
   /** Bytes of a manifest PUT (berth.limits.manifestsize). */
   manifestMaxBytes: number;
+  /** A mount without `from` searches every repository the caller may pull (berth.crossmount.automatic). */
+  automaticCrossmount: boolean;
+  /** Descriptors per page of a referrers answer (berth.pagination.referrers). */
+  referrersPageSize: number;
+  /** Where push, pull and delete events go (`notifications.endpoints`), when configured. */
+  notifier?: Notifier;
+  /** Blobs requests rely on, kept from a garbage collection running in this process. */
+  gcGuard: BlobGuard;
+  /** The pull-through cache (`proxy`), when configured: the registry is then read-only to clients. */
+  proxy?: PullThroughProxy;
 }
 
 /** One request on its way through the dispatcher. */
@@ -30,6 +44,8 @@ export interface RequestContext {
   name: string;
   /** The route's last path parameter: reference, digest or upload id. */
   param: string;
+  /** What the authorizer granted this request. */
+  grant: Grant;
 }
 
 /** An absolute (from Host, or X-Forwarded-*) or relative URL for a path, as configured. */

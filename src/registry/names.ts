@@ -62,3 +62,13 @@ export function parseReference(reference: string): Reference {
   if (reference.includes(':')) return { kind: 'digest', digest: checkDigest(reference) };
   return { kind: 'tag', tag: checkTag(reference) };
 }
+
+/** A manifest reference, or undefined when it is neither a valid tag nor a valid digest. */
+export function tryParseReference(reference: string): Reference | undefined {
+  if (!reference.includes(':')) return isValidTag(reference) ? { kind: 'tag', tag: reference } : undefined;
+  try {
+    return { kind: 'digest', digest: parseDigest(reference) };
+  } catch {
+    return undefined;
+  }
+}

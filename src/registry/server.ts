@@ -17,6 +17,8 @@ import { createRegistryApp, type ExtraRoute, type RateLimiter, type RegistryApp 
 import type { Authorizer } from './auth/authorizer.js';
 import { parseAddr, type RegistryConfig } from './config.js';
 import { RegistryError, sendError } from './errors.js';
+import type { OnlineGc } from './gc/online.js';
+import type { Notifier } from './notifications/notifier.js';
 import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { LEFTOVER_AGE_MS, type LeftoverReport, sweepLeftovers } from './storage/leftovers.js';
 
@@ -54,6 +56,10 @@ export interface RunningRegistry {
   purgeUploads(): Promise<string[]>;
   /** The sweep of what killed writes left behind, started with the server (storage/leftovers.ts). */
   leftovers: Promise<LeftoverReport>;
+  /** Garbage collection inside the registry (`berth.gc`), when configured. */
+  gc?: OnlineGc;
+  /** The notification senders (`notifications.endpoints`), when configured. */
+  notifier?: Notifier;
   /** Sweep leftovers older than a minute now (also done with every upload purge). */
   sweepLeftovers(): Promise<LeftoverReport>;
   close(): Promise<void>;
@@ -78,15 +84,21 @@ export async function serveRegistry(
     };
   }
   const purging = config.storage.maintenance.uploadpurging;
+  // berth.gc: garbage collection inside the registry, and its admin endpoint.
+  let onlineGc: OnlineGc | undefined;
+  const extraRoutes = [...(hooks.extraRoutes ?? [])];
+  if (config.berth.gc?.endpoint) extraRoutes.push(gcRoute(() => onlineGc, hooks.authorizer));
   const app = createRegistryApp({
     driver,
     authorizer: hooks.authorizer,
     rateLimiter: hooks.rateLimiter,
-    extraRoutes: hooks.extraRoutes,
+    extraRoutes,
     deleteEnabled: config.storage.delete.enabled,
     deleteTags: config.berth.deletetags,
     readOnly: config.storage.maintenance.readonly.enabled,
     maxEntries: Math.max(1, config.berth.pagination.maxentries),
+    referrersPageSize: Math.max(1, config.berth.pagination.referrers),
+    automaticCrossmount: config.berth.crossmount.automatic,
     relativeUrls: config.http.relativeurls,
     tls: config.http.tls !== undefined,
     uploadMaxAgeMs: purging.ageMs,
@@ -98,6 +110,32 @@ export async function serveRegistry(
     log,
     accessLog,
   });
+
+  // The proxy, garbage collection and notifications are loaded only when configured (idle RSS).
+  if (config.proxy) {
+    const { PullThroughProxy } = await import('./proxy/proxy.js');
+    app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
+    log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
+  }
+  if (config.berth.gc) {
+    const { OnlineGc } = await import('./gc/online.js');
+    onlineGc = new OnlineGc(config.berth.gc, driver, app.state.gcGuard, log.child('gc'));
+    if (!config.storage.maintenance.readonly.enabled) onlineGc.start();
+  }
+  // Notifications: the senders start with what an earlier process left queued.
+  let notifier: Notifier | undefined;
+  if (config.notifications.endpoints.length > 0) {
+    const { Notifier } = await import('./notifications/notifier.js');
+    notifier = new Notifier(
+      config.notifications.endpoints,
+      driver,
+      log,
+      undefined,
+      config.notifications.includeReferences,
+    );
+    await notifier.start();
+    app.state.notifier = notifier;
+  }
 
   // Connection caps (berth.connections): 431, 408, 429 and stalled bodies, before the app sees a
   // request; the guard also answers what node's parser refuses (400).
@@ -148,7 +186,10 @@ export async function serveRegistry(
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => {
+      void notifier?.stop();
+      reject(err);
+    });
     server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
@@ -158,6 +199,7 @@ export async function serveRegistry(
   // request alone (src/http/crash-guard.ts); released by close().
   const releaseCrashGuard = installCrashGuard();
   const bound = (server.address() as AddressInfo).port;
+  notifier?.setSourcePort(bound);
   const scheme = config.http.tls ? 'https' : 'http';
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${bound}`;
@@ -217,6 +259,8 @@ export async function serveRegistry(
       stopping.abort();
       server.close(() => {
         releaseCrashGuard();
+        void notifier?.stop();
+        void onlineGc?.stop();
         // A sweep in progress stops at its next directory; wait for it before storage goes.
         void leftovers.then(() => resolve());
       });
@@ -237,6 +281,35 @@ export async function serveRegistry(
     purgeUploads,
     leftovers,
     sweepLeftovers: sweep,
+    notifier,
+    gc: onlineGc,
     close,
+  };
+}
+
+/**
+ * `POST /berth/gc`: one garbage collection now, answered with its counts (200 JSON). With auth
+ * on it needs admin credentials: access `registry:gc:*` (any valid htpasswd user; a token that
+ * grants it). 503 UNAVAILABLE while another run goes on.
+ */
+function gcRoute(gc: () => OnlineGc | undefined, authorizer: Authorizer | undefined): ExtraRoute {
+  return {
+    method: ['POST'],
+    path: '/berth/gc',
+    async handler(req, res) {
+      try {
+        if (authorizer) await authorizer.authorize(req, [{ type: 'registry', name: 'gc', actions: ['*'] }]);
+        const runner = gc();
+        if (!runner)
+          throw new RegistryError('UNAVAILABLE', 'garbage collection is not ready', undefined, 503);
+        const report = await runner.run();
+        const { summarize } = await import('./gc/online.js');
+        const body = JSON.stringify(summarize(report));
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+        res.end(body);
+      } catch (err) {
+        sendError(req, res, err);
+      }
+    },
   };
 }

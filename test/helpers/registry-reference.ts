@@ -37,6 +37,8 @@ export async function startReferenceRegistry(
     htpasswd?: string;
     /** Token auth (auth.token) with an external token server. */
     token?: { realm: string; service: string; issuer: string; rootcertbundle: string };
+    /** More top-level config.yml lines (a `notifications:` section). */
+    extraConfig?: string[];
   } = {},
 ): Promise<ReferenceRegistry> {
   requireTool('docker-registry', "Debian's docker-registry package is needed (scripts/install-deps.sh)");
@@ -71,6 +73,7 @@ export async function startReferenceRegistry(
             `    rootcertbundle: ${opts.token.rootcertbundle}`,
           ]
         : []),
+      ...(opts.extraConfig ?? []),
       '',
     ].join('\n'),
   );

@@ -13,6 +13,11 @@ export interface Access {
 export interface Grant {
   /** The authenticated user, when there is one (access log, token subject). */
   user?: string;
+  /**
+   * Whether the same credentials may also pull from another repository (what a mount without
+   * `from` may search). Absent: only the repositories the request named.
+   */
+  mayPull?: (name: string) => boolean;
 }
 
 /**
@@ -31,7 +36,7 @@ export interface Authorizer {
 
 /** The authorizer of a registry configured without auth: every request is allowed. */
 export const openAccess: Authorizer = {
-  authorize: async () => ({}),
+  authorize: async () => ({ mayPull: () => true }),
 };
 
 export function formatScope(access: Access): string {

@@ -25,7 +25,7 @@ export class BasicAuthorizer implements Authorizer {
     if (!(await this.htpasswd.verify(creds.user, creds.password))) {
       throw unauthorized('invalid username or password', { challenge: this.challenge });
     }
-    return { user: creds.user };
+    return { user: creds.user, mayPull: () => true };
   }
 
   identify(req: IncomingMessage): string | undefined {

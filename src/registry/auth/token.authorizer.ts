@@ -226,7 +226,10 @@ export class TokenAuthorizer implements Authorizer {
       }
       throw forbidden('requested access to the resource is denied', { challenge, access: missing });
     }
-    return verified.subject === undefined ? {} : { user: verified.subject };
+    const granted = verified.access;
+    const mayPull = (name: string) =>
+      missingAccess(granted, [{ type: 'repository', name, actions: ['pull'] }]).length === 0;
+    return verified.subject === undefined ? { mayPull } : { user: verified.subject, mayPull };
   }
 
   identify(req: IncomingMessage): string | undefined {

@@ -4,6 +4,8 @@ import { type FileInfo, isPathNotFound, type StorageDriver } from '../storage/dr
 import { type LeftoverReport, sweepLeftovers } from '../storage/leftovers.js';
 import { BLOBS, paths, REPOSITORIES } from '../storage/paths.js';
 import { RegistryStore } from '../storage/store.js';
+import type { BlobGuard } from './guard.js';
+import { acquireGcLock } from './lock.js';
 
 /**
  * Mark-and-sweep garbage collection of a registry's storage, safe to run while the registry
@@ -35,6 +37,8 @@ export interface GcOptions {
   /** Parallel manifest reads. */
   concurrency?: number;
   now?: () => number;
+  /** The serving registry's guard (an in-process run): blobs its requests hold are kept. */
+  guard?: BlobGuard;
 }
 
 export interface GcReport {
@@ -65,9 +69,20 @@ interface RepoInfo {
 
 const HOUR = 3600_000;
 
+/**
+ * One collection under the storage's lock (gc/lock.ts: a Conflict error when another process
+ * collects the same storage).
+ */
 export async function collectGarbage(driver: StorageDriver, options: GcOptions = {}): Promise<GcReport> {
-  const gc = new GarbageCollector(driver, options);
-  return gc.run();
+  const lock = await acquireGcLock(driver);
+  options.guard?.beginRun();
+  try {
+    const gc = new GarbageCollector(driver, options);
+    return await gc.run();
+  } finally {
+    options.guard?.endRun();
+    await lock.release();
+  }
 }
 
 class GarbageCollector {
@@ -403,8 +418,16 @@ class GarbageCollector {
         this.report.keptYoung.push(d.digest);
         continue;
       }
-      this.log(`deleting blob ${d.digest}`);
-      await this.deleteIfPresent(paths.blobDir(d));
+      const guard = this.options.guard;
+      const remove = () => this.deleteIfPresent(paths.blobDir(d));
+      if (guard) {
+        // A request of the serving registry relies on it (a manifest PUT, a mount): kept.
+        if (!(await guard.tryDelete(d.digest, remove))) {
+          this.report.keptYoung.push(d.digest);
+          continue;
+        }
+      } else await remove();
+      this.log(`deleted blob ${d.digest}`);
       this.report.deletedBlobs.push(d.digest);
       this.report.bytesFreed += info.size;
       gone.add(d.digest);

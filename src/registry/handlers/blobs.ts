@@ -4,6 +4,9 @@ import { sendEmpty } from '../../http/server.js';
 import type { RequestContext } from '../context.js';
 import { RegistryError } from '../errors.js';
 import { checkDigest } from '../names.js';
+import { BLOB_MEDIA_TYPE } from '../notifications/events.js';
+import { notify } from '../notifications/notify.js';
+import type { BlobFetch } from '../proxy/blob-fetch.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
 import { sendFileRange } from '../storage/sendfile.js';
@@ -55,7 +58,31 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 export async function getBlob(ctx: RequestContext): Promise<void> {
   const { req, res, state, name } = ctx;
   const d = checkDigest(ctx.param);
-  const st = await state.store.repoBlobStat(name, d);
+  let st = await state.store.repoBlobStat(name, d);
+  if (!st && state.proxy) {
+    const proxied = req.method === 'HEAD' ? undefined : await state.proxy.blob(name, d);
+    if (proxied?.kind === 'fetching') {
+      await serveFetching(ctx, d.digest, proxied.fetch);
+      return;
+    }
+    st = proxied?.kind === 'local' ? await state.store.repoBlobStat(name, d) : undefined;
+    if (!st && req.method === 'HEAD') {
+      const size = await state.proxy.remoteBlobSize(name, d);
+      if (size !== undefined) {
+        await notify(ctx, 'pull', blobTarget(name, d.digest, size));
+        // The upstream's answer: the size without the data (nothing is fetched for a HEAD).
+        res.writeHead(200, {
+          'Docker-Content-Digest': d.digest,
+          ETag: `"${d.digest}"`,
+          'Content-Type': 'application/octet-stream',
+          'Content-Length': String(size),
+          'Accept-Ranges': 'bytes',
+        });
+        res.end();
+        return;
+      }
+    }
+  }
   if (!st) throw blobUnknown(d.digest);
   const etag = `"${d.digest}"`;
   res.setHeader('Docker-Content-Digest', d.digest);
@@ -81,6 +108,7 @@ export async function getBlob(ctx: RequestContext): Promise<void> {
   }
   const start = range?.start ?? 0;
   const end = range?.end ?? st.size - 1;
+  await notify(ctx, 'pull', blobTarget(name, d.digest, st.size));
   res.statusCode = range ? 206 : 200;
   if (range) res.setHeader('Content-Range', `bytes ${start}-${end}/${st.size}`);
   res.setHeader('Content-Length', st.size === 0 ? 0 : end - start + 1);
@@ -107,11 +135,49 @@ export async function getBlob(ctx: RequestContext): Promise<void> {
   await pipeline(stream, res);
 }
 
+/**
+ * A blob the proxy is fetching from the upstream, streamed as it arrives: the whole of it (200;
+ * `Content-Length` when the upstream announced it), or one range when the size is known (206).
+ */
+async function serveFetching(ctx: RequestContext, digest: string, fetch: BlobFetch): Promise<void> {
+  const { req, res } = ctx;
+  res.setHeader('Docker-Content-Digest', digest);
+  res.setHeader('ETag', `"${digest}"`);
+  res.setHeader('Cache-Control', CACHE_CONTROL);
+  res.setHeader('Content-Type', 'application/octet-stream');
+  const size = fetch.size;
+  if (size !== undefined) res.setHeader('Accept-Ranges', 'bytes');
+  const range = size !== undefined ? parseRange(req.headers.range, size) : undefined;
+  if (range === 'invalid') {
+    res.setHeader('Content-Range', `bytes */${size}`);
+    throw new RegistryError('RANGE_INVALID', `range ${req.headers.range} not satisfiable`, { size }, 416);
+  }
+  if (size !== undefined) await notify(ctx, 'pull', blobTarget(ctx.name, digest, size));
+  res.statusCode = range ? 206 : 200;
+  if (range) {
+    res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
+    res.setHeader('Content-Length', range.end - range.start + 1);
+  } else if (size !== undefined) res.setHeader('Content-Length', size);
+  await fetch.streamTo(res, range?.start ?? 0, range?.end);
+}
+
 /** DELETE /v2/<name>/blobs/<digest>: unlink the blob from the repository. */
 export async function deleteBlob(ctx: RequestContext): Promise<void> {
   if (!ctx.state.deleteEnabled)
     throw new RegistryError('UNSUPPORTED', 'The operation is unsupported: deletion is disabled');
   const d = checkDigest(ctx.param);
   if (!(await ctx.state.store.unlinkLayer(ctx.name, d))) throw blobUnknown(d.digest);
+  await notify(ctx, 'delete', { digest: d.digest });
   sendEmpty(ctx.res, 202, { 'Docker-Content-Digest': d.digest });
+}
+
+/** The target of a blob event (what the reference names: size twice, the blob's URL). */
+export function blobTarget(name: string, digest: string, size: number) {
+  return {
+    mediaType: BLOB_MEDIA_TYPE,
+    size,
+    digest,
+    length: size,
+    urlPath: `/v2/${name}/blobs/${digest}`,
+  };
 }

@@ -85,6 +85,17 @@ function linkHeader(path: string, next: { last: string; n: number }): string {
 /** GET /v2/<name>/tags/list: the tags that resolve (a killed write may leave some that do not). */
 export async function listTags(ctx: RequestContext): Promise<void> {
   const { state, name } = ctx;
+  // A pull-through cache lists the upstream's tags (as distribution's proxy); the cached ones
+  // when the upstream cannot answer.
+  const remote = state.proxy ? await state.proxy.tags(name, ctx.query) : undefined;
+  if (remote) {
+    ctx.res.statusCode = 200;
+    ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    ctx.res.setHeader('Content-Length', Buffer.byteLength(remote.body));
+    if (remote.link) ctx.res.setHeader('Link', remote.link);
+    ctx.res.end(remote.body);
+    return;
+  }
   const tags = await state.store.listTags(name);
   if (!tags) throw new RegistryError('NAME_UNKNOWN', 'repository name not known to registry', { name });
   const page = await paginateWhere(
@@ -108,7 +119,11 @@ export async function catalog(ctx: RequestContext): Promise<void> {
   sendJsonBody(ctx.res, 200, { repositories: page.entries }, undefined, headers);
 }
 
-/** GET /v2/<name>/referrers/<digest> (OCI 1.1): an index of the manifests whose subject it is. */
+/**
+ * GET /v2/<name>/referrers/<digest> (OCI 1.1): an index of the manifests whose subject it is,
+ * sorted by digest, at most `berth.pagination.referrers` descriptors a page (`n` may ask for
+ * fewer); a `Link` header names the next page (`last` is the page's last digest).
+ */
 export async function referrers(ctx: RequestContext): Promise<void> {
   const { state, name, query } = ctx;
   const subject = checkDigest(ctx.param);
@@ -116,14 +131,27 @@ export async function referrers(ctx: RequestContext): Promise<void> {
   let infos = await state.store.referrers(name, subject);
   if (filter.length > 0)
     infos = infos.filter((i) => i.artifactType !== undefined && filter.includes(i.artifactType));
-  const manifests = infos.map((i) => {
-    const d: Record<string, unknown> = { mediaType: i.mediaType, digest: i.digest, size: i.content.length };
-    if (i.artifactType !== undefined) d.artifactType = i.artifactType;
-    if (i.annotations !== undefined) d.annotations = i.annotations;
-    return d;
-  });
+  const page = paginate(
+    infos.map((i) => i.digest),
+    query,
+    state.referrersPageSize,
+  );
+  const onPage = new Set(page.entries);
+  const manifests = infos
+    .filter((i) => onPage.has(i.digest))
+    .map((i) => {
+      const d: Record<string, unknown> = { mediaType: i.mediaType, digest: i.digest, size: i.content.length };
+      if (i.artifactType !== undefined) d.artifactType = i.artifactType;
+      if (i.annotations !== undefined) d.annotations = i.annotations;
+      return d;
+    });
   const headers: Record<string, string> = {};
   if (filter.length > 0) headers['OCI-Filters-Applied'] = 'artifactType';
+  if (page.next) {
+    const q = new URLSearchParams({ last: page.next.last, n: String(page.next.n) });
+    for (const t of filter) q.append('artifactType', t);
+    headers.Link = `</v2/${name}/referrers/${subject.digest}?${q.toString()}>; rel="next"`;
+  }
   sendJsonBody(
     ctx.res,
     200,

@@ -6,7 +6,8 @@ import { type RequestContext, urlFor } from '../context.js';
 import { type ErrorEntry, RegistryError } from '../errors.js';
 import { MediaTypes } from '../manifests/types.js';
 import { bareMediaType, parseManifest } from '../manifests/validate.js';
-import { checkTag, parseReference } from '../names.js';
+import { checkTag, parseReference, type Reference, tryParseReference } from '../names.js';
+import { notify } from '../notifications/notify.js';
 
 function manifestUnknown(reference: string, message = 'manifest unknown to registry'): RegistryError {
   return new RegistryError(
@@ -27,14 +28,19 @@ function acceptedTypes(req: IncomingMessage): Set<string> {
 /** GET and HEAD /v2/<name>/manifests/<reference>. */
 export async function getManifest(ctx: RequestContext): Promise<void> {
   const { req, res, state, name } = ctx;
-  const ref = parseReference(ctx.param);
+  // A reference that is neither a valid tag nor a valid digest names no manifest: 404, as the
+  // spec's manifest GET/HEAD knows no other answer (the conformance suite asks for one).
+  const ref = tryParseReference(ctx.param);
+  if (!ref) throw manifestUnknown(ctx.param);
   let d: ParsedDigest | undefined;
   if (ref.kind === 'digest') d = ref.digest;
   else {
-    d = await state.store.resolveTag(name, ref.tag);
+    d = state.proxy
+      ? await state.proxy.resolveTag(name, ref.tag)
+      : await state.store.resolveTag(name, ref.tag);
     if (!d) throw manifestUnknown(ref.tag);
   }
-  const info = await state.store.getManifest(name, d);
+  const info = state.proxy ? await state.proxy.manifest(name, d) : await state.store.getManifest(name, d);
   if (!info) throw manifestUnknown(ctx.param);
 
   // Content negotiation, as the reference registry (distribution 2.8) does it: OCI types are
@@ -68,6 +74,10 @@ export async function getManifest(ctx: RequestContext): Promise<void> {
     sendEmpty(res, 304);
     return;
   }
+  await notify(ctx, 'pull', {
+    ...manifestTarget(name, info.mediaType, info.digest, info.content.length, ref),
+    manifest: info.content,
+  });
   res.statusCode = 200;
   res.setHeader('Content-Type', info.mediaType);
   res.setHeader('Content-Length', info.content.length);
@@ -128,47 +138,57 @@ export async function putManifest(ctx: RequestContext): Promise<void> {
     }
   }
 
-  // Every referenced blob and child manifest must be in the repository: one error per missing one.
-  const missing: ErrorEntry[] = [];
-  const blobChecks = info.blobs.map(async (digest) => {
-    const d = tryParseDigest(digest);
-    if (!d || !(await state.store.repoBlobStat(name, d))) {
-      missing.push({ code: 'BLOB_UNKNOWN', message: 'blob unknown to registry', detail: { digest } });
+  // The referenced blobs are held while they are checked and the manifest written: a garbage
+  // collection running in this process keeps them (gc/guard.ts).
+  const referenced = [info.digest, ...info.blobs, ...info.manifests];
+  const canonical = await state.gcGuard.hold(referenced, async () => {
+    // Every referenced blob and child manifest must be in the repository: one error per missing one.
+    const missing: ErrorEntry[] = [];
+    const blobChecks = info.blobs.map(async (digest) => {
+      const d = tryParseDigest(digest);
+      if (!d || !(await state.store.repoBlobStat(name, d))) {
+        missing.push({ code: 'BLOB_UNKNOWN', message: 'blob unknown to registry', detail: { digest } });
+      }
+    });
+    const manifestChecks = info.manifests.map(async (digest) => {
+      const d = tryParseDigest(digest);
+      if (!d || !(await state.store.getManifest(name, d))) {
+        missing.push({
+          code: 'MANIFEST_BLOB_UNKNOWN',
+          message: 'manifest references a manifest unknown to the repository',
+          detail: { digest },
+        });
+      }
+    });
+    await Promise.all([...blobChecks, ...manifestChecks]);
+    if (missing.length > 0) {
+      const order = [...info.blobs, ...info.manifests];
+      missing.sort(
+        (a, b) =>
+          order.indexOf((a.detail as { digest: string }).digest) -
+          order.indexOf((b.detail as { digest: string }).digest),
+      );
+      throw RegistryError.many(missing, 400);
     }
-  });
-  const manifestChecks = info.manifests.map(async (digest) => {
-    const d = tryParseDigest(digest);
-    if (!d || !(await state.store.getManifest(name, d))) {
-      missing.push({
-        code: 'MANIFEST_BLOB_UNKNOWN',
-        message: 'manifest references a manifest unknown to the repository',
-        detail: { digest },
-      });
-    }
-  });
-  await Promise.all([...blobChecks, ...manifestChecks]);
-  if (missing.length > 0) {
-    const order = [...info.blobs, ...info.manifests];
-    missing.sort(
-      (a, b) =>
-        order.indexOf((a.detail as { digest: string }).digest) -
-        order.indexOf((b.detail as { digest: string }).digest),
-    );
-    throw RegistryError.many(missing, 400);
-  }
 
-  const d = tryParseDigest(info.digest);
-  if (!d) throw new RegistryError('MANIFEST_INVALID', 'cannot compute the manifest digest');
-  const canonical = info.schema1 ? Buffer.from(canonicalSchema1(info.content, body)) : body;
-  await state.store.putManifest(name, info, canonical);
-  const tags = ref.kind === 'tag' ? [ref.tag, ...extraTags] : extraTags;
-  for (const tag of new Set(tags)) await state.store.tag(name, tag, d);
+    const d = tryParseDigest(info.digest);
+    if (!d) throw new RegistryError('MANIFEST_INVALID', 'cannot compute the manifest digest');
+    const canonical = info.schema1 ? Buffer.from(canonicalSchema1(info.content, body)) : body;
+    await state.store.putManifest(name, info, canonical);
+    const tags = ref.kind === 'tag' ? [ref.tag, ...extraTags] : extraTags;
+    for (const tag of new Set(tags)) await state.store.tag(name, tag, d);
+    return canonical;
+  });
 
   const headers: Record<string, string> = {
     Location: urlFor(ctx, `/v2/${name}/manifests/${info.digest}`),
     'Docker-Content-Digest': info.digest,
   };
   if (info.subject) headers['OCI-Subject'] = info.subject.digest;
+  await notify(ctx, 'push', {
+    ...manifestTarget(name, info.mediaType, info.digest, canonical.length, ref),
+    manifest: canonical,
+  });
   sendEmpty(ctx.res, 201, headers);
 }
 
@@ -201,9 +221,26 @@ export async function deleteManifest(ctx: RequestContext): Promise<void> {
     }
     const d = await state.store.resolveTag(name, ref.tag);
     if (!d || !(await state.store.untag(name, ref.tag))) throw manifestUnknown(ref.tag);
+    await notify(ctx, 'delete', { tag: ref.tag });
     sendEmpty(ctx.res, 202);
     return;
   }
+  // The tags that go with it: one delete event each after the manifest's (as the reference).
+  const tags = state.notifier ? await state.store.tagsPointingTo(name, ref.digest) : [];
   if (!(await state.store.deleteManifest(name, ref.digest))) throw manifestUnknown(ref.digest.digest);
+  await notify(ctx, 'delete', { digest: ref.digest.digest });
+  for (const tag of tags) await notify(ctx, 'delete', { tag });
   sendEmpty(ctx.res, 202);
+}
+
+/** The target of a manifest event: its URL by digest, the tag when the request named one. */
+function manifestTarget(name: string, mediaType: string, digest: string, size: number, ref: Reference) {
+  return {
+    mediaType,
+    size,
+    digest,
+    length: size,
+    urlPath: `/v2/${name}/manifests/${digest}`,
+    tag: ref.kind === 'tag' ? ref.tag : undefined,
+  };
 }

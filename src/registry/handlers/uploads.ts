@@ -4,8 +4,10 @@ import { hasBody } from '../../http/body.js';
 import { sendEmpty } from '../../http/server.js';
 import { contentLength, type RequestContext, urlFor } from '../context.js';
 import { RegistryError } from '../errors.js';
-import { checkDigest, checkName } from '../names.js';
+import { checkDigest, isValidName } from '../names.js';
+import { notify } from '../notifications/notify.js';
 import { rangeHeader, type UploadStatus } from '../storage/uploads.js';
+import { blobTarget } from './blobs.js';
 
 function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string, string> {
   return {
@@ -15,7 +17,14 @@ function uploadHeaders(ctx: RequestContext, status: UploadStatus): Record<string
   };
 }
 
-function blobCreated(ctx: RequestContext, digest: string): void {
+async function blobCreated(ctx: RequestContext, digest: string, event?: { from?: string }): Promise<void> {
+  const d = tryParseDigest(digest);
+  const st = d && ctx.state.notifier ? await ctx.state.store.blobStat(d) : undefined;
+  if (st) {
+    const target = blobTarget(ctx.name, digest, st.size);
+    if (event?.from !== undefined) await notify(ctx, 'mount', { ...target, fromRepository: event.from });
+    else await notify(ctx, 'push', target);
+  }
   sendEmpty(ctx.res, 201, {
     Location: urlFor(ctx, `/v2/${ctx.name}/blobs/${digest}`),
     'Docker-Content-Digest': digest,
@@ -33,18 +42,16 @@ function requestedDigests(ctx: RequestContext): ParsedDigest[] {
 export async function startUpload(ctx: RequestContext): Promise<void> {
   const { state, name, query } = ctx;
   const mount = query.get('mount');
-  const from = query.get('from');
-  if (mount !== null && from !== null) {
+  if (mount !== null) {
+    // Held while it is found and linked (a garbage collection in this process keeps it).
     const d = tryParseDigest(mount);
-    let fromName: string | undefined;
-    try {
-      fromName = checkName(from);
-    } catch {
-      fromName = undefined;
-    }
-    if (d && fromName && (await state.store.repoBlobStat(fromName, d))) {
-      await state.store.linkLayer(name, d);
-      blobCreated(ctx, d.digest);
+    const source = await state.gcGuard.hold(d ? [d.digest] : [], async () => {
+      const found = await mountSource(ctx, mount, query.get('from'));
+      if (found) await state.store.linkLayer(name, found.digest);
+      return found;
+    });
+    if (source) {
+      await blobCreated(ctx, source.digest.digest, { from: source.from });
       return;
     }
     // Fall back to an ordinary upload (202), as the protocol says.
@@ -52,19 +59,40 @@ export async function startUpload(ctx: RequestContext): Promise<void> {
   if (query.has('digest')) {
     const digests = requestedDigests(ctx);
     const upload = await state.uploads.create(name);
-    const canonical = await state.uploads.complete(
-      name,
-      upload.id,
-      digests,
-      ctx.req,
-      undefined,
-      contentLength(ctx.req),
+    const canonical = await state.gcGuard.hold(
+      digests.map((d) => d.digest),
+      () => state.uploads.complete(name, upload.id, digests, ctx.req, undefined, contentLength(ctx.req)),
     );
-    blobCreated(ctx, canonical.digest);
+    await blobCreated(ctx, canonical.digest);
     return;
   }
   const upload = await state.uploads.create(name);
   sendEmpty(ctx.res, 202, uploadHeaders(ctx, upload));
+}
+
+/**
+ * The blob a `mount` asks for, when it can be mounted: from `from` when given (the dispatcher
+ * checked pull on it), else (automatic content discovery, when configured) from this repository
+ * or any other repository the caller's credentials may pull.
+ */
+async function mountSource(
+  ctx: RequestContext,
+  mount: string,
+  from: string | null,
+): Promise<{ digest: ParsedDigest; from: string } | undefined> {
+  const { state, name, grant } = ctx;
+  const d = tryParseDigest(mount);
+  if (!d) return undefined;
+  if (from !== null) {
+    if (!isValidName(from)) return undefined;
+    return (await state.store.repoBlobStat(from, d)) ? { digest: d, from } : undefined;
+  }
+  if (!state.automaticCrossmount) return undefined;
+  if (await state.store.repoBlobStat(name, d)) return { digest: d, from: name };
+  const mayPull = grant.mayPull;
+  if (!mayPull) return undefined;
+  const found = await state.store.repositoryWithBlob(d, mayPull, name);
+  return found === undefined ? undefined : { digest: d, from: found };
 }
 
 /** GET /v2/<name>/blobs/uploads/<uuid>: the progress of an upload. */
@@ -101,15 +129,20 @@ export async function completeUpload(ctx: RequestContext): Promise<void> {
   const { req, state, name, param: id } = ctx;
   const digests = requestedDigests(ctx);
   try {
-    const canonical = await state.uploads.complete(
-      name,
-      id,
-      digests,
-      hasBody(req) ? req : undefined,
-      req.headers['content-range'],
-      contentLength(req),
+    // Held: an identical blob already stored is linked, not rewritten (gc/guard.ts).
+    const canonical = await state.gcGuard.hold(
+      digests.map((d) => d.digest),
+      () =>
+        state.uploads.complete(
+          name,
+          id,
+          digests,
+          hasBody(req) ? req : undefined,
+          req.headers['content-range'],
+          contentLength(req),
+        ),
     );
-    blobCreated(ctx, canonical.digest);
+    await blobCreated(ctx, canonical.digest);
   } catch (err) {
     if (err instanceof RegistryError && err.code === 'RANGE_INVALID') {
       // 416 is not an answer of PUT (change b): the final chunk does not fit.

@@ -260,6 +260,40 @@ export class RegistryStore {
 
   // ---- repositories ----
 
+  /**
+   * A repository other than `except` that holds the blob (linked as a layer or a manifest) and
+   * that `accept` allows, in lexical order; undefined when none does. What a mount without
+   * `from` searches (automatic content discovery).
+   */
+  async repositoryWithBlob(
+    d: ParsedDigest,
+    accept: (name: string) => boolean,
+    except?: string,
+  ): Promise<string | undefined> {
+    if (!(await this.blobStat(d))) return undefined;
+    const candidates: string[] = [];
+    const prefix = `${REPOSITORIES}/`;
+    try {
+      await this.driver.walk(REPOSITORIES, (info) => {
+        if (!info.isDir) return;
+        const base = info.path.slice(info.path.lastIndexOf('/') + 1);
+        if (base === '_layers' || base === '_manifests') {
+          const name = info.path.slice(prefix.length, info.path.length - base.length - 1);
+          if (name !== except && candidates[candidates.length - 1] !== name && accept(name))
+            candidates.push(name);
+          return 'skip';
+        }
+        if (base.startsWith('_')) return 'skip';
+      });
+    } catch (err) {
+      if (!isPathNotFound(err)) throw err;
+    }
+    for (const name of candidates.sort(compareStrings)) {
+      if (await this.repoHasBlob(name, d)) return name;
+    }
+    return undefined;
+  }
+
   async repoExists(name: string): Promise<boolean> {
     return (await orUndefined(this.driver.stat(paths.repo(name)))) !== undefined;
   }

@@ -5,6 +5,8 @@ import { uuidV4 } from '../../common/ids.js';
 import { RegistryError } from '../errors.js';
 import { Lru } from '../lru.js';
 import { isPathNotFound, type StorageDriver } from './driver.js';
+import { FilesystemDriver } from './filesystem.driver.js';
+import { tryLease } from './lease.js';
 import { paths, REPOSITORIES } from './paths.js';
 import type { RegistryStore } from './store.js';
 
@@ -65,13 +67,39 @@ export class UploadStore {
   private async locked<T>(name: string, id: string, fn: () => Promise<T>): Promise<T> {
     const key = this.key(name, id);
     const previous = this.locks.get(key) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
+    const leased = () => this.leased(name, id, fn);
+    const run = previous.then(leased, leased);
     const tail = run.catch(() => {});
     this.locks.set(key, tail);
     try {
       return await run;
     } finally {
       if (this.locks.get(key) === tail) this.locks.delete(key);
+    }
+  }
+
+  /**
+   * Run `fn` holding the upload's lease in the storage (`_uploads/<id>/writer`), so that another
+   * registry process on the same root cannot write into the upload at the same time: a request
+   * there is refused (409 BLOB_UPLOAD_INVALID) rather than interleaved. The lease of a process
+   * that died is taken over (storage/lease.ts). Drivers other than the filesystem have none.
+   */
+  private async leased<T>(name: string, id: string, fn: () => Promise<T>): Promise<T> {
+    if (!(this.driver instanceof FilesystemDriver) || !UPLOAD_ID.test(id)) return fn();
+    const lease = await tryLease(this.driver.fullPath(`${paths.uploadDir(name, id)}/writer`));
+    if (lease === 'missing') return fn(); // no such upload: fn answers BLOB_UPLOAD_UNKNOWN
+    if ('busy' in lease) {
+      throw new RegistryError(
+        'BLOB_UPLOAD_INVALID',
+        `the upload is being written by another registry process (pid ${lease.busy.pid} on ${lease.busy.host || 'unknown host'})`,
+        { uuid: id },
+        409,
+      );
+    }
+    try {
+      return await fn();
+    } finally {
+      await lease.release();
     }
   }
 

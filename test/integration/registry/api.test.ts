@@ -523,11 +523,17 @@ describe('manifests', () => {
       200,
     );
   });
-  it('invalid tags are 400 TAG_INVALID', async () => {
+  it('invalid tags are 400 TAG_INVALID on PUT, 404 MANIFEST_UNKNOWN on GET (no such manifest)', async () => {
     for (const tag of ['.dot', '-dash', 'a'.repeat(129), 'bad!tag']) {
-      const res = await http('GET', `${base}/v2/man/basic/manifests/${encodeURIComponent(tag)}`);
+      const res = await http('PUT', `${base}/v2/man/basic/manifests/${encodeURIComponent(tag)}`, {
+        body: '{}',
+        headers: { 'Content-Type': OCI_MANIFEST },
+      });
       assert.equal(res.status, 400, tag);
       assert.deepEqual(errorCodes(res), ['TAG_INVALID'], tag);
+      const get = await http('GET', `${base}/v2/man/basic/manifests/${encodeURIComponent(tag)}`);
+      assert.equal(get.status, 404, tag);
+      assert.deepEqual(errorCodes(get), ['MANIFEST_UNKNOWN'], tag);
     }
   });
 });

@@ -83,7 +83,7 @@ describe('access control from config', () => {
       { headers: { authorization: `Bearer ${token}` }, socket: {} } as unknown as IncomingMessage,
       [{ type: 'repository', name: 'a', actions: ['pull'] }],
     );
-    assert.deepEqual(grant, { user: 'alice' });
+    assert.equal(grant.user, 'alice');
   });
 
   it('refuses bad settings clearly', async () => {

@@ -113,11 +113,9 @@ describe('built-in token server', () => {
     );
     const authz = new TokenAuthorizer({ realm: base, service: 'registry.test', verifier });
     const req = { headers: { authorization: `Bearer ${r.body.token}` } } as never;
-    assert.deepEqual(
-      await authz.authorize(req, [{ type: 'repository', name: 'alice/shared', actions: ['pull'] }]),
-      {
-        user: 'bob',
-      },
+    assert.equal(
+      (await authz.authorize(req, [{ type: 'repository', name: 'alice/shared', actions: ['pull'] }])).user,
+      'bob',
     );
     await assert.rejects(
       authz.authorize(req, [{ type: 'repository', name: 'alice/shared', actions: ['push'] }]),

@@ -1,0 +1,136 @@
+/**
+ * Pull-through cache benchmark: an image pulled through berth's proxy and through the reference
+ * registry's proxy mode (distribution), both caching the same upstream (a berth registry).
+ *
+ *   node --import tsx bench/registry/mirror.bench.ts [--blob-mib 256] [--clients 4] [--repeat 2]
+ *
+ * For each proxy: a cold pull (manifest by tag, then the layer, by `--clients` clients at once:
+ * what the upstream is asked once and streamed to all) and a warm pull of the same (served from
+ * the cache), timed; each run uses a fresh image so every cold pull is cold. Processes are
+ * started on loopback with temporary roots and stopped by PID. Every loop is bounded.
+ */
+import { createHash, randomFillSync } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { REFERENCE_BINARY, startBerth, startReference, type Target } from './targets.js';
+
+const MiB = 1024 * 1024;
+const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
+
+function option(name: string, fallback: number, max: number): number {
+  const i = process.argv.indexOf(name);
+  if (i < 0) return fallback;
+  const n = Number(process.argv[i + 1]);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} needs a positive number`);
+  return Math.min(max, n);
+}
+
+const sha256 = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+async function pushBlob(base: string, name: string, data: Buffer | string): Promise<string> {
+  const digest = sha256(data);
+  const res = await fetch(`${base}/v2/${name}/blobs/uploads/?digest=${digest}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/octet-stream' },
+    body: data,
+  });
+  await res.arrayBuffer();
+  if (res.status !== 201) throw new Error(`push ${name}: ${res.status}`);
+  return digest;
+}
+
+/** A fresh image in the upstream: config and one layer of `size` random bytes. */
+async function pushImage(base: string, name: string, size: number): Promise<{ layer: string }> {
+  const layerData = randomFillSync(Buffer.allocUnsafe(size));
+  const config = JSON.stringify({
+    architecture: 'amd64',
+    os: 'linux',
+    rootfs: { type: 'layers', diff_ids: [] },
+  });
+  const layer = await pushBlob(base, name, layerData);
+  const configDigest = await pushBlob(base, name, config);
+  const manifest = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: OCI_MANIFEST,
+    config: {
+      mediaType: 'application/vnd.oci.image.config.v1+json',
+      digest: configDigest,
+      size: config.length,
+    },
+    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layer, size }],
+  });
+  const res = await fetch(`${base}/v2/${name}/manifests/latest`, {
+    method: 'PUT',
+    headers: { 'Content-Type': OCI_MANIFEST },
+    body: manifest,
+  });
+  await res.arrayBuffer();
+  if (res.status !== 201) throw new Error(`manifest ${name}: ${res.status}`);
+  return { layer };
+}
+
+/** Pull manifest and layer through a proxy by `clients` clients at once; seconds. */
+async function pull(proxy: Target, name: string, layer: string, clients: number): Promise<number> {
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      const m = await fetch(`${proxy.url}/v2/${name}/manifests/latest`, {
+        headers: { Accept: OCI_MANIFEST },
+      });
+      await m.arrayBuffer();
+      if (m.status !== 200) throw new Error(`${proxy.name}: manifest ${m.status}`);
+      const b = await fetch(`${proxy.url}/v2/${name}/blobs/${layer}`);
+      const hash = createHash('sha256');
+      for await (const chunk of b.body as AsyncIterable<Uint8Array>) hash.update(chunk);
+      if (b.status !== 200 || `sha256:${hash.digest('hex')}` !== layer)
+        throw new Error(`${proxy.name}: layer ${b.status}, digest mismatch`);
+    }),
+  );
+  return Number(process.hrtime.bigint() - started) / 1e9;
+}
+
+async function main(): Promise<void> {
+  const blobMiB = option('--blob-mib', 256, 2048);
+  const clients = Math.floor(option('--clients', 4, 64));
+  const repeat = Math.floor(option('--repeat', 2, 10));
+  const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+  const started: Target[] = [];
+  try {
+    const upstream = await startBerth(repoRoot, [], 'upstream');
+    started.push(upstream);
+    const proxyConfig = ['proxy:', `  remoteurl: ${upstream.url}`];
+    const proxies: Target[] = [await startBerth(repoRoot, proxyConfig, 'berth proxy')];
+    started.push(...proxies);
+    if (existsSync(REFERENCE_BINARY)) {
+      const ref = await startReference(REFERENCE_BINARY, proxyConfig, 'reference proxy');
+      started.push(ref);
+      proxies.push(ref);
+    }
+    const rows: string[] = [];
+    for (const proxy of proxies) {
+      let cold = Number.POSITIVE_INFINITY;
+      let warm = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < repeat; i++) {
+        const name = `bench/${proxy.name.replace(/\W/g, '')}${i}`;
+        const { layer } = await pushImage(upstream.url, name, blobMiB * MiB);
+        cold = Math.min(cold, await pull(proxy, name, layer, clients));
+        warm = Math.min(warm, await pull(proxy, name, layer, clients));
+      }
+      const rate = (s: number) => ((blobMiB * clients) / s).toFixed(0);
+      rows.push(
+        `${proxy.name.padEnd(16)} cold ${cold.toFixed(2)} s (${rate(cold)} MiB/s to clients)  warm ${warm.toFixed(2)} s (${rate(warm)} MiB/s)`,
+      );
+    }
+    process.stdout.write(
+      `\npull of one ${blobMiB} MiB layer by ${clients} clients at once, best of ${repeat}:\n${rows.join('\n')}\n`,
+    );
+  } finally {
+    for (const t of started.reverse()) await t.stop().catch(() => {});
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`mirror bench: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,179 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { EventEmitter, once } from 'node:events';
+import { type FileHandle, mkdir, open, rm } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
+import { dirname } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { ParsedDigest } from '../../common/digest.js';
+import type { FilesystemDriver } from '../storage/filesystem.driver.js';
+import { paths } from '../storage/paths.js';
+
+/** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
+const BATCH = 256 * 1024;
+/** How long the upstream may send nothing of a blob's body before the fetch fails. */
+const BODY_IDLE_MS = 60_000;
+/** Bytes read from the cache file per read of a reader. */
+const READ_CHUNK = 1024 * 1024;
+
+/**
+ * One blob on its way from the upstream into the blob store: written to a temporary file in the
+ * blob's directory while its digest is computed, moved into place once verified. Any number of
+ * clients read it meanwhile, each from the bytes already on disk, waiting for more (so a client
+ * never waits for the whole blob, and the upstream is asked once).
+ */
+export class BlobFetch extends EventEmitter {
+  /** Bytes on disk (what readers may read). */
+  written = 0;
+  /** The file readers read: the temporary file, then the blob's data file. */
+  file: string;
+  private readonly dataFile: string;
+  done = false;
+  error: Error | undefined;
+  /** Settles when the blob is stored (resolves true) or failed (false). */
+  readonly finished: Promise<boolean>;
+
+  constructor(
+    readonly digest: ParsedDigest,
+    /** The size the upstream announced (Content-Length), when it did. */
+    readonly size: number | undefined,
+    private readonly driver: FilesystemDriver,
+    body: Readable,
+    /** After the data file is in place, before readers are told it is done (links). */
+    private readonly onStored: () => Promise<void>,
+  ) {
+    super();
+    this.setMaxListeners(0);
+    this.file = driver.fullPath(`${paths.blobDir(digest)}/data.${randomBytes(6).toString('hex')}.tmp`);
+    this.dataFile = driver.fullPath(paths.blobData(digest));
+    this.finished = this.run(body).then(
+      () => true,
+      (err: unknown) => {
+        this.error = err instanceof Error ? err : new Error(String(err));
+        this.emit('progress');
+        return false;
+      },
+    );
+  }
+
+  private async run(body: Readable): Promise<void> {
+    const tmp = this.file;
+    await mkdir(dirname(tmp), { recursive: true });
+    const handle = await open(tmp, 'w');
+    const hash = createHash(this.digest.algorithm);
+    let ok = false;
+    try {
+      let pending: Buffer[] = [];
+      let pendingBytes = 0;
+      const flush = async () => {
+        if (pendingBytes === 0) return;
+        const buf = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
+        pending = [];
+        pendingBytes = 0;
+        await writeAll(handle, buf);
+        this.written += buf.length;
+        this.emit('progress');
+      };
+      // An upstream that stops sending for BODY_IDLE_MS fails the fetch (the clients' answers
+      // are cut) rather than holding them forever.
+      let idle = setTimeout(stalled, BODY_IDLE_MS);
+      function stalled() {
+        body.destroy(new Error(`upstream sent nothing for ${BODY_IDLE_MS / 1000} s`));
+      }
+      try {
+        for await (const chunk of body) {
+          clearTimeout(idle);
+          idle = setTimeout(stalled, BODY_IDLE_MS);
+          const buf = chunk as Buffer;
+          hash.update(buf);
+          pending.push(buf);
+          pendingBytes += buf.length;
+          if (pendingBytes >= BATCH) await flush();
+        }
+      } finally {
+        clearTimeout(idle);
+      }
+      await flush();
+      if (this.size !== undefined && this.written !== this.size)
+        throw new Error(`upstream sent ${this.written} bytes of ${this.size} for ${this.digest.digest}`);
+      const actual = `${this.digest.algorithm}:${hash.digest('hex')}`;
+      if (actual !== this.digest.digest)
+        throw new Error(`upstream content of ${this.digest.digest} has digest ${actual}`);
+      await handle.sync();
+      ok = true;
+    } finally {
+      await handle.close().catch(() => undefined);
+      if (!ok) await rm(tmp, { force: true });
+    }
+    await this.driver.move(
+      `${paths.blobDir(this.digest)}/${tmp.slice(tmp.lastIndexOf('/') + 1)}`,
+      paths.blobData(this.digest),
+    );
+    this.file = this.dataFile;
+    await this.onStored();
+    this.done = true;
+    this.emit('progress');
+  }
+
+  /**
+   * Send bytes `start`..`end` (inclusive; end undefined: to the end, whatever the size) to a
+   * client as they arrive. Rejects when the fetch fails (the client's answer is then cut).
+   */
+  async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
+    let pos = start;
+    const buf = Buffer.allocUnsafe(READ_CHUNK);
+    let handle: FileHandle | undefined;
+    let handleFile = '';
+    try {
+      for (;;) {
+        if (res.destroyed) return;
+        const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
+        if (pos < stop) {
+          if (!handle || handleFile !== this.file) {
+            // The file moved into place (rename keeps an open handle valid; a new one is opened
+            // on the data file for what follows).
+            await handle?.close();
+            handleFile = this.file;
+            handle = await open(handleFile, 'r').catch(() => {
+              // Renamed between the check and the open: the data file has it now.
+              handleFile = this.dataFile;
+              return open(handleFile, 'r');
+            });
+          }
+          const { bytesRead } = await handle.read(buf, 0, Math.min(READ_CHUNK, stop - pos), pos);
+          if (bytesRead === 0) throw new Error('cache file shorter than written');
+          pos += bytesRead;
+          if (!res.write(Buffer.from(buf.subarray(0, bytesRead)))) await drained(res);
+          continue;
+        }
+        if (end !== undefined && pos > end) break;
+        if (this.error) throw this.error;
+        if (this.done) break;
+        await once(this, 'progress');
+      }
+      res.end();
+    } finally {
+      await handle?.close().catch(() => undefined);
+    }
+  }
+}
+
+/** Until the response takes more data, or is gone. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
+  let off = 0;
+  while (off < buf.length) {
+    const { bytesWritten } = await handle.write(buf, off, buf.length - off);
+    off += bytesWritten;
+  }
+}
