@@ -10,11 +10,15 @@ const repoRoot = resolve(import.meta.dirname, '../..');
  * A berth engine of its own for the benchmark (temp socket and data root): the build in dist/, as
  * `bin/berth` runs it (build first: `npm run build`).
  */
-export async function startBerth(): Promise<{ host: string; stop(): Promise<void> }> {
+export async function startBerth(): Promise<{
+  host: string;
+  pid: number | undefined;
+  stop(): Promise<void>;
+}> {
   if (!existsSync(join(repoRoot, 'dist/cli/main.js')))
     throw new Error('no build in dist/: run npm run build first');
   const engine = await TestEngine.start({ logLevel: 'warn', compiled: true });
-  return { host: engine.host, stop: () => engine.destroy() };
+  return { host: engine.host, pid: engine.pid, stop: () => engine.destroy() };
 }
 
 /**

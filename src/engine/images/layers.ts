@@ -27,20 +27,22 @@ export async function* toBuffers(
  * unpacks its layers side by side); `expectDiffId` refuses a layer whose content is not that;
  * `verifiedDigest`: the input checks itself against this digest (it fails before it ends
  * otherwise), so the blob is not hashed twice; `keepBlob: false` keeps no blob at all (a pull:
- * the registry has it, the distribution metadata store says where).
+ * the registry has it, the distribution metadata store says where); `sizeHint`: the input's size
+ * when known (a large layer is unpacked on a worker thread).
  */
 export async function addLayer(
   store: Pick<ImageStore, 'content' | 'overlay' | 'pin' | 'unpin'>,
   parent: string | null | Promise<string | null>,
   input: AsyncIterable<Buffer | Uint8Array | string>,
   onProgress?: (rawBytes: number) => void,
-  opts: { expectDiffId?: string; verifiedDigest?: string; keepBlob?: boolean } = {},
+  opts: { expectDiffId?: string; verifiedDigest?: string; keepBlob?: boolean; sizeHint?: number } = {},
 ): Promise<PinnedLayer> {
   const { layer } = await store.overlay.applyLayer(parent, toBuffers(input), {
     blob: opts.keepBlob === false ? undefined : store.content.writer(opts.verifiedDigest),
     onProgress,
     expectDiffId: opts.expectDiffId,
     onCommit: (chainId) => store.pin(chainId),
+    sizeHint: opts.sizeHint,
   });
   let released = false;
   return {

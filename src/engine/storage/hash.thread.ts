@@ -88,12 +88,14 @@ export class ThreadedSha256 {
     this.failed = err;
   };
 
+  /** `inlineBytes`: Infinity hashes in place whatever the size (a caller already on a worker). */
   constructor(private readonly inlineBytes = 8 * 1024 * 1024) {}
 
   /** Take a chunk; a promise when the ring is full (await it before the next chunk). */
   update(chunk: Buffer): Promise<void> | undefined {
     if (this.thread) return this.put(chunk);
     this.local.update(chunk);
+    if (this.inlineBytes === Number.POSITIVE_INFINITY) return undefined;
     this.kept.push(chunk);
     this.keptBytes += chunk.length;
     if (this.keptBytes <= this.inlineBytes) return undefined;

@@ -7,9 +7,11 @@ import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 import { ThreadedSha256 } from './hash.thread.js';
+import type { Compression, LayerListing, UnpackedLayer } from './layer.types.js';
 import { TarSplitRecorder } from './tar-split.js';
+import { unpackOnThread, unpackOnThreadFor } from './unpack.thread.js';
 
-export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz' | 'zstd';
+export type { Compression, LayerListing, UnpackedLayer } from './layer.types.js';
 
 /** Sniff the compression of a stream from its first bytes (archive.DetectCompression). */
 export function detectCompression(head: Uint8Array): Compression {
@@ -20,17 +22,6 @@ export function detectCompression(head: Uint8Array): Compression {
     return 'xz';
   if (b.length >= 4 && b.readUInt32LE(0) === 0xfd2fb528) return 'zstd';
   return 'none';
-}
-
-/** What a layer tarball says besides its files: whiteouts and opaque directories (AUFS style). */
-export interface LayerListing {
-  /** Paths (relative, no leading slash) to hide: `.wh.<name>` entries, their prefix removed. */
-  whiteouts: string[];
-  /** Directories whose lower content is hidden: parents of `.wh..wh..opq`. */
-  opaqueDirs: string[];
-  /** Sum of regular file sizes (what dockerd reports as the layer size). */
-  size: number;
-  entries: number;
 }
 
 export const WHITEOUT_PREFIX = '.wh.';
@@ -213,25 +204,18 @@ export async function* decompress(
   }
 }
 
-export interface ApplyResult {
-  diffId: string;
-  /** Regular file bytes in the layer. */
-  size: number;
-  compression: Compression;
+export interface ApplyResult extends UnpackedLayer {
   /** Bytes read from the input (compressed size). */
   rawSize: number;
-  /** Bytes of the uncompressed layer tarball (what the diff ID is the digest of). */
-  tarSize: number;
-  listing: LayerListing;
-  /** The tar-split record (gzip'd) that rebuilds the tarball from the unpacked files (tar-split.ts). */
-  tarSplit?: Buffer;
 }
 
 /**
  * Apply a layer tarball (plain, gzip, bzip2, xz or zstd) to an empty directory: GNU tar extracts
  * (owners, modes, mtimes, devices, links, xattrs) while the same bytes are hashed into the diff ID
  * and listed for whiteouts, which are converted to overlay form afterwards. The raw input goes to
- * `blob` when given (the layer blob in the content store).
+ * `blob` when given (the layer blob in the content store). With the host's own ops a layer known
+ * to be large (`sizeHint`) is unpacked on a worker thread (unpack.thread.ts): this thread only
+ * reads the input and hands its bytes over.
  */
 export async function applyLayer(opts: {
   input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable;
@@ -239,6 +223,8 @@ export async function applyLayer(opts: {
   ops: StorageOps;
   blob?: BlobWriter;
   onProgress?: (rawBytes: number) => void;
+  /** The input's size when known (a pulled blob's): a large layer is unpacked on a worker thread. */
+  sizeHint?: number;
 }): Promise<ApplyResult> {
   const { dir, ops } = opts;
   let rawSize = 0;
@@ -252,9 +238,25 @@ export async function applyLayer(opts: {
       yield chunk;
     }
   };
+  const unpacked = unpackOnThreadFor(ops, opts.sizeHint)
+    ? await unpackOnThread(tap(), dir)
+    : await unpackLayerTar(tap(), dir, ops);
+  return { ...unpacked, rawSize };
+}
+
+/**
+ * The unpacking itself, on whichever thread runs it: decompress, hash the tarball into the diff
+ * ID, walk it block by block (the listing and the tar-split record; a hostile member stops it),
+ * feed GNU tar, and once tar is done turn the whiteouts into overlay's.
+ */
+export async function unpackLayerTar(
+  source: AsyncIterable<Buffer>,
+  dir: string,
+  ops: StorageOps,
+  diffHash: ThreadedSha256 = new ThreadedSha256(),
+): Promise<UnpackedLayer> {
   let compression: Compression = 'none';
   const listing: LayerListing = { whiteouts: [], opaqueDirs: [], size: 0, entries: 0 };
-  const diffHash = new ThreadedSha256();
 
   // the tarball is walked block by block as it passes: the listing, and the tar-split record
   // that rebuilds it from the unpacked files (headers and padding kept, file bodies only counted)
@@ -278,7 +280,7 @@ export async function applyLayer(opts: {
   let tarFinished = false;
   let total = 0;
   try {
-    for await (const chunk of decompress(tap(), ops, (c) => {
+    for await (const chunk of decompress(source, ops, (c) => {
       compression = c;
     })) {
       if (chunk.length === 0) continue;
@@ -323,7 +325,6 @@ export async function applyLayer(opts: {
     diffId,
     size: listing.size,
     compression,
-    rawSize,
     tarSize: total,
     listing,
   };

@@ -234,6 +234,8 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       expectDiffId?: string;
       /** Called under the layer's lock once it exists (new or found), before anyone can remove it. */
       onCommit?: (chainId: string) => void;
+      /** The input's size when known (a pulled blob's): a large layer unpacks on a worker thread. */
+      sizeHint?: number;
     } = {},
   ): Promise<{ layer: LayerRecord; created: boolean }> {
     // A parent given as a promise (a pull unpacking layers side by side) must exist only at commit.
@@ -248,6 +250,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         ops: this.opts.ops,
         blob: options.blob,
         onProgress: options.onProgress,
+        sizeHint: options.sizeHint,
       });
       if (options.expectDiffId !== undefined && options.expectDiffId !== applied.diffId)
         throw invalidParameter("layers from manifest don't match image configuration");

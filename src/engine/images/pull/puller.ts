@@ -351,6 +351,7 @@ export class ImagePuller {
               expectDiffId: l.diffId,
               verifiedDigest: l.digest,
               keepBlob: this.deps.keepBlobs ?? false,
+              sizeHint: l.size,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);

@@ -1,0 +1,190 @@
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { BerthError, type ErrorKind } from '../../common/errors.js';
+import type { StorageOps } from './adapters/host.ops.js';
+import type { UnpackedLayer } from './layer.types.js';
+
+/**
+ * A large layer unpacked on a worker thread (unpack.worker.ts): decompression, the diff ID, the
+ * tar-split walk and the writes into GNU tar's stdin all leave the event loop, which only reads
+ * the input (the registry's response, its digest checked there) and copies it into a ring of
+ * shared memory the worker reads from (one memcpy, no allocation, no message per chunk). On two
+ * cores the download side and the unpacking side then each have a core.
+ *
+ * Only a layer known to be large (a pull knows its blob's size) goes there: for a small one
+ * (most of them) the thread would cost more than it saves.
+ *
+ * Control words (BigInt64 in shared memory): 0 bytes written, 1 bytes taken by the worker, 2 end
+ * of input (1: complete, 2: abandoned, the worker fails), 3 a sequence number the writer bumps
+ * after each change (what the worker waits on), 4 the worker is done with the job (set before
+ * its answer, so that a writer waiting for room stops).
+ */
+const RING = 8 * 1024 * 1024;
+const THREAD_FROM = 8 * 1024 * 1024;
+
+export const CTRL_WRITTEN = 0;
+export const CTRL_READ = 1;
+export const CTRL_END = 2;
+export const CTRL_SEQ = 3;
+export const CTRL_DONE = 4;
+export const CTRL_WORDS = 5;
+
+/** A job for the worker (the ring and the control words are the thread's own). */
+export interface UnpackJob {
+  dir: string;
+  ring: SharedArrayBuffer;
+  ctrl: SharedArrayBuffer;
+}
+
+/** The worker's answer: the unpacked layer (its tar-split record as bytes), or the error. */
+export type UnpackAnswer =
+  | { ok: true; layer: Omit<UnpackedLayer, 'tarSplit'>; tarSplit?: Uint8Array }
+  | { ok: false; kind?: ErrorKind; message: string };
+
+/** ES2024's Atomics.waitAsync (in Node 20; not in this project's TypeScript lib). */
+export interface AtomicsWaitAsync {
+  waitAsync(
+    array: BigInt64Array,
+    index: number,
+    value: bigint,
+    timeout?: number,
+  ): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
+interface UnpackThread {
+  worker: Worker;
+  ring: SharedArrayBuffer;
+  ctrl: SharedArrayBuffer;
+}
+
+const idle: UnpackThread[] = [];
+const MAX_IDLE = 2;
+
+/**
+ * The worker's source: the compiled module, or (the engine run from src/ through tsx, as the
+ * tests do) the TypeScript one loaded through tsx's require hook, which a worker does not inherit.
+ */
+function workerSource(): string {
+  const here = import.meta.url;
+  if (here.endsWith('.ts')) {
+    const entry = fileURLToPath(new URL('./unpack.worker.ts', here));
+    const tsx = createRequire(here).resolve('tsx/cjs');
+    return `require(${JSON.stringify(tsx)}); require(${JSON.stringify(entry)});`;
+  }
+  return `import(${JSON.stringify(new URL('./unpack.worker.js', here).href)});`;
+}
+
+function takeThread(): UnpackThread {
+  const t = idle.pop() ?? {
+    worker: new Worker(workerSource(), { eval: true }),
+    ring: new SharedArrayBuffer(RING),
+    ctrl: new SharedArrayBuffer(CTRL_WORDS * 8),
+  };
+  t.worker.ref();
+  new BigInt64Array(t.ctrl).fill(0n);
+  return t;
+}
+
+function giveBack(t: UnpackThread): void {
+  t.worker.removeAllListeners('message');
+  t.worker.removeAllListeners('error');
+  t.worker.removeAllListeners('exit');
+  if (idle.length < MAX_IDLE) {
+    t.worker.unref();
+    idle.push(t);
+  } else void t.worker.terminate();
+}
+
+/** Whether a layer of `sizeHint` bytes (its blob's size, when known) is unpacked on a thread. */
+export function unpackOnThreadFor(ops: StorageOps, sizeHint: number | undefined): boolean {
+  return ops.unpackThreads === true && sizeHint !== undefined && sizeHint >= THREAD_FROM;
+}
+
+/**
+ * Unpack the layer tarball `source` into `dir` on a worker thread. An error of the source (a
+ * digest mismatch, a dropped download) fails the worker's unpacking too, and is what this throws.
+ */
+export async function unpackOnThread(source: AsyncIterable<Buffer>, dir: string): Promise<UnpackedLayer> {
+  const it = source[Symbol.asyncIterator]();
+  const t = takeThread();
+  const data = new Uint8Array(t.ring);
+  const ctrl = new BigInt64Array(t.ctrl);
+  let crashed: Error | undefined;
+  const answer = new Promise<UnpackAnswer>((resolve, reject) => {
+    t.worker.once('message', (m: UnpackAnswer) => resolve(m));
+    t.worker.once('error', (err: Error) => {
+      crashed = err;
+      reject(err);
+    });
+    t.worker.once('exit', (code) => {
+      crashed ??= new Error(`the unpacking thread exited (${code})`);
+      reject(crashed);
+    });
+  });
+  answer.catch(() => undefined);
+  const job: UnpackJob = { dir, ring: t.ring, ctrl: t.ctrl };
+  t.worker.postMessage(job);
+
+  let written = 0;
+  const workerDone = () => crashed !== undefined || Atomics.load(ctrl, CTRL_DONE) !== 0n;
+  /** Copy a chunk into the ring (waiting for room); false once the worker stopped taking input. */
+  const put = async (chunk: Buffer): Promise<boolean> => {
+    let off = 0;
+    while (off < chunk.length) {
+      if (workerDone()) return false;
+      const read = Number(Atomics.load(ctrl, CTRL_READ));
+      const free = RING - (written - read);
+      if (free === 0) {
+        const w = (Atomics as unknown as AtomicsWaitAsync).waitAsync(ctrl, CTRL_READ, BigInt(read), 1000);
+        if (w.async) await w.value;
+        continue;
+      }
+      const at = written % RING;
+      const n = Math.min(free, chunk.length - off, RING - at);
+      data.set(chunk.subarray(off, off + n), at);
+      off += n;
+      written += n;
+      Atomics.store(ctrl, CTRL_WRITTEN, BigInt(written));
+      Atomics.add(ctrl, CTRL_SEQ, 1n);
+      Atomics.notify(ctrl, CTRL_SEQ);
+    }
+    return true;
+  };
+  const signalEnd = (how: 1n | 2n) => {
+    Atomics.store(ctrl, CTRL_END, how);
+    Atomics.add(ctrl, CTRL_SEQ, 1n);
+    Atomics.notify(ctrl, CTRL_SEQ);
+  };
+
+  let sourceError: unknown;
+  let stopped = false;
+  try {
+    while (!stopped) {
+      const r = await it.next();
+      if (r.done) break;
+      if (!(await put(r.value))) stopped = true;
+    }
+    signalEnd(1n);
+  } catch (err) {
+    sourceError = err;
+    signalEnd(2n);
+  }
+  // the worker gave up first (a hostile member, tar failed): stop reading the input
+  if (stopped) await it.return?.(undefined).catch(() => undefined);
+
+  let reply: UnpackAnswer;
+  try {
+    reply = await answer;
+  } catch (err) {
+    void t.worker.terminate();
+    throw sourceError ?? err;
+  }
+  giveBack(t);
+  if (sourceError !== undefined) throw sourceError;
+  if (!reply.ok) throw reply.kind ? new BerthError(reply.kind, reply.message) : new Error(reply.message);
+  return {
+    ...reply.layer,
+    ...(reply.tarSplit ? { tarSplit: Buffer.from(reply.tarSplit) } : {}),
+  };
+}
