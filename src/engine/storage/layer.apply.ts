@@ -7,11 +7,17 @@ import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 import { ThreadedSha256 } from './hash.thread.js';
-import type { Compression, LayerListing, UnpackedLayer } from './layer.types.js';
+import {
+  type Compression,
+  isLayerProducer,
+  type LayerListing,
+  type LayerProducer,
+  type UnpackedLayer,
+} from './layer.types.js';
 import { TarSplitRecorder } from './tar-split.js';
 import { unpackOnThread, unpackOnThreadFor } from './unpack.thread.js';
 
-export type { Compression, LayerListing, UnpackedLayer } from './layer.types.js';
+export type { ByteSink, Compression, LayerListing, LayerProducer, UnpackedLayer } from './layer.types.js';
 
 /** Sniff the compression of a stream from its first bytes (archive.DetectCompression). */
 export function detectCompression(head: Uint8Array): Compression {
@@ -218,7 +224,7 @@ export interface ApplyResult extends UnpackedLayer {
  * reads the input and hands its bytes over.
  */
 export async function applyLayer(opts: {
-  input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable;
+  input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable | LayerProducer;
   dir: string;
   ops: StorageOps;
   blob?: BlobWriter;
@@ -226,9 +232,24 @@ export async function applyLayer(opts: {
   /** The input's size when known (a pulled blob's): a large layer is unpacked on a worker thread. */
   sizeHint?: number;
 }): Promise<ApplyResult> {
-  const { dir, ops } = opts;
+  const { dir, ops, input } = opts;
   let rawSize = 0;
-  const source = opts.input as AsyncIterable<Buffer>;
+  if (isLayerProducer(input) && !opts.blob && unpackOnThreadFor(ops, opts.sizeHint)) {
+    // the producer writes straight into the worker's ring
+    const counted: LayerProducer = {
+      produce: (sink) =>
+        input.produce({
+          write: (chunk) => {
+            rawSize += chunk.length;
+            opts.onProgress?.(rawSize);
+            return sink.write(chunk);
+          },
+          room: () => sink.room(),
+        }),
+    };
+    return { ...(await unpackOnThread(counted, dir)), rawSize };
+  }
+  const source = (isLayerProducer(input) ? producedChunks(input) : input) as AsyncIterable<Buffer>;
   const tap = async function* (): AsyncGenerator<Buffer> {
     for await (const c of source) {
       const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
@@ -242,6 +263,80 @@ export async function applyLayer(opts: {
     ? await unpackOnThread(tap(), dir)
     : await unpackLayerTar(tap(), dir, ops);
   return { ...unpacked, rawSize };
+}
+
+/**
+ * A producer's bytes as chunks to iterate (copied: the producer reuses its buffer), at most
+ * about 1 MiB ahead of the consumer. A consumer that stops early makes the producer's `room`
+ * fail.
+ */
+async function* producedChunks(producer: LayerProducer): AsyncGenerator<Buffer> {
+  const AHEAD = 1024 * 1024;
+  const queue: Buffer[] = [];
+  let queued = 0;
+  let finished = false;
+  let failure: unknown;
+  let stopped = false;
+  let wakeConsumer: (() => void) | undefined;
+  let wakeProducer: { resolve: () => void; reject: (err: Error) => void } | undefined;
+  const stop = new Error('the unpacking stopped');
+  const running = producer
+    .produce({
+      write(chunk) {
+        if (stopped) return false;
+        queue.push(Buffer.from(chunk));
+        queued += chunk.length;
+        wakeConsumer?.();
+        return queued < AHEAD;
+      },
+      room() {
+        if (stopped) return Promise.reject(stop);
+        if (queued < AHEAD) return Promise.resolve();
+        return new Promise<void>((resolve, reject) => {
+          wakeProducer = { resolve, reject };
+        });
+      },
+    })
+    .then(
+      () => {
+        finished = true;
+      },
+      (err: unknown) => {
+        finished = true;
+        failure = err;
+      },
+    )
+    .finally(() => wakeConsumer?.());
+  try {
+    for (;;) {
+      const next = queue.shift();
+      if (next) {
+        queued -= next.length;
+        if (queued < AHEAD && wakeProducer) {
+          const w = wakeProducer;
+          wakeProducer = undefined;
+          w.resolve();
+        }
+        yield next;
+        continue;
+      }
+      if (finished) {
+        if (failure !== undefined) throw failure;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        wakeConsumer = resolve;
+      });
+      wakeConsumer = undefined;
+    }
+  } finally {
+    // the consumer gave up: the producer's next `room` fails (it reads on by itself for its
+    // digest; whoever started it learns how that ended)
+    stopped = true;
+    queue.length = 0;
+    wakeProducer?.reject(stop);
+    void running;
+  }
 }
 
 /**

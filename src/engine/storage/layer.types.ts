@@ -25,3 +25,23 @@ export interface UnpackedLayer {
   /** The tar-split record (gzip'd) that rebuilds the tarball from the unpacked files (tar-split.ts). */
   tarSplit?: Buffer;
 }
+
+/** Where a producer puts a layer's bytes (what the distribution client's `blobTo` writes to). */
+export interface ByteSink {
+  /** Take a chunk, copied before this returns (its bytes are reused after). False: await `room`. */
+  write(chunk: Uint8Array): boolean;
+  /** Resolves once the sink takes more; rejects when the unpacking gave up. */
+  room(): Promise<void>;
+}
+
+/**
+ * A layer's bytes pushed rather than iterated (a pull reading its blob off the socket):
+ * `produce` writes them all to the sink, then resolves; it rejects when the input failed.
+ */
+export interface LayerProducer {
+  produce(sink: ByteSink): Promise<void>;
+}
+
+export function isLayerProducer(input: unknown): input is LayerProducer {
+  return typeof (input as Partial<LayerProducer> | null)?.produce === 'function';
+}

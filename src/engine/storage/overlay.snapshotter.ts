@@ -9,7 +9,7 @@ import type { Logger } from '../../common/log.js';
 import { KeyedMutex } from '../../common/mutex.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
-import { applyLayer, type Compression } from './layer.apply.js';
+import { applyLayer, type Compression, type LayerProducer } from './layer.apply.js';
 import { exportDiff } from './layer.export.js';
 import { JsonRecordStore } from './metadata.store.js';
 import type { InitEntry, SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
@@ -226,7 +226,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
    */
   async applyLayer(
     parent: string | null | Promise<string | null>,
-    input: AsyncIterable<Buffer> | Readable,
+    input: AsyncIterable<Buffer> | Readable | LayerProducer,
     options: {
       blob?: BlobWriter;
       onProgress?: (rawBytes: number) => void;

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { BerthError, type ErrorKind } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
-import type { UnpackedLayer } from './layer.types.js';
+import { type ByteSink, isLayerProducer, type LayerProducer, type UnpackedLayer } from './layer.types.js';
 
 /**
  * A large layer unpacked on a worker thread (unpack.worker.ts): decompression, the diff ID, the
@@ -21,7 +21,10 @@ import type { UnpackedLayer } from './layer.types.js';
  * its answer, so that a writer waiting for room stops).
  */
 const RING = 8 * 1024 * 1024;
-const THREAD_FROM = 8 * 1024 * 1024;
+/** Layers from this size (their blob's) unpack on a thread. */
+export const UNPACK_THREAD_FROM = 8 * 1024 * 1024;
+/** Free space a producer waits for when the ring is full. */
+const ROOM = 1024 * 1024;
 
 export const CTRL_WRITTEN = 0;
 export const CTRL_READ = 1;
@@ -98,15 +101,19 @@ function giveBack(t: UnpackThread): void {
 
 /** Whether a layer of `sizeHint` bytes (its blob's size, when known) is unpacked on a thread. */
 export function unpackOnThreadFor(ops: StorageOps, sizeHint: number | undefined): boolean {
-  return ops.unpackThreads === true && sizeHint !== undefined && sizeHint >= THREAD_FROM;
+  return ops.unpackThreads === true && sizeHint !== undefined && sizeHint >= UNPACK_THREAD_FROM;
 }
 
 /**
- * Unpack the layer tarball `source` into `dir` on a worker thread. An error of the source (a
- * digest mismatch, a dropped download) fails the worker's unpacking too, and is what this throws.
+ * Unpack the layer tarball `source` into `dir` on a worker thread. `source` is iterated, or (a
+ * producer) writes into the ring itself through a sink that copies each chunk in as it comes.
+ * An error of the source (a digest mismatch, a dropped download) fails the worker's unpacking
+ * too, and is what this throws.
  */
-export async function unpackOnThread(source: AsyncIterable<Buffer>, dir: string): Promise<UnpackedLayer> {
-  const it = source[Symbol.asyncIterator]();
+export async function unpackOnThread(
+  source: AsyncIterable<Buffer> | LayerProducer,
+  dir: string,
+): Promise<UnpackedLayer> {
   const t = takeThread();
   const data = new Uint8Array(t.ring);
   const ctrl = new BigInt64Array(t.ctrl);
@@ -128,20 +135,13 @@ export async function unpackOnThread(source: AsyncIterable<Buffer>, dir: string)
 
   let written = 0;
   const workerDone = () => crashed !== undefined || Atomics.load(ctrl, CTRL_DONE) !== 0n;
-  /** Copy a chunk into the ring (waiting for room); false once the worker stopped taking input. */
-  const put = async (chunk: Buffer): Promise<boolean> => {
+  const free = () => RING - (written - Number(Atomics.load(ctrl, CTRL_READ)));
+  /** Copy as much of `chunk` as the ring has room for; the bytes copied. */
+  const copyIn = (chunk: Uint8Array): number => {
     let off = 0;
-    while (off < chunk.length) {
-      if (workerDone()) return false;
-      const read = Number(Atomics.load(ctrl, CTRL_READ));
-      const free = RING - (written - read);
-      if (free === 0) {
-        const w = (Atomics as unknown as AtomicsWaitAsync).waitAsync(ctrl, CTRL_READ, BigInt(read), 1000);
-        if (w.async) await w.value;
-        continue;
-      }
+    for (let room = free(); off < chunk.length && room > 0; room = free()) {
       const at = written % RING;
-      const n = Math.min(free, chunk.length - off, RING - at);
+      const n = Math.min(room, chunk.length - off, RING - at);
       data.set(chunk.subarray(off, off + n), at);
       off += n;
       written += n;
@@ -149,7 +149,52 @@ export async function unpackOnThread(source: AsyncIterable<Buffer>, dir: string)
       Atomics.add(ctrl, CTRL_SEQ, 1n);
       Atomics.notify(ctrl, CTRL_SEQ);
     }
+    return off;
+  };
+  /** Wait until the worker took something (or a second passed). */
+  const taken = async () => {
+    const read = Atomics.load(ctrl, CTRL_READ);
+    if (RING - (written - Number(read)) > 0) return;
+    const w = (Atomics as unknown as AtomicsWaitAsync).waitAsync(ctrl, CTRL_READ, read, 1000);
+    if (w.async) await w.value;
+  };
+  /** Copy a chunk into the ring (waiting for room); false once the worker stopped taking input. */
+  const put = async (chunk: Buffer): Promise<boolean> => {
+    for (let off = 0; off < chunk.length; ) {
+      if (workerDone()) return false;
+      off += copyIn(chunk.subarray(off));
+      if (off < chunk.length) await taken();
+    }
     return true;
+  };
+  // a producer's sink: what does not fit is kept (copied) until `room`, which waits for 1 MiB free
+  const stop = new Error('the unpacking stopped');
+  let pending: Buffer | undefined;
+  const sink: ByteSink = {
+    write(chunk) {
+      if (workerDone()) return false;
+      if (pending) {
+        pending = Buffer.concat([pending, chunk]);
+        return false;
+      }
+      const n = copyIn(chunk);
+      if (n < chunk.length) {
+        pending = Buffer.from(chunk.subarray(n));
+        return false;
+      }
+      return free() >= ROOM;
+    },
+    async room() {
+      for (;;) {
+        if (workerDone()) throw stop;
+        if (pending) {
+          const n = copyIn(pending);
+          pending = n < pending.length ? pending.subarray(n) : undefined;
+        }
+        if (!pending && free() >= ROOM) return;
+        await taken();
+      }
+    },
   };
   const signalEnd = (how: 1n | 2n) => {
     Atomics.store(ctrl, CTRL_END, how);
@@ -160,18 +205,25 @@ export async function unpackOnThread(source: AsyncIterable<Buffer>, dir: string)
   let sourceError: unknown;
   let stopped = false;
   try {
-    while (!stopped) {
-      const r = await it.next();
-      if (r.done) break;
-      if (!(await put(r.value))) stopped = true;
+    if (isLayerProducer(source)) {
+      await source.produce(sink);
+      await sink.room(); // what the last write left over
+    } else {
+      const it = source[Symbol.asyncIterator]();
+      while (!stopped) {
+        const r = await it.next();
+        if (r.done) break;
+        if (!(await put(r.value))) stopped = true;
+      }
+      // the worker gave up first (a hostile member, tar failed): stop reading the input
+      if (stopped) await it.return?.(undefined).catch(() => undefined);
     }
-    signalEnd(1n);
+    signalEnd(stopped ? 2n : 1n);
   } catch (err) {
-    sourceError = err;
+    if (err === stop) stopped = true;
+    else sourceError = err;
     signalEnd(2n);
   }
-  // the worker gave up first (a hostile member, tar failed): stop reading the input
-  if (stopped) await it.return?.(undefined).catch(() => undefined);
 
   let reply: UnpackAnswer;
   try {
