@@ -151,10 +151,10 @@ export async function unpackOnThread(
     }
     return off;
   };
-  /** Wait until the worker took something (or a second passed). */
-  const taken = async () => {
+  /** Wait until the ring has `need` bytes free (or the worker moved on, or a second passed). */
+  const taken = async (need: number) => {
     const read = Atomics.load(ctrl, CTRL_READ);
-    if (RING - (written - Number(read)) > 0) return;
+    if (RING - (written - Number(read)) >= need) return;
     const w = (Atomics as unknown as AtomicsWaitAsync).waitAsync(ctrl, CTRL_READ, read, 1000);
     if (w.async) await w.value;
   };
@@ -163,7 +163,7 @@ export async function unpackOnThread(
     for (let off = 0; off < chunk.length; ) {
       if (workerDone()) return false;
       off += copyIn(chunk.subarray(off));
-      if (off < chunk.length) await taken();
+      if (off < chunk.length) await taken(1);
     }
     return true;
   };
@@ -192,7 +192,7 @@ export async function unpackOnThread(
           pending = n < pending.length ? pending.subarray(n) : undefined;
         }
         if (!pending && free() >= ROOM) return;
-        await taken();
+        await taken(pending ? 1 : ROOM);
       }
     },
   };
