@@ -78,12 +78,28 @@ function workerSource(): string {
   return `import(${JSON.stringify(new URL('./unpack.worker.js', here).href)});`;
 }
 
-function takeThread(): UnpackThread {
-  const t = idle.pop() ?? {
+function newThread(): UnpackThread {
+  return {
     worker: new Worker(workerSource(), { eval: true }),
     ring: new SharedArrayBuffer(RING),
     ctrl: new SharedArrayBuffer(CTRL_WORDS * 8),
   };
+}
+
+/**
+ * Have `n` threads idle (started now, loading their modules while the caller does other work:
+ * a pull calls this once it knows it has large layers, before their downloads start).
+ */
+export function warmUnpackThreads(n: number): void {
+  while (idle.length < Math.min(n, MAX_IDLE)) {
+    const t = newThread();
+    t.worker.unref();
+    idle.push(t);
+  }
+}
+
+function takeThread(): UnpackThread {
+  const t = idle.pop() ?? newThread();
   t.worker.ref();
   new BigInt64Array(t.ctrl).fill(0n);
   return t;

@@ -28,7 +28,7 @@ import {
 } from '../../distribution/index.js';
 import type { LayerProducer } from '../../storage/layer.types.js';
 import { chainIdOf } from '../../storage/overlay.snapshotter.js';
-import { UNPACK_THREAD_FROM } from '../../storage/unpack.thread.js';
+import { UNPACK_THREAD_FROM, warmUnpackThreads } from '../../storage/unpack.thread.js';
 import type { ImageCreator } from '../create.js';
 import type { DistributionMetadataStore } from '../distribution-metadata.js';
 import type { LayerCollector } from '../gc.js';
@@ -307,6 +307,12 @@ export class ImagePuller {
         // this repository has the layer too (push mounts from the repositories it knows)
         if (l.diffId) await this.deps.meta.record(l.diffId, l.digest, repository).catch(() => undefined);
       }
+      // large layers unpack on worker threads: start them while the first downloads begin
+      const large = layers
+        .slice(have)
+        .filter((l) => l.size !== undefined && l.size >= UNPACK_THREAD_FROM).length;
+      if (large && !this.deps.keepBlobs)
+        warmUnpackThreads(Math.min(large, this.deps.maxConcurrentDownloads()));
       let below: Promise<string | null> = Promise.resolve(parent);
       for (let i = have; i < layers.length; i++) {
         const l = layers[i] as LayerPlan;
