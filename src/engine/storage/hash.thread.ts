@@ -34,7 +34,11 @@ parentPort.on('message', ({ ring, ctrl }) => {
       Atomics.notify(c, 1);
       continue;
     }
-    if (Atomics.load(c, 2) === 1n) break;
+    // done: but bytes stored between the count read above and the flag are still to hash
+    if (Atomics.load(c, 2) === 1n) {
+      if (Number(Atomics.load(c, 0)) > read) continue;
+      break;
+    }
     Atomics.wait(c, 3, seq);
   }
   parentPort.postMessage(hash.digest('hex'));

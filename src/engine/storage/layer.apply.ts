@@ -129,7 +129,8 @@ export async function convertWhiteouts(dir: string, listing: LayerListing, ops: 
 
 /**
  * Yield the decompressed bytes of `source`, whatever its compression (`what` names the input in
- * errors: a layer, an image archive).
+ * errors: a layer, an image archive). A compressed source's chunks are done with before the
+ * next one is asked for (nothing keeps them), so a source may reuse a chunk's memory then.
  */
 export async function* decompress(
   source: AsyncIterable<Buffer>,
@@ -179,15 +180,17 @@ export async function* decompress(
     kill = d.kill;
   }
   const feed = (async () => {
-    const write = async (chunk: Buffer) => {
-      if (!input.write(chunk)) await once(input as unknown as NodeJS.EventEmitter, 'drain');
-    };
-    await write(first);
+    // each chunk is done with (inflated, or written to the tool's stdin) before the next is
+    // asked for: a source may then lend its chunks (the unpacking thread's ring)
+    // (a write that fails stops the feeding: the decompressor's own error or exit status says why)
+    const write = (chunk: Buffer) =>
+      new Promise<boolean>((resolve) => input.write(chunk, (err?: Error | null) => resolve(!err)));
+    if (!(await write(first))) return;
     if (!ended) {
       for (;;) {
         const r = await it.next();
         if (r.done) break;
-        await write(r.value);
+        if (!(await write(r.value))) return;
       }
     }
     input.end();

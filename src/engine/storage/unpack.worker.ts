@@ -2,7 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import { BerthError } from '../../common/errors.js';
 import { HostStorageOps } from './adapters/host.ops.js';
 import { ThreadedSha256 } from './hash.thread.js';
-import { unpackLayerTar } from './layer.apply.js';
+import { detectCompression, unpackLayerTar } from './layer.apply.js';
 import {
   type AtomicsWaitAsync,
   CTRL_DONE,
@@ -23,29 +23,47 @@ import {
 /** Read at most this much out of the ring at once: the decompressor's and tar's chunk size. */
 const CHUNK = 1024 * 1024;
 
+/**
+ * The layer's bytes out of the ring. A compressed layer's chunks are lent: views of the ring,
+ * whose room is given back when the next chunk is asked for (decompress() is done with a chunk
+ * by then: layer.apply.ts), so nothing is allocated per chunk. A plain tar's chunks go on to
+ * tar's stdin, which keeps them a while: those are copies.
+ */
 async function* fromRing(job: UnpackJob): AsyncGenerator<Buffer> {
   const data = new Uint8Array(job.ring);
   const c = new BigInt64Array(job.ctrl);
   const size = data.length;
   let read = 0;
+  let lend: boolean | undefined;
+  const giveBack = () => {
+    Atomics.store(c, CTRL_READ, BigInt(read));
+    Atomics.notify(c, CTRL_READ);
+  };
   for (;;) {
+    if (lend) giveBack(); // the chunk lent last is done with
+    // the end flag before the count: the writer stores its last count before the flag
     const seq = Atomics.load(c, CTRL_SEQ);
+    const end = Atomics.load(c, CTRL_END);
     const written = Number(Atomics.load(c, CTRL_WRITTEN));
-    if (written > read) {
+    if (end === 2n) throw new Error('the layer input failed');
+    // the compression is known from the first bytes (at the start of the ring)
+    if (lend === undefined && (written >= 6 || end === 1n))
+      lend = detectCompression(data.subarray(0, Math.min(written, 6))) !== 'none';
+    if (lend !== undefined && written > read) {
       const at = read % size;
       const n = Math.min(written - read, size - at, CHUNK);
-      // a copy: the decompressor and tar's pipe hold a chunk after it is handed on
+      read += n;
+      if (lend) {
+        yield Buffer.from(job.ring, at, n);
+        continue;
+      }
       const chunk = Buffer.allocUnsafeSlow(n);
       chunk.set(data.subarray(at, at + n));
-      read += n;
-      Atomics.store(c, CTRL_READ, BigInt(read));
-      Atomics.notify(c, CTRL_READ);
+      giveBack();
       yield chunk;
       continue;
     }
-    const end = Atomics.load(c, CTRL_END);
     if (end === 1n) return;
-    if (end === 2n) throw new Error('the layer input failed');
     const w = (Atomics as unknown as AtomicsWaitAsync).waitAsync(c, CTRL_SEQ, seq);
     if (w.async) await w.value;
   }
