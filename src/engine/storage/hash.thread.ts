@@ -48,7 +48,7 @@ parentPort.on('message', ({ ring, ctrl }) => {
 const RING = 16 * 1024 * 1024;
 
 /** ES2024's Atomics.waitAsync (in Node 20; not in this project's TypeScript lib). */
-interface AtomicsWaitAsync {
+export interface AtomicsWaitAsync {
   waitAsync(
     array: BigInt64Array,
     index: number,

@@ -3,22 +3,25 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { BerthError, type ErrorKind } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
+import type { AtomicsWaitAsync } from './hash.thread.js';
 import { type ByteSink, isLayerProducer, type LayerProducer, type UnpackedLayer } from './layer.types.js';
 
 /**
  * A large layer unpacked on a worker thread (unpack.worker.ts): decompression, the diff ID, the
  * tar-split walk and the writes into GNU tar's stdin all leave the event loop, which only reads
  * the input (the registry's response, its digest checked there) and copies it into a ring of
- * shared memory the worker reads from (one memcpy, no allocation, no message per chunk). On two
- * cores the download side and the unpacking side then each have a core.
+ * shared memory the worker reads from (one memcpy, no allocation, no message per chunk; a
+ * producer, a pull reading its blob off the socket, writes into the ring itself). On two cores
+ * the download side and the unpacking side then each have a core.
  *
  * Only a layer known to be large (a pull knows its blob's size) goes there: for a small one
  * (most of them) the thread would cost more than it saves.
  *
- * Control words (BigInt64 in shared memory): 0 bytes written, 1 bytes taken by the worker, 2 end
- * of input (1: complete, 2: abandoned, the worker fails), 3 a sequence number the writer bumps
- * after each change (what the worker waits on), 4 the worker is done with the job (set before
- * its answer, so that a writer waiting for room stops).
+ * Control words (BigInt64 in shared memory): 0 bytes written, 1 bytes the worker is done with
+ * (copied out, or lent and given back: unpack.worker.ts), 2 end of input (1: complete, 2:
+ * abandoned, the worker fails; stored after the last count, so read before it), 3 a sequence
+ * number the writer bumps after each change (what the worker waits on), 4 the worker is done
+ * with the job (set before its answer, so that a writer waiting for room stops).
  */
 const RING = 8 * 1024 * 1024;
 /** Layers from this size (their blob's) unpack on a thread. */
@@ -44,16 +47,6 @@ export interface UnpackJob {
 export type UnpackAnswer =
   | { ok: true; layer: Omit<UnpackedLayer, 'tarSplit'>; tarSplit?: Uint8Array }
   | { ok: false; kind?: ErrorKind; message: string };
-
-/** ES2024's Atomics.waitAsync (in Node 20; not in this project's TypeScript lib). */
-export interface AtomicsWaitAsync {
-  waitAsync(
-    array: BigInt64Array,
-    index: number,
-    value: bigint,
-    timeout?: number,
-  ): { async: false; value: string } | { async: true; value: Promise<string> };
-}
 
 interface UnpackThread {
   worker: Worker;

@@ -1,10 +1,9 @@
 import { parentPort } from 'node:worker_threads';
 import { BerthError } from '../../common/errors.js';
 import { HostStorageOps } from './adapters/host.ops.js';
-import { ThreadedSha256 } from './hash.thread.js';
+import { type AtomicsWaitAsync, ThreadedSha256 } from './hash.thread.js';
 import { detectCompression, unpackLayerTar } from './layer.apply.js';
 import {
-  type AtomicsWaitAsync,
   CTRL_DONE,
   CTRL_END,
   CTRL_READ,
