@@ -52,6 +52,8 @@ interface UnpackThread {
   worker: Worker;
   ring: SharedArrayBuffer;
   ctrl: SharedArrayBuffer;
+  /** It failed or ended: never given a job again. */
+  dead: boolean;
 }
 
 const idle: UnpackThread[] = [];
@@ -72,11 +74,21 @@ function workerSource(): string {
 }
 
 function newThread(): UnpackThread {
-  return {
+  const t: UnpackThread = {
     worker: new Worker(workerSource(), { eval: true }),
     ring: new SharedArrayBuffer(RING),
     ctrl: new SharedArrayBuffer(CTRL_WORDS * 8),
+    dead: false,
   };
+  // always listened to: a thread that fails or ends (idle or not) is noted, never thrown
+  const die = () => {
+    t.dead = true;
+    const i = idle.indexOf(t);
+    if (i >= 0) idle.splice(i, 1);
+  };
+  t.worker.on('error', die);
+  t.worker.on('exit', die);
+  return t;
 }
 
 /**
@@ -92,16 +104,16 @@ export function warmUnpackThreads(n: number): void {
 }
 
 function takeThread(): UnpackThread {
-  const t = idle.pop() ?? newThread();
+  let t = idle.pop();
+  while (t?.dead) t = idle.pop();
+  t ??= newThread();
   t.worker.ref();
   new BigInt64Array(t.ctrl).fill(0n);
   return t;
 }
 
 function giveBack(t: UnpackThread): void {
-  t.worker.removeAllListeners('message');
-  t.worker.removeAllListeners('error');
-  t.worker.removeAllListeners('exit');
+  if (t.dead) return;
   if (idle.length < MAX_IDLE) {
     t.worker.unref();
     idle.push(t);
@@ -127,18 +139,29 @@ export async function unpackOnThread(
   const data = new Uint8Array(t.ring);
   const ctrl = new BigInt64Array(t.ctrl);
   let crashed: Error | undefined;
+  let onMessage: (m: UnpackAnswer) => void = () => undefined;
+  let onError: (err: Error) => void = () => undefined;
+  let onExit: (code: number) => void = () => undefined;
   const answer = new Promise<UnpackAnswer>((resolve, reject) => {
-    t.worker.once('message', (m: UnpackAnswer) => resolve(m));
-    t.worker.once('error', (err: Error) => {
-      crashed = err;
-      reject(err);
-    });
-    t.worker.once('exit', (code) => {
+    onMessage = resolve;
+    onError = (err) => {
+      crashed ??= err;
+      reject(crashed);
+    };
+    onExit = (code) => {
       crashed ??= new Error(`the unpacking thread exited (${code})`);
       reject(crashed);
-    });
+    };
   });
   answer.catch(() => undefined);
+  t.worker.once('message', onMessage);
+  t.worker.once('error', onError);
+  t.worker.once('exit', onExit);
+  const unlisten = () => {
+    t.worker.off('message', onMessage);
+    t.worker.off('error', onError);
+    t.worker.off('exit', onExit);
+  };
   const job: UnpackJob = { dir, ring: t.ring, ctrl: t.ctrl };
   t.worker.postMessage(job);
 
@@ -240,6 +263,8 @@ export async function unpackOnThread(
   } catch (err) {
     void t.worker.terminate();
     throw sourceError ?? err;
+  } finally {
+    unlisten();
   }
   giveBack(t);
   if (sourceError !== undefined) throw sourceError;

@@ -7,7 +7,11 @@ import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { HostStorageOps, type StorageOps } from '../../../../src/engine/storage/adapters/host.ops.js';
 import { unpackLayerTar } from '../../../../src/engine/storage/layer.apply.js';
-import { unpackOnThread, unpackOnThreadFor } from '../../../../src/engine/storage/unpack.thread.js';
+import {
+  unpackOnThread,
+  unpackOnThreadFor,
+  warmUnpackThreads,
+} from '../../../../src/engine/storage/unpack.thread.js';
 import { makeTar } from './tar.helper.js';
 
 async function* chunked(data: Buffer, size: number, failAt?: number): AsyncGenerator<Buffer> {
@@ -62,6 +66,22 @@ describe('layers unpacked on a worker thread (GNU tar, root)', () => {
       assert.ok((await readFile(join(dir, 'd', 'big.bin'))).equals(big));
       assert.equal(await readFile(join(dir, 'd', 'small'), 'utf8'), 'hello');
     }
+  });
+
+  it('unpacks layers side by side on threads started beforehand', async () => {
+    warmUnpackThreads(2);
+    const want = `sha256:${createHash('sha256').update(tar).digest('hex')}`;
+    const got = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const dir = join(base, `side-${i}`);
+        await mkdir(dir);
+        return unpackOnThread(chunked(gz, 100_000 + i), dir);
+      }),
+    );
+    assert.deepEqual(
+      got.map((g) => g.diffId),
+      [want, want, want],
+    );
   });
 
   it('fails with the input when the input fails midway, and the next layer still unpacks', async () => {
