@@ -14,7 +14,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,6 +102,19 @@ async function pushBlob(base: string, repo: string, digest: string, body: Buffer
   });
 }
 
+/**
+ * CPU time (ms) a process used so far, its waited-for children included (GNU tar for berth,
+ * dockerd's docker-untar re-exec): utime + stime + cutime + cstime of /proc/<pid>/stat.
+ */
+async function cpuMs(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return Number.NaN;
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields 14-17 of proc(5), counted from the state (field 3) at index 0
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(f[i]), 0);
+  return (ticks * 1000) / 100;
+}
+
 /** Pull through the API; resolves when the message stream ends, rejects on an in-band error. */
 async function pull(c: EngineClient, image: string, tag: string): Promise<void> {
   let text = '';
@@ -166,15 +179,20 @@ async function main(): Promise<void> {
     });
     if (put.status !== 201) throw new Error(`PUT manifest ${put.status}`);
 
+    const pids = { berth: berth.pid, dockerd: dockerd.pid };
     const cold: Record<'berth' | 'dockerd', number[]> = { berth: [], dockerd: [] };
+    const coldCpu: Record<'berth' | 'dockerd', number[]> = { berth: [], dockerd: [] };
     const warm: Record<'berth' | 'dockerd', number[]> = { berth: [], dockerd: [] };
     for (let i = 0; i < o.cold; i++) {
       for (const name of ['dockerd', 'berth'] as const) {
         const c = clients[name];
         await c.call('DELETE', `/v1.41/images/${encodeURIComponent(`${image}:v1`)}?force=1`);
+        const cpu0 = await cpuMs(pids[name]);
         const [ms] = await timed(() => pull(c, image, 'v1'));
+        const cpu = (await cpuMs(pids[name])) - cpu0;
         cold[name].push(ms);
-        console.log(`cold pull ${i + 1} ${name}: ${ms.toFixed(0)} ms`);
+        coldCpu[name].push(cpu);
+        console.log(`cold pull ${i + 1} ${name}: ${ms.toFixed(0)} ms, engine CPU ${cpu.toFixed(0)} ms`);
       }
     }
     for (let i = 0; i < o.warm; i++) {
@@ -189,6 +207,7 @@ async function main(): Promise<void> {
         .join(' / ')} (median ${median(d).toFixed(1)}) | ${(median(b) / median(d)).toFixed(2)} |`;
     console.log(`\n| figure (ms) | berth | dockerd | berth/dockerd |\n|---|---|---|---|`);
     console.log(row(`cold pull, ${o.layerMiB} MiB layer`, cold.berth, cold.dockerd));
+    console.log(row(`cold pull engine CPU, ${o.layerMiB} MiB layer`, coldCpu.berth, coldCpu.dockerd));
     console.log(row('warm re-pull', warm.berth, warm.dockerd));
   } finally {
     clients.berth.close();

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BerthError, invalidParameter, unauthorized, unavailable } from '../../common/errors.js';
@@ -8,8 +8,9 @@ import { parseChallenges } from './challenge.js';
 import { type Endpoint, EndpointResolver } from './endpoint.js';
 import { parseManifest } from './manifest.js';
 import { MANIFEST_ACCEPT } from './media-types.js';
+import { rawGet } from './raw-get.js';
 import { errorFromResponse } from './registry-error.js';
-import { type HttpRequest, NetworkError, readBody, Transport } from './transport.js';
+import { type HttpRequest, IDLE_TIMEOUT_MS, NetworkError, readBody, Transport } from './transport.js';
 import type { AuthConfig, FetchedManifest } from './types.js';
 
 export interface RegistryClientOptions {
@@ -145,6 +146,27 @@ export interface BlobReadOptions {
   onResume?: (attempt: number, offset: number) => void;
 }
 
+/** Where `blobTo` puts a blob's bytes (a layer's unpacker). */
+export interface BlobSink {
+  /**
+   * Take a chunk; its bytes are only valid during the call (copy them). False: call `room`
+   * before the next chunk.
+   */
+  write(chunk: Uint8Array): boolean;
+  /**
+   * Resolves once the sink takes more. Rejects when the sink gave up: the blob is then read to
+   * its end for its digest only, and that rejection is what `blobTo` throws (unless the digest
+   * is wrong, which it reports first).
+   */
+  room(): Promise<void>;
+}
+
+/** Where a blob read starts: past bytes already had (and hashed into `hash`). */
+interface BlobResume {
+  received: number;
+  hash: Hash;
+}
+
 /** Requests on one repository of one endpoint, authorised, answers checked. */
 export class RepositorySession {
   constructor(
@@ -248,10 +270,15 @@ export class RepositorySession {
    * iterator throws `filesystem layer verification failed for digest ...` on a mismatch, so a
    * consumer that commits only when the iteration completes never keeps bad bytes.
    */
-  async *blob(digest: string, size: number | undefined, o: BlobReadOptions = {}): AsyncGenerator<Buffer> {
+  async *blob(
+    digest: string,
+    size: number | undefined,
+    o: BlobReadOptions = {},
+    from?: BlobResume,
+  ): AsyncGenerator<Buffer> {
     if (!/^sha256:[a-f0-9]{64}$/.test(digest)) throw invalidParameter(`unsupported digest ${digest}`);
-    const hash = createHash('sha256');
-    let received = 0;
+    const hash = from?.hash ?? createHash('sha256');
+    let received = from?.received ?? 0;
     let attempt = 0;
     for (;;) {
       const headers: Record<string, string> = {};
@@ -317,5 +344,87 @@ export class RepositorySession {
     if (got !== digest || (size !== undefined && size >= 0 && received !== size)) {
       throw new BerthError('InvalidParameter', `filesystem layer verification failed for digest ${digest}`);
     }
+  }
+
+  /**
+   * A blob pushed into `sink` instead of iterated, as `blob` checks it (digest, size, Range
+   * resume). From a plain-HTTP endpoint the body is read off the socket into one reused buffer
+   * (raw-get.ts: no allocation and no stream per chunk, what a large layer costs the event loop
+   * most); an answer that reader does not take (a redirect, a 401, chunked, https) goes
+   * through `blob`, from where the raw read got to.
+   */
+  async blobTo(
+    digest: string,
+    size: number | undefined,
+    sink: BlobSink,
+    o: BlobReadOptions = {},
+  ): Promise<void> {
+    if (!/^sha256:[a-f0-9]{64}$/.test(digest)) throw invalidParameter(`unsupported digest ${digest}`);
+    const hash = createHash('sha256');
+    let received = 0;
+    let sinkError: unknown;
+    let gaveUp = false;
+    const take = (chunk: Uint8Array): boolean => {
+      hash.update(chunk);
+      received += chunk.length;
+      o.onBytes?.(received);
+      return gaveUp || sink.write(chunk);
+    };
+    const room = async (): Promise<void> => {
+      if (gaveUp) return;
+      try {
+        await sink.room();
+      } catch (err) {
+        gaveUp = true;
+        sinkError = err;
+      }
+    };
+    const url = new URL(this.url(`/blobs/${digest}`));
+    const raw = url.protocol === 'http:';
+    let attempt = 0;
+    while (raw) {
+      const headers: Record<string, string> = { 'User-Agent': this.client.transport.userAgent };
+      if (received > 0) headers.Range = `bytes=${received}-`;
+      let outcome: Awaited<ReturnType<typeof rawGet>>;
+      try {
+        const authz = await this.auth.header([repositoryScope(this.name, this.actions)], o.signal);
+        if (authz) headers.Authorization = authz;
+        outcome = await rawGet({
+          url,
+          headers,
+          status: received > 0 ? 206 : 200,
+          onChunk: take,
+          room,
+          signal: o.signal,
+          idleTimeoutMs: IDLE_TIMEOUT_MS,
+        });
+      } catch (err) {
+        if (o.signal?.aborted) throw err;
+        outcome = { kind: 'unsuitable' };
+      }
+      if (outcome.kind === 'unsuitable') break;
+      if (outcome.kind === 'complete') {
+        const got = `sha256:${hash.digest('hex')}`;
+        if (got !== digest || (size !== undefined && size >= 0 && received !== size))
+          throw new BerthError(
+            'InvalidParameter',
+            `filesystem layer verification failed for digest ${digest}`,
+          );
+        if (sinkError !== undefined) throw sinkError;
+        return;
+      }
+      if (attempt >= this.client.blobRetries)
+        throw unavailable(
+          `downloading ${digest}: connection dropped after ${received} bytes: ${outcome.error.message}`,
+        );
+      attempt++;
+      o.onResume?.(attempt, received);
+      await sleep(Math.min(2000, 100 * 2 ** attempt), undefined, { signal: o.signal });
+    }
+    // the ordinary client, from where the raw read got to; it checks the digest at the end
+    for await (const chunk of this.blob(digest, size, o, { received, hash })) {
+      if (!gaveUp && !sink.write(chunk)) await room();
+    }
+    if (sinkError !== undefined) throw sinkError;
   }
 }

@@ -5,6 +5,7 @@
  *                      plain http (loopback, --insecure-registry hosts and CIDRs)
  * - certs.ts           certs.d/<host:port>/ (ca.crt, client *.cert + *.key) as dockerd reads them
  * - transport.ts       HTTP(S) with keep-alive agents per endpoint, redirects
+ * - raw-get.ts         a large blob read off a plain-HTTP socket into one reused buffer
  * - challenge.ts       WWW-Authenticate parsing
  * - auth.ts            Basic and Bearer (token server, refresh tokens), the token cache
  * - auth-config.ts     X-Registry-Auth decoding
@@ -19,6 +20,7 @@ export { DEFAULT_CERTS_DIRS, type RegistryTls, readCertsDirs } from './certs.js'
 export { type Challenge, parseChallenges } from './challenge.js';
 export {
   type BlobReadOptions,
+  type BlobSink,
   RegistryClient,
   type RegistryClientOptions,
   RepositorySession,

@@ -17,7 +17,8 @@ export interface HttpRequest {
 }
 
 const MAX_REDIRECTS = 10;
-const IDLE_TIMEOUT_MS = 60_000;
+/** A registry silent this long (connect, headers or body) has dropped the connection. */
+export const IDLE_TIMEOUT_MS = 60_000;
 
 /** A network failure (no HTTP answer): the caller may try the next endpoint or resume. */
 export class NetworkError extends Error {
@@ -35,7 +36,7 @@ export class NetworkError extends Error {
 export class Transport {
   private readonly agents = new Map<string, HttpAgent | HttpsAgent>();
 
-  constructor(private readonly userAgent: string) {}
+  constructor(readonly userAgent: string) {}
 
   private agentFor(url: URL, ep: Endpoint | undefined): HttpAgent | HttpsAgent {
     const sameHost = ep !== undefined && new URL(ep.base).host === url.host;

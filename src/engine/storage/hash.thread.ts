@@ -34,7 +34,11 @@ parentPort.on('message', ({ ring, ctrl }) => {
       Atomics.notify(c, 1);
       continue;
     }
-    if (Atomics.load(c, 2) === 1n) break;
+    // done: but bytes stored between the count read above and the flag are still to hash
+    if (Atomics.load(c, 2) === 1n) {
+      if (Number(Atomics.load(c, 0)) > read) continue;
+      break;
+    }
     Atomics.wait(c, 3, seq);
   }
   parentPort.postMessage(hash.digest('hex'));
@@ -44,7 +48,7 @@ parentPort.on('message', ({ ring, ctrl }) => {
 const RING = 16 * 1024 * 1024;
 
 /** ES2024's Atomics.waitAsync (in Node 20; not in this project's TypeScript lib). */
-interface AtomicsWaitAsync {
+export interface AtomicsWaitAsync {
   waitAsync(
     array: BigInt64Array,
     index: number,
@@ -88,12 +92,14 @@ export class ThreadedSha256 {
     this.failed = err;
   };
 
+  /** `inlineBytes`: Infinity hashes in place whatever the size (a caller already on a worker). */
   constructor(private readonly inlineBytes = 8 * 1024 * 1024) {}
 
   /** Take a chunk; a promise when the ring is full (await it before the next chunk). */
   update(chunk: Buffer): Promise<void> | undefined {
     if (this.thread) return this.put(chunk);
     this.local.update(chunk);
+    if (this.inlineBytes === Number.POSITIVE_INFINITY) return undefined;
     this.kept.push(chunk);
     this.keptBytes += chunk.length;
     if (this.keptBytes <= this.inlineBytes) return undefined;

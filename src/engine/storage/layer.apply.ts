@@ -7,9 +7,17 @@ import { BerthError, invalidParameter } from '../../common/errors.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
 import { ThreadedSha256 } from './hash.thread.js';
+import {
+  type Compression,
+  isLayerProducer,
+  type LayerListing,
+  type LayerProducer,
+  type UnpackedLayer,
+} from './layer.types.js';
 import { TarSplitRecorder } from './tar-split.js';
+import { unpackOnThread, unpackOnThreadFor } from './unpack.thread.js';
 
-export type Compression = 'none' | 'gzip' | 'bzip2' | 'xz' | 'zstd';
+export type { ByteSink, Compression, LayerListing, LayerProducer, UnpackedLayer } from './layer.types.js';
 
 /** Sniff the compression of a stream from its first bytes (archive.DetectCompression). */
 export function detectCompression(head: Uint8Array): Compression {
@@ -20,17 +28,6 @@ export function detectCompression(head: Uint8Array): Compression {
     return 'xz';
   if (b.length >= 4 && b.readUInt32LE(0) === 0xfd2fb528) return 'zstd';
   return 'none';
-}
-
-/** What a layer tarball says besides its files: whiteouts and opaque directories (AUFS style). */
-export interface LayerListing {
-  /** Paths (relative, no leading slash) to hide: `.wh.<name>` entries, their prefix removed. */
-  whiteouts: string[];
-  /** Directories whose lower content is hidden: parents of `.wh..wh..opq`. */
-  opaqueDirs: string[];
-  /** Sum of regular file sizes (what dockerd reports as the layer size). */
-  size: number;
-  entries: number;
 }
 
 export const WHITEOUT_PREFIX = '.wh.';
@@ -132,7 +129,8 @@ export async function convertWhiteouts(dir: string, listing: LayerListing, ops: 
 
 /**
  * Yield the decompressed bytes of `source`, whatever its compression (`what` names the input in
- * errors: a layer, an image archive).
+ * errors: a layer, an image archive). A compressed source's chunks are done with before the
+ * next one is asked for (nothing keeps them), so a source may reuse a chunk's memory then.
  */
 export async function* decompress(
   source: AsyncIterable<Buffer>,
@@ -182,15 +180,17 @@ export async function* decompress(
     kill = d.kill;
   }
   const feed = (async () => {
-    const write = async (chunk: Buffer) => {
-      if (!input.write(chunk)) await once(input as unknown as NodeJS.EventEmitter, 'drain');
-    };
-    await write(first);
+    // each chunk is done with (inflated, or written to the tool's stdin) before the next is
+    // asked for: a source may then lend its chunks (the unpacking thread's ring)
+    // (a write that fails stops the feeding: the decompressor's own error or exit status says why)
+    const write = (chunk: Buffer) =>
+      new Promise<boolean>((resolve) => input.write(chunk, (err?: Error | null) => resolve(!err)));
+    if (!(await write(first))) return;
     if (!ended) {
       for (;;) {
         const r = await it.next();
         if (r.done) break;
-        await write(r.value);
+        if (!(await write(r.value))) return;
       }
     }
     input.end();
@@ -213,36 +213,46 @@ export async function* decompress(
   }
 }
 
-export interface ApplyResult {
-  diffId: string;
-  /** Regular file bytes in the layer. */
-  size: number;
-  compression: Compression;
+export interface ApplyResult extends UnpackedLayer {
   /** Bytes read from the input (compressed size). */
   rawSize: number;
-  /** Bytes of the uncompressed layer tarball (what the diff ID is the digest of). */
-  tarSize: number;
-  listing: LayerListing;
-  /** The tar-split record (gzip'd) that rebuilds the tarball from the unpacked files (tar-split.ts). */
-  tarSplit?: Buffer;
 }
 
 /**
  * Apply a layer tarball (plain, gzip, bzip2, xz or zstd) to an empty directory: GNU tar extracts
  * (owners, modes, mtimes, devices, links, xattrs) while the same bytes are hashed into the diff ID
  * and listed for whiteouts, which are converted to overlay form afterwards. The raw input goes to
- * `blob` when given (the layer blob in the content store).
+ * `blob` when given (the layer blob in the content store). With the host's own ops a layer known
+ * to be large (`sizeHint`) is unpacked on a worker thread (unpack.thread.ts): this thread only
+ * reads the input and hands its bytes over.
  */
 export async function applyLayer(opts: {
-  input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable;
+  input: AsyncIterable<Buffer> | Iterable<Buffer> | Readable | LayerProducer;
   dir: string;
   ops: StorageOps;
   blob?: BlobWriter;
   onProgress?: (rawBytes: number) => void;
+  /** The input's size when known (a pulled blob's): a large layer is unpacked on a worker thread. */
+  sizeHint?: number;
 }): Promise<ApplyResult> {
-  const { dir, ops } = opts;
+  const { dir, ops, input } = opts;
   let rawSize = 0;
-  const source = opts.input as AsyncIterable<Buffer>;
+  if (isLayerProducer(input) && !opts.blob && unpackOnThreadFor(ops, opts.sizeHint)) {
+    // the producer writes straight into the worker's ring
+    const counted: LayerProducer = {
+      produce: (sink) =>
+        input.produce({
+          write: (chunk) => {
+            rawSize += chunk.length;
+            opts.onProgress?.(rawSize);
+            return sink.write(chunk);
+          },
+          room: () => sink.room(),
+        }),
+    };
+    return { ...(await unpackOnThread(counted, dir)), rawSize };
+  }
+  const source = (isLayerProducer(input) ? producedChunks(input) : input) as AsyncIterable<Buffer>;
   const tap = async function* (): AsyncGenerator<Buffer> {
     for await (const c of source) {
       const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
@@ -252,9 +262,99 @@ export async function applyLayer(opts: {
       yield chunk;
     }
   };
+  const unpacked = unpackOnThreadFor(ops, opts.sizeHint)
+    ? await unpackOnThread(tap(), dir)
+    : await unpackLayerTar(tap(), dir, ops);
+  return { ...unpacked, rawSize };
+}
+
+/**
+ * A producer's bytes as chunks to iterate (copied: the producer reuses its buffer), at most
+ * about 1 MiB ahead of the consumer. A consumer that stops early makes the producer's `room`
+ * fail.
+ */
+async function* producedChunks(producer: LayerProducer): AsyncGenerator<Buffer> {
+  const AHEAD = 1024 * 1024;
+  const queue: Buffer[] = [];
+  let queued = 0;
+  let finished = false;
+  let failure: unknown;
+  let stopped = false;
+  let wakeConsumer: (() => void) | undefined;
+  let wakeProducer: { resolve: () => void; reject: (err: Error) => void } | undefined;
+  const stop = new Error('the unpacking stopped');
+  const running = producer
+    .produce({
+      write(chunk) {
+        if (stopped) return false;
+        queue.push(Buffer.from(chunk));
+        queued += chunk.length;
+        wakeConsumer?.();
+        return queued < AHEAD;
+      },
+      room() {
+        if (stopped) return Promise.reject(stop);
+        if (queued < AHEAD) return Promise.resolve();
+        return new Promise<void>((resolve, reject) => {
+          wakeProducer = { resolve, reject };
+        });
+      },
+    })
+    .then(
+      () => {
+        finished = true;
+      },
+      (err: unknown) => {
+        finished = true;
+        failure = err;
+      },
+    )
+    .finally(() => wakeConsumer?.());
+  try {
+    for (;;) {
+      const next = queue.shift();
+      if (next) {
+        queued -= next.length;
+        if (queued < AHEAD && wakeProducer) {
+          const w = wakeProducer;
+          wakeProducer = undefined;
+          w.resolve();
+        }
+        yield next;
+        continue;
+      }
+      if (finished) {
+        if (failure !== undefined) throw failure;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        wakeConsumer = resolve;
+      });
+      wakeConsumer = undefined;
+    }
+  } finally {
+    // the consumer gave up: the producer's next `room` fails (it reads on by itself for its
+    // digest; whoever started it learns how that ended)
+    stopped = true;
+    queue.length = 0;
+    wakeProducer?.reject(stop);
+    void running;
+  }
+}
+
+/**
+ * The unpacking itself, on whichever thread runs it: decompress, hash the tarball into the diff
+ * ID, walk it block by block (the listing and the tar-split record; a hostile member stops it),
+ * feed GNU tar, and once tar is done turn the whiteouts into overlay's.
+ */
+export async function unpackLayerTar(
+  source: AsyncIterable<Buffer>,
+  dir: string,
+  ops: StorageOps,
+  diffHash: ThreadedSha256 = new ThreadedSha256(),
+): Promise<UnpackedLayer> {
   let compression: Compression = 'none';
   const listing: LayerListing = { whiteouts: [], opaqueDirs: [], size: 0, entries: 0 };
-  const diffHash = new ThreadedSha256();
 
   // the tarball is walked block by block as it passes: the listing, and the tar-split record
   // that rebuilds it from the unpacked files (headers and padding kept, file bodies only counted)
@@ -278,7 +378,7 @@ export async function applyLayer(opts: {
   let tarFinished = false;
   let total = 0;
   try {
-    for await (const chunk of decompress(tap(), ops, (c) => {
+    for await (const chunk of decompress(source, ops, (c) => {
       compression = c;
     })) {
       if (chunk.length === 0) continue;
@@ -323,7 +423,6 @@ export async function applyLayer(opts: {
     diffId,
     size: listing.size,
     compression,
-    rawSize,
     tarSize: total,
     listing,
   };

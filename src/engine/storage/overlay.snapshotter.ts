@@ -9,7 +9,7 @@ import type { Logger } from '../../common/log.js';
 import { KeyedMutex } from '../../common/mutex.js';
 import type { StorageOps } from './adapters/host.ops.js';
 import type { BlobWriter } from './content.store.js';
-import { applyLayer, type Compression } from './layer.apply.js';
+import { applyLayer, type Compression, type LayerProducer } from './layer.apply.js';
 import { exportDiff } from './layer.export.js';
 import { JsonRecordStore } from './metadata.store.js';
 import type { InitEntry, SnapshotPaths, Snapshotter, SnapshotterExtras } from './snapshotter.types.js';
@@ -226,7 +226,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
    */
   async applyLayer(
     parent: string | null | Promise<string | null>,
-    input: AsyncIterable<Buffer> | Readable,
+    input: AsyncIterable<Buffer> | Readable | LayerProducer,
     options: {
       blob?: BlobWriter;
       onProgress?: (rawBytes: number) => void;
@@ -234,6 +234,8 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       expectDiffId?: string;
       /** Called under the layer's lock once it exists (new or found), before anyone can remove it. */
       onCommit?: (chainId: string) => void;
+      /** The input's size when known (a pulled blob's): a large layer unpacks on a worker thread. */
+      sizeHint?: number;
     } = {},
   ): Promise<{ layer: LayerRecord; created: boolean }> {
     // A parent given as a promise (a pull unpacking layers side by side) must exist only at commit.
@@ -248,6 +250,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         ops: this.opts.ops,
         blob: options.blob,
         onProgress: options.onProgress,
+        sizeHint: options.sizeHint,
       });
       if (options.expectDiffId !== undefined && options.expectDiffId !== applied.diffId)
         throw invalidParameter("layers from manifest don't match image configuration");

@@ -346,34 +346,45 @@ describe('docker pull', () => {
     assert.match(out.stdout, /pulled-and-ran/);
   });
 
-  it('rejects a corrupted layer and keeps nothing of it', async () => {
-    const layer = await bigLayer(200_000, 7);
-    await pushLayerImage(reg.url, 'corrupt/me', 'v1', layer);
-    const before = await layerCount();
-    faults.corrupt = sha256(layer);
-    try {
-      const r = await engine.docker(['pull', `${proxyHost}/corrupt/me:v1`]);
-      assert.notEqual(r.code, 0);
-      assert.match(r.stderr, /filesystem layer verification failed for digest/);
-    } finally {
-      faults.corrupt = undefined;
-    }
-    assert.equal((await inspect(`${proxyHost}/corrupt/me:v1`)).status, 404);
-    assert.equal(await layerCount(), before);
-    const ingest = await readdir(join(engine.dataRoot, 'content', 'ingest'));
-    assert.deepEqual(ingest, []);
-  });
+  // a layer above 8 MiB is unpacked on a worker thread (storage/unpack.thread.ts), a smaller one
+  // in the engine's thread: both ways are checked where a download can go wrong
+  const sizes = [
+    ['small', 200_000],
+    ['large', 9_000_000],
+  ] as const;
 
-  it('resumes a layer whose connection dropped, with Range', async () => {
-    const layer = await bigLayer(3_000_000, 11);
-    await pushLayerImage(reg.url, 'drop/me', 'v1', layer);
-    faults.ranges.length = 0;
-    faults.dropAfter = 1_000_000;
-    const out = await engine.dockerOk(['pull', `${proxyHost}/drop/me:v1`]);
-    assert.match(out, /Pull complete/);
-    assert.equal(faults.ranges.length, 1);
-    assert.match(faults.ranges[0] as string, /^bytes=\d+-$/);
-  });
+  for (const [kind, size] of sizes) {
+    it(`rejects a corrupted layer and keeps nothing of it (${kind})`, async () => {
+      const layer = await bigLayer(size, 7);
+      await pushLayerImage(reg.url, `corrupt/${kind}`, 'v1', layer);
+      const before = await layerCount();
+      faults.corrupt = sha256(layer);
+      try {
+        const r = await engine.docker(['pull', `${proxyHost}/corrupt/${kind}:v1`]);
+        assert.notEqual(r.code, 0);
+        assert.match(r.stderr, /filesystem layer verification failed for digest/);
+      } finally {
+        faults.corrupt = undefined;
+      }
+      assert.equal((await inspect(`${proxyHost}/corrupt/${kind}:v1`)).status, 404);
+      assert.equal(await layerCount(), before);
+      const ingest = await readdir(join(engine.dataRoot, 'content', 'ingest'));
+      assert.deepEqual(ingest, []);
+      const tmp = (await readdir(join(engine.dataRoot, 'overlay'))).filter((n) => n.startsWith('tmp-'));
+      assert.deepEqual(tmp, []);
+    });
+
+    it(`resumes a layer whose connection dropped, with Range (${kind})`, async () => {
+      const layer = await bigLayer(size + 2_800_000, 11);
+      await pushLayerImage(reg.url, `drop/${kind}`, 'v1', layer);
+      faults.ranges.length = 0;
+      faults.dropAfter = Math.floor(layer.length / 2);
+      const out = await engine.dockerOk(['pull', `${proxyHost}/drop/${kind}:v1`]);
+      assert.match(out, /Pull complete/);
+      assert.equal(faults.ranges.length, 1);
+      assert.match(faults.ranges[0] as string, /^bytes=\d+-$/);
+    });
+  }
 
   it('pulls uncompressed and zstd layers', async () => {
     const tar = gunzipSync(await bigLayer(100_000, 3));
@@ -397,51 +408,55 @@ describe('docker pull', () => {
     }
   });
 
-  it('cancels when the client goes away, keeping nothing', async () => {
-    const layer = await bigLayer(4_000_000, 13);
-    await pushLayerImage(reg.url, 'slow/me', 'v1', layer);
-    const before = await layerCount();
-    faults.delayMs = 50;
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const req = httpRequest(
-          {
-            socketPath: engine.socket,
-            method: 'POST',
-            path: `/v1.41/images/create?fromImage=${proxyHost}/slow/me&tag=v1`,
-          },
-          (res) => {
-            res.on('data', (c: Buffer) => {
-              if (c.toString().includes('Downloading')) {
-                req.destroy();
-                resolve();
-              }
-            });
-            res.on('error', () => undefined);
-          },
-        );
-        req.on('error', () => undefined);
-        req.end();
-        setTimeout(() => reject(new Error('no Downloading message')), 30_000).unref();
-      });
-    } finally {
-      faults.delayMs = undefined;
-    }
-    // the pull stops: nothing of it stays (bounded wait)
-    let left: string[] = [];
-    for (let i = 0; i < 100; i++) {
-      left = [
-        ...(await readdir(join(engine.dataRoot, 'overlay'))).filter((n) => n.startsWith('tmp-')),
-        ...(await readdir(join(engine.dataRoot, 'content', 'ingest'))),
-      ];
-      if (!left.length) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.deepEqual(left, []);
-    assert.equal(await layerCount(), before);
-    assert.equal((await inspect(`${proxyHost}/slow/me:v1`)).status, 404);
-    assert.equal((await engine.request('GET', '/_ping')).status, 200);
-  });
+  for (const [kind, size] of [
+    ['small', 4_000_000],
+    ['large', 9_000_000],
+  ] as const)
+    it(`cancels when the client goes away, keeping nothing (${kind})`, async () => {
+      const layer = await bigLayer(size, 13);
+      await pushLayerImage(reg.url, `slow/${kind}`, 'v1', layer);
+      const before = await layerCount();
+      faults.delayMs = 50;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const req = httpRequest(
+            {
+              socketPath: engine.socket,
+              method: 'POST',
+              path: `/v1.41/images/create?fromImage=${proxyHost}/slow/${kind}&tag=v1`,
+            },
+            (res) => {
+              res.on('data', (c: Buffer) => {
+                if (c.toString().includes('Downloading')) {
+                  req.destroy();
+                  resolve();
+                }
+              });
+              res.on('error', () => undefined);
+            },
+          );
+          req.on('error', () => undefined);
+          req.end();
+          setTimeout(() => reject(new Error('no Downloading message')), 30_000).unref();
+        });
+      } finally {
+        faults.delayMs = undefined;
+      }
+      // the pull stops: nothing of it stays (bounded wait)
+      let left: string[] = [];
+      for (let i = 0; i < 100; i++) {
+        left = [
+          ...(await readdir(join(engine.dataRoot, 'overlay'))).filter((n) => n.startsWith('tmp-')),
+          ...(await readdir(join(engine.dataRoot, 'content', 'ingest'))),
+        ];
+        if (!left.length) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.deepEqual(left, []);
+      assert.equal(await layerCount(), before);
+      assert.equal((await inspect(`${proxyHost}/slow/${kind}:v1`)).status, 404);
+      assert.equal((await engine.request('GET', '/_ping')).status, 200);
+    });
 
   it('reaches a TLS registry with the CA and client certificate of its certs.d folder', async () => {
     const out = await engine.dockerOk(['pull', `${tlsHost}/multi:v1`]);

@@ -26,7 +26,9 @@ import {
   schema1Config,
   schema1Layers,
 } from '../../distribution/index.js';
+import type { LayerProducer } from '../../storage/layer.types.js';
 import { chainIdOf } from '../../storage/overlay.snapshotter.js';
+import { UNPACK_THREAD_FROM, warmUnpackThreads } from '../../storage/unpack.thread.js';
 import type { ImageCreator } from '../create.js';
 import type { DistributionMetadataStore } from '../distribution-metadata.js';
 import type { LayerCollector } from '../gc.js';
@@ -305,6 +307,12 @@ export class ImagePuller {
         // this repository has the layer too (push mounts from the repositories it knows)
         if (l.diffId) await this.deps.meta.record(l.diffId, l.digest, repository).catch(() => undefined);
       }
+      // large layers unpack on worker threads: start them while the first downloads begin
+      const large = layers
+        .slice(have)
+        .filter((l) => l.size !== undefined && l.size >= UNPACK_THREAD_FROM).length;
+      if (large && !this.deps.keepBlobs)
+        warmUnpackThreads(Math.min(large, this.deps.maxConcurrentDownloads()));
       let below: Promise<string | null> = Promise.resolve(parent);
       for (let i = have; i < layers.length; i++) {
         const l = layers[i] as LayerPlan;
@@ -321,36 +329,55 @@ export class ImagePuller {
           let complete = false;
           let received = 0;
           let blob: AsyncGenerator<Buffer> | undefined;
+          let produced: Promise<void> | undefined;
           const free = () => {
             if (slot) {
               slot = false;
               release();
             }
           };
+          const reading = {
+            signal,
+            onBytes: (n: number) => {
+              received = n;
+              progress.bytes(sid, 'Downloading', n, l.size);
+            },
+          };
+          const downloadDone = () => {
+            complete = true;
+            free();
+            progress.layer(sid, 'Verifying Checksum');
+            progress.layer(sid, 'Download complete');
+          };
           try {
-            const source = session.blob(l.digest, l.size, {
-              signal,
-              onBytes: (n) => {
-                received = n;
-                progress.bytes(sid, 'Downloading', n, l.size);
-              },
-            });
-            blob = source;
-            const stream = (async function* () {
-              for (;;) {
-                const r = await source.next();
-                if (r.done) break;
-                yield r.value;
-              }
-              complete = true;
-              free();
-              progress.layer(sid, 'Verifying Checksum');
-              progress.layer(sid, 'Download complete');
-            })();
-            const { layer, release: unpin } = await addLayer(store, parentOf, stream, undefined, {
+            let input: AsyncIterable<Buffer> | LayerProducer;
+            if (!this.deps.keepBlobs && l.size !== undefined && l.size >= UNPACK_THREAD_FROM) {
+              // a large layer: its blob is written into the unpacker as it comes off the socket
+              // (the client reads on for the digest when the unpacker gives up first)
+              input = {
+                produce: async (sink) => {
+                  produced = session.blobTo(l.digest, l.size, sink, reading);
+                  await produced;
+                  downloadDone();
+                },
+              };
+            } else {
+              const source = session.blob(l.digest, l.size, reading);
+              blob = source;
+              input = (async function* () {
+                for (;;) {
+                  const r = await source.next();
+                  if (r.done) break;
+                  yield r.value;
+                }
+                downloadDone();
+              })();
+            }
+            const { layer, release: unpin } = await addLayer(store, parentOf, input, undefined, {
               expectDiffId: l.diffId,
               verifiedDigest: l.digest,
               keepBlob: this.deps.keepBlobs ?? false,
+              sizeHint: l.size,
             });
             pinned.push(layer.chainId);
             store.pin(layer.chainId);
@@ -373,6 +400,8 @@ export class ImagePuller {
                 cause = e;
               }
             }
+            // a producer reads on by itself once the unpacker gave up: its end says the same
+            if (produced && !signal.aborted) await produced.catch((e: unknown) => (cause = e));
             const e = isBerthError(cause) && /verification failed/.test(cause.message) ? cause : err;
             fail(e);
             throw e;

@@ -38,6 +38,11 @@ export interface StorageOps {
    * devices); by default `.`, so member names are `./...`; `done` settles when tar exits.
    */
   createTar(dir: string, members?: string[]): { stdout: Readable; done: Promise<void>; kill(): void };
+  /**
+   * Set by the host's own ops: a large layer may be unpacked on a worker thread, which runs its
+   * own HostStorageOps (storage/unpack.thread.ts). Fakes leave it unset and see every call.
+   */
+  readonly unpackThreads?: boolean;
   /** Start an external decompressor (bzip2, xz, zstd); gzip is decompressed in-process. */
   decompressor(kind: 'bzip2' | 'xz' | 'zstd'): {
     stdin: NodeJS.WritableStream;
@@ -53,6 +58,8 @@ const SERVER_FAULT =
 
 /** The real thing: util-linux mount/umount, coreutils mknod (through sh), attr's setfattr, GNU tar. */
 export class HostStorageOps implements StorageOps {
+  readonly unpackThreads = true;
+
   async mountOverlay(opts: {
     cwd: string;
     lowerdirs: string[];

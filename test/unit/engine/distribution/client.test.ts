@@ -12,6 +12,7 @@ import {
   EndpointResolver,
   parseChallenges,
   RegistryClient,
+  type RepositorySession,
 } from '../../../../src/engine/distribution/index.js';
 import { startRegistry } from '../../../../src/registry/index.js';
 import {
@@ -42,6 +43,38 @@ function hostOf(url: string): string {
 async function collect(it: AsyncIterable<Buffer>): Promise<Buffer> {
   const out: Buffer[] = [];
   for await (const c of it) out.push(c);
+  return Buffer.concat(out);
+}
+
+/**
+ * A blob read with blobTo into a sink that copies what it gets, now and then saying it is full
+ * (room comes a moment later), as the unpacking thread's ring does.
+ */
+async function collectTo(
+  repo: RepositorySession,
+  digest: string,
+  size: number,
+  o: { onResume?: (attempt: number, offset: number) => void; giveUpAfter?: number } = {},
+): Promise<Buffer> {
+  const out: Buffer[] = [];
+  let n = 0;
+  let writes = 0;
+  await repo.blobTo(
+    digest,
+    size,
+    {
+      write: (chunk) => {
+        out.push(Buffer.from(chunk));
+        n += chunk.length;
+        return o.giveUpAfter === undefined && ++writes % 3 !== 0;
+      },
+      room: async () => {
+        await new Promise((r) => setTimeout(r, 2));
+        if (o.giveUpAfter !== undefined && n >= o.giveUpAfter) throw new Error('the sink gave up');
+      },
+    },
+    { onResume: o.onResume },
+  );
   return Buffer.concat(out);
 }
 
@@ -188,11 +221,33 @@ describe('registry client', () => {
       assert.equal(sha256(got), pushed.layer);
       assert.equal(resumes.length, 1);
       assert.match(ranges[0] ?? '', /^bytes=\d+-$/);
+      // the same pushed into a sink, read off the socket: the drop resumed there too
+      drops = 0;
+      ranges.length = 0;
+      resumes.length = 0;
+      const pushedTo = await collectTo(repo, pushed.layer, data.length, {
+        onResume: (_a, off) => resumes.push(off),
+      });
+      assert.equal(sha256(pushedTo), pushed.layer);
+      assert.equal(resumes.length, 1);
+      assert.match(ranges[0] ?? '', /^bytes=\d+-$/);
+      // a sink that gives up: the blob is read on for its digest, then the sink's error
+      await assert.rejects(
+        collectTo(repo, pushed.layer, data.length, { giveUpAfter: 1 }),
+        /the sink gave up/,
+      );
       corrupt = true;
       await assert.rejects(
         collect(repo.blob(pushed.layer, data.length)),
         /filesystem layer verification failed/,
       );
+      // corrupt bytes are reported as such, before a sink's giving up
+      for (const giveUpAfter of [undefined, 1]) {
+        await assert.rejects(
+          collectTo(repo, pushed.layer, data.length, { giveUpAfter }),
+          /filesystem layer verification failed/,
+        );
+      }
     } finally {
       proxy.close();
     }
@@ -237,6 +292,9 @@ describe('registry client redirects', () => {
       const got = await collect(repo.blob(digest, data.length));
       assert.equal(got.toString(), 'redirected blob');
       assert.deepEqual(seen, [undefined]);
+      // pushed into a sink: the raw read leaves the redirect to the ordinary client
+      assert.equal((await collectTo(repo, digest, data.length)).toString(), 'redirected blob');
+      assert.deepEqual(seen, [undefined, undefined]);
     } finally {
       client.close();
       registry.close();
@@ -315,5 +373,54 @@ describe('registry client pieces', () => {
       (await r.endpoints('10.9.9.9:5000', 'x')).map((e) => e.base),
       ['https://10.9.9.9:5000'],
     );
+  });
+});
+
+describe('registry client, a blob read off the socket', () => {
+  it('takes chunked answers and odd heads through the ordinary client, and reads Content-Length ones itself', async () => {
+    const data = Buffer.alloc(700_000);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 255;
+    const digest = sha256(data);
+    let mode: 'length' | 'chunked' | 'gzip' = 'length';
+    const agents: string[] = [];
+    const registry = createServer((req, res) => {
+      if (req.url === '/v2/') {
+        res.end('{}');
+        return;
+      }
+      agents.push(String(req.headers.connection));
+      if (mode === 'chunked') {
+        res.writeHead(200);
+        res.write(data.subarray(0, 1000));
+        res.end(data.subarray(1000));
+        return;
+      }
+      if (mode === 'gzip') {
+        // a content coding the reader does not undo: the ordinary client is asked (and sees
+        // the same coded bytes), so the digest fails as it would there
+        res.writeHead(200, { 'Content-Encoding': 'gzip', 'Content-Length': String(data.length) });
+        res.end(data);
+        return;
+      }
+      res.writeHead(200, { 'Content-Length': String(data.length) });
+      res.end(data);
+    });
+    await new Promise<void>((r) => registry.listen(0, '127.0.0.1', r));
+    const client = new RegistryClient({ insecureRegistries: [], mirrors: [] });
+    try {
+      const host = `127.0.0.1:${(registry.address() as AddressInfo).port}`;
+      const repo = await client.open(await client.endpoints(host, host), 'a/b', {}, ['pull']);
+      assert.ok((await collectTo(repo, digest, data.length)).equals(data));
+      // the raw read asks for its own connection, closed after it
+      assert.deepEqual(agents, ['close']);
+      mode = 'chunked';
+      assert.ok((await collectTo(repo, digest, data.length)).equals(data));
+      assert.deepEqual(agents.slice(1), ['close', 'keep-alive'], 'the raw read, then the ordinary client');
+      mode = 'gzip';
+      assert.ok((await collectTo(repo, digest, data.length)).equals(data));
+    } finally {
+      client.close();
+      registry.close();
+    }
   });
 });

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { HostStorageOps } from '../../../../src/engine/storage/adapters/host.ops.js';
 import { applyLayer } from '../../../../src/engine/storage/layer.apply.js';
 import { type HostileCase, hostileTars, markedOnHost } from '../../../helpers/hostile-tars.js';
+import { makeTar } from './tar.helper.js';
 
 /**
  * Layer application (import today; pull and load later) of hostile archives with the real host
@@ -88,7 +89,18 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
     await rm(base, { recursive: true, force: true });
   });
 
-  for (const [name, tar] of Object.entries(tars) as Array<[HostileCase, Buffer]>) {
+  // each archive as it is (unpacked in the engine's thread), and again after a 9 MiB file (a
+  // layer known to be that large is unpacked on a worker thread: unpack.thread.ts)
+  const bigPrefix = (async () => {
+    const size = 9 * 1024 * 1024;
+    const tar = await makeTar([{ name: 'big.bin', content: Buffer.alloc(size, 7) }]);
+    return tar.subarray(0, 512 + size);
+  })();
+  const cases = (Object.entries(tars) as Array<[HostileCase, Buffer]>).flatMap(([name, tar]) => [
+    [name, tar, false] as const,
+    [name, tar, true] as const,
+  ]);
+  for (const [name, tar, big] of cases) {
     const want = expected[name];
     const what =
       want === 'refused'
@@ -96,15 +108,17 @@ describe('layer application of hostile archives (GNU tar, root)', () => {
         : typeof want === 'function'
           ? 'applied inside the layer'
           : 'a 400 or applied';
-    it(`${name}: ${what}, nothing outside`, async () => {
-      const box = join(base, name);
+    it(`${name}${big ? ' (after 9 MiB, on the unpacking thread)' : ''}: ${what}, nothing outside`, async () => {
+      const box = join(base, big ? `${name}-big` : name);
       const layer = join(box, 'layer');
       await mkdir(layer, { recursive: true });
       await mkdir(join(box, 'etc'));
       await mkdir(join(box, 'tmp'));
       await writeFile(join(box, 'etc', 'passwd'), 'bait\n');
       await writeFile(join(box, 'sentinel'), 'bait\n');
-      const outcome = await applyLayer({ input: [tar], dir: layer, ops: new HostStorageOps() }).then(
+      const input = big ? [await bigPrefix, tar] : [tar];
+      const sizeHint = input.reduce((n, c) => n + c.length, 0);
+      const outcome = await applyLayer({ input, dir: layer, ops: new HostStorageOps(), sizeHint }).then(
         () => undefined,
         (err: unknown) => err as Error & { kind?: string },
       );
