@@ -14,6 +14,8 @@ packages=(
   apache2-utils              # htpasswd, for registry auth tests
   docker.io docker-registry  # reference systems: compared against by tests and benchmarks
   docker-compose             # compose 1.29 (docker-py underneath): a real client the tests drive
+  python3-docker             # docker-py 5.0.3: the build scenarios of its own tests run against berth
+  git                        # docker build with a git remote (the builder clones it)
   ca-certificates curl jq
 )
 missing=()
