@@ -1,0 +1,499 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
+import { invalidParameter } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import { allowedArgs, BuildArgs } from './build-args.js';
+import { type BuildCacheStore, stepKey } from './build-cache.js';
+import type { BuildOutput } from './build-output.js';
+import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
+import type { BuildOptions } from './build.options.js';
+import type { CacheMounts } from './cache-mounts.js';
+import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
+import { ImageRoots } from './image-roots.js';
+import { beginStage, type StageState } from './stage-state.js';
+import { copyStep } from './step-copy.js';
+import type { StepContainers } from './step-containers.js';
+import { applyMetadata, isMetadata, nopCmd, nopCmdString } from './step-metadata.js';
+import { checkRunMount, runCommand, savedCommand } from './step-run.js';
+
+/** A step that failed as dockerd reports it (the message and, for RUN, the exit code). */
+export class StepError extends Error {
+  constructor(
+    message: string,
+    readonly code?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface BuildRunDeps {
+  images: BuildImagePort;
+  cache: BuildCacheStore;
+  cacheMounts: CacheMounts;
+  dockerfile: DockerfileSupport;
+  copy: CopySupport;
+  log: Logger;
+}
+
+/** What the stages made: by index, and the names they answer to. */
+interface StageResult {
+  imageId: string;
+  chainId: string | null;
+}
+
+/**
+ * One build, as dockerd's classic builder runs it: the needed stages in order, a step at a time
+ * (`Step N/M`), each step's image committed (or found in the cache), the intermediate containers
+ * removed as `rm`/`forcerm` say. `run()` answers the last stage's image ID.
+ */
+export class BuildRun {
+  private step = 0;
+  private readonly total: number;
+  private readonly stages: Stage[];
+  private readonly results = new Map<number, StageResult>();
+  private readonly args: BuildArgs;
+  private readonly roots: ImageRoots;
+  private readonly cacheFrom = new Set<string>();
+  /** Every ARG name some stage declared (for RUN's saved command). */
+  private readonly declared = new Set<string>();
+  private scratchImage?: string;
+
+  constructor(
+    private readonly deps: BuildRunDeps,
+    private readonly opts: BuildOptions,
+    private readonly ctx: BuildContext,
+    private readonly parsed: ParsedDockerfile,
+    private readonly out: BuildOutput,
+    private readonly containers: StepContainers,
+    private readonly workDir: string,
+    private readonly signal: AbortSignal,
+  ) {
+    this.stages = deps.dockerfile.stagesFor(parsed, opts.target);
+    this.total = deps.dockerfile.stepCount(parsed, this.stages);
+    this.args = new BuildArgs(opts.buildArgs);
+    this.roots = new ImageRoots(deps.images.snapshotter, workDir);
+  }
+
+  async run(): Promise<{ imageId: string; unusedArgs: string[] }> {
+    try {
+      for (const a of this.parsed.metaArgs) {
+        this.declared.add(a.name);
+        this.args.declareMeta(a.name, a.value === undefined ? undefined : this.expandMeta(a.value));
+      }
+      await this.collectCacheFrom();
+      let last: StageResult | undefined;
+      for (const stage of this.stages) {
+        this.signal.throwIfAborted();
+        last = await this.runStage(stage);
+        this.results.set(stage.index, last);
+        this.out.aux(last.imageId);
+      }
+      if (!last) throw invalidParameter('the Dockerfile has no stage to build');
+      return { imageId: last.imageId, unusedArgs: this.args.unused() };
+    } finally {
+      await this.roots.release();
+      if (this.scratchImage) {
+        await this.deps.images.remove(this.scratchImage, { force: false, prune: false }).catch(() => undefined);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ expansion
+
+  private expandMeta(word: string): string {
+    return this.deps.dockerfile.expandWord(word, this.args.metaEnv(), this.parsed.escapeToken);
+  }
+
+  /** The env a stage expands words with: its config's Env, then the ARGs in scope. */
+  private scope(s: StageState): string[] {
+    const env = s.config.Env ?? [];
+    const args = allowedArgs(s.args, this.args.predefined(), env);
+    return [...env, ...args.map(([k, v]) => `${k}=${v}`)];
+  }
+
+  private expander(s: StageState): { one: (w: string) => string; many: (w: string) => string[] } {
+    const env = this.scope(s);
+    return {
+      one: (w) => this.deps.dockerfile.expandWord(w, env, s.escapeToken),
+      many: (w) => this.deps.dockerfile.expandWords(w, env, s.escapeToken),
+    };
+  }
+
+  // ------------------------------------------------------------------ stages
+
+  /** A stage by name or index (COPY --from, RUN --mount from=, FROM <stage>) among those built. */
+  private stageRef(name: string): StageResult | undefined {
+    const lower = name.toLowerCase();
+    for (const s of this.parsed.stages) {
+      if (s.name === lower || String(s.index) === name) {
+        const r = this.results.get(s.index);
+        if (r) return r;
+        if (s.name === lower) throw invalidParameter(`stage ${name} is not built before it is used`);
+      }
+    }
+    return undefined;
+  }
+
+  private async runStage(stage: Stage): Promise<StageResult> {
+    this.stepLine(stage.original);
+    const baseName = this.expandMeta(stage.base);
+    const base = await this.baseImage(baseName, stage.platform ? this.expandMeta(stage.platform) : undefined);
+    const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken);
+    state.config.Image = base.imageId;
+    if (this.opts.labels && Object.keys(this.opts.labels).length && stage === this.stages[this.stages.length - 1]) {
+      // the build's labels go on the last stage's config, as dockerd's classic builder does
+      state.config.Labels = { ...(state.config.Labels ?? {}), ...this.opts.labels };
+    }
+    const triggers = state.config.OnBuild ?? [];
+    state.config.OnBuild = null;
+    if (triggers.length) await this.runTriggers(state, triggers);
+    this.out.image(state.imageId || base.imageId);
+    for (const i of stage.instructions) {
+      this.signal.throwIfAborted();
+      this.stepLine(i.original);
+      await this.dispatch(state, i);
+      this.out.image(state.imageId);
+    }
+    if (!state.imageId) {
+      // a stage of FROM scratch alone: an image with no layers
+      await this.commitMeta(state, nopCmd(state.config, 'FROM scratch'));
+    }
+    return { imageId: state.imageId, chainId: state.chainId };
+  }
+
+  private stepLine(original: string): void {
+    this.step++;
+    this.out.step(this.step, this.total, original);
+  }
+
+  /** `# Executing N build trigger(s)`, then each trigger as a step without its own Step line. */
+  private async runTriggers(state: StageState, triggers: string[]): Promise<void> {
+    this.out.text(`# Executing ${triggers.length} build trigger`);
+    if (triggers.length > 1) this.out.text('s');
+    this.out.text('\n');
+    const parsed = this.deps.dockerfile.parse(`FROM scratch\n${triggers.join('\n')}\n`);
+    for (const i of parsed.stages[0]?.instructions ?? []) {
+      if (i.kind === 'onbuild') throw invalidParameter('Chaining ONBUILD via `ONBUILD ONBUILD` isn\'t allowed');
+      await this.dispatch(state, i);
+    }
+  }
+
+  /** FROM's image: a stage before, scratch, a local image, or one pulled (always with `pull`). */
+  private async baseImage(
+    name: string,
+    platform: string | undefined,
+  ): Promise<{ imageId: string; chainId: string | null; config?: ContainerConfig }> {
+    const stage = this.stageRef(name);
+    if (stage) {
+      const img = await this.deps.images.get(stage.imageId);
+      return { imageId: stage.imageId, chainId: stage.chainId, ...(img ? { config: img.config.config } : {}) };
+    }
+    if (name.toLowerCase() === 'scratch') return { imageId: '', chainId: null };
+    if (!name) throw invalidParameter('base name (${name}) should not be blank');
+    const plat = platform ?? this.opts.platform;
+    let img = this.opts.pull ? undefined : await this.deps.images.resolve(name).catch(() => undefined);
+    if (!img) {
+      await this.pull(name, plat);
+      img = await this.deps.images.resolve(name);
+    }
+    return { imageId: img.id, chainId: img.chainId, config: img.config.config };
+  }
+
+  private async pull(name: string, platform: string | undefined): Promise<void> {
+    const ref = tagNameOnly(parseNormalizedNamed(name));
+    const registryAuth = this.authFor(ref.domain);
+    await this.deps.images.pull({
+      image: familiarString({ domain: ref.domain, path: ref.path }),
+      ...(ref.digest ? { tag: ref.digest } : { tag: ref.tag ?? 'latest' }),
+      ...(platform ? { platform } : {}),
+      ...(registryAuth ? { registryAuth } : {}),
+      signal: this.signal,
+      onMessage: (m) => this.out.progress(m.status, m.id, m.detail),
+    });
+  }
+
+  /** The X-Registry-Config entry for a registry (Docker Hub's under its index address). */
+  private authFor(domain: string): string | undefined {
+    const auths = this.opts.registryAuth;
+    const hub = domain === 'docker.io' ? ['https://index.docker.io/v1/', 'index.docker.io', 'docker.io'] : [];
+    for (const k of [domain, `https://${domain}`, `http://${domain}`, ...hub]) {
+      const v = auths.get(k);
+      if (v) return v;
+    }
+    return undefined;
+  }
+
+  // ------------------------------------------------------------------ steps
+
+  private async dispatch(state: StageState, i: Instruction): Promise<void> {
+    state.config.Image = state.imageId;
+    const x = this.expander(state);
+    if (isMetadata(i)) {
+      const change = applyMetadata(i, state.config, x.one, x.many, state.cmdSet);
+      state.config = change.config;
+      if (change.maintainer !== undefined) state.maintainer = change.maintainer;
+      if (change.cmdSet) state.cmdSet = true;
+      await this.commitMeta(state, change.cmd);
+      return;
+    }
+    switch (i.kind) {
+      case 'arg': {
+        const texts: string[] = [];
+        for (const a of i.args) {
+          this.declared.add(a.name);
+          const def = a.value === undefined ? undefined : x.one(a.value);
+          state.args.set(a.name, this.args.declare(a.name, def));
+          texts.push(a.value === undefined ? a.name : `${a.name}=${a.value}`);
+        }
+        await this.commitMeta(state, nopCmd(state.config, `ARG ${texts.join(' ')}`));
+        return;
+      }
+      case 'workdir': {
+        const dir = x.one(i.value);
+        const wd = posix.resolve(state.config.WorkingDir || '/', dir);
+        state.config.WorkingDir = wd;
+        await this.commitMeta(state, nopCmdString(state.config, `WORKDIR ${wd}`), wd);
+        return;
+      }
+      case 'run':
+        await this.runStep(state, i);
+        return;
+      case 'copy':
+      case 'add':
+        await copyStep(
+          {
+            state,
+            instruction: i,
+            expand: x.one,
+            ctx: this.ctx,
+            copy: this.deps.copy,
+            containers: this.containers,
+            roots: this.roots,
+            signal: this.signal,
+            stageRoot: async (name) => {
+              const s = this.stageRef(name);
+              if (s) return this.roots.root(s.chainId);
+              const img = await this.baseImage(name, undefined);
+              return this.roots.root(img.chainId);
+            },
+          },
+          {
+            cached: (cmd, sum) => this.probeCache(state, cmd, sum),
+            commit: (cid, cmd, sum) => this.commitContainer(state, cid, cmd, sum, true),
+            containerFor: () => this.stepContainer(state, state.config),
+          },
+        );
+        return;
+      default:
+        throw invalidParameter(`unknown instruction: ${i.kind.toUpperCase()}`);
+    }
+  }
+
+  /** The image ID the cache has for this step (Using cache shown), or undefined. */
+  private async probeCache(state: StageState, cmd: string[], sources?: string): Promise<boolean> {
+    if (this.opts.noCache) return false;
+    const key = stepKey({ parent: state.imageId, cmd, config: JSON.stringify(state.config), sources });
+    const record = this.deps.cache.get(key);
+    let hit: string | undefined;
+    if (record && (await this.deps.images.get(record.imageId))) {
+      hit = record.imageId;
+      await this.deps.cache.touch(record);
+    } else {
+      hit = await this.fromCacheImages(state, cmd);
+      if (hit) await this.deps.cache.put(key, hit, state.imageId, cmd.join(' '));
+    }
+    if (!hit) return false;
+    const img = await this.deps.images.get(hit);
+    this.out.usingCache();
+    state.imageId = hit;
+    state.chainId = img?.chainId ?? state.chainId;
+    return true;
+  }
+
+  /** `cachefrom`: an image of those chains made from this parent with this command and config. */
+  private async fromCacheImages(state: StageState, cmd: string[]): Promise<string | undefined> {
+    if (this.cacheFrom.size === 0) return undefined;
+    const want = JSON.stringify(cmd);
+    for (const id of this.cacheFrom) {
+      const img = await this.deps.images.get(id);
+      if (!img || img.parent !== state.imageId) continue;
+      if (JSON.stringify(img.config.container_config?.Cmd ?? []) !== want) continue;
+      return id;
+    }
+    return undefined;
+  }
+
+  private async collectCacheFrom(): Promise<void> {
+    for (const name of this.opts.cacheFrom) {
+      let img = await this.deps.images.resolve(name).catch(() => undefined);
+      while (img) {
+        this.cacheFrom.add(img.id);
+        img = img.parent ? await this.deps.images.get(img.parent) : undefined;
+      }
+    }
+  }
+
+  /** A container for a step from the stage's current image (a placeholder image for scratch). */
+  private async stepContainer(
+    state: StageState,
+    config: ContainerConfig,
+    host: Partial<HostConfig> = {},
+  ): Promise<string> {
+    const image = state.imageId || (await this.scratch());
+    const { id, warnings } = await this.containers.create({ ...config, Image: image }, host);
+    for (const w of warnings) this.out.warning(w);
+    return id;
+  }
+
+  /** An image with no layers to create containers of a stage from scratch (removed at the end). */
+  private async scratch(): Promise<string> {
+    this.scratchImage ??= await this.deps.images.createImage({
+      architecture: process.arch === 'x64' ? 'amd64' : process.arch,
+      os: 'linux',
+      config: {},
+      rootfs: { type: 'layers', diff_ids: [] },
+    });
+    return this.scratchImage;
+  }
+
+  /**
+   * A metadata step (moby's commit): from the cache, or a container with the `#(nop)` command,
+   * committed and removed. WORKDIR makes its directory in the container first.
+   */
+  private async commitMeta(state: StageState, cmd: string[], workdir?: string): Promise<void> {
+    if (await this.probeCache(state, cmd)) return;
+    const cid = await this.stepContainer(state, { ...state.config, Cmd: cmd });
+    this.out.runningIn(cid);
+    if (workdir && !(await this.containers.kindOf(cid, workdir))) {
+      await this.containers.extract(cid, this.deps.copy.directoryTar(workdir, state.config.User));
+    }
+    await this.commitContainer(state, cid, cmd);
+  }
+
+  /** Commit a step's container as the stage's next image; remove it (`rm`) and record the cache. */
+  private async commitContainer(
+    state: StageState,
+    cid: string,
+    cmd: string[],
+    sources?: string,
+    silent = false,
+  ): Promise<void> {
+    const key = stepKey({ parent: state.imageId, cmd, config: JSON.stringify(state.config), sources });
+    const containerConfig: ContainerConfig = { ...state.config, Cmd: cmd };
+    const id = await this.deps.images.commit({
+      key: cid,
+      ...(state.imageId ? { parentImageId: state.imageId } : {}),
+      containerId: cid,
+      containerConfig,
+      config: { ...state.config },
+      ...(state.maintainer ? { author: state.maintainer } : {}),
+    });
+    if (this.opts.rm || this.opts.forceRm) {
+      await this.containers.remove(cid);
+      if (!silent) this.out.removing(cid);
+    } else {
+      this.containers.keep(cid);
+    }
+    await this.deps.cache.put(key, id, state.imageId, cmd.join(' '));
+    const img = await this.deps.images.get(id);
+    state.imageId = id;
+    state.chainId = img?.chainId ?? null;
+  }
+
+  /** RUN: a container with the command, its output streamed, committed when it exits 0. */
+  private async runStep(state: StageState, i: Extract<Instruction, { kind: 'run' }>): Promise<void> {
+    const env = state.config.Env ?? [];
+    const args = allowedArgs(state.args, this.args.predefined(), env);
+    const { cmd, scripts } = await runCommand(i, state.config, async () =>
+      mkdtemp(join(this.workDir, 'heredoc-')),
+    );
+    const saveCmd = savedCommand(cmd, args, this.declared);
+    const mounts: MountSpec[] = [...scripts];
+    const releases: Array<() => Promise<void>> = [];
+    const keyParts: string[] = [];
+    try {
+      for (const m of i.mounts) {
+        const r = await this.runMount(state, m);
+        mounts.push(r.spec);
+        if (r.keyPart) keyParts.push(r.keyPart);
+        if (r.release) releases.push(r.release);
+      }
+      const sources = keyParts.length ? keyParts.join(',') : undefined;
+      if (await this.probeCache(state, saveCmd, sources)) return;
+      const host: Partial<HostConfig> = {};
+      if (mounts.length) host.Mounts = mounts;
+      if (i.network === 'none') host.NetworkMode = 'none';
+      else if (i.network === 'host') host.NetworkMode = 'host';
+      const runConfig: ContainerConfig = {
+        ...state.config,
+        Cmd: cmd,
+        Entrypoint: [''],
+        Env: [...env, ...args.map(([k, v]) => `${k}=${v}`)],
+        Healthcheck: null,
+        AttachStdout: true,
+        AttachStderr: true,
+      };
+      const cid = await this.stepContainer(state, runConfig, host);
+      this.out.runningIn(cid);
+      const code = await this.containers.run(cid, (s, d) => this.out.output(s, d), this.signal);
+      if (code !== 0) {
+        if (!this.opts.forceRm) this.containers.keep(cid);
+        const text = `The command '${cmd.join(' ')}' returned a non-zero code: ${code}`;
+        throw new StepError(text, code);
+      }
+      await this.commitContainer(state, cid, saveCmd, sources);
+    } finally {
+      for (const r of releases) await r().catch(() => undefined);
+    }
+  }
+
+  /** A RUN --mount as the container's mount. */
+  private async runMount(
+    state: StageState,
+    m: RunMount,
+  ): Promise<{ spec: MountSpec; keyPart?: string; release?: () => Promise<void> }> {
+    const x = this.expander(state);
+    const target = posix.resolve(state.config.WorkingDir || '/', x.one(m.target));
+    checkRunMount({ ...m, target });
+    if (m.type === 'tmpfs') {
+      return { spec: { Type: 'tmpfs', Target: target, ...(m.size ? { TmpfsOptions: { SizeBytes: m.size } } : {}) } };
+    }
+    if (m.type === 'cache') {
+      const held = await this.deps.cacheMounts.acquire(m.id ? x.one(m.id) : target, m.sharing ?? 'shared', {
+        ...(m.mode !== undefined ? { mode: m.mode } : {}),
+        ...(m.uid !== undefined ? { uid: m.uid } : {}),
+        ...(m.gid !== undefined ? { gid: m.gid } : {}),
+      });
+      return {
+        spec: { Type: 'bind', Source: held.path, Target: target, ReadOnly: m.readonly },
+        release: held.release,
+      };
+    }
+    // bind: from the context (read-only unless rw, then a copy), or from a stage's or image's files
+    const source = m.source ? x.one(m.source) : '/';
+    let root: string;
+    let keyPart: string;
+    if (m.from) {
+      const from = x.one(m.from);
+      const s = this.stageRef(from) ?? (await this.baseImage(from, undefined));
+      root = await this.roots.root(s.chainId);
+      keyPart = `${s.imageId}:${source}`;
+    } else {
+      root = this.ctx.root;
+      keyPart = await this.deps.copy.checksumPath(root, source);
+    }
+    const hostPath = await this.deps.copy.scopedPath(root, source);
+    if (!m.readonly && !m.from) {
+      const copy = await mkdtemp(join(this.workDir, 'bind-'));
+      await this.deps.copy.copyTree(hostPath, join(copy, 'src'));
+      return {
+        spec: { Type: 'bind', Source: join(copy, 'src'), Target: target, ReadOnly: false },
+        keyPart,
+        release: () => rm(copy, { recursive: true, force: true }),
+      };
+    }
+    return { spec: { Type: 'bind', Source: hostPath, Target: target, ReadOnly: true }, keyPart };
+  }
+}

@@ -1,0 +1,178 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { HostConfig } from '../../common/docker-types.js';
+import { errorMessage, invalidParameter } from '../../common/errors.js';
+import type { Filters } from '../../common/filters.js';
+import type { Logger } from '../../common/log.js';
+import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import { BuildCacheStore } from './build-cache.js';
+import { BuildOutput, type MessageSink } from './build-output.js';
+import { BuildRun, StepError } from './build-run.js';
+import type { BuildContext, ParsedDockerfile } from './build.types.js';
+import type { BuildOptions } from './build.options.js';
+import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
+import { CacheMounts } from './cache-mounts.js';
+import { type CacheItem, type PruneOptions, pruneCache, cacheItems } from './cache-prune.js';
+import { type BuildContainerPort, StepContainers } from './step-containers.js';
+
+export interface BuilderDeps {
+  dataRoot: string;
+  images: BuildImagePort;
+  containers: BuildContainerPort;
+  dockerfile: DockerfileSupport;
+  copy: CopySupport;
+  /** Receives a build's context (src/engine/build/context/). */
+  receiveContext(
+    body: Readable,
+    opts: { workDir: string; dockerfile?: string; remote?: string; signal: AbortSignal },
+  ): Promise<BuildContext>;
+  experimental: boolean;
+  log: Logger;
+}
+
+/** A build whose context and Dockerfile were accepted: run() streams it, once. */
+export interface PreparedBuild {
+  run(sink: MessageSink): Promise<void>;
+}
+
+/** The host settings of a build's RUN containers, from the build's options. */
+function hostConfigOf(o: BuildOptions): HostConfig {
+  const h: HostConfig = {};
+  if (o.networkMode) h.NetworkMode = o.networkMode;
+  if (o.extraHosts.length) h.ExtraHosts = [...o.extraHosts];
+  if (o.shmSize) h.ShmSize = o.shmSize;
+  if (o.memory) h.Memory = o.memory;
+  if (o.memorySwap) h.MemorySwap = o.memorySwap;
+  if (o.cpuShares) h.CpuShares = o.cpuShares;
+  if (o.cpuSetCpus) h.CpusetCpus = o.cpuSetCpus;
+  if (o.cpuSetMems) h.CpusetMems = o.cpuSetMems;
+  if (o.cpuPeriod) h.CpuPeriod = o.cpuPeriod;
+  if (o.cpuQuota) h.CpuQuota = o.cpuQuota;
+  if (o.cgroupParent) h.CgroupParent = o.cgroupParent;
+  if (o.ulimits?.length) h.Ulimits = o.ulimits.map((u) => ({ ...u }));
+  return h;
+}
+
+/**
+ * The builder (POST /build): receives the context, parses the Dockerfile (errors before any
+ * output), then runs the build with its own work directory under `<data-root>/build/work`, which
+ * goes when the build ends however it ends (a client going away cancels it: the running step's
+ * container is killed, every container the build made removed).
+ */
+export class Builder {
+  readonly cache: BuildCacheStore;
+  readonly cacheMounts: CacheMounts;
+  private readonly workRoot: string;
+
+  constructor(private readonly deps: BuilderDeps) {
+    this.cache = new BuildCacheStore(deps.dataRoot);
+    this.cacheMounts = new CacheMounts(deps.dataRoot);
+    this.workRoot = join(deps.dataRoot, 'build', 'work');
+  }
+
+  async init(): Promise<void> {
+    // what a build left when the engine stopped mid-way
+    await rm(this.workRoot, { recursive: true, force: true });
+    await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
+    await this.cache.init();
+    await this.cacheMounts.init();
+  }
+
+  async prepare(body: Readable, opts: BuildOptions, signal: AbortSignal): Promise<PreparedBuild> {
+    if (opts.squash && !this.deps.experimental) {
+      throw invalidParameter('squash is only supported with experimental mode');
+    }
+    const tags = opts.tags.map((t) => {
+      const ref = parseNormalizedNamed(t);
+      if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
+      return familiarString(tagNameOnly(ref));
+    });
+    const workDir = await mkdtemp(join(this.workRoot, 'build-'));
+    let ctx: BuildContext | undefined;
+    let parsed: ParsedDockerfile;
+    try {
+      ctx = await this.deps.receiveContext(body, {
+        workDir,
+        ...(opts.dockerfile ? { dockerfile: opts.dockerfile } : {}),
+        ...(opts.remote ? { remote: opts.remote } : {}),
+        signal,
+      });
+      parsed = this.deps.dockerfile.parse(ctx.dockerfile);
+      // the target and the stages are checked before anything runs too
+      this.deps.dockerfile.stagesFor(parsed, opts.target);
+    } catch (err) {
+      await ctx?.cleanup();
+      await rm(workDir, { recursive: true, force: true });
+      throw err;
+    }
+    const context = ctx;
+    return {
+      run: (sink) => this.run(context, parsed, { ...opts, tags }, workDir, sink, signal),
+    };
+  }
+
+  private async run(
+    ctx: BuildContext,
+    parsed: ParsedDockerfile,
+    opts: BuildOptions,
+    workDir: string,
+    sink: MessageSink,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const out = new BuildOutput(sink, opts.quiet);
+    const containers = new StepContainers(this.deps.containers, hostConfigOf(opts));
+    for (const w of parsed.warnings) out.text(`[WARNING]: ${w}\n`);
+    try {
+      const run = new BuildRun(
+        {
+          images: this.deps.images,
+          cache: this.cache,
+          cacheMounts: this.cacheMounts,
+          dockerfile: this.deps.dockerfile,
+          copy: this.deps.copy,
+          log: this.deps.log,
+        },
+        opts,
+        ctx,
+        parsed,
+        out,
+        containers,
+        workDir,
+        signal,
+      );
+      const { imageId, unusedArgs } = await run.run();
+      for (const t of opts.tags) {
+        const ref = parseNormalizedNamed(t);
+        await this.deps.images.tag(imageId, familiarString({ domain: ref.domain, path: ref.path }), ref.tag);
+      }
+      out.success(imageId, opts.tags, unusedArgs);
+    } catch (err) {
+      if (signal.aborted) {
+        this.deps.log.info('build cancelled', { reason: errorMessage(err) });
+      } else if (err instanceof StepError) {
+        out.failure(err.message, err.code);
+      } else {
+        out.failure(errorMessage(err));
+      }
+    } finally {
+      // rm/forcerm decided which stay; a cancelled build leaves none
+      if (signal.aborted) containers.forgetKept();
+      await containers.removeAll();
+      await ctx.cleanup().catch(() => undefined);
+      await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  /** GET /system/df's BuildCache. */
+  async items(): Promise<CacheItem[]> {
+    return cacheItems({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images });
+  }
+
+  /** POST /build/prune. */
+  async prune(opts: PruneOptions): Promise<{ CachesDeleted: string[] | null; SpaceReclaimed: number }> {
+    return pruneCache({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images }, opts);
+  }
+}
+
+export type { Filters };

@@ -1,0 +1,112 @@
+import { readFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { invalidParameter } from '../../common/errors.js';
+import type { BuildContext, CopyPlan, CopySource, Instruction } from './build.types.js';
+import type { CopySupport } from './builder.ports.js';
+import type { ImageRoots } from './image-roots.js';
+import type { StageState } from './stage-state.js';
+import type { StepContainers } from './step-containers.js';
+import { nopCmdString } from './step-metadata.js';
+
+type CopyInstruction = Extract<Instruction, { kind: 'copy' | 'add' }>;
+
+export interface CopyStepInput {
+  state: StageState;
+  instruction: CopyInstruction;
+  expand: (word: string) => string;
+  ctx: BuildContext;
+  copy: CopySupport;
+  containers: StepContainers;
+  roots: ImageRoots;
+  signal: AbortSignal;
+  /** The files of a stage or image (`--from`). */
+  stageRoot(name: string): Promise<string>;
+}
+
+/** What the copy step asks of the stage runner: the cache, a container, the commit. */
+export interface CopyStepHooks {
+  cached(cmd: string[], sources: string): Promise<boolean>;
+  containerFor(): Promise<string>;
+  commit(containerId: string, cmd: string[], sources: string): Promise<void>;
+}
+
+const isUrl = (s: string): boolean => /^https?:\/\//i.test(s);
+const heredocName = (s: string): string | undefined => /^<<-?["']?([^"']+)["']?$/.exec(s)?.[1];
+
+/** A chmod of COPY/ADD: octal, as buildkit reads it. */
+function parseChmod(text: string): number {
+  if (!/^[0-7]{1,4}$/.test(text)) throw invalidParameter(`invalid chmod parameter: ${text}`);
+  return Number.parseInt(text, 8);
+}
+
+/**
+ * COPY and ADD as dockerd's classic builder: the sources resolved and checksummed (the cache key
+ * and the `#(nop) COPY <sum> in <dest> ` history), then a tar of them extracted into a container
+ * of the step's image and committed, without running anything. ADD fetches URLs and unpacks
+ * local archives; heredocs are files.
+ */
+export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Promise<void> {
+  const { instruction: i, state, expand, copy } = input;
+  const isAdd = i.kind === 'add';
+  if (i.from && isAdd) throw invalidParameter('ADD --from is not supported; use COPY --from');
+  const root = i.from ? await input.stageRoot(expand(i.from)) : input.ctx.root;
+
+  const inline: CopyPlan['inline'] = [];
+  const patterns: string[] = [];
+  for (const raw of i.sources) {
+    const hd = heredocName(raw);
+    const doc = hd !== undefined ? i.heredocs.find((h) => h.name === hd) : undefined;
+    if (doc) {
+      inline.push({ name: doc.name, content: Buffer.from(doc.expand ? expand(doc.content) : doc.content) });
+      continue;
+    }
+    const src = expand(raw);
+    if (isAdd && isUrl(src)) {
+      const f = await copy.fetchAddUrl(src, input.signal, i.checksum);
+      inline.push({ name: f.name, content: f.content, ...(f.mtime ? { mtime: f.mtime } : {}), mode: 0o600 });
+      continue;
+    }
+    if (!isAdd && isUrl(src)) throw invalidParameter('source can\'t be a URL for COPY');
+    patterns.push(src);
+  }
+  const sources: CopySource[] = patterns.length
+    ? await copy.resolveSources(root, patterns, i.exclude.map((e) => expand(e)))
+    : [];
+  const sum = await copy.checksum(sources, inline);
+
+  const rawDest = expand(i.dest);
+  let dest = posix.isAbsolute(rawDest) ? rawDest : posix.join(state.config.WorkingDir || '/', rawDest);
+  if (rawDest.endsWith('/') && !dest.endsWith('/')) dest += '/';
+  const keyed = [sum, i.chown ?? '', i.chmod ?? '', i.parents ? 'parents' : '', i.link ? 'link' : ''].join('|');
+  const cmd = nopCmdString(state.config, `${isAdd ? 'ADD' : 'COPY'} ${sum} in ${dest} `);
+  if (await hooks.cached(cmd, keyed)) return;
+
+  const cid = await hooks.containerFor();
+  const count = sources.length + inline.length;
+  const destIsDir =
+    dest.endsWith('/') || count > 1 || i.parents || (await input.containers.kindOf(cid, dest)) === 'dir';
+  let uid = 0;
+  let gid = 0;
+  if (i.chown) {
+    const spec = expand(i.chown);
+    const imageRoot = await input.roots.root(state.chainId);
+    const [passwd, group] = await Promise.all([
+      readFile(join(imageRoot, 'etc/passwd'), 'utf8').catch(() => ''),
+      readFile(join(imageRoot, 'etc/group'), 'utf8').catch(() => ''),
+    ]);
+    ({ uid, gid } = copy.resolveChown(spec, passwd, group));
+  }
+  const plan: CopyPlan = {
+    sources,
+    inline,
+    dest: dest.length > 1 ? dest.replace(/\/+$/, '') : dest,
+    destIsDir,
+    uid,
+    gid,
+    ...(i.chmod ? { mode: parseChmod(expand(i.chmod)) } : {}),
+    parents: i.parents,
+    extractArchives: isAdd,
+  };
+  await input.containers.extract(cid, copy.makeCopyTar(plan));
+  await hooks.commit(cid, cmd, keyed);
+}
