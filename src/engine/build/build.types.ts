@@ -105,6 +105,8 @@ export interface Stage {
 export interface ParsedDockerfile {
   /** ARGs before the first FROM. */
   metaArgs: Array<{ name: string; value?: string }>;
+  /** The ARG instructions before the first FROM, as written (each is a `Step N/M : ARG …`). */
+  metaArgInstructions?: Instruction[];
   stages: Stage[];
   escapeToken: string;
   /** The `# syntax=` directive, when given. */

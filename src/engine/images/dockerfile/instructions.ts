@@ -4,17 +4,39 @@ import { goQuote, parseGoDuration, parseGoInt, trimSpace } from './go-text.js';
 import type { DockerfileNode } from './parser.js';
 
 /** Parsed Dockerfile nodes turned into commands as buildkit's instructions package does: argument counts, builder flags, HEALTHCHECK options. */
-/** Builder flags of one instruction (BFlags). */
+/** Builder flags of one instruction (BFlags): string, boolean (`--link`, `--link=false`) and repeatable flags. */
 export class BuilderFlags {
-  private readonly defined = new Map<string, { value: string }>();
+  private readonly defined = new Map<
+    string,
+    { type: 'string' | 'bool' | 'strings'; value: string; values: string[] }
+  >();
   private readonly used = new Set<string>();
 
   constructor(private readonly args: string[]) {}
 
-  addString(name: string): { value: string } {
-    const flag = { value: '' };
+  private add(name: string, type: 'string' | 'bool' | 'strings') {
+    const flag = { type, value: '', values: [] as string[] };
     this.defined.set(name, flag);
     return flag;
+  }
+
+  addString(name: string): { value: string } {
+    return this.add(name, 'string');
+  }
+
+  /** A boolean flag: `value` is "true" or "false" after parse ("" when absent). */
+  addBool(name: string): { value: string } {
+    return this.add(name, 'bool');
+  }
+
+  /** A repeatable flag: every value in order. */
+  addStrings(name: string): { values: string[] } {
+    return this.add(name, 'strings');
+  }
+
+  /** Whether the flag was given. */
+  isUsed(name: string): boolean {
+    return this.used.has(name);
   }
 
   parse(): void {
@@ -30,10 +52,20 @@ export class BuilderFlags {
       }
       const flag = this.defined.get(name);
       if (!flag) throw invalidParameter(`Unknown flag: ${name}`);
-      if (this.used.has(name)) throw invalidParameter(`Duplicate flag specified: ${name}`);
+      if (this.used.has(name) && flag.type !== 'strings')
+        throw invalidParameter(`Duplicate flag specified: ${name}`);
       this.used.add(name);
+      if (flag.type === 'bool') {
+        if (eq >= 0 && value === '') throw invalidParameter(`Missing a value on flag: ${name}`);
+        const lower = value.toLowerCase();
+        if (lower === '') flag.value = 'true';
+        else if (lower === 'true' || lower === 'false') flag.value = lower;
+        else throw invalidParameter(`Expecting boolean value for flag ${name}, not: ${value}`);
+        continue;
+      }
       if (eq < 0) throw invalidParameter(`Missing a value on flag: ${name}`);
       flag.value = value;
+      flag.values.push(value);
     }
   }
 }
