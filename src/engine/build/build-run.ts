@@ -78,6 +78,8 @@ export class BuildRun {
 
   async run(): Promise<{ imageId: string; unusedArgs: string[] }> {
     try {
+      // the ARGs before FROM: a step each (nothing else printed), in force for every FROM
+      for (const i of this.parsed.metaArgInstructions ?? []) this.stepLine(i.original);
       for (const a of this.parsed.metaArgs) {
         this.declared.add(a.name);
         this.args.declareMeta(a.name, a.value === undefined ? undefined : this.expandMeta(a.value));
@@ -230,6 +232,12 @@ export class BuildRun {
   private async dispatch(state: StageState, i: Instruction): Promise<void> {
     state.config.Image = state.imageId;
     const x = this.expander(state);
+    if (i.kind === 'workdir') {
+      const wd = posix.resolve(state.config.WorkingDir || '/', x.one(i.value));
+      state.config.WorkingDir = wd;
+      await this.commitMeta(state, nopCmdString(state.config, `WORKDIR ${wd}`), wd);
+      return;
+    }
     if (isMetadata(i)) {
       const change = applyMetadata(i, state.config, x.one, x.many, state.cmdSet);
       state.config = change.config;
@@ -248,13 +256,6 @@ export class BuildRun {
           texts.push(a.value === undefined ? a.name : `${a.name}=${a.value}`);
         }
         await this.commitMeta(state, nopCmd(state.config, `ARG ${texts.join(' ')}`));
-        return;
-      }
-      case 'workdir': {
-        const dir = x.one(i.value);
-        const wd = posix.resolve(state.config.WorkingDir || '/', dir);
-        state.config.WorkingDir = wd;
-        await this.commitMeta(state, nopCmdString(state.config, `WORKDIR ${wd}`), wd);
         return;
       }
       case 'run':
@@ -286,8 +287,6 @@ export class BuildRun {
           },
         );
         return;
-      default:
-        throw invalidParameter(`unknown instruction: ${i.kind.toUpperCase()}`);
     }
   }
 

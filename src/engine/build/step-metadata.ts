@@ -70,40 +70,24 @@ export interface MetadataChange {
   cmdSet?: boolean;
 }
 
-type MetaInstruction = Extract<
-  Instruction,
-  {
-    kind:
-      | 'env'
-      | 'label'
-      | 'maintainer'
-      | 'expose'
-      | 'user'
-      | 'stopsignal'
-      | 'volume'
-      | 'shell'
-      | 'cmd'
-      | 'entrypoint'
-      | 'healthcheck'
-      | 'onbuild';
-  }
->;
+const META_KINDS = [
+  'env',
+  'label',
+  'maintainer',
+  'expose',
+  'user',
+  'stopsignal',
+  'volume',
+  'shell',
+  'cmd',
+  'entrypoint',
+  'healthcheck',
+  'onbuild',
+] as const;
+type MetaInstruction = Exclude<Instruction, { kind: 'run' | 'copy' | 'add' | 'arg' }>;
 
 export const isMetadata = (i: Instruction): i is MetaInstruction =>
-  [
-    'env',
-    'label',
-    'maintainer',
-    'expose',
-    'user',
-    'stopsignal',
-    'volume',
-    'shell',
-    'cmd',
-    'entrypoint',
-    'healthcheck',
-    'onbuild',
-  ].includes(i.kind);
+  (META_KINDS as readonly string[]).includes(i.kind);
 
 /** A port of EXPOSE as the config keys it (`80` → `80/tcp`). */
 function portKey(p: string): string {
@@ -158,13 +142,14 @@ export function applyMetadata(
       config.ExposedPorts = exposed;
       return { config, cmd: nopCmd(base, `EXPOSE ${ports.join(' ')}`) };
     }
-    case 'user': {
-      config.User = expand(i.value);
-      return { config, cmd: nopCmd(base, `USER ${config.User}`) };
-    }
+    case 'workdir':
+    case 'user':
     case 'stopsignal': {
-      config.StopSignal = expand(i.value);
-      return { config, cmd: nopCmd(base, `STOPSIGNAL ${config.StopSignal}`) };
+      const value = expand(i.value);
+      if (i.kind === 'user') config.User = value;
+      else if (i.kind === 'stopsignal') config.StopSignal = value;
+      else throw invalidParameter('WORKDIR is a step of its own');
+      return { config, cmd: nopCmd(base, `${i.kind.toUpperCase()} ${value}`) };
     }
     case 'volume': {
       const vols = i.volumes.map((v) => expand(v));
