@@ -19,21 +19,22 @@ function statusKind(status: number): ErrorKind {
   return 'InvalidParameter';
 }
 
-function request(url: URL): Promise<IncomingMessage> {
+function request(url: URL, signal?: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const get = url.protocol === 'https:' ? httpsGet : httpGet;
-    const req = get(url, { headers: { 'User-Agent': 'berth' } }, resolve);
+    const req = get(url, { headers: { 'User-Agent': 'berth' }, ...(signal ? { signal } : {}) }, resolve);
     // the URL is the client's: one that cannot be reached is its error (dockerd answers 500)
     req.on('error', (err) => reject(invalidParameter(`Get "${url}": ${err.message}`)));
   });
 }
 
 /**
- * GET an http(s) URL for `docker import URL`, following redirects, as dockerd does: any port
- * (node's fetch refuses the Fetch standard's "bad ports"), a status of 400 or more fails with the
- * body's text (404 is a 404).
+ * GET an http(s) URL for `docker import URL` (and a build's `remote` and ADD URLs), following
+ * redirects, as dockerd does: any port (node's fetch refuses the Fetch standard's "bad ports"), a
+ * status of 400 or more fails with the body's text (404 is a 404). `signal` aborts the request
+ * and its body.
  */
-export async function openUrl(source: string): Promise<UrlSource> {
+export async function openUrl(source: string, signal?: AbortSignal): Promise<UrlSource> {
   let url: URL;
   try {
     url = new URL(source.includes('://') ? source : `http://${source}`);
@@ -44,7 +45,7 @@ export async function openUrl(source: string): Promise<UrlSource> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       throw invalidParameter(`Get "${url}": unsupported protocol scheme "${url.protocol.slice(0, -1)}"`);
     }
-    const res = await request(url);
+    const res = await request(url, signal);
     const status = res.statusCode ?? 0;
     const location = res.headers.location;
     if (status >= 300 && status < 400 && location) {

@@ -1,0 +1,222 @@
+import { constants } from 'node:fs';
+import { chmod, link, lstat, lutimes, mkdir, open, rm, symlink, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tarStream from 'tar-stream';
+import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
+import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
+
+type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
+
+/** How dockerd words an archive it cannot read (chrootarchive's untar, then archive/tar). */
+export function tarReadError(err: unknown): BerthError {
+  if (err instanceof BerthError) return err;
+  const message = errorMessage(err);
+  const reason = /unexpected end of data|premature close/i.test(message)
+    ? 'unexpected EOF'
+    : /invalid tar header|checksum/i.test(message)
+      ? 'archive/tar: invalid tar header'
+      : message;
+  return invalidParameter(`Error processing tar file(exit status 1): ${reason}`);
+}
+
+/**
+ * Each member of an uncompressed tar in turn, read as it arrives (never buffered whole); an
+ * archive that cannot be read fails with dockerd's words.
+ */
+export async function* tarMembers(source: AsyncIterable<Buffer>): AsyncGenerator<Entry> {
+  const extract = tarStream.extract();
+  let failure: unknown;
+  const feeding = pipeline(Readable.from(source, { objectMode: false }), extract).catch((err) => {
+    failure ??= err;
+  });
+  let finished = false;
+  try {
+    for await (const raw of extract) {
+      const entry = raw as unknown as Entry;
+      yield {
+        header: entry.header,
+        resume: () => entry.resume(),
+        // a member cut short fails with what the archive's reading says
+        async *[Symbol.asyncIterator]() {
+          try {
+            for await (const chunk of entry) yield chunk;
+          } catch (err) {
+            await feeding;
+            throw tarReadError(failure ?? err);
+          }
+        },
+      };
+    }
+    finished = true;
+  } catch (err) {
+    await feeding;
+    throw tarReadError(failure ?? err);
+  } finally {
+    // the reader stopped early (a refused member): stop reading the source too
+    if (!finished) extract.destroy();
+  }
+  await feeding;
+  if (failure) throw tarReadError(failure);
+}
+
+/**
+ * The directories known to be real below the root during one extraction (a member replacing
+ * one takes it and everything below out of the set).
+ */
+class RealDirs {
+  private readonly known = new Set<string>(['']);
+  constructor(private readonly root: string) {}
+
+  /** Makes the missing parents of `rel`; a parent that is a link or a file is a refusal. */
+  async parentsOf(rel: string): Promise<void> {
+    const parts = rel.split('/');
+    parts.pop();
+    let cur = '';
+    for (const part of parts) {
+      cur = cur ? `${cur}/${part}` : part;
+      if (this.known.has(cur)) continue;
+      const st = await lstat(join(this.root, cur)).catch((err) => {
+        if (errnoCode(err) === 'ENOENT') return undefined;
+        throw err;
+      });
+      if (!st) await mkdir(join(this.root, cur), { mode: 0o755 });
+      else if (!st.isDirectory()) {
+        throw invalidParameter(
+          `cannot extract ${JSON.stringify(rel)}: ${JSON.stringify(cur)} is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a directory'}`,
+        );
+      }
+      this.known.add(cur);
+    }
+  }
+
+  add(rel: string): void {
+    this.known.add(rel);
+  }
+
+  forget(rel: string): void {
+    this.known.delete(rel);
+    const prefix = `${rel}/`;
+    for (const k of this.known) if (k.startsWith(prefix)) this.known.delete(k);
+  }
+}
+
+/**
+ * Extract a context tar below `root` (an empty directory of the engine's) defensively: member
+ * names and hard links stay below the root (checked as dockerd's Unpack does), nothing is
+ * written through a symbolic link (a member below one is refused), devices and fifos are not
+ * made (a context has no use for them), owners are not kept (COPY sets its own). Modes and times
+ * are kept; directories get theirs once their members are in. Files are written as they arrive.
+ */
+export async function extractContextTar(
+  source: AsyncIterable<Buffer>,
+  root: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const dirs = new RealDirs(root);
+  const dirTimes = new Map<string, { mode: number; mtime: Date }>();
+  for await (const entry of tarMembers(source)) {
+    signal.throwIfAborted();
+    const h = entry.header;
+    const type = h.type ?? 'file';
+    if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
+      entry.resume();
+      continue;
+    }
+    const rel = checkMember(h, '/');
+    if (rel === '.') {
+      entry.resume();
+      continue;
+    }
+    try {
+      await writeMember(root, rel, h, entry, dirs, dirTimes);
+    } catch (err) {
+      const code = errnoCode(err);
+      if (code && ARCHIVE_FAULTS[code]) {
+        throw invalidParameter(
+          `Error processing tar file(exit status 1): ${JSON.stringify(rel)}: ${ARCHIVE_FAULTS[code]}`,
+        );
+      }
+      throw err;
+    }
+  }
+  // deepest first: a directory's time is set after its members changed it
+  for (const [rel, { mode, mtime }] of [...dirTimes].sort((a, b) => b[0].length - a[0].length)) {
+    const at = join(root, rel);
+    await chmod(at, mode);
+    await utimes(at, mtime, mtime);
+  }
+}
+
+/** What the file system says of a member that is the archive's fault (host paths never shown). */
+const ARCHIVE_FAULTS: Record<string, string> = {
+  ENAMETOOLONG: 'file name too long',
+  ELOOP: 'too many levels of symbolic links',
+  ENOTDIR: 'not a directory',
+  EISDIR: 'is a directory',
+  EEXIST: 'file exists',
+  EINVAL: 'invalid argument',
+};
+
+async function writeMember(
+  root: string,
+  rel: string,
+  h: tarStream.Header,
+  entry: Entry,
+  dirs: RealDirs,
+  dirTimes: Map<string, { mode: number; mtime: Date }>,
+): Promise<void> {
+  const type = h.type ?? 'file';
+  await dirs.parentsOf(rel);
+  const at = join(root, rel);
+  const existing = await lstat(at).catch(() => undefined);
+  if (existing && !(existing.isDirectory() && type === 'directory')) {
+    dirs.forget(rel);
+    dirTimes.delete(rel);
+    await rm(at, { recursive: true, force: true });
+  }
+  const mode = (h.mode ?? 0o644) & 0o7777;
+  const mtime = memberTime(h);
+  switch (type) {
+    case 'directory':
+      entry.resume();
+      if (!existing?.isDirectory()) await mkdir(at, { mode: 0o700 });
+      dirs.add(rel);
+      dirTimes.set(rel, { mode, mtime });
+      break;
+    case 'symlink':
+      entry.resume();
+      await symlink(h.linkname ?? '', at);
+      await lutimes(at, mtime, mtime).catch(() => undefined);
+      break;
+    case 'link': {
+      entry.resume();
+      const target = checkMember({ ...h, type: 'file', name: h.linkname ?? '' }, '/');
+      await dirs.parentsOf(target);
+      const st = await lstat(join(root, target)).catch(() => undefined);
+      if (!st || st.isDirectory()) {
+        throw invalidParameter(`invalid hardlink ${JSON.stringify(rel)} -> ${JSON.stringify(h.linkname)}`);
+      }
+      await link(join(root, target), at);
+      break;
+    }
+    default: {
+      const fh = await open(
+        at,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
+      try {
+        for await (const chunk of entry) {
+          let done = 0;
+          while (done < chunk.length) done += (await fh.write(chunk, done)).bytesWritten;
+        }
+        await fh.chmod(mode);
+        await fh.utimes(mtime, mtime);
+      } finally {
+        await fh.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,146 @@
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { invalidParameter } from '../../../common/errors.js';
+import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
+import type { BuildContext } from '../build.types.js';
+import { type ContextHost, hostContextTools } from './context.host.js';
+import { extractContextTar } from './context-tar.js';
+import { applyIgnore } from './ignore.js';
+import { PatternMatcher, parseIgnoreFile } from './patterns.js';
+import { cloneGitContext, fetchBounded, isGitUrl, isHttpUrl } from './remote.js';
+import { resolveInScope } from './scoped-path.js';
+import { readAllBounded, sniffArchive } from './sniff.js';
+
+export const DEFAULT_DOCKERFILE = 'Dockerfile';
+/** The largest Dockerfile read (a plain body, a file in the context). */
+const DOCKERFILE_LIMIT = 32 * 1024 * 1024;
+/** A `remote` download: at most this much, for at most this long. */
+const REMOTE_LIMIT = 8 * 1024 * 1024 * 1024;
+const REMOTE_TIMEOUT_MS = 30 * 60 * 1000;
+
+export interface ReceiveOptions {
+  /** A directory of the engine's; the context gets a new directory below it. */
+  workDir: string;
+  /** The `dockerfile` query parameter: a path in the context (default `Dockerfile`). */
+  dockerfile?: string;
+  /** The `remote` query parameter: an http(s) URL (a tar in any compression, or a Dockerfile) or a git URL. */
+  remote?: string;
+  signal: AbortSignal;
+  /** Decompressors (bzip2, xz, zstd); the host's by default. */
+  ops?: StorageOps;
+  host?: ContextHost;
+  remoteLimit?: number;
+  remoteTimeoutMs?: number;
+}
+
+const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
+
+/**
+ * Receive a build's context as dockerd's classic builder reads it: the body is a tar in any
+ * compression (sniffed), extracted defensively as it arrives into a new directory below
+ * `workDir` (extractContextTar), or, when it is no archive, a plain Dockerfile with an empty
+ * context (`docker build - < Dockerfile`). With `remote`, the body is not read: an http(s) URL is
+ * downloaded (bounded, abortable; an archive is the context, anything else the Dockerfile) and a
+ * git URL cloned. The Dockerfile (`dockerfile`, default `Dockerfile`, then `dockerfile`) is read
+ * from the context, then `<Dockerfile>.dockerignore` (or else `.dockerignore`) is applied to the
+ * context, which removes the Dockerfile and the ignore file too when they match (as dockerd).
+ * Errors are 400s in dockerd's words; on any failure the directory is gone.
+ */
+export async function receiveContext(body: Readable, opts: ReceiveOptions): Promise<BuildContext> {
+  await mkdir(opts.workDir, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(opts.workDir, 'context-'));
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () => {
+    cleaned ??= rm(dir, { recursive: true, force: true });
+    return cleaned;
+  };
+  try {
+    const ctx = await receiveInto(dir, body, opts);
+    return { ...ctx, cleanup };
+  } catch (err) {
+    await cleanup();
+    opts.signal.throwIfAborted();
+    throw err;
+  }
+}
+
+async function receiveInto(
+  dir: string,
+  body: Readable,
+  opts: ReceiveOptions,
+): Promise<Omit<BuildContext, 'cleanup'>> {
+  const ops = opts.ops ?? new HostStorageOps();
+  const { signal } = opts;
+  signal.throwIfAborted();
+  let source: AsyncIterable<Buffer> = body;
+  const root = join(dir, 'root');
+  if (opts.remote) {
+    body.resume();
+    if (isGitUrl(opts.remote)) {
+      const cloned = await cloneGitContext(
+        opts.remote,
+        join(dir, 'git'),
+        opts.host ?? hostContextTools,
+        signal,
+      );
+      return locateDockerfile(cloned, opts.dockerfile);
+    }
+    if (!isHttpUrl(opts.remote)) throw invalidParameter(`remoteURL was not recognized: ${opts.remote}`);
+    const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
+    source = fetchBounded(opts.remote, timed, opts.remoteLimit ?? REMOTE_LIMIT);
+  } else {
+    const onAbort = () => body.destroy(new Error('build cancelled'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    source = (async function* () {
+      try {
+        for await (const c of body) yield c as Buffer;
+      } finally {
+        signal.removeEventListener('abort', onAbort);
+      }
+    })();
+  }
+  const sniffed = await sniffArchive(source, ops);
+  await mkdir(root, { mode: 0o755 });
+  if (!sniffed.isTar) {
+    if (opts.remote && sniffed.empty) throw invalidParameter('empty response');
+    const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
+    return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
+  }
+  try {
+    await extractContextTar(sniffed.bytes, root, signal);
+  } finally {
+    // a failed extraction stops the decompressor and the download
+    await sniffed.bytes.return(undefined);
+  }
+  return locateDockerfile(root, opts.dockerfile);
+}
+
+/** Reads the Dockerfile from the context and applies its `.dockerignore`. */
+async function locateDockerfile(
+  root: string,
+  requested: string | undefined,
+): Promise<Omit<BuildContext, 'cleanup'>> {
+  let path = requested || DEFAULT_DOCKERFILE;
+  let text = await readInContext(root, path);
+  if (text === undefined && path === DEFAULT_DOCKERFILE) {
+    text = await readInContext(root, path.toLowerCase());
+    if (text !== undefined) path = path.toLowerCase();
+  }
+  if (text === undefined) throw invalidParameter(`Cannot locate specified Dockerfile: ${path}`);
+  const ignoreText =
+    (await readInContext(root, `${path}.dockerignore`)) ?? (await readInContext(root, '.dockerignore')) ?? '';
+  const ignore = parseIgnoreFile(ignoreText);
+  const matcher = new PatternMatcher(ignore);
+  if (!matcher.empty) await applyIgnore(root, matcher);
+  return { root, dockerfile: text, dockerfilePath: path, ignore };
+}
+
+/** A regular file of the context (links followed inside it), or undefined when there is none. */
+async function readInContext(root: string, path: string): Promise<string | undefined> {
+  const full = join(root, await resolveInScope(root, path));
+  const st = await stat(full).catch(() => undefined);
+  if (!st?.isFile()) return undefined;
+  if (st.size > DOCKERFILE_LIMIT) throw dockerfileTooLarge();
+  return (await readFile(full)).toString('utf8');
+}

@@ -1,0 +1,258 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { lstat, mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { isKind } from '../../../../../src/common/errors.js';
+import type { BuildContext } from '../../../../../src/engine/build/build.types.js';
+import { receiveContext } from '../../../../../src/engine/build/context/receive.js';
+import { hostileTars, markedOnHost, markedUnder } from '../../../../helpers/hostile-tars.js';
+import { makeTar, type TarEntry } from '../../storage/tar.helper.js';
+
+function compress(data: Buffer, tool: 'bzip2' | 'xz' | 'zstd'): Buffer {
+  const r = spawnSync(tool, ['-c'], { input: data, maxBuffer: 1 << 28 });
+  assert.equal(r.status, 0);
+  return r.stdout;
+}
+
+async function files(root: string, rel = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(join(root, rel), { withFileTypes: true })) {
+    const path = rel ? `${rel}/${e.name}` : e.name;
+    out.push(e.isDirectory() ? `${path}/` : path);
+    if (e.isDirectory()) out.push(...(await files(root, path)));
+  }
+  return out.sort();
+}
+
+describe('receiveContext', () => {
+  let work: string;
+  const made: BuildContext[] = [];
+  const signal = new AbortController().signal;
+  const receive = async (body: Buffer | Readable, opts: { dockerfile?: string; remote?: string } = {}) => {
+    const ctx = await receiveContext(body instanceof Readable ? body : Readable.from([body]), {
+      workDir: work,
+      signal,
+      ...opts,
+    });
+    made.push(ctx);
+    return ctx;
+  };
+  const basic: TarEntry[] = [
+    { name: 'Dockerfile', content: 'FROM busybox\nCOPY . /x\n' },
+    { name: 'a.txt', content: 'a', mode: 0o640, mtime: new Date(1_500_000_000_000) },
+    { name: 'dir/', type: 'directory', mode: 0o750 },
+    { name: 'dir/b.txt', content: 'b' },
+    { name: 'link', type: 'symlink', linkname: '/etc/passwd' },
+    { name: 'hard', type: 'link', linkname: 'a.txt' },
+  ];
+
+  before(async () => {
+    work = await mkdtemp(join(tmpdir(), 'berth-ctx-'));
+  });
+  after(async () => {
+    for (const c of made) await c.cleanup();
+    await rm(work, { recursive: true, force: true });
+  });
+
+  for (const kind of ['none', 'gzip', 'bzip2', 'xz', 'zstd'] as const) {
+    it(`reads a tar (${kind}) with modes, times, links`, async () => {
+      const tar = await makeTar(basic);
+      const body = kind === 'none' ? tar : kind === 'gzip' ? gzipSync(tar) : compress(tar, kind);
+      const ctx = await receive(body);
+      assert.equal(ctx.dockerfile, 'FROM busybox\nCOPY . /x\n');
+      assert.equal(ctx.dockerfilePath, 'Dockerfile');
+      assert.deepEqual(await files(ctx.root), ['Dockerfile', 'a.txt', 'dir/', 'dir/b.txt', 'hard', 'link']);
+      const a = await stat(join(ctx.root, 'a.txt'));
+      assert.equal(a.mode & 0o7777, 0o640);
+      assert.equal(a.mtimeMs, 1_500_000_000_000);
+      assert.equal(a.nlink, 2);
+      assert.equal((await stat(join(ctx.root, 'dir'))).mode & 0o7777, 0o750);
+      assert.equal(await readlink(join(ctx.root, 'link')), '/etc/passwd');
+    });
+  }
+
+  it('takes a body that is no archive as a plain Dockerfile, with an empty context', async () => {
+    const ctx = await receive(Buffer.from('FROM busybox\nRUN true\n'));
+    assert.equal(ctx.dockerfile, 'FROM busybox\nRUN true\n');
+    assert.equal(ctx.dockerfilePath, '-');
+    assert.deepEqual(await readdir(ctx.root), []);
+  });
+
+  it('finds `dockerfile` when `Dockerfile` is missing, a named one, and says when none is there', async () => {
+    const lower = await receive(await makeTar([{ name: 'dockerfile', content: 'FROM a\n' }]));
+    assert.equal(lower.dockerfilePath, 'dockerfile');
+    const named = await receive(await makeTar([{ name: 'sub/my.df', content: 'FROM b\n' }]), {
+      dockerfile: 'sub/my.df',
+    });
+    assert.equal(named.dockerfile, 'FROM b\n');
+    await assert.rejects(receive(await makeTar([{ name: 'x', content: '' }])), (err) => {
+      assert.ok(isKind(err, 'InvalidParameter'));
+      assert.equal((err as Error).message, 'Cannot locate specified Dockerfile: Dockerfile');
+      return true;
+    });
+    await assert.rejects(
+      receive(await makeTar([{ name: 'Dockerfile', content: '' }]), { dockerfile: 'nope' }),
+      {
+        message: 'Cannot locate specified Dockerfile: nope',
+      },
+    );
+    // nothing of the refused contexts stays
+    assert.equal((await readdir(work)).length, made.length);
+  });
+
+  it('reads a Dockerfile sent outside the context (.dockerfile.<random>) and drops it as .dockerignore says', async () => {
+    const ctx = await receive(
+      await makeTar([
+        { name: 'app.js', content: 'x' },
+        { name: '.dockerignore', content: 'node_modules\n.dockerfile.0123456789abcdef0123\n' },
+        { name: '.dockerfile.0123456789abcdef0123', content: 'FROM c\n' },
+      ]),
+      { dockerfile: '.dockerfile.0123456789abcdef0123' },
+    );
+    assert.equal(ctx.dockerfile, 'FROM c\n');
+    assert.deepEqual(await files(ctx.root), ['.dockerignore', 'app.js']);
+  });
+
+  it('applies .dockerignore with wildcards, ** and exceptions; <Dockerfile>.dockerignore wins', async () => {
+    const entries: TarEntry[] = [
+      { name: 'Dockerfile', content: 'FROM d\n' },
+      {
+        name: '.dockerignore',
+        content: '# comment\n*.log\n/build\n**/tmp\ndocs\n!docs/keep.md\n./secret\nDockerfile\n',
+      },
+      { name: 'a.log', content: '' },
+      { name: 'src/b.log', content: '' },
+      { name: 'src/main.c', content: '' },
+      { name: 'build/out', content: '' },
+      { name: 'x/y/tmp/z', content: '' },
+      { name: 'docs/a.md', content: '' },
+      { name: 'docs/keep.md', content: '' },
+      { name: 'secret', content: '' },
+    ];
+    const ctx = await receive(await makeTar(entries));
+    assert.equal(ctx.dockerfile, 'FROM d\n');
+    assert.deepEqual(await files(ctx.root), [
+      '.dockerignore',
+      'docs/',
+      'docs/keep.md',
+      'src/',
+      'src/b.log',
+      'src/main.c',
+      'x/',
+      'x/y/',
+    ]);
+    assert.ok(ctx.ignore.includes('!docs/keep.md'));
+    const own = await receive(
+      await makeTar([...entries, { name: 'Dockerfile.dockerignore', content: 'src\n' }]),
+    );
+    assert.ok((await files(own.root)).includes('a.log'));
+    assert.ok(!(await files(own.root)).includes('src/'));
+  });
+
+  it('refuses broken tars in dockerd words and leaves nothing', async () => {
+    const before = (await readdir(work)).length;
+    const tars = hostileTars('x');
+    await assert.rejects(receive(tars.truncated), {
+      message: 'Error processing tar file(exit status 1): unexpected EOF',
+    });
+    await assert.rejects(receive(gzipSync(tars.truncated)), /unexpected EOF/);
+    await assert.rejects(receive(tars.badChecksum), /Error processing tar file/);
+    assert.equal((await readdir(work)).length, before);
+  });
+
+  it('writes nothing outside its directory whatever a hostile tar says', async () => {
+    const marker = `berth-ctx-hostile-${process.pid}`;
+    for (const [name, tar] of Object.entries(hostileTars(marker))) {
+      const box = await mkdtemp(join(work, 'box-'));
+      try {
+        const ctx = await receiveContext(Readable.from([tar]), { workDir: join(box, 'w'), signal });
+        await ctx.cleanup();
+      } catch (err) {
+        assert.ok(isKind(err, 'InvalidParameter') || isKind(err, 'TooLarge'), `${name}: ${err}`);
+      }
+      assert.deepEqual(await readdir(join(box, 'w')).catch(() => []), [], name);
+      assert.deepEqual(await markedUnder(box, marker), [], name);
+      await rm(box, { recursive: true, force: true });
+    }
+    assert.deepEqual(await markedOnHost(marker), []);
+  });
+
+  it('streams a context larger than what it holds in memory', async () => {
+    const size = 64 * 1024 * 1024;
+    async function* big() {
+      const header = await makeTar([{ name: 'Dockerfile', content: 'FROM e\n' }]);
+      yield header.subarray(0, header.length - 1024);
+      const { headerBlock } = await import('../../../../helpers/tar-builder.js');
+      yield headerBlock({ name: 'big' }, size);
+      const chunk = Buffer.alloc(1024 * 1024, 7);
+      for (let i = 0; i < size / chunk.length; i++) yield chunk;
+      yield Buffer.alloc(1024);
+    }
+    const rss = process.memoryUsage().rss;
+    const ctx = await receive(Readable.from(big()));
+    assert.equal((await lstat(join(ctx.root, 'big'))).size, size);
+    assert.ok(process.memoryUsage().rss - rss < size, 'the context was not held in memory');
+  });
+
+  it('cancels when the signal aborts', async () => {
+    const ac = new AbortController();
+    const body = new PassThrough();
+    body.write((await makeTar([{ name: 'Dockerfile', content: 'FROM f\n' }])).subarray(0, 512));
+    const before = (await readdir(work)).length;
+    setTimeout(() => ac.abort(), 50);
+    await assert.rejects(receiveContext(body, { workDir: work, signal: ac.signal }));
+    assert.equal((await readdir(work)).length, before);
+    assert.ok(body.destroyed);
+  });
+
+  describe('remote', () => {
+    let server: Server;
+    let base: string;
+    const routes = new Map<string, Buffer>();
+    before(async () => {
+      server = createServer((req, res) => {
+        const body = routes.get(req.url ?? '');
+        if (!body) {
+          res.writeHead(404).end('not here');
+          return;
+        }
+        res.end(body);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      routes.set('/ctx.tar.gz', gzipSync(await makeTar(basic)));
+      routes.set('/Dockerfile', Buffer.from('FROM g\n'));
+    });
+    after(() => new Promise<void>((r) => server.close(() => r())));
+
+    it('downloads a compressed tar as the context, a text as the Dockerfile', async () => {
+      const body = Readable.from([Buffer.from('ignored')]);
+      const ctx = await receive(body, { remote: `${base}/ctx.tar.gz` });
+      assert.equal(ctx.dockerfile, 'FROM busybox\nCOPY . /x\n');
+      assert.equal(await readFile(join(ctx.root, 'dir/b.txt'), 'utf8'), 'b');
+      const text = await receive(Buffer.alloc(0), { remote: `${base}/Dockerfile` });
+      assert.equal(text.dockerfile, 'FROM g\n');
+      assert.deepEqual(await readdir(text.root), []);
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) =>
+        isKind(err, 'NotFound'),
+      );
+    });
+
+    it('says clearly when a git remote cannot be cloned', async () => {
+      await assert.rejects(receive(Buffer.alloc(0), { remote: 'git://127.0.0.1:1/nothing.git' }), (err) => {
+        assert.ok(isKind(err, 'InvalidParameter'));
+        assert.match(
+          (err as Error).message,
+          /unable to 'git clone' to temporary context directory: error fetching: /,
+        );
+        return true;
+      });
+    });
+  });
+});
