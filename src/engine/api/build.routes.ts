@@ -2,8 +2,8 @@ import { errorMessage, invalidParameter } from '../../common/errors.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import { type JsonMessageStream, progressBar, startJsonStream } from '../../http/stream.js';
-import type { BuildMessage } from '../build/build-output.js';
 import type { BuildOptions } from '../build/build.options.js';
+import type { BuildMessage } from '../build/build-output.js';
 import type { Builder } from '../build/builder.js';
 import { parseGoDuration, parseGoInt } from '../images/dockerfile/go-text.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
@@ -71,7 +71,8 @@ function jsonParam(q: URLSearchParams, name: string): unknown {
 function stringMap(value: unknown, name: string, nullable: boolean): Map<string, string | null> {
   const out = new Map<string, string | null>();
   if (value === undefined || value === null) return out;
-  if (typeof value !== 'object' || Array.isArray(value)) throw invalidParameter(`${name} must be a JSON object`);
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw invalidParameter(`${name} must be a JSON object`);
   for (const [k, v] of Object.entries(value as object)) {
     if (typeof v === 'string' || (nullable && v === null)) out.set(k, v);
     else throw invalidParameter(`${name}: the value of ${k} must be a string`);
@@ -119,7 +120,9 @@ export function buildOptions(ctx: ApiContext): BuildOptions {
   const q = ctx.query;
   const version = q.get('version');
   if (version && version !== '1') {
-    throw invalidParameter(`unsupported builder version ${version}: berth builds with the classic builder (1)`);
+    throw invalidParameter(
+      `unsupported builder version ${version}: berth builds with the classic builder (1)`,
+    );
   }
   const rm = q.get('rm') === null || q.get('rm') === '' ? true : parseBool(q.get('rm'));
   const forceRm = parseBool(q.get('forcerm'));
@@ -133,7 +136,10 @@ export function buildOptions(ctx: ApiContext): BuildOptions {
     forceRm,
     buildArgs: stringMap(jsonParam(q, 'buildargs'), 'buildargs', true),
     labels: Object.fromEntries(stringMap(jsonParam(q, 'labels'), 'labels', false)) as Record<string, string>,
-    extraHosts: q.getAll('extrahosts').flatMap((h) => h.split(',')).filter(Boolean),
+    extraHosts: q
+      .getAll('extrahosts')
+      .flatMap((h) => h.split(','))
+      .filter(Boolean),
     cacheFrom: stringList(jsonParam(q, 'cachefrom'), 'cachefrom'),
     squash: parseBool(q.get('squash')),
     registryAuth: registryConfig(ctx.req.headers['x-registry-config']),

@@ -30,7 +30,9 @@ export interface StepKey {
 }
 
 export function stepKey(k: StepKey): string {
-  return createHash('sha256').update(JSON.stringify([k.parent, k.cmd, k.config, k.sources ?? ''])).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([k.parent, k.cmd, k.config, k.sources ?? '']))
+    .digest('hex');
 }
 
 /**

@@ -84,7 +84,8 @@ export class BuildOutput {
 
   /** The end of a successful build. */
   success(id: string, tags: string[], unusedArgs: string[]): void {
-    if (unusedArgs.length) this.text(`[Warning] One or more build-args [${unusedArgs.join(' ')}] were not consumed\n`);
+    if (unusedArgs.length)
+      this.text(`[Warning] One or more build-args [${unusedArgs.join(' ')}] were not consumed\n`);
     if (this.quiet) {
       this.sink({ stream: `${id}\n` });
       return;

@@ -4,17 +4,17 @@ import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker
 import { invalidParameter } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import type { BuildOptions } from './build.options.js';
+import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
 import { allowedArgs, BuildArgs } from './build-args.js';
 import { type BuildCacheStore, stepKey } from './build-cache.js';
 import type { BuildOutput } from './build-output.js';
-import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
-import type { BuildOptions } from './build.options.js';
-import type { CacheMounts } from './cache-mounts.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
+import type { CacheMounts } from './cache-mounts.js';
 import { ImageRoots } from './image-roots.js';
 import { beginStage, type StageState } from './stage-state.js';
-import { copyStep } from './step-copy.js';
 import type { StepContainers } from './step-containers.js';
+import { copyStep } from './step-copy.js';
 import { applyMetadata, isMetadata, nopCmd, nopCmdString } from './step-metadata.js';
 import { checkRunMount, runCommand, savedCommand } from './step-run.js';
 
@@ -97,7 +97,9 @@ export class BuildRun {
     } finally {
       await this.roots.release();
       if (this.scratchImage) {
-        await this.deps.images.remove(this.scratchImage, { force: false, prune: false }).catch(() => undefined);
+        await this.deps.images
+          .remove(this.scratchImage, { force: false, prune: false })
+          .catch(() => undefined);
       }
     }
   }
@@ -141,10 +143,15 @@ export class BuildRun {
   private async runStage(stage: Stage): Promise<StageResult> {
     this.stepLine(stage.original);
     const baseName = this.expandMeta(stage.base);
+    if (!baseName) throw invalidParameter(`base name (${stage.base}) should not be blank`);
     const base = await this.baseImage(baseName, stage.platform ? this.expandMeta(stage.platform) : undefined);
     const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken);
     state.config.Image = base.imageId;
-    if (this.opts.labels && Object.keys(this.opts.labels).length && stage === this.stages[this.stages.length - 1]) {
+    if (
+      this.opts.labels &&
+      Object.keys(this.opts.labels).length &&
+      stage === this.stages[this.stages.length - 1]
+    ) {
       // the build's labels go on the last stage's config, as dockerd's classic builder does
       state.config.Labels = { ...(state.config.Labels ?? {}), ...this.opts.labels };
     }
@@ -177,7 +184,8 @@ export class BuildRun {
     this.out.text('\n');
     const parsed = this.deps.dockerfile.parse(`FROM scratch\n${triggers.join('\n')}\n`);
     for (const i of parsed.stages[0]?.instructions ?? []) {
-      if (i.kind === 'onbuild') throw invalidParameter('Chaining ONBUILD via `ONBUILD ONBUILD` isn\'t allowed');
+      if (i.kind === 'onbuild')
+        throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
       await this.dispatch(state, i);
     }
   }
@@ -190,10 +198,13 @@ export class BuildRun {
     const stage = this.stageRef(name);
     if (stage) {
       const img = await this.deps.images.get(stage.imageId);
-      return { imageId: stage.imageId, chainId: stage.chainId, ...(img ? { config: img.config.config } : {}) };
+      return {
+        imageId: stage.imageId,
+        chainId: stage.chainId,
+        ...(img ? { config: img.config.config } : {}),
+      };
     }
     if (name.toLowerCase() === 'scratch') return { imageId: '', chainId: null };
-    if (!name) throw invalidParameter('base name (${name}) should not be blank');
     const plat = platform ?? this.opts.platform;
     let img = this.opts.pull ? undefined : await this.deps.images.resolve(name).catch(() => undefined);
     if (!img) {
@@ -457,7 +468,9 @@ export class BuildRun {
     const target = posix.resolve(state.config.WorkingDir || '/', x.one(m.target));
     checkRunMount({ ...m, target });
     if (m.type === 'tmpfs') {
-      return { spec: { Type: 'tmpfs', Target: target, ...(m.size ? { TmpfsOptions: { SizeBytes: m.size } } : {}) } };
+      return {
+        spec: { Type: 'tmpfs', Target: target, ...(m.size ? { TmpfsOptions: { SizeBytes: m.size } } : {}) },
+      };
     }
     if (m.type === 'cache') {
       const held = await this.deps.cacheMounts.acquire(m.id ? x.one(m.id) : target, m.sharing ?? 'shared', {

@@ -6,14 +6,14 @@ import { errorMessage, invalidParameter } from '../../common/errors.js';
 import type { Filters } from '../../common/filters.js';
 import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import type { BuildOptions } from './build.options.js';
+import type { BuildContext, ParsedDockerfile } from './build.types.js';
 import { BuildCacheStore } from './build-cache.js';
 import { BuildOutput, type MessageSink } from './build-output.js';
 import { BuildRun, StepError } from './build-run.js';
-import type { BuildContext, ParsedDockerfile } from './build.types.js';
-import type { BuildOptions } from './build.options.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
 import { CacheMounts } from './cache-mounts.js';
-import { type CacheItem, type PruneOptions, pruneCache, cacheItems } from './cache-prune.js';
+import { type CacheItem, cacheItems, type PruneOptions, pruneCache } from './cache-prune.js';
 import { type BuildContainerPort, StepContainers } from './step-containers.js';
 
 export interface BuilderDeps {

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chown, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { diskUsage } from '../../common/fs/disk-usage.js';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
+import { diskUsage } from '../../common/fs/disk-usage.js';
 import { KeyedMutex } from '../../common/mutex.js';
 
 /** A `RUN --mount=type=cache` directory: persistent, per id, shared between builds. */

@@ -94,7 +94,8 @@ function matches(item: CacheItem, filters: Filters, now: number): boolean {
         if (!any((v) => Date.parse(item.CreatedAt) < now - parseGoDuration(v) / 1e6)) return false;
         break;
       case 'unused-for':
-        if (!any((v) => Date.parse(item.LastUsedAt ?? item.CreatedAt) < now - parseGoDuration(v) / 1e6)) return false;
+        if (!any((v) => Date.parse(item.LastUsedAt ?? item.CreatedAt) < now - parseGoDuration(v) / 1e6))
+          return false;
         break;
       case 'id':
         if (!any((v) => item.ID.startsWith(v))) return false;
@@ -143,11 +144,13 @@ export async function pruneCache(
     if (!o.all && item.Type === 'regular') {
       const r = records.get(item.ID);
       const img = r ? await d.images.get(r.imageId) : undefined;
-      if (img && img.repoTags.length) continue;
+      if (img?.repoTags.length) continue;
     }
     candidates.push(item);
   }
-  candidates.sort((a, b) => Date.parse(a.LastUsedAt ?? a.CreatedAt) - Date.parse(b.LastUsedAt ?? b.CreatedAt));
+  candidates.sort(
+    (a, b) => Date.parse(a.LastUsedAt ?? a.CreatedAt) - Date.parse(b.LastUsedAt ?? b.CreatedAt),
+  );
   const deleted: string[] = [];
   let reclaimed = 0;
   const freedImages: string[] = [];

@@ -46,7 +46,9 @@ export function stagesFor(parsed: ParsedDockerfile, target?: string): Stage[] {
 
 /** `Step N/M`'s M: the meta ARGs, then each stage's FROM and instructions. */
 export function stepCount(parsed: ParsedDockerfile, stages: Stage[]): number {
-  return (parsed.metaArgInstructions?.length ?? 0) + stages.reduce((n, s) => n + 1 + s.instructions.length, 0);
+  return (
+    (parsed.metaArgInstructions?.length ?? 0) + stages.reduce((n, s) => n + 1 + s.instructions.length, 0)
+  );
 }
 
 /** The front end as the builder uses it. */

@@ -32,7 +32,10 @@ export class StepContainers {
     private readonly hostConfig: HostConfig,
   ) {}
 
-  async create(config: ContainerConfig, host: Partial<HostConfig> = {}): Promise<{ id: string; warnings: string[] }> {
+  async create(
+    config: ContainerConfig,
+    host: Partial<HostConfig> = {},
+  ): Promise<{ id: string; warnings: string[] }> {
     const hostConfig: HostConfig = { ...this.hostConfig, ...host };
     const r = await this.containers.create({
       config,

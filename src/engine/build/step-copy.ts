@@ -66,18 +66,24 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
       inline.push({ name: f.name, content: f.content, ...(f.mtime ? { mtime: f.mtime } : {}), mode: 0o600 });
       continue;
     }
-    if (!isAdd && isUrl(src)) throw invalidParameter('source can\'t be a URL for COPY');
+    if (!isAdd && isUrl(src)) throw invalidParameter("source can't be a URL for COPY");
     patterns.push(src);
   }
   const sources: CopySource[] = patterns.length
-    ? await copy.resolveSources(root, patterns, i.exclude.map((e) => expand(e)))
+    ? await copy.resolveSources(
+        root,
+        patterns,
+        i.exclude.map((e) => expand(e)),
+      )
     : [];
   const sum = await copy.checksum(sources, inline);
 
   const rawDest = expand(i.dest);
   let dest = posix.isAbsolute(rawDest) ? rawDest : posix.join(state.config.WorkingDir || '/', rawDest);
   if (rawDest.endsWith('/') && !dest.endsWith('/')) dest += '/';
-  const keyed = [sum, i.chown ?? '', i.chmod ?? '', i.parents ? 'parents' : '', i.link ? 'link' : ''].join('|');
+  const keyed = [sum, i.chown ?? '', i.chmod ?? '', i.parents ? 'parents' : '', i.link ? 'link' : ''].join(
+    '|',
+  );
   const cmd = nopCmdString(state.config, `${isAdd ? 'ADD' : 'COPY'} ${sum} in ${dest} `);
   if (await hooks.cached(cmd, keyed)) return;
 

@@ -1,8 +1,8 @@
 import type { ContainerConfig, HealthConfig } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import { goQuote } from '../images/dockerfile/go-text.js';
-import { setEnv } from './build-args.js';
 import type { Instruction } from './build.types.js';
+import { setEnv } from './build-args.js';
 
 /** The words a metadata step works on, expanded (the stage runner expands them first). */
 export type Expand = (word: string) => string;
@@ -31,7 +31,8 @@ export function goDuration(ns: number): string {
 
 /** Go's %q of an int (a rune literal). */
 function goRune(n: number): string {
-  if (n >= 0x20 && n < 0x7f) return n === 0x27 || n === 0x5c ? `'\\${String.fromCharCode(n)}'` : `'${String.fromCharCode(n)}'`;
+  if (n >= 0x20 && n < 0x7f)
+    return n === 0x27 || n === 0x5c ? `'\\${String.fromCharCode(n)}'` : `'${String.fromCharCode(n)}'`;
   return `'\\x${n.toString(16).padStart(2, '0')}'`;
 }
 
@@ -49,10 +50,14 @@ function healthText(h: HealthConfig): string {
 
 /** The stage's shell for a shell-form command: SHELL's, else /bin/sh -c. */
 export const shellOf = (config: ContainerConfig): string[] =>
-  config.Shell && config.Shell.length ? [...config.Shell] : ['/bin/sh', '-c'];
+  config.Shell?.length ? [...config.Shell] : ['/bin/sh', '-c'];
 
 /** The container Cmd of a metadata step (moby's withCmdComment): `<shell> "#(nop) " <text>`. */
-export const nopCmd = (config: ContainerConfig, text: string): string[] => [...shellOf(config), '#(nop) ', text];
+export const nopCmd = (config: ContainerConfig, text: string): string[] => [
+  ...shellOf(config),
+  '#(nop) ',
+  text,
+];
 /** moby's withCmdCommentString (WORKDIR, COPY, ADD): `<shell> "#(nop) <text>"`. */
 export const nopCmdString = (config: ContainerConfig, text: string): string[] => [
   ...shellOf(config),

@@ -2,8 +2,8 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { ContainerConfig, MountSpec } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
-import { PREDEFINED_ARGS } from './build-args.js';
 import type { Instruction, RunMount } from './build.types.js';
+import { PREDEFINED_ARGS } from './build-args.js';
 import { shellOf } from './step-metadata.js';
 
 type RunInstruction = Extract<Instruction, { kind: 'run' }>;
@@ -69,7 +69,8 @@ export interface ResolvedMount {
 /** Check a RUN mount's fields the executor needs, with buildkit's words. */
 export function checkRunMount(m: RunMount): void {
   if (!m.target) throw invalidParameter(`mount type ${m.type} requires a target`);
-  if (!posix.isAbsolute(m.target)) throw invalidParameter(`mount target ${m.target} must be an absolute path`);
+  if (!posix.isAbsolute(m.target))
+    throw invalidParameter(`mount target ${m.target} must be an absolute path`);
   if (m.type === 'secret' || m.type === 'ssh') {
     throw invalidParameter(`RUN --mount=type=${m.type} is not supported by berth's builder`);
   }
