@@ -155,6 +155,15 @@ export interface CopyPlan {
   parents: boolean;
   /** ADD: local tar archives are extracted at dest instead of copied. */
   extractArchives: boolean;
+  /**
+   * The deepest directory on `dest`'s path that exists in the container (`dest` itself when it is
+   * an existing directory). The tar makes the directories below it (0755, owned uid:gid, as
+   * dockerd's MkdirAllAndChownNew) and has no entry for it or those above, which stay as they
+   * are. Default `/`: every directory on the way gets an entry.
+   */
+  existingDir?: string;
+  /** `--exclude` patterns, matched in directory sources against paths below the directory. */
+  exclude?: string[];
 }
 
 /** A tar (rooted at `/`) of a copy, to be extracted into a container's filesystem. */
