@@ -123,6 +123,8 @@ export class Builder {
     const out = new BuildOutput(sink, opts.quiet);
     const containers = new StepContainers(this.deps.containers, hostConfigOf(opts));
     for (const w of parsed.warnings) out.text(`[WARNING]: ${w}\n`);
+    let failure: { message: string; code?: number } | undefined;
+    let result: { imageId: string; unusedArgs: string[] } | undefined;
     try {
       const run = new BuildRun(
         {
@@ -141,26 +143,31 @@ export class Builder {
         workDir,
         signal,
       );
-      const { imageId, unusedArgs } = await run.run();
+      result = await run.run();
       for (const t of opts.tags) {
         const ref = parseNormalizedNamed(t);
-        await this.deps.images.tag(imageId, familiarString({ domain: ref.domain, path: ref.path }), ref.tag);
+        await this.deps.images.tag(
+          result.imageId,
+          familiarString({ domain: ref.domain, path: ref.path }),
+          ref.tag,
+        );
       }
-      out.success(imageId, opts.tags, unusedArgs);
     } catch (err) {
-      if (signal.aborted) {
-        this.deps.log.info('build cancelled', { reason: errorMessage(err) });
-      } else if (err instanceof StepError) {
-        out.failure(err.message, err.code);
-      } else {
-        out.failure(errorMessage(err));
-      }
+      failure =
+        err instanceof StepError ? { message: err.message, code: err.code } : { message: errorMessage(err) };
     } finally {
-      // rm/forcerm decided which stay; a cancelled build leaves none
+      // rm/forcerm decided which stay (a cancelled build leaves none), before the last word as dockerd
       if (signal.aborted) containers.forgetKept();
       await containers.removeAll();
       await ctx.cleanup().catch(() => undefined);
       await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    }
+    if (signal.aborted) {
+      this.deps.log.info('build cancelled', { reason: failure?.message ?? '' });
+    } else if (failure || !result) {
+      out.failure(failure?.message ?? 'the build made no image', failure?.code);
+    } else {
+      out.success(result.imageId, opts.tags, result.unusedArgs);
     }
   }
 

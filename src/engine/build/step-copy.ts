@@ -102,6 +102,12 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     ]);
     ({ uid, gid } = copy.resolveChown(spec, passwd, group));
   }
+  // the deepest directory on dest's path that exists: the copy makes those below it only
+  let existingDir = destIsDir ? dest.replace(/\/+$/, '') || '/' : posix.dirname(dest);
+  while (existingDir !== '/' && (await input.containers.kindOf(cid, existingDir)) !== 'dir') {
+    existingDir = posix.dirname(existingDir);
+  }
+  const exclude = i.exclude.map((e) => expand(e));
   const plan: CopyPlan = {
     sources,
     inline,
@@ -112,6 +118,8 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     ...(i.chmod ? { mode: parseChmod(expand(i.chmod)) } : {}),
     parents: i.parents,
     extractArchives: isAdd,
+    existingDir,
+    ...(exclude.length ? { exclude } : {}),
   };
   await input.containers.extract(cid, copy.makeCopyTar(plan));
   await hooks.commit(cid, cmd, keyed);
