@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { invalidParameter } from '../../../common/errors.js';
+import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { BuildContext } from '../build.types.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
@@ -9,7 +10,6 @@ import { extractContextTar } from './context-tar.js';
 import { applyIgnore } from './ignore.js';
 import { PatternMatcher, parseIgnoreFile } from './patterns.js';
 import { cloneGitContext, fetchBounded, isGitUrl, isHttpUrl } from './remote.js';
-import { resolveInScope } from './scoped-path.js';
 import { readAllBounded, sniffArchive } from './sniff.js';
 
 export const DEFAULT_DOCKERFILE = 'Dockerfile';
@@ -21,12 +21,14 @@ const REMOTE_TIMEOUT_MS = 30 * 60 * 1000;
 
 export interface ReceiveOptions {
   /** A directory of the engine's; the context gets a new directory below it. */
-  workDir: string;
+  workDir?: string;
+  /** The same as `workDir` (either names it). */
+  dir?: string;
   /** The `dockerfile` query parameter: a path in the context (default `Dockerfile`). */
   dockerfile?: string;
   /** The `remote` query parameter: an http(s) URL (a tar in any compression, or a Dockerfile) or a git URL. */
   remote?: string;
-  signal: AbortSignal;
+  signal?: AbortSignal;
   /** Decompressors (bzip2, xz, zstd); the host's by default. */
   ops?: StorageOps;
   host?: ContextHost;
@@ -47,9 +49,12 @@ const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than
  * context, which removes the Dockerfile and the ignore file too when they match (as dockerd).
  * Errors are 400s in dockerd's words; on any failure the directory is gone.
  */
-export async function receiveContext(body: Readable, opts: ReceiveOptions): Promise<BuildContext> {
-  await mkdir(opts.workDir, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(join(opts.workDir, 'context-'));
+export async function receiveContext(body: Readable, options: ReceiveOptions): Promise<BuildContext> {
+  const workDir = options.workDir ?? options.dir;
+  if (!workDir) throw new TypeError('receiveContext: no workDir');
+  const opts = { ...options, signal: options.signal ?? new AbortController().signal };
+  await mkdir(workDir, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(workDir, 'context-'));
   let cleaned: Promise<void> | undefined;
   const cleanup = () => {
     cleaned ??= rm(dir, { recursive: true, force: true });
@@ -68,7 +73,7 @@ export async function receiveContext(body: Readable, opts: ReceiveOptions): Prom
 async function receiveInto(
   dir: string,
   body: Readable,
-  opts: ReceiveOptions,
+  opts: ReceiveOptions & { signal: AbortSignal },
 ): Promise<Omit<BuildContext, 'cleanup'>> {
   const ops = opts.ops ?? new HostStorageOps();
   const { signal } = opts;
@@ -138,7 +143,7 @@ async function locateDockerfile(
 
 /** A regular file of the context (links followed inside it), or undefined when there is none. */
 async function readInContext(root: string, path: string): Promise<string | undefined> {
-  const full = join(root, await resolveInScope(root, path));
+  const full = await resolveInRoot(root, path);
   const st = await stat(full).catch(() => undefined);
   if (!st?.isFile()) return undefined;
   if (st.size > DOCKERFILE_LIMIT) throw dockerfileTooLarge();

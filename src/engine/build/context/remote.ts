@@ -1,9 +1,10 @@
 import { mkdir, stat } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { BerthError, invalidParameter, isBerthError } from '../../../common/errors.js';
 import { openUrl } from '../../images/url-source.js';
+import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import type { ContextHost } from './context.host.js';
-import { resolveInScope } from './scoped-path.js';
 
 /** A `remote` that names a git repository (moby's urlutil.IsGitURL). */
 export function isGitUrl(remote: string): boolean {
@@ -20,11 +21,17 @@ export function isHttpUrl(remote: string): boolean {
  * The body of an http(s) URL, read as it arrives, at most `limit` bytes (413 beyond), aborted
  * with `signal`.
  */
-export async function* fetchBounded(url: string, signal: AbortSignal, limit: number): AsyncGenerator<Buffer> {
+export async function* fetchBounded(
+  url: string,
+  signal: AbortSignal,
+  limit: number,
+  onResponse?: (res: IncomingMessage) => void,
+): AsyncGenerator<Buffer> {
   const { body, length } = await openUrl(url, signal).catch((err) => {
     signal.throwIfAborted();
     throw err;
   });
+  onResponse?.(body);
   try {
     if (length !== undefined && length > limit) {
       throw new BerthError('TooLarge', `${url}: ${length} bytes is more than the limit of ${limit} bytes`);
@@ -82,8 +89,7 @@ export async function cloneGitContext(
     );
   }
   if (!subdir) return repo;
-  const rel = await resolveInScope(repo, subdir);
-  const root = join(repo, rel);
+  const root = await resolveInRoot(repo, subdir);
   const st = await stat(root).catch(() => undefined);
   if (!st?.isDirectory()) throw invalidParameter(`subdir not found: ${subdir}`);
   return root;

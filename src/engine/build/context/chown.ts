@@ -1,0 +1,63 @@
+import { readFile } from 'node:fs/promises';
+import { errnoCode, invalidParameter } from '../../../common/errors.js';
+import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
+import { parseGroup, parsePasswd } from '../../runtime/oci/user.js';
+
+const MAX_ID = 2 ** 31 - 1;
+
+function numeric(text: string): number | undefined {
+  if (!/^[0-9]+$/.test(text)) return undefined;
+  const n = Number(text);
+  if (n > MAX_ID) throw invalidParameter(`uids and gids must be in range 0-${MAX_ID}`);
+  return n;
+}
+
+/**
+ * COPY/ADD `--chown=<user>[:<group>]` as dockerd's classic builder reads it: numbers are taken
+ * as they are, names looked up in the image's /etc/passwd and /etc/group (their text given);
+ * a user alone names the group too (`--chown=bin` is bin:bin). An unknown name is a 400.
+ */
+export function resolveChown(spec: string, passwd: string, group: string): { uid: number; gid: number } {
+  const parts = spec.split(':');
+  if (parts.length > 2 || spec === '') throw invalidParameter(`invalid chown string format: ${spec}`);
+  const user = parts[0] as string;
+  const grp = parts.length === 2 ? (parts[1] as string) : user;
+  let uid = numeric(user);
+  if (uid === undefined) {
+    uid = parsePasswd(passwd).find((u) => u.name === user)?.uid;
+    if (uid === undefined) {
+      throw invalidParameter(`unable to find user ${user}: no matching entries in passwd file`);
+    }
+  }
+  let gid = numeric(grp);
+  if (gid === undefined) {
+    gid = parseGroup(group).find((g) => g.name === grp)?.gid;
+    if (gid === undefined) {
+      throw invalidParameter(`unable to find group ${grp}: no matching entries in group file`);
+    }
+  }
+  return { uid, gid };
+}
+
+async function readInRootfs(rootfs: string, path: string): Promise<string> {
+  try {
+    return await readFile(await resolveInRoot(rootfs, path), 'utf8');
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return '';
+    throw err;
+  }
+}
+
+/** resolveChown with a mounted filesystem's /etc/passwd and /etc/group (links read inside it). */
+export async function resolveChownInRootfs(
+  spec: string,
+  rootfs: string,
+): Promise<{ uid: number; gid: number }> {
+  const numbersOnly = spec.split(':').every((p) => /^[0-9]+$/.test(p));
+  if (numbersOnly) return resolveChown(spec, '', '');
+  const [passwd, group] = await Promise.all([
+    readInRootfs(rootfs, '/etc/passwd'),
+    readInRootfs(rootfs, '/etc/group'),
+  ]);
+  return resolveChown(spec, passwd, group);
+}
