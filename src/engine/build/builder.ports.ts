@@ -23,21 +23,28 @@ export interface DockerfileSupport {
 /** The context's part (src/engine/build/context/): sources, checksums, the tar of a copy. */
 export interface CopySupport {
   /** COPY/ADD sources (wildcards, `--exclude`) resolved in `root`; dockerd's errors. */
-  resolveSources(root: string, patterns: string[], exclude: string[]): Promise<CopySource[]>;
+  resolveSources(
+    root: string,
+    patterns: string[],
+    opts: { exclude: string[]; instruction: 'COPY' | 'ADD' },
+  ): Promise<CopySource[]>;
   /** The sources' checksum as dockerd's history shows it (`file:<sha>`, `dir:<sha>`, `multi:<sha>`). */
-  checksum(sources: CopySource[], inline: CopyPlan['inline']): Promise<string>;
+  checksum(sources: CopySource[], inline: CopyPlan['inline'], exclude: string[]): Promise<string>;
+  /** dockerd's rule: several sources need a destination ending in `/`. */
+  checkDestination(instruction: 'COPY' | 'ADD', count: number, dest: string): void;
   /** A path's checksum in `root` (RUN --mount=type=bind's cache key). */
   checksumPath(root: string, path: string): Promise<string>;
   /** A path inside `root` on the host, never outside it (symlinks resolved in the root). */
   scopedPath(root: string, path: string): Promise<string>;
   makeCopyTar(plan: CopyPlan): CopyTar;
-  /** `--chown` from the image's /etc/passwd and /etc/group texts. */
-  resolveChown(spec: string, passwd: string, group: string): { uid: number; gid: number };
-  /** ADD of an http(s) URL: the file's name (the URL's last element), content and mtime. */
+  /** `--chown` from the /etc/passwd and /etc/group of an image's mounted filesystem. */
+  resolveChown(spec: string, rootfs: string): Promise<{ uid: number; gid: number }>;
+  /** ADD of an http(s) URL: the file's name (the URL's last element, or dest's), content and mtime. */
   fetchAddUrl(
     url: string,
     signal: AbortSignal,
-    checksum?: string,
+    checksum: string | undefined,
+    dest: string,
   ): Promise<{ name: string; content: Buffer; mtime?: Date }>;
   /** A tar of one directory (WORKDIR), owned by the stage's user as dockerd makes it. */
   directoryTar(path: string, user?: string): Readable;

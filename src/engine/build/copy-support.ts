@@ -1,19 +1,18 @@
 import { cp } from 'node:fs/promises';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import tarStream from 'tar-stream';
+import { resolveInRoot } from '../runtime/oci/rootfs-path.js';
+import type { BuilderDeps } from './builder.js';
 import type { CopySupport } from './builder.ports.js';
-import { receiveContext } from './context/receive.js';
-import { resolveInScope } from './context/scoped-path.js';
-
-const pending = (..._args: unknown[]): never => {
-  throw new Error('TEMP: context copy functions not merged yet');
-};
-const checksumPath = pending;
-const checksumSources = pending;
-const fetchAddUrl = pending;
-const makeCopyTar = pending;
-const resolveChown = pending;
-const resolveCopySources = pending;
+import {
+  checkCopyDestination,
+  checksumSources,
+  fetchAddUrl,
+  makeCopyTar,
+  receiveContext,
+  resolveChownInRootfs,
+  resolveCopySources,
+} from './context/index.js';
 
 /** A tar with one directory (WORKDIR's, made when missing: 0755, root's). */
 function directoryTar(path: string): Readable {
@@ -28,19 +27,17 @@ function directoryTar(path: string): Readable {
 
 /** The context's part as the builder uses it. */
 export const copySupport: CopySupport = {
-  resolveSources: (root, patterns, exclude) => resolveCopySources(root, patterns, { exclude }),
-  checksum: (sources, inline) => checksumSources(sources, inline),
-  checksumPath: (root, path) => checksumPath(root, path),
-  scopedPath: (root, path) => resolveInScope(root, path),
-  makeCopyTar,
-  resolveChown,
-  fetchAddUrl,
+  resolveSources: (root, patterns, o) => resolveCopySources(root, patterns, o),
+  checksum: (sources, inline, exclude) => checksumSources(sources, inline, exclude),
+  checkDestination: checkCopyDestination,
+  checksumPath: async (root, path) => checksumSources(await resolveCopySources(root, [path]), []),
+  scopedPath: (root, path) => resolveInRoot(root, path),
+  makeCopyTar: (plan) => makeCopyTar(plan),
+  resolveChown: resolveChownInRootfs,
+  fetchAddUrl: (url, signal, checksum, dest) => fetchAddUrl(url, signal, checksum, dest),
   directoryTar: (path) => directoryTar(path),
   copyTree: (from, to) => cp(from, to, { recursive: true, verbatimSymlinks: true }),
 };
 
-export const receiveBuildContext = (
-  body: Readable,
-  o: { workDir: string; dockerfile?: string; remote?: string; signal: AbortSignal },
-) => receiveContext(body, o);
-export { Readable };
+/** The context's receiver (its own work directory below the build's). */
+export const receiveBuildContext: BuilderDeps['receiveContext'] = (body, o) => receiveContext(body, o);

@@ -1,5 +1,4 @@
-import { readFile } from 'node:fs/promises';
-import { join, posix } from 'node:path';
+import { posix } from 'node:path';
 import { invalidParameter } from '../../common/errors.js';
 import type { BuildContext, CopyPlan, CopySource, Instruction } from './build.types.js';
 import type { CopySupport } from './builder.ports.js';
@@ -51,6 +50,7 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   if (i.from && isAdd) throw invalidParameter('ADD --from is not supported; use COPY --from');
   const root = i.from ? await input.stageRoot(expand(i.from)) : input.ctx.root;
 
+  const exclude = i.exclude.map((e) => expand(e));
   const inline: CopyPlan['inline'] = [];
   const patterns: string[] = [];
   for (const raw of i.sources) {
@@ -62,7 +62,7 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     }
     const src = expand(raw);
     if (isAdd && isUrl(src)) {
-      const f = await copy.fetchAddUrl(src, input.signal, i.checksum);
+      const f = await copy.fetchAddUrl(src, input.signal, i.checksum, expand(i.dest));
       inline.push({ name: f.name, content: f.content, ...(f.mtime ? { mtime: f.mtime } : {}), mode: 0o600 });
       continue;
     }
@@ -70,17 +70,14 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     patterns.push(src);
   }
   const sources: CopySource[] = patterns.length
-    ? await copy.resolveSources(
-        root,
-        patterns,
-        i.exclude.map((e) => expand(e)),
-      )
+    ? await copy.resolveSources(root, patterns, { exclude, instruction: isAdd ? 'ADD' : 'COPY' })
     : [];
-  const sum = await copy.checksum(sources, inline);
+  const sum = await copy.checksum(sources, inline, exclude);
 
   const rawDest = expand(i.dest);
   let dest = posix.isAbsolute(rawDest) ? rawDest : posix.join(state.config.WorkingDir || '/', rawDest);
   if (rawDest.endsWith('/') && !dest.endsWith('/')) dest += '/';
+  copy.checkDestination(isAdd ? 'ADD' : 'COPY', sources.length + inline.length, rawDest);
   const keyed = [sum, i.chown ?? '', i.chmod ?? '', i.parents ? 'parents' : '', i.link ? 'link' : ''].join(
     '|',
   );
@@ -95,19 +92,13 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   let gid = 0;
   if (i.chown) {
     const spec = expand(i.chown);
-    const imageRoot = await input.roots.root(state.chainId);
-    const [passwd, group] = await Promise.all([
-      readFile(join(imageRoot, 'etc/passwd'), 'utf8').catch(() => ''),
-      readFile(join(imageRoot, 'etc/group'), 'utf8').catch(() => ''),
-    ]);
-    ({ uid, gid } = copy.resolveChown(spec, passwd, group));
+    ({ uid, gid } = await copy.resolveChown(spec, await input.roots.root(state.chainId)));
   }
   // the deepest directory on dest's path that exists: the copy makes those below it only
   let existingDir = destIsDir ? dest.replace(/\/+$/, '') || '/' : posix.dirname(dest);
   while (existingDir !== '/' && (await input.containers.kindOf(cid, existingDir)) !== 'dir') {
     existingDir = posix.dirname(existingDir);
   }
-  const exclude = i.exclude.map((e) => expand(e));
   const plan: CopyPlan = {
     sources,
     inline,
