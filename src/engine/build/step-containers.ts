@@ -80,9 +80,9 @@ export class StepContainers {
     }
   }
 
-  /** Extract a tar into the container's filesystem at `/` (COPY, ADD, WORKDIR). */
+  /** Extract a tar into the container's filesystem at `/` (COPY, ADD, WORKDIR), owners as in the tar. */
   async extract(id: string, tar: Readable): Promise<void> {
-    await this.containers.extractTo(id, '/', tar, { noOverwriteDirNonDir: false, copyUIDGID: true });
+    await this.containers.extractTo(id, '/', tar, { noOverwriteDirNonDir: false, copyUIDGID: false });
   }
 
   /** What a path is in the container's filesystem (symlinks followed), or undefined. */

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -216,6 +218,51 @@ describe('docker build', { timeout: 600_000 }, () => {
     assert.match(df, /exec\.cachemount/);
   });
 
+  it('copies as COPY and ADD do, and binds the context or a stage into RUN', async () => {
+    const ctx = join(work, 'copy');
+    await writeTree(ctx, {
+      'a.txt': 'a\n',
+      'b.txt': 'b\n',
+      'sub/deep/d.txt': 'd\n',
+      Dockerfile: [
+        'FROM busybox AS one',
+        'RUN echo fromone > /one',
+        'FROM busybox',
+        'COPY --from=one /one /got/',
+        'COPY --chown=1:2 --chmod=640 a.txt /owned',
+        'COPY *.txt /multi/',
+        'ADD arch.tar.gz /unpacked/',
+        'COPY <<EOF /heredoc.txt',
+        'hello',
+        'EOF',
+        'COPY --link b.txt /linked',
+        'COPY --parents sub/deep/d.txt /par/',
+        'WORKDIR /rel',
+        'COPY a.txt rel.txt',
+        'RUN --mount=type=bind,source=sub,target=/m cat /m/deep/d.txt > /fromctx',
+        'RUN --mount=type=bind,from=one,source=/one,target=/o cat /o > /fromstage',
+        '',
+      ].join('\n'),
+    });
+    await new Promise<void>((resolve, reject) => {
+      const p = spawn('tar', ['czf', join(ctx, 'arch.tar.gz'), '-C', ctx, 'a.txt']);
+      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`tar ${code}`))));
+    });
+    const r = await build(['-t', 'copies', ctx]);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    // COPY runs no container: no Running in for it
+    assert.match(r.stdout, /Step 4\/14 : COPY --from=one \/one \/got\/\n ---> [0-9a-f]{12}\n/);
+    const listing = await engine.dockerOk([
+      'run',
+      '--rm',
+      'copies',
+      'sh',
+      '-c',
+      'stat -c "%n %u:%g %a" /owned; cat /got/one /multi/a.txt /multi/b.txt /unpacked/a.txt /heredoc.txt /linked /par/sub/deep/d.txt /rel/rel.txt /fromctx /fromstage',
+    ]);
+    assert.equal(listing, '/owned 1:2 640\nfromone\na\nb\na\nhello\nb\nd\na\nd\nfromone');
+  });
+
   it('fails as dockerd does: a RUN with its exit code, bad syntax before any step', async () => {
     const ctx = join(work, 'fail');
     await writeTree(ctx, { Dockerfile: 'FROM busybox\nRUN echo before; exit 3\n' });
@@ -248,6 +295,29 @@ describe('docker build', { timeout: 600_000 }, () => {
     const r = await build(['-t', 'fromgz', '-'], await readFile(tgz));
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.equal(await engine.dockerOk(['run', '--rm', 'fromgz', 'cat', '/hello']), 'from the tar');
+
+    // remote: a tarball and a plain Dockerfile from a loopback HTTP server
+    const served = new Map<string, Buffer>([
+      ['/ctx.tar.gz', await readFile(tgz)],
+      ['/Dockerfile', Buffer.from('FROM busybox\nRUN echo remote > /remote\n')],
+    ]);
+    const server = createServer((req, res) => {
+      const body = served.get(req.url ?? '');
+      res.writeHead(body ? 200 : 404);
+      res.end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const tarball = await build(['-t', 'remote-tar', `http://127.0.0.1:${port}/ctx.tar.gz`]);
+      assert.equal(tarball.code, 0, tarball.stderr + tarball.stdout);
+      assert.equal(await engine.dockerOk(['run', '--rm', 'remote-tar', 'cat', '/hello']), 'from the tar');
+      const plain = await build(['-t', 'remote-file', `http://127.0.0.1:${port}/Dockerfile`]);
+      assert.equal(plain.code, 0, plain.stderr + plain.stdout);
+      assert.equal(await engine.dockerOk(['run', '--rm', 'remote-file', 'cat', '/remote']), 'remote');
+    } finally {
+      server.close();
+    }
   });
 
   it('a cancelled build leaves no container, mount or context behind', async () => {
