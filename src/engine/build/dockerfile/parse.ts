@@ -58,3 +58,34 @@ export function parseBuildDockerfile(text: string): ParsedDockerfile {
     warnings: scan.warnings,
   };
 }
+
+/**
+ * The ONBUILD triggers of a base image (its config's OnBuild, each as ONBUILD wrote it) as
+ * instructions to run right after FROM, refused as dockerd does when one is ONBUILD, FROM or
+ * MAINTAINER.
+ */
+export function parseOnbuildTriggers(triggers: readonly string[]): Instruction[] {
+  const out: Instruction[] = [];
+  for (const trigger of triggers) {
+    for (const node of scanDockerfile(trigger, { heredocs: true, lineErrors: false }).nodes) {
+      const upper = node.value.toUpperCase();
+      if (upper === 'ONBUILD') throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
+      if (upper === 'MAINTAINER' || upper === 'FROM')
+        throw invalidParameter(`${upper} isn't allowed as an ONBUILD trigger`);
+      out.push(parseInstruction(node));
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether a `# syntax=` directive names the Dockerfile frontend berth has built in
+ * (`docker/dockerfile` — any 1.x version or channel, `-labs`, a digest — with or without
+ * `docker.io/`); another frontend image cannot run here.
+ */
+export function isBuiltinSyntax(syntax: string): boolean {
+  const ref = syntax.trim().replace(/^(docker\.io|index\.docker\.io|registry-1\.docker\.io)\//, '');
+  return /^docker\/dockerfile(-upstream)?(:(1([.-][0-9a-z.-]*)?|latest|labs|experimental))?(@sha256:[0-9a-f]{64})?$/.test(
+    ref,
+  );
+}

@@ -1,5 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { goQuote, isDigit, isLetter, isSpace } from './go-text.js';
+import { replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
 
 /** Word expansion of Dockerfile arguments as buildkit's shell lexer does it: quotes, escapes, `$VAR`, `${VAR:-x}` and friends, splitting into words. */
 export class LexError extends Error {}
@@ -51,6 +52,8 @@ export class ShellWord {
     source: string,
     private readonly envs: Map<string, string>,
     private readonly escapeToken: string,
+    /** The newer lexer's forms (`${V-x}`, `${V+x}`, `${V#p}`, `${V%p}`, `${V/p/r}`); dockerd 20.10's has only `${V:…}` and `${V?…}`. */
+    private readonly extended = false,
   ) {
     this.chars = Array.from(source);
   }
@@ -65,7 +68,7 @@ export class ShellWord {
     return ch;
   }
 
-  processStopOn(stop: string | undefined): { word: string; words: string[] } {
+  processStopOn(stop: string | undefined, rawEscapes = false): { word: string; words: string[] } {
     let result = '';
     const words = new Words();
     for (;;) {
@@ -84,6 +87,10 @@ export class ShellWord {
       }
       let c = this.next() as string;
       if (c === this.escapeToken) {
+        if (rawEscapes) {
+          words.addRawChar(c);
+          result += c;
+        }
         const escaped = this.next();
         if (escaped === undefined) break;
         c = escaped;
@@ -94,6 +101,26 @@ export class ShellWord {
     if (stop !== undefined)
       throw new LexError(`unexpected end of statement while looking for matching ${stop}`);
     return { word: result, words: words.get() };
+  }
+
+  /** A here-document's body: variables expanded, quotes kept, the escape token only escaping `$` and itself. */
+  processHeredoc(): string {
+    let result = '';
+    for (;;) {
+      const ch = this.peek();
+      if (ch === undefined) return result;
+      if (ch === '$') {
+        result += this.dollar();
+        continue;
+      }
+      this.next();
+      const after = this.peek();
+      if (ch === this.escapeToken && (after === '$' || after === this.escapeToken)) {
+        result += this.next();
+        continue;
+      }
+      result += ch;
+    }
   }
 
   private singleQuote(): string {
@@ -134,9 +161,9 @@ export class ShellWord {
   }
 
   /** The word up to the closing brace of `${name?word}` / `${name:Xword}`. */
-  private braceWord(): string {
+  private braceWord(stop = '}', rawEscapes = false): string {
     try {
-      return this.processStopOn('}').word;
+      return this.processStopOn(stop, rawEscapes).word;
     } catch (err) {
       if (this.peek() === undefined) throw new LexError("syntax error: missing '}'");
       throw err;
@@ -158,10 +185,26 @@ export class ShellWord {
     const ch = this.next();
     const value = this.envs.get(name);
     if (ch === '}') return value ?? '';
-    if (ch === '?') {
+    if (ch === '?' || (this.extended && (ch === '-' || ch === '+'))) {
       const word = this.braceWord();
+      if (ch === '-') return value ?? word;
+      if (ch === '+') return value === undefined ? '' : word;
       if (value === undefined) throw new LexError(`${name}: ${word || 'is not allowed to be unset'}`);
       return value;
+    }
+    if (this.extended && (ch === '#' || ch === '%')) {
+      let word = this.braceWord('}', true);
+      const greedy = word.startsWith(ch);
+      if (greedy) word = word.slice(1);
+      const current = value ?? '';
+      return ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy);
+    }
+    if (this.extended && ch === '/') {
+      const all = this.peek() === '/';
+      if (all) this.next();
+      const pattern = this.braceWord('/', true);
+      const replacement = this.braceWord('}', true);
+      return replacePattern(value ?? '', pattern, replacement, all);
     }
     if (ch === ':') {
       const modifier = this.next();
@@ -213,21 +256,31 @@ export function buildEnvs(env: string[] | null | undefined): Map<string, string>
   return envs;
 }
 
-export function lex(word: string, env: string[] | null | undefined, escapeToken: string) {
+export function lex(word: string, env: string[] | null | undefined, escapeToken: string, extended = false) {
   try {
-    return new ShellWord(word, buildEnvs(env), escapeToken).processStopOn(undefined);
+    return new ShellWord(word, buildEnvs(env), escapeToken, extended).processStopOn(undefined);
   } catch (err) {
     if (err instanceof LexError) throw invalidParameter(`failed to process ${goQuote(word)}: ${err.message}`);
     throw err;
   }
 }
 
-/** The lexer's ProcessWord: quotes, escapes and variables resolved, spacing kept. */
-export function processWord(word: string, env: string[] | null | undefined, escapeToken = '\\'): string {
-  return lex(word, env, escapeToken).word;
+/** The lexer's ProcessWord: quotes, escapes and variables resolved, spacing kept (`extended`: the newer forms). */
+export function processWord(
+  word: string,
+  env: string[] | null | undefined,
+  escapeToken = '\\',
+  extended = false,
+): string {
+  return lex(word, env, escapeToken, extended).word;
 }
 
 /** The lexer's ProcessWords: as processWord, then split into words (quoted parts stay whole). */
-export function processWords(word: string, env: string[] | null | undefined, escapeToken = '\\'): string[] {
-  return lex(word, env, escapeToken).words;
+export function processWords(
+  word: string,
+  env: string[] | null | undefined,
+  escapeToken = '\\',
+  extended = false,
+): string[] {
+  return lex(word, env, escapeToken, extended).words;
 }

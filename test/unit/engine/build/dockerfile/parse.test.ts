@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Instruction } from '../../../../../src/engine/build/build.types.js';
-import { parseBuildDockerfile } from '../../../../../src/engine/build/dockerfile/index.js';
+import { isBuiltinSyntax, parseBuildDockerfile } from '../../../../../src/engine/build/dockerfile/index.js';
 
 const only = (text: string): Instruction => {
   const parsed = parseBuildDockerfile(`FROM busybox\n${text}`);
@@ -57,6 +57,18 @@ describe('parseBuildDockerfile', () => {
     const run = p.stages[0]?.instructions[0];
     assert.equal(run?.original, 'RUN echo a   b');
     assert.deepEqual([run?.line, run?.endLine], [4, 5]);
+    for (const s of [
+      'docker/dockerfile:1',
+      'docker/dockerfile:1.4',
+      'docker.io/docker/dockerfile:1-labs',
+      'docker/dockerfile',
+    ]) {
+      assert.ok(isBuiltinSyntax(s), s);
+    }
+    assert.ok(isBuiltinSyntax(`docker/dockerfile:1.7@sha256:${'a'.repeat(64)}`));
+    for (const s of ['example.com/my/frontend:1', 'docker/dockerfile:2', 'tonistiigi/dockerfile']) {
+      assert.ok(!isBuiltinSyntax(s), s);
+    }
     fails(
       '# escape=x\nFROM busybox\n',
       "dockerfile parse error line 1: invalid escape token 'x' does not match ` or \\",
