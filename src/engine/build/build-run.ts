@@ -6,7 +6,7 @@ import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
 import type { BuildOptions } from './build.options.js';
 import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
-import { allowedArgs, BuildArgs } from './build-args.js';
+import { allowedArgs, BuildArgs, PREDEFINED_ARGS } from './build-args.js';
 import { type BuildCacheStore, stepKey } from './build-cache.js';
 import type { BuildOutput } from './build-output.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
@@ -15,8 +15,8 @@ import { ImageRoots } from './image-roots.js';
 import { beginStage, type StageState } from './stage-state.js';
 import type { StepContainers } from './step-containers.js';
 import { copyStep } from './step-copy.js';
-import { applyMetadata, isMetadata, nopCmd, nopCmdString } from './step-metadata.js';
-import { checkRunMount, runCommand, savedCommand } from './step-run.js';
+import { applyMetadata, isMetadata, nopArgv, shellOf } from './step-metadata.js';
+import { checkRunMount, scriptMount } from './step-run.js';
 
 /** A step that failed as dockerd reports it (the message and, for RUN, the exit code). */
 export class StepError extends Error {
@@ -70,20 +70,25 @@ export class BuildRun {
     private readonly workDir: string,
     private readonly signal: AbortSignal,
   ) {
-    this.stages = deps.dockerfile.stagesFor(parsed, opts.target);
-    this.total = deps.dockerfile.stepCount(parsed, this.stages);
     this.args = new BuildArgs(opts.buildArgs);
+    // the ARGs before FROM, in force for every FROM (and for the stages a target needs)
+    for (const a of parsed.metaArgs) {
+      this.declared.add(a.name);
+      const value =
+        a.value === undefined
+          ? undefined
+          : deps.dockerfile.expandWord(a.value, this.args.metaEnv(), parsed.escapeToken);
+      this.args.declareMeta(a.name, value);
+    }
+    this.stages = deps.dockerfile.stagesFor(parsed, opts.target, this.args.metaEnv());
+    this.total = deps.dockerfile.stepCount(parsed, this.stages);
     this.roots = new ImageRoots(deps.images.snapshotter, workDir);
   }
 
   async run(): Promise<{ imageId: string; unusedArgs: string[] }> {
     try {
-      // the ARGs before FROM: a step each (nothing else printed), in force for every FROM
+      // the ARGs before FROM: a step each, nothing else printed
       for (const i of this.parsed.metaArgInstructions ?? []) this.stepLine(i.original);
-      for (const a of this.parsed.metaArgs) {
-        this.declared.add(a.name);
-        this.args.declareMeta(a.name, a.value === undefined ? undefined : this.expandMeta(a.value));
-      }
       await this.collectCacheFrom();
       let last: StageResult | undefined;
       for (const stage of this.stages) {
@@ -106,10 +111,6 @@ export class BuildRun {
 
   // ------------------------------------------------------------------ expansion
 
-  private expandMeta(word: string): string {
-    return this.deps.dockerfile.expandWord(word, this.args.metaEnv(), this.parsed.escapeToken);
-  }
-
   /** The env a stage expands words with: its config's Env, then the ARGs in scope. */
   private scope(s: StageState): string[] {
     const env = s.config.Env ?? [];
@@ -117,12 +118,8 @@ export class BuildRun {
     return [...env, ...args.map(([k, v]) => `${k}=${v}`)];
   }
 
-  private expander(s: StageState): { one: (w: string) => string; many: (w: string) => string[] } {
-    const env = this.scope(s);
-    return {
-      one: (w) => this.deps.dockerfile.expandWord(w, env, s.escapeToken),
-      many: (w) => this.deps.dockerfile.expandWords(w, env, s.escapeToken),
-    };
+  private expand(s: StageState, i: Instruction): Instruction {
+    return this.deps.dockerfile.expandInstruction(i, this.scope(s), s.escapeToken);
   }
 
   // ------------------------------------------------------------------ stages
@@ -142,9 +139,8 @@ export class BuildRun {
 
   private async runStage(stage: Stage): Promise<StageResult> {
     this.stepLine(stage.original);
-    const baseName = this.expandMeta(stage.base);
-    if (!baseName) throw invalidParameter(`base name (${stage.base}) should not be blank`);
-    const base = await this.baseImage(baseName, stage.platform ? this.expandMeta(stage.platform) : undefined);
+    const from = this.deps.dockerfile.expandFrom(stage, this.args.metaEnv(), this.parsed.escapeToken);
+    const base = await this.baseImage(from.base, from.platform);
     const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken);
     state.config.Image = base.imageId;
     if (
@@ -165,9 +161,8 @@ export class BuildRun {
       await this.dispatch(state, i);
       this.out.image(state.imageId);
     }
-    if (!state.imageId) {
-      // a stage of FROM scratch alone: an image with no layers
-      await this.commitMeta(state, nopCmd(state.config, 'FROM scratch'));
+    if (!state.imageId && stage === this.stages[this.stages.length - 1]) {
+      throw invalidParameter('No image was generated. Is your Dockerfile empty?');
     }
     return { imageId: state.imageId, chainId: state.chainId };
   }
@@ -182,12 +177,7 @@ export class BuildRun {
     this.out.text(`# Executing ${triggers.length} build trigger`);
     if (triggers.length > 1) this.out.text('s');
     this.out.text('\n');
-    const parsed = this.deps.dockerfile.parse(`FROM scratch\n${triggers.join('\n')}\n`);
-    for (const i of parsed.stages[0]?.instructions ?? []) {
-      if (i.kind === 'onbuild')
-        throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
-      await this.dispatch(state, i);
-    }
+    for (const i of this.deps.dockerfile.parseOnbuildTriggers(triggers)) await this.dispatch(state, i);
   }
 
   /** FROM's image: a stage before, scratch, a local image, or one pulled (always with `pull`). */
@@ -240,33 +230,36 @@ export class BuildRun {
 
   // ------------------------------------------------------------------ steps
 
-  private async dispatch(state: StageState, i: Instruction): Promise<void> {
+  private async dispatch(state: StageState, raw: Instruction): Promise<void> {
     state.config.Image = state.imageId;
-    const x = this.expander(state);
+    const i = this.expand(state, raw);
+    const shell = shellOf(state.config);
+    const nop = (oneArg: boolean, workingDir = state.config.WorkingDir ?? '') => {
+      const text = this.deps.dockerfile.nopHistory(i, { shell, workingDir });
+      if (text === undefined) throw new Error(`no history text for ${i.kind}`);
+      return nopArgv(text, shell, oneArg);
+    };
     if (i.kind === 'workdir') {
-      const wd = posix.resolve(state.config.WorkingDir || '/', x.one(i.value));
+      const wd = this.deps.dockerfile.resolveWorkdir(state.config.WorkingDir || '/', i.value);
       state.config.WorkingDir = wd;
-      await this.commitMeta(state, nopCmdString(state.config, `WORKDIR ${wd}`), wd);
+      await this.commitMeta(state, nop(true, wd), wd);
       return;
     }
     if (isMetadata(i)) {
-      const change = applyMetadata(i, state.config, x.one, x.many, state.cmdSet);
+      const change = applyMetadata(i, state.config, state.cmdSet);
       state.config = change.config;
       if (change.maintainer !== undefined) state.maintainer = change.maintainer;
       if (change.cmdSet) state.cmdSet = true;
-      await this.commitMeta(state, change.cmd);
+      await this.commitMeta(state, nop(false));
       return;
     }
     switch (i.kind) {
       case 'arg': {
-        const texts: string[] = [];
         for (const a of i.args) {
           this.declared.add(a.name);
-          const def = a.value === undefined ? undefined : x.one(a.value);
-          state.args.set(a.name, this.args.declare(a.name, def));
-          texts.push(a.value === undefined ? a.name : `${a.name}=${a.value}`);
+          state.args.set(a.name, this.args.declare(a.name, a.value));
         }
-        await this.commitMeta(state, nopCmd(state.config, `ARG ${texts.join(' ')}`));
+        await this.commitMeta(state, nop(false));
         return;
       }
       case 'run':
@@ -278,8 +271,8 @@ export class BuildRun {
           {
             state,
             instruction: i,
-            expand: x.one,
             ctx: this.ctx,
+            dockerfile: this.deps.dockerfile,
             copy: this.deps.copy,
             containers: this.containers,
             roots: this.roots,
@@ -416,11 +409,13 @@ export class BuildRun {
   private async runStep(state: StageState, i: Extract<Instruction, { kind: 'run' }>): Promise<void> {
     const env = state.config.Env ?? [];
     const args = allowedArgs(state.args, this.args.predefined(), env);
-    const { cmd, scripts } = await runCommand(i, state.config, async () =>
-      mkdtemp(join(this.workDir, 'heredoc-')),
-    );
-    const saveCmd = savedCommand(cmd, args, this.declared);
-    const mounts: MountSpec[] = [...scripts];
+    const { argv: cmd, script } = this.deps.dockerfile.runCommand(i, shellOf(state.config));
+    const saved = args
+      .filter(([k]) => !PREDEFINED_ARGS.has(k) || this.declared.has(k))
+      .map(([k, v]) => `${k}=${v}`);
+    const saveCmd = this.deps.dockerfile.runHistoryCmd(cmd, saved);
+    const mounts: MountSpec[] = [];
+    if (script) mounts.push(await scriptMount(this.workDir, script));
     const releases: Array<() => Promise<void>> = [];
     const keyParts: string[] = [];
     try {
@@ -464,8 +459,7 @@ export class BuildRun {
     state: StageState,
     m: RunMount,
   ): Promise<{ spec: MountSpec; keyPart?: string; release?: () => Promise<void> }> {
-    const x = this.expander(state);
-    const target = posix.resolve(state.config.WorkingDir || '/', x.one(m.target));
+    const target = posix.resolve(state.config.WorkingDir || '/', m.target);
     checkRunMount({ ...m, target });
     if (m.type === 'tmpfs') {
       return {
@@ -473,7 +467,7 @@ export class BuildRun {
       };
     }
     if (m.type === 'cache') {
-      const held = await this.deps.cacheMounts.acquire(m.id ? x.one(m.id) : target, m.sharing ?? 'shared', {
+      const held = await this.deps.cacheMounts.acquire(m.id || target, m.sharing ?? 'shared', {
         ...(m.mode !== undefined ? { mode: m.mode } : {}),
         ...(m.uid !== undefined ? { uid: m.uid } : {}),
         ...(m.gid !== undefined ? { gid: m.gid } : {}),
@@ -484,12 +478,11 @@ export class BuildRun {
       };
     }
     // bind: from the context (read-only unless rw, then a copy), or from a stage's or image's files
-    const source = m.source ? x.one(m.source) : '/';
+    const source = m.source || '/';
     let root: string;
     let keyPart: string;
     if (m.from) {
-      const from = x.one(m.from);
-      const s = this.stageRef(from) ?? (await this.baseImage(from, undefined));
+      const s = this.stageRef(m.from) ?? (await this.baseImage(m.from, undefined));
       root = await this.roots.root(s.chainId);
       keyPart = `${s.imageId}:${source}`;
     } else {

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { ImageService } from '../images/images.service.js';
-import type { CopyPlan, CopySource, CopyTar, ParsedDockerfile, Stage } from './build.types.js';
+import type { CopyPlan, CopySource, CopyTar, Instruction, ParsedDockerfile, Stage } from './build.types.js';
+import type { RunCommand } from './dockerfile/index.js';
 
 /** What a build asks of the image service. */
 export type BuildImagePort = Pick<
@@ -8,16 +9,33 @@ export type BuildImagePort = Pick<
   'commit' | 'get' | 'resolve' | 'pull' | 'tag' | 'createImage' | 'remove' | 'snapshotter' | 'list'
 >;
 
-/** The front end's part (src/engine/build/dockerfile/). */
+/** The front end's part (src/engine/build/dockerfile/): parsing, expansion, stages, dockerd's texts. */
 export interface DockerfileSupport {
   parse(text: string): ParsedDockerfile;
   /** A word with `$VAR`s expanded from `env` (`NAME=value` lines, the first of a name wins). */
   expandWord(word: string, env: string[], escapeToken: string): string;
-  expandWords(word: string, env: string[], escapeToken: string): string[];
-  /** The stages a target needs, in order. */
-  stagesFor(parsed: ParsedDockerfile, target?: string): Stage[];
+  /** The words an instruction expands, expanded. */
+  expandInstruction(instr: Instruction, env: string[], escapeToken: string): Instruction;
+  /** FROM's image and platform expanded with the meta ARGs (a blank base is dockerd's error). */
+  expandFrom(stage: Stage, metaEnv: string[], escapeToken: string): { base: string; platform?: string };
+  /** The meta ARGs as `NAME=value` lines, with the build args given. */
+  metaArgEnv(parsed: ParsedDockerfile, buildArgs: ReadonlyMap<string, string>): string[];
+  /** The stages a target needs, in order (FROM and --from expanded with the meta ARGs). */
+  stagesFor(parsed: ParsedDockerfile, target: string | undefined, metaEnv: string[]): Stage[];
   /** The M of `Step N/M`. */
   stepCount(parsed: ParsedDockerfile, stages: Stage[]): number;
+  /** A metadata step's history text (`/bin/sh -c #(nop)  ENV A=b`) of the expanded instruction. */
+  nopHistory(instr: Instruction, state: { shell: string[]; workingDir: string }): string | undefined;
+  /** COPY/ADD's history text. */
+  copyHistory(kind: 'copy' | 'add', source: string, dest: string, shell: string[]): string;
+  /** RUN's argv with heredocs, and the script file of `RUN <<EOF` with `#!`. */
+  runCommand(instr: Extract<Instruction, { kind: 'run' }>, shell: string[]): RunCommand;
+  /** RUN's saved command: `|N NAME=value… <cmd>`. */
+  runHistoryCmd(cmd: string[], buildArgEnv: string[]): string[];
+  /** WORKDIR's path from the current one (dockerd's normalisation). */
+  resolveWorkdir(current: string, requested: string): string;
+  /** A base image's ONBUILD triggers as instructions. */
+  parseOnbuildTriggers(triggers: string[]): Instruction[];
 }
 
 /** The context's part (src/engine/build/context/): sources, checksums, the tar of a copy. */

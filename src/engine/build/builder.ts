@@ -100,7 +100,10 @@ export class Builder {
       });
       parsed = this.deps.dockerfile.parse(ctx.dockerfile);
       // the target and the stages are checked before anything runs too
-      this.deps.dockerfile.stagesFor(parsed, opts.target);
+      const given = new Map(
+        [...opts.buildArgs].flatMap(([k, v]) => (v === null ? [] : [[k, v] as [string, string]])),
+      );
+      this.deps.dockerfile.stagesFor(parsed, opts.target, this.deps.dockerfile.metaArgEnv(parsed, given));
     } catch (err) {
       await ctx?.cleanup();
       await rm(workDir, { recursive: true, force: true });

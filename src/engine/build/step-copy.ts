@@ -1,19 +1,20 @@
 import { posix } from 'node:path';
 import { invalidParameter } from '../../common/errors.js';
 import type { BuildContext, CopyPlan, CopySource, Instruction } from './build.types.js';
-import type { CopySupport } from './builder.ports.js';
+import type { CopySupport, DockerfileSupport } from './builder.ports.js';
 import type { ImageRoots } from './image-roots.js';
 import type { StageState } from './stage-state.js';
 import type { StepContainers } from './step-containers.js';
-import { nopCmdString } from './step-metadata.js';
+import { nopArgv, shellOf } from './step-metadata.js';
 
 type CopyInstruction = Extract<Instruction, { kind: 'copy' | 'add' }>;
 
 export interface CopyStepInput {
   state: StageState;
+  /** The instruction, expanded. */
   instruction: CopyInstruction;
-  expand: (word: string) => string;
   ctx: BuildContext;
+  dockerfile: DockerfileSupport;
   copy: CopySupport;
   containers: StepContainers;
   roots: ImageRoots;
@@ -45,24 +46,24 @@ function parseChmod(text: string): number {
  * local archives; heredocs are files.
  */
 export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Promise<void> {
-  const { instruction: i, state, expand, copy } = input;
+  const { instruction: i, state, copy } = input;
   const isAdd = i.kind === 'add';
   if (i.from && isAdd) throw invalidParameter('ADD --from is not supported; use COPY --from');
-  const root = i.from ? await input.stageRoot(expand(i.from)) : input.ctx.root;
+  const root = i.from ? await input.stageRoot(i.from) : input.ctx.root;
 
-  const exclude = i.exclude.map((e) => expand(e));
+  const exclude = i.exclude;
   const inline: CopyPlan['inline'] = [];
   const patterns: string[] = [];
   for (const raw of i.sources) {
     const hd = heredocName(raw);
     const doc = hd !== undefined ? i.heredocs.find((h) => h.name === hd) : undefined;
     if (doc) {
-      inline.push({ name: doc.name, content: Buffer.from(doc.expand ? expand(doc.content) : doc.content) });
+      inline.push({ name: doc.name, content: Buffer.from(doc.content) });
       continue;
     }
-    const src = expand(raw);
+    const src = raw;
     if (isAdd && isUrl(src)) {
-      const f = await copy.fetchAddUrl(src, input.signal, i.checksum, expand(i.dest));
+      const f = await copy.fetchAddUrl(src, input.signal, i.checksum, i.dest);
       inline.push({ name: f.name, content: f.content, ...(f.mtime ? { mtime: f.mtime } : {}), mode: 0o600 });
       continue;
     }
@@ -74,14 +75,15 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     : [];
   const sum = await copy.checksum(sources, inline, exclude);
 
-  const rawDest = expand(i.dest);
+  const rawDest = i.dest;
   let dest = posix.isAbsolute(rawDest) ? rawDest : posix.join(state.config.WorkingDir || '/', rawDest);
   if (rawDest.endsWith('/') && !dest.endsWith('/')) dest += '/';
   copy.checkDestination(isAdd ? 'ADD' : 'COPY', sources.length + inline.length, rawDest);
   const keyed = [sum, i.chown ?? '', i.chmod ?? '', i.parents ? 'parents' : '', i.link ? 'link' : ''].join(
     '|',
   );
-  const cmd = nopCmdString(state.config, `${isAdd ? 'ADD' : 'COPY'} ${sum} in ${dest} `);
+  const shell = shellOf(state.config);
+  const cmd = nopArgv(input.dockerfile.copyHistory(i.kind, sum, dest, shell), shell, true);
   if (await hooks.cached(cmd, keyed)) return;
 
   const cid = await hooks.containerFor();
@@ -91,8 +93,7 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   let uid = 0;
   let gid = 0;
   if (i.chown) {
-    const spec = expand(i.chown);
-    ({ uid, gid } = await copy.resolveChown(spec, await input.roots.root(state.chainId)));
+    ({ uid, gid } = await copy.resolveChown(i.chown, await input.roots.root(state.chainId)));
   }
   // the deepest directory on dest's path that exists: the copy makes those below it only
   let existingDir = destIsDir ? dest.replace(/\/+$/, '') || '/' : posix.dirname(dest);
@@ -106,7 +107,7 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     destIsDir,
     uid,
     gid,
-    ...(i.chmod ? { mode: parseChmod(expand(i.chmod)) } : {}),
+    ...(i.chmod ? { mode: parseChmod(i.chmod) } : {}),
     parents: i.parents,
     extractArchives: isAdd,
     existingDir,
