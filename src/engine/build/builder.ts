@@ -83,6 +83,7 @@ export class Builder {
     if (opts.squash && !this.deps.experimental) {
       throw invalidParameter('squash is only supported with experimental mode');
     }
+    if (opts.squash) throw invalidParameter("squash is not supported by berth's builder yet");
     const tags = opts.tags.map((t) => {
       const ref = parseNormalizedNamed(t);
       if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
