@@ -33,6 +33,12 @@ export class BuildOutput {
     else this.sink(m);
   }
 
+  /** A message of a lane (OutputLanes): as this output's own (quiet holds it, and drops aux). */
+  forward(m: BuildMessage): void {
+    if (this.quiet && 'aux' in m) return;
+    this.emit(m);
+  }
+
   text(s: string): void {
     this.emit({ stream: s });
   }
@@ -99,5 +105,59 @@ export class BuildOutput {
     for (const m of this.held) this.sink(m);
     this.held = [];
     this.sink({ errorDetail: code === undefined ? { message } : { code, message }, error: message });
+  }
+}
+
+/**
+ * The lanes of stages that run at once: each stage writes to its own lane; the client gets lane
+ * 0 as it comes, the others held until every lane before them is done (then flushed, and live
+ * from then on). After a failed lane nothing more is shown: the build ends with its error.
+ */
+export class OutputLanes {
+  private current = 0;
+  private readonly held: BuildMessage[][];
+  private readonly state: Array<'running' | 'done' | 'failed'>;
+
+  constructor(
+    private readonly root: BuildOutput,
+    count: number,
+  ) {
+    this.held = Array.from({ length: count }, () => []);
+    this.state = Array.from({ length: count }, () => 'running');
+  }
+
+  lane(n: number): BuildOutput {
+    return new BuildOutput((m) => this.write(n, m), false);
+  }
+
+  private write(n: number, m: BuildMessage): void {
+    if (n === this.current) this.root.forward(m);
+    else (this.held[n] as BuildMessage[]).push(m);
+  }
+
+  /** A stage is done: its image's aux message, then the next lanes' turn. */
+  done(n: number, imageId: string): void {
+    this.write(n, { aux: { ID: imageId } });
+    this.state[n] = 'done';
+    this.advance();
+  }
+
+  failed(n: number): void {
+    this.state[n] = 'failed';
+    this.advance();
+  }
+
+  private advance(): void {
+    while (this.current < this.state.length && this.state[this.current] === 'done') {
+      this.current++;
+      this.flush(this.current);
+    }
+  }
+
+  private flush(n: number): void {
+    const held = this.held[n];
+    if (!held) return;
+    for (const m of held) this.root.forward(m);
+    held.length = 0;
   }
 }

@@ -8,7 +8,7 @@ import type { BuildOptions } from './build.options.js';
 import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
 import { allowedArgs, BuildArgs, PREDEFINED_ARGS } from './build-args.js';
 import { type BuildCacheStore, stepKey } from './build-cache.js';
-import type { BuildOutput } from './build-output.js';
+import { type BuildOutput, OutputLanes } from './build-output.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
 import type { CacheMounts } from './cache-mounts.js';
 import { ImageRoots } from './image-roots.js';
@@ -49,10 +49,13 @@ interface StageResult {
  * removed as `rm`/`forcerm` say. `run()` answers the last stage's image ID.
  */
 export class BuildRun {
-  private step = 0;
   private readonly total: number;
+  /** Each needed stage's run, started at once: a stage waits for the ones it names. */
+  private readonly running = new Map<number, Promise<StageResult>>();
+  /** Stops the other stages when one fails (and follows the build's own signal). */
+  private readonly abort = new AbortController();
+  private readonly signal: AbortSignal;
   private readonly stages: Stage[];
-  private readonly results = new Map<number, StageResult>();
   private readonly args: BuildArgs;
   private readonly roots: ImageRoots;
   private readonly cacheFrom = new Set<string>();
@@ -68,8 +71,9 @@ export class BuildRun {
     private readonly out: BuildOutput,
     private readonly containers: StepContainers,
     private readonly workDir: string,
-    private readonly signal: AbortSignal,
+    signal: AbortSignal,
   ) {
+    this.signal = AbortSignal.any([signal, this.abort.signal]);
     this.args = new BuildArgs(opts.buildArgs);
     // the ARGs before FROM, in force for every FROM (and for the stages a target needs)
     for (const a of parsed.metaArgs) {
@@ -88,15 +92,36 @@ export class BuildRun {
   async run(): Promise<{ imageId: string; unusedArgs: string[] }> {
     try {
       // the ARGs before FROM: a step each, nothing else printed
-      for (const i of this.parsed.metaArgInstructions ?? []) this.stepLine(i.original);
+      let step = 0;
+      for (const i of this.parsed.metaArgInstructions ?? []) this.out.step(++step, this.total, i.original);
       await this.collectCacheFrom();
-      let last: StageResult | undefined;
-      for (const stage of this.stages) {
-        this.signal.throwIfAborted();
-        last = await this.runStage(stage);
-        this.results.set(stage.index, last);
-        this.out.aux(last.imageId);
-      }
+      // independent stages run at once, each writing to its lane; the lanes reach the client in
+      // stage order (a stage's output is held until the stages before it are done)
+      const lanes = new OutputLanes(this.out, this.stages.length);
+      let firstError: unknown;
+      const runs = this.stages.map((stage, n) => {
+        const first = step + 1;
+        step += 1 + stage.instructions.length;
+        const p = this.runStage(stage, lanes.lane(n), first).then(
+          (r) => {
+            lanes.done(n, r.imageId);
+            return r;
+          },
+          (err: unknown) => {
+            lanes.failed(n);
+            if (firstError === undefined) {
+              firstError = err;
+              this.abort.abort(err);
+            }
+            throw err;
+          },
+        );
+        this.running.set(stage.index, p);
+        return p;
+      });
+      const settled = await Promise.allSettled(runs);
+      if (firstError !== undefined) throw firstError;
+      const last = (settled[settled.length - 1] as PromiseFulfilledResult<StageResult> | undefined)?.value;
       if (!last) throw invalidParameter('the Dockerfile has no stage to build');
       return { imageId: last.imageId, unusedArgs: this.args.unused() };
     } finally {
@@ -125,23 +150,20 @@ export class BuildRun {
   // ------------------------------------------------------------------ stages
 
   /** A stage by name or index (COPY --from, RUN --mount from=, FROM <stage>) among those built. */
-  private stageRef(name: string): StageResult | undefined {
-    const lower = name.toLowerCase();
-    for (const s of this.parsed.stages) {
-      if (s.name === lower || String(s.index) === name) {
-        const r = this.results.get(s.index);
-        if (r) return r;
-        if (s.name === lower) throw invalidParameter(`stage ${name} is not built before it is used`);
-      }
-    }
-    return undefined;
+  private async stageRef(name: string, before: number): Promise<StageResult | undefined> {
+    const s = this.deps.dockerfile.findStage(this.parsed, name, before);
+    if (!s) return undefined;
+    const run = this.running.get(s.index);
+    if (!run) throw invalidParameter(`stage ${name} is not built before it is used`);
+    return run;
   }
 
-  private async runStage(stage: Stage): Promise<StageResult> {
-    this.stepLine(stage.original);
+  private async runStage(stage: Stage, out: BuildOutput, first: number): Promise<StageResult> {
+    let step = first;
+    out.step(step, this.total, stage.original);
     const from = this.deps.dockerfile.expandFrom(stage, this.args.metaEnv(), this.parsed.escapeToken);
-    const base = await this.baseImage(from.base, from.platform);
-    const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken);
+    const base = await this.baseImage(from.base, from.platform, out, stage.index);
+    const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken, out);
     state.config.Image = base.imageId;
     if (
       this.opts.labels &&
@@ -153,13 +175,13 @@ export class BuildRun {
     }
     const triggers = state.config.OnBuild ?? [];
     state.config.OnBuild = null;
-    if (triggers.length) await this.runTriggers(state, triggers);
-    this.out.image(state.imageId || base.imageId);
+    if (triggers.length) await this.runTriggers(state, triggers, stage.index);
+    out.image(state.imageId || base.imageId);
     for (const i of stage.instructions) {
       this.signal.throwIfAborted();
-      this.stepLine(i.original);
-      await this.dispatch(state, i);
-      this.out.image(state.imageId);
+      out.step(++step, this.total, i.original);
+      await this.dispatch(state, i, stage.index);
+      out.image(state.imageId);
     }
     if (!state.imageId && stage === this.stages[this.stages.length - 1]) {
       throw invalidParameter('No image was generated. Is your Dockerfile empty?');
@@ -167,25 +189,23 @@ export class BuildRun {
     return { imageId: state.imageId, chainId: state.chainId };
   }
 
-  private stepLine(original: string): void {
-    this.step++;
-    this.out.step(this.step, this.total, original);
-  }
-
   /** `# Executing N build trigger(s)`, then each trigger as a step without its own Step line. */
-  private async runTriggers(state: StageState, triggers: string[]): Promise<void> {
-    this.out.text(`# Executing ${triggers.length} build trigger`);
-    if (triggers.length > 1) this.out.text('s');
-    this.out.text('\n');
-    for (const i of this.deps.dockerfile.parseOnbuildTriggers(triggers)) await this.dispatch(state, i);
+  private async runTriggers(state: StageState, triggers: string[], stageIndex: number): Promise<void> {
+    state.out.text(`# Executing ${triggers.length} build trigger`);
+    if (triggers.length > 1) state.out.text('s');
+    state.out.text('\n');
+    for (const i of this.deps.dockerfile.parseOnbuildTriggers(triggers))
+      await this.dispatch(state, i, stageIndex);
   }
 
   /** FROM's image: a stage before, scratch, a local image, or one pulled (always with `pull`). */
   private async baseImage(
     name: string,
     platform: string | undefined,
+    out: BuildOutput,
+    before: number,
   ): Promise<{ imageId: string; chainId: string | null; config?: ContainerConfig }> {
-    const stage = this.stageRef(name);
+    const stage = await this.stageRef(name, before);
     if (stage) {
       const img = await this.deps.images.get(stage.imageId);
       return {
@@ -198,13 +218,13 @@ export class BuildRun {
     const plat = platform ?? this.opts.platform;
     let img = this.opts.pull ? undefined : await this.deps.images.resolve(name).catch(() => undefined);
     if (!img) {
-      await this.pull(name, plat);
+      await this.pull(name, plat, out);
       img = await this.deps.images.resolve(name);
     }
     return { imageId: img.id, chainId: img.chainId, config: img.config.config };
   }
 
-  private async pull(name: string, platform: string | undefined): Promise<void> {
+  private async pull(name: string, platform: string | undefined, out: BuildOutput): Promise<void> {
     const ref = tagNameOnly(parseNormalizedNamed(name));
     const registryAuth = this.authFor(ref.domain);
     await this.deps.images.pull({
@@ -213,7 +233,7 @@ export class BuildRun {
       ...(platform ? { platform } : {}),
       ...(registryAuth ? { registryAuth } : {}),
       signal: this.signal,
-      onMessage: (m) => this.out.progress(m.status, m.id, m.detail),
+      onMessage: (m) => out.progress(m.status, m.id, m.detail),
     });
   }
 
@@ -230,7 +250,7 @@ export class BuildRun {
 
   // ------------------------------------------------------------------ steps
 
-  private async dispatch(state: StageState, raw: Instruction): Promise<void> {
+  private async dispatch(state: StageState, raw: Instruction, stageIndex: number): Promise<void> {
     state.config.Image = state.imageId;
     const i = this.expand(state, raw);
     const shell = shellOf(state.config);
@@ -263,7 +283,7 @@ export class BuildRun {
         return;
       }
       case 'run':
-        await this.runStep(state, i);
+        await this.runStep(state, i, stageIndex);
         return;
       case 'copy':
       case 'add':
@@ -278,9 +298,7 @@ export class BuildRun {
             roots: this.roots,
             signal: this.signal,
             stageRoot: async (name) => {
-              const s = this.stageRef(name);
-              if (s) return this.roots.root(s.chainId);
-              const img = await this.baseImage(name, undefined);
+              const img = await this.baseImage(name, undefined, state.out, stageIndex);
               return this.roots.root(img.chainId);
             },
           },
@@ -309,7 +327,7 @@ export class BuildRun {
     }
     if (!hit) return false;
     const img = await this.deps.images.get(hit);
-    this.out.usingCache();
+    state.out.usingCache();
     state.imageId = hit;
     state.chainId = img?.chainId ?? state.chainId;
     return true;
@@ -346,7 +364,7 @@ export class BuildRun {
   ): Promise<string> {
     const image = state.imageId || (await this.scratch());
     const { id, warnings } = await this.containers.create({ ...config, Image: image }, host);
-    for (const w of warnings) this.out.warning(w);
+    for (const w of warnings) state.out.warning(w);
     return id;
   }
 
@@ -368,7 +386,7 @@ export class BuildRun {
   private async commitMeta(state: StageState, cmd: string[], workdir?: string): Promise<void> {
     if (await this.probeCache(state, cmd)) return;
     const cid = await this.stepContainer(state, { ...state.config, Cmd: cmd });
-    this.out.runningIn(cid);
+    state.out.runningIn(cid);
     if (workdir && !(await this.containers.kindOf(cid, workdir))) {
       await this.containers.extract(cid, this.deps.copy.directoryTar(workdir, state.config.User));
     }
@@ -395,7 +413,7 @@ export class BuildRun {
     });
     if (this.opts.rm || this.opts.forceRm) {
       await this.containers.remove(cid);
-      if (!silent) this.out.removing(cid);
+      if (!silent) state.out.removing(cid);
     } else {
       this.containers.keep(cid);
     }
@@ -406,7 +424,11 @@ export class BuildRun {
   }
 
   /** RUN: a container with the command, its output streamed, committed when it exits 0. */
-  private async runStep(state: StageState, i: Extract<Instruction, { kind: 'run' }>): Promise<void> {
+  private async runStep(
+    state: StageState,
+    i: Extract<Instruction, { kind: 'run' }>,
+    stageIndex: number,
+  ): Promise<void> {
     const env = state.config.Env ?? [];
     const args = allowedArgs(state.args, this.args.predefined(), env);
     const { argv: cmd, script } = this.deps.dockerfile.runCommand(i, shellOf(state.config));
@@ -420,7 +442,7 @@ export class BuildRun {
     const keyParts: string[] = [];
     try {
       for (const m of i.mounts) {
-        const r = await this.runMount(state, m);
+        const r = await this.runMount(state, m, stageIndex);
         mounts.push(r.spec);
         if (r.keyPart) keyParts.push(r.keyPart);
         if (r.release) releases.push(r.release);
@@ -441,8 +463,8 @@ export class BuildRun {
         AttachStderr: true,
       };
       const cid = await this.stepContainer(state, runConfig, host);
-      this.out.runningIn(cid);
-      const code = await this.containers.run(cid, (s, d) => this.out.output(s, d), this.signal);
+      state.out.runningIn(cid);
+      const code = await this.containers.run(cid, (s, d) => state.out.output(s, d), this.signal);
       if (code !== 0) {
         if (!this.opts.forceRm) this.containers.keep(cid);
         const text = `The command '${cmd.join(' ')}' returned a non-zero code: ${code}`;
@@ -458,6 +480,7 @@ export class BuildRun {
   private async runMount(
     state: StageState,
     m: RunMount,
+    stageIndex: number,
   ): Promise<{ spec: MountSpec; keyPart?: string; release?: () => Promise<void> }> {
     const target = posix.resolve(state.config.WorkingDir || '/', m.target);
     checkRunMount({ ...m, target });
@@ -482,7 +505,7 @@ export class BuildRun {
     let root: string;
     let keyPart: string;
     if (m.from) {
-      const s = this.stageRef(m.from) ?? (await this.baseImage(m.from, undefined));
+      const s = await this.baseImage(m.from, undefined, state.out, stageIndex);
       root = await this.roots.root(s.chainId);
       keyPart = `${s.imageId}:${source}`;
     } else {

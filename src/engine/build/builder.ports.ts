@@ -20,6 +20,8 @@ export interface DockerfileSupport {
   expandFrom(stage: Stage, metaEnv: string[], escapeToken: string): { base: string; platform?: string };
   /** The meta ARGs as `NAME=value` lines, with the build args given. */
   metaArgEnv(parsed: ParsedDockerfile, buildArgs: ReadonlyMap<string, string>): string[];
+  /** The stage a name or an index names among those before `before`. */
+  findStage(parsed: ParsedDockerfile, ref: string, before: number): Stage | undefined;
   /** The stages a target needs, in order (FROM and --from expanded with the meta ARGs). */
   stagesFor(parsed: ParsedDockerfile, target: string | undefined, metaEnv: string[]): Stage[];
   /** The M of `Step N/M`. */

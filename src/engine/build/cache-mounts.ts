@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chown, mkdir, readdir, readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
 import { KeyedMutex } from '../../common/mutex.js';
@@ -85,13 +85,13 @@ export class CacheMounts {
   }
 
   private async makeDir(path: string, perms: { mode?: number; uid?: number; gid?: number }): Promise<void> {
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     try {
       await mkdir(path, { mode: perms.mode ?? 0o755 });
     } catch (err) {
+      // made already (by an earlier build, or a RUN of this one at the same time)
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      await mkdir(join(path, '..'), { recursive: true, mode: 0o700 });
-      await mkdir(path, { mode: perms.mode ?? 0o755 });
+      throw err;
     }
     if (perms.uid !== undefined || perms.gid !== undefined) await chown(path, perms.uid ?? 0, perms.gid ?? 0);
   }

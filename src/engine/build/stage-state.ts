@@ -1,5 +1,6 @@
 import type { ContainerConfig } from '../../common/docker-types.js';
 import { DEFAULT_PATH_ENV } from '../images/images.service.js';
+import type { BuildOutput } from './build-output.js';
 
 /** Where a stage is: its current image and config (dockerd's dispatchState). */
 export interface StageState {
@@ -16,6 +17,8 @@ export interface StageState {
   /** CMD was given in this stage. */
   cmdSet: boolean;
   escapeToken: string;
+  /** Where the stage's steps write (its lane of the build's output). */
+  out: BuildOutput;
 }
 
 /** A stage's first state from its base image's config (dockerd's beginStage: PATH when none). */
@@ -24,9 +27,10 @@ export function beginStage(
   chainId: string | null,
   base: ContainerConfig | undefined,
   escapeToken: string,
+  out: BuildOutput,
 ): StageState {
   const config: ContainerConfig = structuredClone(base ?? {});
   const env = config.Env ?? [];
   if (!env.some((e) => e.startsWith('PATH='))) config.Env = [...env, DEFAULT_PATH_ENV];
-  return { imageId, chainId, config, args: new Map(), cmdSet: false, escapeToken };
+  return { imageId, chainId, config, args: new Map(), cmdSet: false, escapeToken, out };
 }

@@ -133,6 +133,31 @@ describe('docker build', { timeout: 600_000 }, () => {
     assert.equal(await engine.dockerOk(['image', 'inspect', '-f', '{{.Id}}', 'stages:1']), id);
   });
 
+  it('runs independent stages at once, their output in stage order', async () => {
+    const ctx = join(work, 'concurrent');
+    // each stage waits (bounded) for the other to have started: only concurrent stages pass
+    const meet = (me: string, other: string) =>
+      `RUN --mount=type=cache,id=rendezvous-${Date.now()},target=/r touch /r/${me} && ` +
+      `for i in $(seq 100); do [ -e /r/${other} ] && break; sleep 0.1; done && test -e /r/${other} && echo ${me} > /ok`;
+    await writeTree(ctx, {
+      Dockerfile: [
+        'FROM busybox AS a',
+        meet('a', 'b'),
+        'FROM busybox AS b',
+        meet('b', 'a'),
+        'FROM busybox',
+        'COPY --from=a /ok /a',
+        'COPY --from=b /ok /b',
+        '',
+      ].join('\n'),
+    });
+    const r = await build(['-t', 'concurrent', ctx]);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    const steps = [...r.stdout.matchAll(/Step (\d+)\/7 :/g)].map((m) => Number(m[1]));
+    assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7]);
+    assert.equal(await engine.dockerOk(['run', '--rm', 'concurrent', 'cat', '/a', '/b']), 'a\nb');
+  });
+
   it('reuses steps from the cache until a copied file changes, across a restart, and prunes it', async () => {
     const ctx = join(work, 'cache');
     await writeTree(ctx, {

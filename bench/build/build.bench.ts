@@ -1,0 +1,121 @@
+/**
+ * Build benchmark: a 10-step Dockerfile (FROM busybox, COPY of a 50 MiB context, RUN steps,
+ * metadata steps) through `docker build` (the classic request), cold (`--no-cache`) and fully
+ * cached, on berth and, given its socket, a reference dockerd, taking turns.
+ *
+ *   node --import tsx bench/build/build.bench.ts [--berth unix:///path] [--reference unix:///path]
+ *        [--rounds 3] [--context-mib 50]
+ *
+ * Without --berth it starts its own berth engine from dist/. Bounded: rounds × 2 builds per engine.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { EngineClient } from '../engine/client.js';
+import { median } from '../engine/stats.js';
+import { ensureBusybox, startBerth } from '../engine/targets.js';
+
+const run = promisify(execFile);
+
+interface Options {
+  berth?: string;
+  reference?: string;
+  rounds: number;
+  contextMiB: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = { rounds: 3, contextMiB: 50 };
+  for (let i = 0; i < argv.length; i += 2) {
+    const [k, v] = [argv[i], argv[i + 1] ?? ''];
+    if (k === '--berth') o.berth = v;
+    else if (k === '--reference') o.reference = v;
+    else if (k === '--rounds') o.rounds = Number(v);
+    else if (k === '--context-mib') o.contextMiB = Number(v);
+    else throw new Error(`unknown option ${k}`);
+  }
+  return o;
+}
+
+const DOCKERFILE = [
+  'FROM busybox',
+  'ENV APP=/app',
+  'WORKDIR /app',
+  'COPY big.bin /app/big.bin',
+  'RUN md5sum /app/big.bin > /app/sum',
+  'RUN echo built > /app/marker',
+  'LABEL bench=build',
+  'EXPOSE 8080',
+  'RUN ls -l /app > /app/listing',
+  'CMD ["cat", "/app/sum"]',
+  '',
+].join('\n');
+
+/** One `docker build` (the CLI's classic request), in milliseconds. */
+async function build(host: string, ctx: string, noCache: boolean): Promise<number> {
+  const started = performance.now();
+  await run(
+    'docker',
+    ['-H', host, 'build', '-q', ...(noCache ? ['--no-cache'] : []), '-t', 'bench-build', ctx],
+    {
+      env: { ...process.env, DOCKER_BUILDKIT: '0', DOCKER_CLI_HINTS: 'false' },
+      maxBuffer: 16 * 1024 * 1024,
+    },
+  );
+  return performance.now() - started;
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const ctx = await mkdtemp(join(tmpdir(), 'berth-bench-build-'));
+  let stopBerth: (() => Promise<void>) | undefined;
+  try {
+    await writeFile(join(ctx, 'Dockerfile'), DOCKERFILE);
+    await writeFile(join(ctx, 'big.bin'), randomBytes(o.contextMiB * 1024 * 1024));
+    let berth = o.berth;
+    if (!berth) {
+      const b = await startBerth();
+      berth = b.host;
+      stopBerth = b.stop;
+    }
+    const engines: Array<{ name: string; host: string }> = [{ name: 'berth', host: berth }];
+    if (o.reference) engines.push({ name: 'dockerd', host: o.reference });
+    for (const e of engines) {
+      const client = new EngineClient(e.host.replace(/^unix:\/\//, ''));
+      await ensureBusybox(client);
+      client.close();
+      // warm-up: one build each (page cache, first-use costs), not measured
+      await build(e.host, ctx, true);
+    }
+    const cold = new Map<string, number[]>(engines.map((e) => [e.name, []]));
+    const cached = new Map<string, number[]>(engines.map((e) => [e.name, []]));
+    for (let round = 0; round < o.rounds; round++) {
+      for (const e of engines) cold.get(e.name)?.push(await build(e.host, ctx, true));
+      for (const e of engines) cached.get(e.name)?.push(await build(e.host, ctx, false));
+    }
+    const row = (label: string, m: Map<string, number[]>) =>
+      `${label.padEnd(34)}${engines
+        .map((e) =>
+          median(m.get(e.name) ?? [])
+            .toFixed(0)
+            .padStart(10),
+        )
+        .join('')}`;
+    console.log(`${'median of rounds (ms)'.padEnd(34)}${engines.map((e) => e.name.padStart(10)).join('')}`);
+    console.log(row(`cold (--no-cache), ${o.contextMiB} MiB context`, cold));
+    console.log(row('fully cached', cached));
+    if (o.reference) {
+      const ratio = (m: Map<string, number[]>) =>
+        (median(m.get('berth') ?? []) / median(m.get('dockerd') ?? [])).toFixed(2);
+      console.log(`berth / dockerd: cold ${ratio(cold)} (aim ≤ 0.7), cached ${ratio(cached)} (aim ≤ 0.5)`);
+    }
+  } finally {
+    await stopBerth?.();
+    await rm(ctx, { recursive: true, force: true });
+  }
+}
+
+await main();
