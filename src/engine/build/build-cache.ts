@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
 
@@ -51,6 +51,7 @@ export class BuildCacheStore {
   async init(): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     for (const name of await readdir(this.dir)) {
+      if (name.endsWith('.tmp')) await rm(join(this.dir, name), { force: true });
       if (!name.endsWith('.json')) continue;
       try {
         const r = JSON.parse(await readFile(join(this.dir, name), 'utf8')) as CacheRecord;
@@ -69,11 +70,17 @@ export class BuildCacheStore {
     return [...this.records.values()];
   }
 
-  /** A hit: the record's use is counted and dated. */
+  /**
+   * A hit: the record's use is counted and dated. Written whole (a temp file renamed) but not
+   * synced: a crash may lose the latest use, never the record.
+   */
   async touch(r: CacheRecord): Promise<void> {
     r.lastUsedAt = new Date().toISOString();
     r.usageCount++;
-    await writeJsonAtomic(join(this.dir, `${r.key}.json`), r);
+    const path = join(this.dir, `${r.key}.json`);
+    const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+    await writeFile(tmp, JSON.stringify(r));
+    await rename(tmp, path);
   }
 
   async put(key: string, imageId: string, parent: string, description: string): Promise<CacheRecord> {

@@ -84,7 +84,10 @@ export class BuildRun {
           : deps.dockerfile.expandWord(a.value, this.args.metaEnv(), parsed.escapeToken);
       this.args.declareMeta(a.name, value);
     }
-    this.stages = deps.dockerfile.stagesFor(parsed, opts.target, this.args.metaEnv());
+    this.stages = withLabels(
+      deps.dockerfile.stagesFor(parsed, opts.target, this.args.metaEnv()),
+      opts.labels,
+    );
     this.total = deps.dockerfile.stepCount(parsed, this.stages);
     this.roots = new ImageRoots(deps.images.snapshotter, workDir);
   }
@@ -165,14 +168,6 @@ export class BuildRun {
     const base = await this.baseImage(from.base, from.platform, out, stage.index);
     const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken, out);
     state.config.Image = base.imageId;
-    if (
-      this.opts.labels &&
-      Object.keys(this.opts.labels).length &&
-      stage === this.stages[this.stages.length - 1]
-    ) {
-      // the build's labels go on the last stage's config, as dockerd's classic builder does
-      state.config.Labels = { ...(state.config.Labels ?? {}), ...this.opts.labels };
-    }
     const triggers = state.config.OnBuild ?? [];
     state.config.OnBuild = null;
     if (triggers.length) await this.runTriggers(state, triggers, stage.index);
@@ -524,4 +519,23 @@ export class BuildRun {
     }
     return { spec: { Type: 'bind', Source: hostPath, Target: target, ReadOnly: true }, keyPart };
   }
+}
+
+/**
+ * The build's `labels` as dockerd's classic builder adds them: a `LABEL k=v` step each (sorted by
+ * name) at the end of the last stage, counted in the steps.
+ */
+function withLabels(stages: Stage[], labels: Record<string, string>): Stage[] {
+  const names = Object.keys(labels).sort();
+  const last = stages[stages.length - 1];
+  if (!last || names.length === 0) return stages;
+  const line = last.instructions[last.instructions.length - 1]?.endLine ?? last.line;
+  const added: Instruction[] = names.map((k) => ({
+    kind: 'label',
+    pairs: [[k, labels[k] as string]],
+    line,
+    endLine: line,
+    original: `LABEL ${k}=${labels[k]}`,
+  }));
+  return [...stages.slice(0, -1), { ...last, instructions: [...last.instructions, ...added] }];
 }

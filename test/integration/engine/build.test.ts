@@ -73,19 +73,23 @@ describe('docker build', { timeout: 600_000 }, () => {
       'GREETING=hi',
       '--build-arg',
       'UNUSED=1',
+      '--label',
+      'from=cli',
       ctx,
     ]);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     const out = r.stdout;
-    // the unused stage is skipped: the meta ARG, 6 steps of base, 4 of final
-    assert.match(out, /Step 1\/11 : ARG BASE=busybox\n/);
-    assert.match(out, /Step 2\/11 : FROM \$BASE AS base\n ---> [0-9a-f]{12}\n/);
+    // the unused stage is skipped: the meta ARG, 6 steps of base, 4 of final, the label
+    assert.match(out, /Step 1\/12 : ARG BASE=busybox\n/);
+    assert.match(out, /Step 2\/12 : FROM \$BASE AS base\n ---> [0-9a-f]{12}\n/);
     assert.doesNotMatch(out, /exit 7/);
     assert.match(
       out,
-      /Step 6\/11 : RUN echo "\$GREETING \$WHO" > \/greeting && echo to-stderr >&2\n ---> Running in ([0-9a-f]{12})\n\x1b\[91mto-stderr\n\x1b\[0mRemoving intermediate container \1\n ---> [0-9a-f]{12}\n/,
+      /Step 6\/12 : RUN echo "\$GREETING \$WHO" > \/greeting && echo to-stderr >&2\n ---> Running in ([0-9a-f]{12})\n\x1b\[91mto-stderr\n\x1b\[0mRemoving intermediate container \1\n ---> [0-9a-f]{12}\n/,
     );
-    assert.match(out, /Step 8\/11 : FROM base AS final\n# Executing 1 build trigger\n ---> Running in/);
+    assert.match(out, /Step 8\/12 : FROM base AS final\n# Executing 1 build trigger\n ---> Running in/);
+    // the build's labels: a LABEL step at the end, as dockerd's classic builder
+    assert.match(out, /Step 12\/12 : LABEL from=cli\n ---> Running in/);
     assert.match(out, /\[Warning\] One or more build-args \[UNUSED\] were not consumed\n/);
     assert.match(
       out,
@@ -98,7 +102,7 @@ describe('docker build', { timeout: 600_000 }, () => {
     );
     assert.equal(config.WorkingDir, '/app');
     assert.deepEqual(config.ExposedPorts, { '8080/tcp': {} });
-    assert.equal(config.Labels.stage, 'base');
+    assert.deepEqual(config.Labels, { stage: 'base', from: 'cli' });
     assert.equal(config.OnBuild ?? null, null);
     const history = await engine.dockerOk([
       'history',
@@ -109,7 +113,7 @@ describe('docker build', { timeout: 600_000 }, () => {
     ]);
     assert.match(
       history,
-      /^\/bin\/sh -c #\(nop\) {2}CMD \["cat" "\/greeting"\]\n\/bin\/sh -c #\(nop\) {2}EXPOSE 8080\n\/bin\/sh -c #\(nop\) WORKDIR \/app\n/,
+      /^\/bin\/sh -c #\(nop\) {2}LABEL from=cli\n\/bin\/sh -c #\(nop\) {2}CMD \["cat" "\/greeting"\]\n\/bin\/sh -c #\(nop\) {2}EXPOSE 8080\n\/bin\/sh -c #\(nop\) WORKDIR \/app\n/,
     );
     assert.match(history, /\|1 GREETING=hi \/bin\/sh -c echo "\$GREETING \$WHO" > \/greeting/);
     assert.match(history, /\/bin\/sh -c #\(nop\) {2}ENV WHO=world/);
@@ -125,6 +129,8 @@ describe('docker build', { timeout: 600_000 }, () => {
       'final',
       '--build-arg',
       'GREETING=hi',
+      '--label',
+      'from=cli',
       ctx,
     ]);
     assert.equal(again.code, 0, again.stderr);
@@ -228,13 +234,14 @@ describe('docker build', { timeout: 600_000 }, () => {
         `RUN --mount=type=cache,target=/cache echo run${n} >> /cache/log && cat /cache/log > /seen`,
         'RUN --mount=type=tmpfs,target=/scratch touch /scratch/x && ! test -e /x',
         'RUN --network=none sh -c "! ip link show eth0"',
+        'RUN grep -q "10.9.8.7[[:space:]]*buildhost" /etc/hosts',
         '',
       ].join('\n');
     await writeTree(ctx, { Dockerfile: dockerfile(1) });
-    const one = await build(['-t', 'modern', ctx]);
+    const one = await build(['-t', 'modern', '--add-host', 'buildhost:10.9.8.7', ctx]);
     assert.equal(one.code, 0, one.stderr + one.stdout);
     await writeTree(ctx, { Dockerfile: dockerfile(2) });
-    const two = await build(['-t', 'modern', ctx]);
+    const two = await build(['-t', 'modern', '--add-host', 'buildhost:10.9.8.7', ctx]);
     assert.equal(two.code, 0, two.stderr + two.stdout);
     assert.equal(await engine.dockerOk(['run', '--rm', 'modern', 'cat', '/heredoc']), 'heredoc\nsecond line');
     assert.equal(await engine.dockerOk(['run', '--rm', 'modern', 'cat', '/script']), 'script');
