@@ -3,8 +3,8 @@ import { invalidParameter } from '../../common/errors.js';
 import { parseSignal } from '../../common/signals.js';
 import { cleanPath } from './dockerfile/go-text.js';
 import { parseCommand } from './dockerfile/instructions.js';
-import { parseDockerfile } from './dockerfile/parser.js';
 import { parsePortSpec } from './dockerfile/port-spec.js';
+import { parseDockerfile } from './dockerfile/scan.js';
 import { processWord, processWords } from './dockerfile/shell-words.js';
 
 /**
@@ -152,5 +152,6 @@ export function applyChanges(base: ContainerConfig, changes: string[]): Containe
 }
 
 export { goQuote, parseGoDuration } from './dockerfile/go-text.js';
-export { jsonForm, parseDockerfile } from './dockerfile/parser.js';
+export { jsonForm } from './dockerfile/parser.js';
+export { parseDockerfile } from './dockerfile/scan.js';
 export { processWord, processWords } from './dockerfile/shell-words.js';

@@ -57,11 +57,15 @@ export async function fetchAddUrl(
   let headers: { disposition?: string; lastModified?: string } = {};
   const timed = AbortSignal.any([signal, AbortSignal.timeout(ADD_URL_TIMEOUT_MS)]);
   const content = await readAllBounded(
-    fetchBounded(url, timed, limit, (res) => {
-      headers = {
-        disposition: res.headers['content-disposition'],
-        lastModified: res.headers['last-modified'],
-      };
+    fetchBounded(url, {
+      signal: timed,
+      limit,
+      onResponse: (res) => {
+        headers = {
+          disposition: res.headers['content-disposition'],
+          lastModified: res.headers['last-modified'],
+        };
+      },
     }),
     limit,
     () => invalidParameter(`${url}: more than the limit of ${limit} bytes`),

@@ -1,9 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
-import type { Stats } from 'node:fs';
-import { createReadStream } from 'node:fs';
-import { lstat, readdir, readlink, stat } from 'node:fs/promises';
+import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CopyPlan, CopySource } from '../build.types.js';
+import { SMALL_FILE, Turns } from './pace.js';
 import { PatternMatcher } from './patterns.js';
 
 /**
@@ -25,33 +25,57 @@ function header(h: Hash, name: string, type: string, mode: number, size: number,
   h.update(`${type}\0${name}\0${(mode & 0o7777).toString(8)}\0${size}\0${link}\0`);
 }
 
-async function hashFile(h: Hash, path: string): Promise<void> {
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
+/** The sha256 (hex) of a file's content, streamed when it is large. */
+async function contentHash(path: string, size: number): Promise<string> {
+  const h = createHash('sha256');
+  if (size <= SMALL_FILE) h.update(readFileSync(path));
+  else
+    for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
+  return h.digest('hex');
 }
 
+/** Content hashes by inode within one checksum: a file under many hard links is read once. */
+type Contents = Map<string, string>;
+
 /** The sha256 (hex) of one member: `name` is its path in the copy. */
-async function memberHash(path: string, name: string, st: Stats): Promise<string> {
+async function memberHash(path: string, name: string, st: Stats, contents: Contents): Promise<string> {
   const h = createHash('sha256');
   const type = typeOf(st);
-  const link = type === 'symlink' ? await readlink(path) : '';
+  const link = type === 'symlink' ? readlinkSync(path) : '';
   header(h, name, type, st.mode, type === 'file' ? st.size : 0, link);
-  if (type === 'file') await hashFile(h, path);
+  if (type === 'file') {
+    const inode = `${st.dev}:${st.ino}`;
+    let content = contents.get(inode);
+    if (content === undefined) {
+      content = await contentHash(path, st.size);
+      if (st.nlink > 1) contents.set(inode, content);
+    }
+    h.update(content);
+  }
   return h.digest('hex');
 }
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** The member hashes below a directory, by path (`exclude` against the path below it). */
-async function walkHashes(dir: string, exclude: PatternMatcher, rel: string, out: string[]): Promise<void> {
+async function walkHashes(
+  dir: string,
+  exclude: PatternMatcher,
+  rel: string,
+  out: string[],
+  walk: { turns: Turns; contents: Contents },
+): Promise<void> {
+  const { turns, contents } = walk;
   const entries = await readdir(rel ? join(dir, rel) : dir);
   entries.sort();
   for (const name of entries) {
+    await turns.take();
     const path = rel ? `${rel}/${name}` : name;
     if (!exclude.empty && exclude.matches(path)) continue;
     const full = join(dir, path);
-    const st = await lstat(full);
-    out.push(await memberHash(full, path, st));
-    if (st.isDirectory()) await walkHashes(dir, exclude, path, out);
+    const st = lstatSync(full);
+    out.push(await memberHash(full, path, st, contents));
+    if (st.isDirectory()) await walkHashes(dir, exclude, path, out, walk);
   }
 }
 
@@ -59,9 +83,12 @@ async function walkHashes(dir: string, exclude: PatternMatcher, rel: string, out
 export async function sourceChecksum(source: CopySource, exclude: string[] = []): Promise<string> {
   // resolved in its root already; a link left is one to a place outside it, read as the file
   const st = await stat(source.hostPath);
-  if (!source.isDir) return `file:${await memberHash(source.hostPath, source.relPath, st)}`;
+  if (!source.isDir) return `file:${await memberHash(source.hostPath, source.relPath, st, new Map())}`;
   const members: string[] = [`${source.relPath}\0${(st.mode & 0o7777).toString(8)}`];
-  await walkHashes(source.hostPath, new PatternMatcher(exclude), '', members);
+  await walkHashes(source.hostPath, new PatternMatcher(exclude), '', members, {
+    turns: new Turns(),
+    contents: new Map(),
+  });
   return `dir:${sha(members.join(','))}`;
 }
 

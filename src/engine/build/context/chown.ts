@@ -4,6 +4,8 @@ import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { parseGroup, parsePasswd } from '../../runtime/oci/user.js';
 
 const MAX_ID = 2 ** 31 - 1;
+/** How dockerd 20.10 starts a --chown it cannot resolve. */
+const MAPPING = 'unable to convert uid/gid chown string to host mapping: ';
 
 function numeric(text: string): number | undefined {
   if (!/^[0-9]+$/.test(text)) return undefined;
@@ -15,7 +17,8 @@ function numeric(text: string): number | undefined {
 /**
  * COPY/ADD `--chown=<user>[:<group>]` as dockerd's classic builder reads it: numbers are taken
  * as they are, names looked up in the image's /etc/passwd and /etc/group (their text given);
- * a user alone names the group too (`--chown=bin` is bin:bin). An unknown name is a 400.
+ * a user alone names the group too (`--chown=bin` is bin:bin). An unknown name is a 400 in
+ * dockerd's words.
  */
 export function resolveChown(spec: string, passwd: string, group: string): { uid: number; gid: number } {
   const parts = spec.split(':');
@@ -26,14 +29,14 @@ export function resolveChown(spec: string, passwd: string, group: string): { uid
   if (uid === undefined) {
     uid = parsePasswd(passwd).find((u) => u.name === user)?.uid;
     if (uid === undefined) {
-      throw invalidParameter(`unable to find user ${user}: no matching entries in passwd file`);
+      throw invalidParameter(`${MAPPING}can't find uid for user ${user}: no such user: ${user}`);
     }
   }
   let gid = numeric(grp);
   if (gid === undefined) {
     gid = parseGroup(group).find((g) => g.name === grp)?.gid;
     if (gid === undefined) {
-      throw invalidParameter(`unable to find group ${grp}: no matching entries in group file`);
+      throw invalidParameter(`${MAPPING}can't find gid for group ${grp}: no such group: ${grp}`);
     }
   }
   return { uid, gid };

@@ -1,11 +1,27 @@
-import { constants } from 'node:fs';
-import { chmod, link, lstat, lutimes, mkdir, open, rm, symlink, utimes } from 'node:fs/promises';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  futimesSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  rmSync,
+  type Stats,
+  symlinkSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
+import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
 
@@ -13,11 +29,9 @@ type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Head
 export function tarReadError(err: unknown): BerthError {
   if (err instanceof BerthError) return err;
   const message = errorMessage(err);
-  const reason = /unexpected end of data|premature close/i.test(message)
-    ? 'unexpected EOF'
-    : /invalid tar header|checksum/i.test(message)
-      ? 'archive/tar: invalid tar header'
-      : message;
+  if (/invalid tar header|checksum/i.test(message))
+    return invalidParameter('archive/tar: invalid tar header');
+  const reason = /unexpected end of data|premature close/i.test(message) ? 'unexpected EOF' : message;
   return invalidParameter(`Error processing tar file(exit status 1): ${reason}`);
 }
 
@@ -70,18 +84,15 @@ class RealDirs {
   constructor(private readonly root: string) {}
 
   /** Makes the missing parents of `rel`; a parent that is a link or a file is a refusal. */
-  async parentsOf(rel: string): Promise<void> {
+  parentsOf(rel: string): void {
     const parts = rel.split('/');
     parts.pop();
     let cur = '';
     for (const part of parts) {
       cur = cur ? `${cur}/${part}` : part;
       if (this.known.has(cur)) continue;
-      const st = await lstat(join(this.root, cur)).catch((err) => {
-        if (errnoCode(err) === 'ENOENT') return undefined;
-        throw err;
-      });
-      if (!st) await mkdir(join(this.root, cur), { mode: 0o755 });
+      const st = lstatOrNot(join(this.root, cur));
+      if (!st) mkdirSync(join(this.root, cur), { mode: 0o755 });
       else if (!st.isDirectory()) {
         throw invalidParameter(
           `cannot extract ${JSON.stringify(rel)}: ${JSON.stringify(cur)} is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a directory'}`,
@@ -116,8 +127,10 @@ export async function extractContextTar(
 ): Promise<void> {
   const dirs = new RealDirs(root);
   const dirTimes = new Map<string, { mode: number; mtime: Date }>();
+  const turns = new Turns();
   for await (const entry of tarMembers(source)) {
     signal.throwIfAborted();
+    await turns.take();
     const h = entry.header;
     const type = h.type ?? 'file';
     if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
@@ -144,8 +157,8 @@ export async function extractContextTar(
   // deepest first: a directory's time is set after its members changed it
   for (const [rel, { mode, mtime }] of [...dirTimes].sort((a, b) => b[0].length - a[0].length)) {
     const at = join(root, rel);
-    await chmod(at, mode);
-    await utimes(at, mtime, mtime);
+    chmodSync(at, mode);
+    utimesSync(at, mtime, mtime);
   }
 }
 
@@ -159,6 +172,16 @@ const ARCHIVE_FAULTS: Record<string, string> = {
   EINVAL: 'invalid argument',
 };
 
+/** All of `chunk` written at the descriptor's position. */
+function writeAll(fd: number, chunk: Buffer): void {
+  for (let done = 0; done < chunk.length; ) done += writeSync(fd, chunk, done);
+}
+
+/**
+ * One member written at `rel`. Synchronous file-system calls (as docker cp's extraction): each
+ * is a few microseconds where a promise through the thread pool costs far more, and a context
+ * has thousands of small files; the caller lets other requests in between members.
+ */
 async function writeMember(
   root: string,
   rel: string,
@@ -168,55 +191,65 @@ async function writeMember(
   dirTimes: Map<string, { mode: number; mtime: Date }>,
 ): Promise<void> {
   const type = h.type ?? 'file';
-  await dirs.parentsOf(rel);
+  dirs.parentsOf(rel);
   const at = join(root, rel);
-  const existing = await lstat(at).catch(() => undefined);
+  const existing = lstatOrNot(at);
   if (existing && !(existing.isDirectory() && type === 'directory')) {
     dirs.forget(rel);
     dirTimes.delete(rel);
-    await rm(at, { recursive: true, force: true });
+    rmSync(at, { recursive: true, force: true });
   }
   const mode = (h.mode ?? 0o644) & 0o7777;
   const mtime = memberTime(h);
   switch (type) {
     case 'directory':
       entry.resume();
-      if (!existing?.isDirectory()) await mkdir(at, { mode: 0o700 });
+      if (!existing?.isDirectory()) mkdirSync(at, { mode: 0o700 });
       dirs.add(rel);
       dirTimes.set(rel, { mode, mtime });
       break;
     case 'symlink':
       entry.resume();
-      await symlink(h.linkname ?? '', at);
-      await lutimes(at, mtime, mtime).catch(() => undefined);
+      symlinkSync(h.linkname ?? '', at);
+      try {
+        lutimesSync(at, mtime, mtime);
+      } catch {
+        // a time the file system refuses is no reason to fail the build
+      }
       break;
     case 'link': {
       entry.resume();
       const target = checkMember({ ...h, type: 'file', name: h.linkname ?? '' }, '/');
-      await dirs.parentsOf(target);
-      const st = await lstat(join(root, target)).catch(() => undefined);
+      dirs.parentsOf(target);
+      const st = lstatOrNot(join(root, target));
       if (!st || st.isDirectory()) {
         throw invalidParameter(`invalid hardlink ${JSON.stringify(rel)} -> ${JSON.stringify(h.linkname)}`);
       }
-      await link(join(root, target), at);
+      linkSync(join(root, target), at);
       break;
     }
     default: {
-      const fh = await open(
+      const fd = openSync(
         at,
         constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
         0o600,
       );
       try {
-        for await (const chunk of entry) {
-          let done = 0;
-          while (done < chunk.length) done += (await fh.write(chunk, done)).bytesWritten;
-        }
-        await fh.chmod(mode);
-        await fh.utimes(mtime, mtime);
+        for await (const chunk of entry) writeAll(fd, chunk);
+        fchmodSync(fd, mode);
+        futimesSync(fd, mtime, mtime);
       } finally {
-        await fh.close();
+        closeSync(fd);
       }
     }
+  }
+}
+
+function lstatOrNot(path: string): Stats | undefined {
+  try {
+    return lstatSync(path);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
   }
 }

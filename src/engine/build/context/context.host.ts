@@ -41,7 +41,7 @@ export const hostContextTools: ContextHost = {
         else reject(e);
       });
       child.on('close', (code) =>
-        resolve({ code: code ?? 128, stderr: Buffer.concat(err).toString('utf8').trim() }),
+        resolve({ code: code ?? 128, stderr: Buffer.concat(err).toString('utf8') }),
       );
     });
   },

@@ -1,5 +1,5 @@
-import { createReadStream } from 'node:fs';
-import { lstat, open, readdir, readlink, stat } from 'node:fs/promises';
+import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
@@ -8,6 +8,7 @@ import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { CopyPlan, CopySource, CopyTar } from '../build.types.js';
 import { tarMembers } from './context-tar.js';
+import { SMALL_FILE, Turns } from './pace.js';
 import { PatternMatcher } from './patterns.js';
 import { isTarHeader, sniffArchive } from './sniff.js';
 
@@ -47,7 +48,8 @@ export async function isArchiveFile(path: string, ops: StorageOps): Promise<bool
 
 /**
  * The tar a COPY or ADD extracts at `/` in the step's container, built as it is read:
- * - the directories from `existingDir` down to where the files go (0755, uid:gid);
+ * - the directories from `existingDir` down to where the files go (0755; owned uid:gid for a
+ *   file's parents and a copied directory itself, root's above a copied directory, as dockerd);
  * - a file source at `dest` (or, when `destIsDir`, at `dest/<its name>`, `dest/<its path>` with
  *   `--parents`), a directory source's contents below `dest` (below `dest/<its path>` with
  *   `--parents`), links in it kept as links, devices and sockets left out; `--exclude` patterns
@@ -88,6 +90,12 @@ async function fileEntry(
   h: Header,
   from: string | AsyncIterable<Buffer>,
 ): Promise<void> {
+  if (typeof from === 'string' && (h.size ?? 0) <= SMALL_FILE) {
+    const content = readFileSync(from);
+    // changed since its stat: the header must say what the member holds
+    await entry(pack, { ...h, size: content.length }, content);
+    return;
+  }
   const done = new Promise<void>((resolve, reject) => {
     const sink = pack.entry(h, (err) => (err ? reject(err) : resolve()));
     const source = typeof from === 'string' ? createReadStream(from, { highWaterMark: 1 << 20 }) : from;
@@ -100,17 +108,12 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   const made = new Set<string>();
   const now = new Date();
   const existing = member(plan.existingDir ?? '/');
-  const dir = (path: string) =>
-    entry(pack, {
-      name: `${path}/`,
-      type: 'directory',
-      mode: plan.mode ?? 0o755,
-      uid: plan.uid,
-      gid: plan.gid,
-      mtime: now,
-    });
-  /** Entries for the directories down to `path` (included) that are below existingDir. */
-  const dirsTo = async (path: string) => {
+  /**
+   * Entries for the directories down to `path` (included) below existingDir, made 0755 as
+   * dockerd makes them: owned uid:gid when `chownAll` (the parents of a copied file), else only
+   * `path` is (a copied directory's parents stay root's).
+   */
+  const dirsTo = async (path: string, chownAll: boolean) => {
     const parts = path.split('/').filter(Boolean);
     let cur = '';
     for (const part of parts) {
@@ -118,27 +121,36 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
       const below = existing === '' || existing === '.' || cur.startsWith(`${existing}/`);
       if (!below || made.has(cur)) continue;
       made.add(cur);
-      await dir(cur);
+      const owned = chownAll || cur === path;
+      await entry(pack, {
+        name: `${cur}/`,
+        type: 'directory',
+        mode: 0o755,
+        uid: owned ? plan.uid : 0,
+        gid: owned ? plan.gid : 0,
+        mtime: now,
+      });
     }
   };
   const dest = member(plan.dest);
   const exclude = new PatternMatcher(plan.exclude ?? []);
+  const walk = { turns: new Turns(), links: new Map<string, string>() };
   for (const source of plan.sources) {
     if (source.isDir) {
       const at = plan.parents ? member(posix.join(dest, source.relPath)) : dest;
-      await dirsTo(at);
-      await copyDir(pack, plan, source.hostPath, at, exclude, dirsTo);
+      await dirsTo(at, plan.parents);
+      await copyDir(pack, plan, source.hostPath, at, exclude, walk);
       continue;
     }
     if (plan.extractArchives && (await isArchiveFile(source.hostPath, ops))) {
-      await dirsTo(dest);
+      await dirsTo(dest, false);
       await extractArchive(pack, source, dest, ops);
       continue;
     }
     const name = plan.destIsDir
       ? member(posix.join(dest, plan.parents ? source.relPath : posix.basename(source.relPath)))
       : dest;
-    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name));
+    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name), true);
     const st = await stat(source.hostPath);
     await fileEntry(
       pack,
@@ -156,7 +168,7 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   }
   for (const file of plan.inline) {
     const name = plan.destIsDir ? member(posix.join(dest, file.name)) : dest;
-    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name));
+    await dirsTo(posix.dirname(name) === '.' ? '' : posix.dirname(name), true);
     await entry(
       pack,
       {
@@ -173,47 +185,67 @@ async function writeCopy(pack: tarStream.Pack, plan: CopyPlan, ops: StorageOps):
   }
 }
 
-/** A directory's members below `at` (sorted; links as links; `exclude` against the path in it). */
+/**
+ * A directory's members below `at` (sorted; symbolic links as links, hard links within the copy
+ * as hard links; `exclude` against the path in it).
+ */
 async function copyDir(
   pack: tarStream.Pack,
   plan: CopyPlan,
   root: string,
   at: string,
   exclude: PatternMatcher,
-  dirsTo: (path: string) => Promise<void>,
+  walk: { turns: Turns; links: Map<string, string> },
   rel = '',
 ): Promise<void> {
+  const { turns, links } = walk;
   const names = await readdir(rel ? join(root, rel) : root);
   names.sort();
   for (const name of names) {
+    await turns.take();
     const path = rel ? `${rel}/${name}` : name;
     if (!exclude.empty && exclude.matches(path)) continue;
     const full = join(root, path);
-    const st = await lstat(full).catch((err) => {
-      if (errnoCode(err) === 'ENOENT') return undefined;
+    let st: Stats;
+    try {
+      st = lstatSync(full);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') continue;
       throw err;
-    });
-    if (!st) continue;
+    }
     const target = at ? `${at}/${path}` : path;
     const base = { uid: plan.uid, gid: plan.gid, mtime: st.mtime };
     if (st.isDirectory()) {
-      await dirsTo(posix.dirname(target) === '.' ? '' : posix.dirname(target));
       await entry(pack, {
         ...base,
         name: `${target}/`,
         type: 'directory',
         mode: plan.mode ?? st.mode & 0o7777,
       });
-      await copyDir(pack, plan, root, at, exclude, dirsTo, path);
+      await copyDir(pack, plan, root, at, exclude, walk, path);
     } else if (st.isSymbolicLink()) {
       await entry(pack, {
         ...base,
         name: target,
         type: 'symlink',
         mode: 0o777,
-        linkname: await readlink(full),
+        linkname: readlinkSync(full),
       });
     } else if (st.isFile()) {
+      // hard links stay links (busybox's /bin is one file under 400 names)
+      const inode = st.nlink > 1 ? `${st.dev}:${st.ino}` : undefined;
+      const first = inode !== undefined ? links.get(inode) : undefined;
+      if (first !== undefined) {
+        await entry(pack, {
+          ...base,
+          name: target,
+          type: 'link',
+          mode: plan.mode ?? st.mode & 0o7777,
+          linkname: first,
+        });
+        continue;
+      }
+      if (inode !== undefined) links.set(inode, target);
       await fileEntry(
         pack,
         { ...base, name: target, type: 'file', size: st.size, mode: plan.mode ?? st.mode & 0o7777 },

@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { invalidParameter } from '../../../common/errors.js';
+import { BerthError, invalidParameter } from '../../../common/errors.js';
 import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import type { BuildContext } from '../build.types.js';
@@ -34,6 +34,13 @@ export interface ReceiveOptions {
   host?: ContextHost;
   remoteLimit?: number;
   remoteTimeoutMs?: number;
+  /**
+   * Told the bytes of a `remote` download received so far (for dockerd's `Downloading context`
+   * progress messages).
+   */
+  onProgress?: (bytes: number, url: string) => void;
+  /** The most a context tar may hold once decompressed (413 beyond); no bound by default, as dockerd. */
+  limit?: number;
 }
 
 const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
@@ -91,9 +98,16 @@ async function receiveInto(
       );
       return locateDockerfile(cloned, opts.dockerfile);
     }
-    if (!isHttpUrl(opts.remote)) throw invalidParameter(`remoteURL was not recognized: ${opts.remote}`);
+    if (!isHttpUrl(opts.remote))
+      throw invalidParameter(`remoteURL (${opts.remote}) could not be recognized as URL`);
     const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
-    source = fetchBounded(opts.remote, timed, opts.remoteLimit ?? REMOTE_LIMIT);
+    const remote = opts.remote;
+    source = fetchBounded(remote, {
+      signal: timed,
+      limit: opts.remoteLimit ?? REMOTE_LIMIT,
+      errorPrefix: `error downloading remote context ${remote}: `,
+      ...(opts.onProgress ? { onProgress: (n: number) => opts.onProgress?.(n, remote) } : {}),
+    });
   } else {
     const onAbort = () => body.destroy(new Error('build cancelled'));
     signal.addEventListener('abort', onAbort, { once: true });
@@ -107,18 +121,32 @@ async function receiveInto(
   }
   const sniffed = await sniffArchive(source, ops);
   await mkdir(root, { mode: 0o755 });
+  if (opts.remote && sniffed.empty) {
+    throw invalidParameter(`error detecting content type for remote ${opts.remote}: empty response`);
+  }
   if (!sniffed.isTar) {
-    if (opts.remote && sniffed.empty) throw invalidParameter('empty response');
     const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
   try {
-    await extractContextTar(sniffed.bytes, root, signal);
+    await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal);
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);
   }
   return locateDockerfile(root, opts.dockerfile);
+}
+
+/** The bytes of a context, at most `limit` of them (a decompression bomb is a 413). */
+async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined): AsyncGenerator<Buffer> {
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.length;
+    if (limit !== undefined && size > limit) {
+      throw new BerthError('TooLarge', `the build context is larger than the limit of ${limit} bytes`);
+    }
+    yield chunk;
+  }
 }
 
 /** Reads the Dockerfile from the context and applies its `.dockerignore`. */

@@ -1,4 +1,4 @@
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { BerthError, invalidParameter, isBerthError } from '../../../common/errors.js';
@@ -17,21 +17,27 @@ export function isHttpUrl(remote: string): boolean {
   return /^https?:\/\//.test(remote);
 }
 
-/**
- * The body of an http(s) URL, read as it arrives, at most `limit` bytes (413 beyond), aborted
- * with `signal`.
- */
-export async function* fetchBounded(
-  url: string,
-  signal: AbortSignal,
-  limit: number,
-  onResponse?: (res: IncomingMessage) => void,
-): AsyncGenerator<Buffer> {
+export interface FetchOptions {
+  signal: AbortSignal;
+  /** At most this many bytes (413 beyond). */
+  limit: number;
+  /** Told the response once its headers are in. */
+  onResponse?(res: IncomingMessage): void;
+  /** Told the bytes received so far, as they come. */
+  onProgress?(bytes: number): void;
+  /** Put before the message of a failed request (dockerd's `error downloading remote context <url>: `). */
+  errorPrefix?: string;
+}
+
+/** The body of an http(s) URL, read as it arrives (bounded, abortable). */
+export async function* fetchBounded(url: string, o: FetchOptions): AsyncGenerator<Buffer> {
+  const { signal, limit } = o;
+  const prefix = o.errorPrefix ?? '';
   const { body, length } = await openUrl(url, signal).catch((err) => {
     signal.throwIfAborted();
-    throw err;
+    throw isBerthError(err) ? new BerthError(err.kind, `${prefix}${err.message}`) : err;
   });
-  onResponse?.(body);
+  o.onResponse?.(body);
   try {
     if (length !== undefined && length > limit) {
       throw new BerthError('TooLarge', `${url}: ${length} bytes is more than the limit of ${limit} bytes`);
@@ -40,19 +46,21 @@ export async function* fetchBounded(
     for await (const chunk of body) {
       size += (chunk as Buffer).length;
       if (size > limit) throw new BerthError('TooLarge', `${url}: more than the limit of ${limit} bytes`);
+      o.onProgress?.(size);
       yield chunk as Buffer;
     }
   } catch (err) {
     signal.throwIfAborted();
     if (isBerthError(err)) throw err;
-    throw invalidParameter(`error downloading remote context ${url}: ${(err as Error).message}`);
+    throw invalidParameter(`${prefix}${(err as Error).message}`);
   } finally {
     body.destroy();
   }
 }
 
 /**
- * Clone a git `remote` (`url#ref:subdir`) into `dir/repo` with `git clone --depth 1` and return
+ * Clone a git `remote` (`url#ref:subdir`) into `dir/repo` with `git clone --depth 1` (a full
+ * clone from a server without shallow fetches) and return
  * the context's directory in it (the subdirectory when named). No git, an unreachable repository
  * or a missing subdirectory is a 400.
  */
@@ -75,22 +83,29 @@ export async function cloneGitContext(
     throw invalidParameter(`invalid git URL ${JSON.stringify(remote)}`);
   const repo = join(dir, 'repo');
   await mkdir(dir, { recursive: true });
-  const args = ['clone', '--depth', '1', '--recurse-submodules', '--shallow-submodules'];
-  if (ref) args.push('--branch', ref);
-  args.push('--', url, repo);
-  const { code, stderr } = await host.git(args, dir, signal);
+  const clone = (shallow: boolean) => {
+    const args = ['clone', '--quiet', '--recurse-submodules'];
+    if (shallow) args.push('--depth', '1', '--shallow-submodules');
+    if (ref) args.push('--branch', ref);
+    args.push('--', url, repo);
+    return host.git(args, dir, signal);
+  };
+  let { code, stderr } = await clone(true);
+  // a dumb http server has no shallow fetch (dockerd probes for a smart one first)
+  if (code !== 0 && code !== undefined && /shallow/.test(stderr)) {
+    await rm(repo, { recursive: true, force: true });
+    ({ code, stderr } = await clone(false));
+  }
   signal.throwIfAborted();
   if (code === undefined) {
     throw invalidParameter(`unable to find 'git': exec: "git": executable file not found in $PATH`);
   }
   if (code !== 0) {
-    throw invalidParameter(
-      `unable to 'git clone' to temporary context directory: error fetching: ${stderr || `git exited with status ${code}`}`,
-    );
+    throw invalidParameter(`error fetching: ${stderr}: exit status ${code}`);
   }
   if (!subdir) return repo;
   const root = await resolveInRoot(repo, subdir);
   const st = await stat(root).catch(() => undefined);
-  if (!st?.isDirectory()) throw invalidParameter(`subdir not found: ${subdir}`);
+  if (!st?.isDirectory()) throw invalidParameter(`stat ${subdir}: no such file or directory`);
   return root;
 }

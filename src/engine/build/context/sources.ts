@@ -1,5 +1,5 @@
 import type { Dirent } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
 import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
@@ -11,11 +11,6 @@ export interface SourceOptions {
   instruction?: 'COPY' | 'ADD';
   /** `--exclude` patterns (patternmatcher, against the path in the root). */
   exclude?: string[];
-}
-
-/** The number of path components a wildcard pattern has (no wildcard crosses a `/`). */
-function depthOf(pattern: string): number {
-  return pattern.split('/').filter((p) => p !== '' && p !== '.').length;
 }
 
 /** The paths below `root` (lexical order, links not followed) at most `depth` components deep. */
@@ -35,6 +30,23 @@ async function walk(root: string, depth: number, rel = '', out: string[] = []): 
     if (e.isDirectory()) await walk(root, depth - 1, path, out);
   }
   return out;
+}
+
+/**
+ * The paths a wildcard pattern may match: below its leading components without wildcards (when
+ * they are real directories: the walk follows no link, as dockerd's), as deep as the pattern.
+ */
+async function candidates(root: string, pattern: string): Promise<string[]> {
+  const parts = pattern.split('/').filter((p) => p !== '' && p !== '.');
+  let prefix = '';
+  while (parts.length > 1 && !hasWildcards(parts[0] as string) && !(parts[0] as string).includes('\\')) {
+    const next = prefix ? `${prefix}/${parts[0]}` : (parts[0] as string);
+    const st = await lstat(posix.join(root, next)).catch(() => undefined);
+    if (!st?.isDirectory()) return [];
+    prefix = next;
+    parts.shift();
+  }
+  return walk(root, parts.length, prefix);
 }
 
 /**
@@ -74,8 +86,12 @@ export async function resolveCopySources(
   for (const source of sources) {
     let path = source.startsWith('/') ? source.slice(1) : source;
     if (path.startsWith('./')) path = path.slice(2);
+    const clean = posix.normalize(path || '.');
+    if (clean === '..' || clean.startsWith('../')) {
+      throw invalidParameter(`${instruction} failed: forbidden path outside the build context: ${source} ()`);
+    }
     if (hasWildcards(path)) {
-      for (const rel of await walk(root, depthOf(path))) {
+      for (const rel of await candidates(root, path)) {
         let match = false;
         try {
           match = filepathMatch(path, rel);

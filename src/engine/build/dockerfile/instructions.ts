@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { BuilderFlags, parseCommand, shellDependentCmdLine } from '../../images/dockerfile/instructions.js';
-import { parseHeredocWord, type ScannedNode } from '../../images/dockerfile/parser.js';
+import { parseHeredocWord, type ScannedNode } from '../../images/dockerfile/scan.js';
 import type { Heredoc, Instruction } from '../build.types.js';
 import { parseRunMount } from './mounts.js';
 
@@ -43,7 +43,7 @@ export function parseFrom(node: ScannedNode): FromInstruction {
     }
     from.name = name;
   }
-  if (flags.isUsed('platform')) from.platform = platform.value;
+  if (platform.value !== '') from.platform = platform.value;
   return from;
 }
 
@@ -114,10 +114,11 @@ function parseCopy(node: ScannedNode, kind: 'copy' | 'add'): Instruction {
     }),
     dest: node.args[node.args.length - 1] as string,
     heredocs: heredocsOf(node),
-    ...(from && flags.isUsed('from') ? { from: from.value } : {}),
-    ...(flags.isUsed('chown') ? { chown: chown.value } : {}),
-    ...(flags.isUsed('chmod') ? { chmod: chmod.value } : {}),
-    ...(checksum && flags.isUsed('checksum') ? { checksum: checksum.value } : {}),
+    // An empty value is no flag (dockerd tests `!= ""`).
+    ...(from?.value ? { from: from.value } : {}),
+    ...(chown.value ? { chown: chown.value } : {}),
+    ...(chmod.value ? { chmod: chmod.value } : {}),
+    ...(checksum?.value ? { checksum: checksum.value } : {}),
     link: link.value === 'true',
     parents: parents?.value === 'true',
     exclude: exclude.values,

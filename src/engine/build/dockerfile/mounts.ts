@@ -90,6 +90,11 @@ export function parseRunMount(value: string): RunMount {
     const key = (eq < 0 ? field : field.slice(0, eq)).toLowerCase();
     const val = eq < 0 ? '' : field.slice(eq + 1);
     if (eq < 0) {
+      if (key === 'required') {
+        if (type !== 'secret' && type !== 'ssh')
+          throw invalidParameter(`unexpected key '${key}' for mount type '${type}'`);
+        continue;
+      }
       if (key === 'readonly' || key === 'ro') m.readonly = true;
       else if (key === 'readwrite' || key === 'rw') m.readonly = false;
       else throw invalidParameter(`invalid field '${field}' must be a key=value pair`);

@@ -1,5 +1,6 @@
 import { invalidParameter, isBerthError } from '../../../common/errors.js';
-import { lineError, scanDockerfile } from '../../images/dockerfile/parser.js';
+import { trimSpace } from '../../images/dockerfile/go-text.js';
+import { lineError, type ScannedNode, scanDockerfile } from '../../images/dockerfile/scan.js';
 import type { Instruction, ParsedDockerfile, Stage } from '../build.types.js';
 import { parseFrom, parseInstruction } from './instructions.js';
 
@@ -7,6 +8,11 @@ import { parseFrom, parseInstruction } from './instructions.js';
 
 const located = (err: unknown): boolean =>
   isBerthError(err) && err.message.startsWith('dockerfile parse error line ');
+
+/** An instruction whose `original` is what `Step N/M : …` prints: the line trimmed (moby's withNameAndCode); ONBUILD keeps its trigger as written. */
+function stepInstruction(node: ScannedNode): Instruction {
+  return { ...parseInstruction(node), original: trimSpace(node.original) };
+}
 
 export function parseBuildDockerfile(text: string): ParsedDockerfile {
   const scan = scanDockerfile(text, { heredocs: true, lineErrors: true });
@@ -27,12 +33,12 @@ export function parseBuildDockerfile(text: string): ParsedDockerfile {
           index: stages.length,
           ...from,
           line: node.startLine,
-          original: node.original,
+          original: trimSpace(node.original),
           instructions: [],
         });
         continue;
       }
-      const instruction = parseInstruction(node);
+      const instruction = stepInstruction(node);
       const stage = stages[stages.length - 1];
       if (stage) {
         stage.instructions.push(instruction);
@@ -72,7 +78,7 @@ export function parseOnbuildTriggers(triggers: readonly string[]): Instruction[]
       if (upper === 'ONBUILD') throw invalidParameter("Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed");
       if (upper === 'MAINTAINER' || upper === 'FROM')
         throw invalidParameter(`${upper} isn't allowed as an ONBUILD trigger`);
-      out.push(parseInstruction(node));
+      out.push(stepInstruction(node));
     }
   }
   return out;

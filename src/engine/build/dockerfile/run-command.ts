@@ -1,4 +1,4 @@
-import { parseHeredocWord } from '../../images/dockerfile/parser.js';
+import { parseHeredocWord } from '../../images/dockerfile/scan.js';
 import type { Instruction } from '../build.types.js';
 import { DEFAULT_SHELL, resolveCmdLine } from './history.js';
 

@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import { goQuote, isDigit, isLetter, isSpace } from './go-text.js';
-import { replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
+import { PatternError, replacePattern, trimPrefix, trimSuffix } from './shell-patterns.js';
 
 /** Word expansion of Dockerfile arguments as buildkit's shell lexer does it: quotes, escapes, `$VAR`, `${VAR:-x}` and friends, splitting into words. */
 export class LexError extends Error {}
@@ -41,6 +41,17 @@ export class Words {
       this.inWord = false;
     }
     return this.words;
+  }
+}
+
+/** A pattern operation; a pattern that is no regular expression is the lexer's error. */
+function patternOp(pattern: string, op: () => string): string {
+  try {
+    return op();
+  } catch (err) {
+    if (err instanceof PatternError)
+      throw new LexError(`invalid pattern (${pattern}) in substitution: ${err.message}`);
+    throw err;
   }
 }
 
@@ -197,14 +208,16 @@ export class ShellWord {
       const greedy = word.startsWith(ch);
       if (greedy) word = word.slice(1);
       const current = value ?? '';
-      return ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy);
+      return patternOp(word, () =>
+        ch === '%' ? trimSuffix(word, current, greedy) : trimPrefix(word, current, greedy),
+      );
     }
     if (this.extended && ch === '/') {
       const all = this.peek() === '/';
       if (all) this.next();
       const pattern = this.braceWord('/', true);
       const replacement = this.braceWord('}', true);
-      return replacePattern(value ?? '', pattern, replacement, all);
+      return patternOp(pattern, () => replacePattern(value ?? '', pattern, replacement, all));
     }
     if (ch === ':') {
       const modifier = this.next();

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { ContainerConfig } from '../../../../src/common/docker-types.js';
 import { applyChanges } from '../../../../src/engine/images/changes.js';
 import { goQuote, parseGoDuration } from '../../../../src/engine/images/dockerfile/go-text.js';
-import { parseDockerfile } from '../../../../src/engine/images/dockerfile/parser.js';
+import { parseDockerfile } from '../../../../src/engine/images/dockerfile/scan.js';
 import { processWord, processWords } from '../../../../src/engine/images/dockerfile/shell-words.js';
 
 type Want = { config: ContainerConfig } | { error: string };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstat, mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -34,7 +34,10 @@ describe('receiveContext', () => {
   let work: string;
   const made: BuildContext[] = [];
   const signal = new AbortController().signal;
-  const receive = async (body: Buffer | Readable, opts: { dockerfile?: string; remote?: string } = {}) => {
+  const receive = async (
+    body: Buffer | Readable,
+    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void } = {},
+  ) => {
     const ctx = await receiveContext(body instanceof Readable ? body : Readable.from([body]), {
       workDir: work,
       signal,
@@ -162,7 +165,7 @@ describe('receiveContext', () => {
       message: 'Error processing tar file(exit status 1): unexpected EOF',
     });
     await assert.rejects(receive(gzipSync(tars.truncated)), /unexpected EOF/);
-    await assert.rejects(receive(tars.badChecksum), /Error processing tar file/);
+    await assert.rejects(receive(tars.badChecksum), { message: 'archive/tar: invalid tar header' });
     assert.equal((await readdir(work)).length, before);
   });
 
@@ -200,6 +203,17 @@ describe('receiveContext', () => {
     assert.ok(process.memoryUsage().rss - rss < size, 'the context was not held in memory');
   });
 
+  it('stops a context larger than its limit once decompressed (413)', async () => {
+    const bomb = gzipSync(await makeTar([{ name: 'zeros', content: Buffer.alloc(8 * 1024 * 1024) }]));
+    assert.ok(bomb.length < 64 * 1024);
+    const before = (await readdir(work)).length;
+    await assert.rejects(
+      receiveContext(Readable.from([bomb]), { workDir: work, signal, limit: 1024 * 1024 }),
+      (err) => isKind(err, 'TooLarge'),
+    );
+    assert.equal((await readdir(work)).length, before);
+  });
+
   it('cancels when the signal aborts', async () => {
     const ac = new AbortController();
     const body = new PassThrough();
@@ -217,6 +231,19 @@ describe('receiveContext', () => {
     const routes = new Map<string, Buffer>();
     before(async () => {
       server = createServer((req, res) => {
+        const gitDir = routes.get('*git*')?.toString();
+        if (gitDir && req.url?.startsWith('/served.git/')) {
+          // a dumb-http git server: the bare repository's files as they are
+          const file = join(
+            gitDir,
+            decodeURIComponent(req.url.slice('/served.git/'.length).split('?')[0] ?? ''),
+          );
+          readFile(file).then(
+            (b) => res.end(b),
+            () => res.writeHead(404).end(),
+          );
+          return;
+        }
         const body = routes.get(req.url ?? '');
         if (!body) {
           res.writeHead(404).end('not here');
@@ -228,6 +255,7 @@ describe('receiveContext', () => {
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       routes.set('/ctx.tar.gz', gzipSync(await makeTar(basic)));
       routes.set('/Dockerfile', Buffer.from('FROM g\n'));
+      routes.set('/empty', Buffer.alloc(0));
     });
     after(() => new Promise<void>((r) => server.close(() => r())));
 
@@ -239,18 +267,53 @@ describe('receiveContext', () => {
       const text = await receive(Buffer.alloc(0), { remote: `${base}/Dockerfile` });
       assert.equal(text.dockerfile, 'FROM g\n');
       assert.deepEqual(await readdir(text.root), []);
-      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) =>
-        isKind(err, 'NotFound'),
-      );
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/missing` }), (err) => {
+        assert.ok(isKind(err, 'NotFound'));
+        assert.equal(
+          (err as Error).message,
+          `error downloading remote context ${base}/missing: failed to GET ${base}/missing with status 404 Not Found: not here`,
+        );
+        return true;
+      });
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/empty` }), {
+        message: `error detecting content type for remote ${base}/empty: empty response`,
+      });
+      const seen: number[] = [];
+      await receive(Buffer.alloc(0), { remote: `${base}/ctx.tar.gz`, onProgress: (n) => seen.push(n) });
+      assert.equal(seen.at(-1), routes.get('/ctx.tar.gz')?.length);
+    });
+
+    it('clones a git remote (a branch and a subdirectory) served over dumb http', async () => {
+      const repo = await mkdtemp(join(work, 'repo-'));
+      const git = (...args: string[]) => {
+        const r = spawnSync('git', args, { cwd: repo, encoding: 'utf8' });
+        assert.equal(r.status, 0, r.stderr);
+      };
+      git('init', '-q', '-b', 'main', 'src');
+      await mkdir(join(repo, 'src/sub'));
+      await writeFile(join(repo, 'src/sub/Dockerfile'), 'FROM h\n');
+      await writeFile(join(repo, 'src/sub/f'), 'in git');
+      git('-C', 'src', 'add', '.');
+      git('-C', 'src', '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'x');
+      git('-C', 'src', 'branch', 'other');
+      git('clone', '-q', '--bare', 'src', 'served.git');
+      git('-C', 'served.git', 'update-server-info');
+      const served = join(repo, 'served.git');
+      routes.set('*git*', Buffer.from(served));
+      const ctx = await receive(Buffer.alloc(0), { remote: `${base}/served.git#other:sub` });
+      assert.equal(ctx.dockerfile, 'FROM h\n');
+      assert.equal(await readFile(join(ctx.root, 'f'), 'utf8'), 'in git');
+      await assert.rejects(receive(Buffer.alloc(0), { remote: `${base}/served.git#main:nothere` }), {
+        message: 'stat nothere: no such file or directory',
+      });
     });
 
     it('says clearly when a git remote cannot be cloned', async () => {
       await assert.rejects(receive(Buffer.alloc(0), { remote: 'git://127.0.0.1:1/nothing.git' }), (err) => {
         assert.ok(isKind(err, 'InvalidParameter'));
-        assert.match(
-          (err as Error).message,
-          /unable to 'git clone' to temporary context directory: error fetching: /,
-        );
+        // dockerd's words, git's reason, and no path of the engine's
+        assert.match((err as Error).message, /^error fetching: fatal: .*: exit status 128$/s);
+        assert.doesNotMatch((err as Error).message, new RegExp(work));
         return true;
       });
     });

@@ -56,8 +56,23 @@ describe('expandWord', () => {
       ['${S//?/.}', '.....'],
       ['${V/\\//_}', 'foo_bar/baz.tar.gz'],
       ['${S/[!a]/-}', 'a-bXc'],
+      ['${V//*/x}', 'x'],
+      ['${S//[!X]/_}', '_X_X_'],
+      ['${S//X?/-}', 'a--'],
+      ['${V/*a/Q}', 'Qr.gz'],
+      ['${V##*}', ''],
+      ['${V%*}', 'foo/bar/baz.tar.gz'],
+      ['${V//[a-c]*[x-z]/#}', 'foo/#'],
     ];
     for (const [word, want] of cases) assert.equal(x(word), want, word);
+    // Patterns that are no regular expression are a clear error, never a crash.
+    assert.throws(() => x('${V/[z-a]/x}'), /invalid pattern \(\[z-a\]\) in substitution/);
+    assert.equal(x('${V%%[a-}'), 'foo/bar/baz.tar.gz');
+    assert.equal(x('${V#foo/-}'), 'foo/bar/baz.tar.gz');
+    // Matching is linear per position: a pattern cannot stall the engine.
+    const long = ['L=' + 'a'.repeat(20000)];
+    assert.equal(expandWord('${L//*a*a*a*a*a*a*b/x}', long, '\\').length, 20000);
+    assert.equal(expandWord('${L##*a*a*a*a*a*b}', long, '\\').length, 20000);
   });
 
   it('lets the first definition of a name win (ENV before ARG)', () => {

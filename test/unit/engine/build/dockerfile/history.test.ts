@@ -54,6 +54,48 @@ describe('nopHistory', () => {
     }
   });
 
+  it('follows a whole Dockerfile as dockerd 20.10 did (ENV, ARG, SHELL and WORKDIR in force)', () => {
+    const p = parseBuildDockerfile(
+      'FROM busybox\nONBUILD   RUN echo  hi  \nARG X=v1 Y\nENV P=${X}-x Q=\'$X\' R="a\\"b"\nLABEL "k k"=$P\nEXPOSE $Y 8080/tcp\nUSER ${X:-u}\nSHELL ["/bin/sh", "-e", "-c"]\nWORKDIR /w/$X\nWORKDIR sub\nCMD echo $X\nENTRYPOINT ["a"]\nVOLUME ["/data", "/$X"]\nSTOPSIGNAL SIGKILL\nHEALTHCHECK --retries=3 --start-period=2m --timeout=1500ms CMD ["a", "b c"]\nMAINTAINER a <b@c>\nARG Z\n',
+    );
+    // `docker history --no-trunc` of the image dockerd 20.10 built, oldest first.
+    const want = [
+      '/bin/sh -c #(nop)  ONBUILD RUN echo  hi  ',
+      '/bin/sh -c #(nop)  ARG X=v1 Y',
+      '/bin/sh -c #(nop)  ENV P=v1-x Q=$X R=a"b',
+      '/bin/sh -c #(nop)  LABEL k k=v1-x',
+      '/bin/sh -c #(nop)  EXPOSE 8080/tcp',
+      '/bin/sh -c #(nop)  USER v1',
+      '/bin/sh -e -c #(nop)  SHELL [/bin/sh -e -c]',
+      '/bin/sh -e -c #(nop) WORKDIR /w/v1',
+      '/bin/sh -e -c #(nop) WORKDIR /w/v1/sub',
+      '/bin/sh -e -c #(nop)  CMD ["/bin/sh" "-e" "-c" "echo $X"]',
+      '/bin/sh -e -c #(nop)  ENTRYPOINT ["a"]',
+      '/bin/sh -e -c #(nop)  VOLUME [/data /v1]',
+      '/bin/sh -e -c #(nop)  STOPSIGNAL SIGKILL',
+      `/bin/sh -e -c #(nop)  HEALTHCHECK &{["CMD" "a" "b c"] "0s" "1.5s" "2m0s" '\\x03'}`,
+      '/bin/sh -e -c #(nop)  MAINTAINER a <b@c>',
+      '/bin/sh -e -c #(nop)  ARG Z',
+    ];
+    let env = ['PATH=/bin'];
+    const args: string[] = [];
+    let shell: string[] = ['/bin/sh', '-c'];
+    let workingDir = '';
+    const got: string[] = [];
+    for (const raw of p.stages[0]?.instructions ?? []) {
+      const instr = expandInstruction(raw, [...env, ...args], p.escapeToken);
+      if (instr.kind === 'workdir') workingDir = resolveWorkdir(workingDir, instr.value);
+      got.push(nopHistory(instr, { shell, workingDir }) ?? '');
+      if (instr.kind === 'env') env = [...env, ...instr.pairs.map(([k, v]) => `${k}=${v}`)];
+      if (instr.kind === 'arg')
+        for (const a of instr.args) if (a.value !== undefined) args.unshift(`${a.name}=${a.value}`);
+      if (instr.kind === 'shell') shell = instr.shell;
+    }
+    assert.deepEqual(got, want);
+    // Step lines print the instruction trimmed.
+    assert.equal(p.stages[0]?.instructions[0]?.original, 'ONBUILD   RUN echo  hi');
+  });
+
   it('uses the stage shell, the new one for SHELL, and the resolved WORKDIR', () => {
     const bash = ['/bin/bash', '-c'];
     assert.equal(nopHistory(first('ENV A=1'), { shell: bash }), '/bin/bash -c #(nop)  ENV A=1');

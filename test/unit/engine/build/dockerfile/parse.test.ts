@@ -48,6 +48,21 @@ describe('parseBuildDockerfile', () => {
     assert.equal(p.syntax, undefined);
   });
 
+  it('keeps the text dockerd 20.10 prints after Step N/M (trimmed, continuations joined)', () => {
+    const p = parseBuildDockerfile(
+      'ARG A=1\nFROM busybox AS x  \n  RUN   echo  a \\\n  # inner\n   b\t\\\n c\nCMD   ["sh",  "-c"]   \nRUN echo \\',
+    );
+    assert.deepEqual(
+      p.metaArgInstructions?.map((i) => i.original),
+      ['ARG A=1'],
+    );
+    assert.equal(p.stages[0]?.original, 'FROM busybox AS x');
+    assert.deepEqual(
+      p.stages[0]?.instructions.map((i) => i.original),
+      ['RUN   echo  a    b\t c', 'CMD   ["sh",  "-c"]', 'RUN echo'],
+    );
+  });
+
   it('reads the escape and syntax directives', () => {
     const p = parseBuildDockerfile(
       '# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nRUN echo a `\n  b\n',
@@ -182,6 +197,9 @@ describe('parseBuildDockerfile', () => {
       parents: true,
       exclude: ['*.md', 'x'],
     });
+    const empty = only('COPY --from= --chown= --chmod= a b');
+    assert.ok(empty.kind === 'copy');
+    assert.deepEqual([empty.from, empty.chown, empty.chmod], [undefined, undefined, undefined]);
     const add = only('ADD --checksum=sha256:abc --keep-git-dir=true --link=false ["a b", "/c d"]');
     assert.equal(add.kind, 'add');
     if (add.kind !== 'add') return;
@@ -217,6 +235,10 @@ describe('parseBuildDockerfile', () => {
   it('keeps an ONBUILD trigger with its heredoc whole', () => {
     const ob = only('ONBUILD RUN <<EOF\necho hi\nEOF');
     assert.deepEqual((ob as { expression: unknown }).expression, 'RUN <<EOF\necho hi\nEOF');
+    assert.deepEqual(
+      (only('ONBUILD RUN ["cat", "<<EOF"]') as { expression: unknown }).expression,
+      'RUN ["cat", "<<EOF"]',
+    );
     const again = only((ob as { expression: string }).expression);
     assert.ok(again.kind === 'run');
     assert.deepEqual(again.heredocs, [{ name: 'EOF', content: 'echo hi\n', expand: true }]);
