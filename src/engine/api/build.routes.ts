@@ -192,11 +192,21 @@ export function registerBuildRoutes(router: ApiRouter, builder: Builder): void {
       if (!ctx.res.writableFinished) cancel.abort(new Error('the client went away'));
     };
     ctx.res.on('close', onClose);
+    let stream: JsonMessageStream | undefined;
+    const out = (): JsonMessageStream => {
+      stream ??= startJsonStream(ctx.res);
+      return stream;
+    };
     try {
-      // the context and the Dockerfile first: their errors are the answer's status
-      const build = await builder.prepare(ctx.req, opts, cancel.signal);
-      const stream = startJsonStream(ctx.res);
-      await build.run((m) => writeMessage(stream, m));
+      // the context and the Dockerfile first: their errors are the answer's status (unless a
+      // remote's download progress has started the answer)
+      const build = await builder.prepare(ctx.req, opts, cancel.signal, (m) => writeMessage(out(), m));
+      const s = out();
+      await build.run((m) => writeMessage(s, m));
+      s.end();
+    } catch (err) {
+      if (!stream) throw err;
+      stream.error(errorMessage(err));
       stream.end();
     } finally {
       ctx.res.off('close', onClose);

@@ -3,7 +3,9 @@ export type BuildMessage =
   | { stream: string }
   | { aux: { ID: string } }
   | { status: string; id?: string; progressDetail?: { current?: number; total?: number } }
-  | { errorDetail: { code?: number; message: string }; error: string };
+  | { errorDetail: { code?: number; message: string }; error: string }
+  /** The end of a progress (dockerd writes an empty message after `Downloading context`). */
+  | { [k: string]: never };
 
 /** Where the messages go (the route's JSON message stream). */
 export type MessageSink = (m: BuildMessage) => void;

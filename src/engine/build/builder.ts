@@ -25,7 +25,13 @@ export interface BuilderDeps {
   /** Receives a build's context (src/engine/build/context/). */
   receiveContext(
     body: Readable,
-    opts: { workDir: string; dockerfile?: string; remote?: string; signal: AbortSignal },
+    opts: {
+      workDir: string;
+      dockerfile?: string;
+      remote?: string;
+      signal: AbortSignal;
+      onProgress?: (bytes: number, url: string) => void;
+    },
   ): Promise<BuildContext>;
   experimental: boolean;
   log: Logger;
@@ -79,7 +85,16 @@ export class Builder {
     await this.cacheMounts.init();
   }
 
-  async prepare(body: Readable, opts: BuildOptions, signal: AbortSignal): Promise<PreparedBuild> {
+  /**
+   * `early`: where the messages before the build go (a `remote` download's `Downloading context`
+   * progress, as dockerd); the build's own go to run()'s sink.
+   */
+  async prepare(
+    body: Readable,
+    opts: BuildOptions,
+    signal: AbortSignal,
+    early: MessageSink,
+  ): Promise<PreparedBuild> {
     if (opts.squash && !this.deps.experimental) {
       throw invalidParameter('squash is only supported with experimental mode');
     }
@@ -93,12 +108,19 @@ export class Builder {
     let ctx: BuildContext | undefined;
     let parsed: ParsedDockerfile;
     try {
+      let downloading = false;
       ctx = await this.deps.receiveContext(body, {
         workDir,
         ...(opts.dockerfile ? { dockerfile: opts.dockerfile } : {}),
         ...(opts.remote ? { remote: opts.remote } : {}),
         signal,
+        onProgress: (bytes, url) => {
+          downloading = true;
+          if (!opts.quiet)
+            early({ status: url, progressDetail: { current: bytes }, id: 'Downloading context' });
+        },
       });
+      if (downloading && !opts.quiet) early({});
       parsed = this.deps.dockerfile.parse(ctx.dockerfile);
       // the target and the stages are checked before anything runs too
       const given = new Map(
