@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startRegistry } from '../../../src/registry/index.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 
@@ -293,6 +294,44 @@ describe('docker build', { timeout: 600_000 }, () => {
       'stat -c "%n %u:%g %a" /owned; cat /got/one /multi/a.txt /multi/b.txt /unpacked/a.txt /heredoc.txt /linked /par/sub/deep/d.txt /rel/rel.txt /fromctx /fromstage',
     ]);
     assert.equal(listing, '/owned 1:2 640\nfromone\na\nb\na\nhello\nb\nd\na\nd\nfromone');
+  });
+
+  it('pulls a missing base image with the credentials of X-Registry-Config', async () => {
+    const users = join(work, 'htpasswd');
+    execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
+    const registry = await startRegistry({
+      version: '0.1',
+      log: { level: 'error', accesslog: { disabled: true } },
+      storage: {
+        filesystem: { rootdirectory: await mkdtemp(join(work, 'registry-')) },
+        delete: { enabled: true },
+      },
+      http: { addr: '127.0.0.1:0' },
+      auth: { htpasswd: { realm: 'berth-build', path: users } },
+    });
+    try {
+      const host = new URL(registry.url).host;
+      await engine.dockerOk(['login', host, '-u', 'alice', '-p', 'alice-pw']);
+      await engine.dockerOk(['tag', 'busybox', `${host}/base:1`]);
+      await engine.dockerOk(['push', `${host}/base:1`], { timeoutMs: 120_000 });
+      await engine.dockerOk(['rmi', `${host}/base:1`]);
+      // a restarted engine has no session with the registry left from the push
+      await engine.dockerOk(['logout', host]);
+      await engine.restart();
+      const ctx = join(work, 'pull');
+      await writeTree(ctx, { Dockerfile: `FROM ${host}/base:1\nRUN echo pulled > /p\n` });
+      const refused = await build(['-t', 'pulled', ctx]);
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr, /unauthorized|no basic auth credentials|authentication required/i);
+      // the CLI sends the credentials of its config as X-Registry-Config
+      await engine.dockerOk(['login', host, '-u', 'alice', '-p', 'alice-pw']);
+      const r = await build(['-t', 'pulled', ctx]);
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      assert.match(r.stdout, /Step 1\/2 : FROM 127\.0\.0\.1:\d+\/base:1\n.*1: Pulling from base/s);
+      assert.equal(await engine.dockerOk(['run', '--rm', 'pulled', 'cat', '/p']), 'pulled');
+    } finally {
+      await registry.close();
+    }
   });
 
   it('fails as dockerd does: a RUN with its exit code, bad syntax before any step', async () => {
