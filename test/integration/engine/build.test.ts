@@ -212,6 +212,10 @@ describe('docker build', { timeout: 600_000 }, () => {
     assert.match(pruned, /Total reclaimed space:/);
     const empty = await engine.dockerOk(['system', 'df', '--format', '{{.Type}} {{.TotalCount}}']);
     assert.match(empty, /Build Cache 0/);
+    // --cache-from: the image's chain serves as the cache again
+    const from = await build(['--cache-from', 'cached', '-t', 'cached', ctx]);
+    assert.equal(from.stdout.match(/ ---> Using cache\n/g)?.length, 3, from.stdout);
+    await engine.dockerOk(['builder', 'prune', '-af']);
     const cold = await build(['-t', 'cached', ctx]);
     assert.doesNotMatch(cold.stdout, /Using cache/);
     // --no-cache runs every step
