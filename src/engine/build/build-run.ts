@@ -311,7 +311,8 @@ export class BuildRun {
   private async probeCache(state: StageState, cmd: string[], sources?: string): Promise<boolean> {
     if (this.opts.noCache) return false;
     const key = stepKey({ parent: state.imageId, cmd, config: JSON.stringify(state.config), sources });
-    const record = this.deps.cache.get(key);
+    // with `cachefrom`, only those images' chains are the cache (dockerd's classic prober)
+    const record = this.opts.cacheFrom.length ? undefined : this.deps.cache.get(key);
     let hit: string | undefined;
     if (record && (await this.deps.images.get(record.imageId))) {
       hit = record.imageId;
