@@ -351,6 +351,14 @@ describe('docker build', { timeout: 600_000 }, () => {
     await engine.dockerOk(['rm', left]);
     await build(['--force-rm', ctx]);
     assert.equal(await engine.dockerOk(['ps', '-aq']), '');
+    // --rm=false keeps every step's container
+    await writeTree(ctx, { Dockerfile: 'FROM busybox\nENV KEEP=1\nRUN true\n' });
+    const kept = await build(['--rm=false', '--no-cache', ctx]);
+    assert.equal(kept.code, 0, kept.stderr);
+    assert.doesNotMatch(kept.stdout, /Removing intermediate container/);
+    const keptIds = (await engine.dockerOk(['ps', '-aq'])).split('\n');
+    assert.equal(keptIds.length, 2);
+    await engine.dockerOk(['rm', ...keptIds]);
 
     await writeTree(ctx, { Dockerfile: 'FROM busybox\nRUN true\nNOPE here\n' });
     const bad = await build([ctx]);
