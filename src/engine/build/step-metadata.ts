@@ -49,11 +49,17 @@ export interface MetadataChange {
   cmdSet?: boolean;
 }
 
-/** A port of EXPOSE as the config keys it (`80` → `80/tcp`). */
-function portKey(p: string): string {
+/** The ports of an EXPOSE word as the config keys them (`80` → `80/tcp`, a range each port). */
+function portKeys(p: string): string[] {
   const [port, proto = 'tcp'] = p.split('/');
-  if (!port || !/^\d+(-\d+)?$/.test(port)) throw invalidParameter(`Invalid containerPort: ${p}`);
-  return `${port}/${proto.toLowerCase()}`;
+  const m = /^(\d+)(?:-(\d+))?$/.exec(port ?? '');
+  if (!m) throw invalidParameter(`Invalid containerPort: ${p}`);
+  const first = Number(m[1]);
+  const last = m[2] === undefined ? first : Number(m[2]);
+  if (last < first) throw invalidParameter(`Invalid range specified for the Port: ${p}`);
+  const out: string[] = [];
+  for (let n = first; n <= last; n++) out.push(`${n}/${proto.toLowerCase()}`);
+  return out;
 }
 
 /**
@@ -76,7 +82,7 @@ export function applyMetadata(i: MetaInstruction, base: ContainerConfig, cmdSet:
       return { config, maintainer: i.value };
     case 'expose': {
       const exposed = { ...(config.ExposedPorts ?? {}) };
-      for (const p of i.ports) exposed[portKey(p)] = {};
+      for (const p of i.ports) for (const k of portKeys(p)) exposed[k] = {};
       config.ExposedPorts = exposed;
       return { config };
     }

@@ -121,11 +121,16 @@ describe('metadata steps', () => {
     );
     assert.deepEqual(kept.config.Cmd, ['sh']);
     const ports = applyMetadata(
-      { kind: 'expose', ports: ['80', '53/UDP'], line: 1, endLine: 1, original: '' },
+      { kind: 'expose', ports: ['80', '53/UDP', '7000-7001'], line: 1, endLine: 1, original: '' },
       base,
       false,
     );
-    assert.deepEqual(ports.config.ExposedPorts, { '80/tcp': {}, '53/udp': {} });
+    assert.deepEqual(ports.config.ExposedPorts, {
+      '80/tcp': {},
+      '53/udp': {},
+      '7000/tcp': {},
+      '7001/tcp': {},
+    });
     const env = applyMetadata(
       { kind: 'env', pairs: [['PATH', '/x']], line: 1, endLine: 1, original: '' },
       base,
