@@ -62,6 +62,8 @@ export class BuildRun {
   /** Every ARG name some stage declared (for RUN's saved command). */
   private readonly declared = new Set<string>();
   private scratchImage?: string;
+  /** The last stage's base image (what `squash` squashes onto). */
+  lastBase: { imageId: string; chainId: string | null } = { imageId: '', chainId: null };
 
   constructor(
     private readonly deps: BuildRunDeps,
@@ -167,6 +169,8 @@ export class BuildRun {
     const from = this.deps.dockerfile.expandFrom(stage, this.args.metaEnv(), this.parsed.escapeToken);
     const base = await this.baseImage(from.base, from.platform, out, stage.index);
     const state = beginStage(base.imageId, base.chainId, base.config, this.parsed.escapeToken, out);
+    if (stage === this.stages[this.stages.length - 1])
+      this.lastBase = { imageId: base.imageId, chainId: base.chainId };
     state.config.Image = base.imageId;
     const triggers = state.config.OnBuild ?? [];
     state.config.OnBuild = null;

@@ -14,6 +14,7 @@ import { BuildRun, StepError } from './build-run.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
 import { CacheMounts } from './cache-mounts.js';
 import { type CacheItem, cacheItems, type PruneOptions, pruneCache } from './cache-prune.js';
+import { squashImage } from './squash.js';
 import { type BuildContainerPort, StepContainers } from './step-containers.js';
 
 export interface BuilderDeps {
@@ -98,7 +99,6 @@ export class Builder {
     if (opts.squash && !this.deps.experimental) {
       throw invalidParameter('squash is only supported with experimental mode');
     }
-    if (opts.squash) throw invalidParameter("squash is not supported by berth's builder yet");
     const tags = opts.tags.map((t) => {
       const ref = parseNormalizedNamed(t);
       if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
@@ -170,6 +170,12 @@ export class Builder {
         signal,
       );
       result = await run.run();
+      if (opts.squash) {
+        result = {
+          ...result,
+          imageId: await squashImage(this.deps.images, workDir, result.imageId, run.lastBase),
+        };
+      }
       for (const t of opts.tags) {
         const ref = parseNormalizedNamed(t);
         await this.deps.images.tag(

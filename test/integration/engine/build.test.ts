@@ -403,6 +403,49 @@ describe('docker build', { timeout: 600_000 }, () => {
     }
   });
 
+  it('squashes the build into one layer on the base (experimental), refused otherwise', async () => {
+    const ctx = join(work, 'squash');
+    await writeTree(ctx, {
+      Dockerfile: 'FROM busybox\nRUN echo one > /one && rm /bin/true\nRUN echo two > /two\nENV S=1\n',
+    });
+    const refused = await build(['--squash', ctx]);
+    assert.notEqual(refused.code, 0);
+    // the CLI refuses it itself against an engine without experimental (so would the engine)
+    assert.match(refused.stderr, /only supported .*experimental/);
+    const experimental = await TestEngine.start({ args: ['--experimental'], bridge: 'none' });
+    try {
+      await ensureBusybox(experimental);
+      const r = await experimental.docker(['build', '--squash', '-t', 'squashed', ctx], {
+        timeoutMs: 180_000,
+      });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      const layers = (ref: string) =>
+        experimental.dockerOk(['image', 'inspect', '-f', '{{len .RootFS.Layers}}', ref]).then(Number);
+      assert.equal(await layers('squashed'), (await layers('busybox')) + 1);
+      const files = await experimental.dockerOk([
+        'run',
+        '--rm',
+        '--network',
+        'none',
+        'squashed',
+        'sh',
+        '-c',
+        'cat /one /two; echo $S; test -e /bin/true || echo gone',
+      ]);
+      assert.equal(files, 'one\ntwo\n1\ngone');
+      const history = await experimental.dockerOk([
+        'history',
+        '--no-trunc',
+        '--format',
+        '{{.Comment}}',
+        'squashed',
+      ]);
+      assert.match(history.split('\n')[0] ?? '', /^merge sha256:[0-9a-f]{64} to sha256:[0-9a-f]{64}$/);
+    } finally {
+      await experimental.destroy();
+    }
+  });
+
   it('a cancelled build leaves no container, mount or context behind', async () => {
     const ctx = join(work, 'cancel');
     await writeTree(ctx, {
