@@ -1,9 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
 import { invalidParameter } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import { resolveInRoot } from '../runtime/oci/rootfs-path.js';
 import type { BuildOptions } from './build.options.js';
 import type { BuildContext, Instruction, ParsedDockerfile, RunMount, Stage } from './build.types.js';
 import { allowedArgs, BuildArgs, PREDEFINED_ARGS } from './build-args.js';
@@ -11,10 +13,11 @@ import { type BuildCacheStore, stepKey } from './build-cache.js';
 import { type BuildOutput, OutputLanes } from './build-output.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
 import type { CacheMounts } from './cache-mounts.js';
+import { writeCopyTar } from './copy-layer.js';
 import { ImageRoots } from './image-roots.js';
 import { beginStage, type StageState } from './stage-state.js';
 import type { StepContainers } from './step-containers.js';
-import { copyStep } from './step-copy.js';
+import { type CopyWorkspace, copyStep } from './step-copy.js';
 import { applyMetadata, isMetadata, nopArgv, shellOf } from './step-metadata.js';
 import { checkRunMount, scriptMount } from './step-run.js';
 
@@ -293,7 +296,6 @@ export class BuildRun {
             ctx: this.ctx,
             dockerfile: this.deps.dockerfile,
             copy: this.deps.copy,
-            containers: this.containers,
             roots: this.roots,
             signal: this.signal,
             stageRoot: async (name) => {
@@ -303,8 +305,7 @@ export class BuildRun {
           },
           {
             cached: (cmd, sum) => this.probeCache(state, cmd, sum),
-            commit: (cid, cmd, sum) => this.commitContainer(state, cid, cmd, sum, true),
-            containerFor: () => this.stepContainer(state, state.config),
+            workspace: () => this.copyWorkspace(state),
           },
         );
         return;
@@ -399,7 +400,6 @@ export class BuildRun {
     cid: string,
     cmd: string[],
     sources?: string,
-    silent = false,
   ): Promise<void> {
     const key = stepKey({ parent: state.imageId, cmd, config: JSON.stringify(state.config), sources });
     const containerConfig: ContainerConfig = { ...state.config, Cmd: cmd };
@@ -413,10 +413,75 @@ export class BuildRun {
     });
     if (this.opts.rm || this.opts.forceRm) {
       await this.containers.remove(cid);
-      if (!silent) state.out.removing(cid);
+      state.out.removing(cid);
     } else {
       this.containers.keep(cid);
     }
+    await this.deps.cache.put(key, id, state.imageId, cmd.join(' '));
+    const img = await this.deps.images.get(id);
+    state.imageId = id;
+    state.chainId = img?.chainId ?? null;
+  }
+
+  /**
+   * Where a COPY/ADD goes: a writable snapshot of the stage's image mounted in the build's work
+   * directory (no container, as dockerd's classic builder copies into a layer), committed as the
+   * stage's next image.
+   */
+  private async copyWorkspace(state: StageState): Promise<CopyWorkspace> {
+    const snapshots = this.deps.images.snapshotter;
+    const key = `build-copy-${randomBytes(16).toString('hex')}`;
+    const dir = join(this.workDir, key);
+    let mounted = false;
+    let prepared = false;
+    const release = async () => {
+      if (mounted) await snapshots.unmount(dir).catch(() => undefined);
+      mounted = false;
+      if (prepared) await snapshots.remove(key).catch(() => undefined);
+      prepared = false;
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    };
+    try {
+      await snapshots.prepare(key, state.chainId);
+      prepared = true;
+      await mkdir(dir, { recursive: true });
+      await snapshots.mount(key, dir);
+      mounted = true;
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    return {
+      kindOf: async (path) => {
+        const st = await stat(await resolveInRoot(dir, path)).catch(() => undefined);
+        return st ? (st.isDirectory() ? 'dir' : 'other') : undefined;
+      },
+      write: (tar) => writeCopyTar(dir, tar),
+      commit: async (cmd, sources) => {
+        await snapshots.unmount(dir);
+        mounted = false;
+        await this.commitSnapshot(state, key, cmd, sources);
+      },
+      release,
+    };
+  }
+
+  /** The stage's next image from a writable snapshot (COPY/ADD), cached under the step's key. */
+  private async commitSnapshot(
+    state: StageState,
+    snapshot: string,
+    cmd: string[],
+    sources: string,
+  ): Promise<void> {
+    const key = stepKey({ parent: state.imageId, cmd, config: JSON.stringify(state.config), sources });
+    const id = await this.deps.images.commit({
+      key: snapshot,
+      ...(state.imageId ? { parentImageId: state.imageId } : {}),
+      containerId: '',
+      containerConfig: { ...state.config, Cmd: cmd },
+      config: { ...state.config },
+      ...(state.maintainer ? { author: state.maintainer } : {}),
+    });
     await this.deps.cache.put(key, id, state.imageId, cmd.join(' '));
     const img = await this.deps.images.get(id);
     state.imageId = id;

@@ -1,10 +1,9 @@
 import { posix } from 'node:path';
 import { invalidParameter } from '../../common/errors.js';
-import type { BuildContext, CopyPlan, CopySource, Instruction } from './build.types.js';
+import type { BuildContext, CopyPlan, CopySource, CopyTar, Instruction } from './build.types.js';
 import type { CopySupport, DockerfileSupport } from './builder.ports.js';
 import type { ImageRoots } from './image-roots.js';
 import type { StageState } from './stage-state.js';
-import type { StepContainers } from './step-containers.js';
 import { nopArgv, shellOf } from './step-metadata.js';
 
 type CopyInstruction = Extract<Instruction, { kind: 'copy' | 'add' }>;
@@ -16,18 +15,26 @@ export interface CopyStepInput {
   ctx: BuildContext;
   dockerfile: DockerfileSupport;
   copy: CopySupport;
-  containers: StepContainers;
   roots: ImageRoots;
   signal: AbortSignal;
   /** The files of a stage or image (`--from`). */
   stageRoot(name: string): Promise<string>;
 }
 
-/** What the copy step asks of the stage runner: the cache, a container, the commit. */
+/** The writable filesystem a copy goes into (a snapshot of the step's image), then committed. */
+export interface CopyWorkspace {
+  /** What a path is in it (links followed inside it), or undefined. */
+  kindOf(path: string): Promise<'dir' | 'other' | undefined>;
+  write(tar: CopyTar): Promise<void>;
+  /** The stage's next image from it (cached under `sources`). */
+  commit(cmd: string[], sources: string): Promise<void>;
+  release(): Promise<void>;
+}
+
+/** What the copy step asks of the stage runner: the cache, and a workspace. */
 export interface CopyStepHooks {
   cached(cmd: string[], sources: string): Promise<boolean>;
-  containerFor(): Promise<string>;
-  commit(containerId: string, cmd: string[], sources: string): Promise<void>;
+  workspace(): Promise<CopyWorkspace>;
 }
 
 const isUrl = (s: string): boolean => /^https?:\/\//i.test(s);
@@ -86,10 +93,24 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   const cmd = nopArgv(input.dockerfile.copyHistory(i.kind, sum, dest, shell), shell, true);
   if (await hooks.cached(cmd, keyed)) return;
 
-  const cid = await hooks.containerFor();
+  const ws = await hooks.workspace();
+  try {
+    await copyInto(ws, input, { sources, inline, dest, cmd, keyed });
+  } finally {
+    await ws.release();
+  }
+}
+
+async function copyInto(
+  ws: CopyWorkspace,
+  input: CopyStepInput,
+  c: { sources: CopySource[]; inline: CopyPlan['inline']; dest: string; cmd: string[]; keyed: string },
+): Promise<void> {
+  const { instruction: i, state, copy } = input;
+  const { sources, inline, dest, cmd, keyed } = c;
+  const isAdd = i.kind === 'add';
   const count = sources.length + inline.length;
-  const destIsDir =
-    dest.endsWith('/') || count > 1 || i.parents || (await input.containers.kindOf(cid, dest)) === 'dir';
+  const destIsDir = dest.endsWith('/') || count > 1 || i.parents || (await ws.kindOf(dest)) === 'dir';
   let uid = 0;
   let gid = 0;
   if (i.chown) {
@@ -97,7 +118,7 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   }
   // the deepest directory on dest's path that exists: the copy makes those below it only
   let existingDir = destIsDir ? dest.replace(/\/+$/, '') || '/' : posix.dirname(dest);
-  while (existingDir !== '/' && (await input.containers.kindOf(cid, existingDir)) !== 'dir') {
+  while (existingDir !== '/' && (await ws.kindOf(existingDir)) !== 'dir') {
     existingDir = posix.dirname(existingDir);
   }
   const plan: CopyPlan = {
@@ -111,8 +132,8 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
     parents: i.parents,
     extractArchives: isAdd,
     existingDir,
-    ...(exclude.length ? { exclude } : {}),
+    ...(i.exclude.length ? { exclude: i.exclude } : {}),
   };
-  await input.containers.extract(cid, copy.makeCopyTar(plan));
-  await hooks.commit(cid, cmd, keyed);
+  await ws.write(copy.makeCopyTar(plan));
+  await ws.commit(cmd, keyed);
 }
