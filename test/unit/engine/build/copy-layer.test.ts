@@ -7,9 +7,9 @@ import { describe, it } from 'node:test';
 import tarStream from 'tar-stream';
 import { writeCopyTar } from '../../../../src/engine/build/copy-layer.js';
 
-function tarOf(entries: Array<tarStream.Header & { body?: string }>): Readable {
+function tarOf(entries: Array<Partial<tarStream.Header> & { name: string; body?: string }>): Readable {
   const pack = tarStream.pack();
-  for (const { body, ...h } of entries) pack.entry(h, body ?? '');
+  for (const { body, ...h } of entries) pack.entry(h as tarStream.Header, body ?? '');
   pack.finalize();
   return pack as unknown as Readable;
 }
