@@ -298,6 +298,23 @@ describe('docker build', { timeout: 600_000 }, () => {
       'stat -c "%n %u:%g %a" /owned; cat /got/one /multi/a.txt /multi/b.txt /unpacked/a.txt /heredoc.txt /linked /par/sub/deep/d.txt /rel/rel.txt /fromctx /fromstage',
     ]);
     assert.equal(listing, '/owned 1:2 640\nfromone\na\nb\na\nhello\nb\nd\na\nd\nfromone');
+
+    // FROM scratch: a copy and metadata steps make an image of one layer; no helper image is left
+    const before = (await engine.dockerOk(['images', '-aq'])).split('\n').length;
+    await writeTree(ctx, { Dockerfile: 'FROM scratch\nENV X=1\nCOPY a.txt /a\nCMD ["/a"]\n' });
+    const scratch = await build(['-t', 'fromscratch', ctx]);
+    assert.equal(scratch.code, 0, scratch.stderr + scratch.stdout);
+    assert.equal(
+      await engine.dockerOk([
+        'image',
+        'inspect',
+        '-f',
+        '{{len .RootFS.Layers}} {{.Config.Env}}',
+        'fromscratch',
+      ]),
+      '1 [PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin X=1]',
+    );
+    assert.equal((await engine.dockerOk(['images', '-aq'])).split('\n').length, before + 3);
   });
 
   it('pulls a missing base image with the credentials of X-Registry-Config', async () => {
