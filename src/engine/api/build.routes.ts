@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { errorMessage, invalidParameter } from '../../common/errors.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
@@ -170,14 +171,35 @@ export function buildOptions(ctx: ApiContext): BuildOptions {
   return opts;
 }
 
-/** A build message as the JSON stream writes it (a pull's progress gets its bar). */
-function writeMessage(stream: JsonMessageStream, m: BuildMessage): void {
+/**
+ * A build message as dockerd writes it: Go's JSON (`<`, `>`, `&`, U+2028 and U+2029 escaped as
+ * \u sequences, which the build's output is full of: `RUN a > b && c`), a pull's progress with
+ * its bar, then CRLF.
+ */
+export function buildMessageLine(m: BuildMessage): string {
+  let out: object = m;
   if ('status' in m && m.progressDetail?.current !== undefined) {
+    // dockerd's field order: status, progressDetail, progress, id
     const bar = progressBar(m.progressDetail.current, m.progressDetail.total);
-    stream.write(bar ? { ...m, progress: bar } : { ...m });
-    return;
+    out = {
+      status: m.status,
+      progressDetail: m.progressDetail,
+      ...(bar ? { progress: bar } : {}),
+      ...(m.id !== undefined ? { id: m.id } : {}),
+    };
   }
-  stream.write({ ...m });
+  const json = JSON.stringify(out).replace(
+    /[<>&\u2028\u2029]/g,
+    (c) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`,
+  );
+  return `${json}\r\n`;
+}
+
+/** Writes build messages on a started JSON stream's response (nothing once it is gone). */
+function messageWriter(res: ServerResponse): (m: BuildMessage) => void {
+  return (m) => {
+    if (!res.destroyed && !res.writableEnded) res.write(buildMessageLine(m));
+  };
 }
 
 /**
@@ -193,20 +215,22 @@ export function registerBuildRoutes(router: ApiRouter, builder: Builder): void {
     };
     ctx.res.on('close', onClose);
     let stream: JsonMessageStream | undefined;
-    const out = (): JsonMessageStream => {
+    const write = messageWriter(ctx.res);
+    const out = (m: BuildMessage): void => {
       stream ??= startJsonStream(ctx.res);
-      return stream;
+      write(m);
     };
     try {
       // the context and the Dockerfile first: their errors are the answer's status (unless a
       // remote's download progress has started the answer)
-      const build = await builder.prepare(ctx.req, opts, cancel.signal, (m) => writeMessage(out(), m));
-      const s = out();
-      await build.run((m) => writeMessage(s, m));
-      s.end();
+      const build = await builder.prepare(ctx.req, opts, cancel.signal, out);
+      stream ??= startJsonStream(ctx.res);
+      await build.run(write);
+      stream.end();
     } catch (err) {
       if (!stream) throw err;
-      stream.error(errorMessage(err));
+      const message = errorMessage(err);
+      write({ errorDetail: { message }, error: message });
       stream.end();
     } finally {
       ctx.res.off('close', onClose);

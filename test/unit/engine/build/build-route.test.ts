@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { registryConfig } from '../../../../src/engine/api/build.routes.js';
+import { buildMessageLine, registryConfig } from '../../../../src/engine/api/build.routes.js';
 
 describe('POST /build X-Registry-Config', () => {
   it('turns each registry entry into the X-Registry-Auth a pull sends', () => {
@@ -21,5 +21,22 @@ describe('POST /build X-Registry-Config', () => {
   it('ignores a header it cannot read, as dockerd', () => {
     assert.equal(registryConfig('not base64 json').size, 0);
     assert.equal(registryConfig(undefined).size, 0);
+  });
+});
+
+describe('POST /build message lines', () => {
+  it('are Go JSON: <, > and & escaped, CRLF, a progress with its bar in dockerd order', () => {
+    assert.equal(
+      buildMessageLine({ stream: 'Step 2/2 : RUN a > b && c <d>' }),
+      '{"stream":"Step 2/2 : RUN a \\u003e b \\u0026\\u0026 c \\u003cd\\u003e"}\r\n',
+    );
+    assert.equal(
+      buildMessageLine({
+        status: 'http://h/Dockerfile',
+        id: 'Downloading context',
+        progressDetail: { current: 48 },
+      }),
+      '{"status":"http://h/Dockerfile","progressDetail":{"current":48},"progress":"     48B","id":"Downloading context"}\r\n',
+    );
   });
 });
