@@ -27,6 +27,9 @@ import { registerSwarmRoutes } from './api/swarm.routes.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
+import { Builder } from './build/builder.js';
+import { copySupport, receiveBuildContext } from './build/copy-support.js';
+import { dockerfileSupport } from './build/dockerfile-support.js';
 import type { EngineConfig } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { RegistryClient } from './distribution/index.js';
@@ -261,8 +264,19 @@ export async function startEngine(
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
   registerExecRoutes(router, containers);
-  registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes }));
-  registerBuildRoutes(router);
+  const builder = new Builder({
+    dataRoot: config.dataRoot,
+    images,
+    containers,
+    dockerfile: dockerfileSupport,
+    copy: copySupport,
+    receiveContext: receiveBuildContext,
+    experimental: config.experimental,
+    log: log.child('build'),
+  });
+  await builder.init();
+  registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
+  registerBuildRoutes(router, builder);
   registerSwarmRoutes(router);
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;

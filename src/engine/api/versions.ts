@@ -70,6 +70,8 @@ export const gates = {
   waitCondition: '1.30',
   /** Image create: `platform`. */
   imagePlatform: '1.32',
+  /** Build: the `platform` parameter (ignored before). */
+  buildPlatform: '1.32',
   /** Logs `until`; exec WorkingDir; /version Platform/Components. */
   logsUntil: '1.35',
   /** Events: exec_die. */

@@ -1,3 +1,4 @@
+import type { CacheItem } from '../build/cache-prune.js';
 import type { ContainerSummary } from '../containers/core/views.types.js';
 import type { ListOptions } from '../containers/service.types.js';
 import type { ImageListItem, ImageListOptions } from '../images/images.types.js';
@@ -15,6 +16,8 @@ export interface DiskUsageSources {
   };
   containers: { list(opts: ListOptions): Promise<ContainerSummary[]> };
   volumes: { usage(): Promise<VolumeUsage[]> };
+  /** The builder's cache records and cache mounts. */
+  buildCache?: { items(): Promise<CacheItem[]> };
 }
 
 /** Each part is there when its type was asked for, null otherwise (as dockerd's nil slices). */
@@ -23,8 +26,8 @@ export interface DiskUsageReport {
   images: ImageListItem[] | null;
   containers: ContainerSummary[] | null;
   volumes: VolumeUsage[] | null;
-  /** berth has no build cache yet: an empty list when asked for. */
-  buildCache: never[] | null;
+  /** The build cache's records and cache mounts. */
+  buildCache: CacheItem[] | null;
 }
 
 /**
@@ -49,19 +52,20 @@ export class DiskUsage {
   }
 
   private async compute(types: ReadonlySet<DiskUsageType>): Promise<DiskUsageReport> {
-    const { images, containers, volumes } = this.sources;
-    const [imageRows, layersSize, containerRows, volumeRows] = await Promise.all([
+    const { images, containers, volumes, buildCache } = this.sources;
+    const [imageRows, layersSize, containerRows, volumeRows, cacheRows] = await Promise.all([
       types.has('image') ? images.listImages({ sharedSize: true, containers: true }) : null,
       types.has('image') ? images.layersSize() : 0,
       types.has('container') ? containers.list({ all: true, size: true }) : null,
       types.has('volume') ? volumes.usage() : null,
+      types.has('build-cache') ? (buildCache?.items() ?? []) : null,
     ]);
     return {
       layersSize,
       images: imageRows,
       containers: containerRows,
       volumes: volumeRows,
-      buildCache: types.has('build-cache') ? [] : null,
+      buildCache: cacheRows,
     };
   }
 }
@@ -129,7 +133,13 @@ export function volumeSummary(volumes: readonly VolumeUsage[]): UsageSummary {
   return s;
 }
 
-/** The build cache's totals: berth keeps none, so all zero. */
-export function buildCacheSummary(records: readonly never[]): UsageSummary {
-  return { activeCount: 0, totalCount: records.length, reclaimable: 0, totalSize: 0 };
+/** The build cache's totals (moby's: what is not in use is reclaimable). */
+export function buildCacheSummary(records: readonly CacheItem[]): UsageSummary {
+  const s: UsageSummary = { activeCount: 0, totalCount: records.length, reclaimable: 0, totalSize: 0 };
+  for (const r of records) {
+    s.totalSize += r.Size;
+    if (r.InUse) s.activeCount++;
+    else if (!r.Shared) s.reclaimable += r.Size;
+  }
+  return s;
 }

@@ -1,0 +1,217 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { HostConfig } from '../../common/docker-types.js';
+import { errorMessage, invalidParameter } from '../../common/errors.js';
+import type { Filters } from '../../common/filters.js';
+import type { Logger } from '../../common/log.js';
+import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
+import type { BuildOptions } from './build.options.js';
+import type { BuildContext, ParsedDockerfile } from './build.types.js';
+import { BuildCacheStore } from './build-cache.js';
+import { BuildOutput, type MessageSink } from './build-output.js';
+import { BuildRun, StepError } from './build-run.js';
+import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
+import { CacheMounts } from './cache-mounts.js';
+import { type CacheItem, cacheItems, type PruneOptions, pruneCache } from './cache-prune.js';
+import { squashImage } from './squash.js';
+import { type BuildContainerPort, StepContainers } from './step-containers.js';
+
+export interface BuilderDeps {
+  dataRoot: string;
+  images: BuildImagePort;
+  containers: BuildContainerPort;
+  dockerfile: DockerfileSupport;
+  copy: CopySupport;
+  /** Receives a build's context (src/engine/build/context/). */
+  receiveContext(
+    body: Readable,
+    opts: {
+      workDir: string;
+      dockerfile?: string;
+      remote?: string;
+      signal: AbortSignal;
+      onProgress?: (bytes: number, url: string) => void;
+    },
+  ): Promise<BuildContext>;
+  experimental: boolean;
+  log: Logger;
+}
+
+/** A build whose context and Dockerfile were accepted: run() streams it, once. */
+export interface PreparedBuild {
+  run(sink: MessageSink): Promise<void>;
+}
+
+/** The host settings of a build's RUN containers, from the build's options. */
+function hostConfigOf(o: BuildOptions): HostConfig {
+  const h: HostConfig = {};
+  if (o.networkMode) h.NetworkMode = o.networkMode;
+  if (o.extraHosts.length) h.ExtraHosts = [...o.extraHosts];
+  if (o.shmSize) h.ShmSize = o.shmSize;
+  if (o.memory) h.Memory = o.memory;
+  if (o.memorySwap) h.MemorySwap = o.memorySwap;
+  if (o.cpuShares) h.CpuShares = o.cpuShares;
+  if (o.cpuSetCpus) h.CpusetCpus = o.cpuSetCpus;
+  if (o.cpuSetMems) h.CpusetMems = o.cpuSetMems;
+  if (o.cpuPeriod) h.CpuPeriod = o.cpuPeriod;
+  if (o.cpuQuota) h.CpuQuota = o.cpuQuota;
+  if (o.cgroupParent) h.CgroupParent = o.cgroupParent;
+  if (o.ulimits?.length) h.Ulimits = o.ulimits.map((u) => ({ ...u }));
+  return h;
+}
+
+/**
+ * The builder (POST /build): receives the context, parses the Dockerfile (errors before any
+ * output), then runs the build with its own work directory under `<data-root>/build/work`, which
+ * goes when the build ends however it ends (a client going away cancels it: the running step's
+ * container is killed, every container the build made removed).
+ */
+export class Builder {
+  readonly cache: BuildCacheStore;
+  readonly cacheMounts: CacheMounts;
+  private readonly workRoot: string;
+
+  constructor(private readonly deps: BuilderDeps) {
+    this.cache = new BuildCacheStore(deps.dataRoot);
+    this.cacheMounts = new CacheMounts(deps.dataRoot);
+    this.workRoot = join(deps.dataRoot, 'build', 'work');
+  }
+
+  async init(): Promise<void> {
+    // what a build left when the engine stopped mid-way
+    await rm(this.workRoot, { recursive: true, force: true });
+    await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
+    await this.cache.init();
+    await this.cacheMounts.init();
+  }
+
+  /**
+   * `early`: where the messages before the build go (a `remote` download's `Downloading context`
+   * progress, as dockerd); the build's own go to run()'s sink.
+   */
+  async prepare(
+    body: Readable,
+    opts: BuildOptions,
+    signal: AbortSignal,
+    early: MessageSink,
+  ): Promise<PreparedBuild> {
+    if (opts.squash && !this.deps.experimental) {
+      throw invalidParameter('squash is only supported with experimental mode');
+    }
+    const tags = opts.tags.map((t) => {
+      const ref = parseNormalizedNamed(t);
+      if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
+      return familiarString(tagNameOnly(ref));
+    });
+    const workDir = await mkdtemp(join(this.workRoot, 'build-'));
+    let ctx: BuildContext | undefined;
+    let parsed: ParsedDockerfile;
+    try {
+      let downloading = false;
+      ctx = await this.deps.receiveContext(body, {
+        workDir,
+        ...(opts.dockerfile ? { dockerfile: opts.dockerfile } : {}),
+        ...(opts.remote ? { remote: opts.remote } : {}),
+        signal,
+        onProgress: (bytes, url) => {
+          downloading = true;
+          if (!opts.quiet)
+            early({ status: url, progressDetail: { current: bytes }, id: 'Downloading context' });
+        },
+      });
+      if (downloading && !opts.quiet) early({});
+      parsed = this.deps.dockerfile.parse(ctx.dockerfile);
+      // the target and the stages are checked before anything runs too
+      const given = new Map(
+        [...opts.buildArgs].flatMap(([k, v]) => (v === null ? [] : [[k, v] as [string, string]])),
+      );
+      this.deps.dockerfile.stagesFor(parsed, opts.target, this.deps.dockerfile.metaArgEnv(parsed, given));
+    } catch (err) {
+      await ctx?.cleanup();
+      await rm(workDir, { recursive: true, force: true });
+      throw err;
+    }
+    const context = ctx;
+    return {
+      run: (sink) => this.run(context, parsed, { ...opts, tags }, workDir, sink, signal),
+    };
+  }
+
+  private async run(
+    ctx: BuildContext,
+    parsed: ParsedDockerfile,
+    opts: BuildOptions,
+    workDir: string,
+    sink: MessageSink,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const out = new BuildOutput(sink, opts.quiet);
+    const containers = new StepContainers(this.deps.containers, hostConfigOf(opts));
+    for (const w of parsed.warnings) out.text(`[WARNING]: ${w}\n`);
+    let failure: { message: string; code?: number } | undefined;
+    let result: { imageId: string; unusedArgs: string[] } | undefined;
+    try {
+      const run = new BuildRun(
+        {
+          images: this.deps.images,
+          cache: this.cache,
+          cacheMounts: this.cacheMounts,
+          dockerfile: this.deps.dockerfile,
+          copy: this.deps.copy,
+          log: this.deps.log,
+        },
+        opts,
+        ctx,
+        parsed,
+        out,
+        containers,
+        workDir,
+        signal,
+      );
+      result = await run.run();
+      if (opts.squash) {
+        result = {
+          ...result,
+          imageId: await squashImage(this.deps.images, workDir, result.imageId, run.lastBase),
+        };
+      }
+      for (const t of opts.tags) {
+        const ref = parseNormalizedNamed(t);
+        await this.deps.images.tag(
+          result.imageId,
+          familiarString({ domain: ref.domain, path: ref.path }),
+          ref.tag,
+        );
+      }
+    } catch (err) {
+      failure =
+        err instanceof StepError ? { message: err.message, code: err.code } : { message: errorMessage(err) };
+    } finally {
+      // rm/forcerm decided which stay (a cancelled build leaves none), before the last word as dockerd
+      if (signal.aborted) containers.forgetKept();
+      await containers.removeAll();
+      await ctx.cleanup().catch(() => undefined);
+      await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    }
+    if (signal.aborted) {
+      this.deps.log.info('build cancelled', { reason: failure?.message ?? '' });
+    } else if (failure || !result) {
+      out.failure(failure?.message ?? 'the build made no image', failure?.code);
+    } else {
+      out.success(result.imageId, opts.tags, result.unusedArgs);
+    }
+  }
+
+  /** GET /system/df's BuildCache. */
+  async items(): Promise<CacheItem[]> {
+    return cacheItems({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images });
+  }
+
+  /** POST /build/prune. */
+  async prune(opts: PruneOptions): Promise<{ CachesDeleted: string[] | null; SpaceReclaimed: number }> {
+    return pruneCache({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images }, opts);
+  }
+}
+
+export type { Filters };
