@@ -7,6 +7,7 @@ import type { BuildOptions } from '../build/build.options.js';
 import type { BuildMessage } from '../build/build-output.js';
 import type { Builder } from '../build/builder.js';
 import { parseGoDuration, parseGoInt } from '../images/dockerfile/go-text.js';
+import { parsePlatform } from '../images/import.js';
 import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { gates, versionBefore } from './versions.js';
 
@@ -163,7 +164,12 @@ export function buildOptions(ctx: ApiContext): BuildOptions {
   set('cpuShares', intParam(q, 'cpushares'));
   set('cpuPeriod', intParam(q, 'cpuperiod'));
   set('cpuQuota', intParam(q, 'cpuquota'));
-  if (atLeast(ctx, gates.buildPlatform)) set('platform', str('platform'));
+  if (atLeast(ctx, gates.buildPlatform)) {
+    const platform = str('platform');
+    // refused before the build starts, in dockerd's words (`"foobar": unknown operating system…`)
+    if (platform) parsePlatform(platform);
+    set('platform', platform);
+  }
   if (Array.isArray(ulimits)) opts.ulimits = ulimits as BuildOptions['ulimits'];
   if (opts.isolation && opts.isolation !== 'default') {
     throw invalidParameter(`Unsupported isolation: "${opts.isolation}"`);

@@ -93,7 +93,19 @@ export class ImageImporter {
   }
 }
 
-/** `os[/arch[/variant]]`, defaulting to the host. */
+/** The operating systems and architectures Go knows (what containerd's platform parser accepts alone). */
+const KNOWN_OSES = new Set(
+  'aix android darwin dragonfly freebsd hurd illumos ios js linux nacl netbsd openbsd plan9 solaris windows zos'.split(
+    ' ',
+  ),
+);
+const KNOWN_ARCHES = new Set(
+  '386 amd64 amd64p32 arm armbe arm64 arm64be loong64 mips mipsle mips64 mips64le mips64p32 mips64p32le ppc ppc64 ppc64le riscv riscv64 s390 s390x sparc sparc64 wasm'.split(
+    ' ',
+  ),
+);
+
+/** `os[/arch[/variant]]`, or an OS or architecture alone, defaulting to the host. */
 export function parsePlatform(spec: string | undefined): {
   os: string;
   architecture: string;
@@ -105,9 +117,17 @@ export function parsePlatform(spec: string | undefined): {
   if (parts.length > 3 || parts.some((p) => !/^[a-z0-9_.-]+$/.test(p))) {
     throw invalidParameter(`"${spec}": unknown operating system or architecture: invalid argument`);
   }
+  const archMap: Record<string, string> = { x86_64: 'amd64', x86: '386', aarch64: 'arm64', armhf: 'arm' };
+  if (parts.length === 1) {
+    // containerd's platforms.Parse: one word is an OS or an architecture (of this OS), else unknown
+    const word = parts[0] as string;
+    if (KNOWN_ARCHES.has(archMap[word] ?? word)) parts.unshift('linux');
+    else if (!KNOWN_OSES.has(word)) {
+      throw invalidParameter(`"${spec}": unknown operating system or architecture: invalid argument`);
+    }
+  }
   const [os, arch, variant] = parts as [string, string?, string?];
   if (os !== 'linux') throw invalidParameter('operating system is not supported');
-  const archMap: Record<string, string> = { x86_64: 'amd64', x86: '386', aarch64: 'arm64', armhf: 'arm' };
   const out: { os: string; architecture: string; variant?: string } = {
     os,
     architecture: arch ? (archMap[arch] ?? arch) : host.architecture,
