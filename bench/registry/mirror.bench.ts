@@ -13,10 +13,10 @@ import { createHash, randomFillSync } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { OCI_MANIFEST, pushImage } from '../../test/helpers/registry.js';
 import { REFERENCE_BINARY, startBerth, startReference, type Target } from './targets.js';
 
 const MiB = 1024 * 1024;
-const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 
 function option(name: string, fallback: number, max: number): number {
   const i = process.argv.indexOf(name);
@@ -26,48 +26,9 @@ function option(name: string, fallback: number, max: number): number {
   return Math.min(max, n);
 }
 
-const sha256 = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
-
-async function pushBlob(base: string, name: string, data: Buffer | string): Promise<string> {
-  const digest = sha256(data);
-  const res = await fetch(`${base}/v2/${name}/blobs/uploads/?digest=${digest}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/octet-stream' },
-    body: data,
-  });
-  await res.arrayBuffer();
-  if (res.status !== 201) throw new Error(`push ${name}: ${res.status}`);
-  return digest;
-}
-
-/** A fresh image in the upstream: config and one layer of `size` random bytes. */
-async function pushImage(base: string, name: string, size: number): Promise<{ layer: string }> {
-  const layerData = randomFillSync(Buffer.allocUnsafe(size));
-  const config = JSON.stringify({
-    architecture: 'amd64',
-    os: 'linux',
-    rootfs: { type: 'layers', diff_ids: [] },
-  });
-  const layer = await pushBlob(base, name, layerData);
-  const configDigest = await pushBlob(base, name, config);
-  const manifest = JSON.stringify({
-    schemaVersion: 2,
-    mediaType: OCI_MANIFEST,
-    config: {
-      mediaType: 'application/vnd.oci.image.config.v1+json',
-      digest: configDigest,
-      size: config.length,
-    },
-    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layer, size }],
-  });
-  const res = await fetch(`${base}/v2/${name}/manifests/latest`, {
-    method: 'PUT',
-    headers: { 'Content-Type': OCI_MANIFEST },
-    body: manifest,
-  });
-  await res.arrayBuffer();
-  if (res.status !== 201) throw new Error(`manifest ${name}: ${res.status}`);
-  return { layer };
+/** A fresh image in the upstream (`latest`): config and one layer of `size` random bytes. */
+async function pushRandomImage(base: string, name: string, size: number): Promise<{ layer: string }> {
+  return pushImage(base, name, 'latest', { layer: randomFillSync(Buffer.allocUnsafe(size)) });
 }
 
 /** Pull manifest and layer through a proxy by `clients` clients at once; seconds. */
@@ -113,7 +74,7 @@ async function main(): Promise<void> {
       let warm = Number.POSITIVE_INFINITY;
       for (let i = 0; i < repeat; i++) {
         const name = `bench/${proxy.name.replace(/\W/g, '')}${i}`;
-        const { layer } = await pushImage(upstream.url, name, blobMiB * MiB);
+        const { layer } = await pushRandomImage(upstream.url, name, blobMiB * MiB);
         cold = Math.min(cold, await pull(proxy, name, layer, clients));
         warm = Math.min(warm, await pull(proxy, name, layer, clients));
       }

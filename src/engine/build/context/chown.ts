@@ -1,7 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import { errnoCode, invalidParameter } from '../../../common/errors.js';
-import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
-import { parseGroup, parsePasswd } from '../../runtime/oci/user.js';
+import { invalidParameter } from '../../../common/errors.js';
+import { parseGroup, parsePasswd, readInRoot } from '../../runtime/oci/user.js';
 
 const MAX_ID = 2 ** 31 - 1;
 /** How dockerd 20.10 starts a --chown it cannot resolve. */
@@ -42,15 +40,6 @@ export function resolveChown(spec: string, passwd: string, group: string): { uid
   return { uid, gid };
 }
 
-async function readInRootfs(rootfs: string, path: string): Promise<string> {
-  try {
-    return await readFile(await resolveInRoot(rootfs, path), 'utf8');
-  } catch (err) {
-    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return '';
-    throw err;
-  }
-}
-
 /** resolveChown with a mounted filesystem's /etc/passwd and /etc/group (links read inside it). */
 export async function resolveChownInRootfs(
   spec: string,
@@ -59,8 +48,8 @@ export async function resolveChownInRootfs(
   const numbersOnly = spec.split(':').every((p) => /^[0-9]+$/.test(p));
   if (numbersOnly) return resolveChown(spec, '', '');
   const [passwd, group] = await Promise.all([
-    readInRootfs(rootfs, '/etc/passwd'),
-    readInRootfs(rootfs, '/etc/group'),
+    readInRoot(rootfs, '/etc/passwd'),
+    readInRoot(rootfs, '/etc/group'),
   ]);
   return resolveChown(spec, passwd, group);
 }

@@ -132,7 +132,8 @@ export function resolveUser(
   return { uid: user.uid, gid: user.gid, additionalGids: [user.gid, ...sgids, ...added], home: user.home };
 }
 
-async function readInRoot(rootfs: string, path: string): Promise<string> {
+/** A file of a mounted filesystem as text (links resolved inside it); missing is empty. */
+export async function readInRoot(rootfs: string, path: string): Promise<string> {
   try {
     return await readFile(await resolveInRoot(rootfs, path), 'utf8');
   } catch (err) {
