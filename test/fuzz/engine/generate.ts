@@ -8,7 +8,7 @@ import { anyJson, type GenOptions, genStruct, type Hint, jsonBytes } from '../li
 import type { ParsedResponse } from '../lib/response-parser.js';
 import type { Rng } from '../lib/rng.js';
 import type { Fuzzer } from '../lib/runner.js';
-import { fuzzTar, smallTar } from '../lib/tar.js';
+import { buildContextTar, fuzzTar, smallTar } from '../lib/tar.js';
 import {
   anyString,
   badSegment,
@@ -57,7 +57,8 @@ type BodyKind =
   | 'import'
   | 'archive'
   | 'commit'
-  | 'auth';
+  | 'auth'
+  | 'build';
 
 /** The body each route that takes one gets; a route that reads a body and is missing here fails the run. */
 export const BODY_KINDS: Record<string, BodyKind> = {
@@ -76,6 +77,8 @@ export const BODY_KINDS: Record<string, BodyKind> = {
   'POST /commit': 'commit',
   // docker login: credentials for a registry on loopback (nothing listens there) or for docker.io
   'POST /auth': 'auth',
+  // a context with a Dockerfile of local bases and harmless steps (lib/tar.ts), or a broken tar
+  'POST /build': 'build',
 };
 
 /** Where a login may go: loopback ports nothing listens on, and names that need no network. */
@@ -347,6 +350,13 @@ export class EngineFuzzer implements Fuzzer {
     for (const key of ['fromImage', 'term'] as const) {
       if (query[key] !== undefined && remoteRegistryProblem(safeDecode(query[key]))) query[key] = 'fz/imp';
     }
+    // a build's remote context only from loopback (nothing listens on port 1); no cgroup of the host's
+    const remote = query.remote === undefined ? undefined : safeDecode(query.remote);
+    const loopbackUrl = /^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//i;
+    if (remote !== undefined && !loopbackUrl.test(remote) && /[.:/@]/.test(remote)) {
+      query.remote = 'http://127.0.0.1:1/ctx.tar';
+    }
+    delete query.cgroupparent;
     const named = /^\/(?:images\/(.+)\/push|distribution\/(.+)\/json)$/.exec(path);
     if (named && remoteRegistryProblem(safeDecode(named[1] ?? named[2] ?? ''))) {
       path = path.startsWith('/images/') ? '/images/fz/imp/push' : '/distribution/fz/imp/json';
@@ -356,7 +366,7 @@ export class EngineFuzzer implements Fuzzer {
     let body: Buffer | undefined;
     if (kind) {
       body = this.body(rng, kind, version.version ?? MAX_API_VERSION, index);
-      if (kind === 'import' || kind === 'archive') {
+      if (kind === 'import' || kind === 'archive' || kind === 'build') {
         headers.push([
           'Content-Type',
           rng.pick(['application/x-tar', 'application/octet-stream', 'text/plain']),
@@ -793,6 +803,8 @@ export class EngineFuzzer implements Fuzzer {
         }
         case 'import':
           return fuzzTar(rng);
+        case 'build':
+          return rng.chance(0.75) ? buildContextTar(rng) : fuzzTar(rng);
         case 'archive':
           return rng.chance(0.7) ? fuzzTar(rng) : rng.chance(0.5) ? smallTar(rng) : rng.bytes(rng.size(600));
       }

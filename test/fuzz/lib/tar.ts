@@ -102,3 +102,62 @@ export function fuzzTar(rng: Rng): Buffer {
   }
   return tar;
 }
+
+/**
+ * Dockerfile lines a fuzzed build may hold: local bases only (busybox, scratch, an earlier stage),
+ * RUN steps that touch nothing outside their container, and lines the parser must refuse.
+ */
+const BUILD_LINES = [
+  'FROM busybox',
+  'FROM scratch',
+  'FROM busybox AS fz',
+  'FROM fz',
+  'ARG FZ=1',
+  'ENV FZ=${FZ:-x} B=$FZ',
+  'LABEL fz=1',
+  'EXPOSE 80/udp',
+  'WORKDIR /fz',
+  'USER 1:1',
+  'VOLUME /fz-v',
+  'STOPSIGNAL SIGTERM',
+  'CMD ["true"]',
+  'ENTRYPOINT ["sh"]',
+  'SHELL ["/bin/sh", "-c"]',
+  'HEALTHCHECK --interval=1s CMD true',
+  'ONBUILD LABEL fz=2',
+  'RUN true',
+  'RUN echo fz && exit 3',
+  'RUN ["true"]',
+  'RUN --network=none true',
+  'RUN --mount=type=tmpfs,target=/t true',
+  'RUN --mount=type=cache,target=/c,id=fz true',
+  'RUN <<EOF\ntrue\nEOF',
+  'COPY . /fz',
+  'COPY fz-* /fz/',
+  'COPY --from=fz /etc/passwd /p',
+  'ADD fz-a.tar /fz',
+  'COPY <<EOF /fz/h\nhi\nEOF',
+  'COPY missing /x',
+  'BOGUS line',
+  'FROM',
+  'RUN --mount=type=bogus true',
+  'ENV',
+  '# comment \\',
+  'RUN echo a \\\n  b',
+];
+
+/** A build context: a Dockerfile drawn from BUILD_LINES (or none), maybe .dockerignore, a few files. */
+export function buildContextTar(rng: Rng): Buffer {
+  const parts: Buffer[] = [];
+  if (rng.chance(0.9)) {
+    const lines = [rng.chance(0.85) ? 'FROM busybox' : rng.pick(BUILD_LINES)];
+    for (let i = rng.int(0, 6); i > 0; i--) lines.push(rng.pick(BUILD_LINES));
+    parts.push(entry(rng.chance(0.9) ? 'Dockerfile' : 'dockerfile', Buffer.from(`${lines.join('\n')}\n`)));
+  }
+  if (rng.chance(0.2))
+    parts.push(entry('.dockerignore', Buffer.from(rng.pick(['fz-*', '!fz-a', '**', '\n']))));
+  if (rng.chance(0.2)) parts.push(entry('fz-a.tar', smallTar(rng)));
+  parts.push(smallTar(rng).subarray(0, -END.length));
+  parts.push(END);
+  return Buffer.concat(parts);
+}

@@ -489,7 +489,13 @@ describe('docker build', { timeout: 600_000 }, () => {
     const mounts = (await readFile('/proc/self/mountinfo', 'utf8'))
       .split('\n')
       .filter((l) => l.includes(engine.dataRoot) || l.includes(engine.execRoot));
-    assert.deepEqual(mounts, []);
+    // the one network namespace the engine keeps made ahead for the next start is its own
+    const spare = mounts.filter((l) => / - nsfs /.test(l) && l.includes(join(engine.execRoot, 'netns')));
+    assert.ok(spare.length <= 1, spare.join('\n'));
+    assert.deepEqual(
+      mounts.filter((l) => !spare.includes(l)),
+      [],
+    );
     assert.deepEqual(await readdir(join(engine.dataRoot, 'build', 'work')), []);
   });
 });

@@ -394,6 +394,17 @@ describe('user-defined bridge networks (docker CLI)', () => {
     );
   });
 
+  it('connects a container again after it restarted on no network at all (its own namespace)', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'loner', 'busybox', 'sleep', '600']);
+    await engine.dockerOk(['network', 'disconnect', 'bridge', 'loner']);
+    await engine.dockerOk(['restart', '-t', '0', 'loner']);
+    assert.match(await engine.dockerOk(['exec', 'loner', 'ip', '-o', 'link']), /^1: lo:/);
+    assert.doesNotMatch(await engine.dockerOk(['exec', 'loner', 'ip', '-o', 'link']), /eth0/);
+    await engine.dockerOk(['network', 'connect', 'bridge', 'loner']);
+    assert.match(await engine.dockerOk(['exec', 'loner', 'ip', '-o', '-4', 'addr', 'show', 'eth0']), /inet /);
+    await engine.dockerOk(['rm', '-f', 'loner']);
+  });
+
   it('prunes unused networks and leaves nothing behind', async () => {
     await engine.dockerOk(['network', 'create', '--label', 'keep=no', 'p1']);
     const p1 = (await net('p1')).Id;

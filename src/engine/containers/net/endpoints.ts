@@ -268,24 +268,21 @@ export class ContainerNetworks implements NetworkPort {
       // legacy links are the default bridge's (on user-defined networks, names resolve by DNS)
       const links = this.onBridge(c) ? this.links.forStart(c) : { hosts: [], env: [] };
       const requests = this.attachRequests(c);
-      if (!requests.length) {
-        // disconnected from every network: a sandbox with loopback only
-        netns = undefined;
-      } else {
-        const network = this.d.network;
-        const attach = network.attach(requests);
-        // the ports are published (on the main network) as soon as its address is known, while
-        // the start goes on
-        const ports = this.portRequests(c);
-        const publishing = ports.length
-          ? attach.endpoints.then((eps) =>
-              eps[0] ? network.ports.publish(this.publishTarget(c, eps[0]), ports) : [],
-            )
-          : undefined;
-        publishing?.catch(() => undefined);
-        this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
-        netns = attach.sandboxKey;
-      }
+      // disconnected from every network too: a namespace of the engine's (loopback only), which a
+      // later `network connect` plumbs into
+      const network = this.d.network;
+      const attach = network.attach(requests);
+      // the ports are published (on the main network) as soon as its address is known, while
+      // the start goes on
+      const ports = this.portRequests(c);
+      const publishing = ports.length
+        ? attach.endpoints.then((eps) =>
+            eps[0] ? network.ports.publish(this.publishTarget(c, eps[0]), ports) : [],
+          )
+        : undefined;
+      publishing?.catch(() => undefined);
+      this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
+      netns = attach.sandboxKey;
       linkHosts = links.hosts;
       if (links.env.length) env = mergeLinkEnv(links.env, rec.Config.Env ?? []);
     }
@@ -396,7 +393,19 @@ export class ContainerNetworks implements NetworkPort {
     const eps = await starting.attach.endpoints;
     this.starting.delete(c.id);
     const ep = eps[0];
-    if (!ep) return;
+    if (!ep) {
+      // on no network (every one disconnected): the namespace made for this run is still the
+      // container's, for a later `network connect` and for its release at stop
+      const { sandboxId, sandboxKey } = starting.attach;
+      rec.Sandbox = {
+        ID: sandboxId,
+        Key: sandboxKey,
+        Network: rec.Sandbox?.Network ?? 'bridge',
+        NetworkID: rec.Sandbox?.NetworkID ?? '',
+      };
+      rec.SandboxKey = sandboxKey;
+      return;
+    }
     rec.Endpoint = ep;
     rec.Endpoints = eps;
     rec.Sandbox = { ID: ep.sandboxId, Key: ep.sandboxKey, Network: ep.network, NetworkID: ep.networkId };
