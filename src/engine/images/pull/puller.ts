@@ -1,6 +1,6 @@
 import { isDigest } from '../../../common/digest.js';
 import type { ImageConfigFile } from '../../../common/docker-types.js';
-import { BerthError, invalidParameter, isBerthError, notFound, systemError } from '../../../common/errors.js';
+import { BerthError, invalidParameter, isBerthError, notFound, unavailable } from '../../../common/errors.js';
 import {
   familiarName,
   familiarString,
@@ -443,11 +443,12 @@ function translateLayerError(err: unknown, ref: Reference, outer?: AbortSignal):
 
 /**
  * A registry's answer as dockerd's translatePullError words it: a missing manifest or
- * repository, or access denied, is NotFound with dockerd's text; a failure to connect is a 500
- * naming the URL, as Go's client prints it.
+ * repository, or access denied, is NotFound with dockerd's text; a failure to connect names the
+ * URL as Go's client prints it, as a 503 (the registry is unavailable; dockerd answers 500, which
+ * berth keeps for its own faults: the CLI prints the same message either way), as login does.
  */
 export function translate(err: unknown, ref: Reference): unknown {
-  if (err instanceof NetworkError) return systemError(err.message);
+  if (err instanceof NetworkError) return unavailable(err.message);
   const d = registryDetail(err);
   if (!d) return err;
   const code = d.errors[0]?.code ?? '';
