@@ -227,8 +227,26 @@ export class ConnectionGuard {
     const remote = (socket as Socket).remoteAddress ?? 'local';
     if (status === 400) this.log.debug('malformed request', { client: remote, error: err.message });
     else this.log.warn('request refused', { client: remote, status, reason: message });
-    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    if (!socket.writable || inFlight?.headersSent) {
+    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (inFlight?.headersSent && !inFlight.writableFinished) {
+      // bytes after a request whose answer is still being written (a stream, a progress): that
+      // answer finishes first, then this one, in order, and the connection closes
+      inFlight.once('finish', () => this.writeRefusal(socket, status, message));
+      inFlight.once('close', () => {
+        if (!inFlight.writableFinished) socket.destroy();
+      });
+      return;
+    }
+    this.writeRefusal(socket, status, message);
+  }
+
+  /** A raw answer to a request node's parser refused, then the connection closes. */
+  private writeRefusal(socket: Duplex, status: number, message: string): void {
+    if (!socket.writable) {
       socket.destroy();
       return;
     }

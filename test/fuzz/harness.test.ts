@@ -113,6 +113,11 @@ describe('fuzz harness', () => {
     assert.equal(chunked.responses[0]?.body.toString(), 'OK');
     assert.equal(chunked.completeCount, 1);
     assert.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n', ['HEAD']).completeCount, 1);
+    // a handler's 400 to a HEAD (it has a Date) has no body; a raw refusal of an unparsed request has one
+    const refusal = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 2\r\n';
+    assert.equal(parse(`${refusal}Date: x\r\n\r\n`, ['HEAD']).completeCount, 1);
+    assert.equal(parse(`${refusal}\r\n`, ['HEAD']).completeCount, 0);
+    assert.equal(parse(`${refusal}\r\n{}`, ['HEAD']).completeCount, 1);
     const cont = parse('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n');
     assert.equal(cont.completeCount, 1);
     assert.equal(parse('HTTP/1.1 101 Switching Protocols\r\n\r\n\u0001\u0000garbage').upgraded, true);

@@ -245,11 +245,14 @@ export class ResponseParser {
       return;
     }
     // a request the server could not parse is answered before it knows the method (400, 408, 431
-    // on a closing connection, with a body, as Go's server does too): not a HEAD answer then
+    // on a closing connection, with a body, as Go's server does too): not a HEAD answer then. Such
+    // an answer is written raw, without the Date every answer of a handler carries: a handler's
+    // own 400 to a HEAD it did parse has no body.
     const refusedUnparsed =
       [400, 408, 431].includes(status) &&
       /close/i.test(header(res, 'connection') ?? '') &&
-      lengths.length === 1;
+      lengths.length === 1 &&
+      header(res, 'date') === undefined;
     if ((method === 'HEAD' && !refusedUnparsed) || status === 204 || status === 304) {
       if ((status === 204 || status === 304) && te !== undefined) {
         this.fail(`Transfer-Encoding on a ${status}`);

@@ -286,4 +286,10 @@ describe('connection limits', () => {
     assert.match(bad, /^HTTP\/1\.1 400/);
     assert.match(await rawExchange(tcp.target, get('/')), /^HTTP\/1\.1 200/);
   });
+
+  it('lets a streaming answer finish before it refuses what came after its request', async () => {
+    // garbage pipelined behind a request whose answer streams: the answer whole, then the 400
+    const both = await rawExchange(tcp.target, 'GET /stream HTTP/1.1\r\nHost: t\r\n\r\n{"a":1}', 5000);
+    assert.match(both, /^HTTP\/1\.1 200[\s\S]*done\n\r\n0\r\n\r\nHTTP\/1\.1 400 Bad Request\r\n/);
+  });
 });
