@@ -65,6 +65,8 @@ export class BuildRun {
   /** Every ARG name some stage declared (for RUN's saved command). */
   private readonly declared = new Set<string>();
   private scratchImage?: string;
+  /** COPY workspaces being taken down (unmount, snapshot removal) while the next steps run. */
+  private readonly teardowns: Array<Promise<void>> = [];
   /** The last stage's base image (what `squash` squashes onto). */
   lastBase: { imageId: string; chainId: string | null } = { imageId: '', chainId: null };
 
@@ -133,6 +135,7 @@ export class BuildRun {
       if (!last) throw invalidParameter('the Dockerfile has no stage to build');
       return { imageId: last.imageId, unusedArgs: this.args.unused() };
     } finally {
+      await Promise.all(this.teardowns);
       await this.roots.release();
       if (this.scratchImage) {
         await this.deps.images
@@ -426,7 +429,9 @@ export class BuildRun {
   /**
    * Where a COPY/ADD goes: a writable snapshot of the stage's image mounted in the build's work
    * directory (no container, as dockerd's classic builder copies into a layer), committed as the
-   * stage's next image.
+   * stage's next image. The commit reads the snapshot's upper directory while it is still mounted
+   * (what was written through the mount is in it); the unmount and the snapshot's removal run
+   * while the next steps do, and the build waits for them before it ends.
    */
   private async copyWorkspace(state: StageState): Promise<CopyWorkspace> {
     const snapshots = this.deps.images.snapshotter;
@@ -457,12 +462,10 @@ export class BuildRun {
         return st ? (st.isDirectory() ? 'dir' : 'other') : undefined;
       },
       write: (tar) => writeCopyTar(dir, tar),
-      commit: async (cmd, sources) => {
-        await snapshots.unmount(dir);
-        mounted = false;
-        await this.commitSnapshot(state, key, cmd, sources);
+      commit: (cmd, sources) => this.commitSnapshot(state, key, cmd, sources),
+      release: async () => {
+        this.teardowns.push(release());
       },
-      release,
     };
   }
 
