@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
@@ -22,7 +23,6 @@ import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
-import { ThreadedSha256 } from '../../storage/hash.thread.js';
 import type { KnownDigest } from '../build.types.js';
 import { Turns } from './pace.js';
 
@@ -246,26 +246,20 @@ async function writeMember(
         constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
         0o600,
       );
-      // a large file is hashed on a worker thread while the next bytes arrive
-      const hash = new ThreadedSha256();
       try {
+        const hash = createHash('sha256');
         for await (const chunk of entry) {
           writeAll(fd, chunk);
-          const full = hash.update(chunk);
-          if (full) await full;
+          hash.update(chunk);
         }
         fchmodSync(fd, mode);
         futimesSync(fd, mtime, mtime);
         const st = fstatSync(fd, { bigint: true });
-        const digest = await hash.digest();
         done.digests.set(`${st.dev}:${st.ino}`, {
           size: Number(st.size),
           mtimeNs: st.mtimeNs,
-          sha256: digest.slice('sha256:'.length),
+          sha256: hash.digest('hex'),
         });
-      } catch (err) {
-        hash.dispose();
-        throw err;
       } finally {
         closeSync(fd);
       }
