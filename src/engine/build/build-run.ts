@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
-import { invalidParameter } from '../../common/errors.js';
+import { errorMessage, invalidParameter } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
 import { resolveInRoot } from '../runtime/oci/rootfs-path.js';
@@ -65,8 +65,11 @@ export class BuildRun {
   /** Every ARG name some stage declared (for RUN's saved command). */
   private readonly declared = new Set<string>();
   private scratchImage?: string;
-  /** COPY workspaces being taken down (unmount, snapshot removal) while the next steps run. */
-  private readonly teardowns: Array<Promise<void>> = [];
+  /**
+   * Work that runs beside the next steps and that the build waits for at its end: COPY
+   * workspaces taken down (unmount, snapshot removal), cache records' use written.
+   */
+  private readonly background: Array<Promise<void>> = [];
   /** The last stage's base image (what `squash` squashes onto). */
   lastBase: { imageId: string; chainId: string | null } = { imageId: '', chainId: null };
 
@@ -135,7 +138,7 @@ export class BuildRun {
       if (!last) throw invalidParameter('the Dockerfile has no stage to build');
       return { imageId: last.imageId, unusedArgs: this.args.unused() };
     } finally {
-      await Promise.all(this.teardowns);
+      await Promise.all(this.background);
       await this.roots.release();
       if (this.scratchImage) {
         await this.deps.images
@@ -324,7 +327,14 @@ export class BuildRun {
     let hit: string | undefined;
     if (record && (await this.deps.images.get(record.imageId))) {
       hit = record.imageId;
-      await this.deps.cache.touch(record);
+      // the use is written beside the next steps; a failed write costs the record its latest use only
+      this.background.push(
+        this.deps.cache
+          .touch(record)
+          .catch((err: unknown) =>
+            this.deps.log.warn('build cache: a use not recorded', { key, error: errorMessage(err) }),
+          ),
+      );
     } else {
       hit = await this.fromCacheImages(state, cmd);
       if (hit) await this.deps.cache.put(key, hit, state.imageId, cmd.join(' '));
@@ -464,7 +474,7 @@ export class BuildRun {
       write: (tar) => writeCopyTar(dir, tar),
       commit: (cmd, sources) => this.commitSnapshot(state, key, cmd, sources),
       release: async () => {
-        this.teardowns.push(release());
+        this.background.push(release());
       },
     };
   }
