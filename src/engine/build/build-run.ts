@@ -588,7 +588,7 @@ export class BuildRun {
       keyPart = `${s.imageId}:${source}`;
     } else {
       root = this.ctx.root;
-      keyPart = await this.deps.copy.checksumPath(root, source);
+      keyPart = await this.deps.copy.checksumPath(root, source, this.ctx.digests);
     }
     const hostPath = await this.deps.copy.scopedPath(root, source);
     if (!m.readonly && !m.from) {

@@ -68,8 +68,8 @@ export interface CopySupport {
   ): Promise<string>;
   /** dockerd's rule: several sources need a destination ending in `/`. */
   checkDestination(instruction: 'COPY' | 'ADD', count: number, dest: string): void;
-  /** A path's checksum in `root` (RUN --mount=type=bind's cache key). */
-  checksumPath(root: string, path: string): Promise<string>;
+  /** A path's checksum in `root` (RUN --mount=type=bind's cache key); `known` as for checksum. */
+  checksumPath(root: string, path: string, known?: ContentDigests): Promise<string>;
   /** A path inside `root` on the host, never outside it (symlinks resolved in the root). */
   scopedPath(root: string, path: string): Promise<string>;
   makeCopyTar(plan: CopyPlan): CopyTar;

@@ -30,7 +30,8 @@ export const copySupport: CopySupport = {
   resolveSources: (root, patterns, o) => resolveCopySources(root, patterns, o),
   checksum: (sources, inline, exclude, known) => checksumSources(sources, inline, exclude, known),
   checkDestination: checkCopyDestination,
-  checksumPath: async (root, path) => checksumSources(await resolveCopySources(root, [path]), []),
+  checksumPath: async (root, path, known) =>
+    checksumSources(await resolveCopySources(root, [path]), [], [], known),
   scopedPath: (root, path) => resolveInRoot(root, path),
   makeCopyTar: (plan) => makeCopyTar(plan),
   resolveChown: resolveChownInRootfs,
