@@ -7,11 +7,14 @@
  *        [--rounds 3] [--context-mib 50]
  *
  * Without --berth it starts its own berth engine from dist/, without --reference its own dockerd
- * (Debian's 20.10, as the other benchmarks). Bounded: rounds × 2 builds per engine.
+ * (Debian's 20.10, as the other benchmarks). Bounded: rounds × 2 builds per engine. Each round
+ * also times the CLI's request against a server that only reads the context and answers an image
+ * ID: the upload alone, the floor of any build with this context.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -70,11 +73,36 @@ async function build(host: string, ctx: string, noCache: boolean): Promise<numbe
   return performance.now() - started;
 }
 
+/**
+ * A server on a socket in `dir` that answers the CLI's ping and build requests by reading the
+ * whole body and naming an image: what the CLI's upload of the context costs by itself.
+ */
+async function drainServer(dir: string): Promise<{ host: string; server: Server }> {
+  const id = `sha256:${'0'.repeat(64)}`;
+  const server = createServer((req, res) => {
+    if (req.url?.endsWith('/_ping')) {
+      res.writeHead(200, { 'API-Version': '1.41', 'Builder-Version': '1', 'Content-Type': 'text/plain' });
+      res.end(req.method === 'HEAD' ? undefined : 'OK');
+      return;
+    }
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(`${JSON.stringify({ aux: { ID: id } })}\n${JSON.stringify({ stream: `${id}\n` })}\n`);
+    });
+  });
+  const path = join(dir, 'drain.sock');
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+  return { host: `unix://${path}`, server };
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const ctx = await mkdtemp(join(tmpdir(), 'berth-bench-build-'));
   let stopBerth: (() => Promise<void>) | undefined;
   let dockerd: ReferenceDockerd | undefined;
+  const sockDir = await mkdtemp(join(tmpdir(), 'berth-bench-drain-'));
+  const drain = await drainServer(sockDir);
   try {
     await writeFile(join(ctx, 'Dockerfile'), DOCKERFILE);
     await writeFile(join(ctx, 'big.bin'), randomBytes(o.contextMiB * 1024 * 1024));
@@ -101,9 +129,11 @@ async function main(): Promise<void> {
     }
     const cold = new Map<string, number[]>(engines.map((e) => [e.name, []]));
     const cached = new Map<string, number[]>(engines.map((e) => [e.name, []]));
+    const upload: number[] = [];
     for (let round = 0; round < o.rounds; round++) {
       for (const e of engines) cold.get(e.name)?.push(await build(e.host, ctx, true));
       for (const e of engines) cached.get(e.name)?.push(await build(e.host, ctx, false));
+      upload.push(await build(drain.host, ctx, false));
     }
     const row = (label: string, m: Map<string, number[]>) =>
       `${label.padEnd(34)}${engines
@@ -116,10 +146,13 @@ async function main(): Promise<void> {
     console.log(`${'median of rounds (ms)'.padEnd(34)}${engines.map((e) => e.name.padStart(10)).join('')}`);
     console.log(row(`cold (--no-cache), ${o.contextMiB} MiB context`, cold));
     console.log(row('fully cached', cached));
+    console.log(`${'the CLI upload alone (drained)'.padEnd(34)}${median(upload).toFixed(0).padStart(10)}`);
     const ratio = (m: Map<string, number[]>) =>
       (median(m.get('berth') ?? []) / median(m.get('dockerd') ?? [])).toFixed(2);
     console.log(`berth / dockerd: cold ${ratio(cold)} (aim ≤ 0.7), cached ${ratio(cached)} (aim ≤ 0.5)`);
   } finally {
+    await new Promise<void>((resolve) => drain.server.close(() => resolve()));
+    await rm(sockDir, { recursive: true, force: true });
     await stopBerth?.();
     await dockerd?.stop();
     await rm(ctx, { recursive: true, force: true });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { ContainerConfig, HostConfig, MountSpec } from '../../common/docker-types.js';
-import { invalidParameter } from '../../common/errors.js';
+import { errorMessage, invalidParameter } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { familiarString, parseNormalizedNamed, tagNameOnly } from '../../common/reference.js';
 import { resolveInRoot } from '../runtime/oci/rootfs-path.js';
@@ -65,6 +65,11 @@ export class BuildRun {
   /** Every ARG name some stage declared (for RUN's saved command). */
   private readonly declared = new Set<string>();
   private scratchImage?: string;
+  /**
+   * Work that runs beside the next steps and that the build waits for at its end: COPY
+   * workspaces taken down (unmount, snapshot removal), cache records' use written.
+   */
+  private readonly background: Array<Promise<void>> = [];
   /** The last stage's base image (what `squash` squashes onto). */
   lastBase: { imageId: string; chainId: string | null } = { imageId: '', chainId: null };
 
@@ -133,6 +138,7 @@ export class BuildRun {
       if (!last) throw invalidParameter('the Dockerfile has no stage to build');
       return { imageId: last.imageId, unusedArgs: this.args.unused() };
     } finally {
+      await Promise.all(this.background);
       await this.roots.release();
       if (this.scratchImage) {
         await this.deps.images
@@ -321,7 +327,14 @@ export class BuildRun {
     let hit: string | undefined;
     if (record && (await this.deps.images.get(record.imageId))) {
       hit = record.imageId;
-      await this.deps.cache.touch(record);
+      // the use is written beside the next steps; a failed write costs the record its latest use only
+      this.background.push(
+        this.deps.cache
+          .touch(record)
+          .catch((err: unknown) =>
+            this.deps.log.warn('build cache: a use not recorded', { key, error: errorMessage(err) }),
+          ),
+      );
     } else {
       hit = await this.fromCacheImages(state, cmd);
       if (hit) await this.deps.cache.put(key, hit, state.imageId, cmd.join(' '));
@@ -426,7 +439,9 @@ export class BuildRun {
   /**
    * Where a COPY/ADD goes: a writable snapshot of the stage's image mounted in the build's work
    * directory (no container, as dockerd's classic builder copies into a layer), committed as the
-   * stage's next image.
+   * stage's next image. The commit reads the snapshot's upper directory while it is still mounted
+   * (what was written through the mount is in it); the unmount and the snapshot's removal run
+   * while the next steps do, and the build waits for them before it ends.
    */
   private async copyWorkspace(state: StageState): Promise<CopyWorkspace> {
     const snapshots = this.deps.images.snapshotter;
@@ -457,12 +472,10 @@ export class BuildRun {
         return st ? (st.isDirectory() ? 'dir' : 'other') : undefined;
       },
       write: (tar) => writeCopyTar(dir, tar),
-      commit: async (cmd, sources) => {
-        await snapshots.unmount(dir);
-        mounted = false;
-        await this.commitSnapshot(state, key, cmd, sources);
+      commit: (cmd, sources) => this.commitSnapshot(state, key, cmd, sources),
+      release: async () => {
+        this.background.push(release());
       },
-      release,
     };
   }
 
@@ -575,7 +588,7 @@ export class BuildRun {
       keyPart = `${s.imageId}:${source}`;
     } else {
       root = this.ctx.root;
-      keyPart = await this.deps.copy.checksumPath(root, source);
+      keyPart = await this.deps.copy.checksumPath(root, source, this.ctx.digests);
     }
     const hostPath = await this.deps.copy.scopedPath(root, source);
     if (!m.readonly && !m.from) {

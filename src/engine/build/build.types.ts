@@ -126,9 +126,26 @@ export interface BuildContext {
   dockerfilePath: string;
   /** The `.dockerignore` patterns in force (for COPY's error messages and --exclude). */
   ignore: string[];
+  /**
+   * The content digests of the context's regular files, taken as the tar was extracted (the
+   * bytes pass through the engine once): COPY's checksum uses them rather than reading the files
+   * again.
+   */
+  digests?: ContentDigests;
   /** Removes every file of the context; safe to call twice. */
   cleanup(): Promise<void>;
 }
+
+/** A file's content digest as it was written: its inode, size and time must still be the same. */
+export interface KnownDigest {
+  size: number;
+  mtimeNs: bigint;
+  /** sha256 of the content, hex. */
+  sha256: string;
+}
+
+/** Content digests by inode (`<dev>:<ino>`); a hard link shares its file's. */
+export type ContentDigests = ReadonlyMap<string, KnownDigest>;
 
 /** One file or directory COPY/ADD takes, resolved in the context (or a stage's / image's filesystem). */
 export interface CopySource {

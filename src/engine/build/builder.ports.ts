@@ -1,6 +1,14 @@
 import type { Readable } from 'node:stream';
 import type { ImageService } from '../images/images.service.js';
-import type { CopyPlan, CopySource, CopyTar, Instruction, ParsedDockerfile, Stage } from './build.types.js';
+import type {
+  ContentDigests,
+  CopyPlan,
+  CopySource,
+  CopyTar,
+  Instruction,
+  ParsedDockerfile,
+  Stage,
+} from './build.types.js';
 import type { RunCommand } from './dockerfile/index.js';
 
 /** What a build asks of the image service. */
@@ -48,12 +56,20 @@ export interface CopySupport {
     patterns: string[],
     opts: { exclude: string[]; instruction: 'COPY' | 'ADD' },
   ): Promise<CopySource[]>;
-  /** The sources' checksum as dockerd's history shows it (`file:<sha>`, `dir:<sha>`, `multi:<sha>`). */
-  checksum(sources: CopySource[], inline: CopyPlan['inline'], exclude: string[]): Promise<string>;
+  /**
+   * The sources' checksum as dockerd's history shows it (`file:<sha>`, `dir:<sha>`, `multi:<sha>`);
+   * `known`: the context's digests (its files are not read again) when the sources are in it.
+   */
+  checksum(
+    sources: CopySource[],
+    inline: CopyPlan['inline'],
+    exclude: string[],
+    known?: ContentDigests,
+  ): Promise<string>;
   /** dockerd's rule: several sources need a destination ending in `/`. */
   checkDestination(instruction: 'COPY' | 'ADD', count: number, dest: string): void;
-  /** A path's checksum in `root` (RUN --mount=type=bind's cache key). */
-  checksumPath(root: string, path: string): Promise<string>;
+  /** A path's checksum in `root` (RUN --mount=type=bind's cache key); `known` as for checksum. */
+  checksumPath(root: string, path: string, known?: ContentDigests): Promise<string>;
   /** A path inside `root` on the host, never outside it (symlinks resolved in the root). */
   scopedPath(root: string, path: string): Promise<string>;
   makeCopyTar(plan: CopyPlan): CopyTar;

@@ -28,9 +28,10 @@ function directoryTar(path: string): Readable {
 /** The context's part as the builder uses it. */
 export const copySupport: CopySupport = {
   resolveSources: (root, patterns, o) => resolveCopySources(root, patterns, o),
-  checksum: (sources, inline, exclude) => checksumSources(sources, inline, exclude),
+  checksum: (sources, inline, exclude, known) => checksumSources(sources, inline, exclude, known),
   checkDestination: checkCopyDestination,
-  checksumPath: async (root, path) => checksumSources(await resolveCopySources(root, [path]), []),
+  checksumPath: async (root, path, known) =>
+    checksumSources(await resolveCopySources(root, [path]), [], [], known),
   scopedPath: (root, path) => resolveInRoot(root, path),
   makeCopyTar: (plan) => makeCopyTar(plan),
   resolveChown: resolveChownInRootfs,

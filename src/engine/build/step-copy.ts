@@ -80,7 +80,8 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   const sources: CopySource[] = patterns.length
     ? await copy.resolveSources(root, patterns, { exclude, instruction: isAdd ? 'ADD' : 'COPY' })
     : [];
-  const sum = await copy.checksum(sources, inline, exclude);
+  const known = i.from ? undefined : input.ctx.digests;
+  const sum = await copy.checksum(sources, inline, exclude, known);
 
   const rawDest = i.dest;
   let dest = posix.isAbsolute(rawDest) ? rawDest : posix.join(state.config.WorkingDir || '/', rawDest);

@@ -1,8 +1,8 @@
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
+import { createReadStream, lstatSync, readFileSync, readlinkSync, type Stats, statSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CopyPlan, CopySource } from '../build.types.js';
+import type { ContentDigests, CopyPlan, CopySource } from '../build.types.js';
 import { SMALL_FILE, Turns } from './pace.js';
 import { PatternMatcher } from './patterns.js';
 
@@ -11,7 +11,8 @@ import { PatternMatcher } from './patterns.js';
  * history shows: `COPY file:<sha256> in /dest`): `file:` for one file, `dir:` for a directory
  * (over its members), `multi:` over several. A member counts with its name, type, mode (with
  * set-id bits), size, link target and content; never its times or owners (a fresh checkout of
- * the same files is the same copy). Files are read as streams.
+ * the same files is the same copy). Files are read as streams, unless the context's extraction
+ * hashed them already (`known`: the file's inode, size and time unchanged since).
  */
 
 function typeOf(st: Stats): string {
@@ -34,8 +35,23 @@ async function contentHash(path: string, size: number): Promise<string> {
   return h.digest('hex');
 }
 
-/** Content hashes by inode within one checksum: a file under many hard links is read once. */
-type Contents = Map<string, string>;
+/** The digest the context's extraction took of this file, when it is still the file it wrote. */
+function knownHash(path: string, known: ContentDigests | undefined): string | undefined {
+  if (!known?.size) return undefined;
+  const st = statSync(path, { bigint: true });
+  const d = known.get(`${st.dev}:${st.ino}`);
+  if (!d || BigInt(d.size) !== st.size || d.mtimeNs !== st.mtimeNs) return undefined;
+  return d.sha256;
+}
+
+/**
+ * Content hashes by inode within one checksum (a file under many hard links is read once), and
+ * the ones the context's extraction took.
+ */
+interface Contents {
+  seen: Map<string, string>;
+  known?: ContentDigests;
+}
 
 /** The sha256 (hex) of one member: `name` is its path in the copy. */
 async function memberHash(path: string, name: string, st: Stats, contents: Contents): Promise<string> {
@@ -45,10 +61,10 @@ async function memberHash(path: string, name: string, st: Stats, contents: Conte
   header(h, name, type, st.mode, type === 'file' ? st.size : 0, link);
   if (type === 'file') {
     const inode = `${st.dev}:${st.ino}`;
-    let content = contents.get(inode);
+    let content = contents.seen.get(inode) ?? knownHash(path, contents.known);
     if (content === undefined) {
       content = await contentHash(path, st.size);
-      if (st.nlink > 1) contents.set(inode, content);
+      if (st.nlink > 1) contents.seen.set(inode, content);
     }
     h.update(content);
   }
@@ -79,15 +95,23 @@ async function walkHashes(
   }
 }
 
-/** One source's checksum: `file:<sha256>` or `dir:<sha256>` (its own mode and every member). */
-export async function sourceChecksum(source: CopySource, exclude: string[] = []): Promise<string> {
+/**
+ * One source's checksum: `file:<sha256>` or `dir:<sha256>` (its own mode and every member);
+ * `known`: the context's digests when the source is in the context.
+ */
+export async function sourceChecksum(
+  source: CopySource,
+  exclude: string[] = [],
+  known?: ContentDigests,
+): Promise<string> {
   // resolved in its root already; a link left is one to a place outside it, read as the file
   const st = await stat(source.hostPath);
-  if (!source.isDir) return `file:${await memberHash(source.hostPath, source.relPath, st, new Map())}`;
+  const contents: Contents = { seen: new Map(), ...(known ? { known } : {}) };
+  if (!source.isDir) return `file:${await memberHash(source.hostPath, source.relPath, st, contents)}`;
   const members: string[] = [`${source.relPath}\0${(st.mode & 0o7777).toString(8)}`];
   await walkHashes(source.hostPath, new PatternMatcher(exclude), '', members, {
     turns: new Turns(),
-    contents: new Map(),
+    contents,
   });
   return `dir:${sha(members.join(','))}`;
 }
@@ -108,9 +132,10 @@ export async function checksumSources(
   sources: CopySource[],
   inline: CopyPlan['inline'] = [],
   exclude: string[] = [],
+  known?: ContentDigests,
 ): Promise<string> {
   const all: string[] = [];
-  for (const s of sources) all.push(await sourceChecksum(s, exclude));
+  for (const s of sources) all.push(await sourceChecksum(s, exclude, known));
   for (const f of inline) all.push(inlineChecksum(f));
   if (all.length === 1) return all[0] as string;
   return `multi:${sha(all.join(','))}`;

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
   constants,
   fchmodSync,
+  fstatSync,
   futimesSync,
   linkSync,
   lstatSync,
@@ -21,6 +23,7 @@ import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
+import type { KnownDigest } from '../build.types.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
@@ -118,13 +121,16 @@ class RealDirs {
  * names and hard links stay below the root (checked as dockerd's Unpack does), nothing is
  * written through a symbolic link (a member below one is refused), devices and fifos are not
  * made (a context has no use for them), owners are not kept (COPY sets its own). Modes and times
- * are kept; directories get theirs once their members are in. Files are written as they arrive.
+ * are kept; directories get theirs once their members are in. Files are written as they arrive,
+ * and hashed as they are written: the answer is each regular file's content digest by inode (what
+ * COPY's checksum would otherwise read every byte again for).
  */
 export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
-): Promise<void> {
+): Promise<Map<string, KnownDigest>> {
+  const digests = new Map<string, KnownDigest>();
   const dirs = new RealDirs(root);
   const dirTimes = new Map<string, { mode: number; mtime: Date }>();
   const turns = new Turns();
@@ -143,7 +149,7 @@ export async function extractContextTar(
       continue;
     }
     try {
-      await writeMember(root, rel, h, entry, dirs, dirTimes);
+      await writeMember(root, rel, h, entry, { dirs, dirTimes, digests });
     } catch (err) {
       const code = errnoCode(err);
       if (code && ARCHIVE_FAULTS[code]) {
@@ -160,6 +166,7 @@ export async function extractContextTar(
     chmodSync(at, mode);
     utimesSync(at, mtime, mtime);
   }
+  return digests;
 }
 
 /** What the file system says of a member that is the archive's fault (host paths never shown). */
@@ -187,9 +194,14 @@ async function writeMember(
   rel: string,
   h: tarStream.Header,
   entry: Entry,
-  dirs: RealDirs,
-  dirTimes: Map<string, { mode: number; mtime: Date }>,
+  done: {
+    dirs: RealDirs;
+    dirTimes: Map<string, { mode: number; mtime: Date }>;
+    /** Each regular file's digest by inode (a later file on a reused inode replaces it). */
+    digests: Map<string, KnownDigest>;
+  },
 ): Promise<void> {
+  const { dirs, dirTimes } = done;
   const type = h.type ?? 'file';
   dirs.parentsOf(rel);
   const at = join(root, rel);
@@ -235,9 +247,19 @@ async function writeMember(
         0o600,
       );
       try {
-        for await (const chunk of entry) writeAll(fd, chunk);
+        const hash = createHash('sha256');
+        for await (const chunk of entry) {
+          writeAll(fd, chunk);
+          hash.update(chunk);
+        }
         fchmodSync(fd, mode);
         futimesSync(fd, mtime, mtime);
+        const st = fstatSync(fd, { bigint: true });
+        done.digests.set(`${st.dev}:${st.ino}`, {
+          size: Number(st.size),
+          mtimeNs: st.mtimeNs,
+          sha256: hash.digest('hex'),
+        });
       } finally {
         closeSync(fd);
       }

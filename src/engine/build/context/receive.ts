@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { BerthError, invalidParameter } from '../../../common/errors.js';
 import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
-import type { BuildContext } from '../build.types.js';
+import type { BuildContext, ContentDigests } from '../build.types.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
 import { extractContextTar } from './context-tar.js';
 import { applyIgnore } from './ignore.js';
@@ -128,13 +128,14 @@ async function receiveInto(
     const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
+  let digests: ContentDigests;
   try {
-    await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal);
+    digests = await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal);
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);
   }
-  return locateDockerfile(root, opts.dockerfile);
+  return { ...(await locateDockerfile(root, opts.dockerfile)), digests };
 }
 
 /** The bytes of a context, at most `limit` of them (a decompression bomb is a 413). */

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,9 @@ import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { isKind } from '../../../../../src/common/errors.js';
 import type { BuildContext } from '../../../../../src/engine/build/build.types.js';
+import { checksumSources } from '../../../../../src/engine/build/context/checksum.js';
 import { receiveContext } from '../../../../../src/engine/build/context/receive.js';
+import { resolveCopySources } from '../../../../../src/engine/build/context/sources.js';
 import { hostileTars, markedOnHost, markedUnder } from '../../../../helpers/hostile-tars.js';
 import { makeTar, type TarEntry } from '../../storage/tar.helper.js';
 
@@ -79,6 +82,30 @@ describe('receiveContext', () => {
       assert.equal(await readlink(join(ctx.root, 'link')), '/etc/passwd');
     });
   }
+
+  it('hashes each file as it extracts it: COPY checksums from those digests are the ones read from disk', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024 + 7, 'z');
+    const ctx = await receive(
+      await makeTar([...basic, { name: 'dir/big.bin', content: big }, { name: 'empty', content: '' }]),
+    );
+    const digests = ctx.digests;
+    assert.ok(digests);
+    const bigSt = await stat(join(ctx.root, 'dir/big.bin'), { bigint: true });
+    assert.equal(
+      digests.get(`${bigSt.dev}:${bigSt.ino}`)?.sha256,
+      createHash('sha256').update(big).digest('hex'),
+    );
+    const sum = async (p: string, known?: typeof digests) =>
+      checksumSources(await resolveCopySources(ctx.root, [p]), [], [], known);
+    for (const p of ['a.txt', 'hard', 'dir', 'dir/big.bin', 'empty', '.'])
+      assert.equal(await sum(p, digests), await sum(p), p);
+    // a file that changed since (another size or time) is read again, not taken from the digests
+    const before = await sum('dir/b.txt', digests);
+    await writeFile(join(ctx.root, 'dir/b.txt'), 'c');
+    const after = await sum('dir/b.txt', digests);
+    assert.notEqual(after, before);
+    assert.equal(after, await sum('dir/b.txt'));
+  });
 
   it('takes a body that is no archive as a plain Dockerfile, with an empty context', async () => {
     const ctx = await receive(Buffer.from('FROM busybox\nRUN true\n'));
