@@ -68,6 +68,10 @@ export async function writeFileAtomic(
   if (durability === 'full') await fsyncDir(dir);
 }
 
-export async function writeJsonAtomic(path: string, value: unknown, durability: Durability = 'full'): Promise<void> {
+export async function writeJsonAtomic(
+  path: string,
+  value: unknown,
+  durability: Durability = 'full',
+): Promise<void> {
   await writeFileAtomic(path, JSON.stringify(value), 0o644, durability);
 }

@@ -522,12 +522,14 @@ export function createLifecycle(d: LifecycleDeps) {
     parts.execs.forgetContainer(c);
     parts.stdio.removed(c);
     events.emit(c, 'destroy');
-    await parts.mounts.release(c).catch((err) =>
-      log.warn('volume release failed', { id: c.id, error: errorMessage(err) }),
-    );
+    await parts.mounts
+      .release(c)
+      .catch((err) => log.warn('volume release failed', { id: c.id, error: errorMessage(err) }));
     await parts.mounts
       .forget(c, volumes)
-      .catch((err) => log.warn("cannot drop a removed container's volumes", { id: c.id, error: errorMessage(err) }));
+      .catch((err) =>
+        log.warn("cannot drop a removed container's volumes", { id: c.id, error: errorMessage(err) }),
+      );
     // the directory under the exec root: a few unlinks (non-recursive, nothing mounted there)
     await rootfs.removeExecDir(c.id).catch(() => undefined);
     const work = teardown(c).finally(() => teardowns.delete(work));
