@@ -100,11 +100,22 @@ async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
  */
 export async function restoreContainers(d: RestoreDeps): Promise<void> {
   const { set, store, life, log } = d;
-  for (const { record, hostConfig } of await store.loadAll()) {
+  // a container whose removal was under way gave its name up when the removal was asked for (a
+  // new container may have it now): the names of the others are reserved first
+  const loaded = (await store.loadAll()).sort(
+    (a, b) => Number(a.record.State.RemovalInProgress) - Number(b.record.State.RemovalInProgress),
+  );
+  for (const { record, hostConfig } of loaded) {
     const c = new Container(record, hostConfig);
     try {
       set.names.reserve(record.Name, record.ID);
     } catch {
+      if (record.State.RemovalInProgress) {
+        record.Name = set.names.freshName();
+        set.names.reserve(record.Name, record.ID);
+        set.add(c);
+        continue;
+      }
       log.warn('duplicate container name on restore; renaming', { id: record.ID, name: record.Name });
       record.Name = set.names.freshName();
       set.names.reserve(record.Name, record.ID);
@@ -166,6 +177,8 @@ export async function restoreContainers(d: RestoreDeps): Promise<void> {
         log.error('cannot finish the removal of a container', { id: c.id, error: errorMessage(err) }),
       );
   }
+  // the teardowns of those removals done before the engine answers
+  await life.settled();
   // Sandboxes and addresses no running container holds (exits while the engine was down that
   // were handled above released theirs; this is what a crash left behind).
   await d.parts.net.sweep().catch((err) => log.warn('network sweep failed', { error: errorMessage(err) }));

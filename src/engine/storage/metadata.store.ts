@@ -6,7 +6,8 @@ import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
- * One JSON file per record under a directory, written atomically (temp, fsync, rename, fsync dir).
+ * One JSON file per record under a directory, written atomically (temp, fsync, rename: one fsync
+ * a put; a delete fsyncs the directory).
  * A record either exists whole or not at all: its file is the commit point of whatever it
  * describes. Unparseable files (impossible with atomic writes, but disks lie) are skipped and
  * reported through `onCorrupt`.
@@ -57,7 +58,7 @@ export class JsonRecordStore<T> {
   }
 
   async put(key: string, value: T): Promise<void> {
-    await writeJsonAtomic(this.file(key), value);
+    await writeJsonAtomic(this.file(key), value, 'file');
     this.cache?.set(key, value);
   }
 

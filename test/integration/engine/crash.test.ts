@@ -140,6 +140,17 @@ describe('engine kill -9 during runs and removals', () => {
    */
   async function assertConsistent(gone: Set<string>): Promise<Inspect[]> {
     const listed = (await ok('ps', '-aq', '--no-trunc')).split('\n').filter(Boolean);
+    // a removal answers once the container is gone from the API; its teardown (unmount, layer,
+    // directories) follows in the background: let the teardowns under way end (bounded)
+    await eventually(
+      'the teardowns of removed containers to end',
+      async () =>
+        (await readdir(join(engine.dataRoot, 'containers'))).every(
+          (n) => !/^[0-9a-f]{64}$/.test(n) || listed.includes(n),
+        ),
+      15_000,
+      50,
+    ).catch(() => undefined);
     const all: Inspect[] = [];
     for (const id of listed) {
       const c = await inspect(id);

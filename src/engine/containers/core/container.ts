@@ -14,7 +14,10 @@ import { RestartManager } from './restart.js';
  */
 export class Container {
   readonly lock = new Mutex();
-  /** 'exit' (code, after die handling), 'removed' (error?: string). */
+  /**
+   * 'stopped' (code: the exit recorded, `wait` answers), 'exit' (code: the exit handled whole,
+   * the cleanup done), 'removed' (error?: string).
+   */
   readonly events = new EventEmitter();
   readonly restart: RestartManager;
   restartTimer?: NodeJS.Timeout;
@@ -26,6 +29,11 @@ export class Container {
   removed = false;
   /** Exit handling in progress (so that stop/kill wait for it rather than racing). */
   exiting?: Promise<void>;
+  /**
+   * After an exit: the runtime's state and the rootfs mount going (off the lock); a start, a
+   * borrowed rootfs and a removal's teardown wait for it.
+   */
+  cleanup?: Promise<void>;
   /**
    * Inspect's GraphDriver.Data, computed once: the writable snapshot's paths never change while
    * it exists (its key is the container ID, its parent the image's top layer).

@@ -45,6 +45,7 @@ export interface WaitResult {
 export type Lifecycle = ReturnType<typeof createLifecycle>;
 
 const EXIT_WAIT_AFTER_KILL_MS = 30_000;
+const TEARDOWN_DRAIN_MS = 10_000;
 
 /** Resolves on the container's next handled exit (die event emitted, state saved). */
 function nextExit(c: Container): Promise<number> {
@@ -91,6 +92,8 @@ export function createLifecycle(d: LifecycleDeps) {
           c.restartTimer = undefined;
         }
         try {
+          // the last run's runtime state and rootfs mount gone first
+          if (c.cleanup) await c.cleanup;
           const dir = await rootfs.mount(c);
           const opts = await prepareStart(d, c, dir);
           const { pid } = await runtime.start({
@@ -142,8 +145,30 @@ export function createLifecycle(d: LifecycleDeps) {
     }
   }
 
+  /**
+   * The runtime's state and the rootfs mount of a stopped container go, off the container's lock
+   * (a removal asked for meanwhile need not wait for them); what mounts the rootfs or starts the
+   * container again waits for them (`c.cleanup`).
+   */
+  function cleanUpAfterExit(c: Container): Promise<void> {
+    const work = (async () => {
+      await runtime
+        .delete(c.id)
+        .catch((err) => log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));
+      await rootfs
+        .unmount(c)
+        .catch((err) => log.warn('unmount failed', { id: c.id, error: errorMessage(err) }));
+    })();
+    c.cleanup = work;
+    void work.finally(() => {
+      if (c.cleanup === work) c.cleanup = undefined;
+    });
+    return work;
+  }
+
   async function handleExit(c: Container, status: ExitStatus): Promise<void> {
     let autoRemove = false;
+    let cleanup: Promise<void> | undefined;
     const work = c.lock.run(async () => {
       if (!c.state.Running || c.state.Restarting) return;
       d.health.stop(c);
@@ -155,18 +180,6 @@ export function createLifecycle(d: LifecycleDeps) {
       // its exec instances end with it (dockerd's Cleanup)
       parts.execs.forgetContainer(c);
       const endpoint = parts.net.detach(c);
-      // Record the exit before the runtime forgets it (a crash in between must not lose it).
-      await store.persist(c);
-      await runtime
-        .delete(c.id)
-        .catch((err) => log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));
-      if (status.oomKilled) events.emit(c, 'oom');
-      // dockerd's order: die, network disconnect, then the cleanup (volume unmount)
-      events.emit(c, 'die', { exitCode: String(status.exitCode) });
-      parts.net.release(c, endpoint);
-      await unmountRootfs(c).catch((err) =>
-        log.warn('unmount failed', { id: c.id, error: errorMessage(err) }),
-      );
       const decision = closing
         ? { restart: false, delayMs: 0 }
         : c.restart.shouldRestart(status.exitCode, {
@@ -174,22 +187,37 @@ export function createLifecycle(d: LifecycleDeps) {
             restartCount: c.record.RestartCount,
             runMs: Number.isFinite(runMs) ? runMs : 0,
           });
+      if (decision.restart) c.setRestarting();
+      else if (c.hostConfig.AutoRemove) autoRemove = true;
+      // The exit (and the restart to come) recorded in one write, before the runtime forgets it
+      // (a crash in between must not lose it).
+      await store.persist(c);
+      if (status.oomKilled) events.emit(c, 'oom');
+      // dockerd's order: die, network disconnect, then the cleanup (volume unmount)
+      events.emit(c, 'die', { exitCode: String(status.exitCode) });
+      parts.net.release(c, endpoint);
+      // the exit is recorded: waiters answer now (as dockerd's SetStopped), the cleanup goes on
+      c.events.emit('stopped', status.exitCode);
+      await parts.mounts
+        .release(c)
+        .catch((err) => log.warn('volume unmount failed', { id: c.id, error: errorMessage(err) }));
+      cleanup = cleanUpAfterExit(c);
       if (decision.restart) {
-        c.setRestarting();
         c.restartTimer = setTimeout(() => void restartByPolicy(c), decision.delayMs);
         c.restartTimer.unref();
-        await store.persist(c);
-      } else if (c.hostConfig.AutoRemove) {
-        autoRemove = true;
       }
-      // Without a restart nothing changed since the exit was saved above: no second write.
-      c.events.emit('exit', status.exitCode);
     });
-    c.exiting = work;
-    try {
+    const handled = (async () => {
       await work;
+      await cleanup;
+      // stop, kill and restart go on once the exit is handled whole
+      if (cleanup) c.events.emit('exit', status.exitCode);
+    })();
+    c.exiting = handled;
+    try {
+      await handled;
     } finally {
-      if (c.exiting === work) c.exiting = undefined;
+      if (c.exiting === handled) c.exiting = undefined;
     }
     if (autoRemove && !closing && !c.removing) {
       await remove(c, { force: true, volumes: true }).catch((err) =>
@@ -365,7 +393,7 @@ export function createLifecycle(d: LifecycleDeps) {
       fail = reject;
     });
     const cleanup = () => {
-      c.events.off('exit', onExit);
+      c.events.off('stopped', onExit);
       c.events.off('removed', onRemoved);
       signal?.removeEventListener('abort', onAbort);
     };
@@ -382,7 +410,7 @@ export function createLifecycle(d: LifecycleDeps) {
       cleanup();
       fail(new Error('client went away'));
     };
-    c.events.on('exit', onExit);
+    c.events.on('stopped', onExit);
     c.events.on('removed', onRemoved);
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
@@ -467,43 +495,64 @@ export function createLifecycle(d: LifecycleDeps) {
     });
   }
 
+  /** Teardowns of removed containers still under way (the engine's shutdown waits for them). */
+  const teardowns = new Set<Promise<void>>();
+
   /**
-   * Under the container's lock, the process gone: everything of the container goes, its record
-   * last (after its volumes), so that a crash on the way leaves the record marked for removal and
-   * the next start finishes the removal.
+   * Under the container's lock, the process gone: the removal is recorded (`State.Status`
+   * `removing`, beside `RemovalInProgress` and `RemoveVolumes`: the intent), then the container
+   * leaves the API's view at once (its name and ID free) and its volumes are dropped as asked, as
+   * dockerd does before it answers. What takes time (the runtime's state, the rootfs unmount, the
+   * writable layer, the directories) goes in the background, the record last: a crash on the way
+   * leaves the record marked for removal, and the next start finishes the removal (restore.ts).
    */
   async function destroy(c: Container, volumes: boolean): Promise<void> {
     c.state.Status = 'removing';
-    await store.persist(c);
     try {
-      await parts.logs.stop(c);
-      await runtime.delete(c.id).catch(() => undefined);
-      await unmountRootfs(c);
-      await d.snapshots.remove(c.id);
-      await rootfs.removeExecDir(c.id);
-      c.removed = true;
-      parts.net.removed(c);
-      parts.execs.forgetContainer(c);
+      await store.persist(c);
     } catch (err) {
-      c.removed = false;
       unmarkRemoval(c);
-      c.state.Dead = true;
-      c.state.Status = 'dead';
-      await store.persist(c).catch(() => undefined);
+      c.state.Status = c.state.Running ? 'running' : c.record.HasBeenStartedBefore ? 'exited' : 'created';
       c.events.emit('removed', `unable to remove container: ${errorMessage(err)}`);
       throw err;
     }
+    c.removed = true;
     set.delete(c);
+    parts.net.removed(c);
+    parts.execs.forgetContainer(c);
     parts.stdio.removed(c);
     events.emit(c, 'destroy');
-    await parts.mounts.forget(c, volumes);
-    await store.remove(c.id).catch((err) =>
-      log.warn("cannot remove a removed container's directory (finished at the next start)", {
+    await parts.mounts
+      .release(c)
+      .catch((err) => log.warn('volume release failed', { id: c.id, error: errorMessage(err) }));
+    await parts.mounts
+      .forget(c, volumes)
+      .catch((err) =>
+        log.warn("cannot drop a removed container's volumes", { id: c.id, error: errorMessage(err) }),
+      );
+    // the directory under the exec root: a few unlinks (non-recursive, nothing mounted there)
+    await rootfs.removeExecDir(c.id).catch(() => undefined);
+    const work = teardown(c).finally(() => teardowns.delete(work));
+    teardowns.add(work);
+    c.events.emit('removed');
+  }
+
+  /** What is left of a removed container, undone in dockerd's order; the record goes last. */
+  async function teardown(c: Container): Promise<void> {
+    try {
+      if (c.cleanup) await c.cleanup;
+      await parts.logs.stop(c);
+      await runtime.delete(c.id).catch(() => undefined);
+      await rootfs.unmount(c);
+      await d.snapshots.remove(c.id);
+      await rootfs.removeExecDir(c.id);
+      await store.remove(c.id);
+    } catch (err) {
+      log.warn("cannot finish a removed container's teardown (finished at the next start)", {
         id: c.id,
         error: errorMessage(err),
-      }),
-    );
-    c.events.emit('removed');
+      });
+    }
   }
 
   async function rename(c: Container, newName: string): Promise<void> {
@@ -561,6 +610,9 @@ export function createLifecycle(d: LifecycleDeps) {
   async function shutdown(): Promise<void> {
     closing = true;
     d.health.stopAll();
+    // exit clean-ups and removals under way finish (bounded: the next start finishes what is left)
+    const cleanups = [...set.values()].flatMap((c) => (c.cleanup ? [c.cleanup] : []));
+    await withTimeout(Promise.all([...teardowns, ...cleanups]), TEARDOWN_DRAIN_MS);
     await parts.logs.close();
     for (const c of set.values()) {
       if (c.restartTimer) clearTimeout(c.restartTimer);
@@ -575,6 +627,10 @@ export function createLifecycle(d: LifecycleDeps) {
     /** No restarts or auto-removals from now on (the engine is closing). */
     beginClosing(): void {
       closing = true;
+    },
+    /** Resolves once the teardowns of the containers removed so far are done. */
+    async settled(): Promise<void> {
+      await Promise.all([...teardowns]);
     },
     start,
     handleExit,

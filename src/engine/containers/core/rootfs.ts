@@ -73,6 +73,8 @@ export class Rootfs {
             release();
             return;
           }
+          // the last run's unmount done first
+          if (c.cleanup) await c.cleanup;
           await this.mount(c);
           resolve(target);
           await finished;

@@ -2,7 +2,7 @@ import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { errnoCode } from '../../../common/errors.js';
-import { fsyncDir, writeJsonAtomic, writeTempFile } from '../../../common/fs/atomic.js';
+import { writeJsonAtomic, writeTempFile } from '../../../common/fs/atomic.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerRecord } from './record.types.js';
@@ -11,6 +11,10 @@ import type { ContainerRecord } from './record.types.js';
  * On-disk container metadata: `<root>/<id>/config.v2.json` (record and state) and
  * `<root>/<id>/hostconfig.json`, each written atomically. The directory also holds the container's
  * hosts, hostname, resolv.conf and log files.
+ *
+ * One fsync per state change (per file written): the file's, not its directory's (as dockerd's
+ * CheckpointTo). A kill -9 loses nothing written (the rename is in the page cache, which outlives
+ * the process); a power loss keeps the old state or the new, never a torn file.
  */
 export class ContainerStore {
   constructor(
@@ -30,12 +34,12 @@ export class ContainerStore {
     const dir = this.dir(record.ID);
     await mkdir(dir, { recursive: true, mode: 0o710 });
     if (!hostConfig) {
-      await writeJsonAtomic(join(dir, 'config.v2.json'), record);
+      await writeJsonAtomic(join(dir, 'config.v2.json'), record, 'file');
       return;
     }
     // Both files written and fsynced at the same time; then hostconfig.json is renamed into place
-    // (and the directory fsynced) before config.v2.json is, as one atomic write after the other
-    // would: a record is never there without its HostConfig.
+    // before config.v2.json is (the journal keeps the renames' order, also across a power loss):
+    // a record is never there without its HostConfig.
     const files = [join(dir, 'hostconfig.json'), join(dir, 'config.v2.json')] as const;
     const temps = await Promise.allSettled([
       writeTempFile(files[0], JSON.stringify(hostConfig)),
@@ -46,7 +50,6 @@ export class ContainerStore {
       for (const t of temps) if (t.status === 'rejected') throw t.reason;
       for (let i = 0; i < files.length; i++) {
         await rename(made[i] as string, files[i] as string);
-        await fsyncDir(dir);
       }
     } catch (err) {
       await Promise.all(made.map((t) => rm(t, { force: true })));

@@ -212,14 +212,17 @@ export async function writeContainerFiles(paths: {
         }),
     readHostResolvConf(paths.hostNetwork),
   ]);
-  // three independent files (an empty path: not this one): written, each atomically, at once
+  // three independent files (an empty path: not this one): written, each atomically, at once;
+  // no fsync: they are written again at every start (after a reboot too) before anything reads them
   await Promise.all([
-    writeFileAtomic(paths.hostnamePath, `${hostname}\n`),
-    paths.hostsPath && writeFileAtomic(paths.hostsPath, hosts),
+    writeFileAtomic(paths.hostnamePath, `${hostname}\n`, 0o644, 'none'),
+    paths.hostsPath && writeFileAtomic(paths.hostsPath, hosts, 0o644, 'none'),
     paths.resolvConfPath &&
       writeFileAtomic(
         paths.resolvConfPath,
         resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork, paths.embeddedDns),
+        0o644,
+        'none',
       ),
   ]);
 }
