@@ -5,6 +5,7 @@ import { commandMounter, type Mounter, prepareHybridForCrun, readCgroupLayout } 
 import { ConmonDriver } from './driver/conmon.driver.js';
 import { OciCli } from './driver/oci-cli.js';
 import { lookPath, type ProcessRunner, realProcessRunner } from './driver/process.js';
+import { helperCompiler, SeccompBpfCache, type SeccompCompiler } from './driver/seccomp-bpf.js';
 import type { Runtime } from './runtime.types.js';
 
 export interface CreateRuntimeOptions {
@@ -19,6 +20,11 @@ export interface CreateRuntimeOptions {
   conmonPath?: string;
   runner?: ProcessRunner;
   mounter?: Mounter;
+  /**
+   * crun: compiles seccomp filters to BPF once (default: the berth-seccomp-bpf helper when it was
+   * built; null = let crun compile each container's filter).
+   */
+  seccompCompiler?: SeccompCompiler | null;
 }
 
 /**
@@ -38,19 +44,40 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
     }
   }
   const cli = new OciCli(runtimePath, join(opts.execRoot, opts.name), runner);
+  const log = opts.log.child('runtime');
+  // runc has no way to take a compiled filter: it compiles the profile at every create
+  const compiler =
+    opts.name === 'crun'
+      ? opts.seccompCompiler === undefined
+        ? await helperCompiler()
+        : opts.seccompCompiler
+      : null;
+  if (opts.name === 'crun' && !compiler) {
+    log.info('seccomp filters are compiled by crun per container (berth-seccomp-bpf not built)');
+  }
   const driver = new ConmonDriver({
     name: opts.name,
     cli,
     conmonPath,
     execRoot: opts.execRoot,
     dataRoot: opts.dataRoot,
-    log: opts.log.child('runtime'),
+    log,
     runner,
+    ...(compiler
+      ? {
+          seccompBpf: new SeccompBpfCache(compiler, (err) =>
+            log.warn('compiling a seccomp filter failed: crun compiles it per container', {
+              error: err instanceof Error ? err.message : String(err),
+            }),
+          ),
+        }
+      : {}),
   });
   await driver.init();
   return driver;
 }
 
+export type { SeccompCompiler } from './driver/seccomp-bpf.js';
 export * from './logs/index.js';
 export { buildExecProcess } from './oci/exec.js';
 export {

@@ -32,6 +32,7 @@ import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
 import { type OciCli, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
+import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
 import { readCgroupStats } from './stats.js';
 
 /** What the driver remembers of a container it started, to find it again after a restart. */
@@ -55,6 +56,8 @@ export interface ConmonDriverOptions {
   dataRoot: string;
   log: Logger;
   runner: ProcessRunner;
+  /** crun: seccomp filters compiled once, handed over as `run.oci.seccomp_bpf_data`. */
+  seccompBpf?: SeccompBpfCache;
 }
 
 /** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
@@ -176,6 +179,8 @@ export class ConmonDriver implements Runtime {
     if (opts.terminal && opts.consoleSize) proc.consoleSize = opts.consoleSize;
     const spec: OciSpec = { ...opts.spec, process: proc };
     const linux = spec.linux;
+    const bpf = linux?.seccomp && this.o.seccompBpf ? await this.o.seccompBpf.bpf(linux.seccomp) : null;
+    if (bpf) spec.annotations = { ...spec.annotations, [seccompBpfAnnotation]: bpf };
     const meta: MonitorMeta = {
       id,
       bundleDir,
