@@ -28,7 +28,13 @@ import type {
 } from '../runtime.types.js';
 import { ConmonAttach } from './attach.js';
 import { applyBlkioDevices } from './blkio.js';
-import { cpuSharesRefusal, removeCpuQuota, resourcesForCrun } from './crun-resources.js';
+import {
+  cpuSharesRefusal,
+  fileBindsForCrun,
+  mountsForCrun,
+  removeCpuQuota,
+  resourcesForCrun,
+} from './crun-compat.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
 import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
@@ -220,8 +226,10 @@ export class ConmonDriver implements Runtime {
     if (refused) throw systemError(`OCI runtime create failed: ${refused}`);
     const cli = runtime.cli;
     const spec: OciSpec = { ...opts.spec, process: proc };
-    if (runtimeName === 'crun' && spec.linux?.resources) {
-      spec.linux = { ...spec.linux, resources: resourcesForCrun(spec.linux.resources) };
+    if (runtimeName === 'crun') {
+      spec.mounts = await fileBindsForCrun({ ...spec, mounts: mountsForCrun(spec.mounts) });
+      if (spec.linux?.resources)
+        spec.linux = { ...spec.linux, resources: resourcesForCrun(spec.linux.resources) };
     }
     const linux = spec.linux;
     const bpf = linux?.seccomp && runtime.seccompBpf ? await runtime.seccompBpf.bpf(linux.seccomp) : null;

@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import {
+  cpuSharesRefusal,
+  mountsForCrun,
+  resourcesForCrun,
+} from '../../../../src/engine/runtime/driver/crun-compat.js';
 import { runcStyleMessage } from '../../../../src/engine/runtime/driver/oci-cli.js';
 
 describe("crun's messages in runc's words", () => {
@@ -25,5 +30,27 @@ describe("crun's messages in runc's words", () => {
       'failed to write cpu.rt_runtime_us: invalid argument',
     );
     assert.equal(runcStyleMessage('something else: Bad things'), 'something else: Bad things');
+  });
+});
+
+describe('specs as runc reads them, for crun', () => {
+  it('of a mount flag and its opposite the last one stays', () => {
+    const m = (options: string[]) => ({ destination: '/t', type: 'tmpfs', source: 'tmpfs', options });
+    assert.deepEqual(mountsForCrun([m(['nosuid', 'nodev', 'noexec', 'exec'])]), [
+      m(['nosuid', 'nodev', 'exec']),
+    ]);
+    assert.deepEqual(mountsForCrun([m(['rw', 'ro', 'rbind'])]), [m(['ro', 'rbind'])]);
+    const same = m(['nosuid', 'noexec', 'mode=755']);
+    assert.equal(mountsForCrun([same])[0], same);
+  });
+
+  it('cpu shares out of the kernel range are refused in runc words; a negative quota is left out', () => {
+    assert.equal(cpuSharesRefusal({ cpu: { shares: 262145 } }), 'the maximum allowed cpu-shares is 262144');
+    assert.equal(cpuSharesRefusal({ cpu: { shares: 1 } }), 'the minimum allowed cpu-shares is 2');
+    assert.equal(cpuSharesRefusal({ cpu: { shares: 1024 } }), null);
+    assert.equal(cpuSharesRefusal({}), null);
+    assert.deepEqual(resourcesForCrun({ cpu: { quota: -1, period: 100000 } }), { cpu: { period: 100000 } });
+    const kept = { cpu: { quota: 50000 } };
+    assert.equal(resourcesForCrun(kept), kept);
   });
 });
