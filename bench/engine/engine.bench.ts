@@ -2,9 +2,10 @@
  * Engine benchmark over the Docker API, for berth and, given its socket, a reference dockerd.
  *
  *   node --import tsx bench/engine/engine.bench.ts [--berth unix:///path] [--reference unix:///path]
- *        [--iterations 30] [--concurrent-total 40] [--list 200] [--logs-mib 64]
+ *        [--runtimes crun,runc] [--iterations 30] [--concurrent-total 40] [--list 200] [--logs-mib 64]
  *
- * Without --berth it starts its own berth engine on a temp socket and data root. Every loop is
+ * Without --berth it starts its own berth engine on a temp socket and data root, one per runtime
+ * with --runtimes (each with that default runtime, measured side by side). Every loop is
  * bounded in count; the whole run stops by itself.
  */
 import { EngineClient } from './client.js';
@@ -15,6 +16,7 @@ import { ensureBusybox, startBerth } from './targets.js';
 interface Options {
   berth?: string;
   reference?: string;
+  runtimes: Array<'runc' | 'crun'>;
   iterations: number;
   concurrentTotal: number;
   list: number;
@@ -22,11 +24,12 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { iterations: 30, concurrentTotal: 40, list: 200, logsMiB: 64 };
+  const o: Options = { iterations: 30, concurrentTotal: 40, list: 200, logsMiB: 64, runtimes: [] };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1] ?? ''];
     if (k === '--berth') o.berth = v;
     else if (k === '--reference') o.reference = v;
+    else if (k === '--runtimes') o.runtimes = v.split(',').map((r) => (r === 'runc' ? 'runc' : 'crun'));
     else if (k === '--iterations') o.iterations = Number(v);
     else if (k === '--concurrent-total') o.concurrentTotal = Number(v);
     else if (k === '--list') o.list = Number(v);
@@ -208,13 +211,20 @@ function printTable(results: Array<[string, Figures]>): void {
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const own = o.berth ? undefined : await startBerth();
+  const own: Array<{ name: string; host: string; stop(): Promise<void> }> = [];
+  if (!o.berth) {
+    for (const rt of o.runtimes.length > 0 ? o.runtimes : [undefined]) {
+      own.push({ name: rt ? `berth (${rt})` : 'berth', ...(await startBerth(rt)) });
+    }
+  }
   const target = async (name: string, host: string): Promise<Target> => ({
     name,
     c: new EngineClient(socketOf(host)),
     raw: await RawEngineClient.open(socketOf(host)),
   });
-  const targets: Target[] = [await target('berth', o.berth ?? own?.host ?? '')];
+  const targets: Target[] = o.berth
+    ? [await target('berth', o.berth)]
+    : await Promise.all(own.map((e) => target(e.name, e.host)));
   if (o.reference) targets.push(await target('dockerd (reference)', o.reference));
   try {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
@@ -225,7 +235,7 @@ async function main(): Promise<void> {
       t.c.close();
       t.raw.close();
     }
-    await own?.stop();
+    for (const e of own) await e.stop();
   }
 }
 

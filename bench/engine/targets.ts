@@ -10,14 +10,18 @@ const repoRoot = resolve(import.meta.dirname, '../..');
  * A berth engine of its own for the benchmark (temp socket and data root): the build in dist/, as
  * `bin/berth` runs it (build first: `npm run build`).
  */
-export async function startBerth(): Promise<{
+export async function startBerth(runtime?: 'runc' | 'crun'): Promise<{
   host: string;
   pid: number | undefined;
   stop(): Promise<void>;
 }> {
   if (!existsSync(join(repoRoot, 'dist/cli/main.js')))
     throw new Error('no build in dist/: run npm run build first');
-  const engine = await TestEngine.start({ logLevel: 'warn', compiled: true });
+  const engine = await TestEngine.start({
+    logLevel: 'warn',
+    compiled: true,
+    ...(runtime ? { runtime } : {}),
+  });
   return { host: engine.host, pid: engine.pid, stop: () => engine.destroy() };
 }
 

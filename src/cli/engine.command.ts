@@ -36,7 +36,10 @@ export const engineFlags: Record<string, FlagSpec> = {
   ...frontDoorFlags(),
   'data-root': { kind: 'string', help: 'root of persistent state (default /var/lib/berth)' },
   'exec-root': { kind: 'string', help: 'root of runtime state (default /run/berth)' },
-  runtime: { kind: 'string', help: 'OCI runtime: runc or crun (default runc)' },
+  runtime: {
+    kind: 'string',
+    help: 'default OCI runtime: runc or crun (default crun where it runs on this host, else runc)',
+  },
   'log-level': { kind: 'string', help: 'debug, info, warn or error (default info)' },
   'insecure-registry': { kind: 'list', help: 'registry reached over plain HTTP (host:port or CIDR)' },
   'registry-mirror': { kind: 'list', help: 'registry mirror (URL) asked for docker.io images' },

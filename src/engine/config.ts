@@ -22,7 +22,8 @@ export interface EngineConfig {
   limits: ConnectionLimits;
   dataRoot: string;
   execRoot: string;
-  runtime: 'runc' | 'crun';
+  /** The default OCI runtime; `auto`: crun where it runs on this host, else runc (resolved at start). */
+  runtime: 'runc' | 'crun' | 'auto';
   logLevel: LogLevel;
   /** Registries reached over plain HTTP (host:port or CIDR); loopback is always insecure. */
   insecureRegistries: string[];
@@ -79,7 +80,7 @@ export const defaultEngineConfig: EngineConfig = {
   limits: defaultEngineLimits,
   dataRoot: '/var/lib/berth',
   execRoot: '/run/berth',
-  runtime: 'runc',
+  runtime: 'auto',
   logLevel: 'info',
   insecureRegistries: ['127.0.0.0/8'],
   registryMirrors: [],

@@ -30,7 +30,7 @@ import { registerVolumeRoutes } from './api/volumes.routes.js';
 import { Builder } from './build/builder.js';
 import { copySupport, receiveBuildContext } from './build/copy-support.js';
 import { dockerfileSupport } from './build/dockerfile-support.js';
-import type { EngineConfig } from './config.js';
+import { type EngineConfig, parseRuntimeName } from './config.js';
 import { createContainerService } from './containers/containers.service.js';
 import { RegistryClient } from './distribution/index.js';
 import { RegistryService } from './distribution/registry.service.js';
@@ -231,11 +231,14 @@ export async function startEngine(
   const volumes = await createVolumeService({ dataRoot: config.dataRoot, events, log: log.child('volumes') });
   registerVolumeRoutes(router, volumes);
   const runtime = await createRuntime({
-    name: config.runtime,
+    ...(config.runtime === 'auto' ? {} : { name: config.runtime }),
     execRoot: config.execRoot,
     dataRoot: config.dataRoot,
     log,
   });
+  // `auto` is what this host allows: crun, else runc
+  if (config.runtime === 'auto') config.runtime = parseRuntimeName(runtime.name);
+  sources.defaultRuntime = runtime.name;
   const network = await createNetworkService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,

@@ -46,6 +46,8 @@ export interface StartOptions {
   bundleDir: string;
   /** The OCI spec to run (written as the bundle's config.json). */
   spec: OciSpec;
+  /** The OCI runtime to run it with (HostConfig.Runtime): `runc` or `crun`; default the driver's. */
+  runtime?: string;
   terminal: boolean;
   /** Keep a stdin pipe open (Config.OpenStdin). */
   stdin: boolean;

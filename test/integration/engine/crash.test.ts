@@ -205,9 +205,11 @@ describe('engine kill -9 during runs and removals', () => {
     assert.deepEqual(held.sort(), onBridge.map((c) => c.NetworkSettings.SandboxID).sort(), 'addresses');
     assert.equal((await vethsOn(engine.bridge)).length, onBridge.length, 'veths on the bridge');
     // the runtime knows the running containers only
-    const known = (await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'list', '-q'])).stdout
-      .split('\n')
-      .filter(Boolean);
+    const known: string[] = [];
+    for (const rt of ['runc', 'crun']) {
+      const list = await exec(rt, ['--root', join(engine.execRoot, rt), 'list', '-q']);
+      known.push(...list.stdout.split('\n').filter(Boolean));
+    }
     assert.deepEqual(known.sort(), running.map((c) => c.Id).sort(), 'runtime state');
     return all;
   }

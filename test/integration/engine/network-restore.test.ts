@@ -105,14 +105,14 @@ describe('default bridge across engine restarts', () => {
     const id = await engine.dockerOk(['run', '-d', '--name', 'doomed', 'busybox', 'sleep', '600']);
     const ns = await settings('doomed');
     assert.ok(existsSync(ipamFile(ns.IPAddress)) && existsSync(ns.SandboxKey));
+    // the engine's runtime (crun by default, runc where crun cannot run)
+    const rt = existsSync(join(engine.execRoot, 'crun', id)) ? 'crun' : 'runc';
     await engine.kill9();
-    await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'kill', id, 'KILL']);
+    await exec(rt, ['--root', join(engine.execRoot, rt), 'kill', id, 'KILL']);
     await eventually(
       'the container to be gone',
       async () => {
-        const r = await exec('runc', ['--root', join(engine.execRoot, 'runc'), 'state', id]).catch(
-          () => undefined,
-        );
+        const r = await exec(rt, ['--root', join(engine.execRoot, rt), 'state', id]).catch(() => undefined);
         return !r || /"status": "stopped"/.test(r.stdout);
       },
       15_000,

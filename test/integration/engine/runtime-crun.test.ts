@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { HostConfig } from '../../../src/common/docker-types.js';
 import { readCgroupLayout } from '../../../src/engine/runtime/driver/cgroups.js';
+import { seccompBpfAnnotation } from '../../../src/engine/runtime/driver/seccomp-bpf.js';
 import { LogCopier, readLogs } from '../../../src/engine/runtime/index.js';
 import type { AttachConnection } from '../../../src/engine/runtime/runtime.types.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
@@ -89,5 +93,97 @@ describe('runtime driver (crun + conmon)', () => {
       hostConfig: { Memory: 16 << 20, MemorySwap: 16 << 20 },
     });
     assert.deepEqual(await h.waitExit('c-oom').then((s) => [s.exitCode, s.oomKilled]), [137, true]);
+  });
+
+  describe('seccomp filters compiled once (run.oci.seccomp_bpf_data)', () => {
+    // allow everything but mkdir/mkdirat (ENOSYS) and personality(0xffffffff) (EACCES)
+    const custom = {
+      defaultAction: 'SCMP_ACT_ALLOW',
+      syscalls: [
+        { names: ['mkdir', 'mkdirat'], action: 'SCMP_ACT_ERRNO', errnoRet: 38 },
+        {
+          names: ['personality'],
+          action: 'SCMP_ACT_ERRNO',
+          errnoRet: 13,
+          args: [{ index: 0, value: 4294967295, op: 'SCMP_CMP_EQ' }],
+        },
+      ],
+    };
+    const profiles: [string, HostConfig][] = [
+      ['default', {}],
+      ['custom', { SecurityOpt: [`seccomp=${JSON.stringify(custom)}`] }],
+    ];
+    // unshare(CLONE_NEWUSER) needs no capability (the default profile denies it without
+    // CAP_SYS_ADMIN); mkdir is allowed by the default profile, denied by the custom one
+    const probe = 'unshare -U true && echo unshare=ok; mkdir /tmp/$(hostname) && echo mkdir=ok; echo done';
+    let plain: Harness;
+    before(async () => {
+      plain = await createHarness('crun', { seccompCompiler: null });
+    });
+    after(async () => {
+      await plain.cleanup();
+    });
+
+    /** Runs the probe; the filter crun loaded (its state dir's seccomp.bpf) and the output. */
+    async function probeWith(harness: Harness, id: string, hostConfig: HostConfig) {
+      let bpf = Buffer.alloc(0);
+      const { logPath } = await harness.run(id, ['sh', '-c', probe], {
+        hostConfig,
+        beforeStart: async () => {
+          // none without a filter
+          bpf = await readFile(join(harness.execRoot, 'crun', id, 'seccomp.bpf')).catch((err: unknown) => {
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+            throw err;
+          });
+        },
+      });
+      assert.equal((await harness.waitExit(id)).exitCode, 0);
+      const config = await readFile(join(harness.dir, 'bundles', id, 'config.json'), 'utf8');
+      const records = (await readFile(logPath, 'utf8'))
+        .split('\n')
+        .map((l) => l.split(' ').slice(3).join(' '));
+      return {
+        bpf,
+        out: records
+          .filter((r) => r !== '')
+          .map((r) => r.replace(id.slice(0, 12), '<id>'))
+          .sort(),
+        annotated: config.includes(seccompBpfAnnotation),
+      };
+    }
+
+    for (const [name, hostConfig] of profiles) {
+      it(`${name} profile: crun loads the program compiled once, the same crun compiles itself`, async () => {
+        const compiled = await probeWith(h, `bpf-${name}`, hostConfig);
+        const byCrun = await probeWith(plain, `crun-${name}`, hostConfig);
+        assert.equal(compiled.annotated, true);
+        assert.equal(byCrun.annotated, false);
+        assert.ok(compiled.bpf.length > 0 && compiled.bpf.length % 8 === 0);
+        assert.ok(compiled.bpf.equals(byCrun.bpf), 'the same BPF program');
+        assert.deepEqual(compiled.out, byCrun.out);
+        if (name === 'default') {
+          assert.ok(!compiled.out.includes('unshare=ok'), compiled.out.join('|'));
+          assert.ok(compiled.out.includes('mkdir=ok'), compiled.out.join('|'));
+        } else {
+          assert.ok(compiled.out.includes('unshare=ok'), compiled.out.join('|'));
+          assert.ok(
+            compiled.out.some((l) => /Function not implemented/.test(l)),
+            compiled.out.join('|'),
+          );
+          assert.ok(!compiled.out.includes('mkdir=ok'), compiled.out.join('|'));
+        }
+        // compiled again, the same
+        const again = await probeWith(h, `bpf-${name}-2`, hostConfig);
+        assert.ok(again.bpf.equals(compiled.bpf));
+        assert.deepEqual(again.out, compiled.out);
+      });
+    }
+
+    it('without a filter (unconfined) the probe passes: the denials above come from seccomp', async () => {
+      const r = await probeWith(h, 'bpf-none', { SecurityOpt: ['seccomp=unconfined'] });
+      assert.equal(r.annotated, false);
+      assert.equal(r.bpf.length, 0);
+      assert.ok(r.out.includes('unshare=ok') && r.out.includes('mkdir=ok'), r.out.join('|'));
+    });
   });
 });

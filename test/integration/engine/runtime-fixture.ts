@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ContainerConfig, HostConfig } from '../../../src/common/docker-types.js';
 import { Logger } from '../../../src/common/log.js';
-import { buildSpec, createRuntime } from '../../../src/engine/runtime/index.js';
+import { buildSpec, type CreateRuntimeOptions, createRuntime } from '../../../src/engine/runtime/index.js';
 import type {
   AttachConnection,
   RuntimeDriver,
@@ -29,6 +29,8 @@ const applets = [
   'head',
   'yes',
   'dd',
+  'unshare',
+  'mkdir',
 ];
 
 /** A busybox rootfs (Debian's busybox-static) in `dir`. */
@@ -66,7 +68,10 @@ export interface Harness {
   cleanup(): Promise<void>;
 }
 
-export async function createHarness(name: 'runc' | 'crun' = 'runc'): Promise<Harness> {
+export async function createHarness(
+  name: 'runc' | 'crun' = 'runc',
+  options: Pick<CreateRuntimeOptions, 'seccompCompiler'> = {},
+): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'berth-rt-'));
   const rootfs = join(dir, 'rootfs');
   await makeBusyboxRootfs(rootfs);
@@ -75,7 +80,7 @@ export async function createHarness(name: 'runc' | 'crun' = 'runc'): Promise<Har
   const log = new Logger('warn');
   const drivers: RuntimeDriver[] = [];
   const newDriver = async () => {
-    const d = await createRuntime({ name, execRoot, dataRoot, log });
+    const d = await createRuntime({ name, execRoot, dataRoot, log, ...options });
     drivers.push(d);
     return d;
   };

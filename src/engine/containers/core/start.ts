@@ -71,6 +71,7 @@ export async function prepareStart(
     id: c.id,
     bundleDir: d.rootfs.bundlePath(c.id),
     spec,
+    ...(hc.Runtime ? { runtime: hc.Runtime } : {}),
     terminal: rec.Config.Tty === true,
     stdin: rec.Config.OpenStdin === true,
     stdinOnce: rec.Config.StdinOnce === true,

@@ -28,10 +28,18 @@ import type {
 } from '../runtime.types.js';
 import { ConmonAttach } from './attach.js';
 import { applyBlkioDevices } from './blkio.js';
+import {
+  cpuSharesRefusal,
+  fileBindsForCrun,
+  mountsForCrun,
+  removeCpuQuota,
+  resourcesForCrun,
+} from './crun-compat.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
-import { type OciCli, runtimeMessage } from './oci-cli.js';
+import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
+import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
 import { readCgroupStats } from './stats.js';
 
 /** What the driver remembers of a container it started, to find it again after a restart. */
@@ -47,9 +55,20 @@ export interface MonitorMeta {
   runtime: string;
 }
 
-export interface ConmonDriverOptions {
-  name: string;
+/** An OCI runtime the driver can run containers with. */
+export interface RuntimeEntry {
   cli: OciCli;
+  /** Host preparation before its first container (crun: cgroup controllers moved off v2). */
+  prepare?: () => Promise<void>;
+  /** crun: seccomp filters compiled once, handed over as `run.oci.seccomp_bpf_data`. */
+  seccompBpf?: SeccompBpfCache;
+}
+
+export interface ConmonDriverOptions {
+  /** The default runtime (a container started without `StartOptions.runtime`). */
+  name: string;
+  /** The runtimes by name, the default's included. */
+  runtimes: ReadonlyMap<string, RuntimeEntry>;
   conmonPath: string;
   execRoot: string;
   dataRoot: string;
@@ -96,9 +115,14 @@ export class ConmonDriver implements Runtime {
   /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
   private limits = new Map<string, ProcessLimit>();
 
+  private readonly runtime: RuntimeEntry;
+
   constructor(private readonly o: ConmonDriverOptions) {
+    const runtime = o.runtimes.get(o.name);
+    if (!runtime) throw new Error(`no runtime entry for the default runtime ${o.name}`);
+    this.runtime = runtime;
     this.name = o.name;
-    this.path = o.cli.path;
+    this.path = runtime.cli.path;
     this.exitDir = join(o.execRoot, 'exits');
     this.execDir = join(o.execRoot, 'execs');
     this.stateDir = join(o.dataRoot, 'runtime');
@@ -114,7 +138,7 @@ export class ConmonDriver implements Runtime {
     await Promise.all([
       mkdir(this.exitDir, { recursive: true }),
       mkdir(this.stateDir, { recursive: true }),
-      mkdir(this.o.cli.root, { recursive: true, mode: 0o700 }),
+      ...[...this.o.runtimes.values()].map((r) => mkdir(r.cli.root, { recursive: true, mode: 0o700 })),
     ]);
     this.watcher.start();
     await this.removeStaleExecs();
@@ -151,7 +175,27 @@ export class ConmonDriver implements Runtime {
   }
 
   async version(): Promise<string> {
-    return this.o.cli.version();
+    return this.runtime.cli.version();
+  }
+
+  /** The runtimes containers may choose (StartOptions.runtime). */
+  get runtimeNames(): string[] {
+    return [...this.o.runtimes.keys()];
+  }
+
+  /** The runtime's error message for a process it could not start (crun's in runc's words). */
+  private message(runtime: string, raw: string | undefined, arg0 = ''): string {
+    const msg = runtimeMessage(raw ?? '') || 'unknown error';
+    return runtime === 'crun' ? runcStyleMessage(msg, arg0) : msg;
+  }
+
+  /** The runtime a container was started with (its meta), the default one for unknown ids. */
+  private async runtimeOf(id: string): Promise<{ name: string; cli: OciCli }> {
+    const meta = this.metas.get(id) ?? (await this.meta(id).catch(() => null));
+    const entry = meta ? this.o.runtimes.get(meta.runtime) : undefined;
+    return meta && entry
+      ? { name: meta.runtime, cli: entry.cli }
+      : { name: this.name, cli: this.runtime.cli };
   }
 
   private async meta(id: string): Promise<MonitorMeta> {
@@ -174,8 +218,22 @@ export class ConmonDriver implements Runtime {
     const proc: OciProcess = { ...opts.spec.process, terminal: opts.terminal };
     proc.rlimits = capRlimits(proc.rlimits, this.limits);
     if (opts.terminal && opts.consoleSize) proc.consoleSize = opts.consoleSize;
+    const runtimeName = opts.runtime ?? this.name;
+    const runtime = this.o.runtimes.get(runtimeName);
+    if (!runtime) throw invalidParameter(`Unknown runtime specified ${runtimeName}`);
+    await runtime.prepare?.();
+    const refused = runtimeName === 'crun' ? cpuSharesRefusal(opts.spec.linux?.resources) : null;
+    if (refused) throw systemError(`OCI runtime create failed: ${refused}`);
+    const cli = runtime.cli;
     const spec: OciSpec = { ...opts.spec, process: proc };
+    if (runtimeName === 'crun') {
+      spec.mounts = await fileBindsForCrun({ ...spec, mounts: mountsForCrun(spec.mounts) });
+      if (spec.linux?.resources)
+        spec.linux = { ...spec.linux, resources: resourcesForCrun(spec.linux.resources) };
+    }
     const linux = spec.linux;
+    const bpf = linux?.seccomp && runtime.seccompBpf ? await runtime.seccompBpf.bpf(linux.seccomp) : null;
+    if (bpf) spec.annotations = { ...spec.annotations, [seccompBpfAnnotation]: bpf };
     const meta: MonitorMeta = {
       id,
       bundleDir,
@@ -183,7 +241,7 @@ export class ConmonDriver implements Runtime {
       terminal: opts.terminal,
       stdin: opts.stdin,
       stdinOnce: opts.stdinOnce,
-      runtime: this.name,
+      runtime: runtimeName,
       ...(linux?.cgroupsPath ? { cgroupsPath: linux.cgroupsPath } : {}),
     };
 
@@ -209,7 +267,7 @@ export class ConmonDriver implements Runtime {
       '-n',
       id,
       '-r',
-      this.o.cli.path,
+      cli.path,
       '-b',
       bundleDir,
       '-p',
@@ -227,7 +285,7 @@ export class ConmonDriver implements Runtime {
       this.o.execRoot,
       '--no-sync-log',
     ];
-    for (const a of this.o.cli.globalArgs()) args.push('--runtime-arg', a);
+    for (const a of cli.globalArgs()) args.push('--runtime-arg', a);
     if (opts.logPath && opts.logSizeMax && opts.logSizeMax > 0)
       args.push('--log-size-max', String(Math.floor(opts.logSizeMax)));
     if (opts.terminal) args.push('-t');
@@ -242,25 +300,26 @@ export class ConmonDriver implements Runtime {
       } catch (err) {
         // conmon failed or the runtime hung: leave nothing behind
         await this.killMonitor(meta);
-        await this.o.cli.delete(id).catch(() => undefined);
+        await cli.delete(id).catch(() => undefined);
         throw systemError(`starting the container monitor failed: ${errorMessage(err)}`);
       }
     };
     let res = await monitor();
     if (res.pid <= 0 && /already exists|exists already|File exists/i.test(res.message ?? '')) {
       // the runtime still has the previous run of this container (started again without delete)
-      await this.o.cli.delete(id);
+      await cli.delete(id);
       res = await monitor();
     }
     if (res.pid <= 0) {
-      await this.o.cli.delete(id).catch(() => undefined);
-      throw systemError(`OCI runtime create failed: ${runtimeMessage(res.message ?? '') || 'unknown error'}`);
+      await cli.delete(id).catch(() => undefined);
+      const msg = this.message(runtimeName, res.message, spec.process.args[0]);
+      throw systemError(`OCI runtime create failed: ${msg}`);
     }
     try {
       if (opts.beforeStart) await opts.beforeStart();
-      await this.o.cli.start(id);
+      await cli.start(id);
     } catch (err) {
-      await this.o.cli.delete(id).catch(() => undefined);
+      await cli.delete(id).catch(() => undefined);
       throw err instanceof Error && 'kind' in err
         ? err
         : systemError(`OCI runtime start failed: ${errorMessage(err)}`);
@@ -269,21 +328,22 @@ export class ConmonDriver implements Runtime {
   }
 
   async signal(id: string, signal: number): Promise<void> {
-    await this.o.cli.kill(id, signal);
+    await (await this.runtimeOf(id)).cli.kill(id, signal);
   }
 
   async pause(id: string): Promise<void> {
-    await this.o.cli.pause(id);
+    await (await this.runtimeOf(id)).cli.pause(id);
   }
 
   async resume(id: string): Promise<void> {
-    await this.o.cli.resume(id);
+    await (await this.runtimeOf(id)).cli.resume(id);
   }
 
   async state(id: string): Promise<RuntimeState | null> {
+    const { cli } = await this.runtimeOf(id);
     // no state directory: nothing to ask the runtime (engine start asks for every container)
-    if (!(await runtimeStateExists(this.o.cli.root, id))) return null;
-    return this.o.cli.state(id);
+    if (!(await runtimeStateExists(cli.root, id))) return null;
+    return cli.state(id);
   }
 
   async exitStatus(id: string): Promise<ExitStatus | null> {
@@ -335,12 +395,10 @@ export class ConmonDriver implements Runtime {
 
   async delete(id: string): Promise<void> {
     const meta = await this.meta(id).catch(() => null);
+    const { name, cli } = await this.runtimeOf(id);
     // a stopped container is cleaned up in-process; one the runtime no longer knows needs nothing
-    if (
-      !(await deleteStopped(this.name, this.o.cli.root, id)) &&
-      (await runtimeStateExists(this.o.cli.root, id))
-    ) {
-      await this.o.cli.delete(id);
+    if (!(await deleteStopped(name, cli.root, id)) && (await runtimeStateExists(cli.root, id))) {
+      await cli.delete(id);
     }
     if (meta) {
       await this.killMonitor(meta);
@@ -428,6 +486,8 @@ export class ConmonDriver implements Runtime {
     const process = await buildExecProcess(await this.containerSpec(id), opts.config, {
       ...(opts.consoleSize ? { consoleSize: opts.consoleSize } : {}),
     });
+    const runtime = await this.runtimeOf(id);
+    const cli = runtime.cli;
     const dir = join(this.execDir, execId);
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'process.json'), specToJson(process));
@@ -441,7 +501,7 @@ export class ConmonDriver implements Runtime {
       '-n',
       id,
       '-r',
-      this.o.cli.path,
+      cli.path,
       '-b',
       dir,
       '-p',
@@ -459,7 +519,7 @@ export class ConmonDriver implements Runtime {
       '--exec-process-spec',
       join(dir, 'process.json'),
     ];
-    for (const a of this.o.cli.globalArgs()) args.push('--runtime-arg', a);
+    for (const a of cli.globalArgs()) args.push('--runtime-arg', a);
     if (opts.config.Tty) args.push('-t');
     else if (opts.stdin) args.push('-i');
     if (opts.beforeStart) args.push('--exec-attach');
@@ -479,7 +539,7 @@ export class ConmonDriver implements Runtime {
     }
     if (mon.pid <= 0) {
       await rm(dir, { recursive: true, force: true });
-      const msg = runtimeMessage(mon.message ?? '') || 'unknown error';
+      const msg = this.message(runtime.name, mon.message, process.args[0]);
       if (/not running|is paused|stopped/i.test(msg))
         throw conflict(`Container ${id} is not running: ${msg}`);
       throw systemError(`OCI runtime exec failed: ${msg}`);
@@ -509,12 +569,19 @@ export class ConmonDriver implements Runtime {
 
   async update(id: string, resources: OciResources): Promise<void> {
     const meta = await this.meta(id);
+    const runtime = await this.runtimeOf(id);
+    const crun = runtime.name === 'crun';
+    const refused = crun ? cpuSharesRefusal(resources) : null;
+    if (refused) throw systemError(`update ${id}: ${refused}`);
     const file = join(meta.bundleDir, 'update.json');
-    await writeFile(file, specToJson(resources));
+    await writeFile(file, specToJson(crun ? resourcesForCrun(resources) : resources));
     try {
-      await this.o.cli.update(id, file);
+      await runtime.cli.update(id, file);
     } finally {
       await rm(file, { force: true });
+    }
+    if (crun && (resources.cpu?.quota ?? 0) < 0 && meta.cgroupsPath && !meta.cgroupsPath.includes(':')) {
+      await removeCpuQuota(meta.cgroupsPath);
     }
     // the device limits runc's update leaves as they are (systemd cgroup paths have a ':')
     if (meta.cgroupsPath && !meta.cgroupsPath.includes(':')) {
@@ -523,7 +590,7 @@ export class ConmonDriver implements Runtime {
   }
 
   async pids(id: string): Promise<number[]> {
-    return this.o.cli.ps(id);
+    return (await this.runtimeOf(id)).cli.ps(id);
   }
 
   /** Emit 'exit' once per exit file (a marker in the persist dir remembers it was reported). */

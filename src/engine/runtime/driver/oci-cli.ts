@@ -1,3 +1,4 @@
+import { basename } from 'node:path';
 import { conflict, notFound, systemError } from '../../../common/errors.js';
 import type { RuntimeState } from '../runtime.types.js';
 import type { ProcessRunner, RunResult } from './process.js';
@@ -33,6 +34,32 @@ export function runtimeMessage(raw: string): string {
   return (errors.at(-1) ?? messages.at(-1))?.msg ?? '';
 }
 
+/**
+ * crun's words for a process it could not start, in runc's (what dockerd shows, and what clients
+ * read: the docker CLI exits 127 for "executable file not found" / "no such file or directory"
+ * and 126 for "permission denied", case-sensitive). Other messages are kept as crun wrote them.
+ */
+export function runcStyleMessage(msg: string, arg0 = ''): string {
+  const q = (s: string) => JSON.stringify(s);
+  const lower = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
+  const notFound = /^executable file `(.*)` not found in \$PATH: No such file or directory$/.exec(msg);
+  if (notFound) {
+    const file = notFound[1] ?? '';
+    return file.includes('/')
+      ? `unable to start container process: exec: ${q(file)}: stat ${file}: no such file or directory`
+      : `unable to start container process: exec: ${q(file)}: executable file not found in $PATH`;
+  }
+  const chdir = /^chdir `(.*)`: (.+)$/.exec(msg);
+  if (chdir) {
+    return `unable to start container process: chdir to cwd (${q(chdir[1] ?? '')}) set in config.json failed: ${lower(chdir[2] ?? '')}`;
+  }
+  const write = /^(.*)writing file `(.+)`: (.+)$/.exec(msg);
+  if (write) return `${write[1]}failed to write ${write[2]}: ${lower(write[3] ?? '')}`;
+  const open = /^open executable: (.+)$/.exec(msg);
+  if (open) return `unable to start container process: exec: ${q(arg0)}: ${lower(open[1] ?? '')}`;
+  return msg;
+}
+
 /** The OCI runtime's command line (runc and crun take the same verbs). */
 export class OciCli {
   constructor(
@@ -51,7 +78,8 @@ export class OciCli {
   }
 
   private fail(id: string, verb: string, r: RunResult): never {
-    const msg = runtimeMessage(r.stderr || r.stdout);
+    const raw = runtimeMessage(r.stderr || r.stdout);
+    const msg = basename(this.path) === 'crun' ? runcStyleMessage(raw) : raw;
     if (missing.test(msg)) throw notFound(`No such container: ${id}`);
     if (/not running|not paused|already paused|is paused|cannot .* (stopped|paused)|stopped/i.test(msg)) {
       throw conflict(`container ${id}: ${msg}`);

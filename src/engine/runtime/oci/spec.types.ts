@@ -11,6 +11,8 @@ export interface OciSpec {
   hostname: string;
   mounts: OciMount[];
   linux: OciLinux;
+  /** Runtime-specific settings, e.g. crun's `run.oci.seccomp_bpf_data` (the driver adds it). */
+  annotations?: Record<string, string>;
 }
 
 export interface OciProcess {
