@@ -345,3 +345,24 @@ export async function rawHttp(
     socket.write(request);
   });
 }
+
+/** `host:port` of a registry (what the engine's insecure registries and image names use). */
+export const registryHost = (r: { url: string }): string => new URL(r.url).host;
+
+/** An X-Registry-Auth header with no credentials. */
+export const AUTH_NONE = Buffer.from('{}').toString('base64');
+
+/** The registries a test file starts in-process: started through `start`, all stopped by `stopAll`. */
+export class TestRegistries {
+  readonly all: TestRegistry[] = [];
+
+  async start(config: Record<string, unknown> = {}): Promise<TestRegistry> {
+    const reg = await startTestRegistry(config);
+    this.all.push(reg);
+    return reg;
+  }
+
+  async stopAll(): Promise<void> {
+    for (const r of this.all.splice(0)) await r.stop();
+  }
+}

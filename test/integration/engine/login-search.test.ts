@@ -15,10 +15,12 @@ import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 import {
   ALL_MANIFEST_TYPES,
+  AUTH_NONE,
   http,
+  registryHost,
   requireTool,
   sha256,
-  startTestRegistry,
+  TestRegistries,
   type TestRegistry,
 } from '../../helpers/registry.js';
 import { type ReferenceRegistry, startReferenceRegistry } from '../../helpers/registry-reference.js';
@@ -29,7 +31,7 @@ let work: string;
 let users: string;
 let engine: TestEngine;
 let dockerd: ReferenceDockerd;
-const berthRegs: Running[] = [];
+const berthRegs = new TestRegistries();
 let open: Running;
 let mirror: Running;
 let basic: Running;
@@ -37,15 +39,7 @@ let token: Running;
 let debianBasic: ReferenceRegistry;
 let pushed: string;
 
-const hostOf = (r: Running) => new URL(r.url).host;
-const AUTH_NONE = Buffer.from('{}').toString('base64');
-
-/** berth's registry in-process on loopback (its root removed by `stop`). */
-async function startBerth(extra: Record<string, unknown> = {}): Promise<Running> {
-  const reg = await startTestRegistry(extra);
-  berthRegs.push(reg);
-  return reg;
-}
+const hostOf = registryHost;
 
 /** A raw request to Debian's dockerd. */
 function refRequest(
@@ -72,10 +66,10 @@ before(async () => {
   work = await mkdtemp(join(tmpdir(), 'berth-login-'));
   users = join(work, 'htpasswd');
   execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
-  open = await startBerth();
-  mirror = await startBerth();
-  basic = await startBerth({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
-  token = await startBerth({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
+  open = await berthRegs.start();
+  mirror = await berthRegs.start();
+  basic = await berthRegs.start({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
+  token = await berthRegs.start({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
   debianBasic = await startReferenceRegistry(await mkdtemp(join(work, 'debian-basic-')), { htpasswd: users });
   engine = await TestEngine.start({
     bridge: 'none',
@@ -83,7 +77,7 @@ before(async () => {
   });
   await ensureBusybox(engine);
   dockerd = await ReferenceDockerd.start({
-    insecureRegistries: [...berthRegs.map(hostOf), debianBasic.hostPort],
+    insecureRegistries: [...berthRegs.all.map(hostOf), debianBasic.hostPort],
   });
   for (const name of ['lib/bb', 'other/bb', 'zz/tools']) {
     await engine.dockerOk(['tag', 'busybox', `${hostOf(open)}/${name}:1`]);
@@ -97,7 +91,7 @@ before(async () => {
 after(async () => {
   await engine?.destroy();
   await dockerd?.destroy();
-  for (const r of berthRegs) await r.stop();
+  await berthRegs.stopAll();
   await debianBasic?.stop();
   if (work) await rm(work, { recursive: true, force: true });
 });

@@ -201,11 +201,9 @@ describe('IPv6 on user-defined networks (docker CLI)', () => {
     await engine.dockerOk(['rm', '-f', 'far6']);
   });
 
-  it('publishes a port on [::1] (dockerd: its proxy) and lets it go', async (t) => {
-    if (!(await canBind('::1'))) {
-      t.skip('no IPv6 loopback on this host');
-      return;
-    }
+  it('publishes a port on [::1] (dockerd: its proxy) and lets it go', async () => {
+    // Debian 12 has ::1 on lo: a host without it fails here rather than passing untested
+    assert.ok(await canBind('::1'), 'no IPv6 loopback (::1) on this host');
     await engine.dockerOk([
       'run',
       '-d',

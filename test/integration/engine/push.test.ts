@@ -26,10 +26,12 @@ import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 import {
   ALL_MANIFEST_TYPES,
+  AUTH_NONE,
   http,
+  registryHost,
   requireTool,
   sha256,
-  startTestRegistry,
+  TestRegistries,
   type TestRegistry,
   tarGz,
 } from '../../helpers/registry.js';
@@ -41,7 +43,7 @@ let work: string;
 let users: string;
 let engine: TestEngine;
 let dockerd: ReferenceDockerd;
-const berthRegs: Running[] = [];
+const berthRegs = new TestRegistries();
 let open: Running;
 let basic: Running;
 let token: Running;
@@ -50,15 +52,7 @@ let debianBasic: ReferenceRegistry;
 let debianToken: ReferenceRegistry;
 let tokenHttp: Server;
 
-const hostOf = (r: Running) => new URL(r.url).host;
-const AUTH_NONE = Buffer.from('{}').toString('base64');
-
-/** berth's registry in-process on loopback (its root removed by `stop`). */
-async function startBerth(extra: Record<string, unknown> = {}): Promise<Running> {
-  const reg = await startTestRegistry(extra);
-  berthRegs.push(reg);
-  return reg;
-}
+const hostOf = registryHost;
 
 /** The manifest digest docker prints at the end of a push (`<tag>: digest: sha256:.. size: N`). */
 function pushedDigest(output: string, tag = '[^:]+'): string {
@@ -132,9 +126,9 @@ before(async () => {
   work = await mkdtemp(join(tmpdir(), 'berth-push-'));
   users = join(work, 'htpasswd');
   execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
-  open = await startBerth();
-  basic = await startBerth({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
-  token = await startBerth({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
+  open = await berthRegs.start();
+  basic = await berthRegs.start({ auth: { htpasswd: { realm: 'berth-test', path: users } } });
+  token = await berthRegs.start({ berth: { tokenserver: { enabled: true, htpasswd: users } } });
   debian = await startReferenceRegistry(await mkdtemp(join(work, 'debian-')));
   debianBasic = await startReferenceRegistry(await mkdtemp(join(work, 'debian-basic-')), { htpasswd: users });
   // Debian's registry with token auth: berth's token server as the external one (RS256, rootcertbundle)
@@ -162,7 +156,7 @@ before(async () => {
   await ensureBusybox(engine);
   dockerd = await ReferenceDockerd.start({
     insecureRegistries: [
-      ...berthRegs.map(hostOf),
+      ...berthRegs.all.map(hostOf),
       debian.hostPort,
       debianBasic.hostPort,
       debianToken.hostPort,
@@ -173,7 +167,7 @@ before(async () => {
 after(async () => {
   await engine?.destroy();
   await dockerd?.destroy();
-  for (const r of berthRegs) await r.stop();
+  await berthRegs.stopAll();
   await debian?.stop();
   await debianBasic?.stop();
   await debianToken?.stop();
