@@ -46,8 +46,11 @@ interface Target {
 
 type Binding = { HostIp: string; HostPort: string } | undefined;
 
-/** A cycle's network: none, the default bridge, or the bridge with a published port. */
-type Mode = 'none' | Binding;
+/** A cycle's network: none, the default bridge, the bridge with a published port, or a user network with one. */
+type Mode = 'none' | Binding | { network: string; binding: Binding };
+
+/** The user-defined network of the user-network figure, made afresh on each engine. */
+const USER_NETWORK = 'berth-bench-ports';
 
 /** CPU time (ms) of a process and the children it reaped (utime, stime, cutime, cstime). */
 function cpuMs(pid: number): number {
@@ -74,7 +77,10 @@ function canBind(host: string, port: number): Promise<boolean> {
 async function runCycle(c: EngineClient, mode: Mode): Promise<void> {
   const body: Record<string, unknown> = { Image: 'busybox:latest', Cmd: ['true'] };
   if (mode === 'none') body.HostConfig = { NetworkMode: 'none' };
-  else if (mode) {
+  else if (mode && 'network' in mode) {
+    body.ExposedPorts = { '80/tcp': {} };
+    body.HostConfig = { NetworkMode: mode.network, PortBindings: { '80/tcp': [mode.binding] } };
+  } else if (mode) {
     body.ExposedPorts = { '80/tcp': {} };
     body.HostConfig = { PortBindings: { '80/tcp': [mode] } };
   }
@@ -131,6 +137,7 @@ async function main(): Promise<void> {
     ['run cycle, default bridge, no port', undefined],
     ['run cycle, -p 127.0.0.1::80', LOOPBACK],
     ['run cycle, -p ::80 (0.0.0.0 and ::)', ALL],
+    ['run cycle, user network, -p 127.0.0.1::80', { network: USER_NETWORK, binding: LOOPBACK }],
   ];
   const times = new Map<string, number[]>();
   const cpu = new Map<string, number[]>();
@@ -139,6 +146,8 @@ async function main(): Promise<void> {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
     for (const t of targets) {
       await ensureBusybox(t.c);
+      await t.c.call('DELETE', `/v1.41/networks/${USER_NETWORK}`);
+      await t.c.ok('POST', '/v1.41/networks/create', { Name: USER_NETWORK, Driver: 'bridge' });
       await checkRelease(t.c, LOOPBACK);
       await checkRelease(t.c, ALL);
       for (let i = 0; i < 3; i++) await runCycle(t.c, LOOPBACK);
@@ -190,7 +199,10 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    for (const t of targets) t.c.close();
+    for (const t of targets) {
+      await t.c.call('DELETE', `/v1.41/networks/${USER_NETWORK}`).catch(() => undefined);
+      t.c.close();
+    }
     await own?.stop();
   }
 }
