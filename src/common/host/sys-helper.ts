@@ -79,6 +79,11 @@ export class SysHelper {
 
   constructor(readonly path: string) {}
 
+  /** The helper process, while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   private ensure(): ChildProcess {
     if (this.child) return this.child;
     const child = spawn(this.path, [], { stdio: ['pipe', 'pipe', 'inherit'] });
