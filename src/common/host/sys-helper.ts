@@ -77,7 +77,11 @@ export class SysHelper {
   private readonly children = new Map<number, ChildState>();
   private inbuf: Buffer = Buffer.alloc(0);
 
-  constructor(readonly path: string) {}
+  /** `timeoutMs`: how long a request may wait for its answer before the helper is killed. */
+  constructor(
+    readonly path: string,
+    private readonly timeoutMs = 60_000,
+  ) {}
 
   /** The helper process, while it runs. */
   get pid(): number | undefined {
@@ -184,7 +188,24 @@ export class SysHelper {
     head.writeUInt32LE(5 + body.length, 0);
     head.writeUInt32LE(id, 4);
     head[8] = op;
-    const done = new Promise<number>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const done = new Promise<number>((resolve, reject) => {
+      // a helper stuck in the kernel (a mount that never returns) is killed: what waited on it
+      // fails as when it died, and the next request has a new one
+      const timer = setTimeout(() => {
+        if (this.child === child) child.kill('SIGKILL');
+      }, this.timeoutMs);
+      timer.unref();
+      this.pending.set(id, {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+    });
     this.idle();
     child.stdin?.write(Buffer.concat([head, body]));
     return { id, done };

@@ -141,14 +141,29 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     );
   });
 
+  it('kills a helper that does not answer in time and fails the request', async () => {
+    const slow = new SysHelper(sysHelperPath, 300);
+    const target = join(dir, 'm3');
+    await mkdir(target, { recursive: true });
+    await slow.mount({ source: 'tmpfs', fstype: 'tmpfs', target });
+    const pid = slow.pid;
+    assert.ok(pid);
+    process.kill(pid, 'SIGSTOP'); // as if stuck in the kernel
+    await assert.rejects(slow.umount(target), /the berth-sys helper exited \(SIGKILL\)/);
+    await slow.umount(target);
+    assert.notEqual(slow.pid, pid);
+    slow.stop();
+  });
+
   it('fails what is in flight when the helper dies, and starts again on the next call', async () => {
     const sleeper = await helper.spawn({ file: '/bin/sleep', args: ['30'], env: {}, fds: 'nwn' });
     const eof = new Promise<Buffer | null>((resolve) => sleeper.onData(1, (b) => resolve(b)));
-    const pid = helper.pid;
-    assert.ok(pid);
-    process.kill(pid, 'SIGKILL');
     const target = join(dir, 'm2');
     await mkdir(target, { recursive: true });
+    const pid = helper.pid;
+    assert.ok(pid);
+    // the request goes to the killed helper before its exit is seen (no await in between)
+    process.kill(pid, 'SIGKILL');
     await assert.rejects(
       helper.mount({ source: 'tmpfs', fstype: 'tmpfs', target }),
       /the berth-sys helper exited/,
