@@ -137,10 +137,13 @@ async function measure(
   floor: Floor | null,
   floorTimes: number[],
 ): Promise<Map<Target, Figures>> {
+  const phase = (name: string) => console.error(`${new Date().toISOString().slice(11, 19)} ${name}`);
   for (const t of targets) await ensureBusybox(t.c);
   await alternate(targets, 3, (t) => runCycle(t.c, ['true']));
+  phase('run cycles');
 
   const cycles = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true']));
+  phase('run cycles, --network none, and the floor');
   const cpuBefore = new Map(targets.map((t) => [t, t.pid ? cpuMs(t.pid) : Number.NaN]));
   const none = await timeAlternately(targets, o.iterations, async (t, i) => {
     await runCycle(t.c, ['true'], 'none');
@@ -152,6 +155,7 @@ async function measure(
     targets.map((t) => [t, t.pid ? (cpuMs(t.pid) - (cpuBefore.get(t) ?? 0)) / o.iterations : Number.NaN]),
   );
 
+  phase('exec');
   const sleepers = new Map<Target, string>();
   for (const t of targets) {
     const r = await t.c.ok('POST', '/v1.41/containers/create', {
@@ -167,6 +171,7 @@ async function measure(
   const execs = await timeAlternately(targets, o.iterations, (t) => execCycle(t.c, sleepers.get(t) ?? ''));
   for (const t of targets) await t.c.ok('DELETE', `/v1.41/containers/${sleepers.get(t)}?force=1`);
 
+  phase('4 concurrent clients');
   const concurrent = new Map<Target, number>();
   for (const t of targets) {
     let next = 0;
@@ -179,6 +184,7 @@ async function measure(
     concurrent.set(t, (await timed(() => Promise.all([worker(), worker(), worker(), worker()])))[0]);
   }
 
+  phase('list and inspect');
   const ids = new Map<Target, string[]>(targets.map((t) => [t, []]));
   await alternate(targets, o.list, async (t) => {
     const r = await t.c.ok('POST', '/v1.41/containers/create', { Image: 'busybox:latest', Cmd: ['true'] });
@@ -202,6 +208,7 @@ async function measure(
   for (const t of targets)
     for (const id of ids.get(t) ?? []) await t.c.ok('DELETE', `/v1.41/containers/${id}?force=1`);
 
+  phase('logs');
   const logs = new Map<Target, number>();
   for (const t of targets) logs.set(t, await logsThroughput(t.c, o.logsMiB));
 
