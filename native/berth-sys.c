@@ -269,10 +269,20 @@ static void do_spawn(uint32_t id, char *p, size_t len) {
     fcntl(mine[i], F_SETFL, O_NONBLOCK);
   }
   /* an exec failure is reported through a close-on-exec pipe */
-  int ep[2];
-  if (pipe2(ep, O_CLOEXEC) < 0) die("pipe");
-  pid_t pid = fork();
-  if (pid < 0) die("fork");
+  int ep[2] = {-1, -1};
+  pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
+  if (pid < 0) {
+    int err = errno;
+    for (size_t i = 0; i < MAX_CHILD_FDS; i++) {
+      if (mine[i] >= 0) close(mine[i]);
+      if (theirs[i] >= 0) close(theirs[i]);
+    }
+    if (ep[0] >= 0) close(ep[0]);
+    if (ep[1] >= 0) close(ep[1]);
+    free(argv);
+    free(envp);
+    return send_errno(id, err, "fork");
+  }
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
