@@ -199,10 +199,16 @@ static struct child *find_child(uint32_t id) {
   return NULL;
 }
 
+/* Once the child is reaped and every pipe it (or a descendant) wrote is at its end, nobody reads
+ * the pipes it was given to read any more: they are closed and the slot is free. */
 static void free_if_done(struct child *c) {
   if (c->pid != 0) return;
   for (int i = 0; i < MAX_CHILD_FDS; i++)
-    if (c->fds[i] >= 0) return;
+    if (c->fds[i] >= 0 && c->kind[i] == 'w') return;
+  for (int i = 0; i < MAX_CHILD_FDS; i++) {
+    if (c->fds[i] >= 0) close(c->fds[i]);
+    c->fds[i] = -1;
+  }
   c->id = 0;
 }
 
@@ -446,6 +452,8 @@ static void handle_input(void) {
 }
 
 int main(void) {
+  /* what the engine leaked to us (sockets that are not close-on-exec) must not stay open here */
+  close_from(3);
   signal(SIGPIPE, SIG_IGN);
   if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) < 0) die("pipe");
   struct sigaction sa;

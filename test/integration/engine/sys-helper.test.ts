@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,6 +11,7 @@ import { HostNetnsOps } from '../../../src/engine/network/adapters/netns.ops.js'
 import { createProcessRunner } from '../../../src/engine/runtime/driver/process.js';
 import type { Runtime } from '../../../src/engine/runtime/runtime.types.js';
 import { HostStorageOps } from '../../../src/engine/storage/adapters/host.ops.js';
+import { eventually } from '../../helpers/eventually.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
 
 const run = promisify(execFile);
@@ -141,6 +142,12 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     );
   });
 
+  it('keeps no descriptor but its stdio and its own SIGCHLD pipe', async () => {
+    await helper.umount(join(dir, 'not-mounted')).catch(() => undefined);
+    const fds = await readdir(`/proc/${helper.pid}/fd`);
+    assert.deepEqual(fds.map(Number).sort(), [0, 1, 2, 3, 4]);
+  });
+
   it('kills a helper that does not answer in time and fails the request', async () => {
     const slow = new SysHelper(sysHelperPath, 300);
     const target = join(dir, 'm3');
@@ -205,5 +212,40 @@ describe('runtime driver without berth-sys (Node spawn, bash closing inherited d
     assert.ok((await d.pids('fb')).length >= 1);
     await d.signal('fb', 9);
     assert.equal((await h.waitExit('fb')).exitCode, 137);
+  });
+});
+
+describe('runtime driver through berth-sys: nothing kept per exec session', () => {
+  let h: Harness;
+  before(async () => {
+    h = await createHarness('crun');
+  });
+  after(async () => {
+    await h.cleanup();
+  });
+
+  it("closes each session's pipes in the helper once it ended", async () => {
+    await h.run('kept', ['sleep', '1000']);
+    const d = h.driver as Runtime;
+    for (let i = 0; i < 5; i++) {
+      let got: Promise<{ stdout: string; stderr: string }> | undefined;
+      const p = await d.exec({
+        id: 'kept',
+        execId: `k${i}`,
+        config: { Cmd: ['echo', String(i)] },
+        stdin: false,
+        beforeStart: async () => {
+          got = collect(await d.attachExec(`k${i}`));
+        },
+      });
+      assert.deepEqual(await p.exited, { exitCode: 0 });
+      assert.equal((await got)?.stdout, `${i}\n`);
+    }
+    const pid = sysHelper()?.pid;
+    assert.ok(pid);
+    await eventually('the helper back to its own descriptors', async () => {
+      const fds = await readdir(`/proc/${pid}/fd`);
+      return fds.length === 5;
+    });
   });
 });
