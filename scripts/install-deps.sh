@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   runc crun conmon           # OCI runtimes and the per-container process monitor
-  gcc libc6-dev libseccomp-dev  # build berth-seccomp-bpf (seccomp filters compiled once for crun)
+  gcc libc6-dev libseccomp-dev  # build berth-seccomp-bpf (seccomp filters compiled once for crun) and berth-sys
   busybox-static             # the rootfs of the seeded busybox image and of test images
   attr                       # setfattr: overlay opaque directories when applying image layers
   bzip2 xz-utils zstd        # decompressors of bzip2/xz/zstd image layers (gzip is in-process)

@@ -6,9 +6,12 @@
  *
  * Without --berth it starts its own berth engine on a temp socket and data root, one per runtime
  * with --runtimes (each with that default runtime, measured side by side). Every loop is
- * bounded in count; the whole run stops by itself.
+ * bounded in count; the whole run stops by itself. The floor (mount + `crun run` + umount of the
+ * same kind of bundle, floor.ts) is timed in the same rounds as the `--network none` cycles.
  */
+import { readFileSync } from 'node:fs';
 import { EngineClient } from './client.js';
+import { type Floor, startFloor } from './floor.js';
 import { RawEngineClient } from './raw-client.js';
 import { median, percentile, timed } from './stats.js';
 import { ensureBusybox, startBerth } from './targets.js';
@@ -59,6 +62,10 @@ export interface Figures {
   cycleMedianMs: number;
   cycleP90Ms: number;
   cycleNoneMedianMs: number;
+  /** The engine's own CPU (user + system, all its threads) per `--network none` cycle; NaN unknown. */
+  cpuPerCycleMs: number;
+  /** exec create + start of `true` in a running container, attached, to its end. */
+  execMedianMs: number;
   concurrentPerSec: number;
   listMedianMs: number;
   inspectMedianMs: number;
@@ -70,6 +77,24 @@ interface Target {
   c: EngineClient;
   /** The list and inspect phases' client (see raw-client.ts). */
   raw: RawEngineClient;
+  /** The engine's pid when the benchmark started it (its CPU time is read from /proc). */
+  pid?: number;
+}
+
+/** A process's CPU time so far (user + system of all its threads), ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+async function execCycle(c: EngineClient, container: string): Promise<void> {
+  const r = await c.ok('POST', `/v1.41/containers/${container}/exec`, {
+    Cmd: ['true'],
+    AttachStdout: true,
+    AttachStderr: true,
+  });
+  const { Id } = JSON.parse(r.toString()) as { Id: string };
+  await c.ok('POST', `/v1.41/exec/${Id}/start`, { Detach: false, Tty: false });
 }
 
 /** `fn` for each target in turn, `rounds` times: both engines meet the same client and load. */
@@ -106,13 +131,47 @@ const BATCH = 50;
  * the targets take turns (one cycle, or a batch of requests, each), so that neither is measured
  * with a colder client or a different background load than the other.
  */
-async function measure(targets: Target[], o: Options): Promise<Map<Target, Figures>> {
+async function measure(
+  targets: Target[],
+  o: Options,
+  floor: Floor | null,
+  floorTimes: number[],
+): Promise<Map<Target, Figures>> {
+  const phase = (name: string) => console.error(`${new Date().toISOString().slice(11, 19)} ${name}`);
   for (const t of targets) await ensureBusybox(t.c);
   await alternate(targets, 3, (t) => runCycle(t.c, ['true']));
+  phase('run cycles');
 
   const cycles = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true']));
-  const none = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true'], 'none'));
+  phase('run cycles, --network none, and the floor');
+  const cpuBefore = new Map(targets.map((t) => [t, t.pid ? cpuMs(t.pid) : Number.NaN]));
+  const none = await timeAlternately(targets, o.iterations, async (t, i) => {
+    await runCycle(t.c, ['true'], 'none');
+    // the floor takes its turn once per round, after the last engine
+    if (floor && t === targets[targets.length - 1]) floorTimes.push(await floor.cycle());
+    return i;
+  });
+  const cpuPerCycle = new Map(
+    targets.map((t) => [t, t.pid ? (cpuMs(t.pid) - (cpuBefore.get(t) ?? 0)) / o.iterations : Number.NaN]),
+  );
 
+  phase('exec');
+  const sleepers = new Map<Target, string>();
+  for (const t of targets) {
+    const r = await t.c.ok('POST', '/v1.41/containers/create', {
+      Image: 'busybox:latest',
+      Cmd: ['sleep', '1000'],
+      HostConfig: { NetworkMode: 'none' },
+    });
+    const id = (JSON.parse(r.toString()) as { Id: string }).Id;
+    await t.c.ok('POST', `/v1.41/containers/${id}/start`);
+    sleepers.set(t, id);
+  }
+  await alternate(targets, 3, (t) => execCycle(t.c, sleepers.get(t) ?? ''));
+  const execs = await timeAlternately(targets, o.iterations, (t) => execCycle(t.c, sleepers.get(t) ?? ''));
+  for (const t of targets) await t.c.ok('DELETE', `/v1.41/containers/${sleepers.get(t)}?force=1`);
+
+  phase('4 concurrent clients');
   const concurrent = new Map<Target, number>();
   for (const t of targets) {
     let next = 0;
@@ -125,6 +184,7 @@ async function measure(targets: Target[], o: Options): Promise<Map<Target, Figur
     concurrent.set(t, (await timed(() => Promise.all([worker(), worker(), worker(), worker()])))[0]);
   }
 
+  phase('list and inspect');
   const ids = new Map<Target, string[]>(targets.map((t) => [t, []]));
   await alternate(targets, o.list, async (t) => {
     const r = await t.c.ok('POST', '/v1.41/containers/create', { Image: 'busybox:latest', Cmd: ['true'] });
@@ -148,6 +208,7 @@ async function measure(targets: Target[], o: Options): Promise<Map<Target, Figur
   for (const t of targets)
     for (const id of ids.get(t) ?? []) await t.c.ok('DELETE', `/v1.41/containers/${id}?force=1`);
 
+  phase('logs');
   const logs = new Map<Target, number>();
   for (const t of targets) logs.set(t, await logsThroughput(t.c, o.logsMiB));
 
@@ -158,6 +219,8 @@ async function measure(targets: Target[], o: Options): Promise<Map<Target, Figur
         cycleMedianMs: median(own(cycles)),
         cycleP90Ms: percentile(own(cycles), 90),
         cycleNoneMedianMs: median(own(none)),
+        cpuPerCycleMs: cpuPerCycle.get(t) ?? Number.NaN,
+        execMedianMs: median(own(execs)),
         concurrentPerSec: (o.concurrentTotal / (concurrent.get(t) ?? Number.NaN)) * 1000,
         listMedianMs: median(own(lists)),
         inspectMedianMs: median(own(inspects)),
@@ -190,18 +253,25 @@ async function logsThroughput(c: EngineClient, mib: number): Promise<number> {
   return mib / (logMs / 1000);
 }
 
-function printTable(results: Array<[string, Figures]>): void {
-  const rows: Array<[string, (f: Figures) => string]> = [
+function printTable(results: Array<[string, Figures]>, floorMs: number[]): void {
+  const fixed = (v: number, d: number) => (Number.isNaN(v) ? 'n/a' : v.toFixed(d));
+  const rows: Array<[string, (f: Figures) => string, string?]> = [
     ['run cycle of `true`, median (ms)', (f) => f.cycleMedianMs.toFixed(1)],
     ['run cycle of `true`, p90 (ms)', (f) => f.cycleP90Ms.toFixed(1)],
-    ['run cycle, --network none, median (ms)', (f) => f.cycleNoneMedianMs.toFixed(1)],
+    [
+      'run cycle, --network none, median (ms)',
+      (f) => f.cycleNoneMedianMs.toFixed(1),
+      floorMs.length > 0 ? median(floorMs).toFixed(1) : 'n/a',
+    ],
+    ['engine CPU per --network none cycle (ms)', (f) => fixed(f.cpuPerCycleMs, 1)],
+    ['exec round trip of `true`, median (ms)', (f) => f.execMedianMs.toFixed(1)],
     ['4 concurrent clients (containers/s)', (f) => f.concurrentPerSec.toFixed(2)],
     ['list 200 containers, median (ms)', (f) => f.listMedianMs.toFixed(2)],
     ['inspect, median (ms)', (f) => f.inspectMedianMs.toFixed(3)],
     ['logs read throughput (MiB/s)', (f) => f.logsMiBps.toFixed(1)],
   ];
-  const header = ['figure', ...results.map(([n]) => n)];
-  const body = rows.map(([label, fmt]) => [label, ...results.map(([, f]) => fmt(f))]);
+  const header = ['figure', ...results.map(([n]) => n), 'floor (mount + crun run + umount)'];
+  const body = rows.map(([label, fmt, floor]) => [label, ...results.map(([, f]) => fmt(f)), floor ?? '']);
   const widths = header.map((_, i) => Math.max(...[header, ...body].map((r) => (r[i] ?? '').length)));
   const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   console.log(line(header));
@@ -211,26 +281,36 @@ function printTable(results: Array<[string, Figures]>): void {
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const own: Array<{ name: string; host: string; stop(): Promise<void> }> = [];
+  const own: Array<{ name: string; host: string; pid: number | undefined; stop(): Promise<void> }> = [];
   if (!o.berth) {
     for (const rt of o.runtimes.length > 0 ? o.runtimes : [undefined]) {
       own.push({ name: rt ? `berth (${rt})` : 'berth', ...(await startBerth(rt)) });
     }
   }
-  const target = async (name: string, host: string): Promise<Target> => ({
+  const target = async (name: string, host: string, pid?: number): Promise<Target> => ({
     name,
     c: new EngineClient(socketOf(host)),
     raw: await RawEngineClient.open(socketOf(host)),
+    ...(pid ? { pid } : {}),
   });
   const targets: Target[] = o.berth
     ? [await target('berth', o.berth)]
-    : await Promise.all(own.map((e) => target(e.name, e.host)));
+    : await Promise.all(own.map((e) => target(e.name, e.host, e.pid)));
   if (o.reference) targets.push(await target('dockerd (reference)', o.reference));
+  const floor = await startFloor().catch((err: unknown) => {
+    console.error(`no floor column: ${err instanceof Error ? err.message : String(err)}`);
+    return null;
+  });
   try {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
-    const figures = await measure(targets, o);
-    printTable(targets.map((t) => [t.name, figures.get(t) as Figures]));
+    const floorTimes: number[] = [];
+    const figures = await measure(targets, o, floor, floorTimes);
+    printTable(
+      targets.map((t) => [t.name, figures.get(t) as Figures]),
+      floorTimes,
+    );
   } finally {
+    await floor?.close();
     for (const t of targets) {
       t.c.close();
       t.raw.close();

@@ -62,10 +62,15 @@ export class JsonRecordStore<T> {
     this.cache?.set(key, value);
   }
 
-  async delete(key: string): Promise<void> {
+  /**
+   * Remove a record. `durable` (the default) fsyncs the directory, so the removal survives a power
+   * loss by itself; a caller whose own next durable write commits the removal (the journal keeps
+   * the order of metadata changes) passes false: a kill -9 never loses an unlink either way.
+   */
+  async delete(key: string, durable = true): Promise<void> {
     this.cache?.delete(key);
     await rm(this.file(key), { force: true });
-    await fsyncDir(this.dir).catch(() => undefined);
+    if (durable) await fsyncDir(this.dir).catch(() => undefined);
   }
 
   private async keysOnDisk(): Promise<string[]> {

@@ -480,7 +480,10 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         if (existsSync(dir)) await this.removeDir(dir);
         return;
       }
-      await this.active.delete(key);
+      // not fsynced: the removal of a container's snapshot is committed by its owner's next
+      // durable change (a container's record goes after it); lost to a power loss, the record
+      // comes back with the owner's, which the next start removes again
+      await this.active.delete(key, false);
       await rm(join(this.linkDir, rec.link), { force: true });
       await this.removeDir(dir);
     });

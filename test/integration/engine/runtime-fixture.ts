@@ -70,7 +70,7 @@ export interface Harness {
 
 export async function createHarness(
   name: 'runc' | 'crun' = 'runc',
-  options: Pick<CreateRuntimeOptions, 'seccompCompiler'> = {},
+  options: Pick<CreateRuntimeOptions, 'seccompCompiler' | 'runner'> = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'berth-rt-'));
   const rootfs = join(dir, 'rootfs');

@@ -1,13 +1,15 @@
 import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { errnoCode, systemError } from '../../../common/errors.js';
+import { errnoCode, errorMessage, systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
+import { type SysHelper, sysHelper } from '../../../common/host/sys-helper.js';
 import { unmountWithRetry } from '../../../common/host/unmount.js';
 
 /**
  * Persistent network namespaces: a new namespace bind-mounted on a file (an nsfs mount, as
  * `ip netns add` makes them), so that it outlives every process in it and the engine. Unit tests
- * substitute a fake; the engine uses util-linux's unshare and umount.
+ * substitute a fake; the engine makes them through berth-sys (unshare, bind mount, setns back: no
+ * process), or with util-linux's unshare and umount when it was not built.
  */
 export interface NetnsOps {
   /** A new network namespace bound at `path`, its `lo` up (the directory is created). */
@@ -23,6 +25,9 @@ export interface NetnsOps {
 export class HostNetnsOps implements NetnsOps {
   private readonly made = new Set<string>();
 
+  /** `sys`: the helper (default: the process's; null: unshare(1) and umount(8)). */
+  constructor(private readonly sys: SysHelper | null = sysHelper()) {}
+
   async create(path: string): Promise<void> {
     const dir = dirname(path);
     if (!this.made.has(dir)) {
@@ -30,6 +35,15 @@ export class HostNetnsOps implements NetnsOps {
       this.made.add(dir);
     }
     await writeFile(path, '', { mode: 0o444 });
+    if (this.sys) {
+      try {
+        await this.sys.netns(path);
+      } catch (err) {
+        await rm(path, { force: true }).catch(() => undefined);
+        throw systemError(`cannot create the network namespace ${path}: ${errorMessage(err)}`);
+      }
+      return;
+    }
     // unshare(1) binds /proc/<child>/ns/net on the file from the parent; the child brings `lo` up
     // (what CNI's loopback plugin does, without a Go program of its own per start) and exits
     const r = await runTool('unshare', [`--net=${path}`, 'ip', 'link', 'set', 'lo', 'up']);
@@ -40,7 +54,7 @@ export class HostNetnsOps implements NetnsOps {
   }
 
   async remove(path: string): Promise<void> {
-    await unmountWithRetry(path);
+    await unmountWithRetry(path, this.sys);
     await rm(path, { force: true });
   }
 

@@ -37,6 +37,7 @@ import {
 } from './crun-compat.js';
 import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
+import { startCreatedCrun } from './fast-start.js';
 import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
 import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
@@ -317,7 +318,8 @@ export class ConmonDriver implements Runtime {
     }
     try {
       if (opts.beforeStart) await opts.beforeStart();
-      await cli.start(id);
+      // crun's start is one fifo write: done here, the CLI only when that could not be done
+      if (!(runtimeName === 'crun' && (await startCreatedCrun(cli.root, id)))) await cli.start(id);
     } catch (err) {
       await cli.delete(id).catch(() => undefined);
       throw err instanceof Error && 'kind' in err

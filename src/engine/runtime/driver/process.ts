@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { access, constants } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
+import { type SysHelper, sysHelper } from '../../../common/host/sys-helper.js';
 
 export interface RunResult {
   code: number;
@@ -44,14 +45,31 @@ export interface ProcessRunner {
   ): Promise<ExecMonitor>;
 }
 
-/** Splits a stream into JSON messages, one per line, as conmon writes them on its pipes. */
+/** A started program's pipes and exit, whichever way it was started (berth-sys or Node). */
+interface Started {
+  pid: number;
+  /** Chunks the program wrote on descriptor `fd`; `null` at the end. */
+  onData(fd: number, listener: (chunk: Buffer | null) => void): void;
+  /** The exit status (128 when a signal ended it); null when unknown (the helper died). */
+  exited: Promise<number | null>;
+  write(fd: number, data: string): void;
+  /** Stop listening: the engine's ends of the pipes are closed. */
+  close(): void;
+}
+
+/** Splits a descriptor's output into JSON messages, one per line, as conmon writes them. */
 function jsonLines(
-  stream: NodeJS.ReadableStream,
-  onMessage: (m: { data?: number; message?: string }) => void,
+  p: Started,
+  fd: number,
+  onMessage: (m: { data?: number; pid?: number; message?: string }) => void,
   onEnd: () => void,
 ) {
   let buf = '';
-  stream.on('data', (chunk: Buffer | string) => {
+  p.onData(fd, (chunk) => {
+    if (chunk === null) {
+      onEnd();
+      return;
+    }
     buf += chunk.toString();
     for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
       const line = buf.slice(0, nl);
@@ -63,8 +81,6 @@ function jsonLines(
       }
     }
   });
-  stream.on('end', onEnd);
-  stream.on('error', onEnd);
 }
 
 const childEnv = (): NodeJS.ProcessEnv => {
@@ -77,11 +93,12 @@ const childEnv = (): NodeJS.ProcessEnv => {
 
 /**
  * Runs `file args` through bash after closing every file descriptor above `keep` (what the child
- * gets on purpose). Node's own descriptors are close-on-exec, but the SOCK_SEQPACKET sockets of
- * node-unix-socket (the attach connections to other containers' conmon) are not: a conmon that
- * inherited one holds it for its whole life, and the conmon at its other end then never sees the
- * engine close it (after an engine restart it blocks writing output nobody reads, and so does its
- * container). ~2 ms per monitor started.
+ * gets on purpose): the way without berth-sys (a tree where it was not built). Node's own
+ * descriptors are close-on-exec, but the SOCK_SEQPACKET sockets of node-unix-socket (the attach
+ * connections to other containers' conmon) are not: a conmon that inherited one holds it for its
+ * whole life, and the conmon at its other end then never sees the engine close it (after an
+ * engine restart it blocks writing output nobody reads, and so does its container). berth-sys
+ * closes them itself (close_range) in the child it forks.
  */
 export function withoutInheritedFds(file: string, args: string[], keep: number): [string, string[]] {
   const script =
@@ -90,180 +107,270 @@ export function withoutInheritedFds(file: string, args: string[], keep: number):
   return ['/bin/bash', ['-c', script, String(keep), file, ...args]];
 }
 
-export const realProcessRunner: ProcessRunner = {
-  startExecMonitor,
+/** wait(2) status → exit code, 128 + signal when a signal ended it. */
+function exitCode(status: number): number {
+  const sig = status & 0x7f;
+  return sig === 0 ? (status >> 8) & 0xff : 128 + sig;
+}
 
-  run(file, args) {
-    return new Promise((resolve, reject) => {
-      const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      child.stdout.on('data', (b: Buffer) => out.push(b));
-      child.stderr.on('data', (b: Buffer) => err.push(b));
-      child.on('error', reject);
-      child.on('close', (code, signal) => {
-        resolve({
-          code: code ?? (signal ? 128 : 1),
-          stdout: Buffer.concat(out).toString('utf8'),
-          stderr: Buffer.concat(err).toString('utf8'),
-        });
-      });
-    });
-  },
+/** Start a program in its own session through berth-sys: no Node spawn, no wrapper. */
+async function startWithHelper(
+  sys: SysHelper,
+  file: string,
+  args: string[],
+  o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv },
+): Promise<Started> {
+  const c = await sys.spawn({ file, args, env: o.env, fds: o.fds, ...(o.cwd ? { cwd: o.cwd } : {}) });
+  return {
+    pid: c.pid,
+    onData: (fd, l) => c.onData(fd, l),
+    exited: c.exited.then((s) => (s === null ? null : exitCode(s))),
+    write: (fd, data) => {
+      c.write(fd, data).catch(() => undefined);
+    },
+    close: () => c.close(),
+  };
+}
 
-  startMonitor(file, args, cwd, timeoutMs = 120_000) {
-    return new Promise((resolve, reject) => {
-      const child = spawn(...withoutInheritedFds(file, args, 3), {
-        cwd,
-        stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
-        env: { ...childEnv(), _OCI_SYNCPIPE: '3' },
-        detached: true,
-      });
-      const sync = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
-      const stderr: Buffer[] = [];
-      let buf = '';
-      let done = false;
-      let exited: number | null = null;
-      const timer = setTimeout(
-        () => finish(new Error(`the runtime did not create the container within ${timeoutMs / 1000} s`)),
-        timeoutMs,
+/** The same with Node's spawn (detached), every descriptor above the last one closed by bash. */
+function startWithNode(
+  file: string,
+  args: string[],
+  o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv },
+): Started {
+  const stdio = [...o.fds].map((k) => (k === 'n' ? 'ignore' : 'pipe')) as ('ignore' | 'pipe')[];
+  const child = spawn(...withoutInheritedFds(file, args, o.fds.length - 1), {
+    ...(o.cwd ? { cwd: o.cwd } : {}),
+    stdio,
+    env: o.env,
+    detached: true,
+  });
+  type Pipe = NodeJS.ReadWriteStream & { destroy(): void };
+  const pipes = child.stdio as unknown as (Pipe | null | undefined)[];
+  for (const p of pipes) p?.on('error', () => undefined);
+  const exited = new Promise<number | null>((resolve) => {
+    child.on('error', () => resolve(127));
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : null)));
+  });
+  return {
+    pid: child.pid ?? -1,
+    onData: (fd, l) => {
+      const p = pipes[fd];
+      if (!p) return;
+      p.on('data', (b: Buffer) => l(b));
+      p.on('end', () => l(null));
+      p.on('error', () => l(null));
+    },
+    exited,
+    write: (fd, data) => {
+      pipes[fd]?.write(data);
+    },
+    close: () => {
+      for (const p of pipes) p?.destroy();
+      child.unref();
+    },
+  };
+}
+
+/** The process runner: through berth-sys when it was built, else Node's spawn (and bash). */
+export function createProcessRunner(sys: SysHelper | null): ProcessRunner {
+  const start = (
+    file: string,
+    args: string[],
+    o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv },
+  ): Promise<Started> =>
+    sys ? startWithHelper(sys, file, args, o) : Promise.resolve(startWithNode(file, args, o));
+
+  return {
+    run(file, args) {
+      if (!sys) return runWithNode(file, args);
+      return start(file, args, { fds: 'nww', env: childEnv() }).then(
+        (p) =>
+          new Promise<RunResult>((resolve) => {
+            const out: Buffer[] = [];
+            const err: Buffer[] = [];
+            let open = 2;
+            let code: number | null | undefined;
+            const done = () => {
+              if (open > 0 || code === undefined) return;
+              resolve({
+                code: code ?? 1,
+                stdout: Buffer.concat(out).toString('utf8'),
+                stderr: Buffer.concat(err).toString('utf8'),
+              });
+            };
+            for (const [fd, into] of [
+              [1, out],
+              [2, err],
+            ] as const) {
+              p.onData(fd, (b) => {
+                if (b) into.push(b);
+                else {
+                  open--;
+                  done();
+                }
+              });
+            }
+            void p.exited.then((c) => {
+              code = c;
+              if (c === null) open = 0; // the helper died: no more output comes
+              done();
+            });
+          }),
       );
-      timer.unref();
-      const finish = (err: Error | null, result?: MonitorStart) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        sync.destroy();
-        child.stderr?.destroy();
-        child.unref();
-        if (err) reject(err);
-        else resolve(result!);
-      };
-      child.stderr?.on('data', (b: Buffer) => stderr.push(b));
-      child.on('error', (err) => finish(err));
-      child.on('exit', (code) => {
-        exited = code;
-        // conmon's first process exits right after forking the monitor; only a failure matters
-        if (code !== 0) {
-          setImmediate(() =>
-            finish(new Error(`conmon exited with ${code}: ${Buffer.concat(stderr).toString('utf8').trim()}`)),
+    },
+
+    async startMonitor(file, args, cwd, timeoutMs = 120_000) {
+      const p = await start(file, args, { cwd, fds: 'nnww', env: { ...childEnv(), _OCI_SYNCPIPE: '3' } });
+      return new Promise<MonitorStart>((resolve, reject) => {
+        const stderr: Buffer[] = [];
+        let done = false;
+        let exited: number | null = null;
+        const timer = setTimeout(
+          () => finish(new Error(`the runtime did not create the container within ${timeoutMs / 1000} s`)),
+          timeoutMs,
+        );
+        timer.unref();
+        const finish = (err: Error | null, result?: MonitorStart) => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
+          p.close();
+          if (err) reject(err);
+          else resolve(result!);
+        };
+        p.onData(2, (b) => {
+          if (b) stderr.push(b);
+        });
+        void p.exited.then((code) => {
+          exited = code;
+          // conmon's first process exits right after forking the monitor; only a failure matters
+          if (code !== 0) {
+            setImmediate(() =>
+              finish(
+                new Error(
+                  `conmon exited with ${code ?? 'an unknown status'}: ${Buffer.concat(stderr).toString('utf8').trim()}`,
+                ),
+              ),
+            );
+          }
+        });
+        jsonLines(
+          p,
+          3,
+          (msg) => {
+            const pid = msg.data ?? msg.pid ?? -1;
+            finish(null, msg.message !== undefined ? { pid, message: msg.message } : { pid });
+          },
+          () => {
+            const why = Buffer.concat(stderr).toString('utf8').trim();
+            finish(
+              new Error(
+                `conmon ended without reporting the container pid${exited !== null ? ` (exit ${exited})` : ''}${why ? `: ${why}` : ''}`,
+              ),
+            );
+          },
+        );
+      });
+    },
+
+    async startExecMonitor(file, args, cwd, opts) {
+      const env: NodeJS.ProcessEnv = { ...childEnv(), _OCI_SYNCPIPE: '3', _OCI_STARTPIPE: '4' };
+      if (opts.attach) env._OCI_ATTACHPIPE = '5';
+      const p = await start(file, args, { cwd, fds: opts.attach ? 'nnwwrw' : 'nnwwr', env });
+      return new Promise<ExecMonitor>((resolve, reject) => {
+        const stderr: Buffer[] = [];
+        p.onData(2, (b) => {
+          if (b) stderr.push(b);
+        });
+        let started = false;
+        let exitResolve: (r: { code: number; message?: string }) => void = () => undefined;
+        const exit = new Promise<{ code: number; message?: string }>((r) => {
+          exitResolve = r;
+        });
+        const fail = (message: string) => {
+          p.close();
+          if (!started) {
+            started = true;
+            reject(new Error(message));
+          } else exitResolve({ code: -1, message });
+        };
+        void p.exited.then((code) => {
+          if (code !== 0) {
+            setImmediate(() =>
+              fail(
+                `conmon exited with ${code ?? 'an unknown status'}: ${Buffer.concat(stderr).toString('utf8').trim()}`,
+              ),
+            );
+          }
+        });
+        jsonLines(
+          p,
+          3,
+          (m) => {
+            const value = m.data ?? -1;
+            if (!started) {
+              started = true;
+              resolve(
+                m.message !== undefined ? { pid: value, message: m.message, exit } : { pid: value, exit },
+              );
+              if (value <= 0) {
+                p.close();
+                exitResolve({ code: -1, message: m.message ?? 'exec failed' });
+              }
+            } else {
+              p.close();
+              exitResolve(m.message !== undefined ? { code: value, message: m.message } : { code: value });
+            }
+          },
+          () => fail('conmon ended without reporting the exec session'),
+        );
+        // the first start message lets conmon begin (it waits to be put into a cgroup)
+        p.write(4, '0');
+        if (opts.attach) {
+          jsonLines(
+            p,
+            5,
+            () => {
+              // the attach socket exists: let the caller connect, then run the process
+              Promise.resolve(opts.ready?.())
+                .then(() => p.write(4, '0'))
+                .catch((err: unknown) => {
+                  try {
+                    process.kill(p.pid, 'SIGKILL');
+                  } catch {
+                    // gone already
+                  }
+                  fail(err instanceof Error ? err.message : String(err));
+                });
+            },
+            () => undefined,
           );
         }
       });
-      sync.on('data', (chunk: Buffer | string) => {
-        buf += chunk.toString();
-        const nl = buf.indexOf('\n');
-        if (nl < 0) return;
-        try {
-          const msg = JSON.parse(buf.slice(0, nl)) as { data?: number; pid?: number; message?: string };
-          const pid = msg.data ?? msg.pid ?? -1;
-          finish(null, msg.message !== undefined ? { pid, message: msg.message } : { pid });
-        } catch (err) {
-          finish(new Error(`unreadable message from conmon: ${buf.slice(0, nl)} (${String(err)})`));
-        }
-      });
-      sync.on('end', () => {
-        const why = Buffer.concat(stderr).toString('utf8').trim();
-        finish(
-          new Error(
-            `conmon ended without reporting the container pid${exited !== null ? ` (exit ${exited})` : ''}${why ? `: ${why}` : ''}`,
-          ),
-        );
-      });
-      sync.on('error', (err) => finish(err));
-    });
-  },
-};
+    },
+  };
+}
 
-function startExecMonitor(
-  file: string,
-  args: string[],
-  cwd: string,
-  opts: { attach: boolean; ready?: () => Promise<void> },
-): Promise<ExecMonitor> {
+function runWithNode(file: string, args: string[]): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...childEnv(), _OCI_SYNCPIPE: '3', _OCI_STARTPIPE: '4' };
-    if (opts.attach) env._OCI_ATTACHPIPE = '5';
-    const child = spawn(...withoutInheritedFds(file, args, 5), {
-      cwd,
-      stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', opts.attach ? 'pipe' : 'ignore'],
-      env,
-      detached: true,
+    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      resolve({
+        code: code ?? (signal ? 128 : 1),
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      });
     });
-    type Pipe = NodeJS.ReadWriteStream & { destroy(): void };
-    const pipes = child.stdio as unknown as (Pipe | null | undefined)[];
-    const sync = pipes[3] as Pipe;
-    const start = pipes[4] as Pipe;
-    const attachPipe = pipes[5] ?? null;
-    const stderr: Buffer[] = [];
-    child.stderr?.on('data', (b: Buffer) => stderr.push(b));
-    let started = false;
-    let exitResolve: (r: { code: number; message?: string }) => void = () => undefined;
-    const exit = new Promise<{ code: number; message?: string }>((r) => {
-      exitResolve = r;
-    });
-    const cleanup = () => {
-      sync.destroy();
-      start.destroy();
-      attachPipe?.destroy();
-      child.stderr?.destroy();
-      child.unref();
-    };
-    const fail = (message: string) => {
-      if (!started) {
-        started = true;
-        cleanup();
-        reject(new Error(message));
-      } else {
-        cleanup();
-        exitResolve({ code: -1, message });
-      }
-    };
-    child.on('error', (err) => fail(err.message));
-    child.on('exit', (code) => {
-      if (code !== 0) {
-        setImmediate(() =>
-          fail(`conmon exited with ${code}: ${Buffer.concat(stderr).toString('utf8').trim()}`),
-        );
-      }
-    });
-    jsonLines(
-      sync,
-      (m) => {
-        const value = m.data ?? -1;
-        if (!started) {
-          started = true;
-          resolve(m.message !== undefined ? { pid: value, message: m.message, exit } : { pid: value, exit });
-          if (value <= 0) {
-            cleanup();
-            exitResolve({ code: -1, message: m.message ?? 'exec failed' });
-          }
-        } else {
-          cleanup();
-          exitResolve(m.message !== undefined ? { code: value, message: m.message } : { code: value });
-        }
-      },
-      () => fail('conmon ended without reporting the exec session'),
-    );
-    // the first start message lets conmon begin (it waits to be put into a cgroup)
-    start.write('0');
-    if (opts.attach && attachPipe) {
-      jsonLines(
-        attachPipe,
-        () => {
-          // the attach socket exists: let the caller connect, then run the process
-          Promise.resolve(opts.ready?.())
-            .then(() => start.write('0'))
-            .catch((err: unknown) => {
-              child.kill('SIGKILL');
-              fail(err instanceof Error ? err.message : String(err));
-            });
-        },
-        () => undefined,
-      );
-    }
   });
 }
+
+export const realProcessRunner: ProcessRunner = createProcessRunner(sysHelper());
 
 /** Find an executable on PATH (plus the sbin directories root has). */
 export async function lookPath(name: string): Promise<string | null> {

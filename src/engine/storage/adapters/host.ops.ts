@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { BerthError, invalidParameter, systemError } from '../../../common/errors.js';
+import { BerthError, errorMessage, invalidParameter, systemError } from '../../../common/errors.js';
 import { runTool, runToolOk } from '../../../common/host/run-tool.js';
+import { type SysHelper, sysHelper } from '../../../common/host/sys-helper.js';
 import { unmountWithRetry } from '../../../common/host/unmount.js';
 
 /**
@@ -56,9 +57,15 @@ export interface StorageOps {
 const SERVER_FAULT =
   /No space left on device|Disk quota exceeded|Input\/output error|Read-only file system|Cannot allocate memory|memory exhausted|Too many open files|Permission denied|Stale file handle/;
 
-/** The real thing: util-linux mount/umount, coreutils mknod (through sh), attr's setfattr, GNU tar. */
+/**
+ * The real thing: mount(2)/umount2(2) through berth-sys (util-linux mount/umount when it was not
+ * built), coreutils mknod (through sh), attr's setfattr, GNU tar.
+ */
 export class HostStorageOps implements StorageOps {
   readonly unpackThreads = true;
+
+  /** `sys`: the helper for mounts (default: the process's; null: mount(8) and umount(8)). */
+  constructor(private readonly sys: SysHelper | null = sysHelper()) {}
 
   async mountOverlay(opts: {
     cwd: string;
@@ -75,11 +82,25 @@ export class HostStorageOps implements StorageOps {
     if (options.length >= 4096) {
       throw systemError(`overlay mount options exceed one page (${options.length} bytes): too many layers`);
     }
-    await runToolOk('mount', ['-t', 'overlay', 'overlay', '-o', options, opts.target], { cwd: opts.cwd });
+    if (!this.sys) {
+      await runToolOk('mount', ['-t', 'overlay', 'overlay', '-o', options, opts.target], { cwd: opts.cwd });
+      return;
+    }
+    try {
+      await this.sys.mount({
+        source: 'overlay',
+        fstype: 'overlay',
+        target: opts.target,
+        data: options,
+        cwd: opts.cwd,
+      });
+    } catch (err) {
+      throw systemError(`mount -t overlay overlay -o ${options} ${opts.target}: ${errorMessage(err)}`);
+    }
   }
 
   async unmount(target: string): Promise<void> {
-    await unmountWithRetry(target);
+    await unmountWithRetry(target, this.sys);
   }
 
   async makeWhiteouts(paths: string[]): Promise<void> {

@@ -1,0 +1,517 @@
+/*
+ * berth-sys: the engine's long-lived helper for the host calls Node cannot make itself, so that a
+ * container's start and removal spawn no mount, umount, unshare or bash process. Started once by
+ * the engine (src/common/host/sys-helper.ts), it reads requests on stdin and writes answers and
+ * events on stdout until stdin ends. Single-threaded: every call it makes is short, except the
+ * children it spawns, which it only forks and watches (poll loop, SIGCHLD through a self-pipe).
+ *
+ * Frames, both ways: u32 length (of what follows, little-endian), u32 id, u8 op, payload.
+ * Strings in a payload are NUL-terminated, one after the other.
+ *
+ * Requests (each gets one RESULT with its id):
+ *   1 MOUNT   source, fstype, target, data, cwd, flags (decimal)  mount(2) with cwd as the
+ *             working directory (relative overlay layer paths), then back to /
+ *   2 UMOUNT  target, flags (decimal)                              umount2(2)
+ *   3 NETNS   path      a new network namespace, `lo` up, bound on the existing file at path
+ *                        (unshare, bind mount of /proc/self/ns/net, setns back)
+ *   4 SPAWN   fds, cwd, file, argc, argv..., envc, env...
+ *             fork + exec in a new session; fds has one letter per child fd from 0: `n` /dev/null,
+ *             `w` a pipe the child writes (the helper forwards it as DATA/EOF events), `r` a pipe
+ *             the child reads (WRITE requests); every other descriptor is closed in the child.
+ *             RESULT value: the pid. Then events with the request's id: DATA (u8 fd, bytes),
+ *             EOF (u8 fd), EXIT (i32 wait status).
+ *   5 WRITE   u32 handle, u8 fd, bytes      write to a spawned child's `r` pipe
+ *   6 CLOSE   u32 handle, u8 fd (255: all)  close the helper's ends of a child's pipes
+ * Answers and events:
+ *   128 RESULT  i32 value (>= 0 ok, -errno), message
+ *   129 DATA, 130 EOF, 131 EXIT (see SPAWN)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { OP_MOUNT = 1, OP_UMOUNT = 2, OP_NETNS = 3, OP_SPAWN = 4, OP_WRITE = 5, OP_CLOSE = 6 };
+enum { EV_RESULT = 128, EV_DATA = 129, EV_EOF = 130, EV_EXIT = 131 };
+
+#define MAX_CHILD_FDS 8
+#define MAX_CHILDREN 1024
+#define MAX_FRAME (1u << 20)
+
+struct child {
+  uint32_t id; /* the SPAWN request's id; 0 = free slot */
+  pid_t pid;   /* 0 once reaped */
+  int fds[MAX_CHILD_FDS]; /* helper's end of each pipe, -1 when none */
+  char kind[MAX_CHILD_FDS];
+};
+
+static struct child children[MAX_CHILDREN];
+static int sigpipe_fds[2];
+
+static void die(const char *what) {
+  fprintf(stderr, "berth-sys: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        poll(&pfd, 1, -1);
+        continue;
+      }
+      die("write to the engine");
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  p[0] = v & 0xff;
+  p[1] = (v >> 8) & 0xff;
+  p[2] = (v >> 16) & 0xff;
+  p[3] = (v >> 24) & 0xff;
+}
+
+static uint32_t get_u32(const unsigned char *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* One frame to the engine: header, then up to two payload parts. */
+static void send_frame(uint32_t id, uint8_t op, const void *a, size_t alen, const void *b, size_t blen) {
+  unsigned char head[9];
+  put_u32(head, (uint32_t)(5 + alen + blen));
+  put_u32(head + 4, id);
+  head[8] = op;
+  write_all(1, head, sizeof head);
+  if (alen) write_all(1, a, alen);
+  if (blen) write_all(1, b, blen);
+}
+
+static void send_result(uint32_t id, int32_t value, const char *msg) {
+  unsigned char v[4];
+  put_u32(v, (uint32_t)value);
+  send_frame(id, EV_RESULT, v, 4, msg, msg ? strlen(msg) : 0);
+}
+
+static void send_errno(uint32_t id, int err, const char *what) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
+  send_result(id, -err, msg);
+}
+
+/* The NUL-terminated strings of a payload; NULL when fewer than n. */
+static int split(char *p, size_t len, char **out, int n) {
+  int i = 0;
+  size_t off = 0;
+  while (i < n && off < len) {
+    char *end = memchr(p + off, '\0', len - off);
+    if (!end) return -1;
+    out[i++] = p + off;
+    off = (size_t)(end - p) + 1;
+  }
+  return i == n ? (int)off : -1;
+}
+
+static void do_mount(uint32_t id, char *p, size_t len) {
+  char *s[6];
+  if (split(p, len, s, 6) < 0) return send_result(id, -EINVAL, "bad mount request");
+  if (s[4][0] && chdir(s[4]) < 0) return send_errno(id, errno, s[4]);
+  unsigned long flags = strtoul(s[5], NULL, 10);
+  int r = mount(s[0], s[2], s[1], flags, s[3][0] ? s[3] : NULL);
+  int err = errno;
+  if (chdir("/") < 0) die("chdir /");
+  if (r < 0) return send_errno(id, err, s[2]);
+  send_result(id, 0, NULL);
+}
+
+static void do_umount(uint32_t id, char *p, size_t len) {
+  char *s[2];
+  if (split(p, len, s, 2) < 0) return send_result(id, -EINVAL, "bad umount request");
+  if (umount2(s[0], (int)strtol(s[1], NULL, 10)) < 0) return send_errno(id, errno, s[0]);
+  send_result(id, 0, NULL);
+}
+
+static int loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  strcpy(ifr.ifr_name, "lo");
+  int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+  if (r == 0) {
+    ifr.ifr_flags |= IFF_UP;
+    r = ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  int err = errno;
+  close(s);
+  errno = err;
+  return r;
+}
+
+static void do_netns(uint32_t id, char *p, size_t len) {
+  char *s[1];
+  if (split(p, len, s, 1) < 0) return send_result(id, -EINVAL, "bad netns request");
+  int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (home < 0) return send_errno(id, errno, "open /proc/self/ns/net");
+  if (unshare(CLONE_NEWNET) < 0) {
+    int err = errno;
+    close(home);
+    return send_errno(id, err, "unshare(CLONE_NEWNET)");
+  }
+  const char *what = NULL;
+  int err = 0;
+  if (loopback_up() < 0) {
+    what = "bringing lo up";
+    err = errno;
+  } else if (mount("/proc/self/ns/net", s[0], "none", MS_BIND, NULL) < 0) {
+    what = s[0];
+    err = errno;
+  }
+  /* never stay in the new namespace: every later request runs in the host's */
+  if (setns(home, CLONE_NEWNET) < 0) die("setns back to the host's network namespace");
+  close(home);
+  if (what) return send_errno(id, err, what);
+  send_result(id, 0, NULL);
+}
+
+static struct child *find_child(uint32_t id) {
+  for (int i = 0; i < MAX_CHILDREN; i++)
+    if (children[i].id == id) return &children[i];
+  return NULL;
+}
+
+/* Once the child is reaped and every pipe it (or a descendant) wrote is at its end, nobody reads
+ * the pipes it was given to read any more: they are closed and the slot is free. */
+static void free_if_done(struct child *c) {
+  if (c->pid != 0) return;
+  for (int i = 0; i < MAX_CHILD_FDS; i++)
+    if (c->fds[i] >= 0 && c->kind[i] == 'w') return;
+  for (int i = 0; i < MAX_CHILD_FDS; i++) {
+    if (c->fds[i] >= 0) close(c->fds[i]);
+    c->fds[i] = -1;
+  }
+  c->id = 0;
+}
+
+static void close_from(int lowfd) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  for (long fd = lowfd; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
+}
+
+static void do_spawn(uint32_t id, char *p, size_t len) {
+  char *head[4];
+  int off = split(p, len, head, 4);
+  if (off < 0) return send_result(id, -EINVAL, "bad spawn request");
+  const char *fds = head[0], *cwd = head[1], *file = head[2];
+  int argc = atoi(head[3]);
+  size_t nfds = strlen(fds);
+  if (argc < 1 || argc > 4096 || nfds > MAX_CHILD_FDS) return send_result(id, -EINVAL, "bad spawn request");
+  char **argv = calloc((size_t)argc + 1, sizeof *argv);
+  char *envc_s[1];
+  int off2, off3;
+  if (!argv || (off2 = split(p + off, len - off, argv, argc)) < 0 ||
+      (off3 = split(p + off + off2, len - off - off2, envc_s, 1)) < 0) {
+    free(argv);
+    return send_result(id, -EINVAL, "bad spawn request");
+  }
+  int envc = atoi(envc_s[0]);
+  char **envp = calloc((size_t)(envc < 0 ? 0 : envc) + 1, sizeof *envp);
+  if (envc < 0 || envc > 65536 || !envp ||
+      split(p + off + off2 + off3, len - off - off2 - off3, envp, envc) < 0) {
+    free(argv);
+    free(envp);
+    return send_result(id, -EINVAL, "bad spawn request");
+  }
+  struct child *c = find_child(0);
+  if (!c) {
+    free(argv);
+    free(envp);
+    return send_result(id, -EAGAIN, "too many children");
+  }
+  int mine[MAX_CHILD_FDS], theirs[MAX_CHILD_FDS];
+  for (size_t i = 0; i < MAX_CHILD_FDS; i++) mine[i] = theirs[i] = -1;
+  for (size_t i = 0; i < nfds; i++) {
+    int pp[2];
+    if (fds[i] == 'n') continue;
+    if (pipe2(pp, O_CLOEXEC) < 0) {
+      int err = errno;
+      for (size_t j = 0; j < i; j++) {
+        if (mine[j] >= 0) close(mine[j]);
+        if (theirs[j] >= 0) close(theirs[j]);
+      }
+      free(argv);
+      free(envp);
+      return send_errno(id, err, "pipe");
+    }
+    if (fds[i] == 'w') {
+      mine[i] = pp[0];
+      theirs[i] = pp[1];
+    } else {
+      mine[i] = pp[1];
+      theirs[i] = pp[0];
+    }
+    fcntl(mine[i], F_SETFL, O_NONBLOCK);
+  }
+  /* an exec failure is reported through a close-on-exec pipe */
+  int ep[2] = {-1, -1};
+  pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
+  if (pid < 0) {
+    int err = errno;
+    for (size_t i = 0; i < MAX_CHILD_FDS; i++) {
+      if (mine[i] >= 0) close(mine[i]);
+      if (theirs[i] >= 0) close(theirs[i]);
+    }
+    if (ep[0] >= 0) close(ep[0]);
+    if (ep[1] >= 0) close(ep[1]);
+    free(argv);
+    free(envp);
+    return send_errno(id, err, "fork");
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    setsid();
+    /* move every descriptor the child keeps above the ones it gets, then place them */
+    int base = 100;
+    int src[MAX_CHILD_FDS];
+    int devnull = open("/dev/null", O_RDWR);
+    for (size_t i = 0; i < nfds; i++) {
+      int from = fds[i] == 'n' ? devnull : theirs[i];
+      src[i] = fcntl(from, F_DUPFD, base + (int)i);
+    }
+    int errfd = fcntl(ep[1], F_DUPFD_CLOEXEC, base + MAX_CHILD_FDS);
+    for (size_t i = 0; i < nfds; i++) dup2(src[i], (int)i);
+    if (errfd != (int)nfds) {
+      dup2(errfd, (int)nfds);
+      fcntl((int)nfds, F_SETFD, FD_CLOEXEC);
+    }
+    close_from((int)nfds + 1);
+    errfd = (int)nfds;
+    if (cwd[0] && chdir(cwd) < 0) {
+      int err = errno;
+      (void)!write(errfd, &err, sizeof err);
+      _exit(127);
+    }
+    execve(file, argv, envp);
+    int err = errno;
+    (void)!write(errfd, &err, sizeof err);
+    _exit(127);
+  }
+  close(ep[1]);
+  for (size_t i = 0; i < nfds; i++)
+    if (theirs[i] >= 0) close(theirs[i]);
+  int err = 0;
+  ssize_t n;
+  do n = read(ep[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  close(ep[0]);
+  free(argv);
+  free(envp);
+  c->id = id;
+  c->pid = pid;
+  for (size_t i = 0; i < MAX_CHILD_FDS; i++) {
+    c->fds[i] = mine[i];
+    c->kind[i] = i < nfds ? fds[i] : 'n';
+  }
+  if (n == sizeof err) {
+    /* exec failed: the child exits at once; the EXIT event still comes, the pipes are dropped */
+    for (size_t i = 0; i < MAX_CHILD_FDS; i++)
+      if (c->fds[i] >= 0) {
+        close(c->fds[i]);
+        c->fds[i] = -1;
+      }
+    return send_errno(id, err, file);
+  }
+  send_result(id, pid, NULL);
+}
+
+static void do_write(uint32_t id, unsigned char *p, size_t len) {
+  if (len < 5) return send_result(id, -EINVAL, "bad write request");
+  struct child *c = find_child(get_u32(p));
+  unsigned fd = p[4];
+  if (!c || get_u32(p) == 0 || fd >= MAX_CHILD_FDS || c->kind[fd] != 'r' || c->fds[fd] < 0)
+    return send_result(id, -EBADF, "no such pipe");
+  /* the pipe is non-blocking: a child that does not read fails the write instead of stalling us */
+  size_t off = 5;
+  while (off < len) {
+    ssize_t n = write(c->fds[fd], p + off, len - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return send_errno(id, errno, "write to child");
+    }
+    off += (size_t)n;
+  }
+  send_result(id, 0, NULL);
+}
+
+static void do_close(uint32_t id, unsigned char *p, size_t len) {
+  if (len < 5) return send_result(id, -EINVAL, "bad close request");
+  uint32_t h = get_u32(p);
+  struct child *c = h ? find_child(h) : NULL;
+  if (c) {
+    for (unsigned i = 0; i < MAX_CHILD_FDS; i++) {
+      if ((p[4] == 255 || p[4] == i) && c->fds[i] >= 0) {
+        close(c->fds[i]);
+        c->fds[i] = -1;
+      }
+    }
+    free_if_done(c);
+  }
+  send_result(id, 0, NULL);
+}
+
+static void on_sigchld(int sig) {
+  (void)sig;
+  int e = errno;
+  (void)!write(sigpipe_fds[1], "c", 1);
+  errno = e;
+}
+
+static void reap(void) {
+  char buf[64];
+  while (read(sigpipe_fds[0], buf, sizeof buf) > 0) {
+  }
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+      if (children[i].id != 0 && children[i].pid == pid) {
+        unsigned char v[4];
+        put_u32(v, (uint32_t)status);
+        send_frame(children[i].id, EV_EXIT, v, 4, NULL, 0);
+        children[i].pid = 0;
+        free_if_done(&children[i]);
+        break;
+      }
+    }
+  }
+}
+
+static unsigned char *inbuf;
+static size_t inlen;
+
+/* Handle every complete frame in inbuf; keep the rest. */
+static void handle_input(void) {
+  size_t off = 0;
+  while (inlen - off >= 9) {
+    uint32_t flen = get_u32(inbuf + off);
+    if (flen < 5 || flen > MAX_FRAME) {
+      fprintf(stderr, "berth-sys: bad frame length %u\n", flen);
+      exit(1);
+    }
+    if (inlen - off - 4 < flen) break;
+    uint32_t id = get_u32(inbuf + off + 4);
+    uint8_t op = inbuf[off + 8];
+    unsigned char *payload = inbuf + off + 9;
+    size_t plen = flen - 5;
+    /* strings are read in place: the byte after the payload is the next frame's, keep a copy */
+    unsigned char *copy = malloc(plen + 1);
+    if (!copy) die("malloc");
+    memcpy(copy, payload, plen);
+    copy[plen] = '\0';
+    switch (op) {
+    case OP_MOUNT: do_mount(id, (char *)copy, plen); break;
+    case OP_UMOUNT: do_umount(id, (char *)copy, plen); break;
+    case OP_NETNS: do_netns(id, (char *)copy, plen); break;
+    case OP_SPAWN: do_spawn(id, (char *)copy, plen); break;
+    case OP_WRITE: do_write(id, copy, plen); break;
+    case OP_CLOSE: do_close(id, copy, plen); break;
+    default: send_result(id, -ENOSYS, "unknown request");
+    }
+    free(copy);
+    off += 4 + flen;
+  }
+  memmove(inbuf, inbuf + off, inlen - off);
+  inlen -= off;
+}
+
+int main(void) {
+  /* what the engine leaked to us (sockets that are not close-on-exec) must not stay open here */
+  close_from(3);
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe2(sigpipe_fds, O_CLOEXEC | O_NONBLOCK) < 0) die("pipe");
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigchld;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  if (chdir("/") < 0) die("chdir /");
+  inbuf = malloc(MAX_FRAME + 9);
+  if (!inbuf) die("malloc");
+  static struct pollfd pfds[2 + MAX_CHILDREN * MAX_CHILD_FDS];
+  static struct {
+    struct child *c;
+    int fd;
+  } owners[MAX_CHILDREN * MAX_CHILD_FDS];
+  static unsigned char data[65536];
+  for (;;) {
+    int n = 0;
+    pfds[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+    pfds[n++] = (struct pollfd){.fd = sigpipe_fds[0], .events = POLLIN};
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+      struct child *c = &children[i];
+      if (!c->id) continue;
+      for (int f = 0; f < MAX_CHILD_FDS; f++) {
+        if (c->fds[f] < 0 || c->kind[f] != 'w') continue;
+        owners[n - 2].c = c;
+        owners[n - 2].fd = f;
+        pfds[n++] = (struct pollfd){.fd = c->fds[f], .events = POLLIN};
+      }
+    }
+    if (poll(pfds, (nfds_t)n, -1) < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+    if (pfds[1].revents) reap();
+    for (int i = 2; i < n; i++) {
+      if (!pfds[i].revents) continue;
+      struct child *c = owners[i - 2].c;
+      int f = owners[i - 2].fd;
+      if (c->fds[f] != pfds[i].fd) continue;
+      ssize_t r = read(c->fds[f], data, sizeof data);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      unsigned char fb = (unsigned char)f;
+      if (r > 0) {
+        send_frame(c->id, EV_DATA, &fb, 1, data, (size_t)r);
+      } else {
+        close(c->fds[f]);
+        c->fds[f] = -1;
+        send_frame(c->id, EV_EOF, &fb, 1, NULL, 0);
+        free_if_done(c);
+      }
+    }
+    if (pfds[0].revents) {
+      ssize_t r = read(0, inbuf + inlen, MAX_FRAME + 9 - inlen);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (r <= 0) return 0; /* the engine is gone: so are we (our children live on) */
+      inlen += (size_t)r;
+      handle_input();
+    }
+  }
+}
