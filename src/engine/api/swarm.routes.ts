@@ -5,7 +5,7 @@ import { parseBool } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
-import { decodeInitRequest, decodeSwarmSpec } from './schema/swarm.schema.js';
+import { decodeInitRequest, decodeJoinRequest, decodeSwarmSpec } from './schema/swarm.schema.js';
 import { gates, versionAtLeast, versionBefore } from './versions.js';
 
 /**
@@ -138,14 +138,7 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
   router.post(
     '/swarm/join',
     route(async (ctx) => {
-      const body = await readJson(ctx.req);
-      const remotes =
-        body && typeof body === 'object' && !Array.isArray(body)
-          ? (body as { RemoteAddrs?: unknown }).RemoteAddrs
-          : undefined;
-      await swarm.join(
-        Array.isArray(remotes) ? remotes.filter((r): r is string => typeof r === 'string') : [],
-      );
+      await swarm.join(decodeJoinRequest(await readJson(ctx.req)));
       ctx.res.writeHead(200).end();
     }),
   );

@@ -2,6 +2,7 @@ import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
+import type { ManagerAddress } from './cluster-api/protocol.js';
 import type { RaftSettings } from './etcd/etcd-args.js';
 import type { NodeAvailability, NodeRole } from './swarm.types.js';
 
@@ -27,6 +28,10 @@ export interface LocalState {
   PeerPort?: number;
   /** The cluster's Raft settings as last seen: the member's flags when it next starts. */
   Raft?: RaftSettings;
+  /** A worker's managers (their cluster API addresses), as the last one told. */
+  Managers?: ManagerAddress[];
+  /** A worker's heartbeat period, as the managers said. */
+  HeartbeatPeriodMs?: number;
 }
 
 export interface CertFiles {

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import {
   BerthError,
@@ -6,13 +7,27 @@ import {
   invalidParameter,
   notFound,
   notImplemented,
+  systemError,
   unauthorized,
   unavailable,
 } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import { type InterfaceLister, joinHostPort, resolveAddresses } from './addresses.js';
+import { type InterfaceLister, joinHostPort, parseHostPort, resolveAddresses } from './addresses.js';
+import { newKeyPair, privateKeyPem } from './ca/certificates.js';
+import { createCsr } from './ca/csr.js';
 import { RootCa } from './ca/root-ca.js';
-import { newJoinToken, newSwarmId, newUnlockKey, parseUnlockKey } from './ca/tokens.js';
+import {
+  caDigest,
+  newJoinToken,
+  newSwarmId,
+  newUnlockKey,
+  parseJoinToken,
+  parseUnlockKey,
+} from './ca/tokens.js';
+import { clusterCall, fetchRootCa } from './cluster-api/client.js';
+import type { JoinAnswer, JoinCall } from './cluster-api/protocol.js';
+import { type ClusterApiServer, startClusterApi } from './cluster-api/server.js';
+import { Dispatcher } from './dispatcher.js';
 import { ETCD_PEER_CN, type EtcdMemberSpec, type RaftSettings } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
@@ -22,6 +37,7 @@ import type { ClusterStore, KeyValue, Lease } from './store/cluster-store.js';
 import type {
   ClusterInfo,
   InitRequest,
+  JoinRequest,
   LocalNodeState,
   NodeAvailability,
   SpecUpdate,
@@ -31,6 +47,7 @@ import type {
   SwarmSpec,
   UpdateFlags,
 } from './swarm.types.js';
+import { WorkerLink } from './worker-link.js';
 
 /** dockerd's words for the states a swarm endpoint may find the node in. */
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -148,6 +165,8 @@ export class SwarmService {
   private nodeState: LocalNodeState = 'inactive';
   private error = '';
   private liveness?: { lease: Lease; timer: NodeJS.Timeout; periodMs: number };
+  private clusterApi?: ClusterApiServer;
+  private link?: WorkerLink;
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -163,13 +182,13 @@ export class SwarmService {
     if (!local) return;
     this.local = local;
     if (local.Role !== 'manager') {
-      // a worker's agent is not there yet: the node says what it is and that it cannot work
-      this.nodeState = 'error';
-      this.error = 'this engine cannot run a swarm worker yet';
+      await this.startWorker(local);
+      this.nodeState = 'active';
       return;
     }
     try {
       await this.startManager(local, 'new');
+      await this.openClusterApi(local);
       this.nodeState = 'active';
     } catch (err) {
       this.nodeState = 'error';
@@ -182,6 +201,9 @@ export class SwarmService {
   async close(): Promise<void> {
     await this.busy.catch(() => {});
     this.stopLiveness();
+    this.link?.stop();
+    await this.clusterApi?.close();
+    this.clusterApi = undefined;
     this.store?.close();
     this.store = undefined;
     if (this.local?.Role === 'manager') await this.opts.member.stop();
@@ -213,6 +235,10 @@ export class SwarmService {
       Error: this.error,
       RemoteManagers: null,
     };
+    if (local.Role === 'worker') {
+      base.RemoteManagers = local.Managers ?? [];
+      return base;
+    }
     if (this.nodeState !== 'active' || !this.store) return base;
     try {
       const [managers, nodes, cluster] = await Promise.all([
@@ -245,11 +271,9 @@ export class SwarmService {
     return this.serialize(() => this.doInit(req));
   }
 
-  /** POST /swarm/join: its checks; joining itself is not there yet (docs/swarm.md). */
-  async join(remoteAddrs: string[]): Promise<void> {
-    if (this.local && this.nodeState !== 'inactive') throw unavailable(ALREADY_IN_SWARM);
-    if (remoteAddrs.length === 0) throw invalidParameter('at least 1 RemoteAddr is required to join');
-    throw notImplemented('joining a swarm is not supported by this engine yet');
+  /** POST /swarm/join: as a worker (a manager join is not there yet: docs/swarm.md). */
+  join(req: JoinRequest): Promise<void> {
+    return this.serialize(() => this.doJoin(req));
   }
 
   /** Throws what a swarm endpoint answers on a node that is not an active manager. */
@@ -410,6 +434,7 @@ export class SwarmService {
         ],
       );
       if (!created.succeeded) throw new Error('the new etcd member already holds a swarm');
+      await this.openClusterApi(local);
       await this.startLiveness(spec);
       this.nodeState = 'active';
       this.error = '';
@@ -427,10 +452,13 @@ export class SwarmService {
   private async forceNewCluster(): Promise<string> {
     const local = this.local as LocalState;
     this.stopLiveness();
+    await this.clusterApi?.close();
+    this.clusterApi = undefined;
     this.store?.close();
     this.store = undefined;
     await this.opts.member.stop();
     await this.startManager(local, 'new', undefined, true);
+    await this.openClusterApi(local);
     const store = this.store as unknown as ClusterStore;
     const managers = await store.range(keys.managers);
     const status = await store.status();
@@ -607,14 +635,147 @@ export class SwarmService {
     this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
     if (lease) await this.store?.revokeLease(lease.id).catch(() => {});
+    this.link?.stop();
+    this.link = undefined;
+    await this.clusterApi?.close();
+    this.clusterApi = undefined;
     this.store?.close();
     this.store = undefined;
-    await this.opts.member.stop();
+    if (this.local?.Role === 'manager') await this.opts.member.stop();
     await this.files.wipe();
     this.local = undefined;
     this.dek = undefined;
     this.nodeState = 'inactive';
     this.error = '';
+  }
+
+  // --- the cluster API and joining ---------------------------------------------------------------
+
+  /** A manager serves the cluster API on its ListenAddr (mutual TLS with the swarm's CA). */
+  private async openClusterApi(local: LocalState): Promise<void> {
+    const store = this.store as ClusterStore;
+    const rootKv = await store.get(keys.caRoot);
+    if (!rootKv) throw new Error('the swarm has no root CA');
+    const root = JSON.parse(rootKv.value) as StoredCa;
+    const listen = parseHostPort(local.ListenAddr, 'ListenAddr', 2377);
+    const [cert, key] = await Promise.all([
+      readFile(this.files.certs.nodeCert, 'utf8'),
+      readFile(this.files.certs.nodeKey, 'utf8'),
+    ]);
+    try {
+      this.clusterApi = await startClusterApi({
+        host: listen.host,
+        port: listen.port,
+        certChainPem: cert + root.cert,
+        keyPem: key,
+        caPem: root.cert,
+        handlers: new Dispatcher(
+          store,
+          { certPem: root.cert, sealedKey: root.key },
+          await this.clusterDek(),
+          this.opts.log,
+          this.now,
+        ),
+        log: this.opts.log,
+      });
+    } catch (err) {
+      throw systemError(`cannot listen on ${local.ListenAddr}: ${errorMessage(err)}`);
+    }
+  }
+
+  private async doJoin(req: JoinRequest): Promise<void> {
+    if (this.local && this.nodeState !== 'inactive') throw unavailable(ALREADY_IN_SWARM);
+    const remotes = req.RemoteAddrs ?? [];
+    if (remotes.length === 0) throw invalidParameter('at least 1 RemoteAddr is required to join');
+    const token = parseJoinToken(req.JoinToken ?? '');
+    if (!token) throw invalidParameter('invalid join token');
+    const availability = this.availability(req.Availability);
+    const addrs = await resolveAddresses(req, this.opts.interfaces);
+    const pair = newKeyPair();
+    const host = this.opts.describeHost();
+    const call: JoinCall = {
+      Token: req.JoinToken ?? '',
+      CSR: createCsr(pair.privateKey, 'swarm-join'),
+      Availability: availability,
+      AdvertiseHost: addrs.advertiseHost,
+      ListenAddr: joinHostPort(addrs.listenHost, addrs.listenPort),
+      DataPathAddr: addrs.dataPathAddr,
+      Description: {
+        Hostname: host.hostname,
+        Platform: { Architecture: process.arch === 'x64' ? 'x86_64' : process.arch, OS: 'linux' },
+        Resources: { NanoCPUs: host.nanoCpus, MemoryBytes: host.memoryBytes },
+        Engine: { EngineVersion: this.opts.engineVersion, Plugins: this.opts.plugins() },
+        TLSInfo: { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' },
+      },
+    };
+    let answer: JoinAnswer | undefined;
+    let rootPem = '';
+    let lastError: unknown;
+    for (const remote of remotes) {
+      const addr = remote.includes(':') ? remote : joinHostPort(remote, 2377);
+      try {
+        // pin the root to the token before trusting anything the manager says
+        rootPem = await fetchRootCa(addr);
+        if (caDigest(rootPem) !== token.caDigest) {
+          throw invalidParameter(`remote CA does not match fingerprint. Expected: ${token.caDigest}`);
+        }
+        answer = await clusterCall<JoinAnswer>(addr, 'POST', '/v1/join', call, { ca: rootPem });
+        break;
+      } catch (err) {
+        lastError = err;
+        // a refusal (bad token, fingerprint) is the answer; an unreachable manager is not
+        if (err instanceof BerthError && err.kind !== 'Unavailable') throw err;
+      }
+    }
+    if (!answer)
+      throw lastError instanceof BerthError
+        ? lastError
+        : unavailable(`cannot join: ${errorMessage(lastError)}`);
+    const local: LocalState = {
+      NodeID: answer.NodeID,
+      ClusterID: answer.ClusterID,
+      Role: answer.Role,
+      Availability: availability,
+      ListenAddr: joinHostPort(addrs.listenHost, addrs.listenPort),
+      AdvertiseHost: addrs.advertiseHost,
+      AdvertisePort: addrs.advertisePort,
+      DataPathAddr: addrs.dataPathAddr,
+      Managers: answer.Managers,
+      HeartbeatPeriodMs: answer.HeartbeatPeriodMs,
+    };
+    await this.files.wipe();
+    await this.files.writeSecret(this.files.certs.ca, rootPem);
+    await this.files.writeSecret(this.files.certs.nodeCert, answer.Certificate);
+    await this.files.writeSecret(this.files.certs.nodeKey, privateKeyPem(pair.privateKey));
+    await this.files.save(local);
+    await this.startWorker(local);
+    this.nodeState = 'active';
+    this.error = '';
+    this.opts.log.info('joined a swarm', { nodeId: answer.NodeID, role: answer.Role });
+  }
+
+  /** A worker's heartbeats to its managers, with its certificate. */
+  private async startWorker(local: LocalState): Promise<void> {
+    this.local = local;
+    const [ca, cert, key] = await Promise.all([
+      readFile(this.files.certs.ca, 'utf8'),
+      readFile(this.files.certs.nodeCert, 'utf8'),
+      readFile(this.files.certs.nodeKey, 'utf8'),
+    ]);
+    this.link?.stop();
+    this.link = new WorkerLink(
+      local.Managers ?? [],
+      local.HeartbeatPeriodMs ?? 5000,
+      { ca, cert, key },
+      this.opts.log,
+      (managers) => {
+        if (this.local !== local) return;
+        if (JSON.stringify(managers) === JSON.stringify(local.Managers)) return;
+        local.Managers = managers;
+        void this.files.save(local).catch(() => {});
+      },
+    );
+    this.link.start();
   }
 
   // --- helpers -----------------------------------------------------------------------------------

@@ -135,6 +135,16 @@ export interface InitRequest {
   Availability?: string;
 }
 
+/** POST /swarm/join's body. */
+export interface JoinRequest {
+  ListenAddr?: string;
+  AdvertiseAddr?: string;
+  DataPathAddr?: string;
+  RemoteAddrs?: string[] | null;
+  JoinToken?: string;
+  Availability?: string;
+}
+
 /** POST /swarm/update's flags. */
 export interface UpdateFlags {
   rotateWorkerToken: boolean;

@@ -1,5 +1,5 @@
 import { invalidParameter } from '../../../common/errors.js';
-import type { InitRequest, SpecUpdate } from '../../swarm/swarm.types.js';
+import type { InitRequest, JoinRequest, SpecUpdate } from '../../swarm/swarm.types.js';
 import {
   array,
   bool,
@@ -67,6 +67,15 @@ const initFields: Fields = {
   SubnetSize: uint32,
 };
 
+const joinFields: Fields = {
+  ListenAddr: str,
+  AdvertiseAddr: str,
+  DataPathAddr: str,
+  RemoteAddrs: strings,
+  JoinToken: str,
+  Availability: named('swarm.NodeAvailability'),
+};
+
 function object(value: unknown, go: string): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) {
@@ -78,6 +87,10 @@ function object(value: unknown, go: string): Record<string, unknown> {
 
 export function decodeInitRequest(value: unknown): InitRequest {
   return decodeStruct(object(value, 'swarm.InitRequest'), initFields, 'InitRequest', []) as InitRequest;
+}
+
+export function decodeJoinRequest(value: unknown): JoinRequest {
+  return decodeStruct(object(value, 'swarm.JoinRequest'), joinFields, 'JoinRequest', []) as JoinRequest;
 }
 
 export function decodeSwarmSpec(value: unknown): SpecUpdate {

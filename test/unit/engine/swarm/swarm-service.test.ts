@@ -64,7 +64,7 @@ describe('SwarmService (in-memory store, fake member)', () => {
       kind: 'Unavailable',
       message: 'This node is not part of a swarm',
     });
-    await assert.rejects(swarm.join([]), {
+    await assert.rejects(swarm.join({ RemoteAddrs: [] }), {
       kind: 'InvalidParameter',
       message: 'at least 1 RemoteAddr is required to join',
     });
