@@ -30,6 +30,8 @@ export interface LocalState {
   Raft?: RaftSettings;
   /** A worker's managers (their cluster API addresses), as the last one told. */
   Managers?: ManagerAddress[];
+  /** Autolock: the DEK and the node key on disk are sealed under the unlock key; a start is `locked`. */
+  Autolock?: boolean;
   /** A worker's heartbeat period, as the managers said. */
   HeartbeatPeriodMs?: number;
 }

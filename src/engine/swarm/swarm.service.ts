@@ -6,7 +6,6 @@ import {
   errorMessage,
   invalidParameter,
   notFound,
-  notImplemented,
   systemError,
   unauthorized,
   unavailable,
@@ -166,6 +165,8 @@ export class SwarmService {
   private error = '';
   private liveness?: { lease: Lease; timer: NodeJS.Timeout; periodMs: number };
   private clusterApi?: ClusterApiServer;
+  /** The node's key while it is sealed on disk (autolock), once unlocked. */
+  private nodeKeyPem?: string;
   private link?: WorkerLink;
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
@@ -184,6 +185,11 @@ export class SwarmService {
     if (local.Role !== 'manager') {
       await this.startWorker(local);
       this.nodeState = 'active';
+      return;
+    }
+    if (local.Autolock) {
+      // its keys are sealed under the unlock key: nothing starts until `docker swarm unlock`
+      this.nodeState = 'locked';
       return;
     }
     try {
@@ -297,12 +303,32 @@ export class SwarmService {
     return { UnlockKey: sealed ? unseal(await this.clusterDek(), sealed) : '' };
   }
 
-  async unlock(key: string): Promise<void> {
-    if (!this.local || this.nodeState === 'inactive') throw unavailable(NOT_IN_SWARM);
-    if (this.nodeState !== 'locked') throw conflict('swarm is not locked');
-    if (!parseUnlockKey(key)) throw unauthorized('swarm could not be unlocked: invalid key provided');
-    // a locked node cannot come about yet (docs/swarm.md): nothing holds a key to compare with
-    throw notImplemented('unlocking a swarm is not supported by this engine yet');
+  /**
+   * POST /swarm/unlock: the key opens the DEK and the node key sealed on disk (a wrong one fails
+   * AES-GCM's check: 401); then the member starts and the node is active.
+   */
+  unlock(key: string): Promise<void> {
+    return this.serialize(async () => {
+      const local = this.local;
+      if (!local || this.nodeState === 'inactive') throw unavailable(NOT_IN_SWARM);
+      if (this.nodeState !== 'locked') throw conflict('swarm is not locked');
+      const kek = parseUnlockKey(key.trim());
+      const invalid = unauthorized('swarm could not be unlocked: invalid key provided');
+      if (!kek) throw invalid;
+      try {
+        this.dek = Buffer.from(unseal(kek, await readFile(this.files.certs.dek, 'utf8')), 'base64');
+        this.nodeKeyPem = unseal(kek, await readFile(this.files.certs.nodeKey, 'utf8'));
+      } catch {
+        this.dek = undefined;
+        this.nodeKeyPem = undefined;
+        throw invalid;
+      }
+      await this.startManager(local, 'new');
+      await this.openClusterApi(local);
+      this.nodeState = 'active';
+      this.error = '';
+      this.opts.log.info('swarm unlocked', { nodeId: local.NodeID });
+    });
   }
 
   async listNodes(): Promise<SwarmNode[]> {
@@ -371,6 +397,7 @@ export class SwarmService {
     const dek = newDek();
     const expiryMs = (spec.CAConfig.NodeCertExpiry ?? 0) / MS_PER_NS;
     const node = ca.issueNode(nodeId, 'manager', clusterId, expiryMs);
+    const unlockKey = spec.EncryptionConfig.AutoLockManagers ? newUnlockKey() : undefined;
     const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [addrs.advertiseHost], PEER_CERT_MS);
     const local: LocalState = {
       NodeID: nodeId,
@@ -404,7 +431,7 @@ export class SwarmService {
         SubnetSize: subnetSize,
         DataPathPort: dataPathPort,
         JoinTokens: { Worker: newJoinToken(ca.certPem), Manager: newJoinToken(ca.certPem) },
-        ...(spec.EncryptionConfig.AutoLockManagers ? { _: { unlockKey: seal(dek, newUnlockKey()) } } : {}),
+        ...(unlockKey ? { _: { unlockKey: seal(dek, unlockKey) } } : {}),
       };
       const stored: StoredNode = {
         ID: nodeId,
@@ -434,6 +461,7 @@ export class SwarmService {
         ],
       );
       if (!created.succeeded) throw new Error('the new etcd member already holds a swarm');
+      if (unlockKey) await this.protectKeys(unlockKey);
       await this.openClusterApi(local);
       await this.startLiveness(spec);
       this.nodeState = 'active';
@@ -530,15 +558,20 @@ export class SwarmService {
     };
     const wasLocked = stored.Spec.EncryptionConfig.AutoLockManagers;
     const locked = spec.EncryptionConfig.AutoLockManagers;
+    let newKey: string | undefined;
     if (!locked) delete next._;
     else if (!wasLocked || flags.rotateManagerUnlockKey || !stored._?.unlockKey) {
-      next._ = { ...stored._, unlockKey: seal(await this.clusterDek(), newUnlockKey()) };
+      newKey = newUnlockKey();
+      next._ = { ...stored._, unlockKey: seal(await this.clusterDek(), newKey) };
     }
     const res = await store.txn(
       [{ key: keys.cluster, target: 'mod', op: 'equal', value: version }],
       [{ put: { key: keys.cluster, value: JSON.stringify(next) } }],
     );
     if (!res.succeeded) throw conflict('update out of sequence');
+    // this manager's keys on disk follow: sealed under the new unlock key, or plain again
+    if (newKey !== undefined) await this.protectKeys(newKey);
+    else if (!locked && wasLocked) await this.protectKeys(undefined);
     // the Raft settings reach etcd when the member next starts
     if (this.local) {
       this.local.Raft = raftOf(spec);
@@ -576,7 +609,7 @@ export class SwarmService {
     });
     this.local = local;
     await this.files.save(local);
-    this.dek = await this.files.readDek();
+    if (!this.dek) this.dek = await this.files.readDek();
     this.store = this.opts.openStore(this.opts.member.socketPath);
     if (!spec) {
       const cluster = await this.store.get(keys.cluster);
@@ -645,8 +678,32 @@ export class SwarmService {
     await this.files.wipe();
     this.local = undefined;
     this.dek = undefined;
+    this.nodeKeyPem = undefined;
     this.nodeState = 'inactive';
     this.error = '';
+  }
+
+  /**
+   * Autolock on this manager's disk: the DEK and the node key sealed under the unlock key (its 32
+   * bytes as an AES-256-GCM key), or, with no key, written plain again. The plain values come
+   * from memory: the node is active, so it has them.
+   */
+  private async protectKeys(unlockKey: string | undefined): Promise<void> {
+    const local = this.local;
+    if (!local) return;
+    const dek = await this.clusterDek();
+    const nodeKey = this.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
+    const kek = unlockKey ? parseUnlockKey(unlockKey) : undefined;
+    if (kek) {
+      await this.files.writeSecret(this.files.certs.dek, seal(kek, dek.toString('base64')));
+      await this.files.writeSecret(this.files.certs.nodeKey, seal(kek, nodeKey));
+      this.nodeKeyPem = nodeKey;
+    } else {
+      await this.files.writeSecret(this.files.certs.dek, dek);
+      await this.files.writeSecret(this.files.certs.nodeKey, nodeKey);
+    }
+    local.Autolock = kek !== undefined;
+    await this.files.save(local);
   }
 
   // --- the cluster API and joining ---------------------------------------------------------------
@@ -658,10 +715,8 @@ export class SwarmService {
     if (!rootKv) throw new Error('the swarm has no root CA');
     const root = JSON.parse(rootKv.value) as StoredCa;
     const listen = parseHostPort(local.ListenAddr, 'ListenAddr', 2377);
-    const [cert, key] = await Promise.all([
-      readFile(this.files.certs.nodeCert, 'utf8'),
-      readFile(this.files.certs.nodeKey, 'utf8'),
-    ]);
+    const cert = await readFile(this.files.certs.nodeCert, 'utf8');
+    const key = this.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
     try {
       this.clusterApi = await startClusterApi({
         host: listen.host,

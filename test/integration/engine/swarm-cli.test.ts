@@ -319,6 +319,50 @@ describe('swarm init, update, tokens, unlock key and leave (one engine, docker C
     assert.match((await engine.docker(['swarm', 'unlock-key'])).stderr, /no unlock key is set/);
   });
 
+  it('comes back locked after a restart with autolock, and opens with the right key only', async () => {
+    const on = await engine.dockerOk(['swarm', 'update', '--autolock=true']);
+    const key = /(SWMKEY-1-[A-Za-z0-9+/]{43})/.exec(on)?.[1] ?? '';
+    const certs = join(engine.dataRoot, 'swarm', 'certs');
+    assert.match(
+      await readFile(join(certs, 'dek'), 'utf8'),
+      /^v1:/,
+      'the DEK is sealed under the unlock key',
+    );
+    assert.doesNotMatch(await readFile(join(certs, 'swarm-node.key'), 'utf8'), /PRIVATE KEY/);
+    await engine.restart();
+    assert.equal(await engine.dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}}']), 'locked');
+    assert.equal((await engine.request('GET', '/_ping')).headers.swarm, 'locked');
+    assert.equal(
+      existsSync(join(engine.execRoot, 'swarm', 'etcd.pid')),
+      false,
+      'a locked manager runs no etcd',
+    );
+    const locked = await engine.request('GET', '/v1.41/swarm');
+    assert.equal(locked.status, 503);
+    assert.deepEqual(locked.json(), {
+      message:
+        'Swarm is encrypted and needs to be unlocked before it can be used. Please use "docker swarm unlock" to unlock it.',
+    });
+    const wrongKey = `SWMKEY-1-${'A'.repeat(43)}`;
+    const wrong = await engine.docker(['swarm', 'unlock'], { input: `${wrongKey}\n` });
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
+    const raw = await engine.request('POST', '/v1.41/swarm/unlock', { body: { UnlockKey: 'nonsense' } });
+    assert.equal(raw.status, 401);
+    await engine.dockerOk(['swarm', 'unlock'], { input: `${key}\n` });
+    assert.equal(await engine.dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}}']), 'active');
+    assert.equal(await engine.dockerOk(['swarm', 'unlock-key', '-q']), key);
+    assert.equal(
+      (await engine.request('POST', '/v1.41/swarm/unlock', { body: { UnlockKey: key } })).status,
+      409,
+    );
+    // autolock off: the keys are plain again and a restart comes up active
+    await engine.dockerOk(['swarm', 'update', '--autolock=false']);
+    assert.doesNotMatch(await readFile(join(certs, 'dek'), 'utf8'), /^v1:/);
+    await engine.restart();
+    assert.equal(await engine.dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}}']), 'active');
+  });
+
   it('refuses init and join while in a swarm, and leave without force on the last manager', async () => {
     const already =
       'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
