@@ -1,7 +1,7 @@
 import { BerthError, invalidParameter, notImplemented } from '../../common/errors.js';
 import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJson } from '../../http/body.js';
-import { parseBool } from '../../http/query.js';
+import { parseBool, parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
@@ -146,7 +146,7 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
   router.get(
     '/nodes',
     route(async (ctx) => {
-      sendJson(ctx.res, 200, await swarm.listNodes());
+      sendJson(ctx.res, 200, await swarm.listNodes(parseFilters(ctx.query.get('filters'))));
     }),
   );
   router.get(

@@ -10,6 +10,7 @@ import {
   unauthorized,
   unavailable,
 } from '../../common/errors.js';
+import type { Filters } from '../../common/filters.js';
 import type { Logger } from '../../common/log.js';
 import { type InterfaceLister, joinHostPort, parseHostPort, resolveAddresses } from './addresses.js';
 import { newKeyPair, privateKeyPem } from './ca/certificates.js';
@@ -30,6 +31,7 @@ import { Dispatcher } from './dispatcher.js';
 import { ETCD_PEER_CN, type EtcdMemberSpec, type RaftSettings } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
+import { filterNodes } from './node-filters.js';
 import { newDek, seal, unseal } from './seal.js';
 import { defaultSpec, mergeSpec, validateSpec } from './spec.js';
 import type { ClusterStore, KeyValue, Lease } from './store/cluster-store.js';
@@ -331,7 +333,7 @@ export class SwarmService {
     });
   }
 
-  async listNodes(): Promise<SwarmNode[]> {
+  async listNodes(filters: Filters = new Map()): Promise<SwarmNode[]> {
     const store = this.managerStore();
     const [nodes, live, managers, leader] = await this.read(() =>
       Promise.all([
@@ -345,7 +347,10 @@ export class SwarmService {
     const managerOf = new Map(
       managers.kvs.map((kv) => [kv.key.slice(keys.managers.length), JSON.parse(kv.value) as StoredManager]),
     );
-    return nodes.kvs.map((kv) => this.nodeView(kv, alive, managerOf, leader));
+    return filterNodes(
+      nodes.kvs.map((kv) => this.nodeView(kv, alive, managerOf, leader)),
+      filters,
+    );
   }
 
   /** A node by ID, ID prefix or hostname, as dockerd's lookup finds it. */

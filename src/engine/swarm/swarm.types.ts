@@ -99,7 +99,11 @@ export interface SwarmNode {
     Hostname: string;
     Platform: { Architecture: string; OS: string };
     Resources: { NanoCPUs: number; MemoryBytes: number };
-    Engine: { EngineVersion: string; Plugins: { Type: string; Name: string }[] };
+    Engine: {
+      EngineVersion: string;
+      Labels?: Record<string, string>;
+      Plugins: { Type: string; Name: string }[];
+    };
     TLSInfo: TlsInfo;
   };
   Status: { State: 'unknown' | 'down' | 'ready' | 'disconnected'; Message?: string; Addr: string };

@@ -118,6 +118,10 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
     assert.equal(inspected.Status.Addr, '127.0.0.1');
     assert.equal(inspected.ManagerStatus, undefined);
     assert.equal(await manager.dockerOk(['info', '--format', '{{.Swarm.Nodes}} {{.Swarm.Managers}}']), '2 1');
+    assert.equal(await manager.dockerOk(['node', 'ls', '-q', '--filter', 'role=worker']), info.NodeID);
+    assert.equal(await manager.dockerOk(['node', 'ls', '-q', '--filter', 'role=manager']), managerId);
+    const badFilter = await manager.docker(['node', 'ls', '--filter', 'colour=red']);
+    assert.match(badFilter.stderr, /invalid filter 'colour'/);
     const again = await worker.docker(['swarm', 'join', '--token', token, `127.0.0.1:${apiPort}`]);
     assert.match(again.stderr, /This node is already part of a swarm/);
   });
