@@ -1,11 +1,7 @@
-import {
-  errorMessage,
-  forbidden,
-  invalidParameter,
-  notImplemented,
-  unavailable,
-} from '../../common/errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
+import { joinHostPort } from './addresses.js';
 import { csrPublicKey } from './ca/csr.js';
 import { RootCa } from './ca/root-ca.js';
 import { caDigest, newSwarmId, parseJoinToken, tokenMatches } from './ca/tokens.js';
@@ -15,7 +11,9 @@ import type {
   JoinAnswer,
   JoinCall,
   ManagerAddress,
+  ManagerJoinAnswer,
 } from './cluster-api/protocol.js';
+import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { unseal } from './seal.js';
 import type { ClusterStore } from './store/cluster-store.js';
@@ -34,6 +32,8 @@ interface ClusterRecord {
 }
 
 const MS_PER_NS = 1_000_000;
+/** Peer certificates live as long as the root (ten years); node certificates renew. */
+const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;
 
 export const BAD_TOKEN = 'A valid join token is necessary to join this cluster';
 
@@ -62,8 +62,9 @@ export class Dispatcher implements ClusterApiHandlers {
         ? 'manager'
         : undefined;
     if (!role) throw invalidParameter(BAD_TOKEN);
-    if (role === 'manager')
-      throw notImplemented('joining a swarm as a manager is not supported by this engine yet');
+    if (role === 'manager' && (!call.PeerCSR || !call.PeerPort)) {
+      throw invalidParameter('a manager join needs an etcd peer certificate request and port');
+    }
     let publicKey: ReturnType<typeof csrPublicKey>;
     try {
       publicKey = csrPublicKey(call.CSR);
@@ -92,6 +93,15 @@ export class Dispatcher implements ClusterApiHandlers {
       [{ put: { key: keys.node(nodeId), value: JSON.stringify(node) } }],
     );
     if (!created.succeeded) throw unavailable('node ID collision; try again');
+    let manager: ManagerJoinAnswer | undefined;
+    if (role === 'manager') {
+      try {
+        manager = await this.addMember(nodeId, call, ca);
+      } catch (err) {
+        await this.store.delete(keys.node(nodeId)).catch(() => {});
+        throw err;
+      }
+    }
     await this.beat(nodeId, cluster.Spec);
     this.log.info('node joined', { nodeId, role, addr: call.AdvertiseHost });
     return {
@@ -102,7 +112,56 @@ export class Dispatcher implements ClusterApiHandlers {
       RootCA: this.root.certPem,
       Managers: await this.managers(),
       HeartbeatPeriodMs: periodMs(cluster.Spec),
+      ...(manager ? { Manager: manager } : {}),
     };
+  }
+
+  /**
+   * A joining manager's etcd member, added as a learner at its advertise address (the store
+   * retries etcd's `unhealthy cluster` right after another change), with its peer certificate.
+   */
+  private async addMember(nodeId: string, call: JoinCall, ca: RootCa): Promise<ManagerJoinAnswer> {
+    let peerKey: ReturnType<typeof csrPublicKey>;
+    try {
+      peerKey = csrPublicKey(call.PeerCSR ?? '');
+    } catch (err) {
+      throw invalidParameter(`invalid peer certificate request: ${errorMessage(err)}`);
+    }
+    const peerUrl = `https://${joinHostPort(call.AdvertiseHost, call.PeerPort ?? 2380)}`;
+    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [call.AdvertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    const added = await this.store.memberAdd([peerUrl], true);
+    const initialCluster = added.members
+      .map((m) => ({ name: m.id === added.member.id ? nodeId : m.name, peerUrl: m.peerUrls[0] ?? '' }))
+      .filter((m) => m.name !== '' && m.peerUrl !== '');
+    return {
+      MemberID: added.member.id,
+      InitialCluster: initialCluster,
+      PeerCertificate: peer.certPem,
+      DEK: this.dek.toString('base64'),
+    };
+  }
+
+  /** Promotes a joining manager's learner once etcd says it has caught up (retried up to 20 s). */
+  async promote(nodeId: string, memberId: string): Promise<void> {
+    const kv = await this.store.get(keys.node(nodeId));
+    const role = kv ? (JSON.parse(kv.value) as { Spec: { Role: string } }).Spec.Role : undefined;
+    if (role !== 'manager') throw forbidden(`node ${nodeId} is not a manager`);
+    const members = await this.store.memberList();
+    const member = members.find((m) => m.id === memberId);
+    if (!member) throw invalidParameter(`member ${memberId} is not in the cluster`);
+    if (!member.isLearner) return;
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      try {
+        await this.store.memberPromote(memberId);
+        this.log.info('manager promoted to a voting member', { nodeId, memberId });
+        return;
+      } catch (err) {
+        const message = errorMessage(err);
+        if (!message.includes('in sync with leader') || Date.now() > deadline) throw unavailable(message);
+        await sleep(200);
+      }
+    }
   }
 
   async heartbeat(nodeId: string): Promise<HeartbeatAnswer> {

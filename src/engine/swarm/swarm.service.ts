@@ -768,7 +768,12 @@ export class SwarmService {
         TLSInfo: { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' },
       },
     };
+    // a manager token makes an etcd member too: its peer key's request goes along
+    const peerPair = newKeyPair();
+    call.PeerCSR = createCsr(peerPair.privateKey, ETCD_PEER_CN);
+    call.PeerPort = this.opts.peerPort;
     let answer: JoinAnswer | undefined;
+    let acceptedBy = '';
     let rootPem = '';
     let lastError: unknown;
     for (const remote of remotes) {
@@ -780,6 +785,7 @@ export class SwarmService {
           throw invalidParameter(`remote CA does not match fingerprint. Expected: ${token.caDigest}`);
         }
         answer = await clusterCall<JoinAnswer>(addr, 'POST', '/v1/join', call, { ca: rootPem });
+        acceptedBy = addr;
         break;
       } catch (err) {
         lastError = err;
@@ -807,11 +813,83 @@ export class SwarmService {
     await this.files.writeSecret(this.files.certs.ca, rootPem);
     await this.files.writeSecret(this.files.certs.nodeCert, answer.Certificate);
     await this.files.writeSecret(this.files.certs.nodeKey, privateKeyPem(pair.privateKey));
-    await this.files.save(local);
-    await this.startWorker(local);
+    if (answer.Role === 'manager' && answer.Manager) {
+      local.PeerPort = this.opts.peerPort;
+      delete local.Managers;
+      delete local.HeartbeatPeriodMs;
+      await this.files.writeSecret(this.files.certs.peerCert, answer.Manager.PeerCertificate);
+      await this.files.writeSecret(this.files.certs.peerKey, privateKeyPem(peerPair.privateKey));
+      await this.files.writeSecret(this.files.certs.dek, Buffer.from(answer.Manager.DEK, 'base64'));
+      await this.files.save(local);
+      try {
+        await this.joinAsManager(
+          local,
+          answer.Manager,
+          acceptedBy,
+          rootPem,
+          answer.Certificate,
+          privateKeyPem(pair.privateKey),
+        );
+      } catch (err) {
+        await this.dropLocal();
+        throw err instanceof BerthError ? err : unavailable(`cannot join as a manager: ${errorMessage(err)}`);
+      }
+    } else {
+      await this.files.save(local);
+      await this.startWorker(local);
+    }
     this.nodeState = 'active';
     this.error = '';
     this.opts.log.info('joined a swarm', { nodeId: answer.NodeID, role: answer.Role });
+  }
+
+  /**
+   * A manager join's second half: this member starts as a learner of the existing cluster, the
+   * manager that admitted it promotes it once it has caught up, and then (a voter, so its store
+   * reads are linearizable) it records itself among the managers and serves the cluster API.
+   */
+  private async joinAsManager(
+    local: LocalState,
+    m: NonNullable<JoinAnswer['Manager']>,
+    acceptedBy: string,
+    ca: string,
+    cert: string,
+    key: string,
+  ): Promise<void> {
+    const raft = raftOf(defaultSpec());
+    const peerUrl = this.peerUrl(local);
+    await this.opts.member.start({
+      name: local.NodeID,
+      dataDir: this.files.etcdDir,
+      peerUrl,
+      initialCluster: m.InitialCluster,
+      clusterState: 'existing',
+      clusterToken: local.ClusterID,
+      peerTls: {
+        certFile: this.files.certs.peerCert,
+        keyFile: this.files.certs.peerKey,
+        caFile: this.files.certs.ca,
+      },
+      raft,
+    });
+    await clusterCall(acceptedBy, 'POST', '/v1/promote', { MemberID: m.MemberID }, { ca, cert, key });
+    this.local = local;
+    this.dek = Buffer.from(m.DEK, 'base64');
+    this.store = this.opts.openStore(this.opts.member.socketPath);
+    const store = this.store;
+    const manager: StoredManager = {
+      memberId: m.MemberID,
+      peerUrl,
+      addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
+    };
+    await store.put(keys.manager(local.NodeID), JSON.stringify(manager));
+    const cluster = await store.get(keys.cluster);
+    if (!cluster) throw new Error('the swarm has no cluster record');
+    const spec = (JSON.parse(cluster.value) as StoredCluster).Spec;
+    local.Raft = raftOf(spec);
+    await this.files.save(local);
+    await this.startLiveness(spec);
+    await this.openClusterApi(local);
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -8,20 +9,23 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * with its own hostname: addresses found on their own interfaces, the join over the switch, the
  * etcd member's ports from the worker's side, and a worker cut off and back.
  */
-describe('swarm across two hosts in network namespaces', () => {
+describe('swarm across hosts in network namespaces', () => {
   let net: TestNetwork;
   let m: NsEngine;
   let w: NsEngine;
+  let m2: NsEngine;
 
   before(async () => {
-    net = await TestNetwork.create(2);
-    [m, w] = await Promise.all([
+    net = await TestNetwork.create(3);
+    [m, w, m2] = await Promise.all([
       NsEngine.start(net.hosts[0] ?? '', 'host1'),
       NsEngine.start(net.hosts[1] ?? '', 'host2'),
+      NsEngine.start(net.hosts[2] ?? '', 'host3'),
     ]);
   });
   after(async () => {
-    await Promise.all([w?.destroy(), m?.destroy()]);
+    await Promise.all([w?.destroy(), m2?.destroy()]);
+    await m?.destroy();
     await net?.destroy();
   });
 
@@ -92,5 +96,53 @@ describe('swarm across two hosts in network namespaces', () => {
       if (state !== 'ready') await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(state, 'ready');
+  });
+
+  it('adds a manager: a learner member promoted, the cluster state shared, quorum kept on leave', async () => {
+    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'manager']);
+    assert.equal(
+      await m2.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]),
+      'This node joined a swarm as a manager.',
+    );
+    const store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+    try {
+      const members = await store.memberList();
+      assert.equal(members.length, 2);
+      assert.ok(
+        members.every((x) => !x.isLearner),
+        JSON.stringify(members),
+      );
+      for (const e of [m, m2]) {
+        const rows = await e.dockerOk(['node', 'ls', '--format', '{{.Hostname}} {{.ManagerStatus}}']);
+        assert.deepEqual(
+          rows
+            .split('\n')
+            .map((l) => l.trim())
+            .sort(),
+          ['host1 Leader', 'host2', 'host3 Reachable'],
+        );
+      }
+      // a write through one manager is read through the other
+      await m2.dockerOk(['swarm', 'update', '--task-history-limit', '9']);
+      assert.equal(
+        await m.dockerOk([
+          'info',
+          '--format',
+          '{{.Swarm.Cluster.Spec.Orchestration.TaskHistoryRetentionLimit}}',
+        ]),
+        '9',
+      );
+      assert.equal(await m.dockerOk(['info', '--format', '{{.Swarm.Managers}} {{.Swarm.Nodes}}']), '2 3');
+      const leave = await m2.docker(['swarm', 'leave']);
+      assert.match(
+        leave.stderr,
+        /Removing this node leaves 1 managers out of 2\. Without a Raft quorum your swarm will be inaccessible\./,
+      );
+      assert.equal(await m2.dockerOk(['swarm', 'leave', '--force']), 'Node left the swarm.');
+      assert.equal((await store.memberList()).length, 1);
+      assert.equal(await m.dockerOk(['info', '--format', '{{.Swarm.Managers}}']), '1');
+    } finally {
+      store.close();
+    }
   });
 });

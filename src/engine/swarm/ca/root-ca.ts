@@ -96,12 +96,18 @@ export class RootCa {
   }
 
   /** The certificate of a manager's etcd member on its peer port (etcd accepts only this CN). */
-  issueEtcdPeer(peerCn: string, addresses: string[], expiryMs: number, now = new Date()): IssuedCertificate {
-    const pair = newKeyPair();
+  issueEtcdPeer(
+    peerCn: string,
+    addresses: string[],
+    expiryMs: number,
+    now = new Date(),
+    publicKey?: KeyObject,
+  ): IssuedCertificate {
+    const pair = publicKey ? undefined : newKeyPair();
     const certPem = issueCertificate(
       {
         subject: { commonName: peerCn },
-        publicKey: pair.publicKey,
+        publicKey: publicKey ?? (pair as { publicKey: KeyObject }).publicKey,
         notBefore: new Date(now.getTime() - BACKDATE_MS),
         notAfter: new Date(now.getTime() + expiryMs),
         isCA: false,
@@ -109,7 +115,7 @@ export class RootCa {
       },
       this.issuer(),
     );
-    return { certPem, keyPem: privateKeyPem(pair.privateKey) };
+    return { certPem, keyPem: pair ? privateKeyPem(pair.privateKey) : '' };
   }
 
   /** Whether `certPem` was signed by this root and is valid now. */

@@ -11,6 +11,20 @@ export interface JoinCall {
   ListenAddr: string;
   DataPathAddr: string;
   Description: SwarmNode['Description'];
+  /** A manager join: a CSR for the etcd peer key, and the peer port its member will listen on. */
+  PeerCSR?: string;
+  PeerPort?: number;
+}
+
+/** What a manager join gets besides a worker's: its etcd membership (as a learner) and the DEK. */
+export interface ManagerJoinAnswer {
+  /** The new member's etcd ID. */
+  MemberID: string;
+  /** Every member's `name=peerURL` for `--initial-cluster` (the newcomer's name is its node ID). */
+  InitialCluster: { name: string; peerUrl: string }[];
+  PeerCertificate: string;
+  /** The cluster's data-encryption key, base64. */
+  DEK: string;
 }
 
 export interface ManagerAddress {
@@ -28,6 +42,7 @@ export interface JoinAnswer {
   Managers: ManagerAddress[];
   /** Dispatcher.HeartbeatPeriod in ms. */
   HeartbeatPeriodMs: number;
+  Manager?: ManagerJoinAnswer;
 }
 
 export interface HeartbeatAnswer {
@@ -41,4 +56,6 @@ export interface ClusterApiHandlers {
   join(call: JoinCall, remoteAddress: string): Promise<JoinAnswer>;
   /** A heartbeat of the node whose certificate is `nodeId`'s. */
   heartbeat(nodeId: string): Promise<HeartbeatAnswer>;
+  /** A joining manager's member has started as a learner: promote it once it has caught up. */
+  promote(nodeId: string, memberId: string): Promise<void>;
 }

@@ -71,6 +71,12 @@ function clientNode(req: IncomingMessage): string | undefined {
   return typeof cn === 'string' && cn !== '' ? cn : undefined;
 }
 
+/** Whether the verified client certificate says swarm-manager. */
+function isManager(req: IncomingMessage): boolean {
+  const ou = (req.socket as TLSSocket).getPeerCertificate()?.subject?.OU;
+  return (Array.isArray(ou) ? ou : [ou]).includes('swarm-manager');
+}
+
 function asJoinCall(v: unknown): JoinCall {
   const o = (v && typeof v === 'object' ? v : {}) as Record<string, unknown>;
   const s = (k: string) => (typeof o[k] === 'string' ? (o[k] as string) : '');
@@ -87,6 +93,8 @@ function asJoinCall(v: unknown): JoinCall {
     ListenAddr: s('ListenAddr'),
     DataPathAddr: s('DataPathAddr'),
     Description: d,
+    ...(typeof o.PeerCSR === 'string' ? { PeerCSR: o.PeerCSR } : {}),
+    ...(typeof o.PeerPort === 'number' && Number.isInteger(o.PeerPort) ? { PeerPort: o.PeerPort } : {}),
   };
 }
 
@@ -114,6 +122,12 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
         if (!node) return send(res, 401, { message: 'a client certificate from this swarm is required' });
         if (req.method === 'POST' && path === '/v1/heartbeat')
           return send(res, 200, await opts.handlers.heartbeat(node));
+        if (req.method === 'POST' && path === '/v1/promote') {
+          if (!isManager(req)) return send(res, 403, { message: 'only a manager certificate may do this' });
+          const body = (await readBody(req)) as { MemberID?: unknown };
+          await opts.handlers.promote(node, typeof body.MemberID === 'string' ? body.MemberID : '');
+          return send(res, 200, {});
+        }
         return send(res, 404, { message: `no such path: ${req.method} ${path}` });
       })().catch((err: unknown) => {
         const status = err instanceof BerthError ? (STATUS[err.kind] ?? 500) : 500;

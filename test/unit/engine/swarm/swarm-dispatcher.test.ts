@@ -79,9 +79,37 @@ describe('the manager dispatcher (joins and heartbeats)', () => {
     await assert.rejects(d.join(call(other)), { message: BAD_TOKEN });
     const rotated = tokens.Worker.replace(/-[0-9a-z]{25}$/, `-${'0'.repeat(25)}`);
     await assert.rejects(d.join(call(rotated)), { message: BAD_TOKEN });
-    await assert.rejects(d.join(call(tokens.Manager)), { kind: 'NotImplemented' });
+    await assert.rejects(d.join(call(tokens.Manager)), /needs an etcd peer certificate request/);
     await assert.rejects(d.join({ ...call(tokens.Worker), CSR: 'junk' }), /invalid certificate request/);
     await assert.rejects(d.join({ ...call(tokens.Worker), Availability: 'x' }), /invalid Availability/);
+  });
+
+  it('admits a manager: a learner member at its peer URL, its peer certificate, the DEK; then promotes it', async () => {
+    const { store, tokens, d, call } = await setup();
+    const peer = newKeyPair();
+    const answer = await d.join({
+      ...call(tokens.Manager),
+      PeerCSR: createCsr(peer.privateKey, 'p'),
+      PeerPort: 2390,
+    });
+    assert.equal(answer.Role, 'manager');
+    assert.match(new X509Certificate(answer.Certificate).subject, /OU=swarm-manager/);
+    const m = answer.Manager;
+    assert.ok(m);
+    const peerCert = new X509Certificate(m.PeerCertificate);
+    assert.equal(peerCert.subject, 'CN=berth-etcd-peer');
+    assert.match(peerCert.subjectAltName ?? '', /IP Address:10\.0\.0\.2/);
+    assert.deepEqual(m.InitialCluster, [
+      { name: 'default', peerUrl: 'http://localhost:2380' },
+      { name: answer.NodeID, peerUrl: 'https://10.0.0.2:2390' },
+    ]);
+    assert.equal(Buffer.from(m.DEK, 'base64').length, 32);
+    assert.equal((await store.memberList()).find((x) => x.id === m.MemberID)?.isLearner, true);
+    await d.promote(answer.NodeID, m.MemberID);
+    assert.equal((await store.memberList()).find((x) => x.id === m.MemberID)?.isLearner, false);
+    await d.promote(answer.NodeID, m.MemberID);
+    const worker = await d.join(call(tokens.Worker));
+    await assert.rejects(d.promote(worker.NodeID, m.MemberID), { kind: 'Forbidden' });
   });
 
   it('keeps a node live while it beats and lets it lapse after 3 periods', async () => {
