@@ -5,7 +5,12 @@ import { parseBool, parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
-import { decodeInitRequest, decodeJoinRequest, decodeSwarmSpec } from './schema/swarm.schema.js';
+import {
+  decodeInitRequest,
+  decodeJoinRequest,
+  decodeNodeSpec,
+  decodeSwarmSpec,
+} from './schema/swarm.schema.js';
 import { gates, versionAtLeast, versionBefore } from './versions.js';
 
 /**
@@ -24,6 +29,8 @@ export type SwarmBackend = Pick<
   | 'unlock'
   | 'listNodes'
   | 'inspectNode'
+  | 'updateNode'
+  | 'removeNode'
   | 'requireManager'
 >;
 
@@ -162,8 +169,26 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
       swarm.requireManager();
       throw notImplemented(`${what} are not supported by this engine yet`);
     });
-  router.delete('/nodes/{id}', later('node removals'));
-  router.post('/nodes/{id}/update', later('node updates'));
+  router.delete(
+    '/nodes/{id}',
+    route(async (ctx) => {
+      await swarm.removeNode(ctx.params.id ?? '', parseBool(ctx.query.get('force')));
+      ctx.res.writeHead(200).end();
+    }),
+  );
+  router.post(
+    '/nodes/{id}/update',
+    route(async (ctx) => {
+      const raw = ctx.query.get('version') ?? '';
+      if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+        throw invalidParameter(
+          `invalid node version '${raw}': strconv.ParseUint: parsing ${JSON.stringify(raw)}: invalid syntax`,
+        );
+      }
+      await swarm.updateNode(ctx.params.id ?? '', Number(raw), decodeNodeSpec(await readJson(ctx.req)));
+      ctx.res.writeHead(200).end();
+    }),
+  );
   for (const kind of ['services', 'tasks', 'secrets', 'configs']) {
     router.get(`/${kind}`, later(kind));
     router.add(['GET', 'DELETE'], `/${kind}/{id}`, later(kind));

@@ -6,6 +6,7 @@ import {
   errorMessage,
   invalidParameter,
   notFound,
+  notImplemented,
   systemError,
   unauthorized,
   unavailable,
@@ -41,6 +42,7 @@ import type {
   JoinRequest,
   LocalNodeState,
   NodeAvailability,
+  NodeSpecUpdate,
   SpecUpdate,
   Swarm,
   SwarmInfo,
@@ -351,6 +353,67 @@ export class SwarmService {
       nodes.kvs.map((kv) => this.nodeView(kv, alive, managerOf, leader)),
       filters,
     );
+  }
+
+  /**
+   * POST /nodes/{id}/update?version=: the NodeSpec as given (labels replaced, Role and
+   * Availability required), by compare-and-swap on the node's version. A role change is not
+   * there yet (501), but demoting the last manager is refused as swarmkit refuses it.
+   */
+  updateNode(ref: string, version: number, spec: NodeSpecUpdate): Promise<void> {
+    return this.serialize(async () => {
+      const store = this.managerStore();
+      const node = await this.inspectNode(ref);
+      const role = spec.Role;
+      if (role !== 'manager' && role !== 'worker')
+        throw invalidParameter(`invalid Role: ${JSON.stringify(role ?? '')}`);
+      const availability = spec.Availability;
+      if (availability !== 'active' && availability !== 'pause' && availability !== 'drain') {
+        throw invalidParameter(`invalid Availability: ${JSON.stringify(availability ?? '')}`);
+      }
+      if (role !== node.Spec.Role) {
+        const managers = (await store.range(keys.managers)).kvs.length;
+        if (role === 'worker' && managers <= 1)
+          throw invalidParameter('attempting to demote the last manager of the swarm');
+        throw notImplemented('promoting or demoting a node is not supported by this engine yet');
+      }
+      const kv = await store.get(keys.node(node.ID));
+      if (!kv) throw notFound(`node ${ref} not found`);
+      const stored = JSON.parse(kv.value) as StoredNode;
+      const next: StoredNode = {
+        ...stored,
+        UpdatedAt: this.now().toISOString(),
+        Spec: {
+          ...(spec.Name ? { Name: spec.Name } : {}),
+          Labels: { ...(spec.Labels ?? {}) },
+          Role: role,
+          Availability: availability,
+        },
+      };
+      const res = await store.txn(
+        [{ key: keys.node(node.ID), target: 'mod', op: 'equal', value: version }],
+        [{ put: { key: keys.node(node.ID), value: JSON.stringify(next) } }],
+      );
+      if (!res.succeeded) throw conflict('update out of sequence');
+    });
+  }
+
+  /** DELETE /nodes/{id}?force=: a node that is down (or any worker with force); never a manager. */
+  removeNode(ref: string, force: boolean): Promise<void> {
+    return this.serialize(async () => {
+      const store = this.managerStore();
+      const node = await this.inspectNode(ref);
+      if (node.ManagerStatus || node.Spec.Role === 'manager') {
+        throw invalidParameter(
+          `node ${node.ID} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`,
+        );
+      }
+      if (node.Status.State !== 'down' && !force) {
+        throw invalidParameter(`node ${node.ID} is not down and can't be removed`);
+      }
+      // from now on its certificate gets it nothing: the dispatcher refuses nodes not in etcd
+      await store.txn([], [{ delete: { key: keys.node(node.ID) } }, { delete: { key: keys.live(node.ID) } }]);
+    });
   }
 
   /** A node by ID, ID prefix or hostname, as dockerd's lookup finds it. */

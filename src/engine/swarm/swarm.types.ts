@@ -94,7 +94,7 @@ export interface SwarmNode {
   Version: Version;
   CreatedAt: string;
   UpdatedAt: string;
-  Spec: { Labels: Record<string, string>; Role: NodeRole; Availability: NodeAvailability };
+  Spec: { Name?: string; Labels: Record<string, string>; Role: NodeRole; Availability: NodeAvailability };
   Description: {
     Hostname: string;
     Platform: { Architecture: string; OS: string };
@@ -108,6 +108,14 @@ export interface SwarmNode {
   };
   Status: { State: 'unknown' | 'down' | 'ready' | 'disconnected'; Message?: string; Addr: string };
   ManagerStatus?: { Leader?: boolean; Reachability: 'unknown' | 'unreachable' | 'reachable'; Addr: string };
+}
+
+/** POST /nodes/{id}/update's body. */
+export interface NodeSpecUpdate {
+  Name?: string;
+  Labels?: Record<string, string> | null;
+  Role?: string;
+  Availability?: string;
 }
 
 export type LocalNodeState = 'inactive' | 'pending' | 'active' | 'error' | 'locked';

@@ -126,6 +126,51 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
     assert.match(again.stderr, /This node is already part of a swarm/);
   });
 
+  it('updates a node spec by version and refuses what it cannot do', async () => {
+    const id = await worker.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    const managerId = await manager.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    await manager.dockerOk(['node', 'update', '--label-add', 'disk=ssd', '--label-add', 'zone=a', id]);
+    await manager.dockerOk(['node', 'update', '--label-rm', 'zone', '--availability', 'drain', id]);
+    const spec = JSON.parse(await manager.dockerOk(['node', 'inspect', id, '--format', '{{json .Spec}}']));
+    assert.deepEqual(spec, { Labels: { disk: 'ssd' }, Role: 'worker', Availability: 'drain' });
+    assert.equal(await manager.dockerOk(['node', 'ls', '-q', '--filter', 'node.label=disk=ssd']), id);
+    const node = (await manager.request('GET', `/v1.41/nodes/${id}`)).json<{ Version: { Index: number } }>();
+    const stale = await manager.request(
+      'POST',
+      `/v1.41/nodes/${id}/update?version=${node.Version.Index - 1}`,
+      {
+        body: { Role: 'worker', Availability: 'active' },
+      },
+    );
+    assert.equal(stale.status, 409);
+    const badRole = await manager.request('POST', `/v1.41/nodes/${id}/update?version=${node.Version.Index}`, {
+      body: { Role: 'boss', Availability: 'active' },
+    });
+    assert.equal(badRole.status, 400);
+    assert.match(badRole.json<{ message: string }>().message, /^invalid Role/);
+    const badAvail = await manager.request(
+      'POST',
+      `/v1.41/nodes/${id}/update?version=${node.Version.Index}`,
+      {
+        body: { Role: 'worker', Availability: 'sometimes' },
+      },
+    );
+    assert.match(badAvail.json<{ message: string }>().message, /^invalid Availability/);
+    await manager.dockerOk(['node', 'update', '--availability', 'active', id]);
+    const demote = await manager.docker(['node', 'demote', managerId]);
+    assert.match(demote.stderr, /attempting to demote the last manager of the swarm/);
+    const rmReady = await manager.docker(['node', 'rm', id]);
+    assert.match(rmReady.stderr, new RegExp(`node ${id} is not down and can't be removed`));
+    const rmManager = await manager.docker(['node', 'rm', '--force', managerId]);
+    assert.match(
+      rmManager.stderr,
+      /is a cluster manager and is a member of the raft cluster\. It must be demoted to worker before removal/,
+    );
+    const unknown = await manager.request('DELETE', '/v1.41/nodes/nosuchnode');
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(unknown.json(), { message: 'node nosuchnode not found' });
+  });
+
   it('serves the cluster API only with a certificate of this swarm', async () => {
     assert.equal(await httpsStatus(apiPort, '/v1/heartbeat'), 401);
     const other = RootCa.create();
@@ -153,5 +198,10 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
         .then((s) => (s === 'down' ? 'Down' : s));
     }
     assert.equal(status, 'Down', 'the manager marks the node down within 3 heartbeats');
+    assert.equal(await manager.dockerOk(['node', 'rm', id]), id);
+    assert.equal(
+      await manager.dockerOk(['node', 'ls', '-q']),
+      await manager.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']),
+    );
   });
 });

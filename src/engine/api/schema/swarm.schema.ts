@@ -1,5 +1,5 @@
 import { invalidParameter } from '../../../common/errors.js';
-import type { InitRequest, JoinRequest, SpecUpdate } from '../../swarm/swarm.types.js';
+import type { InitRequest, JoinRequest, NodeSpecUpdate, SpecUpdate } from '../../swarm/swarm.types.js';
 import {
   array,
   bool,
@@ -76,6 +76,13 @@ const joinFields: Fields = {
   Availability: named('swarm.NodeAvailability'),
 };
 
+const nodeSpecFields: Fields = {
+  Name: str,
+  Labels: stringMap,
+  Role: named('swarm.NodeRole'),
+  Availability: named('swarm.NodeAvailability'),
+};
+
 function object(value: unknown, go: string): Record<string, unknown> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) {
@@ -91,6 +98,10 @@ export function decodeInitRequest(value: unknown): InitRequest {
 
 export function decodeJoinRequest(value: unknown): JoinRequest {
   return decodeStruct(object(value, 'swarm.JoinRequest'), joinFields, 'JoinRequest', []) as JoinRequest;
+}
+
+export function decodeNodeSpec(value: unknown): NodeSpecUpdate {
+  return decodeStruct(object(value, 'swarm.NodeSpec'), nodeSpecFields, 'NodeSpec', []) as NodeSpecUpdate;
 }
 
 export function decodeSwarmSpec(value: unknown): SpecUpdate {
