@@ -16,6 +16,7 @@ import type {
 import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { unseal } from './seal.js';
+import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
 import type { ClusterStore } from './store/cluster-store.js';
 import type { SwarmNode, SwarmSpec } from './swarm.types.js';
 
@@ -31,7 +32,6 @@ interface ClusterRecord {
   JoinTokens: { Worker: string; Manager: string };
 }
 
-const MS_PER_NS = 1_000_000;
 /** Peer certificates live as long as the root (ten years); node certificates renew. */
 const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;
 
@@ -77,7 +77,7 @@ export class Dispatcher implements ClusterApiHandlers {
     }
     const nodeId = newSwarmId();
     const ca = new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
-    const expiryMs = (cluster.Spec.CAConfig.NodeCertExpiry ?? 0) / MS_PER_NS;
+    const expiryMs = effectiveCertExpiryMs(cluster.Spec);
     const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
     const now = this.now().toISOString();
     const node = {
@@ -197,5 +197,5 @@ export class Dispatcher implements ClusterApiHandlers {
 }
 
 export function periodMs(spec: SwarmSpec): number {
-  return Math.max(1000, (spec.Dispatcher.HeartbeatPeriod ?? 5e9) / MS_PER_NS);
+  return effectiveHeartbeatMs(spec);
 }

@@ -1,4 +1,5 @@
 import { invalidParameter, notImplemented } from '../../common/errors.js';
+import type { RaftSettings } from './etcd/etcd-args.js';
 import type { SpecUpdate, SwarmSpec } from './swarm.types.js';
 
 /** The Swarm spec's defaults, merge rules and checks (swarmkit's and moby's). */
@@ -62,18 +63,86 @@ export function mergeSpec(spec: SwarmSpec, update: SpecUpdate): SwarmSpec {
 }
 
 /**
+ * The spec of `POST /swarm/update`: the request's as given, as moby converts it onto an empty
+ * cluster spec (the CLI and docker-py send the whole spec read before): a field left out or zero
+ * stays zero (shown as dockerd shows it), and the defaults apply where it is used (effective*).
+ */
+export function specFromUpdate(update: SpecUpdate): SwarmSpec {
+  const r = update.Raft ?? {};
+  const ca = update.CAConfig ?? {};
+  const log = update.TaskDefaults?.LogDriver;
+  return {
+    Name: update.Name || 'default',
+    Labels: { ...(update.Labels ?? {}) },
+    Orchestration: { TaskHistoryRetentionLimit: update.Orchestration?.TaskHistoryRetentionLimit ?? 0 },
+    Raft: {
+      ...(r.SnapshotInterval ? { SnapshotInterval: r.SnapshotInterval } : {}),
+      KeepOldSnapshots: r.KeepOldSnapshots ?? 0,
+      ...(r.LogEntriesForSlowFollowers ? { LogEntriesForSlowFollowers: r.LogEntriesForSlowFollowers } : {}),
+      ElectionTick: r.ElectionTick ?? 0,
+      HeartbeatTick: r.HeartbeatTick ?? 0,
+    },
+    Dispatcher: update.Dispatcher?.HeartbeatPeriod
+      ? { HeartbeatPeriod: update.Dispatcher.HeartbeatPeriod }
+      : {},
+    CAConfig: {
+      ...(ca.NodeCertExpiry ? { NodeCertExpiry: ca.NodeCertExpiry } : {}),
+      ...(ca.ExternalCAs && ca.ExternalCAs.length > 0 ? { ExternalCAs: ca.ExternalCAs } : {}),
+      ...(ca.SigningCACert ? { SigningCACert: ca.SigningCACert } : {}),
+      ...(ca.SigningCAKey ? { SigningCAKey: ca.SigningCAKey } : {}),
+      ...(ca.ForceRotate ? { ForceRotate: ca.ForceRotate } : {}),
+    },
+    TaskDefaults: log?.Name
+      ? { LogDriver: { Name: log.Name, ...(log.Options ? { Options: { ...log.Options } } : {}) } }
+      : {},
+    EncryptionConfig: { AutoLockManagers: update.EncryptionConfig?.AutoLockManagers === true },
+  };
+}
+
+const DEFAULTS = defaultSpec();
+
+/** The Raft settings in force: a zero field is swarmkit's default. */
+export function effectiveRaft(spec: SwarmSpec): RaftSettings {
+  const r = spec.Raft;
+  const d = DEFAULTS.Raft;
+  return {
+    SnapshotInterval: r.SnapshotInterval || (d.SnapshotInterval ?? 10000),
+    KeepOldSnapshots: r.KeepOldSnapshots ?? 0,
+    LogEntriesForSlowFollowers: r.LogEntriesForSlowFollowers || (d.LogEntriesForSlowFollowers ?? 500),
+    HeartbeatTick: r.HeartbeatTick || d.HeartbeatTick,
+    ElectionTick: r.ElectionTick || d.ElectionTick,
+  };
+}
+
+/** Dispatcher.HeartbeatPeriod in force, in ms (0: the default 5 s). */
+export function effectiveHeartbeatMs(spec: SwarmSpec): number {
+  return Math.max(
+    1000,
+    (spec.Dispatcher.HeartbeatPeriod || (DEFAULTS.Dispatcher.HeartbeatPeriod ?? 5 * SECOND)) / 1e6,
+  );
+}
+
+/** NodeCertExpiry in force, in ms (0: the default 90 days). */
+export function effectiveCertExpiryMs(spec: SwarmSpec): number {
+  return (spec.CAConfig.NodeCertExpiry || (DEFAULTS.CAConfig.NodeCertExpiry ?? 0)) / 1e6;
+}
+
+/**
  * The checks swarmkit makes of a spec, in its words; and what berth does not do yet (an external
  * CA, a root CA rotation), refused rather than stored and ignored.
  */
 export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
   if (spec.Name !== 'default') throw invalidParameter('swarm spec must be named "default"');
+  // zero: swarmkit's default
   const expiry = spec.CAConfig.NodeCertExpiry ?? 0;
-  if (expiry < MIN_CERT_EXPIRY) throw invalidParameter('minimum certificate expiry time is: 1h0m0s');
+  if (expiry !== 0 && expiry < MIN_CERT_EXPIRY)
+    throw invalidParameter('minimum certificate expiry time is: 1h0m0s');
   if ((spec.Orchestration.TaskHistoryRetentionLimit ?? 0) < 0) {
     throw invalidParameter('task history retention limit must be non-negative');
   }
-  const { HeartbeatTick, ElectionTick, SnapshotInterval } = spec.Raft;
-  if (HeartbeatTick < 1) throw invalidParameter('heartbeat tick must be greater than 0');
+  const { HeartbeatTick, ElectionTick } = effectiveRaft(spec);
+  if (HeartbeatTick < 0 || spec.Raft.ElectionTick < 0)
+    throw invalidParameter('raft ticks must not be negative');
   if (ElectionTick <= HeartbeatTick) {
     throw invalidParameter('election tick must be greater than heartbeat tick');
   }
@@ -82,7 +151,6 @@ export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
     throw invalidParameter('election tick must be at least 5 times the heartbeat tick (etcd)');
   }
   if (ElectionTick * 100 > 50_000) throw invalidParameter('election tick must be at most 500 (etcd: 50 s)');
-  if (SnapshotInterval < 1) throw invalidParameter('snapshot interval must be greater than 0');
   if ((spec.Raft.KeepOldSnapshots ?? 0) < 0)
     throw invalidParameter('keep old snapshots must be non-negative');
   if ((spec.Dispatcher.HeartbeatPeriod ?? 0) < 0)

@@ -34,7 +34,15 @@ import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
 import { filterNodes } from './node-filters.js';
 import { newDek, seal, unseal } from './seal.js';
-import { defaultSpec, mergeSpec, validateSpec } from './spec.js';
+import {
+  defaultSpec,
+  effectiveCertExpiryMs,
+  effectiveHeartbeatMs,
+  effectiveRaft,
+  mergeSpec,
+  specFromUpdate,
+  validateSpec,
+} from './spec.js';
 import type { ClusterStore, KeyValue, Lease } from './store/cluster-store.js';
 import type {
   ClusterInfo,
@@ -125,19 +133,11 @@ type StoredNode = Omit<SwarmNode, 'Version' | 'Status' | 'ManagerStatus'> & {
   Status: { State: SwarmNode['Status']['State']; Message?: string; Addr: string };
 };
 
-const SECOND_NS = 1_000_000_000;
-const MS_PER_NS = 1_000_000;
 /** The etcd peer certificate's lifetime: as long as the root's, re-issued with the node's later. */
 const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;
 
 function raftOf(spec: SwarmSpec): RaftSettings {
-  return {
-    SnapshotInterval: spec.Raft.SnapshotInterval,
-    KeepOldSnapshots: spec.Raft.KeepOldSnapshots ?? 0,
-    LogEntriesForSlowFollowers: spec.Raft.LogEntriesForSlowFollowers,
-    HeartbeatTick: spec.Raft.HeartbeatTick,
-    ElectionTick: spec.Raft.ElectionTick,
-  };
+  return effectiveRaft(spec);
 }
 
 function validatePool(pool: string[], subnetSize: number): void {
@@ -463,7 +463,7 @@ export class SwarmService {
     const clusterId = newSwarmId();
     const ca = RootCa.create(this.now());
     const dek = newDek();
-    const expiryMs = (spec.CAConfig.NodeCertExpiry ?? 0) / MS_PER_NS;
+    const expiryMs = effectiveCertExpiryMs(spec);
     const node = ca.issueNode(nodeId, 'manager', clusterId, expiryMs);
     const unlockKey = spec.EncryptionConfig.AutoLockManagers ? newUnlockKey() : undefined;
     const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [addrs.advertiseHost], PEER_CERT_MS);
@@ -611,7 +611,7 @@ export class SwarmService {
     const kv = await this.read(() => store.get(keys.cluster));
     if (!kv) throw unavailable(NO_LEADER);
     const stored = JSON.parse(kv.value) as StoredCluster;
-    const spec = mergeSpec(stored.Spec, update);
+    const spec = specFromUpdate(update);
     validateSpec(spec, stored.Spec);
     const caKv = await store.get(keys.caRoot);
     const root = caKv ? (JSON.parse(caKv.value) as StoredCa).cert : '';
@@ -698,7 +698,7 @@ export class SwarmService {
     const store = this.store;
     const local = this.local;
     if (!store || !local) return;
-    const periodMs = Math.max(1000, (spec.Dispatcher.HeartbeatPeriod ?? 5 * SECOND_NS) / MS_PER_NS);
+    const periodMs = effectiveHeartbeatMs(spec);
     const ttl = Math.max(1, Math.ceil((3 * periodMs) / 1000));
     const lease = await store.grantLease(ttl);
     await store.put(keys.live(local.NodeID), local.AdvertiseHost, { lease: lease.id });
@@ -1056,7 +1056,8 @@ export class SwarmService {
   private availability(value: string | undefined): NodeAvailability {
     if (value === undefined || value === '') return 'active';
     if (value === 'active' || value === 'pause' || value === 'drain') return value;
-    throw invalidParameter('invalid Availability');
+    // dockerd's words (its %q of the value)
+    throw invalidParameter(`invalid Availability: ${JSON.stringify(value)}`);
   }
 
   /** The etcd member ID of the current Raft leader, as this member sees it. */

@@ -17,10 +17,11 @@ export interface SwarmSpec {
   Name: string;
   Labels: Record<string, string>;
   Orchestration: { TaskHistoryRetentionLimit?: number };
+  /** Zero (or absent) fields mean swarmkit's defaults (spec.ts effective*). */
   Raft: {
-    SnapshotInterval: number;
+    SnapshotInterval?: number;
     KeepOldSnapshots?: number;
-    LogEntriesForSlowFollowers: number;
+    LogEntriesForSlowFollowers?: number;
     ElectionTick: number;
     HeartbeatTick: number;
   };

@@ -74,7 +74,7 @@ describe('swarm init, update, tokens, unlock key and leave (one engine, docker C
         { AdvertiseAddr: '127.0.0.1', Spec: { CAConfig: { NodeCertExpiry: 60e9 } } },
         /^minimum certificate expiry time is: 1h0m0s$/,
       ],
-      [{ AdvertiseAddr: '127.0.0.1', Availability: 'sometimes' }, /^invalid Availability$/],
+      [{ AdvertiseAddr: '127.0.0.1', Availability: 'sometimes' }, /^invalid Availability: "sometimes"$/],
       [{ AdvertiseAddr: '127.0.0.1', DefaultAddrPool: ['10.0.0.0/33'] }, /^invalid default address pool/],
       [{ AdvertiseAddr: '127.0.0.1', Spec: { Name: 'other' } }, /^swarm spec must be named "default"$/],
       [

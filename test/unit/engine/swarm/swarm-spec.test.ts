@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defaultSpec, mergeSpec, validateSpec } from '../../../../src/engine/swarm/spec.js';
+import {
+  defaultSpec,
+  effectiveCertExpiryMs,
+  effectiveHeartbeatMs,
+  effectiveRaft,
+  mergeSpec,
+  specFromUpdate,
+  validateSpec,
+} from '../../../../src/engine/swarm/spec.js';
 
 describe('swarm spec', () => {
   it("has swarmkit's defaults", () => {
@@ -39,6 +47,31 @@ describe('swarm spec', () => {
     assert.equal(next.Dispatcher.HeartbeatPeriod, 5e9);
     assert.equal(next.EncryptionConfig.AutoLockManagers, false);
     assert.equal(base.Raft.ElectionTick, 10, 'the spec merged into is not changed');
+  });
+
+  it('replaces the spec on update as moby does, zeros meaning the defaults where used', () => {
+    const s = specFromUpdate({ Raft: { SnapshotInterval: 777 }, Labels: { a: 'b' } });
+    assert.deepEqual(s, {
+      Name: 'default',
+      Labels: { a: 'b' },
+      Orchestration: { TaskHistoryRetentionLimit: 0 },
+      Raft: { SnapshotInterval: 777, KeepOldSnapshots: 0, ElectionTick: 0, HeartbeatTick: 0 },
+      Dispatcher: {},
+      CAConfig: {},
+      TaskDefaults: {},
+      EncryptionConfig: { AutoLockManagers: false },
+    });
+    validateSpec(s);
+    assert.deepEqual(effectiveRaft(s), {
+      SnapshotInterval: 777,
+      KeepOldSnapshots: 0,
+      LogEntriesForSlowFollowers: 500,
+      HeartbeatTick: 1,
+      ElectionTick: 10,
+    });
+    assert.equal(effectiveHeartbeatMs(s), 5000);
+    assert.equal(effectiveCertExpiryMs(s), 90 * 24 * 3600 * 1000);
+    assert.equal(effectiveHeartbeatMs(specFromUpdate({ Dispatcher: { HeartbeatPeriod: 2e9 } })), 2000);
   });
 
   it('refuses what swarmkit refuses, and a root CA rotation it cannot do yet', () => {
