@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { hostEtcdProcesses } from '../../../src/engine/swarm/etcd/etcd-process.js';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
-import { TestEtcd, testSupervisor } from '../../helpers/swarm-etcd.js';
+import { TestEtcd, testMemberSpec, testSupervisor } from '../../helpers/swarm-etcd.js';
 import { storeContract } from '../../unit/engine/swarm/store-contract.js';
 
 async function writeAfterKill(socketPath: string, key: string): Promise<string | undefined> {
@@ -50,6 +51,19 @@ describe('etcd 3.4 under the engine supervisor, through the v3 JSON gateway on i
     assert.equal((await s.get('/berth-test/big'))?.value.length, big.length);
     await s.delete('/berth-test/big');
     s.close();
+  });
+
+  it("fails a start at once, with etcd's reason, when the member exits (its peer port taken)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-etcd-busy-'));
+    try {
+      const spec = { ...(await testMemberSpec(dir)), peerUrl: etcd.spec.peerUrl };
+      spec.initialCluster = [{ name: spec.name, peerUrl: spec.peerUrl }];
+      const started = Date.now();
+      await assert.rejects(testSupervisor(dir).start(spec), /etcd could not start: .*address already in use/);
+      assert.ok(Date.now() - started < 10_000, 'not a wait for the ready timeout');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('is adopted through its pid file after its supervisor is killed with SIGKILL', async () => {

@@ -32,6 +32,8 @@ export class EtcdSupervisor {
   private restartDelay: number;
   private poller?: NodeJS.Timeout;
   private restarting = false;
+  /** While start() waits for a member it launched: its early exit fails the start (no restart). */
+  private onEarlyExit?: (why: string) => void;
 
   constructor(private readonly opts: EtcdSupervisorOptions) {
     this.restartDelay = opts.restartDelayMs ?? 500;
@@ -69,10 +71,22 @@ export class EtcdSupervisor {
       this.pid = adopted;
       this.watchAdopted(adopted);
       this.opts.log.info('adopted the running etcd member', { pid: adopted });
-    } else {
-      await this.launch();
+      await this.opts.ready(this.socketPath, timeoutMs);
+      return;
     }
-    await this.opts.ready(this.socketPath, timeoutMs);
+    // a member that exits before it answers (a busy port, bad data) fails the start at once
+    let exited: (why: string) => void = () => {};
+    const early = new Promise<never>((_, reject) => {
+      exited = (why) => reject(new Error(`etcd could not start: ${why}`));
+    });
+    early.catch(() => {});
+    this.onEarlyExit = exited;
+    try {
+      await this.launch();
+      await Promise.race([this.opts.ready(this.socketPath, timeoutMs), early]);
+    } finally {
+      this.onEarlyExit = undefined;
+    }
   }
 
   /** Ends the member: SIGTERM, SIGKILL after `graceMs`; it is not restarted. */
@@ -131,6 +145,12 @@ export class EtcdSupervisor {
 
   private died(why: string): void {
     this.pid = undefined;
+    if (this.onEarlyExit) {
+      const report = this.onEarlyExit;
+      this.onEarlyExit = undefined;
+      void this.lastError().then((err) => report(err ?? why));
+      return;
+    }
     if (this.stopping || this.restarting) return;
     this.restarting = true;
     const delay = this.restartDelay;
@@ -151,6 +171,19 @@ export class EtcdSupervisor {
           this.opts.log.warn('the restarted etcd member is not answering yet', { error: err.message }),
         );
     }, delay).unref();
+  }
+
+  /** The last `error` etcd wrote to its log (zap's JSON lines), if any. */
+  private async lastError(): Promise<string | undefined> {
+    const log = await readFile(join(this.opts.runDir, 'etcd.log'), 'utf8').catch(() => '');
+    const lines = log.trimEnd().split('\n').slice(-20).reverse();
+    for (const line of lines) {
+      try {
+        const entry = JSON.parse(line) as { error?: unknown };
+        if (typeof entry.error === 'string') return entry.error;
+      } catch {}
+    }
+    return undefined;
   }
 
   /** The pid in the pid file, when that process is an etcd on our data dir. */
