@@ -382,6 +382,25 @@ describe('swarm init, update, tokens, unlock key and leave (one engine, docker C
     );
   });
 
+  it('restarts its member alone with init --force-new-cluster, the swarm kept', async () => {
+    const before = (await engine.request('GET', '/v1.41/swarm')).json<SwarmView>();
+    const id = await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    const pid = await etcdPid(engine);
+    const out = await engine.dockerOk([
+      'swarm',
+      'init',
+      '--force-new-cluster',
+      '--advertise-addr',
+      '127.0.0.1',
+    ]);
+    assert.match(out, new RegExp(`^Swarm initialized: current node \\(${id}\\) is now a manager\\.`));
+    assert.notEqual(await etcdPid(engine), pid, 'the member was restarted');
+    const after = (await engine.request('GET', '/v1.41/swarm')).json<SwarmView>();
+    assert.equal(after.ID, before.ID);
+    assert.deepEqual(after.JoinTokens, before.JoinTokens);
+    assert.equal(await engine.dockerOk(['node', 'ls', '-q']), id);
+  });
+
   it('keeps its swarm across an engine kill -9: the etcd member is adopted', async () => {
     const pid = await etcdPid(engine);
     const id = await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);

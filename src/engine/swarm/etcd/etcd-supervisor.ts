@@ -87,6 +87,8 @@ export class EtcdSupervisor {
     } finally {
       this.onEarlyExit = undefined;
     }
+    // --force-new-cluster is for this start only: a restart must not cut the cluster down again
+    if (spec.forceNewCluster) this.spec = { ...spec, forceNewCluster: false };
   }
 
   /** Ends the member: SIGTERM, SIGKILL after `graceMs`; it is not restarted. */
