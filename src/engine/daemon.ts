@@ -199,7 +199,7 @@ export async function startEngine(
     events,
   );
   await system.init();
-  const swarm = createSwarmService(config, log.child('swarm'));
+  const swarm = createSwarmService(config, events, log.child('swarm'));
   await swarm.start();
   sources.swarm = () => swarm.info();
 

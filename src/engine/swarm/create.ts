@@ -2,6 +2,7 @@ import { availableParallelism, hostname, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../common/log.js';
 import type { EngineConfig } from '../config.js';
+import type { EventsService } from '../events/events.service.js';
 import { ENGINE_VERSION } from '../system/system.service.js';
 import { hostInterfaces } from './addresses.js';
 import { hostEtcdProcesses } from './etcd/etcd-process.js';
@@ -11,7 +12,7 @@ import { EtcdStore } from './store/etcd-store.js';
 import { SwarmService } from './swarm.service.js';
 
 /** The swarm service with its real parts: etcd under the supervisor, the host's interfaces. */
-export function createSwarmService(config: EngineConfig, log: Logger): SwarmService {
+export function createSwarmService(config: EngineConfig, events: EventsService, log: Logger): SwarmService {
   const member = new EtcdSupervisor({
     binary: config.swarmEtcdBinary,
     runDir: join(config.execRoot, 'swarm'),
@@ -41,5 +42,6 @@ export function createSwarmService(config: EngineConfig, log: Logger): SwarmServ
       { Type: 'Volume', Name: 'local' },
     ],
     log,
+    publish: (type, action, id, attributes) => events.publish(type, action, id, attributes, 'swarm'),
   });
 }

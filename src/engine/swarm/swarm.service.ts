@@ -28,6 +28,7 @@ import {
 import { clusterCall, fetchRootCa } from './cluster-api/client.js';
 import type { JoinAnswer, JoinCall } from './cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from './cluster-api/server.js';
+import { ClusterEvents, type SwarmPublish } from './cluster-events.js';
 import { Dispatcher } from './dispatcher.js';
 import { ETCD_PEER_CN, type EtcdMemberSpec, type RaftSettings } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
@@ -99,6 +100,8 @@ export interface SwarmServiceOptions {
   plugins: () => { Type: string; Name: string }[];
   log: Logger;
   now?: () => Date;
+  /** Where a manager's swarm-scope events go (the engine's event bus). */
+  publish?: SwarmPublish;
 }
 
 /** The Swarm object as stored in `P/cluster` (no Version: that is the key's mod revision). */
@@ -172,6 +175,7 @@ export class SwarmService {
   /** The node's key while it is sealed on disk (autolock), once unlocked. */
   private nodeKeyPem?: string;
   private link?: WorkerLink;
+  private events?: ClusterEvents;
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -214,6 +218,8 @@ export class SwarmService {
     this.link?.stop();
     await this.clusterApi?.close();
     this.clusterApi = undefined;
+    this.events?.stop();
+    this.events = undefined;
     this.store?.close();
     this.store = undefined;
     if (this.local?.Role === 'manager') await this.opts.member.stop();
@@ -550,6 +556,8 @@ export class SwarmService {
     this.stopLiveness();
     await this.clusterApi?.close();
     this.clusterApi = undefined;
+    this.events?.stop();
+    this.events = undefined;
     this.store?.close();
     this.store = undefined;
     await this.opts.member.stop();
@@ -679,6 +687,7 @@ export class SwarmService {
     await this.files.save(local);
     if (!this.dek) this.dek = await this.files.readDek();
     this.store = this.opts.openStore(this.opts.member.socketPath);
+    await this.startEvents(this.store);
     if (!spec) {
       const cluster = await this.store.get(keys.cluster);
       if (cluster) await this.startLiveness((JSON.parse(cluster.value) as StoredCluster).Spec);
@@ -740,6 +749,8 @@ export class SwarmService {
     this.link = undefined;
     await this.clusterApi?.close();
     this.clusterApi = undefined;
+    this.events?.stop();
+    this.events = undefined;
     this.store?.close();
     this.store = undefined;
     if (this.local?.Role === 'manager') await this.opts.member.stop();
@@ -940,6 +951,7 @@ export class SwarmService {
     this.dek = Buffer.from(m.DEK, 'base64');
     this.store = this.opts.openStore(this.opts.member.socketPath);
     const store = this.store;
+    await this.startEvents(store);
     const manager: StoredManager = {
       memberId: m.MemberID,
       peerUrl,
@@ -953,6 +965,16 @@ export class SwarmService {
     await this.files.save(local);
     await this.startLiveness(spec);
     await this.openClusterApi(local);
+  }
+
+  /** A manager's swarm-scope events from its watch (nothing when no event bus was given). */
+  private async startEvents(store: ClusterStore): Promise<void> {
+    this.events?.stop();
+    this.events = undefined;
+    if (!this.opts.publish) return;
+    const events = new ClusterEvents(store, this.opts.publish, this.opts.log);
+    await events.start();
+    this.events = events;
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */

@@ -29,6 +29,7 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
   let manager: TestEngine;
   let worker: TestEngine;
   let apiPort: number;
+  let since: number;
 
   before(async () => {
     apiPort = await freePort();
@@ -37,6 +38,7 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
       TestEngine.start({ bridge: 'none', args: ['--swarm-etcd-peer-port', String(peerPort)] }),
       TestEngine.start({ bridge: 'none' }),
     ]);
+    since = Math.floor(Date.now() / 1000) - 1;
     await manager.dockerOk([
       'swarm',
       'init',
@@ -199,6 +201,31 @@ describe('swarm join as a worker (two engines, docker CLI)', () => {
     }
     assert.equal(status, 'Down', 'the manager marks the node down within 3 heartbeats');
     assert.equal(await manager.dockerOk(['node', 'rm', id]), id);
+    // the manager's swarm-scope node events, as its etcd watch saw the changes
+    let events = '';
+    for (let i = 0; i < 20 && !events.includes('remove'); i++) {
+      events = await manager.events(
+        since,
+        '{{.Scope}} {{.Action}} {{.Actor.ID}} {{json .Actor.Attributes}}',
+        ['type=node', `node=${id}`],
+      );
+      if (!events.includes('remove')) await new Promise((r) => setTimeout(r, 200));
+    }
+    const lines = events.split('\n');
+    assert.equal(
+      lines[0],
+      `swarm create ${id} {"name":"${await worker.dockerOk(['info', '--format', '{{.Name}}'])}"}`,
+    );
+    assert.ok(
+      lines.some((l) => l.includes('"availability.new":"drain","availability.old":"active"')),
+      events,
+    );
+    assert.ok(
+      lines.some((l) => l.includes('"state.new":"down","state.old":"ready"')),
+      events,
+    );
+    assert.match(lines.at(-1) ?? '', new RegExp(`^swarm remove ${id} `));
+    assert.equal(await manager.events(since, '{{.Action}}', ['type=node', 'scope=local']), '');
     assert.equal(
       await manager.dockerOk(['node', 'ls', '-q']),
       await manager.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']),
