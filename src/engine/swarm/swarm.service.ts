@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   BerthError,
   conflict,
@@ -951,6 +952,12 @@ export class SwarmService {
     this.dek = Buffer.from(m.DEK, 'base64');
     this.store = this.opts.openStore(this.opts.member.socketPath);
     const store = this.store;
+    // the promotion reaches this member through the Raft log: until it has, it still refuses
+    // requests as a learner
+    for (let i = 0; (await store.status()).isLearner; i++) {
+      if (i >= 100) throw new Error('this member was promoted but still acts as a learner');
+      await sleep(100);
+    }
     await this.startEvents(store);
     const manager: StoredManager = {
       memberId: m.MemberID,
