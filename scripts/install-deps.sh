@@ -17,6 +17,7 @@ packages=(
   docker-compose             # compose 1.29 (docker-py underneath): a real client the tests drive
   python3-docker             # docker-py 5.0.3: the build scenarios of its own tests run against berth
   git                        # docker build with a git remote (the builder clones it)
+  etcd-server etcd-client    # swarm mode: each manager engine runs its own etcd member (etcdctl for tests)
   ca-certificates curl jq
 )
 missing=()
@@ -32,6 +33,13 @@ fi
 # Debian's docker.io enables dockerd and containerd units; berth does not want them running.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then
   systemctl disable --now docker docker.socket containerd >/dev/null 2>&1 || true
+fi
+# etcd-server enables the distribution's own etcd service; swarm mode starts its members itself
+# and must never meet that one (it would hold 2379/2380 and /var/lib/etcd).
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+  if systemctl is-enabled --quiet etcd 2>/dev/null || systemctl is-active --quiet etcd 2>/dev/null; then
+    systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
 fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

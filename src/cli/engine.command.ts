@@ -64,6 +64,14 @@ export const engineFlags: Record<string, FlagSpec> = {
     kind: 'string',
     help: 'the largest archive docker cp may upload, as 512m or 2g (default 10g; 413 beyond it)',
   },
+  'swarm-etcd-binary': {
+    kind: 'string',
+    help: "the etcd a swarm manager runs its cluster store's member with (default /usr/bin/etcd)",
+  },
+  'swarm-etcd-peer-port': {
+    kind: 'string',
+    help: "the port a swarm manager's etcd member takes its peers on, at the advertise address (default 2380)",
+  },
   'config-file': {
     kind: 'string',
     help: "daemon configuration file in dockerd's daemon.json form (default /etc/berth/daemon.json, read when present)",
@@ -163,6 +171,12 @@ function count(p: Parsed, name: string, fallback: number): number {
   if (text === undefined) return fallback;
   if (!/^\d+$/.test(text)) throw new UsageError(`--${name} takes a whole number: ${text}`);
   return Number(text);
+}
+
+function port(p: Parsed, name: string, fallback: number): number {
+  const value = count(p, name, fallback);
+  if (value < 1 || value > 65535) throw new UsageError(`--${name} takes a port from 1 to 65535: ${value}`);
+  return value;
 }
 
 function duration(p: Parsed, name: string, fallback: number): number {
@@ -267,6 +281,8 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     ...(str(p, 'bip') ? { bip: str(p, 'bip') } : {}),
     ...hostGatewayIp(p),
     copyUploadLimit: size(p, 'copy-upload-limit', defaultEngineConfig.copyUploadLimit, 1, '1 byte'),
+    swarmEtcdBinary: str(p, 'swarm-etcd-binary') ?? defaultEngineConfig.swarmEtcdBinary,
+    swarmEtcdPeerPort: port(p, 'swarm-etcd-peer-port', defaultEngineConfig.swarmEtcdPeerPort),
   };
 }
 

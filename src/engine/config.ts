@@ -50,6 +50,10 @@ export interface EngineConfig {
   hostGatewayIp?: string;
   /** `--copy-upload-limit`: the largest archive docker cp may upload, in bytes (413 beyond). */
   copyUploadLimit: number;
+  /** `--swarm-etcd-binary`: the etcd a swarm manager runs its member with. */
+  swarmEtcdBinary: string;
+  /** `--swarm-etcd-peer-port`: the port a manager's etcd member takes peers on (advertise address). */
+  swarmEtcdPeerPort: number;
 }
 
 /** The TLS of the tcp:// listeners: PEM files, and whether clients must show a certificate. */
@@ -90,6 +94,8 @@ export const defaultEngineConfig: EngineConfig = {
   experimental: false,
   bridge: 'berth0',
   copyUploadLimit: 10 * 1024 ** 3,
+  swarmEtcdBinary: '/usr/bin/etcd',
+  swarmEtcdPeerPort: 2380,
 };
 
 export function parseRuntimeName(value: string): 'runc' | 'crun' {

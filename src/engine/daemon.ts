@@ -38,6 +38,7 @@ import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
+import { createSwarmService } from './swarm/create.js';
 import { DiskUsage } from './system/disk-usage.js';
 import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
@@ -198,9 +199,12 @@ export async function startEngine(
     events,
   );
   await system.init();
+  const swarm = createSwarmService(config, events, log.child('swarm'));
+  await swarm.start();
+  sources.swarm = () => swarm.info();
 
   const router = createApiRouter();
-  registerSystemRoutes(router, system, config.experimental);
+  registerSystemRoutes(router, system, config.experimental, () => swarm.pingState());
   registerEventRoutes(router, events);
   // the registry client every pull (and push) goes through: keep-alive connections, tokens, pings
   const registry = new RegistryClient({
@@ -280,7 +284,7 @@ export async function startEngine(
   await builder.init();
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
-  registerSwarmRoutes(router);
+  registerSwarmRoutes(router, swarm);
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 
@@ -314,6 +318,7 @@ export async function startEngine(
       closed = true;
       // no new requests; those under way finish in the services' own drain
       for (const s of servers) s.close();
+      await swarm.close();
       await containers.close();
       await network.close();
       await runtime.close();

@@ -1,19 +1,40 @@
-import { BerthError, notImplemented } from '../../common/errors.js';
+import { BerthError, invalidParameter, notImplemented } from '../../common/errors.js';
+import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
+import { readJson } from '../../http/body.js';
+import { parseBool, parseFilters } from '../../http/query.js';
+import { sendJson } from '../../http/server.js';
+import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
-import { gates, versionAtLeast } from './versions.js';
+import {
+  decodeInitRequest,
+  decodeJoinRequest,
+  decodeNodeSpec,
+  decodeSwarmSpec,
+} from './schema/swarm.schema.js';
+import { gates, versionAtLeast, versionBefore } from './versions.js';
 
 /**
- * Swarm mode's endpoints while the engine is not in a swarm (swarm mode is not there yet): what
- * dockerd answers outside a swarm, so that clients tell "no swarm" from "no such endpoint" (their
- * clean-ups leave a swarm and ignore exactly this): 503 with dockerd's words, 406 before API 1.25
- * (docker 1.12, the code the 1.24 documentation gives). Joining or making a swarm is refused
- * as not implemented.
+ * /swarm (init, leave, update, unlock key) over the swarm service, and the rest of swarm mode's
+ * endpoints (nodes, services, tasks, secrets, configs) as dockerd answers them on a node that
+ * cannot serve them: 503 with dockerd's words, 406 before API 1.25 (docker 1.12).
  */
+export type SwarmBackend = Pick<
+  SwarmService,
+  | 'inspect'
+  | 'initSwarm'
+  | 'join'
+  | 'leave'
+  | 'update'
+  | 'unlockKey'
+  | 'unlock'
+  | 'listNodes'
+  | 'inspectNode'
+  | 'updateNode'
+  | 'removeNode'
+  | 'requireManager'
+>;
 
-const NOT_A_MANAGER =
-  'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
-const NOT_IN_SWARM = 'This node is not part of a swarm';
-
+/** The "no swarm here" answers: 503, or 406 on API 1.24, as dockerd's versions gave them. */
 function noSwarm(ctx: ApiContext, message: string): BerthError {
   return new BerthError(
     versionAtLeast(ctx.version, gates.swarmUnavailable) ? 'Unavailable' : 'NotAcceptable',
@@ -21,27 +42,158 @@ function noSwarm(ctx: ApiContext, message: string): BerthError {
   );
 }
 
-export function registerSwarmRoutes(router: ApiRouter): void {
-  const manager = (ctx: ApiContext) => {
-    throw noSwarm(ctx, NOT_A_MANAGER);
-  };
-  router.get('/swarm', manager);
-  router.post('/swarm/update', manager);
-  router.get('/swarm/unlockkey', manager);
-  router.post('/swarm/unlock', manager);
-  router.post('/swarm/leave', (ctx) => {
-    throw noSwarm(ctx, NOT_IN_SWARM);
-  });
-  const unsupported = () => {
-    throw notImplemented('swarm mode is not supported by this engine yet');
-  };
-  router.post('/swarm/init', unsupported);
-  router.post('/swarm/join', unsupported);
-  for (const kind of ['nodes', 'services', 'tasks', 'secrets', 'configs']) {
-    router.get(`/${kind}`, manager);
-    router.add(['GET', 'DELETE'], `/${kind}/{id}`, manager);
-    router.post(`/${kind}/{id}/update`, manager);
+function versioned(ctx: ApiContext, err: unknown): unknown {
+  if (
+    err instanceof BerthError &&
+    err.kind === 'Unavailable' &&
+    (err.message === NOT_IN_SWARM || err.message === NOT_A_MANAGER)
+  ) {
+    return noSwarm(ctx, err.message);
   }
-  for (const kind of ['services', 'secrets', 'configs']) router.post(`/${kind}/create`, manager);
-  for (const kind of ['services', 'tasks']) router.get(`/${kind}/{id}/logs`, manager);
+  return err;
+}
+
+/** A boolean query parameter read with strconv.ParseBool (absent: false), as moby's swarm update reads them. */
+function strictBool(ctx: ApiContext, name: string): boolean {
+  const v = ctx.query.get(name);
+  if (v === null || v === '') return false;
+  const b = goParseBool(v);
+  if (b === undefined) throw invalidParameter(`invalid value for ${name}: ${parseBoolError(v)}`);
+  return b;
+}
+
+export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): void {
+  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
+    try {
+      await handler(ctx);
+    } catch (err) {
+      throw versioned(ctx, err);
+    }
+  };
+
+  router.get(
+    '/swarm',
+    route(async (ctx) => {
+      sendJson(ctx.res, 200, await swarm.inspect());
+    }),
+  );
+
+  router.post(
+    '/swarm/init',
+    route(async (ctx) => {
+      const req = decodeInitRequest(await readJson(ctx.req));
+      if (versionBefore(ctx.version, gates.swarmDefaultAddrPool)) {
+        delete req.DefaultAddrPool;
+        delete req.SubnetSize;
+      }
+      if (versionBefore(ctx.version, gates.swarmDataPathPort)) delete req.DataPathPort;
+      sendJson(ctx.res, 200, await swarm.initSwarm(req));
+    }),
+  );
+
+  router.post(
+    '/swarm/leave',
+    route(async (ctx) => {
+      await swarm.leave(parseBool(ctx.query.get('force')));
+      ctx.res.writeHead(200).end();
+    }),
+  );
+
+  router.post(
+    '/swarm/update',
+    route(async (ctx) => {
+      const raw = ctx.query.get('version') ?? '';
+      if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+        throw invalidParameter(
+          `invalid swarm version '${raw}': strconv.ParseUint: parsing ${JSON.stringify(raw)}: invalid syntax`,
+        );
+      }
+      const flags = {
+        rotateWorkerToken: strictBool(ctx, 'rotateWorkerToken'),
+        rotateManagerToken: strictBool(ctx, 'rotateManagerToken'),
+        rotateManagerUnlockKey: strictBool(ctx, 'rotateManagerUnlockKey'),
+      };
+      const spec = decodeSwarmSpec(await readJson(ctx.req));
+      await swarm.update(Number(raw), spec, flags);
+      ctx.res.writeHead(200).end();
+    }),
+  );
+
+  router.get(
+    '/swarm/unlockkey',
+    route(async (ctx) => {
+      sendJson(ctx.res, 200, await swarm.unlockKey());
+    }),
+  );
+
+  router.post(
+    '/swarm/unlock',
+    route(async (ctx) => {
+      const body = await readJson(ctx.req);
+      const key =
+        body &&
+        typeof body === 'object' &&
+        !Array.isArray(body) &&
+        typeof (body as { UnlockKey?: unknown }).UnlockKey === 'string'
+          ? (body as { UnlockKey: string }).UnlockKey
+          : '';
+      await swarm.unlock(key);
+      ctx.res.writeHead(200).end();
+    }),
+  );
+
+  router.post(
+    '/swarm/join',
+    route(async (ctx) => {
+      await swarm.join(decodeJoinRequest(await readJson(ctx.req)));
+      ctx.res.writeHead(200).end();
+    }),
+  );
+
+  router.get(
+    '/nodes',
+    route(async (ctx) => {
+      sendJson(ctx.res, 200, await swarm.listNodes(parseFilters(ctx.query.get('filters'))));
+    }),
+  );
+  router.get(
+    '/nodes/{id}',
+    route(async (ctx) => {
+      sendJson(ctx.res, 200, await swarm.inspectNode(ctx.params.id ?? ''));
+    }),
+  );
+
+  // not there yet: what a node outside a swarm (or a worker) answers, else not implemented
+  const later = (what: string) =>
+    route(async () => {
+      swarm.requireManager();
+      throw notImplemented(`${what} are not supported by this engine yet`);
+    });
+  router.delete(
+    '/nodes/{id}',
+    route(async (ctx) => {
+      await swarm.removeNode(ctx.params.id ?? '', parseBool(ctx.query.get('force')));
+      ctx.res.writeHead(200).end();
+    }),
+  );
+  router.post(
+    '/nodes/{id}/update',
+    route(async (ctx) => {
+      const raw = ctx.query.get('version') ?? '';
+      if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+        throw invalidParameter(
+          `invalid node version '${raw}': strconv.ParseUint: parsing ${JSON.stringify(raw)}: invalid syntax`,
+        );
+      }
+      await swarm.updateNode(ctx.params.id ?? '', Number(raw), decodeNodeSpec(await readJson(ctx.req)));
+      ctx.res.writeHead(200).end();
+    }),
+  );
+  for (const kind of ['services', 'tasks', 'secrets', 'configs']) {
+    router.get(`/${kind}`, later(kind));
+    router.add(['GET', 'DELETE'], `/${kind}/{id}`, later(kind));
+    router.post(`/${kind}/{id}/update`, later(kind));
+  }
+  for (const kind of ['services', 'secrets', 'configs']) router.post(`/${kind}/create`, later(kind));
+  for (const kind of ['services', 'tasks']) router.get(`/${kind}/{id}/logs`, later(`${kind} logs`));
 }

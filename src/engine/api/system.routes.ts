@@ -7,14 +7,23 @@ import { MAX_API_VERSION } from './versions.js';
 /** /_ping, /version, /info. */
 export type SystemBackend = Pick<SystemService, 'version' | 'info'>;
 
-export function registerSystemRoutes(router: ApiRouter, system: SystemBackend, experimental: boolean): void {
+/**
+ * `swarmState` gives /_ping's Swarm header: `inactive`, `pending`, `error`, `locked`,
+ * `active/worker` or `active/manager` (the swarm service's).
+ */
+export function registerSystemRoutes(
+  router: ApiRouter,
+  system: SystemBackend,
+  experimental: boolean,
+  swarmState: () => string = () => 'inactive',
+): void {
   const ping = (method: 'GET' | 'HEAD') => (ctx: Parameters<Parameters<ApiRouter['get']>[1]>[0]) => {
     const { res } = ctx;
     res.statusCode = 200;
     res.setHeader('Api-Version', MAX_API_VERSION);
     res.setHeader('Builder-Version', '1');
     res.setHeader('Docker-Experimental', String(experimental));
-    res.setHeader('Swarm', 'inactive');
+    res.setHeader('Swarm', swarmState());
     res.setHeader('Cache-Control', 'no-cache, no-store, must-revalidate');
     res.setHeader('Pragma', 'no-cache');
     res.setHeader('Content-Type', 'text/plain; charset=utf-8');

@@ -119,6 +119,10 @@ export const gates = {
   volumePruneAllFilter: '1.42',
   /** Swarm endpoints outside a swarm: 503 from here on (docker 1.13), 406 before (docker 1.12). */
   swarmUnavailable: '1.25',
+  /** POST /swarm/init: DefaultAddrPool and SubnetSize (ignored before, as moby does). */
+  swarmDefaultAddrPool: '1.39',
+  /** POST /swarm/init: DataPathPort (ignored before). */
+  swarmDataPathPort: '1.40',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
 

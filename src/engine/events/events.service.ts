@@ -53,13 +53,19 @@ export class EventsService {
     this.emitter.setMaxListeners(0);
   }
 
-  publish(type: EventType, action: string, id: string, attributes: Record<string, string> = {}): EngineEvent {
+  publish(
+    type: EventType,
+    action: string,
+    id: string,
+    attributes: Record<string, string> = {},
+    scope: 'local' | 'swarm' = 'local',
+  ): EngineEvent {
     const timeNano = this.nowNano();
     const event: EngineEvent = {
       Type: type,
       Action: action,
       Actor: { ID: id, Attributes: attributes },
-      scope: 'local',
+      scope,
       time: Number(timeNano / 1_000_000_000n),
       timeNano,
     };

@@ -7,6 +7,7 @@ import { rfc3339Nano } from '../../common/time.js';
 import { BERTH_VERSION } from '../../common/version.js';
 import type { ContainerCounts } from '../containers/service.types.js';
 import type { EventsService } from '../events/events.service.js';
+import type { SwarmInfo } from '../swarm/swarm.types.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
 import { INDEX_SERVER_ADDRESS, registryInfo } from './registry-info.js';
 
@@ -25,6 +26,8 @@ export interface SystemSources {
   securityOptions?: () => string[];
   /** Warnings of the other parts for /info (the API listeners': plain tcp://, TLS without verification). */
   warnings?: () => string[];
+  /** /info's Swarm (the swarm service's); absent: not in a swarm. */
+  swarm?: () => Promise<SwarmInfo>;
 }
 
 export interface SystemConfig {
@@ -182,7 +185,7 @@ export class SystemService {
       ServerVersion: ENGINE_VERSION,
       Runtimes: runtimes,
       DefaultRuntime: this.sources.defaultRuntime,
-      Swarm: {
+      Swarm: (await this.sources.swarm?.()) ?? {
         NodeID: '',
         NodeAddr: '',
         LocalNodeState: 'inactive',

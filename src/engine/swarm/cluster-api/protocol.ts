@@ -1,0 +1,61 @@
+import type { SwarmNode } from '../swarm.types.js';
+
+/** The bodies of berth's cluster API (internal: engines of one swarm talk it over mutual TLS). */
+
+export interface JoinCall {
+  Token: string;
+  /** PEM PKCS#10 request for the node's new key. */
+  CSR: string;
+  Availability: string;
+  AdvertiseHost: string;
+  ListenAddr: string;
+  DataPathAddr: string;
+  Description: SwarmNode['Description'];
+  /** A manager join: a CSR for the etcd peer key, and the peer port its member will listen on. */
+  PeerCSR?: string;
+  PeerPort?: number;
+}
+
+/** What a manager join gets besides a worker's: its etcd membership (as a learner) and the DEK. */
+export interface ManagerJoinAnswer {
+  /** The new member's etcd ID. */
+  MemberID: string;
+  /** Every member's `name=peerURL` for `--initial-cluster` (the newcomer's name is its node ID). */
+  InitialCluster: { name: string; peerUrl: string }[];
+  PeerCertificate: string;
+  /** The cluster's data-encryption key, base64. */
+  DEK: string;
+}
+
+export interface ManagerAddress {
+  NodeID: string;
+  Addr: string;
+}
+
+export interface JoinAnswer {
+  NodeID: string;
+  ClusterID: string;
+  Role: 'worker' | 'manager';
+  /** The node's certificate (PEM). */
+  Certificate: string;
+  RootCA: string;
+  Managers: ManagerAddress[];
+  /** Dispatcher.HeartbeatPeriod in ms. */
+  HeartbeatPeriodMs: number;
+  Manager?: ManagerJoinAnswer;
+}
+
+export interface HeartbeatAnswer {
+  HeartbeatPeriodMs: number;
+  Managers: ManagerAddress[];
+}
+
+/** What the cluster API's server calls (the swarm service on a manager). */
+export interface ClusterApiHandlers {
+  rootCa(): string;
+  join(call: JoinCall, remoteAddress: string): Promise<JoinAnswer>;
+  /** A heartbeat of the node whose certificate is `nodeId`'s. */
+  heartbeat(nodeId: string): Promise<HeartbeatAnswer>;
+  /** A joining manager's member has started as a learner: promote it once it has caught up. */
+  promote(nodeId: string, memberId: string): Promise<void>;
+}

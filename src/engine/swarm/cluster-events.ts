@@ -1,0 +1,121 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import { keys } from './keys.js';
+import type { ClusterStore, Watch, WatchEvent } from './store/cluster-store.js';
+import type { SwarmNode } from './swarm.types.js';
+
+/**
+ * A manager's swarm-scope events, from its etcd watch (so each manager emits each change once,
+ * as it reaches it): `node` create, update and remove with moby's attributes (`name`, and on
+ * update `availability.old/new`, `role.old/new`, `state.old/new`), a node's state being its
+ * liveness key (present: ready, gone: down).
+ */
+
+export type SwarmPublish = (
+  type: 'node',
+  action: string,
+  id: string,
+  attributes: Record<string, string>,
+) => void;
+
+interface NodeSeen {
+  hostname: string;
+  role: string;
+  availability: string;
+}
+
+export class ClusterEvents {
+  private readonly nodes = new Map<string, NodeSeen>();
+  private readonly alive = new Set<string>();
+  private watch?: Watch;
+  private stopped = false;
+
+  constructor(
+    private readonly store: ClusterStore,
+    private readonly publish: SwarmPublish,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    const [nodes, live] = await Promise.all([this.store.range(keys.nodes), this.store.range(keys.lives)]);
+    this.nodes.clear();
+    this.alive.clear();
+    for (const kv of nodes.kvs) this.nodes.set(kv.key.slice(keys.nodes.length), seen(kv.value));
+    for (const kv of live.kvs) this.alive.add(kv.key.slice(keys.lives.length));
+    const from = Math.max(nodes.revision, live.revision) + 1;
+    // one watch on the common prefix of nodes/ and live/
+    this.watch = this.store.watch(keys.cluster.slice(0, keys.cluster.lastIndexOf('/') + 1), from, {
+      onEvents: (events) => {
+        for (const e of events) this.apply(e);
+      },
+      onError: (err) => {
+        if (this.stopped) return;
+        this.log.debug('cluster event watch ended; starting it again', { error: errorMessage(err) });
+        void sleep(500).then(() => (this.stopped ? undefined : this.start().catch(() => {})));
+      },
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.watch?.close();
+    this.watch = undefined;
+  }
+
+  private apply(e: WatchEvent): void {
+    const key = e.kv.key;
+    if (key.startsWith(keys.nodes)) {
+      const id = key.slice(keys.nodes.length);
+      const old = this.nodes.get(id);
+      if (e.type === 'delete') {
+        this.nodes.delete(id);
+        this.publish('node', 'remove', id, { name: old?.hostname ?? '' });
+        return;
+      }
+      const now = seen(e.kv.value);
+      this.nodes.set(id, now);
+      if (!old) {
+        this.publish('node', 'create', id, { name: now.hostname });
+        return;
+      }
+      const attrs: Record<string, string> = { name: now.hostname };
+      if (old.availability !== now.availability) {
+        attrs['availability.old'] = old.availability;
+        attrs['availability.new'] = now.availability;
+      }
+      if (old.role !== now.role) {
+        attrs['role.old'] = old.role;
+        attrs['role.new'] = now.role;
+      }
+      this.publish('node', 'update', id, attrs);
+    } else if (key.startsWith(keys.lives)) {
+      const id = key.slice(keys.lives.length);
+      const was = this.alive.has(id);
+      const is = e.type === 'put';
+      if (is) this.alive.add(id);
+      else this.alive.delete(id);
+      const node = this.nodes.get(id);
+      if (was === is || !node) return;
+      this.publish('node', 'update', id, {
+        name: node.hostname,
+        'state.old': was ? 'ready' : 'down',
+        'state.new': is ? 'ready' : 'down',
+      });
+    }
+  }
+}
+
+function seen(value: string): NodeSeen {
+  try {
+    const n = JSON.parse(value) as SwarmNode;
+    return {
+      hostname: n.Description?.Hostname ?? '',
+      role: n.Spec?.Role ?? '',
+      availability: n.Spec?.Availability ?? '',
+    };
+  } catch {
+    return { hostname: '', role: '', availability: '' };
+  }
+}

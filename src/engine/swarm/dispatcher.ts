@@ -1,0 +1,201 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import { joinHostPort } from './addresses.js';
+import { csrPublicKey } from './ca/csr.js';
+import { RootCa } from './ca/root-ca.js';
+import { caDigest, newSwarmId, parseJoinToken, tokenMatches } from './ca/tokens.js';
+import type {
+  ClusterApiHandlers,
+  HeartbeatAnswer,
+  JoinAnswer,
+  JoinCall,
+  ManagerAddress,
+  ManagerJoinAnswer,
+} from './cluster-api/protocol.js';
+import { ETCD_PEER_CN } from './etcd/etcd-args.js';
+import { keys } from './keys.js';
+import { unseal } from './seal.js';
+import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
+import type { ClusterStore } from './store/cluster-store.js';
+import type { SwarmNode, SwarmSpec } from './swarm.types.js';
+
+/**
+ * A manager's side of the cluster API: it admits joining nodes (token, CSR, a Node in etcd, a
+ * certificate) and keeps each node's liveness key alive on its heartbeats, under one lease per
+ * node of 3 × the heartbeat period.
+ */
+
+interface ClusterRecord {
+  ID: string;
+  Spec: SwarmSpec;
+  JoinTokens: { Worker: string; Manager: string };
+}
+
+/** Peer certificates live as long as the root (ten years); node certificates renew. */
+const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;
+
+export const BAD_TOKEN = 'A valid join token is necessary to join this cluster';
+
+export class Dispatcher implements ClusterApiHandlers {
+  private readonly leases = new Map<string, string>();
+
+  constructor(
+    private readonly store: ClusterStore,
+    private readonly root: { certPem: string; sealedKey: string },
+    private readonly dek: Buffer,
+    private readonly log: Logger,
+    private readonly now: () => Date,
+  ) {}
+
+  rootCa(): string {
+    return this.root.certPem;
+  }
+
+  async join(call: JoinCall): Promise<JoinAnswer> {
+    const token = parseJoinToken(call.Token);
+    const cluster = await this.cluster();
+    if (!token || token.caDigest !== caDigest(this.root.certPem)) throw invalidParameter(BAD_TOKEN);
+    const role = tokenMatches(call.Token, cluster.JoinTokens.Worker)
+      ? 'worker'
+      : tokenMatches(call.Token, cluster.JoinTokens.Manager)
+        ? 'manager'
+        : undefined;
+    if (!role) throw invalidParameter(BAD_TOKEN);
+    if (role === 'manager' && (!call.PeerCSR || !call.PeerPort)) {
+      throw invalidParameter('a manager join needs an etcd peer certificate request and port');
+    }
+    let publicKey: ReturnType<typeof csrPublicKey>;
+    try {
+      publicKey = csrPublicKey(call.CSR);
+    } catch (err) {
+      throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
+    }
+    const availability = call.Availability || 'active';
+    if (availability !== 'active' && availability !== 'pause' && availability !== 'drain') {
+      throw invalidParameter('invalid Availability');
+    }
+    const nodeId = newSwarmId();
+    const ca = new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
+    const expiryMs = effectiveCertExpiryMs(cluster.Spec);
+    const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
+    const now = this.now().toISOString();
+    const node = {
+      ID: nodeId,
+      CreatedAt: now,
+      UpdatedAt: now,
+      Spec: { Labels: {}, Role: role, Availability: availability },
+      Description: { ...call.Description, TLSInfo: ca.tlsInfo() },
+      Status: { State: 'ready', Addr: call.AdvertiseHost },
+    } satisfies Omit<SwarmNode, 'Version'>;
+    const created = await this.store.txn(
+      [{ key: keys.node(nodeId), target: 'create', op: 'equal', value: 0 }],
+      [{ put: { key: keys.node(nodeId), value: JSON.stringify(node) } }],
+    );
+    if (!created.succeeded) throw unavailable('node ID collision; try again');
+    let manager: ManagerJoinAnswer | undefined;
+    if (role === 'manager') {
+      try {
+        manager = await this.addMember(nodeId, call, ca);
+      } catch (err) {
+        await this.store.delete(keys.node(nodeId)).catch(() => {});
+        throw err;
+      }
+    }
+    await this.beat(nodeId, cluster.Spec);
+    this.log.info('node joined', { nodeId, role, addr: call.AdvertiseHost });
+    return {
+      NodeID: nodeId,
+      ClusterID: cluster.ID,
+      Role: role,
+      Certificate: cert.certPem,
+      RootCA: this.root.certPem,
+      Managers: await this.managers(),
+      HeartbeatPeriodMs: periodMs(cluster.Spec),
+      ...(manager ? { Manager: manager } : {}),
+    };
+  }
+
+  /**
+   * A joining manager's etcd member, added as a learner at its advertise address (the store
+   * retries etcd's `unhealthy cluster` right after another change), with its peer certificate.
+   */
+  private async addMember(nodeId: string, call: JoinCall, ca: RootCa): Promise<ManagerJoinAnswer> {
+    let peerKey: ReturnType<typeof csrPublicKey>;
+    try {
+      peerKey = csrPublicKey(call.PeerCSR ?? '');
+    } catch (err) {
+      throw invalidParameter(`invalid peer certificate request: ${errorMessage(err)}`);
+    }
+    const peerUrl = `https://${joinHostPort(call.AdvertiseHost, call.PeerPort ?? 2380)}`;
+    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [call.AdvertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    const added = await this.store.memberAdd([peerUrl], true);
+    const initialCluster = added.members
+      .map((m) => ({ name: m.id === added.member.id ? nodeId : m.name, peerUrl: m.peerUrls[0] ?? '' }))
+      .filter((m) => m.name !== '' && m.peerUrl !== '');
+    return {
+      MemberID: added.member.id,
+      InitialCluster: initialCluster,
+      PeerCertificate: peer.certPem,
+      DEK: this.dek.toString('base64'),
+    };
+  }
+
+  /** Promotes a joining manager's learner once etcd says it has caught up (retried up to 20 s). */
+  async promote(nodeId: string, memberId: string): Promise<void> {
+    const kv = await this.store.get(keys.node(nodeId));
+    const role = kv ? (JSON.parse(kv.value) as { Spec: { Role: string } }).Spec.Role : undefined;
+    if (role !== 'manager') throw forbidden(`node ${nodeId} is not a manager`);
+    const members = await this.store.memberList();
+    const member = members.find((m) => m.id === memberId);
+    if (!member) throw invalidParameter(`member ${memberId} is not in the cluster`);
+    if (!member.isLearner) return;
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      try {
+        await this.store.memberPromote(memberId);
+        this.log.info('manager promoted to a voting member', { nodeId, memberId });
+        return;
+      } catch (err) {
+        const message = errorMessage(err);
+        if (!message.includes('in sync with leader') || Date.now() > deadline) throw unavailable(message);
+        await sleep(200);
+      }
+    }
+  }
+
+  async heartbeat(nodeId: string): Promise<HeartbeatAnswer> {
+    const cluster = await this.cluster();
+    if (!(await this.store.get(keys.node(nodeId))))
+      throw forbidden(`node ${nodeId} is not a member of this swarm`);
+    await this.beat(nodeId, cluster.Spec);
+    return { HeartbeatPeriodMs: periodMs(cluster.Spec), Managers: await this.managers() };
+  }
+
+  private async beat(nodeId: string, spec: SwarmSpec): Promise<void> {
+    const ttl = Math.max(1, Math.ceil((3 * periodMs(spec)) / 1000));
+    const lease = this.leases.get(nodeId);
+    if (lease && (await this.store.keepAlive(lease)) > 0) return;
+    const fresh = await this.store.grantLease(ttl);
+    await this.store.put(keys.live(nodeId), 'up', { lease: fresh.id });
+    this.leases.set(nodeId, fresh.id);
+  }
+
+  private async cluster(): Promise<ClusterRecord> {
+    const kv = await this.store.get(keys.cluster);
+    if (!kv) throw unavailable('the swarm has no cluster record');
+    return JSON.parse(kv.value) as ClusterRecord;
+  }
+
+  private async managers(): Promise<ManagerAddress[]> {
+    const list = await this.store.range(keys.managers);
+    return list.kvs.map((kv) => ({
+      NodeID: kv.key.slice(keys.managers.length),
+      Addr: (JSON.parse(kv.value) as { addr: string }).addr,
+    }));
+  }
+}
+
+export function periodMs(spec: SwarmSpec): number {
+  return effectiveHeartbeatMs(spec);
+}

@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { Logger } from '../../../../src/common/log.js';
+import { newKeyPair } from '../../../../src/engine/swarm/ca/certificates.js';
+import { createCsr, csrPublicKey } from '../../../../src/engine/swarm/ca/csr.js';
+import { RootCa } from '../../../../src/engine/swarm/ca/root-ca.js';
+import { newJoinToken } from '../../../../src/engine/swarm/ca/tokens.js';
+import type { JoinCall } from '../../../../src/engine/swarm/cluster-api/protocol.js';
+import { BAD_TOKEN, Dispatcher } from '../../../../src/engine/swarm/dispatcher.js';
+import { keys } from '../../../../src/engine/swarm/keys.js';
+import { newDek, seal } from '../../../../src/engine/swarm/seal.js';
+import { defaultSpec } from '../../../../src/engine/swarm/spec.js';
+import { MemoryStore } from '../../../../src/engine/swarm/store/memory-store.js';
+
+async function setup() {
+  let now = Date.parse('2026-11-28T00:00:00Z');
+  const store = new MemoryStore(() => now);
+  const ca = RootCa.create();
+  const dek = newDek();
+  const tokens = { Worker: newJoinToken(ca.certPem), Manager: newJoinToken(ca.certPem) };
+  await store.put(keys.cluster, JSON.stringify({ ID: 'cluster1', Spec: defaultSpec(), JoinTokens: tokens }));
+  await store.put(
+    keys.manager('m1'),
+    JSON.stringify({ memberId: '1', peerUrl: 'https://x:2380', addr: '10.0.0.1:2377' }),
+  );
+  const d = new Dispatcher(
+    store,
+    { certPem: ca.certPem, sealedKey: seal(dek, ca.material.keyPem) },
+    dek,
+    new Logger('error'),
+    () => new Date(now),
+  );
+  const key = newKeyPair();
+  const call = (token: string): JoinCall => ({
+    Token: token,
+    CSR: createCsr(key.privateKey, 'swarm-join'),
+    Availability: '',
+    AdvertiseHost: '10.0.0.2',
+    ListenAddr: '0.0.0.0:2377',
+    DataPathAddr: '10.0.0.2',
+    Description: {
+      Hostname: 'w1',
+      Platform: { Architecture: 'x86_64', OS: 'linux' },
+      Resources: { NanoCPUs: 1e9, MemoryBytes: 1 },
+      Engine: { EngineVersion: '0.1.0', Plugins: [] },
+      TLSInfo: { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' },
+    },
+  });
+  return { store, ca, tokens, d, key, call, advance: (ms: number) => (now += ms) };
+}
+
+describe('the manager dispatcher (joins and heartbeats)', () => {
+  it('admits a worker: a Node in etcd, a certificate for the CSR key, its liveness', async () => {
+    const { store, ca, tokens, d, key, call } = await setup();
+    const answer = await d.join(call(tokens.Worker));
+    assert.equal(answer.Role, 'worker');
+    assert.equal(answer.ClusterID, 'cluster1');
+    assert.deepEqual(answer.Managers, [{ NodeID: 'm1', Addr: '10.0.0.1:2377' }]);
+    assert.equal(answer.HeartbeatPeriodMs, 5000);
+    const cert = new X509Certificate(answer.Certificate);
+    assert.equal(cert.subject, `O=cluster1\nOU=swarm-worker\nCN=${answer.NodeID}`);
+    assert.ok(ca.verifies(answer.Certificate));
+    assert.equal(
+      cert.publicKey.export({ type: 'spki', format: 'pem' }),
+      key.publicKey.export({ type: 'spki', format: 'pem' }),
+    );
+    const node = JSON.parse((await store.get(keys.node(answer.NodeID)))?.value ?? '{}');
+    assert.equal(node.Spec.Role, 'worker');
+    assert.equal(node.Spec.Availability, 'active');
+    assert.equal(node.Description.Hostname, 'w1');
+    assert.ok(await store.get(keys.live(answer.NodeID)));
+  });
+
+  it("refuses tokens that are not the swarm's current ones, and bad CSRs", async () => {
+    const { tokens, d, call } = await setup();
+    await assert.rejects(d.join(call('SWMTKN-1-x')), { kind: 'InvalidParameter', message: BAD_TOKEN });
+    const other = newJoinToken(RootCa.create().certPem);
+    await assert.rejects(d.join(call(other)), { message: BAD_TOKEN });
+    const rotated = tokens.Worker.replace(/-[0-9a-z]{25}$/, `-${'0'.repeat(25)}`);
+    await assert.rejects(d.join(call(rotated)), { message: BAD_TOKEN });
+    await assert.rejects(d.join(call(tokens.Manager)), /needs an etcd peer certificate request/);
+    await assert.rejects(d.join({ ...call(tokens.Worker), CSR: 'junk' }), /invalid certificate request/);
+    await assert.rejects(d.join({ ...call(tokens.Worker), Availability: 'x' }), /invalid Availability/);
+  });
+
+  it('admits a manager: a learner member at its peer URL, its peer certificate, the DEK; then promotes it', async () => {
+    const { store, tokens, d, call } = await setup();
+    const peer = newKeyPair();
+    const answer = await d.join({
+      ...call(tokens.Manager),
+      PeerCSR: createCsr(peer.privateKey, 'p'),
+      PeerPort: 2390,
+    });
+    assert.equal(answer.Role, 'manager');
+    assert.match(new X509Certificate(answer.Certificate).subject, /OU=swarm-manager/);
+    const m = answer.Manager;
+    assert.ok(m);
+    const peerCert = new X509Certificate(m.PeerCertificate);
+    assert.equal(peerCert.subject, 'CN=berth-etcd-peer');
+    assert.match(peerCert.subjectAltName ?? '', /IP Address:10\.0\.0\.2/);
+    assert.deepEqual(m.InitialCluster, [
+      { name: 'default', peerUrl: 'http://localhost:2380' },
+      { name: answer.NodeID, peerUrl: 'https://10.0.0.2:2390' },
+    ]);
+    assert.equal(Buffer.from(m.DEK, 'base64').length, 32);
+    assert.equal((await store.memberList()).find((x) => x.id === m.MemberID)?.isLearner, true);
+    await d.promote(answer.NodeID, m.MemberID);
+    assert.equal((await store.memberList()).find((x) => x.id === m.MemberID)?.isLearner, false);
+    await d.promote(answer.NodeID, m.MemberID);
+    const worker = await d.join(call(tokens.Worker));
+    await assert.rejects(d.promote(worker.NodeID, m.MemberID), { kind: 'Forbidden' });
+  });
+
+  it('keeps a node live while it beats and lets it lapse after 3 periods', async () => {
+    const { store, tokens, d, call, advance } = await setup();
+    const { NodeID } = await d.join(call(tokens.Worker));
+    for (let i = 0; i < 5; i++) {
+      advance(5000);
+      await d.heartbeat(NodeID);
+    }
+    assert.ok(await store.get(keys.live(NodeID)));
+    advance(15_000);
+    assert.equal(await store.get(keys.live(NodeID)), undefined);
+    await d.heartbeat(NodeID);
+    assert.ok(await store.get(keys.live(NodeID)), 'a node that comes back is live again');
+    await assert.rejects(d.heartbeat('unknown'), { kind: 'Forbidden' });
+  });
+
+  it('reads back the key of a CSR and refuses a tampered one', () => {
+    const key = newKeyPair();
+    const csr = createCsr(key.privateKey, 'n');
+    assert.equal(
+      csrPublicKey(csr).export({ type: 'spki', format: 'pem' }),
+      key.publicKey.export({ type: 'spki', format: 'pem' }),
+    );
+    const body = csr.split('\n').slice(1, -2).join('');
+    const der = Buffer.from(body, 'base64');
+    der[der.length - 5] ^= 0xff;
+    const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
+    assert.throws(() => csrPublicKey(tampered));
+  });
+});
