@@ -5,15 +5,15 @@ import type { ServerResponse } from 'node:http';
 import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ParsedDigest } from '../../common/digest.js';
+import { errnoCode } from '../../common/errors.js';
 import type { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
+import { sendFileRange } from '../storage/sendfile.js';
 
 /** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
 const BATCH = 256 * 1024;
 /** How long the upstream may send nothing of a blob's body before the fetch fails. */
 const BODY_IDLE_MS = 60_000;
-/** Bytes read from the cache file per read of a reader. */
-const READ_CHUNK = 1024 * 1024;
 
 /**
  * One blob on its way from the upstream into the blob store: written to a temporary file in the
@@ -120,54 +120,27 @@ export class BlobFetch extends EventEmitter {
    */
   async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
     let pos = start;
-    const buf = Buffer.allocUnsafe(READ_CHUNK);
-    let handle: FileHandle | undefined;
-    let handleFile = '';
-    try {
-      for (;;) {
-        if (res.destroyed) return;
-        const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
-        if (pos < stop) {
-          if (!handle || handleFile !== this.file) {
-            // The file moved into place (rename keeps an open handle valid; a new one is opened
-            // on the data file for what follows).
-            await handle?.close();
-            handleFile = this.file;
-            handle = await open(handleFile, 'r').catch(() => {
-              // Renamed between the check and the open: the data file has it now.
-              handleFile = this.dataFile;
-              return open(handleFile, 'r');
-            });
-          }
-          const { bytesRead } = await handle.read(buf, 0, Math.min(READ_CHUNK, stop - pos), pos);
-          if (bytesRead === 0) throw new Error('cache file shorter than written');
-          pos += bytesRead;
-          if (!res.write(Buffer.from(buf.subarray(0, bytesRead)))) await drained(res);
-          continue;
-        }
-        if (end !== undefined && pos > end) break;
-        if (this.error) throw this.error;
-        if (this.done) break;
-        await once(this, 'progress');
+    for (;;) {
+      if (res.destroyed) return;
+      const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
+      if (pos < stop) {
+        // What is on disk now, through the blob GET's sender; the file may move into place
+        // meanwhile (then the data file has the same bytes).
+        const file = this.file;
+        await sendFileRange(res, file, pos, stop - 1, { end: false }).catch((err: unknown) => {
+          if (errnoCode(err) !== 'ENOENT' || file === this.dataFile) throw err;
+          return sendFileRange(res, this.dataFile, pos, stop - 1, { end: false });
+        });
+        pos = stop;
+        continue;
       }
-      res.end();
-    } finally {
-      await handle?.close().catch(() => undefined);
+      if (end !== undefined && pos > end) break;
+      if (this.error) throw this.error;
+      if (this.done) break;
+      await once(this, 'progress');
     }
+    res.end();
   }
-}
-
-/** Until the response takes more data, or is gone. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
 }
 
 async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {

@@ -64,7 +64,13 @@ export async function sendFileRange(
   path: string,
   start: number,
   end: number,
-  options: { chunk?: number; slowReadMs?: number; onThreaded?: (position: number) => void } = {},
+  options: {
+    chunk?: number;
+    slowReadMs?: number;
+    onThreaded?: (position: number) => void;
+    /** false: leave the response open after the range (more is sent later). */
+    end?: boolean;
+  } = {},
 ): Promise<void> {
   const chunk = options.chunk ?? CHUNK;
   const file = FileReader.open(path, options.slowReadMs ?? SLOW_READ_MS);
@@ -112,9 +118,27 @@ export async function sendFileRange(
         w?.();
       });
     }
-    if (!closed) res.end();
+    if (closed) return;
+    if (options.end === false) {
+      // The last writes are taken before more is sent (the caller may reuse nothing of ours, but
+      // its next range must not overtake these buffers' bytes: writes keep their order anyway).
+      if (res.writableNeedDrain) await drained(res);
+    } else res.end();
   } finally {
     res.off('close', onClose);
     await file.close();
   }
+}
+
+/** Until the response takes more data, or is gone. */
+export function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
