@@ -44,6 +44,8 @@ export interface GcOptions {
 export interface GcReport {
   dryRun: boolean;
   startedAt: Date;
+  /** When the run ended, before the storage's lock was released. */
+  finishedAt: Date;
   cutoff: Date;
   repositories: number;
   manifests: number;
@@ -78,7 +80,9 @@ export async function collectGarbage(driver: StorageDriver, options: GcOptions =
   options.guard?.beginRun();
   try {
     const gc = new GarbageCollector(driver, options);
-    return await gc.run();
+    const report = await gc.run();
+    report.finishedAt = new Date();
+    return report;
   } finally {
     options.guard?.endRun();
     await lock.release();
@@ -113,6 +117,7 @@ class GarbageCollector {
     this.report = {
       dryRun: this.dryRun,
       startedAt: new Date(now),
+      finishedAt: new Date(now),
       cutoff: new Date(now),
       repositories: 0,
       manifests: 0,
