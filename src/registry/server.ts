@@ -116,6 +116,7 @@ export async function serveRegistry(
   if (config.proxy) {
     const { PullThroughProxy } = await import('./proxy/proxy.js');
     app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
+    if (!config.storage.maintenance.readonly.enabled) app.state.proxy.expiry.start();
     log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
   }
   if (config.berth.gc) {
@@ -262,6 +263,7 @@ export async function serveRegistry(
         releaseCrashGuard();
         void notifier?.stop();
         void onlineGc?.stop();
+        void app.state.proxy?.expiry.stop();
         // A sweep in progress stops at its next directory; wait for it before storage goes.
         void leftovers.then(() => resolve());
       });

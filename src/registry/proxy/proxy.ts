@@ -8,6 +8,7 @@ import { parseManifest } from '../manifests/validate.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import type { RegistryStore } from '../storage/store.js';
 import { BlobFetch } from './blob-fetch.js';
+import { ProxyExpiry } from './expiry.js';
 import { ACCEPT_MANIFESTS, type ProxyConfig, Upstream, UpstreamUnavailable } from './upstream.js';
 
 /** What the proxy answers for a blob: served from the store, on its way from the upstream, or unknown. */
@@ -21,6 +22,8 @@ export type ProxiedBlob = { kind: 'local' } | { kind: 'fetching'; fetch: BlobFet
  */
 export class PullThroughProxy {
   readonly upstream: Upstream;
+  /** The ttl's removal of what was cached (started by the server). */
+  readonly expiry: ProxyExpiry;
   private readonly tagChecked = new Map<string, number>();
   private readonly tagChecks = new Map<string, Promise<ParsedDigest | undefined>>();
   private readonly manifestFetches = new Map<string, Promise<ManifestInfo | undefined>>();
@@ -35,6 +38,7 @@ export class PullThroughProxy {
     private readonly log: Logger,
   ) {
     this.upstream = new Upstream(config);
+    this.expiry = new ProxyExpiry(store, config.ttlMs, () => this.upstream.reachable(), log);
     if (!(store.driver instanceof FilesystemDriver)) throw new Error('the proxy needs the filesystem driver');
   }
 

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -254,7 +255,7 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
       { log: { level: 'error', accesslog: { disabled: false } } },
       { accessLog: (l) => accessLines.push(l) },
     );
-    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '1s' } });
+    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '2s' } });
   });
   after(async () => {
     await proxy.stop();
@@ -297,9 +298,38 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
     assert.notEqual(second.digest, first.digest);
     // Within the ttl: the cached tag.
     assert.equal((await get()).headers.get('docker-content-digest'), first.digest);
-    await new Promise((r) => setTimeout(r, 1_100));
+    await new Promise((r) => setTimeout(r, 2_100));
     const after = await get();
     assert.equal(after.headers.get('docker-content-digest'), second.digest);
     assert.equal(after.text(), second.body);
+  });
+
+  it('what was cached expires ttl after it was stored: the next pull asks the upstream again', async () => {
+    const img = await pushImage(upstream.url, 'expiring/app', 'v1', { layer: 'expiring layer' });
+    const pull = () => http('GET', `${proxy.url}/v2/expiring/app/blobs/${img.layer}`);
+    const upstreamAsked = (method: string) =>
+      accessLines.filter((l) => l.includes(`"${method} /v2/expiring/app/blobs/${img.layer}`)).length;
+    accessLines.length = 0;
+    const first = await pull();
+    assert.equal(first.status, 200);
+    assert.equal(first.text(), 'expiring layer');
+    const link = join(
+      proxy.root,
+      'docker/registry/v2/repositories/expiring/app/_layers/sha256',
+      img.layer.slice('sha256:'.length),
+      'link',
+    );
+    // Linked once stored (the client may have every byte a moment before).
+    await eventually('the layer link', () => existsSync(link), 5_000);
+    await eventually('the expiry of the layer link', () => !existsSync(link), 10_000);
+    await eventually('the upstream access line', () => upstreamAsked('GET') === 1, 5_000);
+    const again = await pull();
+    assert.equal(again.status, 200);
+    assert.equal(again.text(), 'expiring layer');
+    // The data is still stored (it goes with garbage collection): the upstream confirms the
+    // repository has the blob (HEAD) and it is linked again, not downloaded again.
+    await eventually('the upstream asked again', () => upstreamAsked('HEAD') === 1, 5_000);
+    assert.equal(upstreamAsked('GET'), 1);
+    await eventually('the layer linked again', () => existsSync(link), 5_000);
   });
 });
