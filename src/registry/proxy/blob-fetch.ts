@@ -8,10 +8,10 @@ import type { ParsedDigest } from '../../common/digest.js';
 import { errnoCode } from '../../common/errors.js';
 import type { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
-import { sendFileRange } from '../storage/sendfile.js';
+import { BufferRing, sendFileRange } from '../storage/sendfile.js';
 
 /** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
-const BATCH = 256 * 1024;
+const BATCH = 1024 * 1024;
 /** How long the upstream may send nothing of a blob's body before the fetch fails. */
 const BODY_IDLE_MS = 60_000;
 
@@ -66,11 +66,12 @@ export class BlobFetch extends EventEmitter {
       let pendingBytes = 0;
       const flush = async () => {
         if (pendingBytes === 0) return;
-        const buf = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
+        const bufs = pending;
+        const bytes = pendingBytes;
         pending = [];
         pendingBytes = 0;
-        await writeAll(handle, buf);
-        this.written += buf.length;
+        await writeAll(handle, bufs);
+        this.written += bytes;
         this.emit('progress');
       };
       // An upstream that stops sending for BODY_IDLE_MS fails the fetch (the clients' answers
@@ -120,6 +121,7 @@ export class BlobFetch extends EventEmitter {
    */
   async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
     let pos = start;
+    const ring = new BufferRing();
     for (;;) {
       if (res.destroyed) return;
       const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
@@ -127,9 +129,9 @@ export class BlobFetch extends EventEmitter {
         // What is on disk now, through the blob GET's sender; the file may move into place
         // meanwhile (then the data file has the same bytes).
         const file = this.file;
-        await sendFileRange(res, file, pos, stop - 1, { end: false }).catch((err: unknown) => {
+        await sendFileRange(res, file, pos, stop - 1, { end: false, ring }).catch((err: unknown) => {
           if (errnoCode(err) !== 'ENOENT' || file === this.dataFile) throw err;
-          return sendFileRange(res, this.dataFile, pos, stop - 1, { end: false });
+          return sendFileRange(res, this.dataFile, pos, stop - 1, { end: false, ring });
         });
         pos = stop;
         continue;
@@ -143,10 +145,19 @@ export class BlobFetch extends EventEmitter {
   }
 }
 
-async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
-  let off = 0;
-  while (off < buf.length) {
-    const { bytesWritten } = await handle.write(buf, off, buf.length - off);
-    off += bytesWritten;
+/** Write every buffer, in order, at the end of the file (writev, continued after a short write). */
+async function writeAll(handle: FileHandle, bufs: Buffer[]): Promise<void> {
+  let rest = bufs;
+  while (rest.length > 0) {
+    let { bytesWritten } = await handle.writev(rest);
+    const next: Buffer[] = [];
+    for (const b of rest) {
+      if (bytesWritten >= b.length) bytesWritten -= b.length;
+      else {
+        next.push(bytesWritten > 0 ? b.subarray(bytesWritten) : b);
+        bytesWritten = 0;
+      }
+    }
+    rest = next;
   }
 }

@@ -55,6 +55,17 @@ class FileReader {
 }
 
 /**
+ * The reusable buffers of one response: at most RING of `size` bytes, each back in `free` once
+ * the socket has taken it. A caller that sends one file in several ranges (the proxy, as a blob
+ * arrives) passes the same ring to every call, so nothing is allocated per range.
+ */
+export class BufferRing {
+  readonly free: Buffer[] = [];
+  allocated = 0;
+  constructor(readonly size = CHUNK) {}
+}
+
+/**
  * Send bytes [start, end] of a local file to a response, as fast as Node can without sendfile(2):
  * a small ring of reusable buffers, each refilled as soon as the socket has taken it, so reading
  * the next chunk overlaps writing the previous ones and no buffer is allocated per chunk.
@@ -70,12 +81,13 @@ export async function sendFileRange(
     onThreaded?: (position: number) => void;
     /** false: leave the response open after the range (more is sent later). */
     end?: boolean;
+    /** The buffers to use (and leave for the next range); else a ring for this call. */
+    ring?: BufferRing;
   } = {},
 ): Promise<void> {
-  const chunk = options.chunk ?? CHUNK;
+  const ring = options.ring ?? new BufferRing(Math.min(options.chunk ?? CHUNK, end + 1 - start));
   const file = FileReader.open(path, options.slowReadMs ?? SLOW_READ_MS);
-  const free: Buffer[] = [];
-  let allocated = 0;
+  const free = ring.free;
   let wake: (() => void) | undefined;
   let closed = false;
   const onClose = () => {
@@ -91,9 +103,9 @@ export async function sendFileRange(
     while (pos < stop && !closed) {
       let buf = free.pop();
       if (!buf) {
-        if (allocated < RING) {
-          buf = Buffer.allocUnsafeSlow(Math.min(chunk, stop - start));
-          allocated++;
+        if (ring.allocated < RING) {
+          buf = Buffer.allocUnsafeSlow(ring.size);
+          ring.allocated++;
         } else {
           await new Promise<void>((resolve) => {
             wake = resolve;

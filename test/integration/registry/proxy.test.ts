@@ -249,15 +249,19 @@ describe('proxying a berth registry with token auth', () => {
 describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
   let upstream: TestRegistry;
   let proxy: TestRegistry;
+  /** The same upstream behind a 2 s ttl (what the proxy cached expires while a test runs). */
+  let shortTtl: TestRegistry;
   const accessLines: string[] = [];
   before(async () => {
     upstream = await startTestRegistry(
       { log: { level: 'error', accesslog: { disabled: false } } },
       { accessLog: (l) => accessLines.push(l) },
     );
-    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '2s' } });
+    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url } });
+    shortTtl = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '2s' } });
   });
   after(async () => {
+    await shortTtl.stop();
     await proxy.stop();
     await upstream.stop();
   });
@@ -286,13 +290,17 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
     assert.equal(upstreamGets.length, 1, accessLines.join('\n'));
     // Served from the store afterwards: no new upstream request.
     assert.deepEqual(await digestOf(), { status: 200, digest, length: big.length });
-    assert.equal(accessLines.filter((l) => l.includes(`/v2/big/blob/blobs/${digest}`)).length, 1);
+    assert.equal(
+      accessLines.filter((l) => l.includes(`/v2/big/blob/blobs/${digest}`)).length,
+      1,
+      accessLines.join('\n'),
+    );
   });
 
   it('a tag is served from the cache within the ttl and re-checked after it', async () => {
     const first = await pushImage(upstream.url, 'moving/tag', 'latest');
     const get = () =>
-      http('GET', `${proxy.url}/v2/moving/tag/manifests/latest`, { headers: { Accept: OCI_MANIFEST } });
+      http('GET', `${shortTtl.url}/v2/moving/tag/manifests/latest`, { headers: { Accept: OCI_MANIFEST } });
     assert.equal((await get()).headers.get('docker-content-digest'), first.digest);
     const second = await pushImage(upstream.url, 'moving/tag', 'latest');
     assert.notEqual(second.digest, first.digest);
@@ -306,7 +314,7 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
 
   it('what was cached expires ttl after it was stored: the next pull asks the upstream again', async () => {
     const img = await pushImage(upstream.url, 'expiring/app', 'v1', { layer: 'expiring layer' });
-    const pull = () => http('GET', `${proxy.url}/v2/expiring/app/blobs/${img.layer}`);
+    const pull = () => http('GET', `${shortTtl.url}/v2/expiring/app/blobs/${img.layer}`);
     const upstreamAsked = (method: string) =>
       accessLines.filter((l) => l.includes(`"${method} /v2/expiring/app/blobs/${img.layer}`)).length;
     accessLines.length = 0;
@@ -314,7 +322,7 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
     assert.equal(first.status, 200);
     assert.equal(first.text(), 'expiring layer');
     const link = join(
-      proxy.root,
+      shortTtl.root,
       'docker/registry/v2/repositories/expiring/app/_layers/sha256',
       img.layer.slice('sha256:'.length),
       'link',
