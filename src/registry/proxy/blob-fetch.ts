@@ -8,7 +8,7 @@ import type { ParsedDigest } from '../../common/digest.js';
 import { errnoCode } from '../../common/errors.js';
 import type { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
-import { BufferRing, sendFileRange } from '../storage/sendfile.js';
+import { BufferRing, drained, sendFileRange } from '../storage/sendfile.js';
 
 /** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
 const BATCH = 1024 * 1024;
@@ -29,6 +29,11 @@ export class BlobFetch extends EventEmitter {
   private readonly dataFile: string;
   done = false;
   error: Error | undefined;
+  /**
+   * The last batch written, still in memory: a client that is at its start is sent these very
+   * buffers (every caught-up client the same ones), not bytes read back from the file.
+   */
+  private recent: { start: number; bufs: Buffer[] } | undefined;
   /** Settles when the blob is stored (resolves true) or failed (false). */
   readonly finished: Promise<boolean>;
 
@@ -71,6 +76,7 @@ export class BlobFetch extends EventEmitter {
         pending = [];
         pendingBytes = 0;
         await writeAll(handle, bufs);
+        this.recent = { start: this.written, bufs };
         this.written += bytes;
         this.emit('progress');
       };
@@ -125,6 +131,10 @@ export class BlobFetch extends EventEmitter {
     for (;;) {
       if (res.destroyed) return;
       const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
+      if (pos < stop && this.recent?.start === pos) {
+        pos = await sendRecentBatch(res, this.recent.bufs, pos, stop);
+        continue;
+      }
       if (pos < stop) {
         // What is on disk now, through the blob GET's sender; the file may move into place
         // meanwhile (then the data file has the same bytes).
@@ -143,6 +153,22 @@ export class BlobFetch extends EventEmitter {
     }
     res.end();
   }
+}
+
+/** Send a batch held in memory from `pos` (its start) up to `stop`; the position reached. */
+async function sendRecentBatch(
+  res: ServerResponse,
+  bufs: Buffer[],
+  pos: number,
+  stop: number,
+): Promise<number> {
+  for (const b of bufs) {
+    if (pos >= stop || res.destroyed) break;
+    const part = pos + b.length <= stop ? b : b.subarray(0, stop - pos);
+    pos += part.length;
+    if (!res.write(part)) await drained(res);
+  }
+  return pos;
 }
 
 /** Write every buffer, in order, at the end of the file (writev, continued after a short write). */
