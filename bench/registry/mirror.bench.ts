@@ -6,7 +6,8 @@
  *
  * For each proxy: a cold pull (manifest by tag, then the layer, by `--clients` clients at once:
  * what the upstream is asked once and streamed to all) and a warm pull of the same (served from
- * the cache), timed; each run uses a fresh image so every cold pull is cold. Processes are
+ * the cache), timed, with the proxy's CPU time; each run uses a fresh image so every cold pull
+ * is cold, and the proxies take turns within each repetition. Processes are
  * started on loopback with temporary roots and stopped by PID. Every loop is bounded.
  */
 import { createHash, randomFillSync } from 'node:crypto';
@@ -14,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OCI_MANIFEST, pushImage } from '../../test/helpers/registry.js';
-import { REFERENCE_BINARY, startBerth, startReference, type Target } from './targets.js';
+import { cpuMsOf, REFERENCE_BINARY, startBerth, startReference, type Target } from './targets.js';
 
 const MiB = 1024 * 1024;
 
@@ -68,21 +69,28 @@ async function main(): Promise<void> {
       started.push(ref);
       proxies.push(ref);
     }
-    const rows: string[] = [];
-    for (const proxy of proxies) {
-      let cold = Number.POSITIVE_INFINITY;
-      let warm = Number.POSITIVE_INFINITY;
-      for (let i = 0; i < repeat; i++) {
+    // Proxies take turns within each repetition, so that both meet the same background load.
+    const best = new Map<Target, { cold: number; warm: number; coldCpu: number; warmCpu: number }>();
+    for (const proxy of proxies)
+      best.set(proxy, { cold: Infinity, warm: Infinity, coldCpu: Infinity, warmCpu: Infinity });
+    for (let i = 0; i < repeat; i++) {
+      for (const proxy of proxies) {
+        const b = best.get(proxy)!;
         const name = `bench/${proxy.name.replace(/\W/g, '')}${i}`;
         const { layer } = await pushRandomImage(upstream.url, name, blobMiB * MiB);
-        cold = Math.min(cold, await pull(proxy, name, layer, clients));
-        warm = Math.min(warm, await pull(proxy, name, layer, clients));
+        let cpu = cpuMsOf(proxy.pid);
+        b.cold = Math.min(b.cold, await pull(proxy, name, layer, clients));
+        b.coldCpu = Math.min(b.coldCpu, cpuMsOf(proxy.pid) - cpu);
+        cpu = cpuMsOf(proxy.pid);
+        b.warm = Math.min(b.warm, await pull(proxy, name, layer, clients));
+        b.warmCpu = Math.min(b.warmCpu, cpuMsOf(proxy.pid) - cpu);
       }
-      const rate = (s: number) => ((blobMiB * clients) / s).toFixed(0);
-      rows.push(
-        `${proxy.name.padEnd(16)} cold ${cold.toFixed(2)} s (${rate(cold)} MiB/s to clients)  warm ${warm.toFixed(2)} s (${rate(warm)} MiB/s)`,
-      );
     }
+    const rate = (s: number) => ((blobMiB * clients) / s).toFixed(0);
+    const rows = proxies.map((proxy) => {
+      const b = best.get(proxy)!;
+      return `${proxy.name.padEnd(16)} cold ${b.cold.toFixed(2)} s (${rate(b.cold)} MiB/s to clients, proxy CPU ${b.coldCpu} ms)  warm ${b.warm.toFixed(2)} s (${rate(b.warm)} MiB/s, proxy CPU ${b.warmCpu} ms)`;
+    });
     process.stdout.write(
       `\npull of one ${blobMiB} MiB layer by ${clients} clients at once, best of ${repeat}:\n${rows.join('\n')}\n`,
     );

@@ -3,13 +3,15 @@
  *
  *   node --import tsx bench/registry/registry.bench.ts [--reference http://127.0.0.1:PORT]
  *        [--no-reference] [--berth http://127.0.0.1:PORT] [--blob-mib 256] [--chunk-mib 8]
- *        [--seconds 5] [--connections 32] [--repeat 3]
+ *        [--seconds 5] [--connections 32] [--repeat 3] [--node-flags '--max-semi-space-size=2']
  *
  * Starts berth's registry as a child process on loopback with a temporary root (unless --berth
  * names a running one) and, when /usr/bin/docker-registry exists (or --reference is given), a
  * reference registry likewise; stops what it started by PID. Measures blob GET, monolithic and
  * chunked upload throughput, manifest GET and blob HEAD rates under concurrent keep-alive
- * connections, and the server's RSS idle and under load. Every loop is bounded.
+ * connections, the server's CPU time for a blob GET, and its RSS idle and under load. berth runs
+ * with the V8 flags docs/registry.md recommends (BERTH_NODE_FLAGS; `--node-flags ''` for none).
+ * Every loop is bounded.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
@@ -18,7 +20,16 @@ import { Agent, request } from 'node:http';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runLoad } from './load.js';
-import { external, REFERENCE_BINARY, rssOf, startBerth, startReference, type Target } from './targets.js';
+import {
+  BERTH_NODE_FLAGS,
+  cpuMsOf,
+  external,
+  REFERENCE_BINARY,
+  rssOf,
+  startBerth,
+  startReference,
+  type Target,
+} from './targets.js';
 
 interface Options {
   berth?: string;
@@ -29,6 +40,7 @@ interface Options {
   seconds: number;
   connections: number;
   repeat: number;
+  nodeFlags?: string[];
 }
 
 function parseOptions(argv: string[]): Options {
@@ -60,6 +72,7 @@ function parseOptions(argv: string[]): Options {
     else if (a === '--seconds') o.seconds = Math.min(60, num());
     else if (a === '--connections') o.connections = Math.min(512, Math.floor(num()));
     else if (a === '--repeat') o.repeat = Math.min(10, Math.floor(num()));
+    else if (a === '--node-flags') o.nodeFlags = next().split(/\s+/).filter(Boolean);
     else throw new Error(`unknown option ${a}`);
   }
   return o;
@@ -197,6 +210,8 @@ async function pushSmallImage(t: Target, repo: string): Promise<string> {
 
 interface Figures {
   blobGetMiBs: number;
+  /** The server's CPU time for one whole blob GET (the lowest of the runs), ms. */
+  blobGetCpuMs: number;
   monoMiBs: number;
   chunkedMiBs: number;
   manifestRps: number;
@@ -222,6 +237,7 @@ async function measureAll(targets: Target[], o: Options): Promise<Map<Target, Fi
     const idle = rssOf(t.pid);
     figures.set(t, {
       blobGetMiBs: 0,
+      blobGetCpuMs: 0,
       monoMiBs: 0,
       chunkedMiBs: 0,
       manifestRps: 0,
@@ -267,15 +283,19 @@ async function measureAll(targets: Target[], o: Options): Promise<Map<Target, Fi
     }
     for (let i = 0; i < o.repeat + 1; i++) {
       for (const t of targets) {
+        const cpu0 = cpuMsOf(t.pid);
         const t0 = performance.now();
         const r = await call(t, 'GET', `/v2/bench/blobs/blobs/${lastDigest.get(t)}`, undefined, {}, true);
+        const cpu = cpuMsOf(t.pid) - cpu0;
+        if (t.pid && (fig(t).blobGetCpuMs === 0 || cpu < fig(t).blobGetCpuMs)) fig(t).blobGetCpuMs = cpu;
         expect({ status: r.status, body: Buffer.alloc(0) }, 200, 'blob GET');
         if (r.bytes !== size)
           throw new Error(`${t.name}: blob GET returned ${r.bytes} bytes, expected ${size}`);
         fig(t).blobGetMiBs = Math.max(fig(t).blobGetMiBs, o.blobMiB / ((performance.now() - t0) / 1000));
       }
     }
-    for (const t of targets) log(t, `blob GET ${fig(t).blobGetMiBs.toFixed(0)} MiB/s`);
+    for (const t of targets)
+      log(t, `blob GET ${fig(t).blobGetMiBs.toFixed(0)} MiB/s (server CPU ${fig(t).blobGetCpuMs} ms)`);
     const layers = new Map<Target, string>();
     for (const t of targets) layers.set(t, await pushSmallImage(t, 'bench/small'));
     const accept =
@@ -348,6 +368,7 @@ function table(rows: Array<[string, Figures | undefined]>, o: Options): string {
   const mib = (n: number | undefined) => (n ? (n / MiB).toFixed(1) : '-');
   const lines: Array<[string, (f: Figures) => string]> = [
     [`blob GET ${o.blobMiB} MiB (MiB/s)`, (f) => fmt(f.blobGetMiBs)],
+    [`blob GET ${o.blobMiB} MiB, server CPU (ms)`, (f) => fmt(f.blobGetCpuMs)],
     [`monolithic upload ${o.blobMiB} MiB (MiB/s)`, (f) => fmt(f.monoMiBs)],
     [`chunked upload ${o.blobMiB} MiB, ${o.chunkMiB} MiB chunks (MiB/s)`, (f) => fmt(f.chunkedMiBs)],
     [`manifest GET, ${o.connections} conns (req/s)`, (f) => fmt(f.manifestRps)],
@@ -366,6 +387,7 @@ function table(rows: Array<[string, Figures | undefined]>, o: Options): string {
     const r = (x: number, y: number) => (x && y ? `${(x / y).toFixed(2)}x` : '-');
     const ratios = [
       r(a.blobGetMiBs, b.blobGetMiBs),
+      r(b.blobGetCpuMs, a.blobGetCpuMs),
       r(a.monoMiBs, b.monoMiBs),
       r(a.chunkedMiBs, b.chunkedMiBs),
       r(a.manifestRps, b.manifestRps),
@@ -409,7 +431,7 @@ async function main(): Promise<void> {
   try {
     const berthUrl = o.berth;
     if (berthUrl) await start('berth', async () => external('berth', berthUrl), false);
-    else await start('berth', () => startBerth(repoRoot), true);
+    else await start('berth', () => startBerth(repoRoot, [], 'berth', o.nodeFlags), true);
     const refUrl = o.reference;
     if (refUrl) await start('reference', async () => external('reference', refUrl), false);
     else if (!o.noReference && existsSync(REFERENCE_BINARY))
@@ -423,6 +445,10 @@ async function main(): Promise<void> {
     await stopAll();
     agent.destroy();
   }
+  if (!o.berth)
+    process.stdout.write(
+      `\nberth runs as: node ${(o.nodeFlags ?? BERTH_NODE_FLAGS).join(' ')} main.js registry\n`,
+    );
   process.stdout.write(`\n${table(rows, o)}\n`);
   process.stdout.write(
     '\n(both registries run side by side and are measured alternately within each phase; throughput: best of the runs; rates: closed loop on keep-alive connections, two alternating halves each; RSS: VmRSS of the server process; berth/ref > 1 is better for berth on every row)\n',

@@ -3,8 +3,8 @@ import { parseLogLevel, rootLogger } from '../common/log.js';
 import { ConfigError, configFromEnv, loadConfig, type RegistryConfig } from '../registry/config.js';
 import { startRegistry } from '../registry/index.js';
 import { type FlagSpec, parseArgs, str, UsageError, untilSignal, usage } from './args.js';
+
 // ---- `berth registry gc` dispatch: garbage collection lives in src/registry/gc (its own owner).
-import { runGc } from './registry-gc.command.js';
 
 const spec: Record<string, FlagSpec> = {
   addr: { kind: 'string', help: 'listen address host:port (default 127.0.0.1:5000; overrides http.addr)' },
@@ -32,7 +32,8 @@ Subcommands:
 /** `berth registry ...`: serve the registry until SIGTERM/SIGINT, or run a subcommand. Returns the exit code. */
 export async function runRegistryCommand(argv: string[]): Promise<number> {
   const [first, ...rest] = argv;
-  if (first === 'gc') return runGc(rest);
+  // The collector is loaded only for `gc` (a serving registry does not carry it: idle RSS).
+  if (first === 'gc') return (await import('./registry-gc.command.js')).runGc(rest);
   const args = first === 'serve' ? rest : argv;
   let parsed: ReturnType<typeof parseArgs>;
   try {

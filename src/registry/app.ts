@@ -9,10 +9,12 @@ import { DEFAULT_REQUEST_LIMITS } from './config.js';
 import type { RegistryState, RequestContext } from './context.js';
 import { RegistryError, sendError } from './errors.js';
 import { BlobGuard } from './gc/guard.js';
+import { HOLDS_DIR, SharedHolds } from './gc/holds.js';
 import { UploadSlots } from './limits/upload-slots.js';
 import { checkName, isValidName } from './names.js';
 import { accessesFor, matchRoute, type Route } from './routes.js';
 import type { StorageDriver } from './storage/driver.js';
+import { FilesystemDriver } from './storage/filesystem.driver.js';
 import { RegistryStore } from './storage/store.js';
 import { UploadStore } from './storage/uploads.js';
 
@@ -124,7 +126,11 @@ export function createRegistryApp(options: RegistryAppOptions): RegistryApp {
     manifestMaxBytes: options.manifestMaxBytes ?? DEFAULT_REQUEST_LIMITS.manifestsize,
     automaticCrossmount: options.automaticCrossmount ?? true,
     referrersPageSize: Math.max(1, options.referrersPageSize ?? 1000),
-    gcGuard: new BlobGuard(),
+    gcGuard: new BlobGuard(
+      options.driver instanceof FilesystemDriver
+        ? new SharedHolds(options.driver.fullPath(HOLDS_DIR))
+        : undefined,
+    ),
   };
   const uploadSlots = new UploadSlots(options.uploadsPerClient ?? DEFAULT_REQUEST_LIMITS.uploadsperclient);
   const authorizer = options.authorizer ?? openAccess;

@@ -217,6 +217,11 @@ export interface OnlineGcConfig {
   deleteUntagged: boolean;
   /** `POST /berth/gc` runs one now (admin credentials when auth is on). */
   endpoint: boolean;
+  /**
+   * With auth on, the users who may call the endpoint (`berth.gc.admins`), besides holding
+   * access `registry:gc:*`; empty: any user who holds it (with htpasswd: any valid user).
+   */
+  admins: string[];
 }
 
 function onlineGc(raw: unknown): OnlineGcConfig | undefined {
@@ -227,6 +232,7 @@ function onlineGc(raw: unknown): OnlineGcConfig | undefined {
     gracePeriodMs: parseDuration(g.graceperiod, 'berth.gc.graceperiod', 3_600_000),
     deleteUntagged: bool(g.deleteuntagged, 'berth.gc.deleteuntagged', false),
     endpoint: bool(g.endpoint, 'berth.gc.endpoint', true),
+    admins: strings(g.admins, 'berth.gc.admins'),
   };
 }
 

@@ -7,7 +7,7 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { errorMessage } from '../common/errors.js';
+import { errorMessage, forbidden } from '../common/errors.js';
 import { Logger } from '../common/log.js';
 import { hasBody } from '../http/body.js';
 import { ConnectionGuard, type ErrorBody, plainErrorBody } from '../http/connection-limits.js';
@@ -87,7 +87,8 @@ export async function serveRegistry(
   // berth.gc: garbage collection inside the registry, and its admin endpoint.
   let onlineGc: OnlineGc | undefined;
   const extraRoutes = [...(hooks.extraRoutes ?? [])];
-  if (config.berth.gc?.endpoint) extraRoutes.push(gcRoute(() => onlineGc, hooks.authorizer));
+  if (config.berth.gc?.endpoint)
+    extraRoutes.push(gcRoute(() => onlineGc, hooks.authorizer, config.berth.gc.admins));
   const app = createRegistryApp({
     driver,
     authorizer: hooks.authorizer,
@@ -115,6 +116,7 @@ export async function serveRegistry(
   if (config.proxy) {
     const { PullThroughProxy } = await import('./proxy/proxy.js');
     app.state.proxy = new PullThroughProxy(config.proxy, app.state.store, log.child('proxy'));
+    if (!config.storage.maintenance.readonly.enabled) app.state.proxy.expiry.start();
     log.info('pull-through cache', { remoteurl: config.proxy.remoteurl });
   }
   if (config.berth.gc) {
@@ -261,6 +263,7 @@ export async function serveRegistry(
         releaseCrashGuard();
         void notifier?.stop();
         void onlineGc?.stop();
+        void app.state.proxy?.expiry.stop();
         // A sweep in progress stops at its next directory; wait for it before storage goes.
         void leftovers.then(() => resolve());
       });
@@ -290,15 +293,24 @@ export async function serveRegistry(
 /**
  * `POST /berth/gc`: one garbage collection now, answered with its counts (200 JSON). With auth
  * on it needs admin credentials: access `registry:gc:*` (any valid htpasswd user; a token that
- * grants it). 503 UNAVAILABLE while another run goes on.
+ * grants it) and, when `admins` is not empty, a user among them (else 403 DENIED). 503
+ * UNAVAILABLE while another run goes on.
  */
-function gcRoute(gc: () => OnlineGc | undefined, authorizer: Authorizer | undefined): ExtraRoute {
+function gcRoute(
+  gc: () => OnlineGc | undefined,
+  authorizer: Authorizer | undefined,
+  admins: string[],
+): ExtraRoute {
   return {
     method: ['POST'],
     path: '/berth/gc',
     async handler(req, res) {
       try {
-        if (authorizer) await authorizer.authorize(req, [{ type: 'registry', name: 'gc', actions: ['*'] }]);
+        if (authorizer) {
+          const grant = await authorizer.authorize(req, [{ type: 'registry', name: 'gc', actions: ['*'] }]);
+          if (admins.length > 0 && !(grant.user && admins.includes(grant.user)))
+            throw forbidden(`${grant.user ?? 'an anonymous user'} may not run the garbage collection`);
+        }
         const runner = gc();
         if (!runner)
           throw new RegistryError('UNAVAILABLE', 'garbage collection is not ready', undefined, 503);

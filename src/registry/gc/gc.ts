@@ -1,10 +1,12 @@
 import { type ParsedDigest, tryParseDigest } from '../../common/digest.js';
 import { errorMessage } from '../../common/errors.js';
 import { type FileInfo, isPathNotFound, type StorageDriver } from '../storage/driver.js';
+import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { type LeftoverReport, sweepLeftovers } from '../storage/leftovers.js';
 import { BLOBS, paths, REPOSITORIES } from '../storage/paths.js';
 import { RegistryStore } from '../storage/store.js';
 import type { BlobGuard } from './guard.js';
+import { deleteUnlessHeld, HOLDS_DIR, restoreTombstone, SharedHolds } from './holds.js';
 import { acquireGcLock } from './lock.js';
 
 /**
@@ -44,6 +46,8 @@ export interface GcOptions {
 export interface GcReport {
   dryRun: boolean;
   startedAt: Date;
+  /** When the run ended, before the storage's lock was released. */
+  finishedAt: Date;
   cutoff: Date;
   repositories: number;
   manifests: number;
@@ -78,7 +82,9 @@ export async function collectGarbage(driver: StorageDriver, options: GcOptions =
   options.guard?.beginRun();
   try {
     const gc = new GarbageCollector(driver, options);
-    return await gc.run();
+    const report = await gc.run();
+    report.finishedAt = new Date();
+    return report;
   } finally {
     options.guard?.endRun();
     await lock.release();
@@ -99,6 +105,9 @@ class GarbageCollector {
   private latestRepos: RepoInfo[] = [];
   private readonly rescanMs = 1000;
   private readonly report: GcReport;
+  /** The holds of every registry process on the storage (filesystem storage only). */
+  private readonly holds: SharedHolds | undefined;
+  private readonly fs: FilesystemDriver | undefined;
 
   constructor(
     private readonly driver: StorageDriver,
@@ -109,10 +118,13 @@ class GarbageCollector {
     this.log = options.log ?? (() => {});
     this.dryRun = options.dryRun ?? false;
     this.concurrency = Math.max(1, options.concurrency ?? 16);
+    this.fs = driver instanceof FilesystemDriver ? driver : undefined;
+    this.holds = this.fs ? new SharedHolds(this.fs.fullPath(HOLDS_DIR)) : undefined;
     const now = (options.now ?? Date.now)();
     this.report = {
       dryRun: this.dryRun,
       startedAt: new Date(now),
+      finishedAt: new Date(now),
       cutoff: new Date(now),
       repositories: 0,
       manifests: 0,
@@ -395,7 +407,15 @@ class GarbageCollector {
           if (!d) continue;
           if (this.marked.has(d.digest)) continue;
           const info = await this.statOrUndefined(paths.blobData(d));
-          if (!info) continue; // a directory without data: nothing to free
+          if (!info) {
+            // A directory without data: nothing to free, unless a collector killed while it
+            // decided had moved the data aside (put back; considered next time).
+            if (this.fs && !this.dryRun && (await restoreTombstone(this.fs.fullPath(dir))))
+              this.report.warnings.push(
+                `restored ${d.digest}, moved aside by a collection that did not finish`,
+              );
+            continue;
+          }
           candidates.push({ d, info });
         }
       }
@@ -419,14 +439,21 @@ class GarbageCollector {
         continue;
       }
       const guard = this.options.guard;
-      const remove = () => this.deleteIfPresent(paths.blobDir(d));
-      if (guard) {
-        // A request of the serving registry relies on it (a manifest PUT, a mount): kept.
-        if (!(await guard.tryDelete(d.digest, remove))) {
-          this.report.keptYoung.push(d.digest);
-          continue;
-        }
-      } else await remove();
+      const { holds, fs } = this;
+      // A request of any registry process on the storage relies on it (a manifest PUT, a
+      // mount, an upload's completion: gc/holds.ts), or of this one (the guard): kept.
+      const remove =
+        holds && fs
+          ? () => deleteUnlessHeld(holds, d.digest, fs.fullPath(paths.blobDir(d)))
+          : async () => {
+              await this.deleteIfPresent(paths.blobDir(d));
+              return true;
+            };
+      const deleted = guard ? await guard.tryDelete(d.digest, remove) : await remove();
+      if (!deleted) {
+        this.report.keptYoung.push(d.digest);
+        continue;
+      }
       this.log(`deleted blob ${d.digest}`);
       this.report.deletedBlobs.push(d.digest);
       this.report.bytesFreed += info.size;

@@ -9,6 +9,7 @@ import type { BlobGuard } from './guard.js';
 /** What `POST /berth/gc` answers: the run's counts. */
 export interface GcSummary {
   startedAt: string;
+  finishedAt: string;
   cutoff: string;
   markedBlobs: number;
   deletedBlobs: number;
@@ -22,6 +23,7 @@ export interface GcSummary {
 export function summarize(r: GcReport): GcSummary {
   return {
     startedAt: r.startedAt.toISOString(),
+    finishedAt: r.finishedAt.toISOString(),
     cutoff: r.cutoff.toISOString(),
     markedBlobs: r.markedBlobs,
     deletedBlobs: r.deletedBlobs.length,

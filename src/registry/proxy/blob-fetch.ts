@@ -5,15 +5,15 @@ import type { ServerResponse } from 'node:http';
 import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ParsedDigest } from '../../common/digest.js';
+import { errnoCode } from '../../common/errors.js';
 import type { FilesystemDriver } from '../storage/filesystem.driver.js';
 import { paths } from '../storage/paths.js';
+import { BufferRing, drained, sendFileRange } from '../storage/sendfile.js';
 
 /** Bytes gathered before a write to the cache file (and a wake-up of the readers). */
-const BATCH = 256 * 1024;
+const BATCH = 1024 * 1024;
 /** How long the upstream may send nothing of a blob's body before the fetch fails. */
 const BODY_IDLE_MS = 60_000;
-/** Bytes read from the cache file per read of a reader. */
-const READ_CHUNK = 1024 * 1024;
 
 /**
  * One blob on its way from the upstream into the blob store: written to a temporary file in the
@@ -29,6 +29,11 @@ export class BlobFetch extends EventEmitter {
   private readonly dataFile: string;
   done = false;
   error: Error | undefined;
+  /**
+   * The last batch written, still in memory: a client that is at its start is sent these very
+   * buffers (every caught-up client the same ones), not bytes read back from the file.
+   */
+  private recent: { start: number; bufs: Buffer[] } | undefined;
   /** Settles when the blob is stored (resolves true) or failed (false). */
   readonly finished: Promise<boolean>;
 
@@ -66,11 +71,13 @@ export class BlobFetch extends EventEmitter {
       let pendingBytes = 0;
       const flush = async () => {
         if (pendingBytes === 0) return;
-        const buf = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
+        const bufs = pending;
+        const bytes = pendingBytes;
         pending = [];
         pendingBytes = 0;
-        await writeAll(handle, buf);
-        this.written += buf.length;
+        await writeAll(handle, bufs);
+        this.recent = { start: this.written, bufs };
+        this.written += bytes;
         this.emit('progress');
       };
       // An upstream that stops sending for BODY_IDLE_MS fails the fetch (the clients' answers
@@ -120,60 +127,63 @@ export class BlobFetch extends EventEmitter {
    */
   async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
     let pos = start;
-    const buf = Buffer.allocUnsafe(READ_CHUNK);
-    let handle: FileHandle | undefined;
-    let handleFile = '';
-    try {
-      for (;;) {
-        if (res.destroyed) return;
-        const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
-        if (pos < stop) {
-          if (!handle || handleFile !== this.file) {
-            // The file moved into place (rename keeps an open handle valid; a new one is opened
-            // on the data file for what follows).
-            await handle?.close();
-            handleFile = this.file;
-            handle = await open(handleFile, 'r').catch(() => {
-              // Renamed between the check and the open: the data file has it now.
-              handleFile = this.dataFile;
-              return open(handleFile, 'r');
-            });
-          }
-          const { bytesRead } = await handle.read(buf, 0, Math.min(READ_CHUNK, stop - pos), pos);
-          if (bytesRead === 0) throw new Error('cache file shorter than written');
-          pos += bytesRead;
-          if (!res.write(Buffer.from(buf.subarray(0, bytesRead)))) await drained(res);
-          continue;
-        }
-        if (end !== undefined && pos > end) break;
-        if (this.error) throw this.error;
-        if (this.done) break;
-        await once(this, 'progress');
+    const ring = new BufferRing();
+    for (;;) {
+      if (res.destroyed) return;
+      const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
+      if (pos < stop && this.recent?.start === pos) {
+        pos = await sendRecentBatch(res, this.recent.bufs, pos, stop);
+        continue;
       }
-      res.end();
-    } finally {
-      await handle?.close().catch(() => undefined);
+      if (pos < stop) {
+        // What is on disk now, through the blob GET's sender; the file may move into place
+        // meanwhile (then the data file has the same bytes).
+        const file = this.file;
+        await sendFileRange(res, file, pos, stop - 1, { end: false, ring }).catch((err: unknown) => {
+          if (errnoCode(err) !== 'ENOENT' || file === this.dataFile) throw err;
+          return sendFileRange(res, this.dataFile, pos, stop - 1, { end: false, ring });
+        });
+        pos = stop;
+        continue;
+      }
+      if (end !== undefined && pos > end) break;
+      if (this.error) throw this.error;
+      if (this.done) break;
+      await once(this, 'progress');
     }
+    res.end();
   }
 }
 
-/** Until the response takes more data, or is gone. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
+/** Send a batch held in memory from `pos` (its start) up to `stop`; the position reached. */
+async function sendRecentBatch(
+  res: ServerResponse,
+  bufs: Buffer[],
+  pos: number,
+  stop: number,
+): Promise<number> {
+  for (const b of bufs) {
+    if (pos >= stop || res.destroyed) break;
+    const part = pos + b.length <= stop ? b : b.subarray(0, stop - pos);
+    pos += part.length;
+    if (!res.write(part)) await drained(res);
+  }
+  return pos;
 }
 
-async function writeAll(handle: FileHandle, buf: Buffer): Promise<void> {
-  let off = 0;
-  while (off < buf.length) {
-    const { bytesWritten } = await handle.write(buf, off, buf.length - off);
-    off += bytesWritten;
+/** Write every buffer, in order, at the end of the file (writev, continued after a short write). */
+async function writeAll(handle: FileHandle, bufs: Buffer[]): Promise<void> {
+  let rest = bufs;
+  while (rest.length > 0) {
+    let { bytesWritten } = await handle.writev(rest);
+    const next: Buffer[] = [];
+    for (const b of rest) {
+      if (bytesWritten >= b.length) bytesWritten -= b.length;
+      else {
+        next.push(bytesWritten > 0 ? b.subarray(bytesWritten) : b);
+        bytesWritten = 0;
+      }
+    }
+    rest = next;
   }
 }

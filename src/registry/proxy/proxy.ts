@@ -8,6 +8,7 @@ import { parseManifest } from '../manifests/validate.js';
 import { FilesystemDriver } from '../storage/filesystem.driver.js';
 import type { RegistryStore } from '../storage/store.js';
 import { BlobFetch } from './blob-fetch.js';
+import { ProxyExpiry } from './expiry.js';
 import { ACCEPT_MANIFESTS, type ProxyConfig, Upstream, UpstreamUnavailable } from './upstream.js';
 
 /** What the proxy answers for a blob: served from the store, on its way from the upstream, or unknown. */
@@ -21,6 +22,8 @@ export type ProxiedBlob = { kind: 'local' } | { kind: 'fetching'; fetch: BlobFet
  */
 export class PullThroughProxy {
   readonly upstream: Upstream;
+  /** The ttl's removal of what was cached (started by the server). */
+  readonly expiry: ProxyExpiry;
   private readonly tagChecked = new Map<string, number>();
   private readonly tagChecks = new Map<string, Promise<ParsedDigest | undefined>>();
   private readonly manifestFetches = new Map<string, Promise<ManifestInfo | undefined>>();
@@ -35,6 +38,7 @@ export class PullThroughProxy {
     private readonly log: Logger,
   ) {
     this.upstream = new Upstream(config);
+    this.expiry = new ProxyExpiry(store, config.ttlMs, () => this.upstream.reachable(), log);
     if (!(store.driver instanceof FilesystemDriver)) throw new Error('the proxy needs the filesystem driver');
   }
 
@@ -135,11 +139,8 @@ export class PullThroughProxy {
   /** A blob of the repository: stored (linked now if another repository had it), fetching, or unknown. */
   async blob(name: string, d: ParsedDigest): Promise<ProxiedBlob> {
     if (await this.store.repoBlobStat(name, d)) return { kind: 'local' };
-    const running = this.blobFetches.get(d.digest);
-    if (running) {
-      this.linkWhenStored(running, name, d);
-      return { kind: 'fetching', fetch: running };
-    }
+    const running = await this.runningFetch(name, d);
+    if (running) return running;
     if (await this.store.blobStat(d)) {
       // Content-addressed: data another repository pulled is the same blob, linked here once
       // the upstream confirms this repository has it.
@@ -148,13 +149,24 @@ export class PullThroughProxy {
       await this.store.linkLayer(name, d);
       return { kind: 'local' };
     }
-    // One upstream request per digest, however many clients ask at once.
-    let starting = this.blobStarts.get(d.digest);
+    // One upstream request per digest, however many clients ask at once: looked for again after
+    // the stat (a fetch that was starting at the first look may have started meanwhile; one that
+    // finished has its data in place, which the stat saw).
+    const started = this.blobFetches.get(d.digest);
+    let starting = started ? Promise.resolve(started) : this.blobStarts.get(d.digest);
     if (!starting) {
       starting = this.startBlob(name, d).finally(() => this.blobStarts.delete(d.digest));
       this.blobStarts.set(d.digest, starting);
     }
     const fetch = await starting;
+    if (!fetch) return undefined;
+    this.linkWhenStored(fetch, name, d);
+    return { kind: 'fetching', fetch };
+  }
+
+  /** The fetch of this blob going on (or starting), if any, linked into `name` once stored. */
+  private async runningFetch(name: string, d: ParsedDigest): Promise<ProxiedBlob> {
+    const fetch = this.blobFetches.get(d.digest) ?? (await this.blobStarts.get(d.digest));
     if (!fetch) return undefined;
     this.linkWhenStored(fetch, name, d);
     return { kind: 'fetching', fetch };

@@ -52,6 +52,17 @@ export class Upstream {
     return `Basic ${Buffer.from(`${this.config.username}:${this.config.password ?? ''}`).toString('base64')}`;
   }
 
+  /** Whether the upstream answers `/v2/` with anything but a 5xx (401 included). */
+  async reachable(): Promise<boolean> {
+    try {
+      const res = await fetch(`${this.base}/v2/`, { signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS) });
+      await res.body?.cancel().catch(() => undefined);
+      return res.status < 500;
+    } catch {
+      return false;
+    }
+  }
+
   /**
    * A request to the upstream for repository `name` (`path` after `/v2/<name>/`). Resolves with
    * any answer but a 5xx; rejects with UpstreamUnavailable when it cannot be reached.

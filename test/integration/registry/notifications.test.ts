@@ -1,7 +1,7 @@
 // Notifications (`notifications.endpoints`): distribution's envelope, delivered in order, queued
 // on disk while the endpoint fails, kept over a kill -9; compared with Debian's docker-registry.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -252,6 +252,63 @@ describe('notifications', () => {
       assert.ok(receiver.events.every((e) => e.action === 'push'));
     } finally {
       await second.proc.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('two processes on one storage each send their own events once; a killed one’s go with its restart', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-events-two-'));
+    const config = join(dir, 'config.yml');
+    await writeFile(
+      config,
+      JSON.stringify({
+        version: '0.1',
+        log: { level: 'error', accesslog: { disabled: true } },
+        notifications: endpointConfig(receiver.url),
+      }),
+    );
+    const root = join(dir, 'root');
+    receiver.events = [];
+    receiver.failing = true;
+    receiver.refused = 0;
+    const a = await startRegistryOnRoot(root, ['--config', config]);
+    const b = await startRegistryOnRoot(root, ['--config', config]);
+    let a2: Awaited<ReturnType<typeof startRegistryOnRoot>> | undefined;
+    try {
+      const pushedA: string[] = [];
+      const pushedB: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        pushedA.push(await pushBlob(a.url, 'events/two', `from a ${i}`));
+        pushedB.push(await pushBlob(b.url, 'events/two', `from b ${i}`));
+      }
+      await eventually('refused deliveries', () => receiver.refused >= 4, 10_000);
+      await a.proc.stop('SIGKILL');
+      a2 = await startRegistryOnRoot(root, ['--config', config]);
+      const pushedA2 = [await pushBlob(a2.url, 'events/two', 'from a2')];
+      receiver.failing = false;
+      await eventually('seven events', () => receiver.events.length >= 7, 15_000);
+      await new Promise((r) => setTimeout(r, 300));
+      // Each event once; each process's events in its order (the killed one's sent by its
+      // successor before the successor's own).
+      assert.equal(receiver.events.length, 7);
+      const bySource = new Map<string, string[]>();
+      for (const e of receiver.events)
+        bySource.set(e.source.instanceID, [
+          ...(bySource.get(e.source.instanceID) ?? []),
+          e.target.digest ?? '',
+        ]);
+      assert.deepEqual(
+        [...bySource.values()].sort((x, y) => (x[0] ?? '').localeCompare(y[0] ?? '')),
+        [pushedA, pushedB, pushedA2].sort((x, y) => (x[0] ?? '').localeCompare(y[0] ?? '')),
+      );
+      const digests = receiver.events.map((e) => e.target.digest);
+      assert.ok(digests.indexOf(pushedA[2]) < digests.indexOf(pushedA2[0]), digests.join(' '));
+      // Nothing left queued: the killed process's queue went once delivered.
+      const queues = join(root, 'berth/notifications/test');
+      await eventually('the killed queue removed', async () => (await readdir(queues)).length === 2, 5_000);
+    } finally {
+      receiver.failing = false;
+      await Promise.all([a.proc.stop(), b.proc.stop(), a2?.proc.stop()]);
       await rm(dir, { recursive: true, force: true });
     }
   });

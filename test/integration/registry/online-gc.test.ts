@@ -3,9 +3,10 @@
 // blob no manifest references is gone. The admin endpoint and the storage lock.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdir } from 'node:fs/promises';
+import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { ensureSigningKeyPair } from '../../../src/registry/auth/keys.js';
 import { acquireGcLock } from '../../../src/registry/gc/lock.js';
 import { FilesystemDriver } from '../../../src/registry/storage/filesystem.driver.js';
 import {
@@ -20,6 +21,7 @@ import {
   type TestRegistry,
   tempDir,
 } from '../../helpers/registry.js';
+import { startRegistryOnRoot } from '../../helpers/registry-process.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -135,14 +137,21 @@ describe('online garbage collection', () => {
     const dir = await tempDir('berth-gc-auth-');
     const users = join(dir, 'htpasswd');
     execFileSync('htpasswd', ['-cbB', '-C', '4', users, 'admin', 'admin-pw'], { stdio: 'ignore' });
+    execFileSync('htpasswd', ['-bB', '-C', '4', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
     const reg = await startTestRegistry({
       auth: { htpasswd: { realm: 'gc', path: users } },
-      berth: { gc: { graceperiod: '0s' } },
+      berth: { gc: { graceperiod: '0s', admins: ['admin'] } },
     });
     running.push(reg);
     const anonymous = await http('POST', `${reg.url}/berth/gc`);
     assert.equal(anonymous.status, 401);
     assert.deepEqual(errorCodes(anonymous), ['UNAUTHORIZED']);
+    // A valid user who is not among berth.gc.admins may push and pull, not collect.
+    const alice = { Authorization: `Basic ${Buffer.from('alice:alice-pw').toString('base64')}` };
+    assert.equal((await http('GET', `${reg.url}/v2/`, { headers: alice })).status, 200);
+    const notAdmin = await http('POST', `${reg.url}/berth/gc`, { headers: alice });
+    assert.equal(notAdmin.status, 403);
+    assert.deepEqual(errorCodes(notAdmin), ['DENIED']);
     const admin = { Authorization: `Basic ${Buffer.from('admin:admin-pw').toString('base64')}` };
     const ok = await gcNow(reg, admin);
     assert.equal(ok.status, 200);
@@ -155,5 +164,136 @@ describe('online garbage collection', () => {
     await lock.release();
     assert.equal((await http('POST', `${reg.url}/berth/gc`, { headers: admin })).status, 200);
     assert.equal((await http('GET', `${reg.url}/berth/gc`, { headers: admin })).status, 405);
+  });
+
+  it('POST /berth/gc with token auth: a token that grants registry:gc:* runs it, others are refused', async () => {
+    requireTool('htpasswd', 'apt-get install apache2-utils');
+    const dir = await tempDir('berth-gc-token-');
+    const users = join(dir, 'htpasswd');
+    execFileSync('htpasswd', ['-cbB', '-C', '4', users, 'admin', 'admin-pw'], { stdio: 'ignore' });
+    execFileSync('htpasswd', ['-bB', '-C', '4', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
+    const keys = await ensureSigningKeyPair(join(dir, 'keys'));
+    const reg = await startTestRegistry({
+      auth: { htpasswd: { realm: 'gc-token', path: users } },
+      berth: {
+        gc: { graceperiod: '0s' },
+        tokenserver: {
+          key: keys.keyPath,
+          certificate: keys.certPath,
+          service: 'gc-it',
+          issuer: 'gc-it-issuer',
+          acl: [
+            { account: 'admin', type: 'registry', name: 'gc', actions: ['*'] },
+            { account: '*', name: '${account}/*', actions: ['*'] },
+          ],
+        },
+      },
+    });
+    running.push(reg);
+    const challenge = await http('POST', `${reg.url}/berth/gc`);
+    assert.equal(challenge.status, 401);
+    assert.equal(
+      challenge.headers.get('www-authenticate'),
+      `Bearer realm="${reg.url}/auth/token",service="gc-it",scope="registry:gc:*"`,
+    );
+    const token = async (user: string, password: string, scope: string) => {
+      const res = await http('GET', `${reg.url}/auth/token?service=gc-it&scope=${scope}`, {
+        headers: { Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` },
+      });
+      assert.equal(res.status, 200);
+      return { Authorization: `Bearer ${(res.json() as { token: string }).token}` };
+    };
+    // alice's token for the scope grants nothing of it (her own repositories only).
+    const alice = await token('alice', 'alice-pw', 'registry:gc:*');
+    const denied = await http('POST', `${reg.url}/berth/gc`, { headers: alice });
+    assert.equal(denied.status, 403);
+    assert.deepEqual(errorCodes(denied), ['DENIED']);
+    // A token for a repository is no admin token either, even the admin's: 401 asking for the
+    // gc scope (insufficient_scope), so that a client fetches a token for it.
+    const repoToken = await token('admin', 'admin-pw', 'repository:admin/app:pull,push');
+    const otherScope = await http('POST', `${reg.url}/berth/gc`, { headers: repoToken });
+    assert.equal(otherScope.status, 401);
+    assert.match(
+      otherScope.headers.get('www-authenticate') ?? '',
+      /scope="registry:gc:\*",error="insufficient_scope"/,
+    );
+    const admin = await token('admin', 'admin-pw', 'registry:gc:*');
+    const ok = await gcNow(reg, admin);
+    assert.equal(ok.status, 200);
+    assert.equal(typeof (ok.json() as { markedBlobs: number }).markedBlobs, 'number');
+  });
+
+  it('two registry processes on one storage never collect at once', async () => {
+    const root = await tempDir('berth-gc-two-');
+    const config = join(await tempDir('berth-gc-two-config-'), 'config.yml');
+    await writeFile(
+      config,
+      JSON.stringify({
+        version: '0.1',
+        log: { level: 'error', accesslog: { disabled: true } },
+        berth: { gc: { graceperiod: '0s', deleteuntagged: true } },
+      }),
+    );
+    const a = await startRegistryOnRoot(root, ['--config', config]);
+    const b = await startRegistryOnRoot(root, ['--config', config]).catch(async (err) => {
+      await a.proc.stop();
+      throw err;
+    });
+    try {
+      // Enough content that one run takes a while: images to keep and orphans to delete.
+      await Promise.all(
+        Array.from({ length: 4 }, async (_, w) => {
+          for (let i = 0; i < 10; i++) {
+            await pushImage(w % 2 ? a.url : b.url, `two/w${w}`, `t${i}`, { layer: `keep ${w} ${i}` });
+            await pushBlob(w % 2 ? b.url : a.url, `two/orphans${w}`, `orphan ${w} ${i}`);
+          }
+        }),
+      );
+      const runs: Array<{ from: string; start: number; end: number }> = [];
+      let refused = 0;
+      const both = () => new Set(runs.map((r) => r.from)).size === 2;
+      for (let round = 0; round < 20 && (refused === 0 || !both()); round++) {
+        // Each round one process is asked a moment before the other, taking turns.
+        const order = round % 2 ? [b, a] : [a, b];
+        const answers = await Promise.all(
+          order.map(async (r, k) => {
+            if (k > 0) await sleep(5);
+            return { from: r.url, res: await http('POST', `${r.url}/berth/gc`) };
+          }),
+        );
+        for (const { from, res } of answers) {
+          if (res.status === 503) {
+            refused++;
+            assert.deepEqual(errorCodes(res), ['UNAVAILABLE']);
+            assert.match(res.text(), /already running on this storage/);
+            continue;
+          }
+          assert.equal(res.status, 200, res.text());
+          const summary = res.json() as { startedAt: string; finishedAt: string };
+          runs.push({ from, start: Date.parse(summary.startedAt), end: Date.parse(summary.finishedAt) });
+        }
+      }
+      // Both processes collected, one of two simultaneous requests found the other's run going
+      // on, and no two runs overlapped.
+      assert.ok(refused > 0, 'no request found the other process collecting');
+      assert.deepEqual(new Set(runs.map((r) => r.from)).size, 2, JSON.stringify(runs));
+      runs.sort((x, y) => x.start - y.start);
+      for (let i = 1; i < runs.length; i++)
+        assert.ok(
+          (runs[i] as { start: number }).start >= (runs[i - 1] as { end: number }).end,
+          `runs overlap: ${JSON.stringify(runs)}`,
+        );
+      // The images are whole and the orphans gone.
+      for (let w = 0; w < 4; w++) {
+        const res = await http('GET', `${a.url}/v2/two/w${w}/manifests/t9`, {
+          headers: { Accept: OCI_MANIFEST },
+        });
+        assert.equal(res.status, 200);
+      }
+      const stored = await storedBlobs(root);
+      assert.equal(stored.has(sha256(Buffer.from('orphan 0 0'))), false);
+    } finally {
+      await Promise.all([a.proc.stop(), b.proc.stop()]);
+    }
   });
 });

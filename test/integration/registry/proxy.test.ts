@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -248,15 +249,19 @@ describe('proxying a berth registry with token auth', () => {
 describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
   let upstream: TestRegistry;
   let proxy: TestRegistry;
+  /** The same upstream behind a 2 s ttl (what the proxy cached expires while a test runs). */
+  let shortTtl: TestRegistry;
   const accessLines: string[] = [];
   before(async () => {
     upstream = await startTestRegistry(
       { log: { level: 'error', accesslog: { disabled: false } } },
       { accessLog: (l) => accessLines.push(l) },
     );
-    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '1s' } });
+    proxy = await startTestRegistry({ proxy: { remoteurl: upstream.url } });
+    shortTtl = await startTestRegistry({ proxy: { remoteurl: upstream.url, ttl: '2s' } });
   });
   after(async () => {
+    await shortTtl.stop();
     await proxy.stop();
     await upstream.stop();
   });
@@ -285,21 +290,54 @@ describe('one upstream fetch, the ttl, an upstream that moves a tag', () => {
     assert.equal(upstreamGets.length, 1, accessLines.join('\n'));
     // Served from the store afterwards: no new upstream request.
     assert.deepEqual(await digestOf(), { status: 200, digest, length: big.length });
-    assert.equal(accessLines.filter((l) => l.includes(`/v2/big/blob/blobs/${digest}`)).length, 1);
+    assert.equal(
+      accessLines.filter((l) => l.includes(`/v2/big/blob/blobs/${digest}`)).length,
+      1,
+      accessLines.join('\n'),
+    );
   });
 
   it('a tag is served from the cache within the ttl and re-checked after it', async () => {
     const first = await pushImage(upstream.url, 'moving/tag', 'latest');
     const get = () =>
-      http('GET', `${proxy.url}/v2/moving/tag/manifests/latest`, { headers: { Accept: OCI_MANIFEST } });
+      http('GET', `${shortTtl.url}/v2/moving/tag/manifests/latest`, { headers: { Accept: OCI_MANIFEST } });
     assert.equal((await get()).headers.get('docker-content-digest'), first.digest);
     const second = await pushImage(upstream.url, 'moving/tag', 'latest');
     assert.notEqual(second.digest, first.digest);
     // Within the ttl: the cached tag.
     assert.equal((await get()).headers.get('docker-content-digest'), first.digest);
-    await new Promise((r) => setTimeout(r, 1_100));
+    await new Promise((r) => setTimeout(r, 2_100));
     const after = await get();
     assert.equal(after.headers.get('docker-content-digest'), second.digest);
     assert.equal(after.text(), second.body);
+  });
+
+  it('what was cached expires ttl after it was stored: the next pull asks the upstream again', async () => {
+    const img = await pushImage(upstream.url, 'expiring/app', 'v1', { layer: 'expiring layer' });
+    const pull = () => http('GET', `${shortTtl.url}/v2/expiring/app/blobs/${img.layer}`);
+    const upstreamAsked = (method: string) =>
+      accessLines.filter((l) => l.includes(`"${method} /v2/expiring/app/blobs/${img.layer}`)).length;
+    accessLines.length = 0;
+    const first = await pull();
+    assert.equal(first.status, 200);
+    assert.equal(first.text(), 'expiring layer');
+    const link = join(
+      shortTtl.root,
+      'docker/registry/v2/repositories/expiring/app/_layers/sha256',
+      img.layer.slice('sha256:'.length),
+      'link',
+    );
+    // Linked once stored (the client may have every byte a moment before).
+    await eventually('the layer link', () => existsSync(link), 5_000);
+    await eventually('the expiry of the layer link', () => !existsSync(link), 10_000);
+    await eventually('the upstream access line', () => upstreamAsked('GET') === 1, 5_000);
+    const again = await pull();
+    assert.equal(again.status, 200);
+    assert.equal(again.text(), 'expiring layer');
+    // The data is still stored (it goes with garbage collection): the upstream confirms the
+    // repository has the blob (HEAD) and it is linked again, not downloaded again.
+    await eventually('the upstream asked again', () => upstreamAsked('HEAD') === 1, 5_000);
+    assert.equal(upstreamAsked('GET'), 1);
+    await eventually('the layer linked again', () => existsSync(link), 5_000);
   });
 });

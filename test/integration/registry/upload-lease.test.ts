@@ -2,31 +2,28 @@
 // process is writing is refused (409), not interleaved; the upload then goes on from either.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../helpers/eventually.js';
-import {
-  errorCodes,
-  http,
-  sha256,
-  startTestRegistry,
-  type TestRegistry,
-  tempDir,
-} from '../../helpers/registry.js';
+import { errorCodes, http, sha256, tempDir } from '../../helpers/registry.js';
 import { type RegistryProcess, startRegistryOnRoot } from '../../helpers/registry-process.js';
 
 describe('an upload written from two registry processes', () => {
-  let a: TestRegistry;
+  // Two registry processes (neither of them the test's own) on one storage root.
+  let root: string;
+  let a: { proc: RegistryProcess; url: string };
   let b: { proc: RegistryProcess; url: string };
   before(async () => {
-    const root = await tempDir('berth-lease-');
-    a = await startTestRegistry({}, {}, root);
+    root = await tempDir('berth-lease-');
+    a = await startRegistryOnRoot(root, []);
     b = await startRegistryOnRoot(root, []);
   });
   after(async () => {
     await b?.proc.stop();
-    await a?.stop();
+    await a?.proc.stop();
+    await rm(root, { recursive: true, force: true });
   });
 
   it('is refused in the second process while the first streams into it, and goes on afterwards', async () => {
@@ -56,7 +53,7 @@ describe('an upload written from two registry processes', () => {
     req.write(first.slice(0, 10));
     // A takes the upload's lease as its request comes in: wait for the file (bounded).
     const id = path.slice(path.lastIndexOf('/') + 1);
-    const leaseFile = join(a.root, 'docker/registry/v2/repositories/lease/test/_uploads', id, 'writer');
+    const leaseFile = join(root, 'docker/registry/v2/repositories/lease/test/_uploads', id, 'writer');
     await eventually('the upload lease of process A', () => existsSync(leaseFile), 10_000);
     const refused = await http('PATCH', `${b.url}${path}`, {
       body: 'interleaved',

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { runGc } from '../../../src/cli/registry-gc.command.js';
 import { parseDigest, sha256Digest } from '../../../src/common/digest.js';
+import { ConfigError, configFromObject } from '../../../src/registry/config.js';
 import { collectGarbage } from '../../../src/registry/gc/gc.js';
 import { parseManifest } from '../../../src/registry/manifests/validate.js';
 import { FilesystemDriver } from '../../../src/registry/storage/filesystem.driver.js';
@@ -283,5 +284,23 @@ describe('garbage collection', () => {
     } finally {
       process.stderr.write = err;
     }
+  });
+});
+
+describe('berth.gc configuration', () => {
+  it('reads the schedule, the grace period and the admins (one name or a list)', () => {
+    assert.deepEqual(configFromObject({ berth: { gc: { interval: '10s', admins: 'root' } } }).berth.gc, {
+      intervalMs: 10_000,
+      gracePeriodMs: 3_600_000,
+      deleteUntagged: false,
+      endpoint: true,
+      admins: ['root'],
+    });
+    assert.deepEqual(configFromObject({ berth: { gc: { admins: ['a', 'b'] } } }).berth.gc?.admins, [
+      'a',
+      'b',
+    ]);
+    assert.equal(configFromObject({}).berth.gc, undefined);
+    assert.throws(() => configFromObject({ berth: { gc: { admins: [{ name: 'x' }] } } }), ConfigError);
   });
 });

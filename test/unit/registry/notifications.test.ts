@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -123,6 +123,94 @@ describe('notification endpoint', () => {
     await until('three deliveries', () => second.delivered === 3);
     await second.stop();
     assert.deepEqual(ids, ['id-1', 'id-2', 'id-3']);
+  });
+
+  it('two processes on one storage keep their queues apart; neither sends the other’s events', async () => {
+    const sent = new Map<string, string[]>();
+    let failing = true;
+    const poster =
+      (who: string): PostEnvelope =>
+      async (_u, _h, body) => {
+        if (failing) return 503;
+        const ids = (JSON.parse(body) as { events: RegistryEvent[] }).events.map((e) => e.id);
+        sent.set(who, [...(sent.get(who) ?? []), ...ids]);
+        return 200;
+      };
+    // Two endpoints in one process hold their leases as two processes would (a fresh lease of
+    // a live pid is busy), and look for left queues every 50 ms.
+    const a = new NotificationEndpoint(
+      config({ backoffMs: 50 }),
+      driver,
+      '/q/shared',
+      quiet,
+      poster('a'),
+      50,
+    );
+    const b = new NotificationEndpoint(
+      config({ backoffMs: 50 }),
+      driver,
+      '/q/shared',
+      quiet,
+      poster('b'),
+      50,
+    );
+    await a.start();
+    await b.start();
+    assert.notEqual(a.queueDir, b.queueDir);
+    for (let i = 0; i < 4; i++) {
+      await a.enqueue(event(i));
+      await b.enqueue(event(100 + i));
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(a.pending, 4);
+    assert.equal(b.pending, 4);
+    failing = false;
+    await until('eight deliveries', () => a.delivered + b.delivered === 8);
+    await a.stop();
+    await b.stop();
+    assert.deepEqual(sent.get('a'), ['id-0', 'id-1', 'id-2', 'id-3']);
+    assert.deepEqual(sent.get('b'), ['id-100', 'id-101', 'id-102', 'id-103']);
+    assert.deepEqual(await readdir(join(root, 'q/shared')), []);
+  });
+
+  it('a running process adopts the queue of one that died (its lease stale) and sends it first, in order', async () => {
+    // What a killed process leaves: its queue directory with events and a lease not refreshed.
+    const left = join(root, 'q/adopt/deadhost-1-0000');
+    await mkdir(left, { recursive: true });
+    for (const n of [1, 2, 3])
+      await writeFile(join(left, `${String(n).padStart(16, '0')}.json`), JSON.stringify(event(n)));
+    await writeFile(join(left, 'owner'), JSON.stringify({ pid: 1, host: 'deadhost', since: '' }));
+    const old = new Date(Date.now() - 120_000);
+    await utimes(join(left, 'owner'), old, old);
+    const ids: string[] = [];
+    const ep = new NotificationEndpoint(
+      config(),
+      driver,
+      '/q/adopt',
+      quiet,
+      async (_u, _h, body) => {
+        ids.push(...(JSON.parse(body) as { events: RegistryEvent[] }).events.map((e) => e.id));
+        return 200;
+      },
+      50,
+    );
+    await ep.start();
+    await ep.enqueue(event(4));
+    await until('four deliveries', () => ep.delivered === 4);
+    assert.deepEqual(ids, ['id-1', 'id-2', 'id-3', 'id-4']);
+    // The adopted directory is gone once empty.
+    assert.deepEqual(
+      (await readdir(join(root, 'q/adopt'))).filter((n) => n.startsWith('deadhost')),
+      [],
+    );
+    // A queue left while it runs is found by its next look.
+    const later = join(root, 'q/adopt/deadhost-2-0000');
+    await mkdir(later, { recursive: true });
+    await writeFile(join(later, `${'7'.padStart(16, '0')}.json`), JSON.stringify(event(7)));
+    await until('the later queue', () => ep.delivered === 5);
+    await ep.stop();
+    assert.deepEqual(ids, ['id-1', 'id-2', 'id-3', 'id-4', 'id-7']);
+    assert.deepEqual(await readdir(join(root, 'q/adopt')), []);
   });
 
   it('wants(): ignore.actions and ignored media types', () => {
