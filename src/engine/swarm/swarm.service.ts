@@ -46,19 +46,20 @@ import {
   validateSpec,
 } from './spec.js';
 import type { ClusterStore, KeyValue, Lease } from './store/cluster-store.js';
-import type {
-  ClusterInfo,
-  InitRequest,
-  JoinRequest,
-  LocalNodeState,
-  NodeAvailability,
-  NodeSpecUpdate,
-  SpecUpdate,
-  Swarm,
-  SwarmInfo,
-  SwarmNode,
-  SwarmSpec,
-  UpdateFlags,
+import {
+  type ClusterInfo,
+  type InitRequest,
+  inactiveSwarmInfo,
+  type JoinRequest,
+  type LocalNodeState,
+  type NodeAvailability,
+  type NodeSpecUpdate,
+  type SpecUpdate,
+  type Swarm,
+  type SwarmInfo,
+  type SwarmNode,
+  type SwarmSpec,
+  type UpdateFlags,
 } from './swarm.types.js';
 import { WorkerLink } from './worker-link.js';
 
@@ -216,7 +217,13 @@ export class SwarmService {
   async close(): Promise<void> {
     await this.busy.catch(() => {});
     this.stopLiveness();
+    await this.stopConnections();
+  }
+
+  /** Ends the link to the managers, the cluster API, the watch, the store and a manager's member. */
+  private async stopConnections(): Promise<void> {
     this.link?.stop();
+    this.link = undefined;
     await this.clusterApi?.close();
     this.clusterApi = undefined;
     this.events?.stop();
@@ -234,16 +241,7 @@ export class SwarmService {
 
   async info(): Promise<SwarmInfo> {
     const local = this.local;
-    if (!local || this.nodeState === 'inactive') {
-      return {
-        NodeID: '',
-        NodeAddr: '',
-        LocalNodeState: 'inactive',
-        ControlAvailable: false,
-        Error: '',
-        RemoteManagers: null,
-      };
-    }
+    if (!local || this.nodeState === 'inactive') return inactiveSwarmInfo();
     const base: SwarmInfo = {
       NodeID: local.NodeID,
       NodeAddr: local.AdvertiseHost,
@@ -746,15 +744,7 @@ export class SwarmService {
     this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
     if (lease) await this.store?.revokeLease(lease.id).catch(() => {});
-    this.link?.stop();
-    this.link = undefined;
-    await this.clusterApi?.close();
-    this.clusterApi = undefined;
-    this.events?.stop();
-    this.events = undefined;
-    this.store?.close();
-    this.store = undefined;
-    if (this.local?.Role === 'manager') await this.opts.member.stop();
+    await this.stopConnections();
     await this.files.wipe();
     this.local = undefined;
     this.dek = undefined;

@@ -134,6 +134,18 @@ export interface SwarmInfo {
   Cluster?: ClusterInfo;
 }
 
+/** GET /info's Swarm of an engine that is in no swarm. */
+export function inactiveSwarmInfo(): SwarmInfo {
+  return {
+    NodeID: '',
+    NodeAddr: '',
+    LocalNodeState: 'inactive',
+    ControlAvailable: false,
+    Error: '',
+    RemoteManagers: null,
+  };
+}
+
 /** POST /swarm/init's body (fields too new for the request's version already dropped). */
 export interface InitRequest {
   ListenAddr?: string;

@@ -7,7 +7,7 @@ import { rfc3339Nano } from '../../common/time.js';
 import { BERTH_VERSION } from '../../common/version.js';
 import type { ContainerCounts } from '../containers/service.types.js';
 import type { EventsService } from '../events/events.service.js';
-import type { SwarmInfo } from '../swarm/swarm.types.js';
+import { inactiveSwarmInfo, type SwarmInfo } from '../swarm/swarm.types.js';
 import { backingFilesystem, type HostFacts, openFileDescriptors, readHostFacts } from './host.js';
 import { INDEX_SERVER_ADDRESS, registryInfo } from './registry-info.js';
 
@@ -185,14 +185,7 @@ export class SystemService {
       ServerVersion: ENGINE_VERSION,
       Runtimes: runtimes,
       DefaultRuntime: this.sources.defaultRuntime,
-      Swarm: (await this.sources.swarm?.()) ?? {
-        NodeID: '',
-        NodeAddr: '',
-        LocalNodeState: 'inactive',
-        ControlAvailable: false,
-        Error: '',
-        RemoteManagers: null,
-      },
+      Swarm: (await this.sources.swarm?.()) ?? inactiveSwarmInfo(),
       LiveRestoreEnabled: this.config.liveRestore,
       Isolation: '',
       InitBinary: 'docker-init',
