@@ -43,6 +43,8 @@ export function stepKey(k: StepKey): string {
 export class BuildCacheStore {
   private readonly dir: string;
   private records = new Map<string, CacheRecord>();
+  /** The latest write of each record's file under way. */
+  private readonly writes = new Map<string, Promise<void>>();
 
   constructor(dataRoot: string) {
     this.dir = join(dataRoot, 'build', 'cache');
@@ -71,16 +73,20 @@ export class BuildCacheStore {
   }
 
   /**
-   * A hit: the record's use is counted and dated. Written whole (a temp file renamed) but not
-   * synced: a crash may lose the latest use, never the record.
+   * A hit: the record's use is counted and dated at once; written whole (a temp file renamed)
+   * but not synced: a crash may lose the latest use, never the record.
    */
   async touch(r: CacheRecord): Promise<void> {
     r.lastUsedAt = new Date().toISOString();
     r.usageCount++;
     const path = join(this.dir, `${r.key}.json`);
     const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-    await writeFile(tmp, JSON.stringify(r));
-    await rename(tmp, path);
+    await this.inOrder(r.key, async () => {
+      // pruned or replaced meanwhile: nothing to write
+      if (this.records.get(r.key) !== r) return;
+      await writeFile(tmp, JSON.stringify(r));
+      await rename(tmp, path);
+    });
   }
 
   async put(key: string, imageId: string, parent: string, description: string): Promise<CacheRecord> {
@@ -96,12 +102,23 @@ export class BuildCacheStore {
       usageCount: 1,
     };
     this.records.set(key, r);
-    await writeJsonAtomic(join(this.dir, `${key}.json`), r);
+    await this.inOrder(key, () => writeJsonAtomic(join(this.dir, `${key}.json`), r));
     return r;
   }
 
   async remove(key: string): Promise<void> {
     this.records.delete(key);
-    await rm(join(this.dir, `${key}.json`), { force: true });
+    await this.inOrder(key, () => rm(join(this.dir, `${key}.json`), { force: true }));
+  }
+
+  /** A record's file writes one after another (a use written late never undoes a removal). */
+  private inOrder(key: string, work: () => Promise<void>): Promise<void> {
+    const next = (this.writes.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    this.writes.set(key, next);
+    const forget = () => {
+      if (this.writes.get(key) === next) this.writes.delete(key);
+    };
+    next.then(forget, forget);
+    return next;
   }
 }

@@ -25,6 +25,7 @@ import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { TarScanner, type TarScanSink } from '../../storage/tar-scan.js';
 import type { KnownDigest } from '../build.types.js';
+import { DeferredContents } from './deferred.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
@@ -125,14 +126,19 @@ class RealDirs {
  * are kept; directories get theirs once their members are in. The archive is read as its chunks
  * arrive (the storage's TarScanner: no stream per member) and files are written and hashed from
  * the chunks themselves: the answer is each regular file's content digest by inode (what COPY's
- * checksum would otherwise read every byte again for).
+ * checksum would otherwise read every byte again for). With `hold`, large files' contents are
+ * held in memory rather than written (DeferredContents: `staging` is where they are written out
+ * from, outside the root), as far as the engine's bound for them allows.
  */
 export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
-): Promise<Map<string, KnownDigest>> {
-  const writer = new ContextWriter(root);
+  hold?: { staging: string },
+): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
+  const digests = new Map<string, KnownDigest>();
+  const deferred = hold ? new DeferredContents(root, hold.staging, digests) : undefined;
+  const writer = new ContextWriter(root, digests, deferred);
   const scanner = new TarScanner(writer);
   const turns = new Turns();
   try {
@@ -147,10 +153,14 @@ export async function extractContextTar(
       signal.throwIfAborted();
       throw tarReadError(err);
     }
+  } catch (err) {
+    deferred?.release();
+    throw err;
   } finally {
     writer.close();
   }
-  return writer.finish();
+  writer.finish();
+  return { digests, ...(deferred ? { deferred } : {}) };
 }
 
 /** What the file system says of a member that is the archive's fault (host paths never shown). */
@@ -188,12 +198,17 @@ function writeAll(fd: number, chunk: Buffer): void {
 class ContextWriter implements TarScanSink {
   private readonly dirs: RealDirs;
   private readonly dirTimes = new Map<string, { mode: number; mtime: Date }>();
-  /** Each regular file's digest by inode (a later file on a reused inode replaces it). */
-  private readonly digests = new Map<string, KnownDigest>();
-  /** The regular file being written. */
-  private file: { fd: number; mode: number; mtime: Date; hash: Hash } | undefined;
+  /** The regular file being written (or, `held`, whose content is being held). */
+  private file:
+    | { rel: string; fd: number; mode: number; mtime: Date; hash: Hash; size: number; held?: Buffer[] }
+    | undefined;
 
-  constructor(private readonly root: string) {
+  /** `digests`: each regular file's digest by inode (a later file on a reused inode replaces it). */
+  constructor(
+    private readonly root: string,
+    private readonly digests: Map<string, KnownDigest>,
+    private readonly deferred: DeferredContents | undefined,
+  ) {
     this.dirs = new RealDirs(root);
   }
 
@@ -212,13 +227,21 @@ class ContextWriter implements TarScanSink {
   data(chunk: Buffer): void {
     const f = this.file;
     if (!f) return;
-    writeAll(f.fd, chunk);
+    if (f.held) f.held.push(chunk);
+    else writeAll(f.fd, chunk);
     f.hash.update(chunk);
   }
 
   end(): void {
     const f = this.file;
     if (!f) return;
+    if (f.held && this.deferred) {
+      const { rel, fd, held: chunks, size, mode, mtime } = f;
+      f.held = undefined;
+      this.deferred.hold(rel, fd, { chunks, size, mode, mtime, sha256: f.hash.digest('hex') });
+      this.close();
+      return;
+    }
     fchmodSync(f.fd, f.mode);
     futimesSync(f.fd, f.mtime, f.mtime);
     const st = fstatSync(f.fd, { bigint: true });
@@ -233,18 +256,19 @@ class ContextWriter implements TarScanSink {
   /** Closes the file being written (an archive that failed mid-member). */
   close(): void {
     if (!this.file) return;
+    // a content held for a file the archive did not complete: its share goes back
+    if (this.file.held) this.deferred?.giveBack(this.file.size);
     closeSync(this.file.fd);
     this.file = undefined;
   }
 
-  /** The directories' modes and times (deepest first: after their members changed them); the digests. */
-  finish(): Map<string, KnownDigest> {
+  /** The directories' modes and times (deepest first: after their members changed them). */
+  finish(): void {
     for (const [rel, { mode, mtime }] of [...this.dirTimes].sort((a, b) => b[0].length - a[0].length)) {
       const at = join(this.root, rel);
       chmodSync(at, mode);
       utimesSync(at, mtime, mtime);
     }
-    return this.digests;
   }
 
   private start(rel: string, h: tarStream.Header): void {
@@ -256,6 +280,7 @@ class ContextWriter implements TarScanSink {
     if (existing && !(existing.isDirectory() && type === 'directory')) {
       dirs.forget(rel);
       dirTimes.delete(rel);
+      this.deferred?.forget(rel);
       rmSync(at, { recursive: true, force: true });
     }
     const mode = (h.mode ?? 0o644) & 0o7777;
@@ -281,6 +306,8 @@ class ContextWriter implements TarScanSink {
         if (!st || st.isDirectory()) {
           throw invalidParameter(`invalid hardlink ${JSON.stringify(rel)} -> ${JSON.stringify(h.linkname)}`);
         }
+        // both names share one content: a held one is written now
+        this.deferred?.writeInPlace(target);
         linkSync(join(this.root, target), at);
         return;
       }
@@ -290,7 +317,16 @@ class ContextWriter implements TarScanSink {
           constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
           0o600,
         );
-        this.file = { fd, mode, mtime, hash: createHash('sha256') };
+        const size = h.size ?? 0;
+        this.file = {
+          rel,
+          fd,
+          mode,
+          mtime,
+          size,
+          hash: createHash('sha256'),
+          ...(this.deferred?.take(size) ? { held: [] } : {}),
+        };
       }
     }
   }
