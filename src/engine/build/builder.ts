@@ -194,10 +194,13 @@ export class Builder {
         err instanceof StepError ? { message: err.message, code: err.code } : { message: errorMessage(err) };
     } finally {
       // rm/forcerm decided which stay (a cancelled build leaves none), before the last word as dockerd
-      if (signal.aborted) containers.forgetKept();
+      // a cancelled build leaves nothing behind when it ends: its files first, then its containers
+      // (once they are gone, so is everything else)
+      if (signal.aborted) {
+        containers.forgetKept();
+        await removeFiles();
+      }
       await containers.removeAll();
-      // a cancelled build leaves nothing behind when it ends
-      if (signal.aborted) await removeFiles();
     }
     if (signal.aborted) {
       this.deps.log.info('build cancelled', { reason: failure?.message ?? '' });
