@@ -15,7 +15,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ReferenceDockerd } from '../../test/helpers/reference-dockerd.js';
@@ -127,6 +127,7 @@ async function main(): Promise<void> {
       // warm-up: one build each (page cache, first-use costs), not measured
       await build(e.host, ctx, true);
     }
+    const loadBefore = loadavg()[0] as number;
     const cold = new Map<string, number[]>(engines.map((e) => [e.name, []]));
     const cached = new Map<string, number[]>(engines.map((e) => [e.name, []]));
     const upload: number[] = [];
@@ -150,6 +151,7 @@ async function main(): Promise<void> {
     const ratio = (m: Map<string, number[]>) =>
       (median(m.get('berth') ?? []) / median(m.get('dockerd') ?? [])).toFixed(2);
     console.log(`berth / dockerd: cold ${ratio(cold)} (aim ≤ 0.7), cached ${ratio(cached)} (aim ≤ 0.5)`);
+    console.log(`load (1 min) ${loadBefore.toFixed(1)} → ${(loadavg()[0] as number).toFixed(1)}`);
   } finally {
     await new Promise<void>((resolve) => drain.server.close(() => resolve()));
     await rm(sockDir, { recursive: true, force: true });
