@@ -32,6 +32,8 @@ export interface BuilderDeps {
       remote?: string;
       signal: AbortSignal;
       onProgress?: (bytes: number, url: string) => void;
+      /** Large files' contents held until read (false: written as they arrive). */
+      hold?: boolean;
     },
   ): Promise<BuildContext>;
   experimental: boolean;
@@ -115,6 +117,8 @@ export class Builder {
         ...(opts.dockerfile ? { dockerfile: opts.dockerfile } : {}),
         ...(opts.remote ? { remote: opts.remote } : {}),
         signal,
+        // a build without the cache reads the files: they are written as they arrive
+        hold: !opts.noCache,
         onProgress: (bytes, url) => {
           downloading = true;
           if (!opts.quiet)

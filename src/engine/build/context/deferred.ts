@@ -151,6 +151,8 @@ export class DeferredContents {
   }
 
   private drop(rel: string, f: Held): void {
+    // dropped already (a release while it was being written out)
+    if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
     f.chunks = [];
     held -= f.size;
@@ -159,6 +161,7 @@ export class DeferredContents {
 
   private async writeAll(): Promise<void> {
     for (const [rel, f] of [...this.files]) {
+      if (this.files.get(rel) !== f) continue;
       await this.writeOne(rel, f);
       this.drop(rel, f);
     }

@@ -42,6 +42,11 @@ export interface ReceiveOptions {
   onProgress?: (bytes: number, url: string) => void;
   /** The most a context tar may hold once decompressed (413 beyond); no bound by default, as dockerd. */
   limit?: number;
+  /**
+   * Large files' contents held in memory until the files are read (DeferredContents; default
+   * true): false writes them as they arrive (a build with `nocache` reads them anyway).
+   */
+  hold?: boolean;
 }
 
 const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
@@ -136,7 +141,12 @@ async function receiveInto(
   let extracted: { digests: ContentDigests; deferred?: DeferredContents };
   try {
     // large files' contents held, not written, until a step reads the context's files
-    extracted = await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal, { staging: dir });
+    extracted = await extractContextTar(
+      bounded(sniffed.bytes, opts.limit),
+      root,
+      signal,
+      opts.hold === false ? undefined : { staging: dir },
+    );
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);

@@ -39,7 +39,7 @@ describe('receiveContext', () => {
   const signal = new AbortController().signal;
   const receive = async (
     body: Buffer | Readable,
-    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void } = {},
+    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void; hold?: boolean } = {},
   ) => {
     const ctx = await receiveContext(body instanceof Readable ? body : Readable.from([body]), {
       workDir: work,
@@ -242,6 +242,15 @@ describe('receiveContext', () => {
     assert.deepEqual(await readFile(join(ctx.root, 'later')), Buffer.alloc(2 * 1024 * 1024, 'l'));
     assert.deepEqual(await files(ctx.root), ['.dockerignore', 'Dockerfile', 'big', 'big2', 'later']);
     assert.equal((await stat(join(ctx.root, 'later'))).mtimeMs, 1_600_000_000_000);
+    // hold: false (a build without the cache) writes them as they arrive
+    const written = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM h\n' },
+        { name: 'big', content: big },
+      ]),
+      { hold: false },
+    );
+    assert.deepEqual(await readFile(join(written.root, 'big')), big);
   });
 
   it('streams a context larger than what it holds in memory', async () => {
