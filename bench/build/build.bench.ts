@@ -9,13 +9,14 @@
  * Without --berth it starts its own berth engine from dist/, without --reference its own dockerd
  * (Debian's 20.10, as the other benchmarks). Bounded: rounds × 2 builds per engine. Each round
  * also times the CLI's request against a server that only reads the context and answers an image
- * ID: the upload alone, the floor of any build with this context.
+ * ID: the upload alone, the floor of any build with this context; and against one that also
+ * takes the sha256 of every byte (the least a build whose COPY is checksummed does).
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ReferenceDockerd } from '../../test/helpers/reference-dockerd.js';
@@ -77,7 +78,7 @@ async function build(host: string, ctx: string, noCache: boolean): Promise<numbe
  * A server on a socket in `dir` that answers the CLI's ping and build requests by reading the
  * whole body and naming an image: what the CLI's upload of the context costs by itself.
  */
-async function drainServer(dir: string): Promise<{ host: string; server: Server }> {
+async function drainServer(dir: string, hash = false): Promise<{ host: string; server: Server }> {
   const id = `sha256:${'0'.repeat(64)}`;
   const server = createServer((req, res) => {
     if (req.url?.endsWith('/_ping')) {
@@ -85,13 +86,16 @@ async function drainServer(dir: string): Promise<{ host: string; server: Server 
       res.end(req.method === 'HEAD' ? undefined : 'OK');
       return;
     }
-    req.resume();
+    const digest = hash ? createHash('sha256') : undefined;
+    if (digest) req.on('data', (c: Buffer) => digest.update(c));
+    else req.resume();
     req.on('end', () => {
+      digest?.digest();
       res.writeHead(200, { 'Content-Type': 'application/json' });
       res.end(`${JSON.stringify({ aux: { ID: id } })}\n${JSON.stringify({ stream: `${id}\n` })}\n`);
     });
   });
-  const path = join(dir, 'drain.sock');
+  const path = join(dir, hash ? 'hash.sock' : 'drain.sock');
   await new Promise<void>((resolve) => server.listen(path, resolve));
   return { host: `unix://${path}`, server };
 }
@@ -103,6 +107,7 @@ async function main(): Promise<void> {
   let dockerd: ReferenceDockerd | undefined;
   const sockDir = await mkdtemp(join(tmpdir(), 'berth-bench-drain-'));
   const drain = await drainServer(sockDir);
+  const hashed = await drainServer(sockDir, true);
   try {
     await writeFile(join(ctx, 'Dockerfile'), DOCKERFILE);
     await writeFile(join(ctx, 'big.bin'), randomBytes(o.contextMiB * 1024 * 1024));
@@ -127,13 +132,16 @@ async function main(): Promise<void> {
       // warm-up: one build each (page cache, first-use costs), not measured
       await build(e.host, ctx, true);
     }
+    const loadBefore = loadavg()[0] as number;
     const cold = new Map<string, number[]>(engines.map((e) => [e.name, []]));
     const cached = new Map<string, number[]>(engines.map((e) => [e.name, []]));
     const upload: number[] = [];
+    const uploadHashed: number[] = [];
     for (let round = 0; round < o.rounds; round++) {
       for (const e of engines) cold.get(e.name)?.push(await build(e.host, ctx, true));
       for (const e of engines) cached.get(e.name)?.push(await build(e.host, ctx, false));
       upload.push(await build(drain.host, ctx, false));
+      uploadHashed.push(await build(hashed.host, ctx, false));
     }
     const row = (label: string, m: Map<string, number[]>) =>
       `${label.padEnd(34)}${engines
@@ -147,11 +155,16 @@ async function main(): Promise<void> {
     console.log(row(`cold (--no-cache), ${o.contextMiB} MiB context`, cold));
     console.log(row('fully cached', cached));
     console.log(`${'the CLI upload alone (drained)'.padEnd(34)}${median(upload).toFixed(0).padStart(10)}`);
+    console.log(
+      `${'the upload, every byte hashed'.padEnd(34)}${median(uploadHashed).toFixed(0).padStart(10)}`,
+    );
     const ratio = (m: Map<string, number[]>) =>
       (median(m.get('berth') ?? []) / median(m.get('dockerd') ?? [])).toFixed(2);
     console.log(`berth / dockerd: cold ${ratio(cold)} (aim ≤ 0.7), cached ${ratio(cached)} (aim ≤ 0.5)`);
+    console.log(`load (1 min) ${loadBefore.toFixed(1)} → ${(loadavg()[0] as number).toFixed(1)}`);
   } finally {
     await new Promise<void>((resolve) => drain.server.close(() => resolve()));
+    await new Promise<void>((resolve) => hashed.server.close(() => resolve()));
     await rm(sockDir, { recursive: true, force: true });
     await stopBerth?.();
     await dockerd?.stop();

@@ -3,6 +3,9 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { join } from 'node:path';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
 
+/** How long the uses of cache records wait to be written together. */
+const USE_WRITE_DELAY_MS = 250;
+
 /** One cached step: the image a step made from a parent, found again by the step's key. */
 export interface CacheRecord {
   /** The record's own ID (what `docker builder prune` and `docker system df -v` show). */
@@ -43,6 +46,11 @@ export function stepKey(k: StepKey): string {
 export class BuildCacheStore {
   private readonly dir: string;
   private records = new Map<string, CacheRecord>();
+  /** The latest write of each record's file under way. */
+  private readonly writes = new Map<string, Promise<void>>();
+  /** Records used since their files were last written, and the write to come. */
+  private readonly used = new Set<CacheRecord>();
+  private flushing: Promise<void> | undefined;
 
   constructor(dataRoot: string) {
     this.dir = join(dataRoot, 'build', 'cache');
@@ -71,16 +79,39 @@ export class BuildCacheStore {
   }
 
   /**
-   * A hit: the record's use is counted and dated. Written whole (a temp file renamed) but not
-   * synced: a crash may lose the latest use, never the record.
+   * A hit: the record's use is counted and dated at once; its file is written a moment later
+   * with the other uses of that moment (after the answer of the build that used it), whole (a
+   * temp file renamed) but not synced: a crash may lose the latest uses, never the
+   * record. Resolves once written.
    */
-  async touch(r: CacheRecord): Promise<void> {
+  touch(r: CacheRecord): Promise<void> {
     r.lastUsedAt = new Date().toISOString();
     r.usageCount++;
-    const path = join(this.dir, `${r.key}.json`);
-    const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-    await writeFile(tmp, JSON.stringify(r));
-    await rename(tmp, path);
+    this.used.add(r);
+    this.flushing ??= new Promise<void>((resolve) => {
+      setTimeout(() => {
+        this.flushing = undefined;
+        resolve(this.writeUses());
+      }, USE_WRITE_DELAY_MS);
+    });
+    return this.flushing;
+  }
+
+  private async writeUses(): Promise<void> {
+    const used = [...this.used];
+    this.used.clear();
+    await Promise.all(
+      used.map((r) =>
+        this.inOrder(r.key, async () => {
+          // pruned or replaced meanwhile: nothing to write
+          if (this.records.get(r.key) !== r) return;
+          const path = join(this.dir, `${r.key}.json`);
+          const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+          await writeFile(tmp, JSON.stringify(r));
+          await rename(tmp, path);
+        }),
+      ),
+    );
   }
 
   async put(key: string, imageId: string, parent: string, description: string): Promise<CacheRecord> {
@@ -96,12 +127,23 @@ export class BuildCacheStore {
       usageCount: 1,
     };
     this.records.set(key, r);
-    await writeJsonAtomic(join(this.dir, `${key}.json`), r);
+    await this.inOrder(key, () => writeJsonAtomic(join(this.dir, `${key}.json`), r));
     return r;
   }
 
   async remove(key: string): Promise<void> {
     this.records.delete(key);
-    await rm(join(this.dir, `${key}.json`), { force: true });
+    await this.inOrder(key, () => rm(join(this.dir, `${key}.json`), { force: true }));
+  }
+
+  /** A record's file writes one after another (a use written late never undoes a removal). */
+  private inOrder(key: string, work: () => Promise<void>): Promise<void> {
+    const next = (this.writes.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    this.writes.set(key, next);
+    const forget = () => {
+      if (this.writes.get(key) === next) this.writes.delete(key);
+    };
+    next.then(forget, forget);
+    return next;
   }
 }

@@ -67,7 +67,7 @@ export class BuildRun {
   private scratchImage?: string;
   /**
    * Work that runs beside the next steps and that the build waits for at its end: COPY
-   * workspaces taken down (unmount, snapshot removal), cache records' use written.
+   * workspaces taken down (unmount, snapshot removal).
    */
   private readonly background: Array<Promise<void>> = [];
   /** The last stage's base image (what `squash` squashes onto). */
@@ -327,14 +327,13 @@ export class BuildRun {
     let hit: string | undefined;
     if (record && (await this.deps.images.get(record.imageId))) {
       hit = record.imageId;
-      // the use is written beside the next steps; a failed write costs the record its latest use only
-      this.background.push(
-        this.deps.cache
-          .touch(record)
-          .catch((err: unknown) =>
-            this.deps.log.warn('build cache: a use not recorded', { key, error: errorMessage(err) }),
-          ),
-      );
+      // the use is counted at once and written while the build goes on (the answer does not wait
+      // for it); a failed write costs the record its latest use on disk only
+      this.deps.cache
+        .touch(record)
+        .catch((err: unknown) =>
+          this.deps.log.warn('build cache: a use not recorded', { key, error: errorMessage(err) }),
+        );
     } else {
       hit = await this.fromCacheImages(state, cmd);
       if (hit) await this.deps.cache.put(key, hit, state.imageId, cmd.join(' '));
@@ -527,6 +526,8 @@ export class BuildRun {
       }
       const sources = keyParts.length ? keyParts.join(',') : undefined;
       if (await this.probeCache(state, saveCmd, sources)) return;
+      // a bind mount of the context shows its files: their held contents are written out first
+      if (i.mounts.some((m) => m.type === 'bind' && !m.from)) await this.ctx.contents();
       const host: Partial<HostConfig> = {};
       if (mounts.length) host.Mounts = mounts;
       if (i.network === 'none') host.NetworkMode = 'none';
@@ -592,6 +593,7 @@ export class BuildRun {
     }
     const hostPath = await this.deps.copy.scopedPath(root, source);
     if (!m.readonly && !m.from) {
+      await this.ctx.contents();
       const copy = await mkdtemp(join(this.workDir, 'bind-'));
       await this.deps.copy.copyTree(hostPath, join(copy, 'src'));
       return {

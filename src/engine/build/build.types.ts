@@ -132,6 +132,12 @@ export interface BuildContext {
    * again.
    */
   digests?: ContentDigests;
+  /**
+   * Every file's content on disk: large files' contents may be held in memory until something
+   * reads the context's files (a build whose steps all come from the cache never does). Awaited
+   * before any read of their contents; once, later calls share it.
+   */
+  contents(): Promise<void>;
   /** Removes every file of the context; safe to call twice. */
   cleanup(): Promise<void>;
 }

@@ -32,6 +32,8 @@ export interface BuilderDeps {
       remote?: string;
       signal: AbortSignal;
       onProgress?: (bytes: number, url: string) => void;
+      /** Large files' contents held until read (false: written as they arrive). */
+      hold?: boolean;
     },
   ): Promise<BuildContext>;
   experimental: boolean;
@@ -64,8 +66,9 @@ function hostConfigOf(o: BuildOptions): HostConfig {
 /**
  * The builder (POST /build): receives the context, parses the Dockerfile (errors before any
  * output), then runs the build with its own work directory under `<data-root>/build/work`, which
- * goes when the build ends however it ends (a client going away cancels it: the running step's
- * container is killed, every container the build made removed).
+ * goes once the answer is given (what is left when the engine stops goes at its next start); a
+ * client going away cancels the build: the running step's container is killed, every container
+ * the build made removed and the work directory with them, before the build ends.
  */
 export class Builder {
   readonly cache: BuildCacheStore;
@@ -114,6 +117,8 @@ export class Builder {
         ...(opts.dockerfile ? { dockerfile: opts.dockerfile } : {}),
         ...(opts.remote ? { remote: opts.remote } : {}),
         signal,
+        // a build without the cache reads the files: they are written as they arrive
+        hold: !opts.noCache,
         onProgress: (bytes, url) => {
           downloading = true;
           if (!opts.quiet)
@@ -147,6 +152,10 @@ export class Builder {
     signal: AbortSignal,
   ): Promise<void> {
     const out = new BuildOutput(sink, opts.quiet);
+    const removeFiles = async () => {
+      await ctx.cleanup().catch(() => undefined);
+      await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    };
     const containers = new StepContainers(this.deps.containers, hostConfigOf(opts));
     for (const w of parsed.warnings) out.text(`[WARNING]: ${w}\n`);
     let failure: { message: string; code?: number } | undefined;
@@ -189,10 +198,13 @@ export class Builder {
         err instanceof StepError ? { message: err.message, code: err.code } : { message: errorMessage(err) };
     } finally {
       // rm/forcerm decided which stay (a cancelled build leaves none), before the last word as dockerd
-      if (signal.aborted) containers.forgetKept();
+      // a cancelled build leaves nothing behind when it ends: its files first, then its containers
+      // (once they are gone, so is everything else)
+      if (signal.aborted) {
+        containers.forgetKept();
+        await removeFiles();
+      }
       await containers.removeAll();
-      await ctx.cleanup().catch(() => undefined);
-      await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
     }
     if (signal.aborted) {
       this.deps.log.info('build cancelled', { reason: failure?.message ?? '' });
@@ -201,6 +213,8 @@ export class Builder {
     } else {
       out.success(result.imageId, opts.tags, result.unusedArgs);
     }
+    // the context and the work directory go once the answer is given
+    if (!signal.aborted) void removeFiles();
   }
 
   /** GET /system/df's BuildCache. */

@@ -93,6 +93,8 @@ export async function copyStep(input: CopyStepInput, hooks: CopyStepHooks): Prom
   const shell = shellOf(state.config);
   const cmd = nopArgv(input.dockerfile.copyHistory(i.kind, sum, dest, shell), shell, true);
   if (await hooks.cached(cmd, keyed)) return;
+  // the copy reads the files: the context's held contents are written out first
+  if (!i.from) await input.ctx.contents();
 
   const ws = await hooks.workspace();
   try {

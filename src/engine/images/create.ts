@@ -86,9 +86,14 @@ export class ImageCreator {
     const parent = o.parentImageId ? store.get(o.parentImageId) : undefined;
     if (o.parentImageId && !parent) throw notFound(`No such image: ${o.parentImageId}`);
     const parentChain = parent?.chain.length ? (parent.chain[parent.chain.length - 1] as string) : null;
-    const { layer, release } = await addLayer(store, parentChain, store.overlay.diff(o.key));
+    // a snapshot that changed nothing (a build's metadata step) is an empty layer without a tar
+    // read of it, a layer added or a garbage collection of that layer after
+    const added = (await store.overlay.diffIsEmpty(o.key))
+      ? undefined
+      : await addLayer(store, parentChain, store.overlay.diff(o.key));
+    const diffId = added?.layer.diffId ?? EMPTY_LAYER_DIFF_ID;
     try {
-      const empty = layer.diffId === EMPTY_LAYER_DIFF_ID;
+      const empty = diffId === EMPTY_LAYER_DIFF_ID;
       const created = rfc3339Nano();
       const history = { created, created_by: (o.containerConfig.Cmd ?? []).join(' ') } as {
         created: string;
@@ -112,7 +117,7 @@ export class ImageCreator {
         os: base?.os ?? 'linux',
         rootfs: {
           type: 'layers',
-          diff_ids: [...(base?.rootfs?.diff_ids ?? []), ...(empty ? [] : [layer.diffId])],
+          diff_ids: [...(base?.rootfs?.diff_ids ?? []), ...(empty ? [] : [diffId])],
         },
       };
       // moby's NewChildImage: the author at the top, the comment in the history entry only
@@ -123,8 +128,9 @@ export class ImageCreator {
       if (newRef) await this.deps.tags.tagId(id, newRef);
       return id;
     } finally {
-      release();
-      if (layer.diffId === EMPTY_LAYER_DIFF_ID) await this.deps.gc.collect().catch(() => undefined);
+      added?.release();
+      // an empty layer added from a tar (a snapshot whose changes cancel out) is in no image: it goes
+      if (added && diffId === EMPTY_LAYER_DIFF_ID) await this.deps.gc.collect().catch(() => undefined);
     }
   }
 }

@@ -48,8 +48,12 @@ export class Tagger {
       throw invalidParameter('refusing to create an ambiguous tag using digest algorithm as name');
     }
     const ref = tagNameOnly(given);
-    this.deps.refs.set(referenceString(ref), id);
-    await this.deps.refs.save();
+    const text = referenceString(ref);
+    // a tag that already names the image changes nothing on disk (moby's reference store returns there too)
+    if (this.deps.refs.idOf(text) !== id) {
+      this.deps.refs.set(text, id);
+      await this.deps.refs.save();
+    }
     await this.deps.store.markTagged(id);
     this.deps.events.publish('tag', id, familiarString(given));
   }

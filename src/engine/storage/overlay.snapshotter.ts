@@ -493,6 +493,11 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     return exportDiff(join(this.dirOf(key), 'diff'), this.opts.ops);
   }
 
+  /** Whether a writable snapshot changed nothing (its upper directory is empty: diff() is an empty layer). */
+  async diffIsEmpty(key: string): Promise<boolean> {
+    return (await readdir(join(this.dirOf(key), 'diff'))).length === 0;
+  }
+
   async usage(key: string): Promise<number> {
     return diskUsage(join(this.dirOf(key), 'diff'));
   }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import { invalidParameter, systemError } from '../../common/errors.js';
+import { BLOCK, checksumOk, cString, isUstar, parseNumeric, parsePax, TAR_TYPES } from './tar-header.js';
 
 /**
  * A tar-split record (dockerd's `tar-split.json.gz`, in a compact binary form): every byte of a
@@ -19,7 +20,6 @@ import { invalidParameter, systemError } from '../../common/errors.js';
 const MAGIC = Buffer.from('BTS1');
 const RAW = 0x01;
 const FILE = 0x02;
-const BLOCK = 512;
 
 /** A member as the scanner sees it (names resolved through PAX / GNU long-name records). */
 export interface ScannedMember {
@@ -28,68 +28,6 @@ export interface ScannedMember {
   type: string | null;
   size: number;
   linkname: string | null;
-}
-
-const TYPES: Record<string, string> = {
-  '0': 'file',
-  '\0': 'file',
-  '1': 'link',
-  '2': 'symlink',
-  '3': 'character-device',
-  '4': 'block-device',
-  '5': 'directory',
-  '6': 'fifo',
-  '7': 'contiguous-file',
-};
-
-function cString(b: Buffer, start: number, end: number): string {
-  let e = start;
-  while (e < end && b[e] !== 0) e++;
-  return b.toString('utf8', start, e);
-}
-
-function parseNumeric(b: Buffer, start: number, len: number): number {
-  if ((b[start] as number) & 0x80) {
-    // base-256 (GNU): big-endian, the high bit of the first byte set
-    let v = (b[start] as number) & 0x7f;
-    for (let i = 1; i < len; i++) v = v * 256 + (b[start + i] as number);
-    return v;
-  }
-  const s = b
-    .toString('latin1', start, start + len)
-    .replace(/\0.*$/s, '')
-    .trim();
-  if (s === '') return 0;
-  if (!/^[0-7]+$/.test(s)) throw new Error(`bad number ${JSON.stringify(s)} in a tar header`);
-  return Number.parseInt(s, 8);
-}
-
-function checksumOk(h: Buffer): boolean {
-  let want: number;
-  try {
-    want = parseNumeric(h, 148, 8);
-  } catch {
-    return false;
-  }
-  let sum = 8 * 0x20;
-  for (let i = 0; i < BLOCK; i++) if (i < 148 || i >= 156) sum += h[i] as number;
-  return sum === want;
-}
-
-function parsePax(body: Buffer): Record<string, string> {
-  const out: Record<string, string> = {};
-  let i = 0;
-  while (i < body.length) {
-    const sp = body.indexOf(0x20, i);
-    if (sp < 0) break;
-    const len = Number.parseInt(body.toString('latin1', i, sp), 10);
-    if (!Number.isFinite(len) || len <= 0 || i + len > body.length) break;
-    const rec = body.toString('utf8', sp + 1, i + len - 1);
-    const eq = rec.indexOf('=');
-    if (eq > 0) out[rec.slice(0, eq)] = rec.slice(eq + 1);
-    i += len;
-  }
-  return out;
 }
 
 /**
@@ -202,7 +140,7 @@ export class TarSplitRecorder {
       return;
     }
     // a POSIX ustar header has a name prefix (GNU's "ustar  " has times there instead)
-    const ustar = h.toString('latin1', 257, 263) === 'ustar\0';
+    const ustar = isUstar(h);
     let name = cString(h, 0, 100);
     if (ustar) {
       const prefix = cString(h, 345, 500);
@@ -220,7 +158,7 @@ export class TarSplitRecorder {
     this.pax = {};
     this.longName = undefined;
     this.longLink = undefined;
-    let type: string | null = TYPES[flag] ?? null;
+    let type: string | null = TAR_TYPES[flag] ?? null;
     if (type === 'file' && name.endsWith('/')) type = 'directory';
     this.onMember({ name, type, size, linkname });
     this.body = size;

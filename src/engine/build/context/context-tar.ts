@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
@@ -23,7 +23,9 @@ import { pipeline } from 'node:stream/promises';
 import tarStream from 'tar-stream';
 import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../common/errors.js';
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
+import { TarScanner, type TarScanSink } from '../../storage/tar-scan.js';
 import type { KnownDigest } from '../build.types.js';
+import { DeferredContents } from './deferred.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
@@ -121,52 +123,44 @@ class RealDirs {
  * names and hard links stay below the root (checked as dockerd's Unpack does), nothing is
  * written through a symbolic link (a member below one is refused), devices and fifos are not
  * made (a context has no use for them), owners are not kept (COPY sets its own). Modes and times
- * are kept; directories get theirs once their members are in. Files are written as they arrive,
- * and hashed as they are written: the answer is each regular file's content digest by inode (what
- * COPY's checksum would otherwise read every byte again for).
+ * are kept; directories get theirs once their members are in. The archive is read as its chunks
+ * arrive (the storage's TarScanner: no stream per member) and files are written and hashed from
+ * the chunks themselves: the answer is each regular file's content digest by inode (what COPY's
+ * checksum would otherwise read every byte again for). With `hold`, large files' contents are
+ * held in memory rather than written (DeferredContents: `staging` is where they are written out
+ * from, outside the root), as far as the engine's bound for them allows.
  */
 export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
-): Promise<Map<string, KnownDigest>> {
+  hold?: { staging: string },
+): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
   const digests = new Map<string, KnownDigest>();
-  const dirs = new RealDirs(root);
-  const dirTimes = new Map<string, { mode: number; mtime: Date }>();
+  const deferred = hold ? new DeferredContents(root, hold.staging, digests) : undefined;
+  const writer = new ContextWriter(root, digests, deferred);
+  const scanner = new TarScanner(writer);
   const turns = new Turns();
-  for await (const entry of tarMembers(source)) {
-    signal.throwIfAborted();
-    await turns.take();
-    const h = entry.header;
-    const type = h.type ?? 'file';
-    if (type === 'character-device' || type === 'block-device' || type === 'fifo') {
-      entry.resume();
-      continue;
-    }
-    const rel = checkMember(h, '/');
-    if (rel === '.') {
-      entry.resume();
-      continue;
-    }
+  try {
     try {
-      await writeMember(root, rel, h, entry, { dirs, dirTimes, digests });
-    } catch (err) {
-      const code = errnoCode(err);
-      if (code && ARCHIVE_FAULTS[code]) {
-        throw invalidParameter(
-          `Error processing tar file(exit status 1): ${JSON.stringify(rel)}: ${ARCHIVE_FAULTS[code]}`,
-        );
+      for await (const chunk of source) {
+        signal.throwIfAborted();
+        scanner.write(chunk);
+        await turns.take();
       }
-      throw err;
+      scanner.finish();
+    } catch (err) {
+      signal.throwIfAborted();
+      throw tarReadError(err);
     }
+  } catch (err) {
+    deferred?.release();
+    throw err;
+  } finally {
+    writer.close();
   }
-  // deepest first: a directory's time is set after its members changed it
-  for (const [rel, { mode, mtime }] of [...dirTimes].sort((a, b) => b[0].length - a[0].length)) {
-    const at = join(root, rel);
-    chmodSync(at, mode);
-    utimesSync(at, mtime, mtime);
-  }
-  return digests;
+  writer.finish();
+  return { digests, ...(deferred ? { deferred } : {}) };
 }
 
 /** What the file system says of a member that is the archive's fault (host paths never shown). */
@@ -179,89 +173,160 @@ const ARCHIVE_FAULTS: Record<string, string> = {
   EINVAL: 'invalid argument',
 };
 
+/** A file-system refusal of a member in dockerd's words (other errors as they are). */
+function memberFault(rel: string, err: unknown): unknown {
+  const code = errnoCode(err);
+  if (code && ARCHIVE_FAULTS[code]) {
+    return invalidParameter(
+      `Error processing tar file(exit status 1): ${JSON.stringify(rel)}: ${ARCHIVE_FAULTS[code]}`,
+    );
+  }
+  return err;
+}
+
 /** All of `chunk` written at the descriptor's position. */
 function writeAll(fd: number, chunk: Buffer): void {
   for (let done = 0; done < chunk.length; ) done += writeSync(fd, chunk, done);
 }
 
 /**
- * One member written at `rel`. Synchronous file-system calls (as docker cp's extraction): each
- * is a few microseconds where a promise through the thread pool costs far more, and a context
- * has thousands of small files; the caller lets other requests in between members.
+ * The members of a context tar written below a root as the scanner reads them. Synchronous
+ * file-system calls (as docker cp's extraction): each is a few microseconds where a promise
+ * through the thread pool costs far more, and a context has thousands of small files; the
+ * extraction lets other requests in between chunks.
  */
-async function writeMember(
-  root: string,
-  rel: string,
-  h: tarStream.Header,
-  entry: Entry,
-  done: {
-    dirs: RealDirs;
-    dirTimes: Map<string, { mode: number; mtime: Date }>;
-    /** Each regular file's digest by inode (a later file on a reused inode replaces it). */
-    digests: Map<string, KnownDigest>;
-  },
-): Promise<void> {
-  const { dirs, dirTimes } = done;
-  const type = h.type ?? 'file';
-  dirs.parentsOf(rel);
-  const at = join(root, rel);
-  const existing = lstatOrNot(at);
-  if (existing && !(existing.isDirectory() && type === 'directory')) {
-    dirs.forget(rel);
-    dirTimes.delete(rel);
-    rmSync(at, { recursive: true, force: true });
+class ContextWriter implements TarScanSink {
+  private readonly dirs: RealDirs;
+  private readonly dirTimes = new Map<string, { mode: number; mtime: Date }>();
+  /** The regular file being written (or, `held`, whose content is being held). */
+  private file:
+    | { rel: string; fd: number; mode: number; mtime: Date; hash: Hash; size: number; held?: Buffer[] }
+    | undefined;
+
+  /** `digests`: each regular file's digest by inode (a later file on a reused inode replaces it). */
+  constructor(
+    private readonly root: string,
+    private readonly digests: Map<string, KnownDigest>,
+    private readonly deferred: DeferredContents | undefined,
+  ) {
+    this.dirs = new RealDirs(root);
   }
-  const mode = (h.mode ?? 0o644) & 0o7777;
-  const mtime = memberTime(h);
-  switch (type) {
-    case 'directory':
-      entry.resume();
-      if (!existing?.isDirectory()) mkdirSync(at, { mode: 0o700 });
-      dirs.add(rel);
-      dirTimes.set(rel, { mode, mtime });
-      break;
-    case 'symlink':
-      entry.resume();
-      symlinkSync(h.linkname ?? '', at);
-      try {
-        lutimesSync(at, mtime, mtime);
-      } catch {
-        // a time the file system refuses is no reason to fail the build
-      }
-      break;
-    case 'link': {
-      entry.resume();
-      const target = checkMember({ ...h, type: 'file', name: h.linkname ?? '' }, '/');
-      dirs.parentsOf(target);
-      const st = lstatOrNot(join(root, target));
-      if (!st || st.isDirectory()) {
-        throw invalidParameter(`invalid hardlink ${JSON.stringify(rel)} -> ${JSON.stringify(h.linkname)}`);
-      }
-      linkSync(join(root, target), at);
-      break;
+
+  member(h: tarStream.Header): void {
+    const type = h.type ?? 'file';
+    if (type === 'character-device' || type === 'block-device' || type === 'fifo') return;
+    const rel = checkMember(h, '/');
+    if (rel === '.') return;
+    try {
+      this.start(rel, h);
+    } catch (err) {
+      throw memberFault(rel, err);
     }
-    default: {
-      const fd = openSync(
-        at,
-        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-        0o600,
-      );
-      try {
-        const hash = createHash('sha256');
-        for await (const chunk of entry) {
-          writeAll(fd, chunk);
-          hash.update(chunk);
+  }
+
+  data(chunk: Buffer): void {
+    const f = this.file;
+    if (!f) return;
+    if (f.held) f.held.push(chunk);
+    else writeAll(f.fd, chunk);
+    f.hash.update(chunk);
+  }
+
+  end(): void {
+    const f = this.file;
+    if (!f) return;
+    if (f.held && this.deferred) {
+      const { rel, fd, held: chunks, size, mode, mtime } = f;
+      f.held = undefined;
+      this.deferred.hold(rel, fd, { chunks, size, mode, mtime, sha256: f.hash.digest('hex') });
+      this.close();
+      return;
+    }
+    fchmodSync(f.fd, f.mode);
+    futimesSync(f.fd, f.mtime, f.mtime);
+    const st = fstatSync(f.fd, { bigint: true });
+    this.digests.set(`${st.dev}:${st.ino}`, {
+      size: Number(st.size),
+      mtimeNs: st.mtimeNs,
+      sha256: f.hash.digest('hex'),
+    });
+    this.close();
+  }
+
+  /** Closes the file being written (an archive that failed mid-member). */
+  close(): void {
+    if (!this.file) return;
+    // a content held for a file the archive did not complete: its share goes back
+    if (this.file.held) this.deferred?.giveBack(this.file.size);
+    closeSync(this.file.fd);
+    this.file = undefined;
+  }
+
+  /** The directories' modes and times (deepest first: after their members changed them). */
+  finish(): void {
+    for (const [rel, { mode, mtime }] of [...this.dirTimes].sort((a, b) => b[0].length - a[0].length)) {
+      const at = join(this.root, rel);
+      chmodSync(at, mode);
+      utimesSync(at, mtime, mtime);
+    }
+  }
+
+  private start(rel: string, h: tarStream.Header): void {
+    const { dirs, dirTimes } = this;
+    const type = h.type ?? 'file';
+    dirs.parentsOf(rel);
+    const at = join(this.root, rel);
+    const existing = lstatOrNot(at);
+    if (existing && !(existing.isDirectory() && type === 'directory')) {
+      dirs.forget(rel);
+      dirTimes.delete(rel);
+      this.deferred?.forget(rel);
+      rmSync(at, { recursive: true, force: true });
+    }
+    const mode = (h.mode ?? 0o644) & 0o7777;
+    const mtime = memberTime(h);
+    switch (type) {
+      case 'directory':
+        if (!existing?.isDirectory()) mkdirSync(at, { mode: 0o700 });
+        dirs.add(rel);
+        dirTimes.set(rel, { mode, mtime });
+        return;
+      case 'symlink':
+        symlinkSync(h.linkname ?? '', at);
+        try {
+          lutimesSync(at, mtime, mtime);
+        } catch {
+          // a time the file system refuses is no reason to fail the build
         }
-        fchmodSync(fd, mode);
-        futimesSync(fd, mtime, mtime);
-        const st = fstatSync(fd, { bigint: true });
-        done.digests.set(`${st.dev}:${st.ino}`, {
-          size: Number(st.size),
-          mtimeNs: st.mtimeNs,
-          sha256: hash.digest('hex'),
-        });
-      } finally {
-        closeSync(fd);
+        return;
+      case 'link': {
+        const target = checkMember({ ...h, type: 'file', name: h.linkname ?? '' }, '/');
+        dirs.parentsOf(target);
+        const st = lstatOrNot(join(this.root, target));
+        if (!st || st.isDirectory()) {
+          throw invalidParameter(`invalid hardlink ${JSON.stringify(rel)} -> ${JSON.stringify(h.linkname)}`);
+        }
+        // both names share one content: a held one is written now
+        this.deferred?.writeInPlace(target);
+        linkSync(join(this.root, target), at);
+        return;
+      }
+      default: {
+        const fd = openSync(
+          at,
+          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+          0o600,
+        );
+        const size = h.size ?? 0;
+        this.file = {
+          rel,
+          fd,
+          mode,
+          mtime,
+          size,
+          hash: createHash('sha256'),
+          ...(this.deferred?.take(size) ? { held: [] } : {}),
+        };
       }
     }
   }

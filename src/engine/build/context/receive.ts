@@ -7,6 +7,7 @@ import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops
 import type { BuildContext, ContentDigests } from '../build.types.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
 import { extractContextTar } from './context-tar.js';
+import type { DeferredContents } from './deferred.js';
 import { applyIgnore } from './ignore.js';
 import { PatternMatcher, parseIgnoreFile } from './patterns.js';
 import { cloneGitContext, fetchBounded, isGitUrl, isHttpUrl } from './remote.js';
@@ -41,6 +42,11 @@ export interface ReceiveOptions {
   onProgress?: (bytes: number, url: string) => void;
   /** The most a context tar may hold once decompressed (413 beyond); no bound by default, as dockerd. */
   limit?: number;
+  /**
+   * Large files' contents held in memory until the files are read (DeferredContents; default
+   * true): false writes them as they arrive (a build with `nocache` reads them anyway).
+   */
+  hold?: boolean;
 }
 
 const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
@@ -63,13 +69,17 @@ export async function receiveContext(body: Readable, options: ReceiveOptions): P
   await mkdir(workDir, { recursive: true, mode: 0o700 });
   const dir = await mkdtemp(join(workDir, 'context-'));
   let cleaned: Promise<void> | undefined;
+  let deferred: DeferredContents | undefined;
   const cleanup = () => {
+    deferred?.release();
     cleaned ??= rm(dir, { recursive: true, force: true });
     return cleaned;
   };
   try {
-    const ctx = await receiveInto(dir, body, opts);
-    return { ...ctx, cleanup };
+    const received = await receiveInto(dir, body, opts);
+    const { deferred: held, ...ctx } = received;
+    deferred = held;
+    return { ...ctx, contents: () => held?.writeOut() ?? Promise.resolve(), cleanup };
   } catch (err) {
     await cleanup();
     opts.signal.throwIfAborted();
@@ -81,7 +91,7 @@ async function receiveInto(
   dir: string,
   body: Readable,
   opts: ReceiveOptions & { signal: AbortSignal },
-): Promise<Omit<BuildContext, 'cleanup'>> {
+): Promise<Received> {
   const ops = opts.ops ?? new HostStorageOps();
   const { signal } = opts;
   signal.throwIfAborted();
@@ -128,14 +138,27 @@ async function receiveInto(
     const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
-  let digests: ContentDigests;
+  let extracted: { digests: ContentDigests; deferred?: DeferredContents };
   try {
-    digests = await extractContextTar(bounded(sniffed.bytes, opts.limit), root, signal);
+    // large files' contents held, not written, until a step reads the context's files
+    extracted = await extractContextTar(
+      bounded(sniffed.bytes, opts.limit),
+      root,
+      signal,
+      opts.hold === false ? undefined : { staging: dir },
+    );
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);
   }
-  return { ...(await locateDockerfile(root, opts.dockerfile)), digests };
+  const { digests, deferred } = extracted;
+  try {
+    const l = await locateDockerfile(root, opts.dockerfile, deferred);
+    return { ...l, digests, ...(deferred ? { deferred } : {}) };
+  } catch (err) {
+    deferred?.release();
+    throw err;
+  }
 }
 
 /** The bytes of a context, at most `limit` of them (a decompression bomb is a 413). */
@@ -150,20 +173,26 @@ async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined
   }
 }
 
+/** A received context before its cleanup is attached, with the contents its extraction held. */
+type Received = Omit<BuildContext, 'cleanup' | 'contents'> & { deferred?: DeferredContents };
+
 /** Reads the Dockerfile from the context and applies its `.dockerignore`. */
 async function locateDockerfile(
   root: string,
   requested: string | undefined,
-): Promise<Omit<BuildContext, 'cleanup'>> {
+  deferred?: DeferredContents,
+): Promise<Received> {
   let path = requested || DEFAULT_DOCKERFILE;
-  let text = await readInContext(root, path);
+  let text = await readInContext(root, deferred, path);
   if (text === undefined && path === DEFAULT_DOCKERFILE) {
-    text = await readInContext(root, path.toLowerCase());
+    text = await readInContext(root, deferred, path.toLowerCase());
     if (text !== undefined) path = path.toLowerCase();
   }
   if (text === undefined) throw invalidParameter(`Cannot locate specified Dockerfile: ${path}`);
   const ignoreText =
-    (await readInContext(root, `${path}.dockerignore`)) ?? (await readInContext(root, '.dockerignore')) ?? '';
+    (await readInContext(root, deferred, `${path}.dockerignore`)) ??
+    (await readInContext(root, deferred, '.dockerignore')) ??
+    '';
   const ignore = parseIgnoreFile(ignoreText);
   const matcher = new PatternMatcher(ignore);
   if (!matcher.empty) await applyIgnore(root, matcher);
@@ -171,10 +200,16 @@ async function locateDockerfile(
 }
 
 /** A regular file of the context (links followed inside it), or undefined when there is none. */
-async function readInContext(root: string, path: string): Promise<string | undefined> {
+async function readInContext(
+  root: string,
+  deferred: DeferredContents | undefined,
+  path: string,
+): Promise<string | undefined> {
   const full = await resolveInRoot(root, path);
-  const st = await stat(full).catch(() => undefined);
+  const st = await stat(full, { bigint: true }).catch(() => undefined);
   if (!st?.isFile()) return undefined;
   if (st.size > DOCKERFILE_LIMIT) throw dockerfileTooLarge();
+  // a file whose content is held: written out first
+  if (deferred?.holds(st)) await deferred.writeOut();
   return (await readFile(full)).toString('utf8');
 }

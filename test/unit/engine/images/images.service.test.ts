@@ -313,8 +313,9 @@ describe('image service (real overlay in a temp dir)', () => {
       await images.snapshotter.unmount(check);
     }
     await images.snapshotter.remove('ctr-check');
-    // Nothing changed: an empty layer, recorded in history only.
+    // Nothing changed: an empty layer, recorded in history only (no layer made for it on disk).
     await images.snapshotter.prepare('f'.repeat(64), rec.chainId);
+    const dirsBefore = (await readdir(join(dir, 'overlay'))).sort();
     const again = await images.commit({
       key: 'f'.repeat(64),
       parentImageId: id,
@@ -326,6 +327,7 @@ describe('image service (real overlay in a temp dir)', () => {
     assert.equal(rec2.config.rootfs.diff_ids.length, 2);
     assert.equal(rec2.config.history?.at(-1)?.empty_layer, true);
     assert.equal(rec2.chainId, rec.chainId);
+    assert.deepEqual((await readdir(join(dir, 'overlay'))).sort(), dirsBefore);
     await images.snapshotter.remove('f'.repeat(64));
     await images.snapshotter.remove(cid);
     await images.remove(again);

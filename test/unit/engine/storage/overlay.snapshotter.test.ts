@@ -250,14 +250,17 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     const top = await topLayer();
     await snap.prepare('c1', top);
     const target = join(dir, 'mnt');
+    assert.equal(await snap.diffIsEmpty('c1'), true, 'a snapshot that changed nothing');
     await snap.mount('c1', target);
     try {
+      assert.equal(await snap.diffIsEmpty('c1'), true, 'mounted, still unchanged');
       assert.equal(await readFile(join(target, 'etc/b'), 'utf8'), 'bb');
       assert.ok(!existsSync(join(target, 'etc/a')), 'whiteout hides etc/a');
       assert.deepEqual(await readdir(join(target, 'etc/sub')), ['new'], 'opaque dir hides etc/sub/c');
       await writeFile(join(target, 'written'), '12345');
       assert.equal(await readFile(join(snap.upperDir('c1'), 'written'), 'utf8'), '12345');
       assert.equal(await snap.usage('c1'), 5);
+      assert.equal(await snap.diffIsEmpty('c1'), false);
       const paths = await snap.paths('c1');
       assert.equal(paths.LowerDir?.split(':').length, 2);
     } finally {

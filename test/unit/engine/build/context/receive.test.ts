@@ -39,7 +39,7 @@ describe('receiveContext', () => {
   const signal = new AbortController().signal;
   const receive = async (
     body: Buffer | Readable,
-    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void } = {},
+    opts: { dockerfile?: string; remote?: string; onProgress?: (n: number) => void; hold?: boolean } = {},
   ) => {
     const ctx = await receiveContext(body instanceof Readable ? body : Readable.from([body]), {
       workDir: work,
@@ -97,8 +97,17 @@ describe('receiveContext', () => {
     );
     const sum = async (p: string, known?: typeof digests) =>
       checksumSources(await resolveCopySources(ctx.root, [p]), [], [], known);
-    for (const p of ['a.txt', 'hard', 'dir', 'dir/big.bin', 'empty', '.'])
-      assert.equal(await sum(p, digests), await sum(p), p);
+    const paths = ['a.txt', 'hard', 'dir', 'dir/big.bin', 'empty', '.'];
+    // the big file's content is held, not written, until something reads the files
+    const held = await Promise.all(paths.map((p) => sum(p, digests)));
+    assert.equal((await stat(join(ctx.root, 'dir/big.bin'))).size, big.length);
+    assert.notDeepEqual(await readFile(join(ctx.root, 'dir/big.bin')), big);
+    await ctx.contents();
+    assert.deepEqual(await readFile(join(ctx.root, 'dir/big.bin')), big);
+    for (const [n, p] of paths.entries()) {
+      assert.equal(await sum(p, digests), held[n], p);
+      assert.equal(await sum(p), held[n], p);
+    }
     // a file that changed since (another size or time) is read again, not taken from the digests
     const before = await sum('dir/b.txt', digests);
     await writeFile(join(ctx.root, 'dir/b.txt'), 'c');
@@ -213,15 +222,46 @@ describe('receiveContext', () => {
     assert.deepEqual(await markedOnHost(marker), []);
   });
 
+  it('holds large contents until the files are read: a held Dockerfile, hard links, ignored files', async () => {
+    const big = Buffer.alloc(2 * 1024 * 1024, 'b');
+    const dockerfile = `FROM g\n${'# x\n'.repeat(400 * 1024)}`;
+    const ctx = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: dockerfile },
+        { name: 'big', content: big },
+        { name: 'big2', type: 'link', linkname: 'big' },
+        { name: 'ign', content: Buffer.alloc(2 * 1024 * 1024, 'i') },
+        { name: 'later', content: Buffer.alloc(2 * 1024 * 1024, 'l') },
+        { name: '.dockerignore', content: 'ign\n' },
+      ]),
+    );
+    assert.equal(ctx.dockerfile, dockerfile);
+    await ctx.contents();
+    assert.deepEqual(await readFile(join(ctx.root, 'big')), big);
+    assert.deepEqual(await readFile(join(ctx.root, 'big2')), big);
+    assert.deepEqual(await readFile(join(ctx.root, 'later')), Buffer.alloc(2 * 1024 * 1024, 'l'));
+    assert.deepEqual(await files(ctx.root), ['.dockerignore', 'Dockerfile', 'big', 'big2', 'later']);
+    assert.equal((await stat(join(ctx.root, 'later'))).mtimeMs, 1_600_000_000_000);
+    // hold: false (a build without the cache) writes them as they arrive
+    const written = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM h\n' },
+        { name: 'big', content: big },
+      ]),
+      { hold: false },
+    );
+    assert.deepEqual(await readFile(join(written.root, 'big')), big);
+  });
+
   it('streams a context larger than what it holds in memory', async () => {
-    const size = 64 * 1024 * 1024;
+    const size = 96 * 1024 * 1024;
     async function* big() {
       const header = await makeTar([{ name: 'Dockerfile', content: 'FROM e\n' }]);
       yield header.subarray(0, header.length - 1024);
       const { headerBlock } = await import('../../../../helpers/tar-builder.js');
       yield headerBlock({ name: 'big' }, size);
-      const chunk = Buffer.alloc(1024 * 1024, 7);
-      for (let i = 0; i < size / chunk.length; i++) yield chunk;
+      // chunks of their own (a context's chunks may be held)
+      for (let i = 0; i < size / (1024 * 1024); i++) yield Buffer.alloc(1024 * 1024, 7);
       yield Buffer.alloc(1024);
     }
     const rss = process.memoryUsage().rss;
