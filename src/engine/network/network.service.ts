@@ -336,12 +336,17 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   ): Promise<{ ip: string; ip6?: string }> {
     const cniName = cniNameOf(n);
     const held = await listAllocations(ipamDir).catch(() => []);
-    // from here on synchronous: concurrent picks see each other's choice; the pool's addresses
-    // count as free (a start gets what it would get without the pool)
+    // from here on synchronous: concurrent picks see each other's choice. The pool's addresses
+    // count as free (a start gets what it would get without the pool), and so do those of
+    // sandboxes being released (reusable at once, as dockerd releases before `rm` answers: the
+    // start waits for that release)
     const taken = reservedOn(cniName);
+    const leaving = new Map<string, string>();
     for (const a of held) {
       if (a.network !== cniName || pool.holds(a.containerId)) continue;
-      taken.add(a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip);
+      const text = a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip;
+      if (releasing.has(a.containerId)) leaving.set(text, a.containerId);
+      else taken.add(text);
     }
     const blocks = ipv4Blocks(n);
     const excluded = excludedIn(blocks, taken);
@@ -364,9 +369,21 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     }
     const ip6 = pickAddress6(n, wanted6, excluded);
     reserved.set(key, { network: cniName, ip, ...(ip6 ? { ip6 } : {}) });
-    // a pooled sandbox holding it (not handed to this start) gives it up first
+    // a sandbox being released or a pooled one (not handed to this start) holding it gives it up first
+    await Promise.all([ip, ...(ip6 ? [ip6] : [])].map((a) => releaseOf(cniName, a, leaving.get(a))));
     await pool.evict(n.id, ip);
     return { ip, ...(ip6 ? { ip6 } : {}) };
+  }
+
+  /** The release under way of the sandbox holding `ip` on a network (by its files or this engine's books). */
+  function releaseOf(cniName: string, ip: string, fileOwner?: string): Promise<void> | undefined {
+    if (fileOwner && releasing.has(fileOwner)) return releasing.get(fileOwner);
+    for (const [key, r] of reserved) {
+      const owner = key.slice(0, key.indexOf('/'));
+      if (r.network === cniName && (r.ip === ip || r.ip6 === ip) && releasing.has(owner))
+        return releasing.get(owner);
+    }
+    return undefined;
   }
 
   function cniNameOf(n: NetworkFacts): string {
@@ -377,7 +394,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   function reservedOn(cniName: string): Set<string> {
     const taken = new Set<string>();
     for (const [key, r] of reserved) {
-      if (r.network !== cniName || pool.holds(key.slice(0, key.indexOf('/')))) continue;
+      const owner = key.slice(0, key.indexOf('/'));
+      if (r.network !== cniName || pool.holds(owner) || releasing.has(owner)) continue;
       taken.add(r.ip);
       if (r.ip6) taken.add(r.ip6);
     }
@@ -713,8 +731,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   function plumbAhead(sandbox: MadeSandbox, networkId: string, ip: string): PooledSandbox {
     const n = find(networkId);
     const plumbing = plumbingFor(n, ip, true);
+    // (an address being released is plumbed once it is free)
+    const leaving = releaseOf(cniNameOf(n), ip);
     reserved.set(`${sandbox.sandboxId}/eth0`, { network: cniNameOf(n), ip });
-    const plumbed = sandbox.ready.then(async () =>
+    const plumbed = Promise.all([sandbox.ready, leaving]).then(async () =>
       parseAddResult(
         await cni.exec('bridge', {
           containerId: sandbox.sandboxId,

@@ -237,4 +237,25 @@ describe('sandbox pool', () => {
       'every namespace plumbed into the network removed',
     );
   });
+
+  it('hands out an address being released at once (a start waits for that release, as dockerd releases before rm answers)', async () => {
+    const { service, netns, cni } = await make(0);
+    const remove = netns.remove.bind(netns);
+    netns.remove = async (path: string) => {
+      await new Promise((r) => setTimeout(r, 150));
+      await remove(path);
+    };
+    await service.create({ Name: 'static', IPAM: { Config: [{ Subnet: '10.78.0.0/24' }] } });
+    const a = await start(service);
+    const s1 = await start(service, { network: 'static', ipv4Address: '10.78.0.9' });
+    const releasing = [stop(service, a), stop(service, s1)];
+    const b = await start(service);
+    assert.equal(b.ipAddress, a.ipAddress, 'the lowest free address, as without the lazy release');
+    const s2 = await start(service, { network: 'static', ipv4Address: '10.78.0.9' });
+    assert.equal(s2.ipAddress, '10.78.0.9', 'a static address is reusable at once');
+    await Promise.all(releasing);
+    // the new sandboxes' ADDs ran after the old ones' addresses were released
+    assert.equal(adds(cni).length, 4);
+    assert.ok(netns.live.has(b.sandboxKey) && netns.live.has(s2.sandboxKey));
+  });
 });
