@@ -345,7 +345,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     for (const a of held) {
       if (a.network !== cniName || pool.holds(a.containerId)) continue;
       const text = a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip;
-      if (releasing.has(a.containerId)) leaving.set(text, a.containerId);
+      if (leavingWork(a.containerId)) leaving.set(text, a.containerId);
       else taken.add(text);
     }
     const blocks = ipv4Blocks(n);
@@ -377,13 +377,19 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
   /** The release under way of the sandbox holding `ip` on a network (by its files or this engine's books). */
   function releaseOf(cniName: string, ip: string, fileOwner?: string): Promise<void> | undefined {
-    if (fileOwner && releasing.has(fileOwner)) return releasing.get(fileOwner);
+    const byFile = fileOwner ? leavingWork(fileOwner) : undefined;
+    if (byFile) return byFile;
     for (const [key, r] of reserved) {
       const owner = key.slice(0, key.indexOf('/'));
-      if (r.network === cniName && (r.ip === ip || r.ip6 === ip) && releasing.has(owner))
-        return releasing.get(owner);
+      const work = r.network === cniName && (r.ip === ip || r.ip6 === ip) ? leavingWork(owner) : undefined;
+      if (work) return work;
     }
     return undefined;
+  }
+
+  /** The release under way of a sandbox (a stopped container's, or a pooled one dropped). */
+  function leavingWork(sandboxId: string): Promise<void> | undefined {
+    return releasing.get(sandboxId) ?? pool.leaving(sandboxId);
   }
 
   function cniNameOf(n: NetworkFacts): string {
@@ -395,7 +401,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     const taken = new Set<string>();
     for (const [key, r] of reserved) {
       const owner = key.slice(0, key.indexOf('/'));
-      if (r.network !== cniName || pool.holds(owner) || releasing.has(owner)) continue;
+      if (r.network !== cniName || pool.holds(owner) || leavingWork(owner)) continue;
       taken.add(r.ip);
       if (r.ip6) taken.add(r.ip6);
     }
@@ -896,6 +902,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       dropDns(sandbox.sandboxId, ifname);
       if (ep.bridge) await unplumb(sandbox.sandboxId, sandbox.sandboxKey, { ifname, bridge: ep.bridge });
       dropReserved(sandbox.sandboxId, ifname);
+      pool.refill(ep.networkId);
     },
 
     plainEndpoint(network) {

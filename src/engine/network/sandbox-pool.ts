@@ -57,7 +57,8 @@ export class SandboxPool {
   private readonly starts = new Map<string, number[]>();
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
   private readonly refillTimers = new Map<string, NodeJS.Timeout>();
-  private readonly discarding = new Set<Promise<void>>();
+  /** Pooled sandboxes being undone, by sandbox ID (their addresses are free once that is done). */
+  private readonly discarding = new Map<string, Promise<void>>();
   private spare: MadeSandbox | undefined;
   private spareTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -74,6 +75,11 @@ export class SandboxPool {
   holds(sandboxId: string): boolean {
     for (const list of this.entries.values()) if (list.some((e) => e.sandboxId === sandboxId)) return true;
     return false;
+  }
+
+  /** The removal under way of a sandbox the pool dropped. */
+  leaving(sandboxId: string): Promise<void> | undefined {
+    return this.discarding.get(sandboxId);
   }
 
   /** The pooled sandboxes of a network (tests, and the hand-off's choice). */
@@ -139,8 +145,8 @@ export class SandboxPool {
           error: err instanceof Error ? err.message : String(err),
         }),
       );
-    this.discarding.add(work);
-    void work.finally(() => this.discarding.delete(work));
+    this.discarding.set(entry.sandboxId, work);
+    void work.finally(() => this.discarding.delete(entry.sandboxId));
     return work;
   }
 
@@ -233,7 +239,7 @@ export class SandboxPool {
     this.spare = undefined;
     const work: Array<Promise<unknown>> = [...this.entries.keys()].map((id) => this.drain(id));
     if (left) work.push(removeSpare(left));
-    work.push(...this.discarding);
+    work.push(...this.discarding.values());
     await Promise.allSettled(work);
   }
 }
