@@ -778,7 +778,12 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     if (!pool.enabled || req.ipv6Address) return undefined;
     const ip = req.ipv4Address ?? nextAddresses(n.id, 1)?.[0];
     if (!ip || (req.macAddress && req.macAddress !== macFromIpv4(ip))) return undefined;
-    return pool.take(n.id, ip);
+    const taken = pool.take(n.id, ip);
+    log.debug(taken ? 'a start takes a pooled sandbox' : 'no pooled sandbox for a start', {
+      network: n.name,
+      address: ip,
+    });
+    return taken;
   }
 
   /** A pooled sandbox becomes a start's: its endpoint, no process run (or a plain ADD if its own failed). */
