@@ -369,9 +369,18 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     }
     const ip6 = pickAddress6(n, wanted6, excluded);
     reserved.set(key, { network: cniName, ip, ...(ip6 ? { ip6 } : {}) });
-    // a sandbox being released or a pooled one (not handed to this start) holding it gives it up first
-    await Promise.all([ip, ...(ip6 ? [ip6] : [])].map((a) => releaseOf(cniName, a, leaving.get(a))));
-    await pool.evict(n.id, ip);
+    // a sandbox being released, or a pooled one (not handed to this start, or dropped by the
+    // pool meanwhile) holding it gives it up first
+    void pool.evict(n.id, ip);
+    for (const a of [ip, ...(ip6 ? [ip6] : [])]) {
+      let owner = leaving.get(a);
+      for (let i = 0; i < 4; i++) {
+        const work = releaseOf(cniName, a, owner);
+        if (!work) break;
+        await work;
+        owner = undefined;
+      }
+    }
     return { ip, ...(ip6 ? { ip6 } : {}) };
   }
 

@@ -258,4 +258,36 @@ describe('sandbox pool', () => {
     assert.equal(adds(cni).length, 4);
     assert.ok(netns.live.has(b.sandboxKey) && netns.live.has(s2.sandboxKey));
   });
+
+  it('serves concurrent starts and releases without handing an address out twice', async () => {
+    const { service, cni, netns } = await make();
+    // the host's calls take a while, in no fixed order
+    let tick = 0;
+    const later = () => new Promise((r) => setTimeout(r, (tick++ * 7) % 6));
+    const exec = cni.exec.bind(cni);
+    cni.exec = async (plugin, call) => {
+      await later();
+      return exec(plugin, call);
+    };
+    const remove = netns.remove.bind(netns);
+    netns.remove = async (path) => {
+      await later();
+      await remove(path);
+    };
+    const failures: string[] = [];
+    const worker = async (w: number) => {
+      for (let i = 0; i < 25; i++) {
+        try {
+          const ep = await start(service, i % 5 === w ? { macAddress: '02:00:00:00:00:77' } : {});
+          await new Promise((r) => setTimeout(r, (i * 7 + w * 13) % 30));
+          await stop(service, ep);
+        } catch (err) {
+          failures.push(String(err));
+        }
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map((w) => worker(w)));
+    assert.deepEqual(failures, []);
+    assert.ok(adds(cni).length > 0);
+  });
 });
