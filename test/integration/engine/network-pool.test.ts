@@ -235,4 +235,19 @@ describe('network sandboxes made ahead', () => {
     assert.equal((await inspect('k1')).NetworkSettings.IPAddress, nth(subnet, 2));
     await engine.dockerOk(['rm', '-f', 'k1']);
   });
+
+  it('drains the pool at engine shutdown', async () => {
+    await run('--name', 's1');
+    await eventually('the pool to fill', async () => (await leases(engine.bridge)).length === 1 + POOL_SIZE);
+    await engine.dockerOk(['rm', '-f', 's1']);
+    await engine.stop();
+    assert.deepEqual(await leases(engine.bridge), []);
+    // a namespace's veth goes when the kernel has freed the namespace, a moment after its unmount
+    await eventually(
+      'the veths to go with their namespaces',
+      async () => (await veths(engine.bridge)).length === 0,
+    );
+    assert.deepEqual(await netnsMounts(), []);
+    assert.deepEqual(await netnsFiles(), []);
+  });
 });
