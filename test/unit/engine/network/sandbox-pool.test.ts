@@ -6,7 +6,12 @@ import { after, before, describe, it } from 'node:test';
 import { EventsService } from '../../../../src/engine/events/events.service.js';
 import { createNetworkService, type NetworkService } from '../../../../src/engine/network/network.service.js';
 import type { AttachRequest, Endpoint } from '../../../../src/engine/network/network.types.js';
-import { POOL_SIZE } from '../../../../src/engine/network/sandbox-pool.js';
+import {
+  POOL_IDLE_MS,
+  POOL_SIZE,
+  REFILL_DELAY_MS,
+  SandboxPool,
+} from '../../../../src/engine/network/sandbox-pool.js';
 import { eventually } from '../../../helpers/eventually.js';
 import {
   FakeCni,
@@ -289,5 +294,85 @@ describe('sandbox pool', () => {
     await Promise.all([0, 1, 2, 3].map((w) => worker(w)));
     assert.deepEqual(failures, []);
     assert.ok(adds(cni).length > 0);
+  });
+});
+
+describe('sandbox pool bookkeeping', () => {
+  /** A pool over pretend sandboxes: made and discarded at once, addresses from a counter. */
+  function fakePool(size = POOL_SIZE) {
+    const made: string[] = [];
+    const discarded: string[] = [];
+    let next = 0;
+    const free = ['10.0.0.2', '10.0.0.3', '10.0.0.4', '10.0.0.5'];
+    const pool = new SandboxPool(
+      {
+        newSandbox: () => ({ sandboxId: `s${next++}`, sandboxKey: `/ns/s${next}`, ready: Promise.resolve() }),
+        nextAddresses: (_id, count) => free.slice(0, count),
+        plumb: (s, networkId, ip) => {
+          made.push(ip);
+          return {
+            ...s,
+            networkId,
+            ip,
+            plumbing: { name: 'br', cniName: 'br', subnet: '10.0.0.0/24', gateway: '10.0.0.1' },
+            plumbed: Promise.resolve({ ipAddress: ip, prefixLen: 24, gateway: '10.0.0.1', macAddress: '' }),
+          };
+        },
+        discard: async (e) => {
+          discarded.push(e.ip);
+        },
+        warn: () => undefined,
+      },
+      size,
+    );
+    pool.enabled = true;
+    return { pool, made, discarded, free };
+  }
+
+  it('fills a moment after a start, on a user network from its second start; drains when idle', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { pool, made, discarded } = fakePool();
+    pool.noteStart('user', true);
+    t.mock.timers.tick(REFILL_DELAY_MS + 1);
+    assert.deepEqual(made, [], 'one start does not make a user network busy');
+    pool.noteStart('user', true);
+    t.mock.timers.tick(REFILL_DELAY_MS - 1);
+    assert.deepEqual(made, [], 'not while the start needs the CPU');
+    t.mock.timers.tick(2);
+    assert.deepEqual(made, ['10.0.0.2', '10.0.0.3']);
+    assert.equal(pool.of('user').length, POOL_SIZE);
+    t.mock.timers.tick(POOL_IDLE_MS);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(pool.of('user'), []);
+    assert.deepEqual(discarded.sort(), ['10.0.0.2', '10.0.0.3']);
+    // idle: a release does not make it up again
+    pool.refill('user');
+    assert.equal(pool.of('user').length, 0);
+    await pool.close(async () => undefined);
+  });
+
+  it('keeps the lowest free addresses: a higher one is dropped when a lower one is freed', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { pool, made, discarded, free } = fakePool();
+    pool.noteStart('bridge', false);
+    t.mock.timers.tick(REFILL_DELAY_MS + 1);
+    assert.deepEqual(made, ['10.0.0.2', '10.0.0.3']);
+    assert.equal(pool.take('bridge', '10.0.0.2')?.ip, '10.0.0.2');
+    free.splice(0, 1); // .2 is a container's now
+    pool.refill('bridge');
+    assert.deepEqual(made, ['10.0.0.2', '10.0.0.3', '10.0.0.4']);
+    free.unshift('10.0.0.2'); // and released again: .2 and .3 are the lowest free
+    pool.refill('bridge');
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(discarded, ['10.0.0.4']);
+    assert.deepEqual(
+      pool
+        .of('bridge')
+        .map((e) => e.ip)
+        .sort(),
+      ['10.0.0.2', '10.0.0.3'],
+    );
+    await pool.close(async () => undefined);
+    assert.deepEqual(discarded.sort(), ['10.0.0.2', '10.0.0.3', '10.0.0.4']);
   });
 });
