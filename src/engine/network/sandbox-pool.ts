@@ -55,6 +55,8 @@ export interface PoolHooks {
 export class SandboxPool {
   private readonly entries = new Map<string, PooledSandbox[]>();
   private readonly starts = new Map<string, number[]>();
+  /** Networks with enough recent starts to keep a pool. */
+  private readonly busyNetworks = new Set<string>();
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
   private readonly refillTimers = new Map<string, NodeJS.Timeout>();
   /** Pooled sandboxes being undone, by sandbox ID (their addresses are free once that is done). */
@@ -102,15 +104,19 @@ export class SandboxPool {
     const timer = setTimeout(() => {
       this.idleTimers.delete(networkId);
       this.starts.delete(networkId);
+      this.busyNetworks.delete(networkId);
       void this.drain(networkId);
     }, POOL_IDLE_MS);
     timer.unref();
     this.idleTimers.set(networkId, timer);
-    if (recent.length >= (user ? USER_NETWORK_BUSY_STARTS : 1)) this.refillLater(networkId);
+    if (recent.length >= (user ? USER_NETWORK_BUSY_STARTS : 1)) {
+      this.busyNetworks.add(networkId);
+      this.refillLater(networkId);
+    }
   }
 
   private busy(networkId: string): boolean {
-    return this.starts.has(networkId);
+    return this.busyNetworks.has(networkId);
   }
 
   /** Take the pooled sandbox holding `ip` on the network (synchronously: it is the caller's). */
@@ -205,6 +211,7 @@ export class SandboxPool {
   /** The network is gone: drained, and no longer counted busy. */
   async forget(networkId: string): Promise<void> {
     this.starts.delete(networkId);
+    this.busyNetworks.delete(networkId);
     const idle = this.idleTimers.get(networkId);
     if (idle) clearTimeout(idle);
     this.idleTimers.delete(networkId);

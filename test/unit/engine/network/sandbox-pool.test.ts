@@ -341,6 +341,8 @@ describe('sandbox pool bookkeeping', () => {
     pool.noteStart('user', true);
     t.mock.timers.tick(REFILL_DELAY_MS + 1);
     assert.deepEqual(made, [], 'one start does not make a user network busy');
+    pool.refill('user');
+    assert.deepEqual(made, [], 'nor does a release after it');
     pool.noteStart('user', true);
     t.mock.timers.tick(REFILL_DELAY_MS - 1);
     assert.deepEqual(made, [], 'not while the start needs the CPU');
