@@ -13,7 +13,7 @@ import { HostNetnsOps, type NetnsOps } from './adapters/netns.ops.js';
 import type { PortRuleOps } from './adapters/port-rules.ops.js';
 import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
-import { bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
+import { type AddedInterface, bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
 import { withHostLock } from './host-lock.js';
 import {
@@ -59,6 +59,7 @@ import type {
 } from './network.types.js';
 import { filterNetworks, labelsMatch, type NetworkFacts, networkView } from './network.views.js';
 import { PortPublisher } from './ports/port-publisher.js';
+import { type MadeSandbox, POOL_SIZE, type PooledSandbox, SandboxPool } from './sandbox-pool.js';
 import { pickSubnet } from './subnet.js';
 
 export interface NetworkServiceOptions {
@@ -83,6 +84,8 @@ export interface NetworkServiceOptions {
   };
   /** The host-wide lock taken while picking an address block. */
   lockPath?: string;
+  /** Plumbed sandboxes kept per busy network (POOL_SIZE; 0: none, every start plumbs its own). */
+  poolSize?: number;
 }
 
 /** The network layer: the containers' side (ContainerNetworking) and the /networks API's. */
@@ -103,8 +106,6 @@ export interface NetworkService extends ContainerNetworking {
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
 const CLOSE_WAIT_MS = 20_000;
-/** How long after a start the next namespace is made (not while that start needs the CPU). */
-const SPARE_DELAY_MS = 200;
 
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
   const log = o.log.child('network');
@@ -333,32 +334,22 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     wanted: string | undefined,
     wanted6: string | undefined,
   ): Promise<{ ip: string; ip6?: string }> {
-    const cniName = n.bridge ? n.bridge.cniName : (n.user?.bridge ?? '');
+    const cniName = cniNameOf(n);
     const held = await listAllocations(ipamDir).catch(() => []);
-    // from here on synchronous: concurrent picks see each other's choice
-    const taken = new Set<string>();
-    for (const r of reserved.values()) {
-      if (r.network !== cniName) continue;
-      taken.add(r.ip);
-      if (r.ip6) taken.add(r.ip6);
+    // from here on synchronous: concurrent picks see each other's choice. The pool's addresses
+    // count as free (a start gets what it would get without the pool), and so do those of
+    // sandboxes being released (reusable at once, as dockerd releases before `rm` answers: the
+    // start waits for that release)
+    const taken = reservedOn(cniName);
+    const leaving = new Map<string, string>();
+    for (const a of held) {
+      if (a.network !== cniName || pool.holds(a.containerId)) continue;
+      const text = a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip;
+      if (leavingWork(a.containerId)) leaving.set(text, a.containerId);
+      else taken.add(text);
     }
-    for (const a of held)
-      if (a.network === cniName) taken.add(a.ip.includes(':') ? (canonicalIpv6(a.ip) ?? a.ip) : a.ip);
-    const blocks = n.bridge
-      ? [
-          {
-            Subnet: n.bridge.subnet,
-            Gateway: n.bridge.gateway,
-            IPRange: undefined,
-            AuxiliaryAddresses: undefined,
-          },
-        ]
-      : ipv4Configs(n.user as SavedUserNetwork);
-    const excluded = new Set(taken);
-    for (const b of blocks) {
-      if (b.Gateway) excluded.add(b.Gateway);
-      for (const a of Object.values(b.AuxiliaryAddresses ?? {})) excluded.add(a);
-    }
+    const blocks = ipv4Blocks(n);
+    const excluded = excludedIn(blocks, taken);
     let ip: string | undefined;
     if (wanted) {
       const w = parseIpv4(wanted);
@@ -378,7 +369,101 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     }
     const ip6 = pickAddress6(n, wanted6, excluded);
     reserved.set(key, { network: cniName, ip, ...(ip6 ? { ip6 } : {}) });
+    // a sandbox being released, or a pooled one (not handed to this start, or dropped by the
+    // pool meanwhile) holding it gives it up first
+    void pool.evict(n.id, ip);
+    for (const a of [ip, ...(ip6 ? [ip6] : [])]) {
+      let owner = leaving.get(a);
+      for (let i = 0; i < 4; i++) {
+        const work = releaseOf(cniName, a, owner);
+        if (!work) break;
+        await work;
+        owner = undefined;
+      }
+    }
     return { ip, ...(ip6 ? { ip6 } : {}) };
+  }
+
+  /** The release under way of the sandbox holding `ip` on a network (by its files or this engine's books). */
+  function releaseOf(cniName: string, ip: string, fileOwner?: string): Promise<void> | undefined {
+    const byFile = fileOwner ? leavingWork(fileOwner) : undefined;
+    if (byFile) return byFile;
+    for (const [key, r] of reserved) {
+      const owner = key.slice(0, key.indexOf('/'));
+      const work = r.network === cniName && (r.ip === ip || r.ip6 === ip) ? leavingWork(owner) : undefined;
+      if (work) return work;
+    }
+    return undefined;
+  }
+
+  /** The release under way of a sandbox (a stopped container's, or a pooled one dropped). */
+  function leavingWork(sandboxId: string): Promise<void> | undefined {
+    return releasing.get(sandboxId) ?? pool.leaving(sandboxId);
+  }
+
+  function cniNameOf(n: NetworkFacts): string {
+    return n.bridge ? n.bridge.cniName : (n.user?.bridge ?? '');
+  }
+
+  /** Addresses this engine holds on a network, the pool's left out. */
+  function reservedOn(cniName: string): Set<string> {
+    const taken = new Set<string>();
+    for (const [key, r] of reserved) {
+      const owner = key.slice(0, key.indexOf('/'));
+      if (r.network !== cniName || pool.holds(owner) || leavingWork(owner)) continue;
+      taken.add(r.ip);
+      if (r.ip6) taken.add(r.ip6);
+    }
+    return taken;
+  }
+
+  /** A network's IPv4 blocks as IPAM configurations (the default bridge's one block). */
+  function ipv4Blocks(n: NetworkFacts) {
+    return n.bridge
+      ? [
+          {
+            Subnet: n.bridge.subnet,
+            Gateway: n.bridge.gateway,
+            IPRange: undefined as string | undefined,
+            AuxiliaryAddresses: undefined as Record<string, string> | undefined,
+          },
+        ]
+      : ipv4Configs(n.user as SavedUserNetwork);
+  }
+
+  /** What IPAM never hands out: the taken addresses, gateways and aux addresses. */
+  function excludedIn(
+    blocks: Array<{ Gateway?: string; AuxiliaryAddresses?: Record<string, string> }>,
+    taken: Set<string>,
+  ): Set<string> {
+    const excluded = new Set(taken);
+    for (const b of blocks) {
+      if (b.Gateway) excluded.add(b.Gateway);
+      for (const a of Object.values(b.AuxiliaryAddresses ?? {})) excluded.add(a);
+    }
+    return excluded;
+  }
+
+  /**
+   * The `count` addresses IPAM would hand out next on an IPv4-only bridge network, from what
+   * this engine holds (after the start's sweep, the same as host-local's files), the pool's
+   * addresses counted free. Undefined for a network the pool does not serve.
+   */
+  function nextAddresses(networkId: string, count: number): string[] | undefined {
+    const n = facts().find((x) => x.id === networkId);
+    if (!n || (!n.bridge && !n.user) || ipv6Config(n.user)) return undefined;
+    const blocks = ipv4Blocks(n);
+    const excluded = excludedIn(blocks, reservedOn(cniNameOf(n)));
+    const out: string[] = [];
+    for (const b of blocks) {
+      while (out.length < count) {
+        const ip = lowestFree(b.IPRange || b.Subnet, b.Gateway ?? '', excluded);
+        if (!ip) break;
+        out.push(ip);
+        excluded.add(ip);
+      }
+    }
+    return out;
   }
 
   /** The IPv6 address of an interface on an EnableIPv6 network (dockerd's IPAM, as for IPv4). */
@@ -612,7 +697,9 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   async function destroy(u: SavedUserNetwork): Promise<void> {
-    // releases under way (containers just removed) finish their DEL on the bridge first
+    // its pooled sandboxes go, and releases under way (containers just removed) finish on the
+    // bridge first
+    await pool.forget(u.id);
     await Promise.allSettled([...releasing.values()]);
     await dns.stop(u.id);
     // the host first, then the state: a crash in between leaves a network the next start plumbs
@@ -626,15 +713,27 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
   }
 
   /**
-   * One namespace made ahead (lo up), for the next start: making it (an unshare and an ip
-   * process) is then off the start's path. Made a moment after a start took the last one; removed
-   * when the engine stops (else the next start's sweep would).
+   * Sandboxes made ahead (sandbox-pool.ts): the next start's bare namespace, and on busy bridge
+   * networks namespaces already plumbed with the addresses IPAM hands out next. Removed when
+   * the engine stops (after a kill -9 the next start's sweep does).
    */
-  let spare: { sandboxId: string; sandboxKey: string; ready: Promise<void> } | undefined;
-  let spareTimer: NodeJS.Timeout | undefined;
-  let closing = false;
+  const pool = new SandboxPool(
+    {
+      newSandbox,
+      nextAddresses,
+      plumb: plumbAhead,
+      discard: (e) =>
+        service.release({
+          sandboxId: e.sandboxId,
+          sandboxKey: e.sandboxKey,
+          plumbed: [{ ifname: 'eth0', bridge: e.plumbing, addresses: [e.ip] }],
+        }),
+      warn: (message, fields) => log.warn(message, fields),
+    },
+    o.poolSize ?? POOL_SIZE,
+  );
 
-  function newSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
+  function newSandbox(): MadeSandbox {
     const sandboxId = randomId();
     const sandboxKey = join(netnsDir, sandboxId.slice(0, 12));
     active.add(sandboxId);
@@ -643,19 +742,86 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     return { sandboxId, sandboxKey, ready };
   }
 
-  function takeSandbox(): { sandboxId: string; sandboxKey: string; ready: Promise<void> } {
-    const made = spare;
-    spare = undefined;
-    if (!spareTimer && !closing) {
-      spareTimer = setTimeout(() => {
-        spareTimer = undefined;
-        if (!spare && !closing) spare = newSandbox();
-      }, SPARE_DELAY_MS);
-      spareTimer.unref();
-    }
-    if (!made) return newSandbox();
-    // a spare that could not be made: made again now, in the start's path
+  /** A pool sandbox plumbed into a network with `ip` (reserved now, the ADD as soon as the namespace is there). */
+  function plumbAhead(sandbox: MadeSandbox, networkId: string, ip: string): PooledSandbox {
+    const n = find(networkId);
+    const plumbing = plumbingFor(n, ip, true);
+    // (an address being released is plumbed once it is free)
+    const leaving = releaseOf(cniNameOf(n), ip);
+    reserved.set(`${sandbox.sandboxId}/eth0`, { network: cniNameOf(n), ip });
+    const plumbed = Promise.all([sandbox.ready, leaving]).then(async () =>
+      parseAddResult(
+        await cni.exec('bridge', {
+          containerId: sandbox.sandboxId,
+          netns: sandbox.sandboxKey,
+          command: 'ADD',
+          ifname: 'eth0',
+          args: cniArgs({ ip, mac: macFromIpv4(ip) }),
+          config: plumbingConfig(plumbing),
+        }),
+        'eth0',
+      ),
+    );
+    plumbed.catch(() => undefined);
+    return { ...sandbox, networkId, ip, plumbing, plumbed };
+  }
+
+  /** A namespace that could not be made ahead is made again, on the start's path. */
+  function retried(made: MadeSandbox): MadeSandbox {
     return { ...made, ready: made.ready.catch(() => netns.create(made.sandboxKey)) };
+  }
+
+  /**
+   * The pooled sandbox of a start's main network holding the address the start would get
+   * anyway (its static `--ip`, or the lowest free), when its MAC is the one asked for.
+   */
+  function takePooled(req: AttachRequest): PooledSandbox | undefined {
+    let n: NetworkFacts;
+    try {
+      n = find(req.network);
+    } catch {
+      return undefined;
+    }
+    if (!n.bridge && !n.user) return undefined;
+    pool.noteStart(n.id, n.user !== undefined);
+    if (!pool.enabled || req.ipv6Address) return undefined;
+    const ip = req.ipv4Address ?? nextAddresses(n.id, 1)?.[0];
+    if (!ip || (req.macAddress && req.macAddress !== macFromIpv4(ip))) return undefined;
+    const taken = pool.take(n.id, ip);
+    log.debug(taken ? 'a start takes a pooled sandbox' : 'no pooled sandbox for a start', {
+      network: n.name,
+      address: ip,
+    });
+    return taken;
+  }
+
+  /** A pooled sandbox becomes a start's: its endpoint, no process run (or a plain ADD if its own failed). */
+  async function handOff(entry: PooledSandbox, req: AttachRequest): Promise<Endpoint> {
+    const sandbox = { sandboxId: entry.sandboxId, sandboxKey: entry.sandboxKey };
+    let added: AddedInterface;
+    try {
+      added = await entry.plumbed;
+    } catch {
+      return plumb(sandbox, req, 'eth0', true);
+    }
+    const n = find(entry.networkId);
+    const ep: Endpoint = {
+      network: n.name,
+      networkId: n.id,
+      endpointId: randomId(),
+      ...sandbox,
+      ...added,
+      bridge: entry.plumbing,
+      ifname: 'eth0',
+      ...(n.user && req.dns ? { dns: req.dns } : {}),
+    };
+    addDns(ep);
+    return ep;
+  }
+
+  /** The network whose bridge plumbing is `cniName` (its ID). */
+  function networkOfCni(cniName: string): string | undefined {
+    return facts().find((n) => n.bridge?.cniName === cniName || n.user?.bridge === cniName)?.id;
   }
 
   const service: NetworkService = {
@@ -713,14 +879,16 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     attach(requests) {
-      const { sandboxId, sandboxKey, ready } = takeSandbox();
+      const pooled = requests[0] ? takePooled(requests[0]) : undefined;
+      const { sandboxId, sandboxKey, ready } = retried(pooled ?? pool.takeNamespace());
       const sandbox = { sandboxId, sandboxKey };
       const plumbed: PlumbedInterface[] = [];
       // the namespace comes with `lo` up (netns.create)
       const endpoints = ready.then(async (): Promise<Endpoint[]> => {
         const out: Endpoint[] = [];
         for (const [i, req] of requests.entries()) {
-          const ep = await plumb(sandbox, req, `eth${i}`, i === 0);
+          const ep =
+            i === 0 && pooled ? await handOff(pooled, req) : await plumb(sandbox, req, `eth${i}`, i === 0);
           if (ep.bridge)
             plumbed.push({
               ifname: ep.ifname ?? `eth${i}`,
@@ -748,6 +916,7 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       dropDns(sandbox.sandboxId, ifname);
       if (ep.bridge) await unplumb(sandbox.sandboxId, sandbox.sandboxKey, { ifname, bridge: ep.bridge });
       dropReserved(sandbox.sandboxId, ifname);
+      pool.refill(ep.networkId);
     },
 
     plainEndpoint(network) {
@@ -780,6 +949,11 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         .finally(() => {
           releasing.delete(t.sandboxId);
           dropReserved(t.sandboxId);
+          // an address freed: the pool holds the lowest free ones again
+          for (const p of t.plumbed) {
+            const id = networkOfCni(p.bridge.cniName);
+            if (id) pool.refill(id);
+          }
         });
       releasing.set(t.sandboxId, work);
       return work;
@@ -787,6 +961,14 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
 
     restore(ep) {
       active.add(ep.sandboxId);
+      // its address is this engine's (the pool's picks see it)
+      if (ep.bridge && ep.ipAddress) {
+        reserved.set(`${ep.sandboxId}/${ep.ifname ?? 'eth0'}`, {
+          network: ep.bridge.cniName,
+          ip: ep.ipAddress,
+          ...(ep.ipv6Address ? { ip6: ep.ipv6Address } : {}),
+        });
+      }
       addDns(ep);
     },
 
@@ -847,6 +1029,8 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
         if (subnet) bridges.push({ bridge: u.bridge, subnet });
       }
       await ports.reconcile(bridges);
+      // the address book is whole now (what an engine before left is released): pools may fill
+      pool.enabled = true;
     },
 
     announce(action, containerId, network) {
@@ -928,14 +1112,10 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     },
 
     async close() {
-      closing = true;
-      if (spareTimer) clearTimeout(spareTimer);
-      const left = spare;
-      spare = undefined;
-      if (left) {
+      await pool.close(async (left) => {
         active.delete(left.sandboxId);
         await left.ready.then(() => netns.remove(left.sandboxKey)).catch(() => undefined);
-      }
+      });
       await writes;
       await dns.close();
       await ports.close();

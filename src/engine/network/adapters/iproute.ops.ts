@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { systemError } from '../../../common/errors.js';
 import { runTool, type ToolResult } from '../../../common/host/run-tool.js';
 
@@ -31,6 +33,11 @@ export interface LinkOps {
   deleteLink(name: string): Promise<void>;
 }
 
+/** A random locally administered unicast MAC, `02:42` and four random bytes (dockerd's bridges). */
+function randomMac(): string {
+  return ['02', '42', ...[...randomBytes(4)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+}
+
 function runIp(args: string[], input?: string): Promise<ToolResult> {
   return runTool('ip', args, { input, stdout: true });
 }
@@ -61,7 +68,20 @@ export class HostLinkOps implements LinkOps {
   async ensureBridge(name: string, address: LinkAddress, drop: LinkAddress[]): Promise<void> {
     const current = await this.link(name);
     const lines: string[] = [];
-    if (!current) lines.push(`link add name ${name} type bridge`);
+    // The bridge's MAC is fixed, as dockerd fixes docker0's: else the kernel gives it the lowest
+    // of its ports' and changes it as veths come and go, and the containers' ARP entries for
+    // the gateway go stale (no gratuitous ARP without arp_notify): their packets to it (DNS)
+    // are lost for seconds. A bridge made before keeps its MAC, set as fixed.
+    if (!current) lines.push(`link add name ${name} address ${randomMac()} type bridge`);
+    else {
+      const sys = `/sys/class/net/${name}`;
+      const assigned = (await readFile(`${sys}/addr_assign_type`, 'utf8').catch(() => '')).trim();
+      if (assigned !== '3') {
+        const mac = (await readFile(`${sys}/address`, 'utf8').catch(() => '')).trim();
+        const keep = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/.test(mac) && mac !== '00:00:00:00:00:00';
+        lines.push(`link set dev ${name} address ${keep ? mac : randomMac()}`);
+      }
+    }
     for (const a of drop) lines.push(`addr del ${a.address}/${a.prefixLen} dev ${name}`);
     const has = current?.addresses.some(
       (a) => a.address === address.address && a.prefixLen === address.prefixLen,

@@ -113,6 +113,10 @@ export class FakeCni implements CniRunner {
     const ip6 = listed.find((a) => a.includes(':'));
     const v6 = ipam.ranges[1]?.[0] as { subnet: string; gateway?: string } | undefined;
     await mkdir(dir, { recursive: true });
+    // host-local refuses an address another container holds
+    const holder = await readFile(join(dir, ip), 'utf8').catch(() => undefined);
+    if (holder !== undefined && holder.split(/\r?\n/)[0] !== call.containerId)
+      throw new Error(`failed to allocate for range 0: requested IP address ${ip} is not available`);
     await writeFile(join(dir, ip), `${call.containerId}\r\n${call.ifname}`);
     if (ip6) await writeFile(join(dir, ip6), `${call.containerId}\r\n${call.ifname}`);
     return {
