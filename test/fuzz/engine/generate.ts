@@ -100,6 +100,11 @@ const ROUTE_WEIGHT: Record<string, number> = {
   'POST /exec/{id}/start': 2,
   'POST /containers/{name}/update': 2,
   'POST /volumes/create': 2,
+  // never drawn: a swarm init or join starts an etcd member and listens on the host's fixed ports
+  // (2377 on every address, 2380 on the advertise address), which tests running beside the
+  // fuzzer use too; their input handling is tested in swarm-cli.test.ts
+  'POST /swarm/init': 0,
+  'POST /swarm/join': 0,
 };
 
 /** Answers that may stream on after their head. */

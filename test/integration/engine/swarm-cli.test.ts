@@ -453,6 +453,8 @@ describe('swarm init, update, tokens, unlock key and leave (one engine, docker C
     assert.equal((await engine.request('POST', '/v1.41/swarm/leave?force=true')).status, 200);
     const v39 = await engine.request('POST', '/v1.39/swarm/init', {
       body: {
+        // never the default 0.0.0.0:2377: tests beside this one may hold it
+        ListenAddr: `127.0.0.1:${port}`,
         AdvertiseAddr: '127.0.0.1',
         DefaultAddrPool: ['10.30.0.0/16'],
         SubnetSize: 28,
