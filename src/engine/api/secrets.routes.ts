@@ -1,8 +1,9 @@
 import { invalidParameter } from '../../common/errors.js';
+import type { Filters } from '../../common/filters.js';
 import { readJson } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
-import type { ObjectKind, SwarmObject } from '../swarm/secrets/secrets.types.js';
+import type { ObjectKind, ObjectSpecInput, SwarmObject } from '../swarm/secrets/secrets.types.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { decodeObjectSpec } from './schema/secrets.schema.js';
 import { versioned } from './swarm.routes.js';
@@ -11,10 +12,10 @@ import { gates, versionBefore } from './versions.js';
 /** What the routes need of a secret or config backend (swarm/secrets/object.service.ts). */
 export interface ObjectBackend {
   readonly kind: ObjectKind;
-  list(filters: Map<string, string[]>): Promise<SwarmObject[]>;
+  list(filters: Filters): Promise<SwarmObject[]>;
   inspect(ref: string): Promise<SwarmObject>;
-  create(spec: ReturnType<typeof decodeObjectSpec>): Promise<string>;
-  update(ref: string, version: number, spec: ReturnType<typeof decodeObjectSpec>): Promise<void>;
+  create(spec: ObjectSpecInput): Promise<string>;
+  update(ref: string, version: number, spec: ObjectSpecInput): Promise<void>;
   remove(ref: string): Promise<void>;
 }
 
