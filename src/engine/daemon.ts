@@ -21,6 +21,7 @@ import { registerImageRoutes } from './api/images.routes.js';
 import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { registerPushRoutes } from './api/push.routes.js';
+import { registerSecretRoutes } from './api/secrets.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
@@ -39,6 +40,7 @@ import { createImageService, type ImageService } from './images/images.service.j
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
 import { createSwarmService } from './swarm/create.js';
+import { ObjectService } from './swarm/secrets/object.service.js';
 import { DiskUsage } from './system/disk-usage.js';
 import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
@@ -285,6 +287,10 @@ export async function startEngine(
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
   registerSwarmRoutes(router, swarm);
+  registerSecretRoutes(router, [
+    new ObjectService('secret', { swarm, log: log.child('secrets') }),
+    new ObjectService('config', { swarm, log: log.child('configs') }),
+  ]);
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

@@ -42,7 +42,8 @@ function noSwarm(ctx: ApiContext, message: string): BerthError {
   );
 }
 
-function versioned(ctx: ApiContext, err: unknown): unknown {
+/** dockerd's "no swarm here" errors in the request version's status. */
+export function versioned(ctx: ApiContext, err: unknown): unknown {
   if (
     err instanceof BerthError &&
     err.kind === 'Unavailable' &&
@@ -189,11 +190,11 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
       ctx.res.writeHead(200).end();
     }),
   );
-  for (const kind of ['services', 'tasks', 'secrets', 'configs']) {
+  for (const kind of ['services', 'tasks']) {
     router.get(`/${kind}`, later(kind));
     router.add(['GET', 'DELETE'], `/${kind}/{id}`, later(kind));
     router.post(`/${kind}/{id}/update`, later(kind));
   }
-  for (const kind of ['services', 'secrets', 'configs']) router.post(`/${kind}/create`, later(kind));
+  router.post('/services/create', later('services'));
   for (const kind of ['services', 'tasks']) router.get(`/${kind}/{id}/logs`, later(`${kind} logs`));
 }

@@ -123,6 +123,8 @@ export const gates = {
   swarmDefaultAddrPool: '1.39',
   /** POST /swarm/init: DataPathPort (ignored before). */
   swarmDataPathPort: '1.40',
+  /** Secrets and configs: `Templating` (create refuses it before, as dockerd; reads drop it). */
+  swarmTemplating: '1.37',
   /** Start with a request body (HostConfig) refused from 1.24. */
   startNoBody: '1.24',
 

@@ -296,6 +296,12 @@ export class SwarmService {
     this.managerStore();
   }
 
+  /** The cluster's store and DEK on an active manager (secrets, configs); dockerd's 503s otherwise. */
+  async managerAccess(): Promise<{ store: ClusterStore; dek: Buffer }> {
+    const store = this.managerStore();
+    return { store, dek: await this.clusterDek() };
+  }
+
   leave(force: boolean): Promise<void> {
     return this.serialize(() => this.doLeave(force));
   }

@@ -137,7 +137,7 @@ describe('engine system API', () => {
       ['GET', '/secrets'],
       ['POST', '/secrets/create'],
       ['GET', '/configs'],
-      ['POST', '/configs/x/update'],
+      ['POST', '/configs/x/update?version=1'], // without a version: 400 first, as dockerd
       ['GET', '/swarm/unlockkey'],
     ] as const) {
       const r = await engine.request(method, `/v1.41${path}`, { body: {} });
