@@ -21,7 +21,7 @@ import { registerImageRoutes } from './api/images.routes.js';
 import { apiWarnings, type FrontDoor, listenOn, prepareFrontDoor } from './api/listen.js';
 import { registerNetworkRoutes } from './api/networks.routes.js';
 import { registerPushRoutes } from './api/push.routes.js';
-import { registerSecretRoutes } from './api/secrets.routes.js';
+import { registerConfigRoutes, registerSecretRoutes } from './api/secrets.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
@@ -287,10 +287,8 @@ export async function startEngine(
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
   registerSwarmRoutes(router, swarm);
-  registerSecretRoutes(router, [
-    new ObjectService('secret', { swarm, log: log.child('secrets') }),
-    new ObjectService('config', { swarm, log: log.child('configs') }),
-  ]);
+  registerSecretRoutes(router, new ObjectService('secret', { swarm, log: log.child('secrets') }));
+  registerConfigRoutes(router, new ObjectService('config', { swarm, log: log.child('configs') }));
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

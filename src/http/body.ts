@@ -60,6 +60,21 @@ export const DISCARD_MS = 2_000;
 export const DISCARD_BYTES = 64 * 1024 * 1024;
 
 /**
+ * Fails a request body's readers with `err` while the connection stays open: node's own destroy
+ * of a request closes its socket, which would cut an answer already under way. For a body whose
+ * framing broke (a bad chunk) while its answer is being written: the handler reading it fails,
+ * finishes its answer with the error, and the connection closes after. Node's IncomingMessage
+ * emits the error only when somebody listens for it, and so does this.
+ */
+export function failBody(req: IncomingMessage, err: Error): void {
+  const stream = req as IncomingMessage & {
+    _destroy: (e: Error | null, cb: (e?: Error | null) => void) => void;
+  };
+  stream._destroy = (e, cb) => cb(req.listenerCount('error') > 0 ? e : null);
+  req.destroy(err);
+}
+
+/**
  * Before an answer that leaves the body unread: discard the rest so the connection can carry
  * the next request (and a client still sending reads the answer, not a reset), for at most
  * DISCARD_MS and DISCARD_BYTES; past either, the socket is destroyed. A request already destroyed

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import type { Logger } from '../common/log.js';
-import { hasBody } from './body.js';
+import { failBody, hasBody } from './body.js';
 
 export type { ConnectionLimits };
 
@@ -231,6 +231,13 @@ export class ConnectionGuard {
     if (!socket.writable) {
       socket.destroy();
       return;
+    }
+    const body = inFlight?.req;
+    if (inFlight?.headersSent && body && !body.complete) {
+      // the body of a request whose answer has begun is malformed (a bad chunk): it can never
+      // end, so whatever reads it fails now instead of waiting for ever; its answer finishes
+      // (below), then the refusal, and the connection, whose framing is lost, closes
+      failBody(body, err);
     }
     if (inFlight?.headersSent && !inFlight.writableFinished) {
       // bytes after a request whose answer is still being written (a stream, a progress): that

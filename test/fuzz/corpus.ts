@@ -221,6 +221,13 @@ export const CORPUS: CorpusCase[] = [
         brokenTar(),
       ]),
   },
+  {
+    name: 'a bad chunk in a load whose answer has begun ends the connection (never waited on for ever)',
+    server: 'engine',
+    bytes: text(
+      'POST /images/load?tag=a%2F%2Fb HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n\r\n0\r\n\r\n',
+    ),
+  },
   // registry: found in the first runs, fixed since
   {
     name: 'a CONNECT request is answered',

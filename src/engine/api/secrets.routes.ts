@@ -26,8 +26,18 @@ function forVersion(ctx: ApiContext, o: SwarmObject): SwarmObject {
   return { ...o, Spec: spec };
 }
 
-/** /secrets and /configs (moby's swarm router), one backend each. */
-export function registerSecretRoutes(router: ApiRouter, backends: ObjectBackend[]): void {
+/** /secrets (moby's swarm router). */
+export function registerSecretRoutes(router: ApiRouter, backend: ObjectBackend): void {
+  objectRoutes(router, 'secret', backend);
+}
+
+/** /configs (moby's swarm router). */
+export function registerConfigRoutes(router: ApiRouter, backend: ObjectBackend): void {
+  objectRoutes(router, 'config', backend);
+}
+
+/** The routes of one kind of swarm object: list, create, inspect, remove, update. */
+function objectRoutes(router: ApiRouter, kind: ObjectKind, backend: ObjectBackend): void {
   const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
     try {
       await handler(ctx);
@@ -36,56 +46,53 @@ export function registerSecretRoutes(router: ApiRouter, backends: ObjectBackend[
     }
   };
 
-  for (const backend of backends) {
-    const kind = backend.kind;
-    const base = `/${kind}s`;
-    router.get(
-      base,
-      route(async (ctx) => {
-        const list = await backend.list(parseFilters(ctx.query.get('filters')));
-        sendJson(
-          ctx.res,
-          200,
-          list.map((o) => forVersion(ctx, o)),
+  const base = `/${kind}s`;
+  router.get(
+    base,
+    route(async (ctx) => {
+      const list = await backend.list(parseFilters(ctx.query.get('filters')));
+      sendJson(
+        ctx.res,
+        200,
+        list.map((o) => forVersion(ctx, o)),
+      );
+    }),
+  );
+  router.post(
+    `${base}/create`,
+    route(async (ctx) => {
+      const spec = decodeObjectSpec(kind, await readJson(ctx.req));
+      if (spec.Templating && versionBefore(ctx.version, gates.swarmTemplating)) {
+        throw invalidParameter(
+          `${kind} templating is not supported on the specified API version: ${ctx.version}`,
         );
-      }),
-    );
-    router.post(
-      `${base}/create`,
-      route(async (ctx) => {
-        const spec = decodeObjectSpec(kind, await readJson(ctx.req));
-        if (spec.Templating && versionBefore(ctx.version, gates.swarmTemplating)) {
-          throw invalidParameter(
-            `${kind} templating is not supported on the specified API version: ${ctx.version}`,
-          );
-        }
-        sendJson(ctx.res, 201, { ID: await backend.create(spec) });
-      }),
-    );
-    router.get(
-      `${base}/{id}`,
-      route(async (ctx) => {
-        sendJson(ctx.res, 200, forVersion(ctx, await backend.inspect(ctx.params.id ?? '')));
-      }),
-    );
-    router.delete(
-      `${base}/{id}`,
-      route(async (ctx) => {
-        await backend.remove(ctx.params.id ?? '');
-        ctx.res.writeHead(204).end();
-      }),
-    );
-    router.post(
-      `${base}/{id}/update`,
-      route(async (ctx) => {
-        const spec = decodeObjectSpec(kind, await readJson(ctx.req));
-        const raw = ctx.query.get('version') ?? '';
-        if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
-          throw invalidParameter(`invalid ${kind} version`);
-        }
-        await backend.update(ctx.params.id ?? '', Number(raw), spec);
-        ctx.res.writeHead(200).end();
-      }),
-    );
-  }
+      }
+      sendJson(ctx.res, 201, { ID: await backend.create(spec) });
+    }),
+  );
+  router.get(
+    `${base}/{id}`,
+    route(async (ctx) => {
+      sendJson(ctx.res, 200, forVersion(ctx, await backend.inspect(ctx.params.id ?? '')));
+    }),
+  );
+  router.delete(
+    `${base}/{id}`,
+    route(async (ctx) => {
+      await backend.remove(ctx.params.id ?? '');
+      ctx.res.writeHead(204).end();
+    }),
+  );
+  router.post(
+    `${base}/{id}/update`,
+    route(async (ctx) => {
+      const spec = decodeObjectSpec(kind, await readJson(ctx.req));
+      const raw = ctx.query.get('version') ?? '';
+      if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+        throw invalidParameter(`invalid ${kind} version`);
+      }
+      await backend.update(ctx.params.id ?? '', Number(raw), spec);
+      ctx.res.writeHead(200).end();
+    }),
+  );
 }
