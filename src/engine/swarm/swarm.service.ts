@@ -680,11 +680,7 @@ export class SwarmService {
       initialCluster: [{ name: local.NodeID, peerUrl }],
       clusterState: state,
       clusterToken: local.ClusterID,
-      peerTls: {
-        certFile: this.files.certs.peerCert,
-        keyFile: this.files.certs.peerKey,
-        caFile: this.files.certs.ca,
-      },
+      peerTls: this.peerTls(),
       raft,
       forceNewCluster,
     });
@@ -737,6 +733,12 @@ export class SwarmService {
     } catch (err) {
       this.opts.log.debug('liveness renewal failed', { error: errorMessage(err) });
     }
+  }
+
+  /** The etcd member's peer certificate, key and the swarm's CA, as files. */
+  private peerTls(): { certFile: string; keyFile: string; caFile: string } {
+    const c = this.files.certs;
+    return { certFile: c.peerCert, keyFile: c.peerKey, caFile: c.ca };
   }
 
   private stopLiveness(): void {
@@ -936,11 +938,7 @@ export class SwarmService {
       initialCluster: m.InitialCluster,
       clusterState: 'existing',
       clusterToken: local.ClusterID,
-      peerTls: {
-        certFile: this.files.certs.peerCert,
-        keyFile: this.files.certs.peerKey,
-        caFile: this.files.certs.ca,
-      },
+      peerTls: this.peerTls(),
       raft,
     });
     await clusterCall(acceptedBy, 'POST', '/v1/promote', { MemberID: m.MemberID }, { ca, cert, key });
