@@ -1,9 +1,9 @@
 import { availableParallelism, hostname, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../common/log.js';
+import { BERTH_VERSION } from '../../common/version.js';
 import type { EngineConfig } from '../config.js';
 import type { EventsService } from '../events/events.service.js';
-import { ENGINE_VERSION } from '../system/system.service.js';
 import { hostInterfaces } from './addresses.js';
 import { hostEtcdProcesses } from './etcd/etcd-process.js';
 import { waitForEtcd } from './etcd/etcd-ready.js';
@@ -22,7 +22,7 @@ export function createSwarmService(config: EngineConfig, events: EventsService, 
   });
   return new SwarmService({
     dataRoot: config.dataRoot,
-    engineVersion: ENGINE_VERSION,
+    engineVersion: BERTH_VERSION,
     peerPort: config.swarmEtcdPeerPort,
     member,
     openStore: (socketPath) => new EtcdStore({ socketPath }),
