@@ -164,12 +164,6 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
     }),
   );
 
-  // not there yet: what a node outside a swarm (or a worker) answers, else not implemented
-  const later = (what: string) =>
-    route(async () => {
-      swarm.requireManager();
-      throw notImplemented(`${what} are not supported by this engine yet`);
-    });
   router.delete(
     '/nodes/{id}',
     route(async (ctx) => {
@@ -190,11 +184,19 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
       ctx.res.writeHead(200).end();
     }),
   );
-  for (const kind of ['services', 'tasks']) {
-    router.get(`/${kind}`, later(kind));
-    router.add(['GET', 'DELETE'], `/${kind}/{id}`, later(kind));
-    router.post(`/${kind}/{id}/update`, later(kind));
-  }
+
+  // services and tasks, not there yet: what a node outside a swarm (or a worker) answers, else 501
+  const later = (what: string) =>
+    route(async () => {
+      swarm.requireManager();
+      throw notImplemented(`${what} are not supported by this engine yet`);
+    });
+  router.get('/services', later('services'));
   router.post('/services/create', later('services'));
-  for (const kind of ['services', 'tasks']) router.get(`/${kind}/{id}/logs`, later(`${kind} logs`));
+  router.add(['GET', 'DELETE'], '/services/{id}', later('services'));
+  router.post('/services/{id}/update', later('services'));
+  router.get('/services/{id}/logs', later('services logs'));
+  router.get('/tasks', later('tasks'));
+  router.get('/tasks/{id}', later('tasks'));
+  router.get('/tasks/{id}/logs', later('tasks logs'));
 }

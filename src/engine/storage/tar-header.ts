@@ -5,6 +5,32 @@
 
 export const BLOCK = 512;
 
+/**
+ * One header block gathered from the chunks of a stream: read in place when a chunk holds it whole
+ * and no part of it came before, else copied into a buffer that the next block reuses (a reader
+ * that keeps a header copies it).
+ */
+export class HeaderBlock {
+  private readonly buf = Buffer.alloc(BLOCK);
+  private have = 0;
+
+  /** Bytes of a block gathered so far (0 at a block boundary). */
+  get pending(): number {
+    return this.have;
+  }
+
+  /** Takes what it needs from the start of `c`: how many bytes, and the block once it is whole. */
+  take(c: Buffer): { used: number; block?: Buffer } {
+    if (this.have === 0 && c.length >= BLOCK) return { used: BLOCK, block: c.subarray(0, BLOCK) };
+    const used = Math.min(BLOCK - this.have, c.length);
+    c.copy(this.buf, this.have, 0, used);
+    this.have += used;
+    if (this.have < BLOCK) return { used };
+    this.have = 0;
+    return { used, block: this.buf };
+  }
+}
+
 /** tar-stream's names for the type flags (null for the ones it does not know). */
 export const TAR_TYPES: Record<string, string> = {
   '0': 'file',

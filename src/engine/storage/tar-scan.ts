@@ -1,5 +1,14 @@
 import type tarStream from 'tar-stream';
-import { BLOCK, cString, headerSum, isUstar, parseNumeric, parsePax, TAR_TYPES } from './tar-header.js';
+import {
+  BLOCK,
+  cString,
+  HeaderBlock,
+  headerSum,
+  isUstar,
+  parseNumeric,
+  parsePax,
+  TAR_TYPES,
+} from './tar-header.js';
 
 /** The largest PAX or GNU long-name record read (as tar-stream). */
 const MAX_META = 4 * 1024 * 1024;
@@ -23,8 +32,7 @@ export interface TarScanSink {
  * of the chunk they came in.
  */
 export class TarScanner {
-  private readonly header = Buffer.alloc(BLOCK);
-  private headerHave = 0;
+  private readonly header = new HeaderBlock();
   /** Bytes left of the current body, then of its padding. */
   private body = 0;
   private pad = 0;
@@ -58,26 +66,15 @@ export class TarScanner {
         c = c.subarray(n);
         continue;
       }
-      if (this.headerHave === 0 && c.length >= BLOCK) {
-        // a whole block in the chunk: read it in place
-        this.onHeader(c.subarray(0, BLOCK));
-        c = c.subarray(BLOCK);
-        continue;
-      }
-      const n = Math.min(BLOCK - this.headerHave, c.length);
-      c.copy(this.header, this.headerHave, 0, n);
-      this.headerHave += n;
-      c = c.subarray(n);
-      if (this.headerHave === BLOCK) {
-        this.headerHave = 0;
-        this.onHeader(this.header);
-      }
+      const { used, block } = this.header.take(c);
+      c = c.subarray(used);
+      if (block) this.onHeader(block);
     }
   }
 
   /** The input ended: an archive cut inside a block, a record or a body is `Unexpected end of data`. */
   finish(): void {
-    if (this.body > 0 || this.pad > 0 || this.headerHave > 0) throw new Error('Unexpected end of data');
+    if (this.body > 0 || this.pad > 0 || this.header.pending > 0) throw new Error('Unexpected end of data');
   }
 
   private bodyDone(): void {

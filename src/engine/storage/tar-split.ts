@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import { invalidParameter, systemError } from '../../common/errors.js';
-import { BLOCK, checksumOk, cString, isUstar, parseNumeric, parsePax, TAR_TYPES } from './tar-header.js';
+import {
+  BLOCK,
+  checksumOk,
+  cString,
+  HeaderBlock,
+  isUstar,
+  parseNumeric,
+  parsePax,
+  TAR_TYPES,
+} from './tar-header.js';
 
 /**
  * A tar-split record (dockerd's `tar-split.json.gz`, in a compact binary form): every byte of a
@@ -40,8 +49,7 @@ export class TarSplitRecorder {
   private readonly segments: Buffer[] = [MAGIC];
   private raw: Buffer[] = [];
   private rawLength = 0;
-  private header = Buffer.alloc(BLOCK);
-  private headerHave = 0;
+  private readonly header = new HeaderBlock();
   /** Bytes left of the current body and of its padding. */
   private body = 0;
   private pad = 0;
@@ -97,14 +105,9 @@ export class TarSplitRecorder {
         c = c.subarray(n);
         continue;
       }
-      const n = Math.min(BLOCK - this.headerHave, c.length);
-      c.copy(this.header, this.headerHave, 0, n);
-      this.headerHave += n;
-      c = c.subarray(n);
-      if (this.headerHave === BLOCK) {
-        this.headerHave = 0;
-        this.onHeader(this.header);
-      }
+      const { used, block } = this.header.take(c);
+      c = c.subarray(used);
+      if (block) this.onHeader(block);
     }
   }
 
@@ -181,7 +184,7 @@ export class TarSplitRecorder {
 
   /** The input ended: true when it ended between members (a whole tarball). */
   get complete(): boolean {
-    return this.body === 0 && this.pad === 0 && this.headerHave === 0;
+    return this.body === 0 && this.pad === 0 && this.header.pending === 0;
   }
 
   get empty(): boolean {
