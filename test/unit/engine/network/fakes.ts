@@ -174,3 +174,15 @@ export class FakePortSockets implements PortSocketOps {
     };
   }
 }
+
+/** A network service's host operations, all fakes; the CNI runner and namespaces given or new. */
+export function fakeNetworkOps(cni = new FakeCni(), netns = new FakeNetns()) {
+  return {
+    cni,
+    netns,
+    link: new FakeLinks(),
+    firewall: new FakeFirewall(),
+    portRules: new FakePortRules(),
+    portSockets: new FakePortSockets(),
+  };
+}

@@ -13,15 +13,7 @@ import {
   SandboxPool,
 } from '../../../../src/engine/network/sandbox-pool.js';
 import { eventually } from '../../../helpers/eventually.js';
-import {
-  FakeCni,
-  FakeFirewall,
-  FakeLinks,
-  FakeNetns,
-  FakePortRules,
-  FakePortSockets,
-  quietLog,
-} from './fakes.js';
+import { FakeCni, FakeNetns, fakeNetworkOps, quietLog } from './fakes.js';
 
 /**
  * The sandbox pool through the network service, with fake plugins and namespaces: pooled
@@ -50,14 +42,7 @@ async function make(poolSize?: number) {
     bridge: 'berth0',
     events: new EventsService(),
     log: quietLog(),
-    ops: {
-      cni,
-      netns,
-      link: new FakeLinks(),
-      firewall: new FakeFirewall(),
-      portRules: new FakePortRules(),
-      portSockets: new FakePortSockets(),
-    },
+    ops: fakeNetworkOps(cni, netns),
     lockPath: join(root, 'lock'),
     ...(poolSize !== undefined ? { poolSize } : {}),
   });

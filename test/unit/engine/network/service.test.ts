@@ -10,15 +10,7 @@ import { withHostLock } from '../../../../src/engine/network/host-lock.js';
 import { createNetworkService, type NetworkService } from '../../../../src/engine/network/network.service.js';
 import type { Endpoint, ReleaseTarget } from '../../../../src/engine/network/network.types.js';
 import { parseFilters } from '../../../../src/http/query.js';
-import {
-  FakeCni,
-  FakeFirewall,
-  FakeLinks,
-  FakeNetns,
-  FakePortRules,
-  FakePortSockets,
-  quietLog,
-} from './fakes.js';
+import { FakeCni, FakeFirewall, FakeLinks, FakeNetns, fakeNetworkOps, quietLog } from './fakes.js';
 
 let dir: string;
 /** Services the tests made: closed before their files go (a spare namespace may be under way). */
@@ -162,14 +154,7 @@ describe('network service', () => {
       bridge: extra.bridge === undefined ? 'berth0' : extra.bridge,
       events,
       log: quietLog(),
-      ops: {
-        cni,
-        netns,
-        link: new FakeLinks(),
-        firewall: new FakeFirewall(),
-        portRules: new FakePortRules(),
-        portSockets: new FakePortSockets(),
-      },
+      ops: fakeNetworkOps(cni, netns),
       lockPath: join(root, 'lock'),
     });
     made.push(service);
