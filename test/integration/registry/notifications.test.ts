@@ -217,8 +217,11 @@ describe('notifications', () => {
     }
   });
 
-  it('after a kill -9 the queued events are sent by the next process, in order', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'berth-events-kill-'));
+  /** A directory with a config whose endpoint is the receiver, which is made to refuse (500). */
+  async function failingReceiverSetup(
+    prefix: string,
+  ): Promise<{ dir: string; config: string; root: string }> {
+    const dir = await mkdtemp(join(tmpdir(), prefix));
     const config = join(dir, 'config.yml');
     await writeFile(
       config,
@@ -228,10 +231,14 @@ describe('notifications', () => {
         notifications: endpointConfig(receiver.url),
       }),
     );
-    const root = join(dir, 'root');
     receiver.events = [];
     receiver.failing = true;
     receiver.refused = 0;
+    return { dir, config, root: join(dir, 'root') };
+  }
+
+  it('after a kill -9 the queued events are sent by the next process, in order', async () => {
+    const { dir, config, root } = await failingReceiverSetup('berth-events-kill-');
     const first = await startRegistryOnRoot(root, ['--config', config]);
     const pushed: string[] = [];
     try {
@@ -257,20 +264,7 @@ describe('notifications', () => {
   });
 
   it('two processes on one storage each send their own events once; a killed one’s go with its restart', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'berth-events-two-'));
-    const config = join(dir, 'config.yml');
-    await writeFile(
-      config,
-      JSON.stringify({
-        version: '0.1',
-        log: { level: 'error', accesslog: { disabled: true } },
-        notifications: endpointConfig(receiver.url),
-      }),
-    );
-    const root = join(dir, 'root');
-    receiver.events = [];
-    receiver.failing = true;
-    receiver.refused = 0;
+    const { dir, config, root } = await failingReceiverSetup('berth-events-two-');
     const a = await startRegistryOnRoot(root, ['--config', config]);
     const b = await startRegistryOnRoot(root, ['--config', config]);
     let a2: Awaited<ReturnType<typeof startRegistryOnRoot>> | undefined;
