@@ -123,6 +123,19 @@ export async function pushManifest(
   });
 }
 
+/** An OCI image manifest's JSON: a config and one uncompressed tar layer, by digest and size. */
+export function ociManifestJson(
+  config: { digest: string; size: number },
+  layer: { digest: string; size: number },
+): string {
+  return JSON.stringify({
+    schemaVersion: 2,
+    mediaType: OCI_MANIFEST,
+    config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...layer }],
+  });
+}
+
 /** A small image (config + one layer) pushed to a repository; returns its manifest and digest. */
 export async function pushImage(
   base: string,

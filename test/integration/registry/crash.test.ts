@@ -10,7 +10,14 @@ import { type FSWatcher, watch } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { buildOciLayout, OCI_MANIFEST, requireTool, skopeo, tempDir } from '../../helpers/registry.js';
+import {
+  buildOciLayout,
+  OCI_MANIFEST,
+  ociManifestJson,
+  requireTool,
+  skopeo,
+  tempDir,
+} from '../../helpers/registry.js';
 import { type RegistryProcess, startRegistryOnRoot } from '../../helpers/registry-process.js';
 
 const ACCEPT = OCI_MANIFEST;
@@ -129,18 +136,10 @@ class Load {
         this.monolithic(repo, config),
       ]);
       if (!layerDigest || !configDigest) throw new Error('blob push refused');
-      const manifest = JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_MANIFEST,
-        config: {
-          mediaType: 'application/vnd.oci.image.config.v1+json',
-          digest: configDigest,
-          size: config.length,
-        },
-        layers: [
-          { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layerDigest, size: layer.length },
-        ],
-      });
+      const manifest = ociManifestJson(
+        { digest: configDigest, size: config.length },
+        { digest: layerDigest, size: layer.length },
+      );
       const tag = `t${i}`;
       const put = this.req('PUT', `/v2/${repo}/manifests/${tag}`, manifest, {
         'Content-Type': OCI_MANIFEST,

@@ -16,6 +16,7 @@ import {
   errorCodes,
   http,
   OCI_MANIFEST,
+  ociManifestJson,
   pushBlob,
   pushImage,
   requireTool,
@@ -196,18 +197,10 @@ describe('proxying a berth registry with token auth', () => {
       headers: { ...auth, 'Content-Type': 'application/octet-stream' },
       body: config,
     });
-    const manifest = JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: {
-        mediaType: 'application/vnd.oci.image.config.v1+json',
-        digest: configDigest,
-        size: config.length,
-      },
-      layers: [
-        { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layerDigest, size: layer.length },
-      ],
-    });
+    const manifest = ociManifestJson(
+      { digest: configDigest, size: config.length },
+      { digest: layerDigest, size: layer.length },
+    );
     const put = await http('PUT', `${upstream.url}/v2/team/app/manifests/v1`, {
       headers: { ...auth, 'Content-Type': OCI_MANIFEST },
       body: manifest,
