@@ -65,16 +65,13 @@ describe('network sandboxes made ahead', () => {
   const nth = (subnet: string, n: number) => formatIpv4((parseCidr(subnet)?.ip ?? 0) + n);
   const mac = (ip: string) =>
     ['02', '42', ...ip.split('.').map((b) => Number(b).toString(16).padStart(2, '0'))].join(':');
+  /** A network's first IPAM subnet, as `docker network inspect` shows it. */
+  const subnetOf = (network: string) =>
+    engine.dockerOk(['network', 'inspect', '-f', '{{(index .IPAM.Config 0).Subnet}}', network]);
   const run = (...args: string[]) => engine.dockerOk(['run', '-d', ...args, 'busybox', 'sleep', '600']);
 
   it('hands a start on the default bridge a pooled sandbox with the address, MAC and routes IPAM gives', async () => {
-    const subnet = await engine.dockerOk([
-      'network',
-      'inspect',
-      '-f',
-      '{{(index .IPAM.Config 0).Subnet}}',
-      'bridge',
-    ]);
+    const subnet = await subnetOf('bridge');
     const since = Math.floor(Date.now() / 1000);
     await run('--name', 'p1');
     const p1 = await inspect('p1');
@@ -122,13 +119,7 @@ describe('network sandboxes made ahead', () => {
   });
 
   it('lets a name and an address be used again right after rm', async () => {
-    const subnet = await engine.dockerOk([
-      'network',
-      'inspect',
-      '-f',
-      '{{(index .IPAM.Config 0).Subnet}}',
-      'bridge',
-    ]);
+    const subnet = await subnetOf('bridge');
     for (let i = 0; i < 3; i++) {
       await engine.dockerOk(['rm', '-f', 'p1']);
       await run('--name', 'p1');
@@ -136,13 +127,7 @@ describe('network sandboxes made ahead', () => {
     }
     // a static address on a user-defined network, the same right after rm
     await engine.dockerOk(['network', 'create', 'again']);
-    const block = await engine.dockerOk([
-      'network',
-      'inspect',
-      '-f',
-      '{{(index .IPAM.Config 0).Subnet}}',
-      'again',
-    ]);
+    const block = await subnetOf('again');
     // (a picked block takes no --ip, as dockerd: a network with the same block given)
     await engine.dockerOk(['network', 'rm', 'again']);
     await engine.dockerOk(['network', 'create', '--subnet', block, 'again']);
@@ -159,13 +144,7 @@ describe('network sandboxes made ahead', () => {
     await engine.dockerOk(['network', 'create', 'busy']);
     const id = await engine.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'busy']);
     const bridge = `br-${id.slice(0, 12)}`;
-    const block = await engine.dockerOk([
-      'network',
-      'inspect',
-      '-f',
-      '{{(index .IPAM.Config 0).Subnet}}',
-      'busy',
-    ]);
+    const block = await subnetOf('busy');
     await run('--name', 'u1', '--network', 'busy');
     await run('--name', 'u2', '--network', 'busy');
     await eventually('the pool to fill', async () => (await leases(bridge)).length === 2 + POOL_SIZE);
@@ -201,13 +180,7 @@ describe('network sandboxes made ahead', () => {
   });
 
   it('leaves nothing of its pooled sandboxes after a kill -9 once the engine is back; the same addresses', async () => {
-    const subnet = await engine.dockerOk([
-      'network',
-      'inspect',
-      '-f',
-      '{{(index .IPAM.Config 0).Subnet}}',
-      'bridge',
-    ]);
+    const subnet = await subnetOf('bridge');
     await engine.dockerOk(['rm', '-f', 'p1', 'p2', 'p3']);
     // the pool holds the lowest free addresses again
     await eventually(
