@@ -12,4 +12,11 @@ export const keys = {
   manager: (id: string) => `${PREFIX}/managers/${id}`,
   managers: `${PREFIX}/managers/`,
   election: `${PREFIX}/election`,
+  service: (id: string) => `${PREFIX}/services/${id}`,
+  services: `${PREFIX}/services/`,
+  task: (id: string) => `${PREFIX}/tasks/${id}`,
+  tasks: `${PREFIX}/tasks/`,
+  /** A name's claim, created in the same txn as its object with create_revision == 0. */
+  name: (kind: 'services' | 'secrets' | 'configs' | 'networks', name: string) =>
+    `${PREFIX}/names/${kind}/${name}`,
 };
