@@ -41,6 +41,7 @@ import { startCreatedCrun } from './fast-start.js';
 import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
 import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
+import { ShimExecAttach } from './shim-exec.js';
 import { readCgroupStats } from './stats.js';
 
 /** What the driver remembers of a container it started, to find it again after a restart. */
@@ -112,6 +113,8 @@ export class ConmonDriver implements Runtime {
   private readonly watcher: ExitWatcher;
   private readonly metas = new Map<string, MonitorMeta>();
   private readonly reporting = new Set<string>();
+  /** Exec sessions run without conmon (berth-sys's exec shim), by exec id, until they end. */
+  private readonly shimExecs = new Map<string, ShimExecAttach>();
   private closed = false;
   /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
   private limits = new Map<string, ProcessLimit>();
@@ -493,6 +496,9 @@ export class ConmonDriver implements Runtime {
     const dir = join(this.execDir, execId);
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'process.json'), specToJson(process));
+    const shimRunner = this.o.runner.startExecShim?.bind(this.o.runner);
+    if (!opts.config.Tty && shimRunner)
+      return this.execWithShim(opts, runtime, process.args[0] ?? '', dir, shimRunner);
     const args = [
       '--api-version',
       '1',
@@ -555,7 +561,78 @@ export class ConmonDriver implements Runtime {
     return { pid: mon.pid, exited };
   }
 
+  /**
+   * A non-TTY exec without conmon: berth-sys's exec shim runs `runtime exec --detach` with the
+   * session's pipes and reports the pid and the exit (docs/runtime.md, Exec).
+   */
+  private async execWithShim(
+    opts: ExecOptions,
+    runtime: { name: string; cli: OciCli },
+    arg0: string,
+    dir: string,
+    startShim: NonNullable<ProcessRunner['startExecShim']>,
+  ): Promise<ExecProcess> {
+    const { id, execId } = opts;
+    const conn = new ShimExecAttach();
+    this.shimExecs.set(execId, conn);
+    const end = async () => {
+      this.shimExecs.delete(execId);
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    };
+    const pidFile = join(dir, 'pidfile');
+    const logFile = join(dir, 'log');
+    let pid: number;
+    let shim: Awaited<ReturnType<typeof startShim>>;
+    try {
+      if (opts.beforeStart) await opts.beforeStart();
+      shim = await startShim(
+        runtime.cli.path,
+        [
+          ...runtime.cli.globalArgs(),
+          `--log=${logFile}`,
+          '--log-format=json',
+          'exec',
+          '--detach',
+          '--pid-file',
+          pidFile,
+          '--process',
+          join(dir, 'process.json'),
+          id,
+        ],
+        { cwd: dir, pidFile, stdin: opts.stdin },
+      );
+      conn.bind(shim);
+      pid = await shim.started;
+    } catch (err) {
+      conn.failed();
+      await end();
+      throw err instanceof Error && 'kind' in err
+        ? err
+        : systemError(`OCI runtime exec failed: ${errorMessage(err)}`);
+    }
+    if (pid <= 0) {
+      conn.failed();
+      const raw = await readFile(logFile, 'utf8').catch(() => '');
+      await end();
+      const msg = this.message(runtime.name, raw, arg0);
+      if (/not running|is paused|stopped/i.test(msg))
+        throw conflict(`Container ${id} is not running: ${msg}`);
+      throw systemError(`OCI runtime exec failed: ${msg}`);
+    }
+    conn.started();
+    const exited = shim.exit.then(async (r) => {
+      conn.exited();
+      await end();
+      return r.message !== undefined && r.code < 0
+        ? { exitCode: r.code, error: r.message }
+        : { exitCode: r.code };
+    });
+    return { pid, exited };
+  }
+
   async attachExec(execId: string): Promise<AttachConnection> {
+    const direct = this.shimExecs.get(execId);
+    if (direct) return direct;
     return ConmonAttach.connect(join(this.execDir, execId), execId);
   }
 
