@@ -15,6 +15,7 @@ import {
 import { OciCli, runtimeMessage } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
+  ExecShim,
   MonitorStart,
   ProcessRunner,
   RunResult,
@@ -350,6 +351,99 @@ describe('exec sessions (fake processes)', () => {
     const second = runner.execs[1]!;
     assert.equal(second.attach, false);
     assert.ok(second.args.includes('-i') && !second.args.includes('--exec-attach'));
+    await d.close();
+  });
+});
+
+/** A runner with berth-sys's exec shim: the runtime's exec runs without conmon. */
+class ShimRunner extends FakeRunner {
+  shims: { file: string; args: string[]; o: { cwd: string; pidFile: string; stdin: boolean } }[] = [];
+  /** The runtime's answer: a pid, or -1 with what it wrote to its log. */
+  outcome: { pid: number } | { pid: -1; log: string } = { pid: 55 };
+  async startExecShim(
+    file: string,
+    args: string[],
+    o: { cwd: string; pidFile: string; stdin: boolean },
+  ): Promise<ExecShim> {
+    this.shims.push({ file, args, o });
+    const outcome = this.outcome;
+    if (outcome.pid < 0 && 'log' in outcome)
+      await writeFile(args.find((a) => a.startsWith('--log='))?.slice(6) ?? '', outcome.log);
+    const listeners: ((b: Buffer | null) => void)[] = [];
+    return {
+      onOutput: (_fd, l) => {
+        listeners.push(l);
+        setImmediate(() => l(null));
+      },
+      started: Promise.resolve(outcome.pid),
+      exit: Promise.resolve(outcome.pid > 0 ? { code: 4 } : { code: -1, message: 'exec failed' }),
+      writeStdin: async () => undefined,
+      closeStdin: () => undefined,
+      close: () => undefined,
+    };
+  }
+}
+
+describe('exec sessions without conmon (fake exec shim)', () => {
+  it("runs the runtime's exec --detach for a non-TTY exec, conmon for a TTY", async () => {
+    const runner = new ShimRunner();
+    const { d, sub } = await driver(runner, 'crun');
+    await d.start(startOpts(sub));
+    let attached = false;
+    const p = await d.exec({
+      id: 'abc',
+      execId: 'y1',
+      config: { Cmd: ['ls'] },
+      stdin: true,
+      beforeStart: async () => {
+        const conn = await d.attachExec('y1');
+        attached = conn.listenerCount('close') === 0;
+      },
+    });
+    assert.ok(attached);
+    assert.equal(p.pid, 55);
+    assert.deepEqual(await p.exited, { exitCode: 4 });
+    const { file, args, o } = runner.shims[0]!;
+    const dirOf = join(sub, 'exec', 'execs', 'y1');
+    assert.equal(file, '/usr/bin/crun');
+    assert.deepEqual(args, [
+      `--root=${join(sub, 'exec', 'crun')}`,
+      `--log=${join(dirOf, 'log')}`,
+      '--log-format=json',
+      'exec',
+      '--detach',
+      '--pid-file',
+      join(dirOf, 'pidfile'),
+      '--process',
+      join(dirOf, 'process.json'),
+      'abc',
+    ]);
+    assert.deepEqual(o, { cwd: dirOf, pidFile: join(dirOf, 'pidfile'), stdin: true });
+    await assert.rejects(stat(dirOf), /ENOENT/); // the session's directory goes with it
+    await d.exec({ id: 'abc', execId: 'y2', config: { Cmd: ['sh'], Tty: true }, stdin: true });
+    assert.equal(runner.shims.length, 1);
+    assert.equal(runner.execs.length, 1);
+    await d.close();
+  });
+
+  it("fails with the runtime's log message in runc's words, a conflict for a stopped container", async () => {
+    const runner = new ShimRunner();
+    const { d, sub } = await driver(runner, 'crun');
+    await d.start(startOpts(sub));
+    runner.outcome = {
+      pid: -1,
+      log: '{"msg":"executable file `nope` not found in $PATH: No such file or directory","level":"error"}\n',
+    };
+    await assert.rejects(
+      d.exec({ id: 'abc', execId: 'y3', config: { Cmd: ['nope'] }, stdin: false }),
+      /^SystemError: OCI runtime exec failed: unable to start container process: exec: "nope": executable file not found in \$PATH$/,
+    );
+    runner.outcome = { pid: -1, log: '{"msg":"container `abc` is not running","level":"error"}\n' };
+    await assert.rejects(
+      d.exec({ id: 'abc', execId: 'y4', config: { Cmd: ['true'] }, stdin: false }),
+      (err: unknown) => isKind(err, 'Conflict'),
+    );
+    await assert.rejects(stat(join(sub, 'exec', 'execs', 'y3')), /ENOENT/);
     await d.close();
   });
 });
