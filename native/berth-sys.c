@@ -29,7 +29,8 @@
  *             (fds[3], a `w` pipe) carries conmon's sync messages: `{"data": pid}` once the
  *             runtime exited 0 (the process runs, reparented to the shim), `{"data": -1}` when it
  *             failed (its log says why), then `{"data": exit code}` (128+signal) when the process
- *             ended. The shim keeps no end of the process's stdio. Events as for SPAWN.
+ *             ended. The shim keeps no end of the process's stdio. Events as for SPAWN. The
+             runtime runs from a sealed in-memory copy of `file` made once (see sealed_binary).
  * A WRITE that finds the pipe full is kept and finished when the child reads (its RESULT comes
  * then); a CLOSE of that pipe waits for it. Other requests go on meanwhile.
  * Answers and events:
@@ -48,8 +49,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -284,6 +288,90 @@ static void close_from(int lowfd) {
   for (long fd = lowfd; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
 }
 
+/*
+ * Sealed in-memory copies of the runtimes EXEC runs. runc and crun copy their own binary into a
+ * sealed memfd and execute that copy before they enter a container (CVE-2019-5736: the container
+ * must not be able to overwrite the host's binary through /proc/self/exe), unless the binary they
+ * run as already is a memfd with exactly these seals (runc's and crun's is_self_cloned). Made once
+ * per binary and run with execveat(2), which saves that copy (and crun's read-only bind mount of
+ * it) at every exec with the same protection: nothing can write to a sealed memfd. Made again
+ * when the file on disk changed (an upgrade).
+ */
+#define SEALED_MAX 4
+#define RUNTIME_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+static struct {
+  char path[4096];
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  int fd; /* 0: unused slot */
+} sealed[SEALED_MAX];
+
+static int make_sealed(const char *path, const struct stat *st) {
+  int in = open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -1;
+  int fd = memfd_create("berth-sealed-runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) fd = memfd_create("berth-sealed-runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  off_t sent = 0;
+  while (fd >= 0 && sent < st->st_size) {
+    ssize_t n = sendfile(fd, in, NULL, (size_t)(st->st_size - sent));
+    if (n <= 0) {
+      close(fd);
+      fd = -1;
+      break;
+    }
+    sent += n;
+  }
+  close(in);
+  if (fd >= 0 && (fcntl(fd, F_ADD_SEALS, RUNTIME_SEALS) < 0 || fcntl(fd, F_GET_SEALS) != RUNTIME_SEALS)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* The sealed copy of the binary at path, or -1 (then it is run from its path as it is). */
+static int sealed_binary(const char *path) {
+  struct stat st;
+  if (strlen(path) >= sizeof sealed[0].path || stat(path, &st) < 0 || !S_ISREG(st.st_mode)) return -1;
+  int free_slot = -1;
+  for (int i = 0; i < SEALED_MAX; i++) {
+    if (!sealed[i].fd) {
+      if (free_slot < 0) free_slot = i;
+      continue;
+    }
+    if (strcmp(sealed[i].path, path) != 0) continue;
+    if (sealed[i].dev == st.st_dev && sealed[i].ino == st.st_ino && sealed[i].size == st.st_size &&
+        sealed[i].mtime.tv_sec == st.st_mtim.tv_sec && sealed[i].mtime.tv_nsec == st.st_mtim.tv_nsec)
+      return sealed[i].fd;
+    close(sealed[i].fd); /* the file changed: a new copy */
+    sealed[i].fd = 0;
+    free_slot = i;
+    break;
+  }
+  if (free_slot < 0) return -1;
+  int fd = make_sealed(path, &st);
+  if (fd < 0) return -1;
+  if (fd == 0) { /* never slot value 0 */
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    fd = moved;
+    if (fd < 0) return -1;
+  }
+  strcpy(sealed[free_slot].path, path);
+  sealed[free_slot].dev = st.st_dev;
+  sealed[free_slot].ino = st.st_ino;
+  sealed[free_slot].size = st.st_size;
+  sealed[free_slot].mtime = st.st_mtim;
+  sealed[free_slot].fd = fd;
+  return fd;
+}
+
 /* One of conmon's sync messages on the exec shim's status descriptor. */
 static void shim_report(int fd, int value) {
   char line[64];
@@ -297,7 +385,7 @@ static void shim_report(int fd, int value) {
  * from the runtime's pid file, then the process's exit (it is reparented to the shim, a child
  * subreaper, once the runtime exited). Never returns.
  */
-static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, int errfd) {
+static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, int errfd, int binfd) {
   const int status_fd = 3;
   close(errfd); /* the helper's spawn is done: nothing of ours to exec */
   if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
@@ -317,6 +405,7 @@ static void exec_shim(const char *file, char **argv, char **envp, const char *pi
   if (rt == 0) {
     close(status_fd);
     close(ep[0]);
+    if (binfd >= 0) syscall(SYS_execveat, binfd, "", argv, envp, AT_EMPTY_PATH);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(ep[1], &err, sizeof err);
@@ -428,6 +517,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfi
     fcntl(mine[i], F_SETFL, O_NONBLOCK);
   }
   /* an exec failure is reported through a close-on-exec pipe */
+  int binfd = shim_pidfile ? sealed_binary(file) : -1;
   int ep[2] = {-1, -1};
   pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
   if (pid < 0) {
@@ -458,19 +548,21 @@ static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfi
       src[i] = fcntl(from, F_DUPFD, base + (int)i);
     }
     int errfd = fcntl(ep[1], F_DUPFD_CLOEXEC, base + MAX_CHILD_FDS);
+    int bin = binfd >= 0 ? fcntl(binfd, F_DUPFD_CLOEXEC, base + MAX_CHILD_FDS + 1) : -1;
     for (size_t i = 0; i < nfds; i++) dup2(src[i], (int)i);
     if (errfd != (int)nfds) {
       dup2(errfd, (int)nfds);
       fcntl((int)nfds, F_SETFD, FD_CLOEXEC);
     }
-    close_from((int)nfds + 1);
+    if (bin >= 0) bin = dup3(bin, (int)nfds + 1, O_CLOEXEC); /* the shim's sealed runtime */
+    close_from((int)nfds + (bin >= 0 ? 2 : 1));
     errfd = (int)nfds;
     if (cwd[0] && chdir(cwd) < 0) {
       int err = errno;
       (void)!write(errfd, &err, sizeof err);
       _exit(127);
     }
-    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, errfd);
+    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, errfd, bin);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(errfd, &err, sizeof err);

@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, readlink } from 'node:fs/promises';
+import { readdir, readFile, readlink, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import { sysHelper } from '../../../src/common/host/sys-helper.js';
+import { lookPath } from '../../../src/engine/runtime/driver/process.js';
 import type { AttachConnection, Runtime } from '../../../src/engine/runtime/runtime.types.js';
 import { eventually } from '../../helpers/eventually.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
+
+const run = promisify(execFile);
 
 /** Everything an attach connection receives, as bytes, until it closes. */
 function collectBytes(conn: AttachConnection): Promise<{ stdout: Buffer; stderr: Buffer }> {
@@ -75,6 +80,29 @@ for (const name of ['runc', 'crun'] as const) {
       conn!.writeStdin(Buffer.from('meow\n'));
       assert.deepEqual(await p.exited, { exitCode: 0 });
       assert.deepEqual(await got, { stdout: 'ready\ngot meow\n', stderr: '' });
+    });
+
+    it('runs the runtime from one sealed in-memory copy of its binary (no copy of its own per exec)', async () => {
+      const p = await d.exec({ id: 'shim', execId: 'sealed', config: { Cmd: ['true'] }, stdin: false });
+      assert.deepEqual(await p.exited, { exitCode: 0 });
+      const pid = sysHelper()?.pid;
+      const fds = await readdir(`/proc/${pid}/fd`);
+      const copies: string[] = [];
+      for (const fd of fds) {
+        const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+        if (link.startsWith('/memfd:berth-sealed-runtime')) copies.push(`/proc/${pid}/fd/${fd}`);
+      }
+      const size = (await stat((await lookPath(name)) ?? name)).size;
+      const sizes = await Promise.all(copies.map(async (c) => (await stat(c)).size));
+      const mine = copies.filter((_, i) => sizes[i] === size);
+      assert.equal(mine.length, 1, `one sealed copy of ${name} (${copies.length} copies in all)`);
+      // the seals runc and crun look for before they skip their own copy: no write, no resize
+      const { stdout } = await run('python3', [
+        '-c',
+        'import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); print(fcntl.fcntl(fd, fcntl.F_GET_SEALS))',
+        mine[0] ?? '',
+      ]);
+      assert.equal(Number(stdout), 0x1 | 0x2 | 0x4 | 0x8);
     });
 
     it('passes megabytes of stdin through and back in order (a full pipe waits, nothing is lost)', async () => {

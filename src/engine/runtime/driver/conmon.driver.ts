@@ -115,6 +115,8 @@ export class ConmonDriver implements Runtime {
   private readonly reporting = new Set<string>();
   /** Exec sessions run without conmon (berth-sys's exec shim), by exec id, until they end. */
   private readonly shimExecs = new Map<string, ShimExecAttach>();
+  /** Each started container's spec as exec reads it (config.json), by its start's meta. */
+  private readonly specs = new WeakMap<MonitorMeta, OciSpec>();
   private closed = false;
   /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
   private limits = new Map<string, ProcessLimit>();
@@ -474,6 +476,9 @@ export class ConmonDriver implements Runtime {
   /** The spec the container runs with (its bundle's config.json). */
   private async containerSpec(id: string): Promise<OciSpec> {
     const meta = await this.meta(id);
+    // read once per start: each start writes config.json and makes a new meta
+    const cached = this.specs.get(meta);
+    if (cached) return cached;
     let text: string;
     try {
       text = await readFile(join(meta.bundleDir, 'config.json'), 'utf8');
@@ -482,7 +487,9 @@ export class ConmonDriver implements Runtime {
       throw err;
     }
     // RLIM_INFINITY does not fit a JS number: keep it as the spec object's -1
-    return JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as OciSpec;
+    const spec = JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as OciSpec;
+    this.specs.set(meta, spec);
+    return spec;
   }
 
   async exec(opts: ExecOptions): Promise<ExecProcess> {
@@ -620,9 +627,9 @@ export class ConmonDriver implements Runtime {
       throw systemError(`OCI runtime exec failed: ${msg}`);
     }
     conn.started();
-    const exited = shim.exit.then(async (r) => {
+    const exited = shim.exit.then((r) => {
       conn.exited();
-      await end();
+      void end(); // after the answer: nothing reads the session's files any more
       return r.message !== undefined && r.code < 0
         ? { exitCode: r.code, error: r.message }
         : { exitCode: r.code };
