@@ -22,14 +22,16 @@
  *             EOF (u8 fd), EXIT (i32 wait status).
  *   5 WRITE   u32 handle, u8 fd, bytes      write to a spawned child's `r` pipe
  *   6 CLOSE   u32 handle, u8 fd (255: all)  close the helper's ends of a child's pipes
- *   7 EXEC    pidfile, then SPAWN's payload (fds, cwd, file, argc, argv..., envc, env...)
+ *   7 EXEC    pidfile, cleanup, then SPAWN's payload (fds, cwd, file, argc, argv..., envc, env...)
  *             an exec session without a monitor process: the helper forks a shim (no exec of its
  *             own) that becomes a child subreaper and runs `file argv` (the runtime's `exec
  *             --detach --pid-file pidfile ...`) with descriptors 0-2; the shim's descriptor 3
  *             (fds[3], a `w` pipe) carries conmon's sync messages: `{"data": pid}` once the
  *             runtime exited 0 (the process runs, reparented to the shim), `{"data": -1}` when it
  *             failed (its log says why), then `{"data": exit code}` (128+signal) when the process
- *             ended. The shim keeps no end of the process's stdio. Events as for SPAWN. The
+ *             ended. The shim keeps no end of the process's stdio, removes the pid file once read
+             and the files in cleanup (newline-separated) once the runtime succeeded. Events as
+             for SPAWN. The
              runtime runs from a sealed in-memory copy of `file` made once (see sealed_binary).
  * A WRITE that finds the pipe full is kept and finished when the child reads (its RESULT comes
  * then); a CLOSE of that pipe waits for it. Other requests go on meanwhile.
@@ -385,7 +387,8 @@ static void shim_report(int fd, int value) {
  * from the runtime's pid file, then the process's exit (it is reparented to the shim, a child
  * subreaper, once the runtime exited). Never returns.
  */
-static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, int errfd, int binfd) {
+static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, const char *cleanup, int errfd,
+                      int binfd) {
   const int status_fd = 3;
   close(errfd); /* the helper's spawn is done: nothing of ours to exec */
   if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
@@ -437,6 +440,19 @@ static void exec_shim(const char *file, char **argv, char **envp, const char *pi
     _exit(0);
   }
   shim_report(status_fd, pid);
+  /* the runtime is done with its files: the engine has nothing to remove after a start */
+  unlink(pidfile);
+  for (const char *f = cleanup; *f;) {
+    const char *nl = strchr(f, '\n');
+    size_t n = nl ? (size_t)(nl - f) : strlen(f);
+    char path[4096];
+    if (n < sizeof path) {
+      memcpy(path, f, n);
+      path[n] = '\0';
+      unlink(path);
+    }
+    f += n + (nl ? 1 : 0);
+  }
   for (;;) {
     /* orphans the process leaves are reparented here too: reaped, not reported */
     pid_t w = waitpid(-1, &status, 0);
@@ -450,18 +466,18 @@ static void exec_shim(const char *file, char **argv, char **envp, const char *pi
   _exit(0);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile);
+static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup);
 
-static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL); }
+static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL, NULL); }
 
 static void do_exec(uint32_t id, char *p, size_t len) {
-  char *s[1];
-  int off = split(p, len, s, 1);
+  char *s[2];
+  int off = split(p, len, s, 2);
   if (off < 0 || !s[0][0]) return send_result(id, -EINVAL, "bad exec request");
-  spawn_child(id, p + off, len - (size_t)off, s[0]);
+  spawn_child(id, p + off, len - (size_t)off, s[0], s[1]);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile) {
+static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup) {
   char *head[4];
   int off = split(p, len, head, 4);
   if (off < 0) return send_result(id, -EINVAL, "bad spawn request");
@@ -562,7 +578,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfi
       (void)!write(errfd, &err, sizeof err);
       _exit(127);
     }
-    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, errfd, bin);
+    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, shim_cleanup, errfd, bin);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(errfd, &err, sizeof err);

@@ -251,10 +251,11 @@ export class SysHelper {
    * `file args` (the runtime's `exec --detach --pid-file <pidFile> ...`) on descriptors 0-2 and
    * reports on descriptor 3 (`fds` has four letters, the fourth `w`) conmon's sync messages:
    * `{"data": pid}` or `{"data": -1}` when the runtime failed, then `{"data": exit code}`.
+   * The shim removes the pid file once read, and the `cleanup` files once the runtime succeeded.
    * The child's pid is the shim's.
    */
-  async execShim(r: SpawnRequest & { pidFile: string }): Promise<SysChild> {
-    return this.startChild(OP.exec, [r.pidFile], r);
+  async execShim(r: SpawnRequest & { pidFile: string; cleanup?: string[] }): Promise<SysChild> {
+    return this.startChild(OP.exec, [r.pidFile, (r.cleanup ?? []).join('\n')], r);
   }
 
   private async startChild(op: number, prefix: string[], r: SpawnRequest): Promise<SysChild> {

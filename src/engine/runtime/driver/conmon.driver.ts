@@ -117,6 +117,7 @@ export class ConmonDriver implements Runtime {
   private readonly shimExecs = new Map<string, ShimExecAttach>();
   /** Each started container's spec as exec reads it (config.json), by its start's meta. */
   private readonly specs = new WeakMap<MonitorMeta, OciSpec>();
+  private execDirReady: Promise<void> | undefined;
   private closed = false;
   /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
   private limits = new Map<string, ProcessLimit>();
@@ -500,12 +501,11 @@ export class ConmonDriver implements Runtime {
     });
     const runtime = await this.runtimeOf(id);
     const cli = runtime.cli;
+    const shimRunner = this.o.runner.startExecShim?.bind(this.o.runner);
+    if (!opts.config.Tty && shimRunner) return this.execWithShim(opts, runtime, process, shimRunner);
     const dir = join(this.execDir, execId);
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'process.json'), specToJson(process));
-    const shimRunner = this.o.runner.startExecShim?.bind(this.o.runner);
-    if (!opts.config.Tty && shimRunner)
-      return this.execWithShim(opts, runtime, process.args[0] ?? '', dir, shimRunner);
     const args = [
       '--api-version',
       '1',
@@ -575,19 +575,25 @@ export class ConmonDriver implements Runtime {
   private async execWithShim(
     opts: ExecOptions,
     runtime: { name: string; cli: OciCli },
-    arg0: string,
-    dir: string,
+    process: OciProcess,
     startShim: NonNullable<ProcessRunner['startExecShim']>,
   ): Promise<ExecProcess> {
     const { id, execId } = opts;
+    // the session's files, next to each other (no directory to make and remove per session)
+    const base = join(this.execDir, execId);
+    const [specFile, pidFile, logFile] = [`${base}.json`, `${base}.pid`, `${base}.log`];
+    this.execDirReady ??= mkdir(this.execDir, { recursive: true }).then(() => undefined);
+    await this.execDirReady;
+    await writeFile(specFile, specToJson(process));
     const conn = new ShimExecAttach();
     this.shimExecs.set(execId, conn);
+    // the shim removes them once the runtime started the process; after a failure, we do
     const end = async () => {
       this.shimExecs.delete(execId);
-      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      await Promise.all([specFile, pidFile, logFile].map((f) => rm(f, { force: true }))).catch(
+        () => undefined,
+      );
     };
-    const pidFile = join(dir, 'pidfile');
-    const logFile = join(dir, 'log');
     let pid: number;
     let shim: Awaited<ReturnType<typeof startShim>>;
     try {
@@ -603,10 +609,10 @@ export class ConmonDriver implements Runtime {
           '--pid-file',
           pidFile,
           '--process',
-          join(dir, 'process.json'),
+          specFile,
           id,
         ],
-        { cwd: dir, pidFile, stdin: opts.stdin },
+        { cwd: this.execDir, pidFile, cleanup: [specFile, logFile], stdin: opts.stdin },
       );
       conn.bind(shim);
       pid = await shim.started;
@@ -621,7 +627,7 @@ export class ConmonDriver implements Runtime {
       conn.failed();
       const raw = await readFile(logFile, 'utf8').catch(() => '');
       await end();
-      const msg = this.message(runtime.name, raw, arg0);
+      const msg = this.message(runtime.name, raw, process.args[0]);
       if (/not running|is paused|stopped/i.test(msg))
         throw conflict(`Container ${id} is not running: ${msg}`);
       throw systemError(`OCI runtime exec failed: ${msg}`);
@@ -629,7 +635,7 @@ export class ConmonDriver implements Runtime {
     conn.started();
     const exited = shim.exit.then((r) => {
       conn.exited();
-      void end(); // after the answer: nothing reads the session's files any more
+      this.shimExecs.delete(execId);
       return r.message !== undefined && r.code < 0
         ? { exitCode: r.code, error: r.message }
         : { exitCode: r.code };

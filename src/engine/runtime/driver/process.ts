@@ -40,6 +40,15 @@ export interface ExecShim {
   close(): void;
 }
 
+export interface ExecShimOptions {
+  cwd: string;
+  /** The runtime's `--pid-file`: read by the shim, then removed. */
+  pidFile: string;
+  /** Files the shim removes once the runtime started the process (its spec, its log). */
+  cleanup: string[];
+  stdin: boolean;
+}
+
 /** Runs external programs (runtime CLI, conmon, mount). Tests may substitute it. */
 export interface ProcessRunner {
   run(file: string, args: string[]): Promise<RunResult>;
@@ -63,11 +72,7 @@ export interface ProcessRunner {
    * Run the runtime's `exec --detach --pid-file <pidFile>` (in `args`) under berth-sys's exec
    * shim, the process's stdin a pipe when `stdin`, else /dev/null. Only with berth-sys.
    */
-  startExecShim?(
-    file: string,
-    args: string[],
-    o: { cwd: string; pidFile: string; stdin: boolean },
-  ): Promise<ExecShim>;
+  startExecShim?(file: string, args: string[], o: ExecShimOptions): Promise<ExecShim>;
 }
 
 /** A started program's pipes and exit, whichever way it was started (berth-sys or Node). */
@@ -108,12 +113,17 @@ function jsonLines(
   });
 }
 
+let engineEnv: NodeJS.ProcessEnv | undefined;
+
+/** The environment of the programs the engine runs: its own (read once), without systemd's hand-overs. */
 const childEnv = (): NodeJS.ProcessEnv => {
-  const env = { ...process.env };
-  delete env.NOTIFY_SOCKET;
-  delete env.LISTEN_PID;
-  delete env.LISTEN_FDS;
-  return env;
+  if (!engineEnv) {
+    engineEnv = { ...process.env };
+    delete engineEnv.NOTIFY_SOCKET;
+    delete engineEnv.LISTEN_PID;
+    delete engineEnv.LISTEN_FDS;
+  }
+  return engineEnv;
 };
 
 /**
@@ -202,7 +212,7 @@ async function startExecShim(
   sys: SysHelper,
   file: string,
   args: string[],
-  o: { cwd: string; pidFile: string; stdin: boolean },
+  o: ExecShimOptions,
 ): Promise<ExecShim> {
   const c = await sys.execShim({
     file,
@@ -210,6 +220,7 @@ async function startExecShim(
     env: childEnv(),
     cwd: o.cwd,
     pidFile: o.pidFile,
+    cleanup: o.cleanup,
     fds: o.stdin ? 'rwww' : 'nwww',
   });
   let startedResolve: (pid: number) => void = () => undefined;

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, stat, stat as stat_, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, stat as stat_, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +16,7 @@ import { OciCli, runtimeMessage } from '../../../../src/engine/runtime/driver/oc
 import type {
   ExecMonitor,
   ExecShim,
+  ExecShimOptions,
   MonitorStart,
   ProcessRunner,
   RunResult,
@@ -357,14 +358,10 @@ describe('exec sessions (fake processes)', () => {
 
 /** A runner with berth-sys's exec shim: the runtime's exec runs without conmon. */
 class ShimRunner extends FakeRunner {
-  shims: { file: string; args: string[]; o: { cwd: string; pidFile: string; stdin: boolean } }[] = [];
+  shims: { file: string; args: string[]; o: ExecShimOptions }[] = [];
   /** The runtime's answer: a pid, or -1 with what it wrote to its log. */
   outcome: { pid: number } | { pid: -1; log: string } = { pid: 55 };
-  async startExecShim(
-    file: string,
-    args: string[],
-    o: { cwd: string; pidFile: string; stdin: boolean },
-  ): Promise<ExecShim> {
+  async startExecShim(file: string, args: string[], o: ExecShimOptions): Promise<ExecShim> {
     this.shims.push({ file, args, o });
     const outcome = this.outcome;
     if (outcome.pid < 0 && 'log' in outcome)
@@ -404,22 +401,28 @@ describe('exec sessions without conmon (fake exec shim)', () => {
     assert.equal(p.pid, 55);
     assert.deepEqual(await p.exited, { exitCode: 4 });
     const { file, args, o } = runner.shims[0]!;
-    const dirOf = join(sub, 'exec', 'execs', 'y1');
+    const base = join(sub, 'exec', 'execs', 'y1');
     assert.equal(file, '/usr/bin/crun');
     assert.deepEqual(args, [
       `--root=${join(sub, 'exec', 'crun')}`,
-      `--log=${join(dirOf, 'log')}`,
+      `--log=${base}.log`,
       '--log-format=json',
       'exec',
       '--detach',
       '--pid-file',
-      join(dirOf, 'pidfile'),
+      `${base}.pid`,
       '--process',
-      join(dirOf, 'process.json'),
+      `${base}.json`,
       'abc',
     ]);
-    assert.deepEqual(o, { cwd: dirOf, pidFile: join(dirOf, 'pidfile'), stdin: true });
-    await assert.rejects(stat(dirOf), /ENOENT/); // the session's directory goes with it
+    assert.deepEqual(o, {
+      cwd: join(sub, 'exec', 'execs'),
+      pidFile: `${base}.pid`,
+      cleanup: [`${base}.json`, `${base}.log`],
+      stdin: true,
+    });
+    // the process's spec as for conmon: the container's, with the exec's command
+    assert.deepEqual((JSON.parse(await readFile(`${base}.json`, 'utf8')) as { args: string[] }).args, ['ls']);
     await d.exec({ id: 'abc', execId: 'y2', config: { Cmd: ['sh'], Tty: true }, stdin: true });
     assert.equal(runner.shims.length, 1);
     assert.equal(runner.execs.length, 1);
@@ -443,7 +446,8 @@ describe('exec sessions without conmon (fake exec shim)', () => {
       d.exec({ id: 'abc', execId: 'y4', config: { Cmd: ['true'] }, stdin: false }),
       (err: unknown) => isKind(err, 'Conflict'),
     );
-    await assert.rejects(stat(join(sub, 'exec', 'execs', 'y3')), /ENOENT/);
+    // after a failure nothing of the session is left (after a start, the shim removes its files)
+    assert.deepEqual(await readdir(join(sub, 'exec', 'execs')), []);
     await d.close();
   });
 });
