@@ -105,6 +105,38 @@ for (const name of ['runc', 'crun'] as const) {
       assert.equal(Number(stdout), 0x1 | 0x2 | 0x4 | 0x8);
     });
 
+    it("gives the process the container's capabilities, seccomp filter, no_new_privs and rlimits; all capabilities when privileged", async () => {
+      const fields = /^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):\s*(\S+)$/gm;
+      const security = (status: string) => [...status.matchAll(fields)].map((m) => `${m[1]}=${m[2]}`);
+      const show = async (execId: string, privileged: boolean) => {
+        let got: Promise<{ stdout: string; stderr: string }> | undefined;
+        const p = await d.exec({
+          id: 'shim',
+          execId,
+          config: {
+            Cmd: ['sh', '-c', 'cat /proc/self/status; cat /proc/self/limits'],
+            Privileged: privileged,
+          },
+          stdin: false,
+          beforeStart: async () => {
+            got = collect(await d.attachExec(execId));
+          },
+        });
+        assert.deepEqual(await p.exited, { exitCode: 0 });
+        return (await got!).stdout;
+      };
+      const init = await readFile(`/proc/${initPid}/status`, 'utf8');
+      const plain = await show('caps', false);
+      assert.deepEqual(security(plain), security(init));
+      assert.match(plain, /^Seccomp:\s*2$/m);
+      const limitsOf = (text: string) => text.split('\n').filter((l) => l.startsWith('Max '));
+      assert.deepEqual(limitsOf(plain), limitsOf(await readFile(`/proc/${initPid}/limits`, 'utf8')));
+      const privileged = await show('privcaps', true);
+      const own = /^CapBnd:\s*(\S+)$/m.exec(await readFile('/proc/self/status', 'utf8'))?.[1];
+      assert.match(privileged, new RegExp(`^CapEff:\\s*${own}$`, 'm'));
+      assert.notEqual(/^CapEff:\s*(\S+)$/m.exec(plain)?.[1], own);
+    });
+
     it('passes megabytes of stdin through and back in order (a full pipe waits, nothing is lost)', async () => {
       const data = randomBytes(3 * 1024 * 1024 + 17);
       let conn: AttachConnection | undefined;
