@@ -22,17 +22,18 @@
  *             EOF (u8 fd), EXIT (i32 wait status).
  *   5 WRITE   u32 handle, u8 fd, bytes      write to a spawned child's `r` pipe
  *   6 CLOSE   u32 handle, u8 fd (255: all)  close the helper's ends of a child's pipes
- *   7 EXEC    pidfile, cleanup, then SPAWN's payload (fds, cwd, file, argc, argv..., envc, env...)
+ *   7 EXEC    pidfile, cleanup, specfile, spec, then SPAWN's payload (fds, cwd, file, argc, argv...,
+ *             envc, env...)
  *             an exec session without a monitor process: the helper forks a shim (no exec of its
- *             own) that becomes a child subreaper and runs `file argv` (the runtime's `exec
- *             --detach --pid-file pidfile ...`) with descriptors 0-2; the shim's descriptor 3
- *             (fds[3], a `w` pipe) carries conmon's sync messages: `{"data": pid}` once the
- *             runtime exited 0 (the process runs, reparented to the shim), `{"data": -1}` when it
- *             failed (its log says why), then `{"data": exit code}` (128+signal) when the process
- *             ended. The shim keeps no end of the process's stdio, removes the pid file once read
-             and the files in cleanup (newline-separated) once the runtime succeeded. Events as
-             for SPAWN. The
-             runtime runs from a sealed in-memory copy of `file` made once (see sealed_binary).
+ *             own) that writes spec (the process's JSON) to specfile, becomes a child subreaper
+ *             and runs `file argv` (the runtime's `exec --detach --pid-file pidfile --process
+ *             specfile ...`, from a sealed in-memory copy of file: see sealed_binary) with
+ *             descriptors 0-2; the shim's descriptor 3 (fds[3], a `w` pipe) carries conmon's sync
+ *             messages: `{"data": pid}` once the runtime exited 0 (the process runs, reparented to
+ *             the shim), `{"data": -1}` when it failed (its log says why), then
+ *             `{"data": exit code}` (128+signal) when the process ended. The shim keeps no end of
+ *             the process's stdio, removes the pid file once read and the files in cleanup
+ *             (newline-separated) once the runtime started the process. Events as for SPAWN.
  * A WRITE that finds the pipe full is kept and finished when the child reads (its RESULT comes
  * then); a CLOSE of that pipe waits for it. Other requests go on meanwhile.
  * Answers and events:
@@ -387,10 +388,43 @@ static void shim_report(int fd, int value) {
  * from the runtime's pid file, then the process's exit (it is reparented to the shim, a child
  * subreaper, once the runtime exited). Never returns.
  */
-static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, const char *cleanup, int errfd,
-                      int binfd) {
+/* What EXEC gives the shim besides SPAWN's payload. */
+struct shim_args {
+  const char *pidfile; /* the runtime's --pid-file */
+  const char *cleanup; /* files removed once the runtime started the process, newline-separated */
+  const char *specfile, *spec; /* the runtime's --process file, written here first */
+};
+
+/* Write the process's spec where the runtime reads it (0 or an errno). */
+static int write_spec(const struct shim_args *a) {
+  int fd = open(a->specfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  size_t len = strlen(a->spec), off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, a->spec + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : EIO;
+      close(fd);
+      return err;
+    }
+    off += (size_t)n;
+  }
+  return close(fd) < 0 ? errno : 0;
+}
+
+static void exec_shim(const char *file, char **argv, char **envp, const struct shim_args *a, int errfd, int binfd) {
   const int status_fd = 3;
+  const char *pidfile = a->pidfile, *cleanup = a->cleanup;
   close(errfd); /* the helper's spawn is done: nothing of ours to exec */
+  int spec_err = write_spec(a);
+  if (spec_err) {
+    char line[256];
+    int n = snprintf(line, sizeof line, "{\"data\": -1, \"message\": \"writing the exec process spec: %s\"}\n",
+                     strerror(spec_err));
+    (void)!write(status_fd, line, (size_t)n);
+    _exit(1);
+  }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
     shim_report(status_fd, -1);
     _exit(1);
@@ -466,25 +500,26 @@ static void exec_shim(const char *file, char **argv, char **envp, const char *pi
   _exit(0);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup);
+static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim);
 
-static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL, NULL); }
+static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL); }
 
 static void do_exec(uint32_t id, char *p, size_t len) {
-  char *s[2];
-  int off = split(p, len, s, 2);
-  if (off < 0 || !s[0][0]) return send_result(id, -EINVAL, "bad exec request");
-  spawn_child(id, p + off, len - (size_t)off, s[0], s[1]);
+  char *s[4];
+  int off = split(p, len, s, 4);
+  if (off < 0 || !s[0][0] || !s[2][0]) return send_result(id, -EINVAL, "bad exec request");
+  struct shim_args a = {.pidfile = s[0], .cleanup = s[1], .specfile = s[2], .spec = s[3]};
+  spawn_child(id, p + off, len - (size_t)off, &a);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup) {
+static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim) {
   char *head[4];
   int off = split(p, len, head, 4);
   if (off < 0) return send_result(id, -EINVAL, "bad spawn request");
   const char *fds = head[0], *cwd = head[1], *file = head[2];
   int argc = atoi(head[3]);
   size_t nfds = strlen(fds);
-  if (argc < 1 || argc > 4096 || nfds > MAX_CHILD_FDS || (shim_pidfile && (nfds != 4 || fds[3] != 'w')))
+  if (argc < 1 || argc > 4096 || nfds > MAX_CHILD_FDS || (shim && (nfds != 4 || fds[3] != 'w')))
     return send_result(id, -EINVAL, "bad spawn request");
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
   char *envc_s[1];
@@ -533,7 +568,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfi
     fcntl(mine[i], F_SETFL, O_NONBLOCK);
   }
   /* an exec failure is reported through a close-on-exec pipe */
-  int binfd = shim_pidfile ? sealed_binary(file) : -1;
+  int binfd = shim ? sealed_binary(file) : -1;
   int ep[2] = {-1, -1};
   pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
   if (pid < 0) {
@@ -578,7 +613,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfi
       (void)!write(errfd, &err, sizeof err);
       _exit(127);
     }
-    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, shim_cleanup, errfd, bin);
+    if (shim) exec_shim(file, argv, envp, shim, errfd, bin);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(errfd, &err, sizeof err);

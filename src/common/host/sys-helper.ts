@@ -54,6 +54,16 @@ export interface SpawnRequest {
   fds: string;
 }
 
+/** The files of an exec shim (see `execShim`). */
+export interface ExecShimFiles {
+  pidFile: string;
+  /** Removed by the shim once the runtime started the process. */
+  cleanup?: string[];
+  /** Where the shim writes `spec` (the process's JSON) before it runs the runtime. */
+  specFile: string;
+  spec: string;
+}
+
 interface Pending {
   resolve(value: number): void;
   reject(err: Error): void;
@@ -251,11 +261,12 @@ export class SysHelper {
    * `file args` (the runtime's `exec --detach --pid-file <pidFile> ...`) on descriptors 0-2 and
    * reports on descriptor 3 (`fds` has four letters, the fourth `w`) conmon's sync messages:
    * `{"data": pid}` or `{"data": -1}` when the runtime failed, then `{"data": exit code}`.
-   * The shim removes the pid file once read, and the `cleanup` files once the runtime succeeded.
+   * The shim first writes `spec` to `specFile` (the runtime's `--process`); it removes the pid
+   * file once read, and the `cleanup` files once the runtime succeeded.
    * The child's pid is the shim's.
    */
-  async execShim(r: SpawnRequest & { pidFile: string; cleanup?: string[] }): Promise<SysChild> {
-    return this.startChild(OP.exec, [r.pidFile, (r.cleanup ?? []).join('\n')], r);
+  async execShim(r: SpawnRequest & ExecShimFiles): Promise<SysChild> {
+    return this.startChild(OP.exec, [r.pidFile, (r.cleanup ?? []).join('\n'), r.specFile, r.spec], r);
   }
 
   private async startChild(op: number, prefix: string[], r: SpawnRequest): Promise<SysChild> {

@@ -584,7 +584,6 @@ export class ConmonDriver implements Runtime {
     const [specFile, pidFile, logFile] = [`${base}.json`, `${base}.pid`, `${base}.log`];
     this.execDirReady ??= mkdir(this.execDir, { recursive: true }).then(() => undefined);
     await this.execDirReady;
-    await writeFile(specFile, specToJson(process));
     const conn = new ShimExecAttach();
     this.shimExecs.set(execId, conn);
     // the shim removes them once the runtime started the process; after a failure, we do
@@ -612,7 +611,15 @@ export class ConmonDriver implements Runtime {
           specFile,
           id,
         ],
-        { cwd: this.execDir, pidFile, cleanup: [specFile, logFile], stdin: opts.stdin },
+        {
+          cwd: this.execDir,
+          pidFile,
+          // written by the shim: no file operation of the engine's own on an exec's path
+          specFile,
+          spec: specToJson(process),
+          cleanup: [specFile, logFile],
+          stdin: opts.stdin,
+        },
       );
       conn.bind(shim);
       pid = await shim.started;
@@ -625,7 +632,7 @@ export class ConmonDriver implements Runtime {
     }
     if (pid <= 0) {
       conn.failed();
-      const raw = await readFile(logFile, 'utf8').catch(() => '');
+      const raw = (await readFile(logFile, 'utf8').catch(() => '')) || ((await shim.exit).message ?? '');
       await end();
       const msg = this.message(runtime.name, raw, process.args[0]);
       if (/not running|is paused|stopped/i.test(msg))

@@ -28,7 +28,7 @@ export interface ExecMonitor {
 export interface ExecShim {
   /** The process's output on 1 (stdout) and 2 (stderr); `null` at its end. */
   onOutput(fd: 1 | 2, listener: (chunk: Buffer | null) => void): void;
-  /** The process's pid once the runtime started it; -1 when the runtime failed (its log says why). */
+  /** The process's pid once the runtime started it; -1 when the runtime failed (its log says why, or `exit`'s message). */
   started: Promise<number>;
   /** The process's exit code (128+signal when killed), or -1 and why when it cannot be known. */
   exit: Promise<{ code: number; message?: string }>;
@@ -44,6 +44,9 @@ export interface ExecShimOptions {
   cwd: string;
   /** The runtime's `--pid-file`: read by the shim, then removed. */
   pidFile: string;
+  /** The runtime's `--process` file, and what the shim writes there first (the process's JSON). */
+  specFile: string;
+  spec: string;
   /** Files the shim removes once the runtime started the process (its spec, its log). */
   cleanup: string[];
   stdin: boolean;
@@ -220,6 +223,8 @@ async function startExecShim(
     env: childEnv(),
     cwd: o.cwd,
     pidFile: o.pidFile,
+    specFile: o.specFile,
+    spec: o.spec,
     cleanup: o.cleanup,
     fds: o.stdin ? 'rwww' : 'nwww',
   });
