@@ -160,6 +160,33 @@ for (const name of ['runc', 'crun'] as const) {
       assert.ok(out.stdout.equals(data));
     });
 
+    it('keeps concurrent sessions apart: each gets its own stdin back', async () => {
+      const sessions = await Promise.all(
+        Array.from({ length: 6 }, async (_, i) => {
+          const data = Buffer.alloc(300_000 + i, String.fromCharCode(97 + i));
+          let conn: AttachConnection | undefined;
+          let got: Promise<{ stdout: Buffer; stderr: Buffer }> | undefined;
+          const p = await d.exec({
+            id: 'shim',
+            execId: `many${i}`,
+            config: { Cmd: ['cat'] },
+            stdin: true,
+            beforeStart: async () => {
+              conn = await d.attachExec(`many${i}`);
+              got = collectBytes(conn);
+            },
+          });
+          conn!.writeStdin(data);
+          conn!.closeStdin();
+          return { data, p, got: got! };
+        }),
+      );
+      for (const { data, p, got } of sessions) {
+        assert.deepEqual(await p.exited, { exitCode: 0 });
+        assert.ok((await got).stdout.equals(data));
+      }
+    });
+
     it('reports 128+signal for a killed process, and keeps output and exit code apart from its start', async () => {
       let got: Promise<{ stdout: string; stderr: string }> | undefined;
       const p = await d.exec({
