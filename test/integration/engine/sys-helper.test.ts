@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -181,6 +181,63 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     await helper.umount(join(dir, 'not-mounted')).catch(() => undefined);
     const fds = await readdir(`/proc/${helper.pid}/fd`);
     assert.deepEqual(fds.map(Number).sort(), [0, 1, 2, 3, 4]);
+  });
+
+  it('runs an exec shim: spec written, the runtime from a sealed copy made again when the file changed', async () => {
+    // a stand-in runtime: an ELF that prints what it was given, from a file we can change
+    // (busybox, named sh: its argv[0] is the file's path)
+    await mkdir(join(dir, 'rt'), { recursive: true });
+    const runtime = join(dir, 'rt', 'sh');
+    await writeFile(runtime, await readFile('/bin/busybox'), { mode: 0o755 });
+    const copies = async () => {
+      const pid = helper.pid ?? 0;
+      const sizes: number[] = [];
+      for (const fd of await readdir(`/proc/${pid}/fd`)) {
+        const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+        if (link.startsWith('/memfd:berth-sealed-runtime'))
+          sizes.push((await stat(`/proc/${pid}/fd/${fd}`)).size);
+      }
+      return sizes;
+    };
+    const shim = async (tag: string) => {
+      const c = await helper.execShim({
+        file: runtime,
+        args: ['-c', `cat ${join(dir, `${tag}.json`)}; echo $$ > ${join(dir, `${tag}.pid`)}`],
+        env: { PATH: '/usr/bin:/bin' },
+        fds: 'nwww',
+        pidFile: join(dir, `${tag}.pid`),
+        specFile: join(dir, `${tag}.json`),
+        spec: '{"args":["true"]}',
+        cleanup: [join(dir, `${tag}.json`)],
+      });
+      const out: Record<number, string> = { 1: '', 3: '' };
+      const ended = [1, 3].map(
+        (fd) =>
+          new Promise<void>((resolve) =>
+            c.onData(fd, (b) => {
+              if (b) out[fd] += b.toString();
+              else resolve();
+            }),
+          ),
+      );
+      await Promise.all(ended);
+      return out;
+    };
+    const first = await shim('a');
+    assert.equal(first[1], '{"args":["true"]}');
+    // the runtime exited 0 and left its pid file: its pid is reported, then (the pid being its own,
+    // already reaped) the shim finds no such child and reports -1
+    const pid = Number(/^\{"data": (\d+)\}$/m.exec(first[3] ?? '')?.[1]);
+    assert.ok(pid > 0, first[3]);
+    await assert.rejects(stat(join(dir, 'a.json')), /ENOENT/); // removed by the shim after the start
+    await assert.rejects(stat(join(dir, 'a.pid')), /ENOENT/);
+    const size = (await stat(runtime)).size;
+    assert.deepEqual(await copies(), [size]);
+    await shim('b');
+    assert.deepEqual(await copies(), [size]); // the same copy
+    await writeFile(runtime, Buffer.alloc(16), { flag: 'a' }); // an upgrade
+    await shim('c');
+    assert.deepEqual(await copies(), [size + 16]);
   });
 
   it('kills a helper that does not answer in time and fails the request', async () => {
