@@ -239,6 +239,29 @@ for (const name of ['runc', 'crun'] as const) {
       assert.deepEqual(await p.exited, { exitCode: 0 });
     });
 
+    it('ends the session with exit code -1 when berth-sys dies under it (the next exec has a new helper)', async () => {
+      let got: Promise<{ stdout: string; stderr: string }> | undefined;
+      const p = await d.exec({
+        id: 'shim',
+        execId: 'orphan',
+        config: { Cmd: ['sh', '-c', 'echo up; exec sleep 3'] },
+        stdin: false,
+        beforeStart: async () => {
+          got = collect(await d.attachExec('orphan'));
+        },
+      });
+      const helper = sysHelper()?.pid;
+      assert.ok(helper);
+      process.kill(helper, 'SIGKILL');
+      const r = await p.exited;
+      assert.equal(r.exitCode, -1);
+      assert.match(r.error ?? '', /ended without reporting its exit/);
+      await got;
+      const again = await d.exec({ id: 'shim', execId: 'after', config: { Cmd: ['true'] }, stdin: false });
+      assert.deepEqual(await again.exited, { exitCode: 0 });
+      assert.notEqual(sysHelper()?.pid, helper);
+    });
+
     it('fails as the runtime does, without the runtime error in the output, and leaves nothing behind', async () => {
       let got: Promise<{ stdout: string; stderr: string }> | undefined;
       await assert.rejects(
