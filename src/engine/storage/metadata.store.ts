@@ -1,7 +1,7 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, invalidParameter } from '../../common/errors.js';
 import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import { mkdir, readdir, readFile, rm } from '../../common/fs/quick.js';
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 

@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, notFound } from '../../common/errors.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
+import { mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from '../../common/fs/quick.js';
 import type { Logger } from '../../common/log.js';
 import { KeyedMutex } from '../../common/mutex.js';
 import type { StorageOps } from './adapters/host.ops.js';

@@ -1,6 +1,6 @@
-import { mkdir, readdir, readFile, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorMessage, isKind } from '../../../common/errors.js';
+import { mkdir, readdir, readFile, rmdir, unlink } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerSnapshots } from './ports.js';

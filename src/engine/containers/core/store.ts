@@ -1,8 +1,8 @@
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { errnoCode } from '../../../common/errors.js';
 import { writeJsonAtomic, writeTempFile } from '../../../common/fs/atomic.js';
+import { mkdir, readdir, readFile, rename, rm } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerRecord } from './record.types.js';

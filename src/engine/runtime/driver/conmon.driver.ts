@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   conflict,
@@ -10,6 +10,7 @@ import {
   notFound,
   systemError,
 } from '../../../common/errors.js';
+import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import { buildExecProcess } from '../oci/exec.js';
 import { type ProcessLimit, realSpecHost } from '../oci/host.js';

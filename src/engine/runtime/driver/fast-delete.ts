@@ -1,6 +1,6 @@
-import { readdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { readdir, readFile, rm, rmdir, stat } from '../../../common/fs/quick.js';
 
 /** Whether `pid` is still the process that started at `startTime` (field 22 of /proc/<pid>/stat). */
 export async function sameProcessAlive(

@@ -1,6 +1,7 @@
 import { constants } from 'node:fs';
-import { open, unlink } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { unlink } from '../../../common/fs/quick.js';
 
 /**
  * What `crun start` does for a container it created (crun 1.x, `libcrun_container_start`, for a

@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
-import { lstat, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { lstat, readdir, readFile, stat } from '../../../common/fs/quick.js';
 import type { OciDevice } from './spec.types.js';
 
 /** A device node as the OCI spec describes it (linux.devices). */
