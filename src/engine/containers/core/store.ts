@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { errnoCode } from '../../../common/errors.js';
 import { writeJsonAtomic, writeTempFile } from '../../../common/fs/atomic.js';
-import { mkdir, readdir, readFile, rename, rm } from '../../../common/fs/quick.js';
+import { mkdir, readdir, readFile, rename, rm, rmSmallTree } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerRecord } from './record.types.js';
@@ -63,8 +63,9 @@ export class ContainerStore {
     await this.save(c.record, withHostConfig ? c.hostConfig : undefined);
   }
 
+  /** The container's directory: its records, network files and logs (a few files, no tree). */
   async remove(id: string): Promise<void> {
-    await rm(this.dir(id), { recursive: true, force: true });
+    await rmSmallTree(this.dir(id));
   }
 
   /** All stored containers; unreadable entries are logged and skipped (never deleted). */
