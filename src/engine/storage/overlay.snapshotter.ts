@@ -376,7 +376,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
   async prepare(
     key: string,
     parentChainId: string | null,
-    opts: { init?: readonly InitEntry[] } = {},
+    opts: { init?: readonly InitEntry[]; durable?: boolean } = {},
   ): Promise<void> {
     const dir = this.dirOf(key);
     await this.locks.run(`active:${key}`, async () => {
@@ -404,7 +404,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       ]);
       const rec: ActiveRecord = { key, parent: parentChainId, link, created: new Date().toISOString() };
       if (init) rec.init = init;
-      await this.active.put(key, rec);
+      await this.active.put(key, rec, opts.durable === false ? 'none' : 'file');
     });
   }
 
