@@ -83,12 +83,19 @@ function jsonLines(
   });
 }
 
+let baseEnv: NodeJS.ProcessEnv | undefined;
+/**
+ * The engine's environment without systemd's socket-activation variables, copied from
+ * process.env once (a copy of process.env costs ~0.1 ms; the engine does not change its own).
+ */
 const childEnv = (): NodeJS.ProcessEnv => {
-  const env = { ...process.env };
-  delete env.NOTIFY_SOCKET;
-  delete env.LISTEN_PID;
-  delete env.LISTEN_FDS;
-  return env;
+  if (!baseEnv) {
+    baseEnv = { ...process.env };
+    delete baseEnv.NOTIFY_SOCKET;
+    delete baseEnv.LISTEN_PID;
+    delete baseEnv.LISTEN_FDS;
+  }
+  return baseEnv;
 };
 
 /**
