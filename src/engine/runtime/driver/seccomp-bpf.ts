@@ -178,6 +178,8 @@ const validProgram = (bpf: Buffer): boolean => bpf.length > 0 && bpf.length % 8 
  */
 export class SeccompBpfCache {
   private readonly programs = new Map<string, Promise<string | null>>();
+  /** By the section itself: a shared one (Docker's default profile) is not turned into text again. */
+  private readonly bySection = new WeakMap<OciSeccomp, Promise<string | null>>();
   private salt: Promise<string> | undefined;
 
   constructor(
@@ -188,6 +190,15 @@ export class SeccompBpfCache {
 
   /** The filter's BPF program, base64 (the annotation's value); null to let the runtime compile it. */
   bpf(seccomp: OciSeccomp): Promise<string | null> {
+    let known = this.bySection.get(seccomp);
+    if (!known) {
+      known = this.lookup(seccomp);
+      this.bySection.set(seccomp, known);
+    }
+    return known;
+  }
+
+  private lookup(seccomp: OciSeccomp): Promise<string | null> {
     const program = seccompProgram(seccomp);
     if (program === null) return Promise.resolve(null);
     const digest = createHash('sha256').update(program).digest('hex');
