@@ -23,7 +23,10 @@ export interface RestoreDeps {
   log: Logger;
 }
 
-/** A record whose writable layer is missing (a crash during create): prepare the layer again. */
+/**
+ * A record whose writable layer is missing (a crash during create, or a power loss that took the
+ * layer's record, which create does not fsync): prepare the layer again.
+ */
 async function ensureSnapshot(d: RestoreDeps, c: Container): Promise<void> {
   if (await d.snapshots.exists(c.id)) return;
   const image = await d.images.get(c.record.Image).catch(() => undefined);
@@ -63,7 +66,7 @@ async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
       c.rootfsMounted = await isMounted(await d.rootfs.path(c.id));
       d.parts.net.restore(c);
       await life.reattach(c);
-      await store.save(c.record);
+      await store.persist(c);
       return 'running';
     }
     const st = (await runtime.exitStatus(c.id).catch(() => null)) ?? {
@@ -71,6 +74,9 @@ async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
       oomKilled: false,
       finishedAt: new Date(),
     };
+    // its process gone (a reboot after a power loss may have taken the layer's record, which
+    // create does not fsync): the layer is there before a restart policy starts it again
+    await ensureSnapshot(d, c);
     await life.handleExit(c, st);
     return 'exited';
   }
@@ -83,7 +89,7 @@ async function reconcile(d: RestoreDeps, c: Container): Promise<Outcome> {
     if (c.state.Paused) c.state.Status = 'paused';
     c.rootfsMounted = true;
     await life.reattach(c);
-    await store.save(c.record);
+    await store.persist(c);
     return 'running';
   }
   if (rs) await runtime.delete(c.id).catch(() => undefined);
@@ -152,7 +158,7 @@ export async function restoreContainers(d: RestoreDeps): Promise<void> {
         // the policy restart that was waiting for its backoff: it counts as one
         c.clearRestarting();
         c.record.RestartCount++;
-        await store.save(c.record);
+        await store.persist(c);
         starts.push(c);
         continue;
       }

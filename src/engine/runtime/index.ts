@@ -5,7 +5,12 @@ import { commandMounter, type Mounter, prepareHybridForCrun, readCgroupLayout } 
 import { ConmonDriver, type RuntimeEntry } from './driver/conmon.driver.js';
 import { OciCli } from './driver/oci-cli.js';
 import { lookPath, type ProcessRunner, realProcessRunner } from './driver/process.js';
-import { helperCompiler, SeccompBpfCache, type SeccompCompiler } from './driver/seccomp-bpf.js';
+import {
+  helperCompiler,
+  SeccompBpfCache,
+  type SeccompCompiler,
+  seccompCacheSalt,
+} from './driver/seccomp-bpf.js';
 import type { Runtime } from './runtime.types.js';
 
 export interface CreateRuntimeOptions {
@@ -92,10 +97,16 @@ export async function createRuntime(opts: CreateRuntimeOptions): Promise<Runtime
       prepare: prepareCrun,
       ...(compiler
         ? {
-            seccompBpf: new SeccompBpfCache(compiler, (err) =>
-              log.warn('compiling a seccomp filter failed: crun compiles it per container', {
-                error: errorMessage(err),
-              }),
+            seccompBpf: new SeccompBpfCache(
+              compiler,
+              (err) =>
+                log.warn('compiling a seccomp filter failed: crun compiles it per container', {
+                  error: errorMessage(err),
+                }),
+              {
+                dir: join(opts.dataRoot, 'runtime', 'seccomp'),
+                salt: () => seccompCacheSalt(() => cli.version()),
+              },
             ),
           }
         : {}),

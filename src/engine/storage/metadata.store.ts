@@ -1,7 +1,7 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, invalidParameter } from '../../common/errors.js';
-import { fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import { type Durability, fsyncDir, writeJsonAtomic } from '../../common/fs/atomic.js';
+import { mkdir, readdir, readFile, rm } from '../../common/fs/quick.js';
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -57,8 +57,9 @@ export class JsonRecordStore<T> {
     return this.read(key);
   }
 
-  async put(key: string, value: T): Promise<void> {
-    await writeJsonAtomic(this.file(key), value, 'file');
+  /** Write a record (one fsync; `none`: the caller's own next durable write commits it). */
+  async put(key: string, value: T, durability: Durability = 'file'): Promise<void> {
+    await writeJsonAtomic(this.file(key), value, durability);
     this.cache?.set(key, value);
   }
 

@@ -1,10 +1,21 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { existsSync, readdirSync } from 'node:fs';
+import { chmod } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { conflict, invalidParameter, notFound } from '../../common/errors.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
+import {
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  rmSmallTree,
+  symlink,
+  writeFile,
+} from '../../common/fs/quick.js';
 import type { Logger } from '../../common/log.js';
 import { KeyedMutex } from '../../common/mutex.js';
 import type { StorageOps } from './adapters/host.ops.js';
@@ -365,7 +376,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
   async prepare(
     key: string,
     parentChainId: string | null,
-    opts: { init?: readonly InitEntry[] } = {},
+    opts: { init?: readonly InitEntry[]; durable?: boolean } = {},
   ): Promise<void> {
     const dir = this.dirOf(key);
     await this.locks.run(`active:${key}`, async () => {
@@ -381,7 +392,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       const init = opts.init?.length ? await this.initLayer(opts.init) : undefined;
       // the init layer is the writable layer's first lower (paths relative to the root, as the mount's)
       if (init) lower = lower ? `${init}:${lower}` : init;
-      await rm(dir, { recursive: true, force: true });
+      if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
       await mkdir(dir, { mode: 0o700 });
       const link = newLinkId();
       await Promise.all([
@@ -393,7 +404,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       ]);
       const rec: ActiveRecord = { key, parent: parentChainId, link, created: new Date().toISOString() };
       if (init) rec.init = init;
-      await this.active.put(key, rec);
+      await this.active.put(key, rec, opts.durable === false ? 'none' : 'file');
     });
   }
 
@@ -535,7 +546,18 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       .filter((t) => t === dir || t.startsWith(`${dir}/`))
       .sort((a, b) => b.length - a.length);
     for (const t of below) await this.opts.ops.unmount(t);
-    await rm(dir, { recursive: true, force: true });
+    // a snapshot whose writable layer stayed empty (a container that wrote nothing) is a handful
+    // of entries: removed at once; a layer with content in the thread pool
+    if (isEmptyDir(join(dir, 'diff'))) await rmSmallTree(dir);
+    else await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function isEmptyDir(dir: string): boolean {
+  try {
+    return readdirSync(dir).length === 0;
+  } catch {
+    return false;
   }
 }
 

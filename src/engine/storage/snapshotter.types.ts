@@ -23,8 +23,14 @@ export interface Snapshotter {
   /**
    * Create the writable snapshot `key` on top of the layer chain `parentChainId` (null: empty),
    * with an init layer holding `init` when given (parents are made as directories, 0755).
+   * `durable: false`: the snapshot's record is not fsynced (its owner's next durable write commits
+   * it with the journal, and the owner makes the snapshot again should a power loss take it).
    */
-  prepare(key: string, parentChainId: string | null, opts?: { init?: readonly InitEntry[] }): Promise<void>;
+  prepare(
+    key: string,
+    parentChainId: string | null,
+    opts?: { init?: readonly InitEntry[]; durable?: boolean },
+  ): Promise<void>;
   /** Mount snapshot `key` (overlay of its chain, writable upper) at `target`. */
   mount(key: string, target: string, options?: { readonly?: boolean }): Promise<void>;
   unmount(target: string): Promise<void>;

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HostConfig } from '../../../src/common/docker-types.js';
 import { readCgroupLayout } from '../../../src/engine/runtime/driver/cgroups.js';
-import { seccompBpfAnnotation } from '../../../src/engine/runtime/driver/seccomp-bpf.js';
+import { helperCompiler, seccompBpfAnnotation } from '../../../src/engine/runtime/driver/seccomp-bpf.js';
 import { LogCopier, readLogs } from '../../../src/engine/runtime/index.js';
-import type { AttachConnection } from '../../../src/engine/runtime/runtime.types.js';
+import type { AttachConnection, RuntimeDriver } from '../../../src/engine/runtime/runtime.types.js';
 import { collect, createHarness, type Harness } from './runtime-fixture.js';
 
 describe('runtime driver (crun + conmon)', () => {
@@ -125,10 +125,11 @@ describe('runtime driver (crun + conmon)', () => {
     });
 
     /** Runs the probe; the filter crun loaded (its state dir's seccomp.bpf) and the output. */
-    async function probeWith(harness: Harness, id: string, hostConfig: HostConfig) {
+    async function probeWith(harness: Harness, id: string, hostConfig: HostConfig, driver?: RuntimeDriver) {
       let bpf = Buffer.alloc(0);
       const { logPath } = await harness.run(id, ['sh', '-c', probe], {
         hostConfig,
+        ...(driver ? { driver } : {}),
         beforeStart: async () => {
           // none without a filter
           bpf = await readFile(join(harness.execRoot, 'crun', id, 'seccomp.bpf')).catch((err: unknown) => {
@@ -178,6 +179,47 @@ describe('runtime driver (crun + conmon)', () => {
         assert.deepEqual(again.out, compiled.out);
       });
     }
+
+    it('kept on disk: a restarted driver loads the file without compiling; a damaged file is compiled again', async () => {
+      const helper = await helperCompiler();
+      assert.ok(helper, 'berth-seccomp-bpf is built (npm run build)');
+      let compiles = 0;
+      const cached = await createHarness('crun', {
+        seccompCompiler: (program) => {
+          compiles++;
+          return helper(program);
+        },
+      });
+      try {
+        const first = await probeWith(cached, 'disk-1', {});
+        assert.equal(compiles, 1);
+        const dir = join(cached.dataRoot, 'runtime', 'seccomp');
+        const [name, ...more] = await readdir(dir);
+        assert.ok(name && more.length === 0, 'one compiled filter on disk');
+        const file = join(dir, name);
+        const written = await stat(file);
+
+        // an engine restart: a new driver on the same data root
+        const restarted = await cached.newDriver();
+        const again = await probeWith(cached, 'disk-2', {}, restarted);
+        assert.equal(compiles, 1, 'not compiled again');
+        assert.ok(again.bpf.equals(first.bpf), 'crun loaded the same program');
+        assert.deepEqual(again.out, first.out);
+        assert.equal((await stat(file)).mtimeMs, written.mtimeMs);
+
+        // torn: compiled again, never handed to crun; the file rewritten whole
+        const whole = await readFile(file);
+        await writeFile(file, whole.subarray(0, whole.length - 16));
+        const fresh = await probeWith(cached, 'disk-3', {}, await cached.newDriver());
+        assert.equal(compiles, 2);
+        assert.ok(fresh.bpf.equals(first.bpf));
+        assert.deepEqual(fresh.out, first.out);
+        assert.ok(!fresh.out.includes('unshare=ok'), fresh.out.join('|'));
+        assert.ok((await readFile(file)).equals(whole));
+      } finally {
+        await cached.cleanup();
+      }
+    });
 
     it('without a filter (unconfined) the probe passes: the denials above come from seccomp', async () => {
       const r = await probeWith(h, 'bpf-none', { SecurityOpt: ['seccomp=unconfined'] });

@@ -305,9 +305,11 @@ async function createFromImage(
   const c = new Container(record, hostConfig);
   try {
     // Record first, then the writable layer: a crash in between leaves a record whose layer the
-    // restore prepares again, never a layer nobody owns.
+    // restore prepares again, never a layer nobody owns. The record's is the create's one fsync:
+    // the layer's record is not fsynced (it reaches the disk with the page cache's writeback), and
+    // a power loss that takes it has the restore prepare the layer again (docs/runtime.md).
     await d.store.persist(c, true);
-    await d.snapshots.prepare(id, image.chainId, { init: CONTAINER_INIT });
+    await d.snapshots.prepare(id, image.chainId, { init: CONTAINER_INIT, durable: false });
   } catch (err) {
     d.set.names.release(finalName);
     await d.snapshots.remove(id).catch(() => undefined);

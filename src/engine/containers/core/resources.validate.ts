@@ -166,8 +166,9 @@ export function checkResources(hc: HostConfig, opts: Required<HostValidation>, w
       'NanoCPUs can not be set, as your kernel does not support CPU CFS scheduler or the cgroup is not mounted',
     );
   }
-  const ncpu = cpus().length;
-  if (nano < 0 || nano > ncpu * 1e9) {
+  // os.cpus() reads /proc/cpuinfo and /proc/stat: only for a create that sets NanoCpus
+  const ncpu = nano === 0 ? 0 : cpus().length;
+  if (nano < 0 || (nano > 0 && nano > ncpu * 1e9)) {
     throw invalidParameter(
       `Range of CPUs is from 0.01 to ${ncpu}.00, as there are only ${ncpu} CPUs available`,
     );

@@ -1,18 +1,21 @@
-import { mkdir, readdir, readFile, rmdir, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { errorMessage, isKind } from '../../../common/errors.js';
+import { mkdir, readdir, rmdir, unlink } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerSnapshots } from './ports.js';
 
-/** Is `target` a mount point (per /proc/self/mountinfo)? */
+/**
+ * Is a file system mounted at `target`? The targets asked about are overlay mounts (a container's
+ * rootfs, an image mount), whose root directory has the overlay's own device number: a mount is
+ * there when `target`'s device differs from its parent's (two stats, where reading
+ * /proc/self/mountinfo costs a parse of every mount on the host). A missing `target` is not one.
+ */
 export async function isMounted(target: string): Promise<boolean> {
-  try {
-    const info = await readFile('/proc/self/mountinfo', 'utf8');
-    return info.split('\n').some((l) => l.split(' ')[4] === target);
-  } catch {
-    return false;
-  }
+  const st = statSync(target, { throwIfNoEntry: false });
+  const parent = st && statSync(dirname(target), { throwIfNoEntry: false });
+  return st !== undefined && parent !== undefined && st.dev !== parent.dev;
 }
 
 /**
@@ -99,6 +102,7 @@ export class Rootfs {
    */
   async removeExecDir(id: string): Promise<void> {
     const dir = join(this.execRoot, 'containers', id);
+    if (!existsSync(dir)) return;
     for (const sub of ['rootfs', 'bundle']) {
       await removeFilesIn(join(dir, sub));
       await rmdir(join(dir, sub)).catch(() => undefined);

@@ -1,20 +1,23 @@
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { errnoCode } from '../../../common/errors.js';
-import { writeJsonAtomic, writeTempFile } from '../../../common/fs/atomic.js';
+import { writeFileAtomic } from '../../../common/fs/atomic.js';
+import { mkdir, readdir, readFile, rm, rmSmallTree } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerRecord } from './record.types.js';
 
 /**
- * On-disk container metadata: `<root>/<id>/config.v2.json` (record and state) and
- * `<root>/<id>/hostconfig.json`, each written atomically. The directory also holds the container's
- * hosts, hostname, resolv.conf and log files.
+ * On-disk container metadata: `<root>/<id>/config.v2.json` (record and state, and a copy of the
+ * HostConfig) and `<root>/<id>/hostconfig.json` (dockerd's layout), each written atomically. The
+ * directory also holds the container's hosts, hostname, resolv.conf and log files.
  *
- * One fsync per state change (per file written): the file's, not its directory's (as dockerd's
- * CheckpointTo). A kill -9 loses nothing written (the rename is in the page cache, which outlives
- * the process); a power loss keeps the old state or the new, never a torn file.
+ * One fsync per state change: the record's file, not its directory's (as dockerd's CheckpointTo).
+ * hostconfig.json is written (when the HostConfig changed) and renamed just before the record,
+ * without an fsync of its own: the record's fsync commits the journal with both renames in order,
+ * and should a power loss leave hostconfig.json's content behind (written, not yet on the disk),
+ * the record's copy is the HostConfig the loader takes. A kill -9 loses nothing written (the page
+ * cache outlives the process); a power loss keeps the old state or the new, never a torn file.
  */
 export class ContainerStore {
   constructor(
@@ -30,41 +33,42 @@ export class ContainerStore {
     await mkdir(this.root, { recursive: true, mode: 0o710 });
   }
 
+  /**
+   * Save a record, with its HostConfig in it when given (and then hostconfig.json rewritten too,
+   * before it). One fsync: the record's. See the class comment for why that is enough.
+   */
   async save(record: ContainerRecord, hostConfig?: HostConfig): Promise<void> {
+    await this.write(record, hostConfig, hostConfig !== undefined);
+  }
+
+  private async write(
+    record: ContainerRecord,
+    hostConfig: HostConfig | undefined,
+    hostConfigFile: boolean,
+  ): Promise<void> {
     const dir = this.dir(record.ID);
     await mkdir(dir, { recursive: true, mode: 0o710 });
-    if (!hostConfig) {
-      await writeJsonAtomic(join(dir, 'config.v2.json'), record, 'file');
-      return;
+    // dockerd's layout keeps the HostConfig in hostconfig.json only; here the record carries it
+    // as well (the last key), so that the record alone is the commit point of a change
+    let text = JSON.stringify(record);
+    if (hostConfig) text = `${text.slice(0, -1)},"HostConfig":${JSON.stringify(hostConfig)}}`;
+    if (hostConfigFile && hostConfig) {
+      // not fsynced: renamed before the record, whose fsync commits the rename with the journal;
+      // its content, should a power loss tear it, is the record's copy
+      await writeFileAtomic(join(dir, 'hostconfig.json'), JSON.stringify(hostConfig), 0o644, 'none');
     }
-    // Both files written and fsynced at the same time; then hostconfig.json is renamed into place
-    // before config.v2.json is (the journal keeps the renames' order, also across a power loss):
-    // a record is never there without its HostConfig.
-    const files = [join(dir, 'hostconfig.json'), join(dir, 'config.v2.json')] as const;
-    const temps = await Promise.allSettled([
-      writeTempFile(files[0], JSON.stringify(hostConfig)),
-      writeTempFile(files[1], JSON.stringify(record)),
-    ]);
-    const made = temps.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
-    try {
-      for (const t of temps) if (t.status === 'rejected') throw t.reason;
-      for (let i = 0; i < files.length; i++) {
-        await rename(made[i] as string, files[i] as string);
-      }
-    } catch (err) {
-      await Promise.all(made.map((t) => rm(t, { force: true })));
-      throw err;
-    }
+    await writeFileAtomic(join(dir, 'config.v2.json'), text, 0o644, 'file');
   }
 
   /** Save a container's record (and its HostConfig when asked); nothing once it was removed. */
   async persist(c: Container, withHostConfig = false): Promise<void> {
     if (c.removed) return;
-    await this.save(c.record, withHostConfig ? c.hostConfig : undefined);
+    await this.write(c.record, c.hostConfig, withHostConfig);
   }
 
+  /** The container's directory: its records, network files and logs (a few files, no tree). */
   async remove(id: string): Promise<void> {
-    await rm(this.dir(id), { recursive: true, force: true });
+    await rmSmallTree(this.dir(id));
   }
 
   /** All stored containers; unreadable entries are logged and skipped (never deleted). */
@@ -94,7 +98,14 @@ export class ContainerStore {
         continue;
       }
       try {
-        const record = JSON.parse(text) as ContainerRecord;
+        const record = JSON.parse(text) as ContainerRecord & { HostConfig?: HostConfig };
+        const carried = record.HostConfig;
+        delete record.HostConfig;
+        if (carried) {
+          out.push({ record, hostConfig: carried });
+          continue;
+        }
+        // a record written before records carried their HostConfig
         let hostConfig: HostConfig = {};
         try {
           hostConfig = JSON.parse(

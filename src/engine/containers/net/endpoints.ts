@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EndpointSettings, HostConfig } from '../../../common/docker-types.js';
 import { forbidden, invalidParameter, notFound } from '../../../common/errors.js';
+import { readFile } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import { endpointAddresses } from '../../network/ipam.allocations.js';
 import type {

@@ -1,8 +1,8 @@
-import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { systemError } from '../../../common/errors.js';
 import { writeFileAtomic } from '../../../common/fs/atomic.js';
+import { readFile, writeFile } from '../../../common/fs/quick.js';
 import {
   FALLBACK_NAMESERVERS,
   onlyResolvedStub,

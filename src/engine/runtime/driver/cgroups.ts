@@ -1,5 +1,5 @@
-import { mkdir, readFile } from 'node:fs/promises';
 import { systemError } from '../../../common/errors.js';
+import { mkdir, readFile } from '../../../common/fs/quick.js';
 import type { ProcessRunner } from './process.js';
 
 /** Mounts filesystems (behind an adapter so unit tests need no root). */

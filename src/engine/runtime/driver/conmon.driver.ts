@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   conflict,
@@ -10,6 +10,16 @@ import {
   notFound,
   systemError,
 } from '../../../common/errors.js';
+import {
+  mkdir,
+  readdir,
+  readFile,
+  rm,
+  rmdir,
+  rmSmallTree,
+  stat,
+  writeFile,
+} from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import { buildExecProcess } from '../oci/exec.js';
 import { type ProcessLimit, realSpecHost } from '../oci/host.js';
@@ -414,10 +424,7 @@ export class ConmonDriver implements Runtime {
       await rmdir(meta.bundleDir).catch(() => undefined);
     }
     this.metas.delete(id);
-    await Promise.all([
-      rm(join(this.exitDir, id), { force: true }),
-      rm(this.persistDir(id), { recursive: true, force: true }),
-    ]);
+    await Promise.all([rm(join(this.exitDir, id), { force: true }), rmSmallTree(this.persistDir(id))]);
   }
 
   /** A conmon still around for a deleted container (created, never started) goes too. */

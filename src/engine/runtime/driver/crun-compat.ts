@@ -1,5 +1,5 @@
-import { lstat, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { lstat, readFile, stat, writeFile } from '../../../common/fs/quick.js';
 import { mkdirInRoot, resolveInRoot } from '../oci/rootfs-path.js';
 import type { OciMount, OciResources, OciSpec } from '../oci/spec.types.js';
 import { controllerDirs } from './stats.js';

@@ -1,5 +1,5 @@
 import { type FSWatcher, watch } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir } from '../../../common/fs/quick.js';
 
 /** Container ids as they appear as exit file names (conmon's temp files carry a `.XXXXXX` suffix). */
 const idName = /^[A-Za-z0-9_-]+$/;

@@ -1,6 +1,6 @@
-import { readdir, readFile, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { readdir, readFile, rmdir, rmSmallTree, stat } from '../../../common/fs/quick.js';
 
 /** Whether `pid` is still the process that started at `startTime` (field 22 of /proc/<pid>/stat). */
 export async function sameProcessAlive(
@@ -70,7 +70,7 @@ export async function deleteStopped(runtime: string, stateRoot: string, id: stri
     // a cgroup that still has processes (shared PID namespace) cannot go: let the runtime kill them
     if (!(await removeCgroup(path))) return false;
   }
-  await rm(dir, { recursive: true, force: true });
+  await rmSmallTree(dir);
   return true;
 }
 

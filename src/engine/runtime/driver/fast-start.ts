@@ -1,5 +1,4 @@
-import { constants } from 'node:fs';
-import { open, unlink } from 'node:fs/promises';
+import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -14,18 +13,19 @@ import { join } from 'node:path';
  */
 export async function startCreatedCrun(stateRoot: string, id: string): Promise<boolean> {
   const fifo = join(stateRoot, id, 'exec.fifo');
-  let handle: Awaited<ReturnType<typeof open>>;
+  let fd: number;
   try {
-    // non-blocking: the init holds the reading end, or the open fails at once with ENXIO
-    handle = await open(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+    // non-blocking: the init holds the reading end, or the open fails at once with ENXIO (each
+    // step is one system call that does not wait: done at once, not in the thread pool)
+    fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
   } catch {
     return false;
   }
   try {
-    await unlink(fifo);
-    await handle.write(Buffer.alloc(1));
+    unlinkSync(fifo);
+    writeSync(fd, Buffer.alloc(1));
     return true;
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }

@@ -116,17 +116,19 @@ function jsonLines(
   });
 }
 
-let engineEnv: NodeJS.ProcessEnv | undefined;
-
-/** The environment of the programs the engine runs: its own (read once), without systemd's hand-overs. */
+let baseEnv: NodeJS.ProcessEnv | undefined;
+/**
+ * The engine's environment without systemd's socket-activation variables, copied from
+ * process.env once (a copy of process.env costs ~0.1 ms; the engine does not change its own).
+ */
 const childEnv = (): NodeJS.ProcessEnv => {
-  if (!engineEnv) {
-    engineEnv = { ...process.env };
-    delete engineEnv.NOTIFY_SOCKET;
-    delete engineEnv.LISTEN_PID;
-    delete engineEnv.LISTEN_FDS;
+  if (!baseEnv) {
+    baseEnv = { ...process.env };
+    delete baseEnv.NOTIFY_SOCKET;
+    delete baseEnv.LISTEN_PID;
+    delete baseEnv.LISTEN_FDS;
   }
-  return engineEnv;
+  return baseEnv;
 };
 
 /**

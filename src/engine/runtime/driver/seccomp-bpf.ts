@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { access, constants } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeFileAtomic } from '../../../common/fs/atomic.js';
+import { mkdir, readFile } from '../../../common/fs/quick.js';
 import type { OciSeccomp, OciSyscall } from '../oci/spec.types.js';
 
 /**
@@ -140,24 +143,69 @@ export async function helperCompiler(path = seccompHelperPath): Promise<SeccompC
     });
 }
 
-/** Compiled filters by digest: each distinct filter is compiled once per engine process. */
+/**
+ * Where compiled filters are kept across engine restarts: `<dir>/<key>.bpf`, the key the sha256 of
+ * the filter's program and of `salt` (what else the program depends on: the architecture, the
+ * runtime's version, the compiler). Each file is the program followed by its sha256, so a torn or
+ * altered file is seen and compiled again, never handed to the runtime.
+ */
+export interface SeccompDiskCache {
+  dir: string;
+  /** Asked once, when the first filter is looked up. */
+  salt: () => Promise<string>;
+}
+
+const DIGEST_BYTES = 32;
+
+/** A filter file's program, or null when the file is not one this cache wrote whole. */
+export function readBpfFile(file: Buffer): Buffer | null {
+  const size = file.length - DIGEST_BYTES;
+  if (size <= 0 || size % 8 !== 0) return null;
+  const program = file.subarray(0, size);
+  const digest = createHash('sha256').update(program).digest();
+  return digest.equals(file.subarray(size)) ? program : null;
+}
+
+export function bpfFileContent(program: Buffer): Buffer {
+  return Buffer.concat([program, createHash('sha256').update(program).digest()]);
+}
+
+const validProgram = (bpf: Buffer): boolean => bpf.length > 0 && bpf.length % 8 === 0;
+
+/**
+ * Compiled filters by digest: each distinct filter is compiled once per engine process, and with a
+ * disk cache once per data root (an engine restart reads the file).
+ */
 export class SeccompBpfCache {
   private readonly programs = new Map<string, Promise<string | null>>();
+  /** By the section itself: a shared one (Docker's default profile) is not turned into text again. */
+  private readonly bySection = new WeakMap<OciSeccomp, Promise<string | null>>();
+  private salt: Promise<string> | undefined;
 
   constructor(
     private readonly compile: SeccompCompiler,
     private readonly onError: (err: unknown) => void = () => undefined,
+    private readonly disk?: SeccompDiskCache,
   ) {}
 
   /** The filter's BPF program, base64 (the annotation's value); null to let the runtime compile it. */
   bpf(seccomp: OciSeccomp): Promise<string | null> {
+    let known = this.bySection.get(seccomp);
+    if (!known) {
+      known = this.lookup(seccomp);
+      this.bySection.set(seccomp, known);
+    }
+    return known;
+  }
+
+  private lookup(seccomp: OciSeccomp): Promise<string | null> {
     const program = seccompProgram(seccomp);
     if (program === null) return Promise.resolve(null);
     const digest = createHash('sha256').update(program).digest('hex');
     let compiled = this.programs.get(digest);
     if (!compiled) {
-      compiled = this.compile(program).then(
-        (bpf) => (bpf.length > 0 && bpf.length % 8 === 0 ? bpf.toString('base64') : null),
+      compiled = this.load(program).then(
+        (bpf) => (bpf ? bpf.toString('base64') : null),
         (err: unknown) => {
           this.onError(err);
           return null;
@@ -168,7 +216,45 @@ export class SeccompBpfCache {
     return compiled;
   }
 
+  /** The program from the disk cache when it holds it whole, else compiled (and stored). */
+  private async load(program: string): Promise<Buffer | null> {
+    if (!this.disk) {
+      const bpf = await this.compile(program);
+      return validProgram(bpf) ? bpf : null;
+    }
+    this.salt ??= this.disk.salt();
+    const key = createHash('sha256')
+      .update(await this.salt)
+      .update('\0')
+      .update(program)
+      .digest('hex');
+    const path = join(this.disk.dir, `${key}.bpf`);
+    const cached = await readFile(path).then(readBpfFile, () => null);
+    if (cached) return cached;
+    const bpf = await this.compile(program);
+    if (!validProgram(bpf)) return null;
+    // a cache: no fsync (a file lost to a power loss is compiled again; a torn one is refused above)
+    await mkdir(this.disk.dir, { recursive: true, mode: 0o700 });
+    await writeFileAtomic(path, bpfFileContent(bpf), 0o600, 'none').catch(this.onError);
+    return bpf;
+  }
+
   get size(): number {
     return this.programs.size;
   }
+}
+
+/**
+ * What a compiled filter depends on besides its program, for the disk cache's keys: the
+ * architecture, the runtime's version and the compiler's binary (its libseccomp).
+ */
+export async function seccompCacheSalt(
+  runtimeVersion: () => Promise<string>,
+  helperPath = seccompHelperPath,
+): Promise<string> {
+  const helper = await readFile(helperPath).then(
+    (b) => createHash('sha256').update(b).digest('hex'),
+    () => 'no-helper',
+  );
+  return `${process.arch}\n${await runtimeVersion()}\n${helper}`;
 }

@@ -1,5 +1,5 @@
-import { readFile, rename, writeFile } from 'node:fs/promises';
 import { errnoCode } from '../../../common/errors.js';
+import { readFile, rename, writeFile } from '../../../common/fs/quick.js';
 import type { PendingState } from './assembler.js';
 import type { FileIdentity } from './json-writer.js';
 

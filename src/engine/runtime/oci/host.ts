@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
-import { lstat, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { lstat, readdir, readFile, stat } from '../../../common/fs/quick.js';
 import type { OciDevice } from './spec.types.js';
 
 /** A device node as the OCI spec describes it (linux.devices). */
@@ -176,25 +177,44 @@ async function walkDevices(
   return out;
 }
 
-/** The real machine. */
+/** `fn`'s first answer, kept: a host fact that does not change while the engine runs. */
+function once<T>(fn: () => Promise<T>): () => Promise<T> {
+  let kept: Promise<T> | undefined;
+  return () => {
+    kept ??= fn().catch((err: unknown) => {
+      kept = undefined;
+      throw err;
+    });
+    return kept;
+  };
+}
+
+const sysctlsSeen = new Map<string, Promise<boolean>>();
+
+/**
+ * The real machine. The daemon's limits, capability bound, sysctls and swap accounting are read
+ * once (the driver reads the limits once at its start too): every spec used to read
+ * /proc/self/limits and /proc/self/status and stat five files.
+ */
 export const realSpecHost: SpecHost = {
-  async processLimits() {
-    return parseProcLimits(await readFile('/proc/self/limits', 'utf8'));
-  },
-  async capabilityBound() {
+  processLimits: once(async () => parseProcLimits(await readFile('/proc/self/limits', 'utf8'))),
+  capabilityBound: once(async () => {
     const status = await readFile('/proc/self/status', 'utf8');
     const m = /^CapBnd:\s*([0-9a-f]+)$/m.exec(status);
     return m ? capsFromMask(m[1]!) : new Set(capabilityNames);
-  },
-  async sysctlExists(name) {
-    try {
-      await stat(join('/proc/sys', name.replaceAll('.', '/')));
-      return true;
-    } catch {
-      return false;
+  }),
+  sysctlExists(name) {
+    let seen = sysctlsSeen.get(name);
+    if (!seen) {
+      seen = stat(join('/proc/sys', name.replaceAll('.', '/'))).then(
+        () => true,
+        () => false,
+      );
+      sysctlsSeen.set(name, seen);
     }
+    return seen;
   },
-  async swapLimitSupported() {
+  swapLimitSupported: once(async () => {
     try {
       await stat('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes');
       return true;
@@ -206,7 +226,7 @@ export const realSpecHost: SpecHost = {
         return false;
       }
     }
-  },
+  }),
   statDevice: (path) => statDeviceNode(path),
   listDevices: (dir) => walkDevices(dir, () => false),
   async hostDevices() {

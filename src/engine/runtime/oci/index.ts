@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { HostConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
@@ -13,7 +14,12 @@ import { containerEnv } from './process-env.js';
 import { planResources } from './resources.js';
 import { planRlimits } from './rlimits.js';
 import { mkdirInRoot } from './rootfs-path.js';
-import { parseSeccompProfile, type SeccompProfile, seccompForContainer } from './seccomp.js';
+import {
+  parseSeccompProfile,
+  type SeccompProfile,
+  seccompForContainer,
+  sharedSeccompForContainer,
+} from './seccomp.js';
 import { defaultSeccompProfile } from './seccomp-default.js';
 import type { OciLinux, OciProcess, OciResources, OciSeccomp, OciSpec } from './spec.types.js';
 import { resolveUserInRootfs } from './user.js';
@@ -154,9 +160,9 @@ export async function buildSpec(input: SpecInput, options: BuildSpecOptions = {}
   const daemonProfile = options.seccompProfile ?? defaultSeccompProfile;
   if (!hc.Privileged) {
     if (security.seccomp === undefined || security.seccomp === '') {
-      if (daemonProfile !== 'unconfined') seccomp = seccompForContainer(daemonProfile, caps);
+      if (daemonProfile !== 'unconfined') seccomp = sharedSeccompForContainer(daemonProfile, caps);
     } else if (security.seccomp === 'builtin') {
-      seccomp = seccompForContainer(defaultSeccompProfile, caps);
+      seccomp = sharedSeccompForContainer(defaultSeccompProfile, caps);
     } else if (security.seccomp !== 'unconfined') {
       seccomp = seccompForContainer(parseSeccompProfile(security.seccomp), caps);
     }
@@ -220,10 +226,27 @@ export async function buildResources(
  * Serialize a spec for config.json (or resources for `runtime update`): rlimits of -1 become
  * RLIM_INFINITY (a uint64 JSON can't hold), integers beyond 2^53 their Go text (goJsonText).
  */
+const rlimitText = (key: string, value: unknown): string | undefined =>
+  (key === 'soft' || key === 'hard') && value === -1 ? U64_MAX_TEXT : undefined;
+
+/** The JSON text of a shared seccomp section (sharedSeccompForContainer), made once. */
+const seccompTexts = new WeakMap<OciSeccomp, string>();
+const SECCOMP_SLOT = `__seccomp_${randomBytes(8).toString('hex')}__`;
+
 export function specToJson(spec: OciSpec | OciProcess | OciResources): string {
-  return goJsonText(spec, (key, value) =>
-    (key === 'soft' || key === 'hard') && value === -1 ? U64_MAX_TEXT : undefined,
-  );
+  const linux = 'linux' in spec ? spec.linux : undefined;
+  const seccomp = linux?.seccomp;
+  if (!linux || !seccomp) return goJsonText(spec, rlimitText);
+  // Docker's default profile is most of a spec's text (~700 values through the replacer): its
+  // text is made once per shared section and put in its place
+  let text = seccompTexts.get(seccomp);
+  if (text === undefined) {
+    text = goJsonText(seccomp, rlimitText);
+    seccompTexts.set(seccomp, text);
+  }
+  const withSlot = { ...spec, linux: { ...linux, seccomp: SECCOMP_SLOT as unknown as OciSeccomp } };
+  const seccompText = text;
+  return goJsonText(withSlot, rlimitText).replace(`"${SECCOMP_SLOT}"`, () => seccompText);
 }
 
 export type { SpecHost } from './host.js';

@@ -1,6 +1,6 @@
-import { lstat, mkdir, readlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { lstat, mkdir, readlink } from '../../../common/fs/quick.js';
 
 /**
  * Resolve `path` inside `root` as if `root` were `/`: symlinks (absolute or relative) never lead

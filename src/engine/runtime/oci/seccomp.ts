@@ -100,6 +100,32 @@ export function seccompForContainer(
   return out;
 }
 
+const forProfile = new WeakMap<SeccompProfile, Map<string, OciSeccomp | null>>();
+
+/**
+ * seccompForContainer for a profile kept for the engine's life (Docker's default, the daemon's
+ * `--seccomp-profile`): the result for a set of capabilities is made once and shared by every
+ * spec that asks (the same object, so that its JSON text and its compiled program are made once
+ * too: specToJson, SeccompBpfCache). Nobody changes a spec's seccomp section.
+ */
+export function sharedSeccompForContainer(
+  profile: SeccompProfile,
+  boundingCaps: readonly string[],
+): OciSeccomp | null {
+  let byCaps = forProfile.get(profile);
+  if (!byCaps) {
+    byCaps = new Map();
+    forProfile.set(profile, byCaps);
+  }
+  const key = [...boundingCaps].sort().join(',');
+  let out = byCaps.get(key);
+  if (out === undefined) {
+    out = seccompForContainer(profile, boundingCaps);
+    byCaps.set(key, out);
+  }
+  return out;
+}
+
 /** Parse the JSON of a custom profile (SecurityOpt `seccomp=<json>`). */
 export function parseSeccompProfile(json: string): SeccompProfile {
   try {

@@ -1,5 +1,5 @@
-import { readFile } from 'node:fs/promises';
 import { errnoCode, invalidParameter } from '../../../common/errors.js';
+import { readFile } from '../../../common/fs/quick.js';
 import { resolveInRoot } from './rootfs-path.js';
 
 export interface PasswdEntry {

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { SeccompBpfCache, seccompProgram } from '../../../../src/engine/runtime/driver/seccomp-bpf.js';
+import {
+  bpfFileContent,
+  readBpfFile,
+  SeccompBpfCache,
+  seccompProgram,
+} from '../../../../src/engine/runtime/driver/seccomp-bpf.js';
 import type { OciSeccomp } from '../../../../src/engine/runtime/oci/spec.types.js';
 
 const filter: OciSeccomp = {
@@ -91,5 +99,71 @@ describe('SeccompBpfCache', () => {
     assert.equal(errors.length, 1);
     assert.equal(await new SeccompBpfCache(async () => Buffer.alloc(5)).bpf(filter), null);
     assert.equal(await failing.bpf({ defaultAction: 'SCMP_ACT_NOTIFY' }), null);
+  });
+});
+
+describe('SeccompBpfCache on disk', () => {
+  const counting = () => {
+    const seen: string[] = [];
+    const compile = async (program: string) => {
+      seen.push(program);
+      return Buffer.alloc(16, 7);
+    };
+    return { seen, compile };
+  };
+
+  it('a new cache (an engine restart) reads the filter compiled before; another salt compiles again', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-bpf-'));
+    try {
+      const first = counting();
+      const disk = { dir: join(dir, 'seccomp'), salt: async () => 'x86_64\n1.8.1' };
+      const bpf = await new SeccompBpfCache(first.compile, undefined, disk).bpf(filter);
+      assert.equal(bpf, Buffer.alloc(16, 7).toString('base64'));
+      assert.equal(first.seen.length, 1);
+      const files = await readdir(disk.dir);
+      assert.equal(files.length, 1);
+      assert.match(files[0] ?? '', /^[0-9a-f]{64}\.bpf$/);
+
+      const second = counting();
+      assert.equal(await new SeccompBpfCache(second.compile, undefined, disk).bpf(filter), bpf);
+      assert.equal(second.seen.length, 0, 'read from the file, not compiled');
+
+      const upgraded = counting();
+      const other = { ...disk, salt: async () => 'x86_64\n1.9.0' };
+      await new SeccompBpfCache(upgraded.compile, undefined, other).bpf(filter);
+      assert.equal(upgraded.seen.length, 1, 'another runtime version compiles again');
+      assert.equal((await readdir(disk.dir)).length, 2);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a torn or altered file is compiled again and rewritten, never used', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-bpf-'));
+    try {
+      const disk = { dir: join(dir, 'seccomp'), salt: async () => 'salt' };
+      await new SeccompBpfCache(counting().compile, undefined, disk).bpf(filter);
+      const file = join(disk.dir, (await readdir(disk.dir))[0] ?? '');
+      const whole = await readFile(file);
+      const damaged: Buffer[] = [
+        whole.subarray(0, whole.length - 8), // truncated (still a multiple of 8 bytes)
+        Buffer.concat([Buffer.alloc(8, 1), whole.subarray(8)]), // altered
+        Buffer.alloc(0),
+      ];
+      for (const bad of damaged) {
+        await writeFile(file, bad);
+        const c = counting();
+        assert.equal(
+          await new SeccompBpfCache(c.compile, undefined, disk).bpf(filter),
+          Buffer.alloc(16, 7).toString('base64'),
+        );
+        assert.equal(c.seen.length, 1);
+        assert.ok((await readFile(file)).equals(whole), 'rewritten whole');
+      }
+      assert.equal(readBpfFile(whole)?.length, 16);
+      assert.ok(bpfFileContent(Buffer.alloc(16, 7)).equals(whole));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
