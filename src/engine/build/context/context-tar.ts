@@ -139,8 +139,17 @@ export class ContextExtraction {
   private readonly scanner: TarScanner;
   private done = false;
 
-  /** `named`: small files to keep by name as they pass (the Dockerfile, the ignore files). */
-  constructor(root: string, hold?: { staging: string }, named?: NamedFiles) {
+  /**
+   * `named`: small files to keep by name as they pass (the Dockerfile, the ignore files); `lend`:
+   * the chunks are the source's own and used by nobody once written (a request body's), so a held
+   * file's chunks are handed over to the held-contents thread whole rather than copied.
+   */
+  constructor(
+    root: string,
+    hold?: { staging: string },
+    named?: NamedFiles,
+    private readonly lend = false,
+  ) {
     this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests) : undefined;
     this.writer = new ContextWriter(root, this.digests, this.deferred, named);
     this.scanner = new TarScanner(this.writer);
@@ -148,15 +157,24 @@ export class ContextExtraction {
 
   /** The next chunk of the archive: the members it completes are written. */
   write(chunk: Buffer): void {
+    this.writer.owned =
+      this.lend &&
+      chunk.byteOffset === 0 &&
+      chunk.buffer instanceof ArrayBuffer &&
+      chunk.buffer.byteLength === chunk.length;
     try {
       this.scanner.write(chunk);
     } catch (err) {
       throw tarReadError(err);
     }
+    this.deferred?.between();
   }
 
-  /** The archive ended: its directories get their times; the digests and held contents. */
-  end(): { digests: Map<string, KnownDigest>; deferred?: DeferredContents } {
+  /**
+   * The archive ended: its directories get their times; the digests (the held files' once the
+   * held-contents thread has them) and the held contents.
+   */
+  async end(): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
     try {
       this.scanner.finish();
     } catch (err) {
@@ -164,8 +182,14 @@ export class ContextExtraction {
       throw tarReadError(err);
     }
     this.done = true;
-    this.writer.close();
-    this.writer.finish();
+    try {
+      this.writer.close();
+      this.writer.finish();
+      await this.deferred?.settle();
+    } catch (err) {
+      this.deferred?.release();
+      throw err;
+    }
     return { digests: this.digests, ...(this.deferred ? { deferred: this.deferred } : {}) };
   }
 
@@ -240,6 +264,8 @@ function writeAll(fd: number, chunk: Buffer): void {
 class ContextWriter implements TarScanSink {
   private readonly dirs: RealDirs;
   private readonly dirTimes = new Map<string, { mode: number; mtime: Date }>();
+  /** Whether the chunk being read is the request's own, to be handed over whole (see `lend`). */
+  owned = false;
   /** The regular file being written (or, `held`, whose content is being held). */
   private file:
     | {
@@ -247,9 +273,11 @@ class ContextWriter implements TarScanSink {
         fd: number;
         mode: number;
         mtime: Date;
-        hash: Hash;
+        /** Its content's hash (a held file's is taken on the held-contents thread). */
+        hash?: Hash;
         size: number;
-        held?: Buffer[];
+        /** Its number among the held contents. */
+        held?: number;
         /** Its content kept by name (NamedFiles) too. */
         kept?: Buffer[];
       }
@@ -283,20 +311,23 @@ class ContextWriter implements TarScanSink {
   data(chunk: Buffer): void {
     const f = this.file;
     if (!f) return;
-    if (f.held) f.held.push(chunk);
-    else writeAll(f.fd, chunk);
-    f.kept?.push(chunk);
-    f.hash.update(chunk);
+    if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
+    else {
+      writeAll(f.fd, chunk);
+      f.hash?.update(chunk);
+    }
+    // a copy: the chunk may be handed over to the held-contents thread
+    f.kept?.push(Buffer.from(chunk));
   }
 
   end(): void {
     const f = this.file;
     if (!f) return;
     if (f.kept) this.named?.keep(f.rel, Buffer.concat(f.kept));
-    if (f.held && this.deferred) {
-      const { rel, fd, held: chunks, size, mode, mtime } = f;
+    if (f.held !== undefined && this.deferred) {
+      const { rel, fd, held: id, size, mode, mtime } = f;
       f.held = undefined;
-      this.deferred.hold(rel, fd, { chunks, size, mode, mtime, sha256: f.hash.digest('hex') });
+      this.deferred.hold(rel, fd, id, { size, mode, mtime });
       this.close();
       return;
     }
@@ -306,7 +337,7 @@ class ContextWriter implements TarScanSink {
     this.digests.set(`${st.dev}:${st.ino}`, {
       size: Number(st.size),
       mtimeNs: st.mtimeNs,
-      sha256: f.hash.digest('hex'),
+      sha256: (f.hash as Hash).digest('hex'),
     });
     this.close();
   }
@@ -315,7 +346,7 @@ class ContextWriter implements TarScanSink {
   close(): void {
     if (!this.file) return;
     // a content held for a file the archive did not complete: its share goes back
-    if (this.file.held) this.deferred?.giveBack(this.file.size);
+    if (this.file.held !== undefined) this.deferred?.giveBack(this.file.held, this.file.size);
     closeSync(this.file.fd);
     this.file = undefined;
   }
@@ -377,14 +408,14 @@ class ContextWriter implements TarScanSink {
           0o600,
         );
         const size = h.size ?? 0;
+        const held = this.deferred?.take(size);
         this.file = {
           rel,
           fd,
           mode,
           mtime,
           size,
-          hash: createHash('sha256'),
-          ...(this.deferred?.take(size) ? { held: [] } : {}),
+          ...(held !== undefined ? { held } : { hash: createHash('sha256') }),
           ...(keep ? { kept: [] } : {}),
         };
       }

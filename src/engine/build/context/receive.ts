@@ -1,4 +1,5 @@
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { IncomingMessage } from 'node:http';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { BerthError, invalidParameter } from '../../../common/errors.js';
@@ -230,7 +231,13 @@ async function receiveTarBody(
   signal.throwIfAborted();
   // large files' contents held, not written, until a step reads the context's files
   const named = namedFilesFor(opts.dockerfile);
-  const extraction = new ContextExtraction(root, opts.hold === false ? undefined : { staging: dir }, named);
+  // a request's chunks are its own: a held file's are handed over whole
+  const extraction = new ContextExtraction(
+    root,
+    opts.hold === false ? undefined : { staging: dir },
+    named,
+    body instanceof IncomingMessage,
+  );
   let size = 0;
   const take = (chunk: Buffer): boolean => {
     size += chunk.length;
@@ -246,7 +253,7 @@ async function receiveTarBody(
     signal.throwIfAborted();
     throw tarReadError(err);
   }
-  return locateIn(root, opts.dockerfile, extraction.end(), named);
+  return locateIn(root, opts.dockerfile, await extraction.end(), named);
 }
 
 /** The Dockerfile located in an extracted context (held contents released when that fails). */

@@ -116,6 +116,61 @@ describe('receiveContext', () => {
     assert.equal(after, await sum('dir/b.txt'));
   });
 
+  it("hands a request body's own chunks of held files to the held-contents thread: digests, hard links, write-out", async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024 + 3, 'r');
+    for (let i = 0; i < big.length; i += 4099) big[i] = i & 0xff;
+    const other = Buffer.alloc(2 * 1024 * 1024, 's');
+    const tar = await makeTar([
+      { name: 'Dockerfile', content: 'FROM req\n' },
+      { name: 'big', content: big },
+      { name: 'dir/other', content: other },
+      { name: 'dir/link', type: 'link', linkname: 'dir/other' },
+      { name: 'small', content: 'x' },
+    ]);
+    let got: Promise<BuildContext> | undefined;
+    const server = createServer((req, res) => {
+      got = receiveContext(req, { workDir: work, signal });
+      got.then(
+        () => res.end('ok'),
+        () => res.end('no'),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const sent = await fetch(`http://127.0.0.1:${port}/build`, {
+        method: 'POST',
+        // in pieces, as a client streams it
+        body: Readable.toWeb(
+          Readable.from(
+            Array.from({ length: Math.ceil(tar.length / 30_000) }, (_, i) =>
+              tar.subarray(i * 30_000, (i + 1) * 30_000),
+            ),
+          ),
+        ) as ReadableStream,
+        duplex: 'half',
+      } as RequestInit);
+      assert.equal(await sent.text(), 'ok');
+    } finally {
+      server.close();
+    }
+    const ctx = await (got as Promise<BuildContext>);
+    made.push(ctx);
+    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    const digestOf = async (p: string) => {
+      const st = await stat(join(ctx.root, p), { bigint: true });
+      return ctx.digests?.get(`${st.dev}:${st.ino}`)?.sha256;
+    };
+    assert.equal(await digestOf('big'), sha(big));
+    // the hard link made the content be written at once, into the file both names share
+    assert.deepEqual(await readFile(join(ctx.root, 'dir/link')), other);
+    assert.equal(await digestOf('dir/other'), sha(other));
+    assert.equal(await digestOf('small'), sha(Buffer.from('x')));
+    await ctx.contents();
+    assert.deepEqual(await readFile(join(ctx.root, 'big')), big);
+    assert.equal(await digestOf('big'), sha(big));
+  });
+
   it('takes a body that is no archive as a plain Dockerfile, with an empty context', async () => {
     const ctx = await receive(Buffer.from('FROM busybox\nRUN true\n'));
     assert.equal(ctx.dockerfile, 'FROM busybox\nRUN true\n');
