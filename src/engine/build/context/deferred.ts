@@ -116,15 +116,18 @@ export class DeferredContents {
   async settle(): Promise<void> {
     const sums = await this.thread.digests();
     await Promise.all(this.inPlace);
-    const held = new Set([...this.files.values()].map((f) => f.id));
+    const stillHeld = new Set([...this.files.values()].map((f) => f.id));
     for (const [id, f] of this.placed) {
       const sha256 = sums.get(id);
       if (sha256 !== undefined) {
         f.sha256 = sha256;
         this.digests.set(f.key, { size: f.size, mtimeNs: f.mtimeNs, sha256 });
+      } else if (stillHeld.has(id)) {
+        // never a placeholder without its digest (a checksum would read its zeros)
+        throw new Error("the build context's held contents were lost");
       }
       // written in place meanwhile: its content is the file's now
-      if (!held.has(id)) this.thread.drop(id);
+      if (!stillHeld.has(id)) this.thread.drop(id);
     }
     this.placed.clear();
     this.settled = true;

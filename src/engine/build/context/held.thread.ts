@@ -67,7 +67,9 @@ parentPort.on('message', ({ ops, buffers }) => {
         const f = fileOf(ctx, op[2]);
         f.digest = f.hash.digest('hex');
       } else if (kind === 'w') {
-        const stat = write(fileOf(ctx, op[2]), op[4], op[5], op[6], op[7]);
+        const f = contexts.get(ctx)?.get(op[2]);
+        if (!f || !f.digest) throw new Error('no such held content');
+        const stat = write(f, op[4], op[5], op[6], op[7]);
         parentPort.postMessage({ req: op[3], stat });
       } else if (kind === 's') {
         const digests = [];
@@ -109,6 +111,8 @@ export interface WrittenStat {
 /** The one thread of the engine's contexts and the requests waiting for its answers. */
 class HeldThread {
   private worker: Worker | undefined;
+  /** Which worker this is (a context's contents live in the one it started with). */
+  generation = 0;
   private readonly waiting = new Map<number, { resolve(r: Reply): void; reject(e: Error): void }>();
   private nextReq = 0;
   private nextCtx = 0;
@@ -119,6 +123,12 @@ class HeldThread {
 
   post(ops: Op[], buffers: ArrayBuffer[]): void {
     this.thread().postMessage({ ops, buffers }, buffers);
+  }
+
+  /** The worker's generation, started when there is none. */
+  current(): number {
+    this.thread();
+    return this.generation;
   }
 
   /** A new request's number and its answer (the op that carries it is posted by the caller). */
@@ -149,6 +159,7 @@ class HeldThread {
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`the context thread ended (${code})`)));
     this.worker = w;
+    this.generation++;
     return w;
   }
 }
@@ -169,6 +180,8 @@ function heldThread(): HeldThread {
 export class HeldFiles {
   private readonly thread = heldThread();
   private readonly ctx = this.thread.newContext();
+  /** The worker this context's contents went to (a new one after it ended has none of them). */
+  private readonly generation = this.thread.current();
   private ops: Op[] = [];
   private buffers: ArrayBuffer[] = [];
   private index = new Map<ArrayBuffer, number>();
@@ -250,7 +263,15 @@ export class HeldFiles {
     this.thread.post(ops, buffers);
   }
 
+  /** The contents are where they were put: a thread that ended took them with it. */
+  private check(): void {
+    if (this.thread.current() !== this.generation) {
+      throw new Error("the build context's held contents were lost: their thread ended");
+    }
+  }
+
   private ask(op: (req: number) => Op, now: boolean): Promise<Reply> {
+    this.check();
     const { req, answer } = this.thread.expect();
     this.ops.push(op(req));
     this.asking = true;
