@@ -7,7 +7,8 @@
  *        [--rounds 3] [--context-mib 50]
  *
  * Without --berth it starts its own berth engine from dist/, without --reference its own dockerd
- * (Debian's 20.10, as the other benchmarks). Bounded: rounds × 2 builds per engine. Each round
+ * (Debian's 20.10, as the other benchmarks). Bounded: rounds × 2 builds per engine, the engines
+ * taking turns going first (round by round). Each round
  * also times the CLI's request against a server that only reads the context and answers an image
  * ID: the upload alone, the floor of any build with this context; and against one that also
  * takes the sha256 of every byte (the least a build whose COPY is checksummed does).
@@ -138,8 +139,11 @@ async function main(): Promise<void> {
     const upload: number[] = [];
     const uploadHashed: number[] = [];
     for (let round = 0; round < o.rounds; round++) {
-      for (const e of engines) cold.get(e.name)?.push(await build(e.host, ctx, true));
-      for (const e of engines) cached.get(e.name)?.push(await build(e.host, ctx, false));
+      // the engines take turns going first: each one's cached build follows the other's cold
+      // build (and its writeback) as often
+      const order = round % 2 === 0 ? engines : [...engines].reverse();
+      for (const e of order) cold.get(e.name)?.push(await build(e.host, ctx, true));
+      for (const e of order) cached.get(e.name)?.push(await build(e.host, ctx, false));
       upload.push(await build(drain.host, ctx, false));
       uploadHashed.push(await build(hashed.host, ctx, false));
     }
@@ -154,6 +158,10 @@ async function main(): Promise<void> {
     console.log(`${'median of rounds (ms)'.padEnd(34)}${engines.map((e) => e.name.padStart(10)).join('')}`);
     console.log(row(`cold (--no-cache), ${o.contextMiB} MiB context`, cold));
     console.log(row('fully cached', cached));
+    for (const e of engines) {
+      const each = (m: Map<string, number[]>) => (m.get(e.name) ?? []).map((v) => v.toFixed(0)).join(' ');
+      console.log(`  ${e.name} rounds: cold ${each(cold)}; cached ${each(cached)}`);
+    }
     console.log(`${'the CLI upload alone (drained)'.padEnd(34)}${median(upload).toFixed(0).padStart(10)}`);
     console.log(
       `${'the upload, every byte hashed'.padEnd(34)}${median(uploadHashed).toFixed(0).padStart(10)}`,

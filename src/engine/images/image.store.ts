@@ -45,6 +45,8 @@ export class ImageStore {
   private readonly mutex = new Mutex();
   private readonly pins = new Map<string, number>();
   private readonly log: Logger;
+  /** The latest write of each image's record under way: its writes run in order. */
+  private readonly writes = new Map<string, Promise<void>>();
 
   constructor(opts: { dataRoot: string; ops: StorageOps; log: Logger }) {
     this.log = opts.log;
@@ -144,23 +146,45 @@ export class ImageStore {
 
   /** Record a new image; its config blob and layers must exist already. */
   async add(image: LoadedImage): Promise<void> {
-    await this.metas.put(hex(image.meta.id), image.meta);
+    await this.inOrder(hex(image.meta.id), () => this.metas.put(hex(image.meta.id), image.meta));
     this.images.set(image.meta.id, image);
   }
 
-  /** Record that `id` was just tagged (inspect's Metadata.LastTagTime). */
-  async markTagged(id: string): Promise<void> {
+  /**
+   * Record that `id` was just tagged (inspect's Metadata.LastTagTime): at once in memory; the
+   * record's file is written (fsynced, as dockerd's) after the writes of it before. `wait` false:
+   * the caller does not wait for the file (a tag that changed nothing else on disk: losing the
+   * time to a crash loses no image nor tag).
+   */
+  async markTagged(id: string, wait = true): Promise<void> {
     const img = this.images.get(id);
     if (!img) return;
     img.meta = { ...img.meta, lastTagTime: rfc3339Nano() };
-    await this.metas.put(hex(id), img.meta);
+    const written = this.inOrder(hex(id), async () => {
+      // the record as it is by then; none when the image went meanwhile
+      const now = this.images.get(id);
+      if (now) await this.metas.put(hex(id), now.meta);
+    });
+    if (wait) return written;
+    written.catch((err) => this.log.warn('image record not written', { id, error: String(err) }));
   }
 
   /** Delete an image's record and config blob (its layers go with garbage collection). */
   async delete(id: string): Promise<void> {
-    await this.metas.delete(hex(id));
+    await this.inOrder(hex(id), () => this.metas.delete(hex(id)));
     this.images.delete(id);
     await this.content.delete(id);
+  }
+
+  /** An image record's file writes one after another (a late write never undoes a later one). */
+  private inOrder(key: string, work: () => Promise<void>): Promise<void> {
+    const next = (this.writes.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    this.writes.set(key, next);
+    const forget = () => {
+      if (this.writes.get(key) === next) this.writes.delete(key);
+    };
+    next.then(forget, forget);
+    return next;
   }
 
   // ---- pins against garbage collection ----

@@ -49,12 +49,14 @@ export class Tagger {
     }
     const ref = tagNameOnly(given);
     const text = referenceString(ref);
-    // a tag that already names the image changes nothing on disk (moby's reference store returns there too)
-    if (this.deps.refs.idOf(text) !== id) {
+    // a tag that already names the image changes nothing on disk (moby's reference store returns
+    // there too): its LastTagTime is written without the answer waiting for it
+    const changed = this.deps.refs.idOf(text) !== id;
+    if (changed) {
       this.deps.refs.set(text, id);
       await this.deps.refs.save();
     }
-    await this.deps.store.markTagged(id);
+    await this.deps.store.markTagged(id, changed);
     this.deps.events.publish('tag', id, familiarString(given));
   }
 }

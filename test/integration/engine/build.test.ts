@@ -144,9 +144,11 @@ describe('docker build', { timeout: 600_000 }, () => {
   it('runs independent stages at once, their output in stage order', async () => {
     const ctx = join(work, 'concurrent');
     // each stage waits (bounded: 30 s, for a loaded machine) for the other to have started: only
-    // concurrent stages pass
+    // concurrent stages pass. One cache id for both (taken once: an id read from the clock per
+    // stage differed when the millisecond turned between the two, and each stage waited alone)
+    const rendezvous = `rendezvous-${Date.now()}`;
     const meet = (me: string, other: string) =>
-      `RUN --mount=type=cache,id=rendezvous-${Date.now()},target=/r touch /r/${me} && ` +
+      `RUN --mount=type=cache,id=${rendezvous},target=/r touch /r/${me} && ` +
       `for i in $(seq 300); do [ -e /r/${other} ] && break; sleep 0.1; done && test -e /r/${other} && echo ${me} > /ok`;
     await writeTree(ctx, {
       Dockerfile: [

@@ -1,17 +1,8 @@
-import {
-  type BigIntStats,
-  closeSync,
-  constants,
-  fchmodSync,
-  fstatSync,
-  ftruncateSync,
-  futimesSync,
-  openSync,
-  writeSync,
-} from 'node:fs';
-import { type FileHandle, lstat, open, rename, rm } from 'node:fs/promises';
+import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync } from 'node:fs';
+import { lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
+import { HeldFiles } from './held.thread.js';
 
 /** Files from this size up may have their content held rather than written as they arrive. */
 export const DEFER_FROM = 1024 * 1024;
@@ -19,39 +10,48 @@ export const DEFER_FROM = 1024 * 1024;
 const BUDGET = 64 * 1024 * 1024;
 let held = 0;
 
-/** The batches a content is written in (below the system's IOV_MAX). */
-const IOV_BATCH = 512;
-
 /** A file whose content is held: its place in the context is a sparse file of its size. */
 interface Held {
+  /** Its number on the held-contents thread. */
+  id: number;
   /** The placeholder's inode (`<dev>:<ino>`), as the digests know it. */
   key: string;
-  chunks: Buffer[];
   size: number;
   mode: number;
   mtime: Date;
-  sha256: string;
+  /** The placeholder's time as the file system keeps it. */
+  mtimeNs: bigint;
+  /** Known once the extraction is settled. */
+  sha256?: string;
 }
 
-const keyOf = (st: BigIntStats): string => `${st.dev}:${st.ino}`;
+const keyOf = (st: { dev: bigint; ino: bigint }): string => `${st.dev}:${st.ino}`;
 
 /**
- * The contents a context's extraction held in memory instead of writing them: a build whose
- * steps all come from the cache never needs them on disk (its COPY checksums are the digests
- * taken as the bytes arrived), so the bytes are written only when something reads the context's
- * files (a COPY or ADD that runs, a RUN bind mount of the context, a Dockerfile that is one of
- * them). Until then each such file is a sparse file of its size, mode and time, whose digest is
- * known by its inode. Writing one out makes a new file beside the root and renames it over the
- * placeholder (its digest known by the new inode first), so a checksum taken meanwhile sees one
- * complete file or the other, never a half-written one.
+ * The contents a context's extraction held instead of writing them: a build whose steps all
+ * come from the cache never needs them on disk (its COPY checksums are the digests taken as the
+ * bytes arrived), so the bytes are written only when something reads the context's files (a COPY
+ * or ADD that runs, a RUN bind mount of the context, a Dockerfile that is one of them). Until then
+ * each such file is a sparse file of its size, mode and time, whose digest is known by its inode.
+ * Writing one out makes a new file beside the root and renames it over the placeholder (its
+ * digest known by the new inode first), so a checksum taken meanwhile sees one complete file or
+ * the other, never a half-written one.
  *
- * The chunks held are those the source gave (the request's own buffers: a context's sources
- * never reuse them). What all builds hold together is bounded; past the bound files are written
- * as they arrive, so a context larger than memory still streams.
+ * The contents are held and hashed on the engine's held-contents thread (held.thread.ts): the
+ * request's chunks are handed over whole, not copied, when they are the request's own (`lend`);
+ * other sources' pieces are copied. What all builds hold together is bounded; past the bound files
+ * are written as they arrive, so a context larger than memory still streams.
  */
 export class DeferredContents {
   private readonly files = new Map<string, Held>();
+  /** Every file held during the extraction, by number (their digests come once it is settled). */
+  private readonly placed = new Map<number, Held>();
+  private readonly thread = new HeldFiles();
+  /** Writes into placeholders asked during the extraction (hard links to held files). */
+  private readonly inPlace: Array<Promise<unknown>> = [];
   private bytes = 0;
+  private nextId = 0;
+  private settled = false;
   private writing: Promise<void> | undefined;
   private count = 0;
 
@@ -65,34 +65,73 @@ export class DeferredContents {
     private readonly digests: Map<string, KnownDigest>,
   ) {}
 
-  /** Whether a file of `size` bytes is held rather than written (it takes its share of the budget). */
-  take(size: number): boolean {
-    if (size < DEFER_FROM || held + size > BUDGET) return false;
+  /**
+   * Whether a file of `size` bytes is held rather than written (it takes its share of the
+   * budget): its number for `data` and `hold`, or undefined.
+   */
+  take(size: number): number | undefined {
+    if (size < DEFER_FROM || held + size > BUDGET) return undefined;
     held += size;
     this.bytes += size;
-    return true;
+    return ++this.nextId;
   }
 
-  /** Gives back a share taken for a file that is not held after all. */
-  giveBack(size: number): void {
+  /** A piece of held file `id`'s content (`owned`: its whole buffer may be handed over). */
+  data(id: number, piece: Buffer, owned: boolean): void {
+    this.thread.data(id, piece, owned);
+  }
+
+  /** Between two chunks of the archive: what was batched goes to the thread when it is time. */
+  between(): void {
+    this.thread.flushIfFull();
+  }
+
+  /** Gives back a share taken for a file that is not held after all (the archive stopped in it). */
+  giveBack(id: number, size: number): void {
     held -= size;
     this.bytes -= size;
+    this.thread.drop(id);
   }
 
   /**
    * The file at `rel` (open as `fd`, empty) is held: it becomes a sparse file of the content's
-   * size with its mode and time, whose digest is `sha256`. Closes nothing.
+   * size with its mode and time; its digest is known once the extraction is settled. Closes
+   * nothing.
    */
-  hold(rel: string, fd: number, c: Omit<Held, 'key'>): KnownDigest {
+  hold(rel: string, fd: number, id: number, c: { size: number; mode: number; mtime: Date }): void {
     ftruncateSync(fd, c.size);
     fchmodSync(fd, c.mode);
     futimesSync(fd, c.mtime, c.mtime);
     const st = fstatSync(fd, { bigint: true });
-    const key = keyOf(st);
-    const known = { size: Number(st.size), mtimeNs: st.mtimeNs, sha256: c.sha256 };
-    this.digests.set(key, known);
-    this.files.set(rel, { ...c, key });
-    return known;
+    const f: Held = { ...c, id, key: keyOf(st), mtimeNs: st.mtimeNs };
+    this.thread.end(id);
+    this.files.set(rel, f);
+    this.placed.set(id, f);
+  }
+
+  /**
+   * The archive is read: every held file's digest (taken on the thread), and the placeholders
+   * written in meanwhile.
+   */
+  async settle(): Promise<void> {
+    const sums = await this.thread.digests();
+    await Promise.all(this.inPlace);
+    const stillHeld = new Set([...this.files.values()].map((f) => f.id));
+    for (const [id, f] of this.placed) {
+      const sha256 = sums.get(id);
+      if (sha256 !== undefined) {
+        f.sha256 = sha256;
+        this.digests.set(f.key, { size: f.size, mtimeNs: f.mtimeNs, sha256 });
+      } else if (stillHeld.has(id)) {
+        // never a placeholder without its digest (a checksum would read its zeros)
+        throw new Error("the build context's held contents were lost");
+      }
+      // written in place meanwhile: its content is the file's now
+      if (!stillHeld.has(id)) this.thread.drop(id);
+    }
+    this.placed.clear();
+    this.settled = true;
+    this.thread.flush();
   }
 
   /** A member replaced `rel` (and what was below it): their contents are no longer wanted. */
@@ -103,28 +142,23 @@ export class DeferredContents {
   }
 
   /**
-   * A hard link to `rel` is about to be made: the content goes into the placeholder itself now
-   * (both names then share it), its time put back.
+   * A hard link to `rel` is about to be made: the content goes into the placeholder itself (both
+   * names then share it; written by the thread before the extraction is settled), its time put
+   * back.
    */
   writeInPlace(rel: string): void {
     const f = this.files.get(rel);
     if (!f) return;
     const at = join(this.root, rel);
-    const fs = openSync(at, constants.O_WRONLY | constants.O_NOFOLLOW);
-    try {
-      let pos = 0;
-      for (const c of f.chunks) {
-        for (let done = 0; done < c.length; ) done += writeSync(fs, c, done, c.length - done, pos + done);
-        pos += c.length;
-      }
-      futimesSync(fs, f.mtime, f.mtime);
-      const st = fstatSync(fs, { bigint: true });
-      this.digests.delete(f.key);
-      this.digests.set(keyOf(st), { size: Number(st.size), mtimeNs: st.mtimeNs, sha256: f.sha256 });
-    } finally {
-      closeSync(fs);
-    }
-    this.drop(rel, f);
+    this.inPlace.push(
+      this.thread.write(f.id, { path: at, create: false, mode: f.mode, mtime: f.mtime }, false).then((st) => {
+        f.mtimeNs = st.mtimeNs;
+      }),
+    );
+    // no longer held: its content is the file's (the thread drops it once its digest is told)
+    this.files.delete(rel);
+    held -= f.size;
+    this.bytes -= f.size;
   }
 
   /** Whether a file (lstat'd or stat'd with bigint) is a placeholder whose content is held. */
@@ -148,15 +182,17 @@ export class DeferredContents {
   /** The contents are not wanted any more (the context is going). */
   release(): void {
     for (const [name, f] of this.files) this.drop(name, f);
+    this.thread.drop(undefined, true);
   }
 
   private drop(rel: string, f: Held): void {
     // dropped already (a release while it was being written out)
     if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
-    f.chunks = [];
     held -= f.size;
     this.bytes -= f.size;
+    // during the extraction, with the next batch (never inside a chunk)
+    this.thread.drop(f.id, this.settled);
   }
 
   private async writeAll(): Promise<void> {
@@ -170,22 +206,9 @@ export class DeferredContents {
 
   private async writeOne(rel: string, f: Held): Promise<void> {
     const tmp = join(this.staging, `.held-${++this.count}`);
-    const fh = await open(
-      tmp,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o600,
-    );
-    let key: string;
-    try {
-      await writeChunks(fh, f.chunks);
-      await fh.chmod(f.mode);
-      await fh.utimes(f.mtime, f.mtime);
-      const st = await fh.stat({ bigint: true });
-      key = keyOf(st);
-      this.digests.set(key, { size: Number(st.size), mtimeNs: st.mtimeNs, sha256: f.sha256 });
-    } finally {
-      await fh.close();
-    }
+    const st = await this.thread.write(f.id, { path: tmp, create: true, mode: f.mode, mtime: f.mtime });
+    const key = keyOf(st);
+    this.digests.set(key, { size: st.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
     const at = join(this.root, rel);
     const now = await lstat(at, { bigint: true }).catch(() => undefined);
     if (!now || keyOf(now) !== f.key) {
@@ -196,30 +219,5 @@ export class DeferredContents {
     }
     await rename(tmp, at);
     this.digests.delete(f.key);
-  }
-}
-
-/** All of `chunks` written from the start of the file, a batch of buffers per call. */
-async function writeChunks(fh: FileHandle, chunks: Buffer[]): Promise<void> {
-  for (let i = 0; i < chunks.length; i += IOV_BATCH) {
-    let batch = chunks.slice(i, i + IOV_BATCH);
-    let left = batch.reduce((n, c) => n + c.length, 0);
-    while (left > 0) {
-      const { bytesWritten } = await fh.writev(batch);
-      left -= bytesWritten;
-      if (left === 0) break;
-      // a short write: go on from where it stopped
-      let skip = bytesWritten;
-      const rest: Buffer[] = [];
-      for (const c of batch) {
-        if (skip >= c.length) {
-          skip -= c.length;
-          continue;
-        }
-        rest.push(skip ? c.subarray(skip) : c);
-        skip = 0;
-      }
-      batch = rest;
-    }
   }
 }

@@ -262,6 +262,27 @@ describe('image service (real overlay in a temp dir)', () => {
     await images.remove('localhost:5000/keep/me:v1');
   });
 
+  it('a tag that names its image already: LastTagTime at once, its record written in order with a removal', async () => {
+    const id = await importTar(await makeTar([{ name: 'retag', content: 'r' }]), 'retag:1');
+    const record = join(dir, 'image', 'images', `${id.slice(7)}.json`);
+    const first = (await images.inspect('retag:1')).lastTagTime;
+    await sleep(2);
+    await images.tag(id, 'retag', '1');
+    const again = (await images.inspect('retag:1')).lastTagTime;
+    assert.ok(again && first && again > first, `${again} after ${first}`);
+    // the record reaches the disk with the new time (the answer did not wait for it)
+    for (let i = 0; i < 100 && JSON.parse(readFileSync(record, 'utf8')).lastTagTime !== again; i++)
+      await sleep(20);
+    assert.equal(JSON.parse(readFileSync(record, 'utf8')).lastTagTime, again);
+    // a removal right after a re-tag: the late LastTagTime write never brings the record back
+    await images.tag(id, 'retag', '1');
+    await images.remove('retag:1');
+    await sleep(100);
+    assert.ok(!existsSync(record));
+    await open();
+    await assert.rejects(images.resolve(id), { kind: 'NotFound' });
+  });
+
   it('commits a container snapshot as a child image', async () => {
     await busybox();
     const base = await images.resolve('busybox');

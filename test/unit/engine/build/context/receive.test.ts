@@ -116,6 +116,61 @@ describe('receiveContext', () => {
     assert.equal(after, await sum('dir/b.txt'));
   });
 
+  it("hands a request body's own chunks of held files to the held-contents thread: digests, hard links, write-out", async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024 + 3, 'r');
+    for (let i = 0; i < big.length; i += 4099) big[i] = i & 0xff;
+    const other = Buffer.alloc(2 * 1024 * 1024, 's');
+    const tar = await makeTar([
+      { name: 'Dockerfile', content: 'FROM req\n' },
+      { name: 'big', content: big },
+      { name: 'dir/other', content: other },
+      { name: 'dir/link', type: 'link', linkname: 'dir/other' },
+      { name: 'small', content: 'x' },
+    ]);
+    let got: Promise<BuildContext> | undefined;
+    const server = createServer((req, res) => {
+      got = receiveContext(req, { workDir: work, signal });
+      got.then(
+        () => res.end('ok'),
+        () => res.end('no'),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const sent = await fetch(`http://127.0.0.1:${port}/build`, {
+        method: 'POST',
+        // in pieces, as a client streams it
+        body: Readable.toWeb(
+          Readable.from(
+            Array.from({ length: Math.ceil(tar.length / 30_000) }, (_, i) =>
+              tar.subarray(i * 30_000, (i + 1) * 30_000),
+            ),
+          ),
+        ) as ReadableStream,
+        duplex: 'half',
+      } as RequestInit);
+      assert.equal(await sent.text(), 'ok');
+    } finally {
+      server.close();
+    }
+    const ctx = await (got as Promise<BuildContext>);
+    made.push(ctx);
+    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    const digestOf = async (p: string) => {
+      const st = await stat(join(ctx.root, p), { bigint: true });
+      return ctx.digests?.get(`${st.dev}:${st.ino}`)?.sha256;
+    };
+    assert.equal(await digestOf('big'), sha(big));
+    // the hard link made the content be written at once, into the file both names share
+    assert.deepEqual(await readFile(join(ctx.root, 'dir/link')), other);
+    assert.equal(await digestOf('dir/other'), sha(other));
+    assert.equal(await digestOf('small'), sha(Buffer.from('x')));
+    await ctx.contents();
+    assert.deepEqual(await readFile(join(ctx.root, 'big')), big);
+    assert.equal(await digestOf('big'), sha(big));
+  });
+
   it('takes a body that is no archive as a plain Dockerfile, with an empty context', async () => {
     const ctx = await receive(Buffer.from('FROM busybox\nRUN true\n'));
     assert.equal(ctx.dockerfile, 'FROM busybox\nRUN true\n');
@@ -279,6 +334,86 @@ describe('receiveContext', () => {
       (err) => isKind(err, 'TooLarge'),
     );
     assert.equal((await readdir(work)).length, before);
+  });
+
+  it('reads a plain tar body through its events, chunk by chunk; a refused one is left paused, not destroyed', async () => {
+    const tar = await makeTar([
+      { name: 'Dockerfile', content: 'FROM p\n' },
+      { name: 'big', content: Buffer.alloc(3 * 1024 * 1024 + 5, 'q') },
+      { name: 'c.txt', content: 'c' },
+    ]);
+    const body = new PassThrough();
+    const ctx = receive(body);
+    // pieces that cut headers and bodies anywhere, some after a pause
+    for (let at = 0; at < tar.length; ) {
+      const n = Math.min(tar.length - at, 1 + ((at * 7919) % 70_000));
+      body.write(tar.subarray(at, at + n));
+      at += n;
+      if (at % 3 === 0) await new Promise((r) => setImmediate(r));
+    }
+    body.end();
+    const got = await ctx;
+    assert.equal(got.dockerfile, 'FROM p\n');
+    await got.contents();
+    assert.deepEqual(await readFile(join(got.root, 'big')), Buffer.alloc(3 * 1024 * 1024 + 5, 'q'));
+    assert.equal(await readFile(join(got.root, 'c.txt'), 'utf8'), 'c');
+
+    const before = (await readdir(work)).length;
+    const bad = new PassThrough();
+    bad.write(hostileTars('x').badChecksum);
+    await assert.rejects(receive(bad), { message: 'archive/tar: invalid tar header' });
+    // the answer can still be sent on the request's connection
+    assert.ok(!bad.destroyed);
+    assert.ok(bad.isPaused());
+    const cut = new PassThrough();
+    cut.end(tar.subarray(0, 4096));
+    await assert.rejects(receive(cut), {
+      message: 'Error processing tar file(exit status 1): unexpected EOF',
+    });
+    const torn = new PassThrough();
+    torn.write(tar.subarray(0, 4096));
+    setImmediate(() => torn.destroy());
+    await assert.rejects(receive(torn), /unexpected EOF/);
+    await assert.rejects(
+      receiveContext(Readable.from([tar]), { workDir: work, signal, limit: 1024 * 1024 }),
+      (err) => isKind(err, 'TooLarge'),
+    );
+    assert.equal((await readdir(work)).length, before);
+  });
+
+  it('takes the Dockerfile and the ignore file from the archive as they pass, and from disk when they are links', async () => {
+    const kept = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM first\n' },
+        { name: '.dockerignore', content: 'a\n' },
+        { name: 'a', content: '' },
+        { name: 'b', content: '' },
+        // a later member of the same name replaces the first
+        { name: 'Dockerfile', content: 'FROM second\n' },
+      ]),
+    );
+    assert.equal(kept.dockerfile, 'FROM second\n');
+    assert.deepEqual(await files(kept.root), ['.dockerignore', 'Dockerfile', 'b']);
+    const linked = await receive(
+      await makeTar([
+        { name: 'df/real', content: 'FROM linked\n' },
+        { name: 'Dockerfile', type: 'symlink', linkname: 'df/real' },
+        { name: 'ign', content: 'b\n' },
+        { name: '.dockerignore', type: 'symlink', linkname: '/ign' },
+        { name: 'b', content: '' },
+      ]),
+    );
+    assert.equal(linked.dockerfile, 'FROM linked\n');
+    assert.deepEqual(linked.ignore, ['b']);
+    const replaced = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM file\n' },
+        { name: 'dockerfile', content: 'FROM lower\n' },
+        { name: 'Dockerfile', type: 'symlink', linkname: 'nowhere' },
+      ]),
+    );
+    assert.equal(replaced.dockerfile, 'FROM lower\n');
+    assert.equal(replaced.dockerfilePath, 'dockerfile');
   });
 
   it('cancels when the signal aborts', async () => {
