@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeJsonAtomic } from '../../common/fs/atomic.js';
+import { KeyedMutex } from '../../common/mutex.js';
 
 /** How long the uses of cache records wait to be written together. */
 const USE_WRITE_DELAY_MS = 250;
@@ -47,7 +48,7 @@ export class BuildCacheStore {
   private readonly dir: string;
   private records = new Map<string, CacheRecord>();
   /** The latest write of each record's file under way. */
-  private readonly writes = new Map<string, Promise<void>>();
+  private readonly writes = new KeyedMutex();
   /** Records used since their files were last written, and the write to come. */
   private readonly used = new Set<CacheRecord>();
   private flushing: Promise<void> | undefined;
@@ -138,12 +139,6 @@ export class BuildCacheStore {
 
   /** A record's file writes one after another (a use written late never undoes a removal). */
   private inOrder(key: string, work: () => Promise<void>): Promise<void> {
-    const next = (this.writes.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
-    this.writes.set(key, next);
-    const forget = () => {
-      if (this.writes.get(key) === next) this.writes.delete(key);
-    };
-    next.then(forget, forget);
-    return next;
+    return this.writes.run(key, work);
   }
 }

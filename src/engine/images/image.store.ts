@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { ImageConfigFile } from '../../common/docker-types.js';
 import { errorMessage } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import { Mutex } from '../../common/mutex.js';
+import { KeyedMutex, Mutex } from '../../common/mutex.js';
 import { rfc3339Nano } from '../../common/time.js';
 import type { StorageOps } from '../storage/adapters/host.ops.js';
 import { ContentStore } from '../storage/content.store.js';
@@ -46,7 +46,7 @@ export class ImageStore {
   private readonly pins = new Map<string, number>();
   private readonly log: Logger;
   /** The latest write of each image's record under way: its writes run in order. */
-  private readonly writes = new Map<string, Promise<void>>();
+  private readonly writes = new KeyedMutex();
 
   constructor(opts: { dataRoot: string; ops: StorageOps; log: Logger }) {
     this.log = opts.log;
@@ -178,13 +178,7 @@ export class ImageStore {
 
   /** An image record's file writes one after another (a late write never undoes a later one). */
   private inOrder(key: string, work: () => Promise<void>): Promise<void> {
-    const next = (this.writes.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
-    this.writes.set(key, next);
-    const forget = () => {
-      if (this.writes.get(key) === next) this.writes.delete(key);
-    };
-    next.then(forget, forget);
-    return next;
+    return this.writes.run(key, work);
   }
 
   // ---- pins against garbage collection ----

@@ -4,6 +4,7 @@
  * defaults added unless the request asks for `insertDefaults`. Durations are nanoseconds.
  */
 
+import type { HealthConfig } from '../../../common/docker-types.js';
 import type { Version } from '../swarm.types.js';
 
 export interface Driver {
@@ -45,15 +46,6 @@ export interface ConfigReference {
   Runtime?: Record<string, never>;
   ConfigID?: string;
   ConfigName?: string;
-}
-
-export interface HealthConfig {
-  Test?: string[];
-  Interval?: number;
-  Timeout?: number;
-  StartPeriod?: number;
-  StartInterval?: number;
-  Retries?: number;
 }
 
 export interface Privileges {
