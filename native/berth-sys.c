@@ -34,6 +34,13 @@
  *             `{"data": exit code}` (128+signal) when the process ended. The shim keeps no end of
  *             the process's stdio, removes the pid file once read and the files in cleanup
  *             (newline-separated) once the runtime started the process. Events as for SPAWN.
+ *   8 SEALED  path      the sealed in-memory copy of the binary at path (see sealed_binary), made
+ *             if there is none yet: RESULT value = its descriptor number in the helper, for a
+ *             program that execs `/proc/<helper pid>/fd/<n>` (conmon's runtime path). It stays
+ *             open while the helper runs (closed when the file on disk changed and a new copy
+ *             was made).
+ *   9 RUN     SPAWN's payload; the same as SPAWN with file run from its sealed copy (execveat),
+ *             or from its path when no copy could be made (the runtime's own CLI calls).
  * A WRITE that finds the pipe full is kept and finished when the child reads (its RESULT comes
  * then); a CLOSE of that pipe waits for it. Other requests go on meanwhile.
  * Answers and events:
@@ -62,7 +69,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { OP_MOUNT = 1, OP_UMOUNT = 2, OP_NETNS = 3, OP_SPAWN = 4, OP_WRITE = 5, OP_CLOSE = 6, OP_EXEC = 7 };
+enum { OP_MOUNT = 1, OP_UMOUNT = 2, OP_NETNS = 3, OP_SPAWN = 4, OP_WRITE = 5, OP_CLOSE = 6, OP_EXEC = 7, OP_SEALED = 8, OP_RUN = 9 };
 enum { EV_RESULT = 128, EV_DATA = 129, EV_EOF = 130, EV_EXIT = 131 };
 
 #define MAX_CHILD_FDS 8
@@ -292,13 +299,15 @@ static void close_from(int lowfd) {
 }
 
 /*
- * Sealed in-memory copies of the runtimes EXEC runs. runc and crun copy their own binary into a
+ * Sealed in-memory copies of the runtimes EXEC and RUN run (and SEALED hands to conmon). runc and crun copy their own binary into a
  * sealed memfd and execute that copy before they enter a container (CVE-2019-5736: the container
  * must not be able to overwrite the host's binary through /proc/self/exe), unless the binary they
  * run as already is a memfd with exactly these seals (runc's and crun's is_self_cloned). Made once
  * per binary and run with execveat(2), which saves that copy (and crun's read-only bind mount of
  * it) at every exec with the same protection: nothing can write to a sealed memfd. Made again
- * when the file on disk changed (an upgrade).
+ * when the file on disk changed (an upgrade). Programs the helper did not fork (conmon) run a copy
+ * through /proc/<helper pid>/fd/<n>: the kernel execs the memfd itself, so the runtime's
+ * /proc/self/exe is the sealed copy as with execveat.
  */
 #define SEALED_MAX 4
 #define RUNTIME_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
@@ -500,19 +509,29 @@ static void exec_shim(const char *file, char **argv, char **envp, const struct s
   _exit(0);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim);
+static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim, int sealed_run);
 
-static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL); }
+static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL, 0); }
+
+static void do_run(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL, 1); }
+
+static void do_sealed(uint32_t id, char *p, size_t len) {
+  char *s[1];
+  if (split(p, len, s, 1) < 0 || s[0][0] != '/') return send_result(id, -EINVAL, "bad sealed request");
+  int fd = sealed_binary(s[0]);
+  if (fd < 0) return send_result(id, -ENOENT, s[0]);
+  send_result(id, fd, NULL);
+}
 
 static void do_exec(uint32_t id, char *p, size_t len) {
   char *s[4];
   int off = split(p, len, s, 4);
   if (off < 0 || !s[0][0] || !s[2][0]) return send_result(id, -EINVAL, "bad exec request");
   struct shim_args a = {.pidfile = s[0], .cleanup = s[1], .specfile = s[2], .spec = s[3]};
-  spawn_child(id, p + off, len - (size_t)off, &a);
+  spawn_child(id, p + off, len - (size_t)off, &a, 1);
 }
 
-static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim) {
+static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args *shim, int sealed_run) {
   char *head[4];
   int off = split(p, len, head, 4);
   if (off < 0) return send_result(id, -EINVAL, "bad spawn request");
@@ -568,7 +587,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args
     fcntl(mine[i], F_SETFL, O_NONBLOCK);
   }
   /* an exec failure is reported through a close-on-exec pipe */
-  int binfd = shim ? sealed_binary(file) : -1;
+  int binfd = sealed_run ? sealed_binary(file) : -1;
   int ep[2] = {-1, -1};
   pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
   if (pid < 0) {
@@ -605,7 +624,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args
       dup2(errfd, (int)nfds);
       fcntl((int)nfds, F_SETFD, FD_CLOEXEC);
     }
-    if (bin >= 0) bin = dup3(bin, (int)nfds + 1, O_CLOEXEC); /* the shim's sealed runtime */
+    if (bin >= 0) bin = dup3(bin, (int)nfds + 1, O_CLOEXEC); /* the sealed runtime */
     close_from((int)nfds + (bin >= 0 ? 2 : 1));
     errfd = (int)nfds;
     if (cwd[0] && chdir(cwd) < 0) {
@@ -614,6 +633,7 @@ static void spawn_child(uint32_t id, char *p, size_t len, const struct shim_args
       _exit(127);
     }
     if (shim) exec_shim(file, argv, envp, shim, errfd, bin);
+    if (bin >= 0) syscall(SYS_execveat, bin, "", argv, envp, AT_EMPTY_PATH);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(errfd, &err, sizeof err);
@@ -758,6 +778,8 @@ static void handle_input(void) {
     case OP_WRITE: do_write(id, copy, plen); break;
     case OP_CLOSE: do_close(id, copy, plen); break;
     case OP_EXEC: do_exec(id, (char *)copy, plen); break;
+    case OP_SEALED: do_sealed(id, (char *)copy, plen); break;
+    case OP_RUN: do_run(id, (char *)copy, plen); break;
     default: send_result(id, -ENOSYS, "unknown request");
     }
     free(copy);

@@ -11,7 +11,17 @@ import { fileURLToPath } from 'node:url';
  * error (never hang). See docs/runtime.md (Host calls).
  */
 
-const OP = { mount: 1, umount: 2, netns: 3, spawn: 4, write: 5, close: 6, exec: 7 } as const;
+const OP = {
+  mount: 1,
+  umount: 2,
+  netns: 3,
+  spawn: 4,
+  write: 5,
+  close: 6,
+  exec: 7,
+  sealed: 8,
+  run: 9,
+} as const;
 const EV = { result: 128, data: 129, eof: 130, exit: 131 } as const;
 
 /** A failed system call: `code` is the errno's name (EBUSY, EINVAL, ...). */
@@ -254,6 +264,31 @@ export class SysHelper {
 
   async spawn(r: SpawnRequest): Promise<SysChild> {
     return this.startChild(OP.spawn, [], r);
+  }
+
+  /**
+   * The same as `spawn` with `file` (a runtime: runc, crun) run from the helper's sealed
+   * in-memory copy of it, or from its path when no copy could be made (docs/runtime.md).
+   */
+  async spawnSealed(r: SpawnRequest): Promise<SysChild> {
+    return this.startChild(OP.run, [], r);
+  }
+
+  /**
+   * A path another program can exec to run the helper's sealed in-memory copy of `file` (made
+   * now if there is none): `/proc/<helper pid>/fd/<n>`. Valid while this helper runs and the
+   * file on disk stays the same; null when no copy can be made (then `file` is run as it is).
+   */
+  async sealedPath(file: string): Promise<string | null> {
+    try {
+      const { done } = this.request(OP.sealed, [file]);
+      const pid = this.pid;
+      const fd = await done;
+      // an answer comes from the helper that was asked (one that died fails the request)
+      return pid === undefined ? null : `/proc/${pid}/fd/${fd}`;
+    } catch {
+      return null;
+    }
   }
 
   /**

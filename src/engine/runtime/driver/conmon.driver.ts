@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { access, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   conflict,
@@ -49,7 +49,7 @@ import { ExitWatcher } from './exits.js';
 import { deleteStopped, runtimeStateExists } from './fast-delete.js';
 import { startCreatedCrun } from './fast-start.js';
 import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
-import type { ProcessRunner } from './process.js';
+import type { MonitorStart, ProcessRunner } from './process.js';
 import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
 import { ShimExecAttach } from './shim-exec.js';
 import { readCgroupStats } from './stats.js';
@@ -90,6 +90,16 @@ export interface ConmonDriverOptions {
 
 /** Bundle files the driver and conmon make; delete removes them (and the dir when then empty). */
 const bundleFiles = ['config.json', 'pidfile', 'conmon.pid', 'ctl', 'winsz', 'attach', 'oom', 'update.json'];
+
+/** Whether `path` can be executed (a sealed copy's /proc path vanishes with its helper). */
+async function executable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Lower rlimits above the daemon's own hard limits (the runtime cannot raise them and fails). */
 export function capRlimits(rlimits: Rlimit[], limits: Map<string, ProcessLimit>): Rlimit[] {
@@ -274,6 +284,8 @@ export class ConmonDriver implements Runtime {
     await rm(join(persist, 'exit-reported'), { force: true });
     this.metas.set(id, meta);
 
+    // conmon runs `runtime create` from berth-sys's sealed copy (no copy of its own per create)
+    const sealedPath = await cli.monitorPath();
     const args = [
       '--api-version',
       '1',
@@ -284,7 +296,7 @@ export class ConmonDriver implements Runtime {
       '-n',
       id,
       '-r',
-      cli.path,
+      sealedPath,
       '-b',
       bundleDir,
       '-p',
@@ -311,10 +323,18 @@ export class ConmonDriver implements Runtime {
       if (!opts.stdinOnce) args.push('--leave-stdin-open');
     }
 
-    const monitor = async () => {
+    // the sealed copy's path is gone when berth-sys died since it was asked: then the binary's own
+    const runtimeArg = args.indexOf('-r') + 1;
+    const sealedGone = async () => {
+      if (args[runtimeArg] === cli.path || (await executable(args[runtimeArg] ?? ''))) return false;
+      args[runtimeArg] = cli.path;
+      return true;
+    };
+    const monitor = async (): Promise<MonitorStart> => {
       try {
         return await this.o.runner.startMonitor(this.o.conmonPath, args, persist);
       } catch (err) {
+        if (await sealedGone()) return monitor();
         // conmon failed or the runtime hung: leave nothing behind
         await this.killMonitor(meta);
         await cli.delete(id).catch(() => undefined);
@@ -322,6 +342,7 @@ export class ConmonDriver implements Runtime {
       }
     };
     let res = await monitor();
+    if (res.pid <= 0 && (await sealedGone())) res = await monitor();
     if (res.pid <= 0 && /already exists|exists already|File exists/i.test(res.message ?? '')) {
       // the runtime still has the previous run of this container (started again without delete)
       await cli.delete(id);
@@ -523,7 +544,7 @@ export class ConmonDriver implements Runtime {
       '-n',
       id,
       '-r',
-      cli.path,
+      await cli.monitorPath(),
       '-b',
       dir,
       '-p',

@@ -73,8 +73,17 @@ export class OciCli {
     return [`--root=${this.root}`];
   }
 
+  /** A runtime call, from berth-sys's sealed copy of the binary when there is one. */
   private async exec(args: string[]): Promise<RunResult> {
-    return this.runner.run(this.path, [...this.globalArgs(), ...args]);
+    return this.runner.run(this.path, [...this.globalArgs(), ...args], { sealed: true });
+  }
+
+  /**
+   * What conmon's `-r` should exec: berth-sys's sealed copy (`/proc/<pid>/fd/<n>`, valid while
+   * the helper runs; asked again for every monitor), else the binary's path.
+   */
+  async monitorPath(): Promise<string> {
+    return (await this.runner.runtimePath?.(this.path)) ?? this.path;
   }
 
   private fail(id: string, verb: string, r: RunResult): never {

@@ -54,7 +54,16 @@ export interface ExecShimOptions {
 
 /** Runs external programs (runtime CLI, conmon, mount). Tests may substitute it. */
 export interface ProcessRunner {
-  run(file: string, args: string[]): Promise<RunResult>;
+  /**
+   * Run `file args` to its end. `sealed`: `file` is a runtime (runc, crun), run from berth-sys's
+   * sealed in-memory copy of it when there is one (docs/runtime.md, The runtime's binary).
+   */
+  run(file: string, args: string[], opts?: { sealed?: boolean }): Promise<RunResult>;
+  /**
+   * The path a monitor (conmon's `-r`) can exec to run the runtime at `file` from berth-sys's
+   * sealed copy: valid while the helper runs; `file` itself when there is no copy.
+   */
+  runtimePath?(file: string): Promise<string>;
   /**
    * Start conmon (it daemonizes) with a sync pipe on fd 3 and resolve with the first message it
    * writes there: the container pid once `runtime create` is done.
@@ -158,9 +167,10 @@ async function startWithHelper(
   sys: SysHelper,
   file: string,
   args: string[],
-  o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv },
+  o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv; sealed?: boolean },
 ): Promise<Started> {
-  const c = await sys.spawn({ file, args, env: o.env, fds: o.fds, ...(o.cwd ? { cwd: o.cwd } : {}) });
+  const r = { file, args, env: o.env, fds: o.fds, ...(o.cwd ? { cwd: o.cwd } : {}) };
+  const c = await (o.sealed ? sys.spawnSealed(r) : sys.spawn(r));
   return {
     pid: c.pid,
     onData: (fd, l) => c.onData(fd, l),
@@ -277,15 +287,20 @@ export function createProcessRunner(sys: SysHelper | null): ProcessRunner {
   const start = (
     file: string,
     args: string[],
-    o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv },
+    o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv; sealed?: boolean },
   ): Promise<Started> =>
     sys ? startWithHelper(sys, file, args, o) : Promise.resolve(startWithNode(file, args, o));
 
   return {
-    ...(sys ? { startExecShim: (file, args, o) => startExecShim(sys, file, args, o) } : {}),
-    run(file, args) {
+    ...(sys
+      ? {
+          startExecShim: (file, args, o) => startExecShim(sys, file, args, o),
+          runtimePath: async (file) => (await sys.sealedPath(file)) ?? file,
+        }
+      : {}),
+    run(file, args, opts) {
       if (!sys) return runWithNode(file, args);
-      return start(file, args, { fds: 'nww', env: childEnv() }).then(
+      return start(file, args, { fds: 'nww', env: childEnv(), sealed: opts?.sealed === true }).then(
         (p) =>
           new Promise<RunResult>((resolve) => {
             const out: Buffer[] = [];
