@@ -252,6 +252,9 @@ export class ConmonDriver implements Runtime {
     const refused = runtimeName === 'crun' ? cpuSharesRefusal(opts.spec.linux?.resources) : null;
     if (refused) throw systemError(`OCI runtime create failed: ${refused}`);
     const cli = runtime.cli;
+    // conmon runs `runtime create` from berth-sys's sealed copy (no copy of its own per create):
+    // its path asked now, answered while the files are written
+    const sealedPath = cli.monitorPath();
     const spec: OciSpec = { ...opts.spec, process: proc };
     if (runtimeName === 'crun') {
       spec.mounts = await fileBindsForCrun({ ...spec, mounts: mountsForCrun(spec.mounts) });
@@ -284,8 +287,6 @@ export class ConmonDriver implements Runtime {
     await rm(join(persist, 'exit-reported'), { force: true });
     this.metas.set(id, meta);
 
-    // conmon runs `runtime create` from berth-sys's sealed copy (no copy of its own per create)
-    const sealedPath = await cli.monitorPath();
     const args = [
       '--api-version',
       '1',
@@ -296,7 +297,7 @@ export class ConmonDriver implements Runtime {
       '-n',
       id,
       '-r',
-      sealedPath,
+      await sealedPath,
       '-b',
       bundleDir,
       '-p',

@@ -80,10 +80,14 @@ export class OciCli {
 
   /**
    * What conmon's `-r` should exec: berth-sys's sealed copy (`/proc/<pid>/fd/<n>`, valid while
-   * the helper runs; asked again for every monitor), else the binary's path.
+   * the helper runs; asked again for every monitor), else the binary's path. Never rejects.
    */
   async monitorPath(): Promise<string> {
-    return (await this.runner.runtimePath?.(this.path)) ?? this.path;
+    try {
+      return (await this.runner.runtimePath?.(this.path)) ?? this.path;
+    } catch {
+      return this.path;
+    }
   }
 
   private fail(id: string, verb: string, r: RunResult): never {
