@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -238,6 +238,34 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     await writeFile(runtime, Buffer.alloc(16), { flag: 'a' }); // an upgrade
     await shim('c');
     assert.deepEqual(await copies(), [size + 16]);
+  });
+
+  it("hands out the sealed copy's path (conmon's -r) and runs a runtime from it (RUN)", async () => {
+    // the stand-in runtime of the test before: busybox as `sh`, its sealed copy made already
+    const runtime = join(dir, 'rt', 'sh');
+    const path = await helper.sealedPath(runtime);
+    assert.match(path ?? '', new RegExp(`^/proc/${helper.pid}/fd/\\d+$`));
+    assert.match(await readlink(path ?? ''), /^\/memfd:berth-sealed-runtime/);
+    assert.equal((await stat(path ?? '')).size, (await stat(runtime)).size);
+    assert.equal(await helper.sealedPath(runtime), path, 'the same copy');
+    const exe = 'readlink /proc/$$/exe';
+    // another process (not the helper's child) execs the copy through the helper's /proc entry
+    const other = spawnSync(path ?? '', ['-c', exe], { argv0: 'sh', encoding: 'utf8' });
+    assert.match(other.stdout, /^\/memfd:berth-sealed-runtime/);
+    const c = await helper.spawnSealed({ file: runtime, args: ['-c', exe], env: {}, fds: 'nwn' });
+    let out = '';
+    await new Promise<void>((resolve) =>
+      c.onData(1, (b) => {
+        if (b) out += b.toString();
+        else resolve();
+      }),
+    );
+    assert.match(out, /^\/memfd:berth-sealed-runtime/);
+    assert.equal(await c.exited, 0);
+    // no copy: none for a file that is not there (RUN runs a file without one from its path)
+    assert.equal(await helper.sealedPath(join(dir, 'rt', 'missing')), null);
+    const plain = await helper.spawnSealed({ file: '/bin/echo', args: ['plain'], env: {}, fds: 'nwn' });
+    assert.equal(await plain.exited, 0);
   });
 
   it('kills a helper that does not answer in time and fails the request', async () => {
