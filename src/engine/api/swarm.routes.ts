@@ -3,7 +3,8 @@ import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJson } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
-import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
+import { NOT_A_MANAGER, NOT_IN_SWARM } from '../swarm/messages.js';
+import type { SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import {
   decodeInitRequest,

@@ -9,9 +9,9 @@ import {
 import type { Filters } from '../../../common/filters.js';
 import type { Logger } from '../../../common/log.js';
 import { newSwarmId } from '../ca/tokens.js';
+import { NO_LEADER } from '../messages.js';
 import { seal, unseal } from '../seal.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
-import { NO_LEADER } from '../swarm.service.js';
 import { filterObjects } from './object-filters.js';
 import { objectKeys } from './object-keys.js';
 import type { ObjectKind, ObjectSpec, ObjectSpecInput, StoredObject, SwarmObject } from './secrets.types.js';

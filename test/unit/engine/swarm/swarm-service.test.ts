@@ -7,8 +7,9 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import type { EtcdMemberSpec } from '../../../../src/engine/swarm/etcd/etcd-args.js';
 import { keys } from '../../../../src/engine/swarm/keys.js';
+import type { MemberRunner } from '../../../../src/engine/swarm/options.js';
 import { MemoryStore } from '../../../../src/engine/swarm/store/memory-store.js';
-import { type MemberRunner, SwarmService } from '../../../../src/engine/swarm/swarm.service.js';
+import { SwarmService } from '../../../../src/engine/swarm/swarm.service.js';
 
 class FakeMember implements MemberRunner {
   readonly socketPath = '/nowhere/etcd.sock:0';
