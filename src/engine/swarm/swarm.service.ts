@@ -7,6 +7,8 @@ import { clusterInfo, inspectSwarm, unlockKeyOf, updateSwarm } from './membershi
 import { initSwarm } from './membership/init.js';
 import { joinSwarm } from './membership/join.js';
 import { leaveSwarm } from './membership/leave.js';
+import { renewCertificate } from './membership/renewal.js';
+import { becomeManager, becomeWorker } from './membership/role-change.js';
 import { Nodes } from './nodes/nodes.js';
 import type { SwarmServiceOptions } from './options.js';
 import type { StoredManager } from './records.js';
@@ -51,6 +53,23 @@ export class SwarmService {
       now: opts.now ?? (() => new Date()),
     };
     this.nodes = new Nodes(this.ctx);
+    let changing = false;
+    this.ctx.runtime.hooks = {
+      roleChanged: (role) => {
+        if (changing) return;
+        changing = true;
+        void this.serialize(() => (role === 'manager' ? becomeManager(this.ctx) : becomeWorker(this.ctx)))
+          .catch((err: unknown) =>
+            opts.log.warn('role change failed; trying again', { role, error: errorMessage(err) }),
+          )
+          .finally(() => {
+            changing = false;
+          });
+      },
+      renew: async () => {
+        await this.serialize(() => renewCertificate(this.ctx));
+      },
+    };
   }
 
   /** At engine start: a node that was in a swarm takes its place again (its member restarted or adopted). */

@@ -1,20 +1,17 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { BerthError, errorMessage, invalidParameter, unavailable } from '../../../common/errors.js';
 import { joinHostPort, resolveAddresses } from '../addresses.js';
 import { newKeyPair, privateKeyPem } from '../ca/certificates.js';
 import { createCsr } from '../ca/csr.js';
 import { caDigest, parseJoinToken } from '../ca/tokens.js';
 import { clusterCall, fetchRootCa } from '../cluster-api/client.js';
-import type { JoinAnswer, JoinCall, ManagerJoinAnswer } from '../cluster-api/protocol.js';
+import type { JoinAnswer, JoinCall } from '../cluster-api/protocol.js';
 import { ETCD_PEER_CN } from '../etcd/etcd-args.js';
-import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import { ALREADY_IN_SWARM } from '../messages.js';
 import { describeNode, parseAvailability } from '../nodes/node-description.js';
-import type { StoredCluster, StoredManager } from '../records.js';
-import { defaultSpec, effectiveRaft } from '../spec.js';
 import type { JoinRequest } from '../swarm.types.js';
 import type { SwarmContext } from '../swarm-context.js';
+import { startJoiningMember } from './manager-member.js';
 
 /**
  * POST /swarm/join: the CA pinned to the token, a certificate for a CSR from a manager's cluster
@@ -94,7 +91,7 @@ export async function joinSwarm(ctx: SwarmContext, req: JoinRequest): Promise<vo
     await files.writeSecret(files.certs.dek, Buffer.from(answer.Manager.DEK, 'base64'));
     await files.save(local);
     try {
-      await joinAsManager(ctx, local, answer.Manager, acceptedBy, {
+      await startJoiningMember(ctx, local, answer.Manager, acceptedBy, {
         ca: rootPem,
         cert: answer.Certificate,
         key: privateKeyPem(pair.privateKey),
@@ -110,54 +107,4 @@ export async function joinSwarm(ctx: SwarmContext, req: JoinRequest): Promise<vo
   session.activate();
   await runtime.startLoops();
   opts.log.info('joined a swarm', { nodeId: answer.NodeID, role: answer.Role });
-}
-
-/**
- * A manager join's second half: this member starts as a learner of the existing cluster, the
- * manager that admitted it promotes it once it has caught up, and then (a voter, so its store
- * reads are linearizable) it records itself among the managers and serves the cluster API.
- */
-async function joinAsManager(
-  ctx: SwarmContext,
-  local: LocalState,
-  m: ManagerJoinAnswer,
-  acceptedBy: string,
-  tls: { ca: string; cert: string; key: string },
-): Promise<void> {
-  const { session, runtime, opts } = ctx;
-  const peerUrl = runtime.peerUrl(local);
-  await opts.member.start({
-    name: local.NodeID,
-    dataDir: session.files.etcdDir,
-    peerUrl,
-    initialCluster: m.InitialCluster,
-    clusterState: 'existing',
-    clusterToken: local.ClusterID,
-    peerTls: runtime.peerTls(),
-    raft: effectiveRaft(defaultSpec()),
-  });
-  await clusterCall(acceptedBy, 'POST', '/v1/promote', { MemberID: m.MemberID }, tls);
-  session.local = local;
-  session.dek = Buffer.from(m.DEK, 'base64');
-  const store = runtime.openStore();
-  // the promotion reaches this member through the Raft log: until it has, it still refuses
-  // requests as a learner
-  for (let i = 0; (await store.status()).isLearner; i++) {
-    if (i >= 100) throw new Error('this member was promoted but still acts as a learner');
-    await sleep(100);
-  }
-  await runtime.startEvents(store);
-  const manager: StoredManager = {
-    memberId: m.MemberID,
-    peerUrl,
-    addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
-  };
-  await store.put(keys.manager(local.NodeID), JSON.stringify(manager));
-  const cluster = await store.get(keys.cluster);
-  if (!cluster) throw new Error('the swarm has no cluster record');
-  const spec = (JSON.parse(cluster.value) as StoredCluster).Spec;
-  local.Raft = effectiveRaft(spec);
-  await session.files.save(local);
-  await runtime.startLiveness(spec);
-  await runtime.openClusterApi(local);
 }

@@ -1,4 +1,4 @@
-import { conflict, invalidParameter, notFound, notImplemented } from '../../../common/errors.js';
+import { conflict, errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
 import type { Filters } from '../../../common/filters.js';
 import { keys } from '../keys.js';
 import type { StoredManager, StoredNode } from '../records.js';
@@ -54,8 +54,10 @@ export class Nodes {
 
   /**
    * POST /nodes/{id}/update?version=: the NodeSpec as given (labels replaced, Role and
-   * Availability required), by compare-and-swap on the node's version. A role change is not
-   * there yet (501), but demoting the last manager is refused as swarmkit refuses it.
+   * Availability required), by compare-and-swap on the node's version. A promotion is the Role
+   * in etcd: the node sees it in its next heartbeat answer and becomes a manager (role-change.ts).
+   * A demotion is refused as swarmkit refuses it (the last manager, a lost quorum); else the
+   * node's member leaves etcd's membership first, and the node then finds its Role worker.
    */
   async update(ref: string, version: number, spec: NodeSpecUpdate): Promise<void> {
     const store = this.ctx.session.managerStore();
@@ -67,18 +69,57 @@ export class Nodes {
     if (availability !== 'active' && availability !== 'pause' && availability !== 'drain') {
       throw invalidParameter(`invalid Availability: ${JSON.stringify(availability ?? '')}`);
     }
-    if (role !== node.Spec.Role) {
-      const managers = (await store.range(keys.managers)).kvs.length;
-      if (role === 'worker' && managers <= 1)
-        throw invalidParameter('attempting to demote the last manager of the swarm');
-      throw notImplemented('promoting or demoting a node is not supported by this engine yet');
-    }
+    const demote = role === 'worker' && node.Spec.Role === 'manager';
+    if (demote) await this.checkDemotion(store, node.ID);
     await this.writeSpec(store, node.ID, version, {
       ...(spec.Name ? { Name: spec.Name } : {}),
       Labels: { ...(spec.Labels ?? {}) },
       Role: role,
       Availability: availability,
     });
+    if (demote) await this.removeMember(store, node.ID);
+  }
+
+  /**
+   * swarmkit's refusals of a demotion: the last manager, and a member whose removal leaves fewer
+   * reachable managers than the smaller cluster's quorum (reachable: its liveness key is there).
+   */
+  private async checkDemotion(store: ClusterStore, id: string): Promise<void> {
+    const [managers, live, members] = await this.ctx.session.read(() =>
+      Promise.all([store.range(keys.managers), store.range(keys.lives), store.memberList()]),
+    );
+    if (managers.kvs.length <= 1)
+      throw invalidParameter('attempting to demote the last manager of the swarm');
+    const own = managers.kvs.find((kv) => kv.key === keys.manager(id));
+    if (!own) return;
+    const memberId = (JSON.parse(own.value) as StoredManager).memberId;
+    const alive = new Set(live.kvs.map((kv) => kv.key.slice(keys.lives.length)));
+    const nodeOf = new Map(
+      managers.kvs.map((kv) => [
+        (JSON.parse(kv.value) as StoredManager).memberId,
+        kv.key.slice(keys.managers.length),
+      ]),
+    );
+    const remaining = members.filter((m) => !m.isLearner && m.id !== memberId);
+    const reachable = remaining.filter((m) => alive.has(nodeOf.get(m.id) ?? '')).length;
+    const quorum = Math.floor(remaining.length / 2) + 1;
+    if (reachable < quorum) {
+      throw invalidParameter("can't remove member from the raft: this would result in a loss of quorum");
+    }
+  }
+
+  /** A demoted manager's etcd member leaves the membership (its record first: the member may be this one's). */
+  private async removeMember(store: ClusterStore, id: string): Promise<void> {
+    const kv = await store.get(keys.manager(id));
+    if (!kv) return;
+    const { memberId } = JSON.parse(kv.value) as StoredManager;
+    await store.delete(keys.manager(id));
+    try {
+      await store.memberRemove(memberId);
+    } catch (err) {
+      // already gone is what was wanted
+      if (!/not found/i.test(errorMessage(err))) throw err;
+    }
   }
 
   /** DELETE /nodes/{id}?force=: a node that is down (or any worker with force); never a manager. */

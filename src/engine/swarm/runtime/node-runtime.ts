@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { errorMessage, systemError } from '../../../common/errors.js';
 import { joinHostPort, parseHostPort } from '../addresses.js';
+import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
@@ -12,9 +13,18 @@ import { noRoleLoops, type RoleLoops } from '../role-loops.js';
 import type { SwarmSession } from '../session.js';
 import { defaultSpec, effectiveHeartbeatMs, effectiveRaft } from '../spec.js';
 import type { ClusterStore } from '../store/cluster-store.js';
-import type { SwarmSpec } from '../swarm.types.js';
+import type { NodeRole, SwarmSpec } from '../swarm.types.js';
 import { WorkerLink } from '../worker-link.js';
+import { CertRenewal } from './cert-renewal.js';
 import { OwnLiveness } from './liveness.js';
+
+/** What the runtime asks of the membership rooms (SwarmService sets them). */
+export interface RuntimeHooks {
+  /** etcd says the node's role is now `role`: promote or demote this node. */
+  roleChanged(role: NodeRole): void;
+  /** Get and install a new node certificate (CertRenewal's schedule). */
+  renew(): Promise<void>;
+}
 
 /**
  * What runs while the node is in a swarm. On a manager: its etcd member (through
@@ -31,6 +41,12 @@ export class NodeRuntime {
   private readonly loops: RoleLoops;
   /** The node's TLS material as the loops see it (renewal replaces it). */
   private tls?: { ca: string; cert: string; key: string };
+  private rootPem = '';
+  private roleTimer?: NodeJS.Timeout;
+  private renewal?: CertRenewal;
+  /** The other managers' cluster API addresses, as this manager last read them. */
+  private managers: ManagerAddress[] = [];
+  hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {} };
 
   constructor(
     private readonly opts: SwarmServiceOptions,
@@ -111,13 +127,79 @@ export class NodeRuntime {
     const local = this.session.local;
     if (!store || !local) return;
     const liveness = new OwnLiveness(store, local.NodeID, local.AdvertiseHost, this.opts.log);
-    await liveness.start(effectiveHeartbeatMs(spec));
+    const periodMs = effectiveHeartbeatMs(spec);
+    await liveness.start(periodMs);
     this.liveness = liveness;
+    this.roleTimer = setInterval(() => void this.checkRole(store, local), periodMs);
+    this.roleTimer.unref();
   }
 
   stopLiveness(): void {
     this.liveness?.stop();
     this.liveness = undefined;
+    if (this.roleTimer) clearInterval(this.roleTimer);
+    this.roleTimer = undefined;
+  }
+
+  /**
+   * A manager's look at its own record every heartbeat: a demotion shows as Role worker. Once it
+   * is demoted its member is removed and its store answers nothing: then the other managers say.
+   */
+  private async checkRole(store: ClusterStore, local: LocalState): Promise<void> {
+    if (this.session.local !== local || local.Role !== 'manager') return;
+    try {
+      const [node, managers] = await Promise.all([
+        store.get(keys.node(local.NodeID)),
+        store.range(keys.managers),
+      ]);
+      this.managers = managers.kvs
+        .filter((kv) => kv.key !== keys.manager(local.NodeID))
+        .map((kv) => ({
+          NodeID: kv.key.slice(keys.managers.length),
+          Addr: (JSON.parse(kv.value) as { addr: string }).addr,
+        }));
+      const role = node ? (JSON.parse(node.value) as { Spec: { Role: NodeRole } }).Spec.Role : undefined;
+      if (role === 'worker') this.hooks.roleChanged('worker');
+    } catch {
+      if (this.managers.length > 0) this.hooks.roleChanged('worker');
+    }
+  }
+
+  /** Where this node reaches the managers: a worker's as heard, a manager's others as last read. */
+  knownManagers(): ManagerAddress[] {
+    const local = this.session.local;
+    if (local?.Role === 'manager') return this.managers;
+    return this.link?.addresses ?? local?.Managers ?? [];
+  }
+
+  /** A renewed certificate and key: the cluster API, the heartbeats and the loops use them from now on. */
+  useCertificate(cert: string, key: string): void {
+    const ca = this.tls?.ca ?? this.rootPem;
+    this.tls = { ca, cert, key };
+    this.link?.useTls(this.tls);
+    if (this.rootPem) this.clusterApi?.useCertificate(cert + this.rootPem, key);
+  }
+
+  /** Renewal of the node's certificate at 50–80% of its validity, while the node is active. */
+  startRenewal(): void {
+    this.renewal?.stop();
+    this.renewal = new CertRenewal(
+      () => this.tls?.cert ?? '',
+      () => this.hooks.renew(),
+      this.opts.log,
+    );
+    this.renewal.start();
+  }
+
+  stopRenewal(): void {
+    this.renewal?.stop();
+    this.renewal = undefined;
+  }
+
+  /** A worker's heartbeats stop (it is becoming a manager). */
+  stopLink(): void {
+    this.link?.stop();
+    this.link = undefined;
   }
 
   /** A manager serves the cluster API on its ListenAddr (mutual TLS with the swarm's CA). */
@@ -126,6 +208,7 @@ export class NodeRuntime {
     const rootKv = await store.get(keys.caRoot);
     if (!rootKv) throw new Error('the swarm has no root CA');
     const root = JSON.parse(rootKv.value) as StoredCa;
+    this.rootPem = root.cert;
     const listen = parseHostPort(local.ListenAddr, 'ListenAddr', 2377);
     const cert = await readFile(this.files.certs.nodeCert, 'utf8');
     const key = this.session.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
@@ -165,9 +248,11 @@ export class NodeRuntime {
       local.HeartbeatPeriodMs ?? 5000,
       { ca, cert, key },
       this.opts.log,
-      (managers) => {
+      (answer) => {
         if (this.session.local !== local) return;
-        if (JSON.stringify(managers) === JSON.stringify(local.Managers)) return;
+        if (answer.Role && answer.Role !== local.Role) this.hooks.roleChanged(answer.Role);
+        const managers = answer.Managers;
+        if (managers.length === 0 || JSON.stringify(managers) === JSON.stringify(local.Managers)) return;
         local.Managers = managers;
         void this.files.save(local).catch(() => {});
       },
@@ -207,9 +292,11 @@ export class NodeRuntime {
       tls: () => this.tls ?? { ca, cert, key },
       log,
     });
+    this.startRenewal();
   }
 
   async stopLoops(): Promise<void> {
+    this.stopRenewal();
     await this.loops.stop();
   }
 

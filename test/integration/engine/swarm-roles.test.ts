@@ -1,0 +1,152 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
+import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+
+/**
+ * Promote and demote across three hosts (network namespaces on one switch): a worker promoted
+ * gets a manager certificate and a voting etcd member and serves `docker node ls`; a demotion
+ * that would lose the quorum, and the last manager's, are refused as swarmkit refuses them; a
+ * demoted manager's member leaves etcd and the node goes on as a worker.
+ */
+
+async function until<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const start = Date.now();
+  let last: T = await fn();
+  while (!ok(last)) {
+    if (Date.now() - start > ms) assert.fail(`${what}: still ${JSON.stringify(last)} after ${ms} ms`);
+    await sleep(200);
+    last = await fn();
+  }
+  return last;
+}
+
+async function ouOf(e: NsEngine): Promise<string> {
+  const pem = await readFile(join(e.dataRoot, 'swarm', 'certs', 'swarm-node.crt'), 'utf8');
+  return /OU=([^\n]+)/.exec(new X509Certificate(pem).subject)?.[1] ?? '';
+}
+
+describe('swarm node promote and demote (three hosts)', () => {
+  let net: TestNetwork;
+  let m: NsEngine;
+  let h2: NsEngine;
+  let h3: NsEngine;
+  let store: EtcdStore;
+
+  const rows = async (e: NsEngine) =>
+    (await e.dockerOk(['node', 'ls', '--format', '{{.Hostname}} {{.ManagerStatus}}']))
+      .split('\n')
+      .map((l) => l.trim())
+      .sort()
+      .join(', ');
+  const voters = async () => (await store.memberList()).filter((x) => !x.isLearner).length;
+
+  before(async () => {
+    net = await TestNetwork.create(3);
+    [m, h2, h3] = await Promise.all([
+      NsEngine.start(net.hosts[0] ?? '', 'host1'),
+      NsEngine.start(net.hosts[1] ?? '', 'host2'),
+      NsEngine.start(net.hosts[2] ?? '', 'host3'),
+    ]);
+    await m.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
+    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'worker']);
+    for (const w of [h2, h3]) await w.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
+    store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+  });
+  after(async () => {
+    store?.close();
+    await Promise.all([h2?.destroy(), h3?.destroy()]);
+    await m?.destroy();
+    await net?.destroy();
+  });
+
+  it('promotes workers: a manager certificate, a voting member, the manager API, within 10 s', async () => {
+    assert.equal(
+      await m.dockerOk(['node', 'promote', 'host2']),
+      'Node host2 promoted to a manager in the swarm.',
+    );
+    await until(
+      'node ls after promote',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2 Reachable, host3',
+    );
+    assert.equal(await voters(), 2);
+    assert.equal(await ouOf(h2), 'swarm-manager');
+    assert.equal(await rows(h2), 'host1 Leader, host2 Reachable, host3');
+    assert.equal(
+      await h2.dockerOk(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}}']),
+      'true 2',
+    );
+    await m.dockerOk(['node', 'update', '--role', 'manager', 'host3']);
+    await until(
+      'node ls after update --role',
+      () => rows(h2),
+      (r) => r === 'host1 Leader, host2 Reachable, host3 Reachable',
+    );
+    assert.equal(await voters(), 3);
+  });
+
+  it('refuses a demotion that would lose the quorum, and the last manager', async () => {
+    await net.link(3, 'down');
+    try {
+      await until(
+        'host3 down',
+        () => m.dockerOk(['node', 'inspect', 'host3', '--format', '{{.Status.State}}']),
+        (s) => s === 'down',
+      );
+      const r = await m.docker(['node', 'demote', 'host2']);
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /can't remove member from the raft: this would result in a loss of quorum/);
+      assert.equal(await voters(), 3);
+    } finally {
+      await net.link(3, 'up');
+    }
+    await until(
+      'host3 back',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2 Reachable, host3 Reachable',
+      20_000,
+    );
+  });
+
+  it('demotes managers: the member leaves etcd first, the node goes on as a worker', async () => {
+    assert.equal(await m.dockerOk(['node', 'demote', 'host2']), 'Manager host2 demoted in the swarm.');
+    assert.equal(await voters(), 2, 'the member is gone when the demotion answers');
+    await until(
+      'node ls after demote',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2, host3 Reachable',
+    );
+    await until(
+      'host2 a worker',
+      () => h2.dockerOk(['info', '--format', '{{.Swarm.ControlAvailable}}']),
+      (s) => s === 'false',
+    );
+    const ls = await h2.docker(['node', 'ls']);
+    assert.match(ls.stderr, /Worker nodes can't be used to view or modify cluster state/);
+    await until(
+      'a worker certificate',
+      () => ouOf(h2),
+      (ou) => ou === 'swarm-worker',
+    );
+    await until(
+      'host2 ready as a worker',
+      () => m.dockerOk(['node', 'inspect', 'host2', '--format', '{{.Status.State}} {{.Spec.Role}}']),
+      (s) => s === 'ready worker',
+    );
+    // the demoting manager may be the demoted one
+    assert.equal(await h3.dockerOk(['node', 'demote', 'host3']), 'Manager host3 demoted in the swarm.');
+    await until(
+      'host3 a worker',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2, host3',
+    );
+    assert.equal(await voters(), 1);
+    const last = await m.docker(['node', 'demote', 'host1']);
+    assert.match(last.stderr, /attempting to demote the last manager of the swarm/);
+  });
+});
