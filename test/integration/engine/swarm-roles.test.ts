@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -148,5 +148,44 @@ describe('swarm node promote and demote (three hosts)', () => {
     assert.equal(await voters(), 1);
     const last = await m.docker(['node', 'demote', 'host1']);
     assert.match(last.stderr, /attempting to demote the last manager of the swarm/);
+  });
+
+  it("refuses a removed node's certificate, for heartbeats and renewals", async () => {
+    const certs = join(h2.dataRoot, 'swarm', 'certs');
+    const kept = join(m.dir, 'removed-node');
+    await mkdir(kept);
+    for (const f of ['swarm-node.crt', 'swarm-node.key']) await copyFile(join(certs, f), join(kept, f));
+    const status = async (path: string) =>
+      (
+        await net.exec(2, [
+          'curl',
+          '-sk',
+          '--max-time',
+          '5',
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '--cert',
+          join(kept, 'swarm-node.crt'),
+          '--key',
+          join(kept, 'swarm-node.key'),
+          '-X',
+          'POST',
+          '-d',
+          '{"CSR":"x"}',
+          `https://${net.address(1)}:2377${path}`,
+        ])
+      ).stdout;
+    assert.equal(await status('/v1/renew'), '400', 'a member with a bad CSR');
+    assert.equal(await h2.dockerOk(['swarm', 'leave']), 'Node left the swarm.');
+    await until(
+      'host2 down',
+      () => m.dockerOk(['node', 'inspect', 'host2', '--format', '{{.Status.State}}']),
+      (s) => s === 'down',
+    );
+    await m.dockerOk(['node', 'rm', 'host2']);
+    assert.equal(await status('/v1/renew'), '403');
+    assert.equal(await status('/v1/heartbeat'), '403');
   });
 });
