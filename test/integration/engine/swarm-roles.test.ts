@@ -65,6 +65,8 @@ describe('swarm node promote and demote (three hosts)', () => {
   });
 
   it('promotes workers: a manager certificate, a voting member, the manager API, within 10 s', async () => {
+    // an autolocked swarm: the promoted manager's keys go to its disk sealed too
+    await m.dockerOk(['swarm', 'update', '--autolock=true']);
     assert.equal(
       await m.dockerOk(['node', 'promote', 'host2']),
       'Node host2 promoted to a manager in the swarm.',

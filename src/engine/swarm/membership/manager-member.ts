@@ -5,8 +5,10 @@ import type { ManagerJoinAnswer } from '../cluster-api/protocol.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import type { StoredCluster, StoredManager } from '../records.js';
+import { unseal } from '../seal.js';
 import { defaultSpec, effectiveRaft } from '../spec.js';
 import type { SwarmContext } from '../swarm-context.js';
+import { protectKeys } from './autolock.js';
 
 /**
  * A new manager's member (a manager join's second half, or a promoted worker's): it starts as a
@@ -52,9 +54,15 @@ export async function startJoiningMember(
   await store.put(keys.manager(local.NodeID), JSON.stringify(manager));
   const cluster = await store.get(keys.cluster);
   if (!cluster) throw new Error('the swarm has no cluster record');
-  const spec = (JSON.parse(cluster.value) as StoredCluster).Spec;
+  const stored = JSON.parse(cluster.value) as StoredCluster;
+  const spec = stored.Spec;
   local.Raft = effectiveRaft(spec);
   await session.files.save(local);
+  // in an autolocked swarm this manager's DEK and key go to disk sealed, as the others' are
+  if (spec.EncryptionConfig.AutoLockManagers && stored._?.unlockKey) {
+    session.nodeKeyPem = tls.key;
+    await protectKeys(ctx, unseal(session.dek, stored._.unlockKey));
+  }
   await runtime.startLiveness(spec);
   await runtime.openClusterApi(local);
 }
