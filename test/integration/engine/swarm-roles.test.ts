@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
+import { runCommand } from '../../helpers/process.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -82,6 +83,26 @@ describe('swarm node promote and demote (three hosts)', () => {
     assert.equal(
       await h2.dockerOk(['info', '--format', '{{.Swarm.ControlAvailable}} {{.Swarm.Managers}}']),
       'true 2',
+    );
+    const state = JSON.parse(await readFile(join(h2.dataRoot, 'swarm', 'state.json'), 'utf8'));
+    assert.equal(state.Autolock, true);
+    const key = await readFile(join(h2.dataRoot, 'swarm', 'certs', 'swarm-node.key'), 'utf8');
+    assert.ok(!key.includes('PRIVATE KEY'), 'the key is sealed on disk');
+    // restarted, the promoted manager is locked until its unlock key comes (its member waits)
+    const unlockKey = await m.dockerOk(['swarm', 'unlock-key', '-q']);
+    await h2.stop();
+    await h2.launch();
+    assert.equal(await h2.dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}}']), 'locked');
+    const unlocked = await runCommand('docker', ['-H', `unix://${h2.socket}`, 'swarm', 'unlock'], {
+      input: `${unlockKey}\n`,
+      env: { DOCKER_CONFIG: join(h2.dir, 'docker-config'), DOCKER_HOST: '' },
+    });
+    assert.equal(unlocked.code, 0, unlocked.stderr);
+    await until(
+      'host2 back as a manager',
+      () => rows(h2).catch(String),
+      (r) => r === 'host1 Leader, host2 Reachable, host3',
+      20_000,
     );
     await m.dockerOk(['node', 'update', '--role', 'manager', 'host3']);
     await until(
