@@ -22,6 +22,19 @@
  *             EOF (u8 fd), EXIT (i32 wait status).
  *   5 WRITE   u32 handle, u8 fd, bytes      write to a spawned child's `r` pipe
  *   6 CLOSE   u32 handle, u8 fd (255: all)  close the helper's ends of a child's pipes
+ *   7 EXEC    pidfile, cleanup, then SPAWN's payload (fds, cwd, file, argc, argv..., envc, env...)
+ *             an exec session without a monitor process: the helper forks a shim (no exec of its
+ *             own) that becomes a child subreaper and runs `file argv` (the runtime's `exec
+ *             --detach --pid-file pidfile ...`) with descriptors 0-2; the shim's descriptor 3
+ *             (fds[3], a `w` pipe) carries conmon's sync messages: `{"data": pid}` once the
+ *             runtime exited 0 (the process runs, reparented to the shim), `{"data": -1}` when it
+ *             failed (its log says why), then `{"data": exit code}` (128+signal) when the process
+ *             ended. The shim keeps no end of the process's stdio, removes the pid file once read
+             and the files in cleanup (newline-separated) once the runtime succeeded. Events as
+             for SPAWN. The
+             runtime runs from a sealed in-memory copy of `file` made once (see sealed_binary).
+ * A WRITE that finds the pipe full is kept and finished when the child reads (its RESULT comes
+ * then); a CLOSE of that pipe waits for it. Other requests go on meanwhile.
  * Answers and events:
  *   128 RESULT  i32 value (>= 0 ok, -errno), message
  *   129 DATA, 130 EOF, 131 EXIT (see SPAWN)
@@ -38,13 +51,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { OP_MOUNT = 1, OP_UMOUNT = 2, OP_NETNS = 3, OP_SPAWN = 4, OP_WRITE = 5, OP_CLOSE = 6 };
+enum { OP_MOUNT = 1, OP_UMOUNT = 2, OP_NETNS = 3, OP_SPAWN = 4, OP_WRITE = 5, OP_CLOSE = 6, OP_EXEC = 7 };
 enum { EV_RESULT = 128, EV_DATA = 129, EV_EOF = 130, EV_EXIT = 131 };
 
 #define MAX_CHILD_FDS 8
@@ -199,6 +216,58 @@ static struct child *find_child(uint32_t id) {
   return NULL;
 }
 
+/* A WRITE the child's pipe could not take at once: the rest, written as the child reads. */
+struct pending_write {
+  unsigned char *buf; /* NULL: none */
+  size_t len, off;
+  uint32_t reply;  /* the WRITE request answered once it is all written */
+  int close_after; /* a CLOSE of this pipe came meanwhile */
+};
+
+static struct pending_write pending[MAX_CHILDREN][MAX_CHILD_FDS];
+
+static struct pending_write *pending_of(struct child *c, int fd) {
+  return &pending[c - children][fd];
+}
+
+/* The pipe goes away with data still kept: the WRITE fails. */
+static void drop_pending(struct child *c, int fd, int err) {
+  struct pending_write *w = pending_of(c, fd);
+  if (!w->buf) return;
+  send_errno(w->reply, err, "write to child");
+  free(w->buf);
+  memset(w, 0, sizeof *w);
+}
+
+/* Write what is kept for (c, fd) as far as the pipe takes it; answer and close when done. */
+static void flush_pending(struct child *c, int fd) {
+  struct pending_write *w = pending_of(c, fd);
+  while (w->buf && w->off < w->len) {
+    ssize_t n = write(c->fds[fd], w->buf + w->off, w->len - w->off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return;
+      int err = errno, close_after = w->close_after;
+      drop_pending(c, fd, err);
+      if (close_after) {
+        close(c->fds[fd]);
+        c->fds[fd] = -1;
+      }
+      return;
+    }
+    w->off += (size_t)n;
+  }
+  if (!w->buf) return;
+  send_result(w->reply, 0, NULL);
+  int close_after = w->close_after;
+  free(w->buf);
+  memset(w, 0, sizeof *w);
+  if (close_after) {
+    close(c->fds[fd]);
+    c->fds[fd] = -1;
+  }
+}
+
 /* Once the child is reaped and every pipe it (or a descendant) wrote is at its end, nobody reads
  * the pipes it was given to read any more: they are closed and the slot is free. */
 static void free_if_done(struct child *c) {
@@ -206,6 +275,7 @@ static void free_if_done(struct child *c) {
   for (int i = 0; i < MAX_CHILD_FDS; i++)
     if (c->fds[i] >= 0 && c->kind[i] == 'w') return;
   for (int i = 0; i < MAX_CHILD_FDS; i++) {
+    drop_pending(c, i, EPIPE);
     if (c->fds[i] >= 0) close(c->fds[i]);
     c->fds[i] = -1;
   }
@@ -220,14 +290,202 @@ static void close_from(int lowfd) {
   for (long fd = lowfd; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
 }
 
-static void do_spawn(uint32_t id, char *p, size_t len) {
+/*
+ * Sealed in-memory copies of the runtimes EXEC runs. runc and crun copy their own binary into a
+ * sealed memfd and execute that copy before they enter a container (CVE-2019-5736: the container
+ * must not be able to overwrite the host's binary through /proc/self/exe), unless the binary they
+ * run as already is a memfd with exactly these seals (runc's and crun's is_self_cloned). Made once
+ * per binary and run with execveat(2), which saves that copy (and crun's read-only bind mount of
+ * it) at every exec with the same protection: nothing can write to a sealed memfd. Made again
+ * when the file on disk changed (an upgrade).
+ */
+#define SEALED_MAX 4
+#define RUNTIME_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+static struct {
+  char path[4096];
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  int fd; /* 0: unused slot */
+} sealed[SEALED_MAX];
+
+static int make_sealed(const char *path, const struct stat *st) {
+  int in = open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -1;
+  int fd = memfd_create("berth-sealed-runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) fd = memfd_create("berth-sealed-runtime", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  off_t sent = 0;
+  while (fd >= 0 && sent < st->st_size) {
+    ssize_t n = sendfile(fd, in, NULL, (size_t)(st->st_size - sent));
+    if (n <= 0) {
+      close(fd);
+      fd = -1;
+      break;
+    }
+    sent += n;
+  }
+  close(in);
+  if (fd >= 0 && (fcntl(fd, F_ADD_SEALS, RUNTIME_SEALS) < 0 || fcntl(fd, F_GET_SEALS) != RUNTIME_SEALS)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* The sealed copy of the binary at path, or -1 (then it is run from its path as it is). */
+static int sealed_binary(const char *path) {
+  struct stat st;
+  if (strlen(path) >= sizeof sealed[0].path || stat(path, &st) < 0 || !S_ISREG(st.st_mode)) return -1;
+  int free_slot = -1;
+  for (int i = 0; i < SEALED_MAX; i++) {
+    if (!sealed[i].fd) {
+      if (free_slot < 0) free_slot = i;
+      continue;
+    }
+    if (strcmp(sealed[i].path, path) != 0) continue;
+    if (sealed[i].dev == st.st_dev && sealed[i].ino == st.st_ino && sealed[i].size == st.st_size &&
+        sealed[i].mtime.tv_sec == st.st_mtim.tv_sec && sealed[i].mtime.tv_nsec == st.st_mtim.tv_nsec)
+      return sealed[i].fd;
+    close(sealed[i].fd); /* the file changed: a new copy */
+    sealed[i].fd = 0;
+    free_slot = i;
+    break;
+  }
+  if (free_slot < 0) return -1;
+  int fd = make_sealed(path, &st);
+  if (fd < 0) return -1;
+  if (fd == 0) { /* never slot value 0 */
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    fd = moved;
+    if (fd < 0) return -1;
+  }
+  strcpy(sealed[free_slot].path, path);
+  sealed[free_slot].dev = st.st_dev;
+  sealed[free_slot].ino = st.st_ino;
+  sealed[free_slot].size = st.st_size;
+  sealed[free_slot].mtime = st.st_mtim;
+  sealed[free_slot].fd = fd;
+  return fd;
+}
+
+/* One of conmon's sync messages on the exec shim's status descriptor. */
+static void shim_report(int fd, int value) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "{\"data\": %d}\n", value);
+  (void)!write(fd, line, (size_t)n);
+}
+
+/*
+ * The exec shim (EXEC): in the forked child, instead of an exec of its own. Runs the runtime's
+ * `exec --detach` with descriptors 0-2, keeps none of them, and reports on descriptor 3 the pid
+ * from the runtime's pid file, then the process's exit (it is reparented to the shim, a child
+ * subreaper, once the runtime exited). Never returns.
+ */
+static void exec_shim(const char *file, char **argv, char **envp, const char *pidfile, const char *cleanup, int errfd,
+                      int binfd) {
+  const int status_fd = 3;
+  close(errfd); /* the helper's spawn is done: nothing of ours to exec */
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+    shim_report(status_fd, -1);
+    _exit(1);
+  }
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC) < 0) {
+    shim_report(status_fd, -1);
+    _exit(1);
+  }
+  pid_t rt = fork();
+  if (rt < 0) {
+    shim_report(status_fd, -1);
+    _exit(1);
+  }
+  if (rt == 0) {
+    close(status_fd);
+    close(ep[0]);
+    if (binfd >= 0) syscall(SYS_execveat, binfd, "", argv, envp, AT_EMPTY_PATH);
+    execve(file, argv, envp);
+    int err = errno;
+    (void)!write(ep[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(ep[1]);
+  /* the process's stdio is the runtime's and its own, never the shim's: EOF comes when they end */
+  int devnull = open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3; fd++) dup2(devnull, fd);
+  if (devnull > 2) close(devnull);
+  int err = 0, status = 0;
+  ssize_t n;
+  do n = read(ep[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  close(ep[0]);
+  while (waitpid(rt, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n == sizeof err || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    shim_report(status_fd, -1);
+    _exit(0);
+  }
+  char buf[32] = {0};
+  int fd = open(pidfile, O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (fd >= 0) close(fd);
+  pid_t pid = got > 0 ? (pid_t)strtol(buf, NULL, 10) : 0;
+  if (pid <= 0) {
+    shim_report(status_fd, -1);
+    _exit(0);
+  }
+  shim_report(status_fd, pid);
+  /* the runtime is done with its files: the engine has nothing to remove after a start */
+  unlink(pidfile);
+  for (const char *f = cleanup; *f;) {
+    const char *nl = strchr(f, '\n');
+    size_t n = nl ? (size_t)(nl - f) : strlen(f);
+    char path[4096];
+    if (n < sizeof path) {
+      memcpy(path, f, n);
+      path[n] = '\0';
+      unlink(path);
+    }
+    f += n + (nl ? 1 : 0);
+  }
+  for (;;) {
+    /* orphans the process leaves are reparented here too: reaped, not reported */
+    pid_t w = waitpid(-1, &status, 0);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) {
+      shim_report(status_fd, -1);
+      _exit(1);
+    }
+  }
+  shim_report(status_fd, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+  _exit(0);
+}
+
+static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup);
+
+static void do_spawn(uint32_t id, char *p, size_t len) { spawn_child(id, p, len, NULL, NULL); }
+
+static void do_exec(uint32_t id, char *p, size_t len) {
+  char *s[2];
+  int off = split(p, len, s, 2);
+  if (off < 0 || !s[0][0]) return send_result(id, -EINVAL, "bad exec request");
+  spawn_child(id, p + off, len - (size_t)off, s[0], s[1]);
+}
+
+static void spawn_child(uint32_t id, char *p, size_t len, const char *shim_pidfile, const char *shim_cleanup) {
   char *head[4];
   int off = split(p, len, head, 4);
   if (off < 0) return send_result(id, -EINVAL, "bad spawn request");
   const char *fds = head[0], *cwd = head[1], *file = head[2];
   int argc = atoi(head[3]);
   size_t nfds = strlen(fds);
-  if (argc < 1 || argc > 4096 || nfds > MAX_CHILD_FDS) return send_result(id, -EINVAL, "bad spawn request");
+  if (argc < 1 || argc > 4096 || nfds > MAX_CHILD_FDS || (shim_pidfile && (nfds != 4 || fds[3] != 'w')))
+    return send_result(id, -EINVAL, "bad spawn request");
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
   char *envc_s[1];
   int off2, off3;
@@ -275,6 +533,7 @@ static void do_spawn(uint32_t id, char *p, size_t len) {
     fcntl(mine[i], F_SETFL, O_NONBLOCK);
   }
   /* an exec failure is reported through a close-on-exec pipe */
+  int binfd = shim_pidfile ? sealed_binary(file) : -1;
   int ep[2] = {-1, -1};
   pid_t pid = pipe2(ep, O_CLOEXEC) < 0 ? -1 : fork();
   if (pid < 0) {
@@ -305,18 +564,21 @@ static void do_spawn(uint32_t id, char *p, size_t len) {
       src[i] = fcntl(from, F_DUPFD, base + (int)i);
     }
     int errfd = fcntl(ep[1], F_DUPFD_CLOEXEC, base + MAX_CHILD_FDS);
+    int bin = binfd >= 0 ? fcntl(binfd, F_DUPFD_CLOEXEC, base + MAX_CHILD_FDS + 1) : -1;
     for (size_t i = 0; i < nfds; i++) dup2(src[i], (int)i);
     if (errfd != (int)nfds) {
       dup2(errfd, (int)nfds);
       fcntl((int)nfds, F_SETFD, FD_CLOEXEC);
     }
-    close_from((int)nfds + 1);
+    if (bin >= 0) bin = dup3(bin, (int)nfds + 1, O_CLOEXEC); /* the shim's sealed runtime */
+    close_from((int)nfds + (bin >= 0 ? 2 : 1));
     errfd = (int)nfds;
     if (cwd[0] && chdir(cwd) < 0) {
       int err = errno;
       (void)!write(errfd, &err, sizeof err);
       _exit(127);
     }
+    if (shim_pidfile) exec_shim(file, argv, envp, shim_pidfile, shim_cleanup, errfd, bin);
     execve(file, argv, envp);
     int err = errno;
     (void)!write(errfd, &err, sizeof err);
@@ -350,18 +612,31 @@ static void do_spawn(uint32_t id, char *p, size_t len) {
   send_result(id, pid, NULL);
 }
 
+static void keep_pending(struct child *c, int fd, uint32_t id, const unsigned char *data, size_t len) {
+  struct pending_write *w = pending_of(c, fd);
+  w->buf = malloc(len);
+  if (!w->buf) return send_result(id, -ENOMEM, "write to child");
+  memcpy(w->buf, data, len);
+  w->len = len;
+  w->off = 0;
+  w->reply = id;
+  w->close_after = 0;
+}
+
 static void do_write(uint32_t id, unsigned char *p, size_t len) {
   if (len < 5) return send_result(id, -EINVAL, "bad write request");
   struct child *c = find_child(get_u32(p));
   unsigned fd = p[4];
   if (!c || get_u32(p) == 0 || fd >= MAX_CHILD_FDS || c->kind[fd] != 'r' || c->fds[fd] < 0)
     return send_result(id, -EBADF, "no such pipe");
-  /* the pipe is non-blocking: a child that does not read fails the write instead of stalling us */
+  if (pending_of(c, (int)fd)->buf) return send_result(id, -EBUSY, "a write to this pipe is under way");
+  /* the pipe is non-blocking: what it cannot take now is kept, never waited for here */
   size_t off = 5;
   while (off < len) {
     ssize_t n = write(c->fds[fd], p + off, len - off);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN) return keep_pending(c, (int)fd, id, p + off, len - off);
       return send_errno(id, errno, "write to child");
     }
     off += (size_t)n;
@@ -376,6 +651,11 @@ static void do_close(uint32_t id, unsigned char *p, size_t len) {
   if (c) {
     for (unsigned i = 0; i < MAX_CHILD_FDS; i++) {
       if ((p[4] == 255 || p[4] == i) && c->fds[i] >= 0) {
+        if (p[4] == i && pending_of(c, (int)i)->buf) {
+          pending_of(c, (int)i)->close_after = 1; /* once what is kept is written */
+          continue;
+        }
+        drop_pending(c, (int)i, EPIPE);
         close(c->fds[i]);
         c->fds[i] = -1;
       }
@@ -442,6 +722,7 @@ static void handle_input(void) {
     case OP_SPAWN: do_spawn(id, (char *)copy, plen); break;
     case OP_WRITE: do_write(id, copy, plen); break;
     case OP_CLOSE: do_close(id, copy, plen); break;
+    case OP_EXEC: do_exec(id, (char *)copy, plen); break;
     default: send_result(id, -ENOSYS, "unknown request");
     }
     free(copy);
@@ -478,10 +759,12 @@ int main(void) {
       struct child *c = &children[i];
       if (!c->id) continue;
       for (int f = 0; f < MAX_CHILD_FDS; f++) {
-        if (c->fds[f] < 0 || c->kind[f] != 'w') continue;
+        /* the pipes it writes, and those it reads while a WRITE to them is kept */
+        int out = c->kind[f] == 'r' && pending_of(c, f)->buf;
+        if (c->fds[f] < 0 || (c->kind[f] != 'w' && !out)) continue;
         owners[n - 2].c = c;
         owners[n - 2].fd = f;
-        pfds[n++] = (struct pollfd){.fd = c->fds[f], .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = c->fds[f], .events = out ? POLLOUT : POLLIN};
       }
     }
     if (poll(pfds, (nfds_t)n, -1) < 0) {
@@ -494,6 +777,10 @@ int main(void) {
       struct child *c = owners[i - 2].c;
       int f = owners[i - 2].fd;
       if (c->fds[f] != pfds[i].fd) continue;
+      if (c->kind[f] == 'r') {
+        flush_pending(c, f);
+        continue;
+      }
       ssize_t r = read(c->fds[f], data, sizeof data);
       if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       unsigned char fb = (unsigned char)f;

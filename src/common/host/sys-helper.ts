@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
  * error (never hang). See docs/runtime.md (Host calls).
  */
 
-const OP = { mount: 1, umount: 2, netns: 3, spawn: 4, write: 5, close: 6 } as const;
+const OP = { mount: 1, umount: 2, netns: 3, spawn: 4, write: 5, close: 6, exec: 7 } as const;
 const EV = { result: 128, data: 129, eof: 130, exit: 131 } as const;
 
 /** A failed system call: `code` is the errno's name (EBUSY, EINVAL, ...). */
@@ -36,9 +36,12 @@ export interface SysChild {
   onData(fd: number, listener: (chunk: Buffer | null) => void): void;
   /** The wait status (as waitpid gives it), or null when the helper died first. */
   readonly exited: Promise<number | null>;
-  /** Write to one of its `r` descriptors. */
+  /**
+   * Write to one of its `r` descriptors; resolves once the pipe took all of it (the helper keeps
+   * what a full pipe cannot take and answers when the child read it: one write at a time per pipe).
+   */
   write(fd: number, data: Buffer | string): Promise<void>;
-  /** Close the helper's end of one descriptor, or of all. */
+  /** Close the helper's end of one descriptor (after a write under way), or of all. */
   close(fd?: number): void;
 }
 
@@ -240,10 +243,27 @@ export class SysHelper {
   }
 
   async spawn(r: SpawnRequest): Promise<SysChild> {
+    return this.startChild(OP.spawn, [], r);
+  }
+
+  /**
+   * An exec session without a monitor: the helper forks a shim (a child subreaper) that runs
+   * `file args` (the runtime's `exec --detach --pid-file <pidFile> ...`) on descriptors 0-2 and
+   * reports on descriptor 3 (`fds` has four letters, the fourth `w`) conmon's sync messages:
+   * `{"data": pid}` or `{"data": -1}` when the runtime failed, then `{"data": exit code}`.
+   * The shim removes the pid file once read, and the `cleanup` files once the runtime succeeded.
+   * The child's pid is the shim's.
+   */
+  async execShim(r: SpawnRequest & { pidFile: string; cleanup?: string[] }): Promise<SysChild> {
+    return this.startChild(OP.exec, [r.pidFile, (r.cleanup ?? []).join('\n')], r);
+  }
+
+  private async startChild(op: number, prefix: string[], r: SpawnRequest): Promise<SysChild> {
     const env = Object.entries(r.env)
       .filter((e): e is [string, string] => e[1] !== undefined)
       .map(([k, v]) => `${k}=${v}`);
-    const { id, done } = this.request(OP.spawn, [
+    const { id, done } = this.request(op, [
+      ...prefix,
       r.fds,
       r.cwd ?? '',
       r.file,

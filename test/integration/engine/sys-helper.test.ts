@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -142,6 +142,41 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     );
   });
 
+  it('keeps a write a full pipe cannot take until the child reads it; a close waits for it', async () => {
+    // the child reads nothing for a while: 512 KiB cannot go into its pipe (64 KiB) at once
+    const c = await helper.spawn({
+      file: '/bin/sh',
+      args: ['-c', 'sleep 0.3; exec cat'],
+      env: { PATH: '/usr/bin:/bin' },
+      fds: 'rw',
+    });
+    const chunks: Buffer[] = [];
+    const ended = new Promise<void>((resolve) =>
+      c.onData(1, (b) => {
+        if (b) chunks.push(b);
+        else resolve();
+      }),
+    );
+    const data = Buffer.alloc(512 * 1024, 'x');
+    const t0 = Date.now();
+    const written = c.write(0, data);
+    // requests go on meanwhile
+    await helper.umount(join(dir, 'not-mounted')).catch(() => undefined);
+    assert.ok(Date.now() - t0 < 250, 'the helper answered another request while the write was kept');
+    c.close(0); // after the kept write: cat sees all of it, then EOF
+    await written;
+    await ended;
+    assert.equal(Buffer.concat(chunks).length, data.length);
+    assert.equal(await c.exited, 0);
+    // a second write while one is kept is refused, never mixed
+    const d = await helper.spawn({ file: '/bin/sleep', args: ['0.3'], env: {}, fds: 'rn' });
+    const first = d.write(0, data);
+    await assert.rejects(d.write(0, 'y'), (e: unknown) => e instanceof SysCallError && e.code === 'EBUSY');
+    // the child ends without reading: the kept write fails
+    await assert.rejects(first, (e: unknown) => e instanceof SysCallError && e.code === 'EPIPE');
+    d.close();
+  });
+
   it('keeps no descriptor but its stdio and its own SIGCHLD pipe', async () => {
     await helper.umount(join(dir, 'not-mounted')).catch(() => undefined);
     const fds = await readdir(`/proc/${helper.pid}/fd`);
@@ -245,7 +280,9 @@ describe('runtime driver through berth-sys: nothing kept per exec session', () =
     assert.ok(pid);
     await eventually('the helper back to its own descriptors', async () => {
       const fds = await readdir(`/proc/${pid}/fd`);
-      return fds.length === 5;
+      // besides its stdio and SIGCHLD pipe: the sealed copy of each runtime it ran (docs/runtime.md)
+      const links = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')));
+      return links.filter((l) => !l.startsWith('/memfd:berth-sealed-runtime')).length === 5;
     });
   });
 });

@@ -41,6 +41,7 @@ import { startCreatedCrun } from './fast-start.js';
 import { type OciCli, runcStyleMessage, runtimeMessage } from './oci-cli.js';
 import type { ProcessRunner } from './process.js';
 import { type SeccompBpfCache, seccompBpfAnnotation } from './seccomp-bpf.js';
+import { ShimExecAttach } from './shim-exec.js';
 import { readCgroupStats } from './stats.js';
 
 /** What the driver remembers of a container it started, to find it again after a restart. */
@@ -112,6 +113,11 @@ export class ConmonDriver implements Runtime {
   private readonly watcher: ExitWatcher;
   private readonly metas = new Map<string, MonitorMeta>();
   private readonly reporting = new Set<string>();
+  /** Exec sessions run without conmon (berth-sys's exec shim), by exec id, until they end. */
+  private readonly shimExecs = new Map<string, ShimExecAttach>();
+  /** Each started container's spec as exec reads it (config.json), by its start's meta. */
+  private readonly specs = new WeakMap<MonitorMeta, OciSpec>();
+  private execDirReady: Promise<void> | undefined;
   private closed = false;
   /** The daemon's own limits: no rlimit passed to the runtime goes above them. */
   private limits = new Map<string, ProcessLimit>();
@@ -471,6 +477,9 @@ export class ConmonDriver implements Runtime {
   /** The spec the container runs with (its bundle's config.json). */
   private async containerSpec(id: string): Promise<OciSpec> {
     const meta = await this.meta(id);
+    // read once per start: each start writes config.json and makes a new meta
+    const cached = this.specs.get(meta);
+    if (cached) return cached;
     let text: string;
     try {
       text = await readFile(join(meta.bundleDir, 'config.json'), 'utf8');
@@ -479,7 +488,9 @@ export class ConmonDriver implements Runtime {
       throw err;
     }
     // RLIM_INFINITY does not fit a JS number: keep it as the spec object's -1
-    return JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as OciSpec;
+    const spec = JSON.parse(text.replaceAll(':18446744073709551615', ':-1')) as OciSpec;
+    this.specs.set(meta, spec);
+    return spec;
   }
 
   async exec(opts: ExecOptions): Promise<ExecProcess> {
@@ -490,6 +501,8 @@ export class ConmonDriver implements Runtime {
     });
     const runtime = await this.runtimeOf(id);
     const cli = runtime.cli;
+    const shimRunner = this.o.runner.startExecShim?.bind(this.o.runner);
+    if (!opts.config.Tty && shimRunner) return this.execWithShim(opts, runtime, process, shimRunner);
     const dir = join(this.execDir, execId);
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'process.json'), specToJson(process));
@@ -555,7 +568,84 @@ export class ConmonDriver implements Runtime {
     return { pid: mon.pid, exited };
   }
 
+  /**
+   * A non-TTY exec without conmon: berth-sys's exec shim runs `runtime exec --detach` with the
+   * session's pipes and reports the pid and the exit (docs/runtime.md, Exec).
+   */
+  private async execWithShim(
+    opts: ExecOptions,
+    runtime: { name: string; cli: OciCli },
+    process: OciProcess,
+    startShim: NonNullable<ProcessRunner['startExecShim']>,
+  ): Promise<ExecProcess> {
+    const { id, execId } = opts;
+    // the session's files, next to each other (no directory to make and remove per session)
+    const base = join(this.execDir, execId);
+    const [specFile, pidFile, logFile] = [`${base}.json`, `${base}.pid`, `${base}.log`];
+    this.execDirReady ??= mkdir(this.execDir, { recursive: true }).then(() => undefined);
+    await this.execDirReady;
+    await writeFile(specFile, specToJson(process));
+    const conn = new ShimExecAttach();
+    this.shimExecs.set(execId, conn);
+    // the shim removes them once the runtime started the process; after a failure, we do
+    const end = async () => {
+      this.shimExecs.delete(execId);
+      await Promise.all([specFile, pidFile, logFile].map((f) => rm(f, { force: true }))).catch(
+        () => undefined,
+      );
+    };
+    let pid: number;
+    let shim: Awaited<ReturnType<typeof startShim>>;
+    try {
+      if (opts.beforeStart) await opts.beforeStart();
+      shim = await startShim(
+        runtime.cli.path,
+        [
+          ...runtime.cli.globalArgs(),
+          `--log=${logFile}`,
+          '--log-format=json',
+          'exec',
+          '--detach',
+          '--pid-file',
+          pidFile,
+          '--process',
+          specFile,
+          id,
+        ],
+        { cwd: this.execDir, pidFile, cleanup: [specFile, logFile], stdin: opts.stdin },
+      );
+      conn.bind(shim);
+      pid = await shim.started;
+    } catch (err) {
+      conn.failed();
+      await end();
+      throw err instanceof Error && 'kind' in err
+        ? err
+        : systemError(`OCI runtime exec failed: ${errorMessage(err)}`);
+    }
+    if (pid <= 0) {
+      conn.failed();
+      const raw = await readFile(logFile, 'utf8').catch(() => '');
+      await end();
+      const msg = this.message(runtime.name, raw, process.args[0]);
+      if (/not running|is paused|stopped/i.test(msg))
+        throw conflict(`Container ${id} is not running: ${msg}`);
+      throw systemError(`OCI runtime exec failed: ${msg}`);
+    }
+    conn.started();
+    const exited = shim.exit.then((r) => {
+      conn.exited();
+      this.shimExecs.delete(execId);
+      return r.message !== undefined && r.code < 0
+        ? { exitCode: r.code, error: r.message }
+        : { exitCode: r.code };
+    });
+    return { pid, exited };
+  }
+
   async attachExec(execId: string): Promise<AttachConnection> {
+    const direct = this.shimExecs.get(execId);
+    if (direct) return direct;
     return ConmonAttach.connect(join(this.execDir, execId), execId);
   }
 

@@ -24,6 +24,31 @@ export interface ExecMonitor {
   exit: Promise<{ code: number; message?: string }>;
 }
 
+/** A runtime's `exec --detach` under berth-sys's exec shim: no monitor process (see docs/runtime.md, Exec). */
+export interface ExecShim {
+  /** The process's output on 1 (stdout) and 2 (stderr); `null` at its end. */
+  onOutput(fd: 1 | 2, listener: (chunk: Buffer | null) => void): void;
+  /** The process's pid once the runtime started it; -1 when the runtime failed (its log says why). */
+  started: Promise<number>;
+  /** The process's exit code (128+signal when killed), or -1 and why when it cannot be known. */
+  exit: Promise<{ code: number; message?: string }>;
+  /** Write to the process's stdin (a pipe when asked for); resolves once the pipe took it. */
+  writeStdin(data: Buffer): Promise<void>;
+  /** Close the process's stdin (after what was written). */
+  closeStdin(): void;
+  /** Close the engine's ends of every pipe. */
+  close(): void;
+}
+
+export interface ExecShimOptions {
+  cwd: string;
+  /** The runtime's `--pid-file`: read by the shim, then removed. */
+  pidFile: string;
+  /** Files the shim removes once the runtime started the process (its spec, its log). */
+  cleanup: string[];
+  stdin: boolean;
+}
+
 /** Runs external programs (runtime CLI, conmon, mount). Tests may substitute it. */
 export interface ProcessRunner {
   run(file: string, args: string[]): Promise<RunResult>;
@@ -43,6 +68,11 @@ export interface ProcessRunner {
     cwd: string,
     opts: { attach: boolean; ready?: () => Promise<void> },
   ): Promise<ExecMonitor>;
+  /**
+   * Run the runtime's `exec --detach --pid-file <pidFile>` (in `args`) under berth-sys's exec
+   * shim, the process's stdin a pipe when `stdin`, else /dev/null. Only with berth-sys.
+   */
+  startExecShim?(file: string, args: string[], o: ExecShimOptions): Promise<ExecShim>;
 }
 
 /** A started program's pipes and exit, whichever way it was started (berth-sys or Node). */
@@ -83,12 +113,17 @@ function jsonLines(
   });
 }
 
+let engineEnv: NodeJS.ProcessEnv | undefined;
+
+/** The environment of the programs the engine runs: its own (read once), without systemd's hand-overs. */
 const childEnv = (): NodeJS.ProcessEnv => {
-  const env = { ...process.env };
-  delete env.NOTIFY_SOCKET;
-  delete env.LISTEN_PID;
-  delete env.LISTEN_FDS;
-  return env;
+  if (!engineEnv) {
+    engineEnv = { ...process.env };
+    delete engineEnv.NOTIFY_SOCKET;
+    delete engineEnv.LISTEN_PID;
+    delete engineEnv.LISTEN_FDS;
+  }
+  return engineEnv;
 };
 
 /**
@@ -172,6 +207,64 @@ function startWithNode(
   };
 }
 
+/** The exec shim's child: its output, and conmon's sync messages on its descriptor 3. */
+async function startExecShim(
+  sys: SysHelper,
+  file: string,
+  args: string[],
+  o: ExecShimOptions,
+): Promise<ExecShim> {
+  const c = await sys.execShim({
+    file,
+    args,
+    env: childEnv(),
+    cwd: o.cwd,
+    pidFile: o.pidFile,
+    cleanup: o.cleanup,
+    fds: o.stdin ? 'rwww' : 'nwww',
+  });
+  let startedResolve: (pid: number) => void = () => undefined;
+  const started = new Promise<number>((r) => {
+    startedResolve = r;
+  });
+  let exitResolve: (r: { code: number; message?: string }) => void = () => undefined;
+  const exit = new Promise<{ code: number; message?: string }>((r) => {
+    exitResolve = r;
+  });
+  let messages = 0;
+  const p: Started = {
+    pid: c.pid,
+    onData: (fd, l) => c.onData(fd, l),
+    exited: c.exited,
+    write: () => undefined,
+    close: () => c.close(),
+  };
+  const lost = (why: string) => {
+    startedResolve(-1);
+    exitResolve({ code: -1, message: why });
+  };
+  jsonLines(
+    p,
+    3,
+    (m) => {
+      const value = m.data ?? -1;
+      if (messages++ === 0) {
+        startedResolve(value);
+        if (value <= 0) exitResolve({ code: -1, message: m.message ?? 'exec failed' });
+      } else exitResolve({ code: value });
+    },
+    () => lost('the exec session ended without reporting its exit'),
+  );
+  return {
+    onOutput: (fd, l) => c.onData(fd, l),
+    started,
+    exit,
+    writeStdin: (data) => c.write(0, data),
+    closeStdin: () => c.close(0),
+    close: () => c.close(),
+  };
+}
+
 /** The process runner: through berth-sys when it was built, else Node's spawn (and bash). */
 export function createProcessRunner(sys: SysHelper | null): ProcessRunner {
   const start = (
@@ -182,6 +275,7 @@ export function createProcessRunner(sys: SysHelper | null): ProcessRunner {
     sys ? startWithHelper(sys, file, args, o) : Promise.resolve(startWithNode(file, args, o));
 
   return {
+    ...(sys ? { startExecShim: (file, args, o) => startExecShim(sys, file, args, o) } : {}),
     run(file, args) {
       if (!sys) return runWithNode(file, args);
       return start(file, args, { fds: 'nww', env: childEnv() }).then(

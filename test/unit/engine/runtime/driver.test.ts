@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, stat, stat as stat_, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, stat as stat_, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -15,6 +15,8 @@ import {
 import { OciCli, runtimeMessage } from '../../../../src/engine/runtime/driver/oci-cli.js';
 import type {
   ExecMonitor,
+  ExecShim,
+  ExecShimOptions,
   MonitorStart,
   ProcessRunner,
   RunResult,
@@ -350,6 +352,102 @@ describe('exec sessions (fake processes)', () => {
     const second = runner.execs[1]!;
     assert.equal(second.attach, false);
     assert.ok(second.args.includes('-i') && !second.args.includes('--exec-attach'));
+    await d.close();
+  });
+});
+
+/** A runner with berth-sys's exec shim: the runtime's exec runs without conmon. */
+class ShimRunner extends FakeRunner {
+  shims: { file: string; args: string[]; o: ExecShimOptions }[] = [];
+  /** The runtime's answer: a pid, or -1 with what it wrote to its log. */
+  outcome: { pid: number } | { pid: -1; log: string } = { pid: 55 };
+  async startExecShim(file: string, args: string[], o: ExecShimOptions): Promise<ExecShim> {
+    this.shims.push({ file, args, o });
+    const outcome = this.outcome;
+    if (outcome.pid < 0 && 'log' in outcome)
+      await writeFile(args.find((a) => a.startsWith('--log='))?.slice(6) ?? '', outcome.log);
+    const listeners: ((b: Buffer | null) => void)[] = [];
+    return {
+      onOutput: (_fd, l) => {
+        listeners.push(l);
+        setImmediate(() => l(null));
+      },
+      started: Promise.resolve(outcome.pid),
+      exit: Promise.resolve(outcome.pid > 0 ? { code: 4 } : { code: -1, message: 'exec failed' }),
+      writeStdin: async () => undefined,
+      closeStdin: () => undefined,
+      close: () => undefined,
+    };
+  }
+}
+
+describe('exec sessions without conmon (fake exec shim)', () => {
+  it("runs the runtime's exec --detach for a non-TTY exec, conmon for a TTY", async () => {
+    const runner = new ShimRunner();
+    const { d, sub } = await driver(runner, 'crun');
+    await d.start(startOpts(sub));
+    let attached = false;
+    const p = await d.exec({
+      id: 'abc',
+      execId: 'y1',
+      config: { Cmd: ['ls'] },
+      stdin: true,
+      beforeStart: async () => {
+        const conn = await d.attachExec('y1');
+        attached = conn.listenerCount('close') === 0;
+      },
+    });
+    assert.ok(attached);
+    assert.equal(p.pid, 55);
+    assert.deepEqual(await p.exited, { exitCode: 4 });
+    const { file, args, o } = runner.shims[0]!;
+    const base = join(sub, 'exec', 'execs', 'y1');
+    assert.equal(file, '/usr/bin/crun');
+    assert.deepEqual(args, [
+      `--root=${join(sub, 'exec', 'crun')}`,
+      `--log=${base}.log`,
+      '--log-format=json',
+      'exec',
+      '--detach',
+      '--pid-file',
+      `${base}.pid`,
+      '--process',
+      `${base}.json`,
+      'abc',
+    ]);
+    assert.deepEqual(o, {
+      cwd: join(sub, 'exec', 'execs'),
+      pidFile: `${base}.pid`,
+      cleanup: [`${base}.json`, `${base}.log`],
+      stdin: true,
+    });
+    // the process's spec as for conmon: the container's, with the exec's command
+    assert.deepEqual((JSON.parse(await readFile(`${base}.json`, 'utf8')) as { args: string[] }).args, ['ls']);
+    await d.exec({ id: 'abc', execId: 'y2', config: { Cmd: ['sh'], Tty: true }, stdin: true });
+    assert.equal(runner.shims.length, 1);
+    assert.equal(runner.execs.length, 1);
+    await d.close();
+  });
+
+  it("fails with the runtime's log message in runc's words, a conflict for a stopped container", async () => {
+    const runner = new ShimRunner();
+    const { d, sub } = await driver(runner, 'crun');
+    await d.start(startOpts(sub));
+    runner.outcome = {
+      pid: -1,
+      log: '{"msg":"executable file `nope` not found in $PATH: No such file or directory","level":"error"}\n',
+    };
+    await assert.rejects(
+      d.exec({ id: 'abc', execId: 'y3', config: { Cmd: ['nope'] }, stdin: false }),
+      /^SystemError: OCI runtime exec failed: unable to start container process: exec: "nope": executable file not found in \$PATH$/,
+    );
+    runner.outcome = { pid: -1, log: '{"msg":"container `abc` is not running","level":"error"}\n' };
+    await assert.rejects(
+      d.exec({ id: 'abc', execId: 'y4', config: { Cmd: ['true'] }, stdin: false }),
+      (err: unknown) => isKind(err, 'Conflict'),
+    );
+    // after a failure nothing of the session is left (after a start, the shim removes its files)
+    assert.deepEqual(await readdir(join(sub, 'exec', 'execs')), []);
     await d.close();
   });
 });
