@@ -26,6 +26,7 @@ import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { TarScanner, type TarScanSink } from '../../storage/tar-scan.js';
 import type { KnownDigest } from '../build.types.js';
 import { DeferredContents } from './deferred.js';
+import type { NamedFiles } from './named-files.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
@@ -119,48 +120,89 @@ class RealDirs {
 }
 
 /**
- * Extract a context tar below `root` (an empty directory of the engine's) defensively: member
- * names and hard links stay below the root (checked as dockerd's Unpack does), nothing is
- * written through a symbolic link (a member below one is refused), devices and fifos are not
- * made (a context has no use for them), owners are not kept (COPY sets its own). Modes and times
- * are kept; directories get theirs once their members are in. The archive is read as its chunks
- * arrive (the storage's TarScanner: no stream per member) and files are written and hashed from
- * the chunks themselves: the answer is each regular file's content digest by inode (what COPY's
- * checksum would otherwise read every byte again for). With `hold`, large files' contents are
- * held in memory rather than written (DeferredContents: `staging` is where they are written out
- * from, outside the root), as far as the engine's bound for them allows.
+ * A context tar's extraction below `root` (an empty directory of the engine's), fed its chunks
+ * synchronously as they arrive (`write`), defensively: member names and hard links stay below
+ * the root (checked as dockerd's Unpack does), nothing is written through a symbolic link (a
+ * member below one is refused), devices and fifos are not made (a context has no use for them),
+ * owners are not kept (COPY sets its own). Modes and times are kept; directories get theirs once
+ * their members are in. The archive is read by the storage's TarScanner (no stream per member)
+ * and files are written and hashed from the chunks themselves: the result is each regular file's
+ * content digest by inode (what COPY's checksum would otherwise read every byte again for). With
+ * `hold`, large files' contents are held in memory rather than written (DeferredContents:
+ * `staging` is where they are written out from, outside the root), as far as the engine's bound
+ * for them allows. An archive that cannot be read fails in dockerd's words.
+ */
+export class ContextExtraction {
+  readonly digests = new Map<string, KnownDigest>();
+  private readonly deferred: DeferredContents | undefined;
+  private readonly writer: ContextWriter;
+  private readonly scanner: TarScanner;
+  private done = false;
+
+  /** `named`: small files to keep by name as they pass (the Dockerfile, the ignore files). */
+  constructor(root: string, hold?: { staging: string }, named?: NamedFiles) {
+    this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests) : undefined;
+    this.writer = new ContextWriter(root, this.digests, this.deferred, named);
+    this.scanner = new TarScanner(this.writer);
+  }
+
+  /** The next chunk of the archive: the members it completes are written. */
+  write(chunk: Buffer): void {
+    try {
+      this.scanner.write(chunk);
+    } catch (err) {
+      throw tarReadError(err);
+    }
+  }
+
+  /** The archive ended: its directories get their times; the digests and held contents. */
+  end(): { digests: Map<string, KnownDigest>; deferred?: DeferredContents } {
+    try {
+      this.scanner.finish();
+    } catch (err) {
+      this.fail();
+      throw tarReadError(err);
+    }
+    this.done = true;
+    this.writer.close();
+    this.writer.finish();
+    return { digests: this.digests, ...(this.deferred ? { deferred: this.deferred } : {}) };
+  }
+
+  /** The extraction stops short (a failure, a cancel): the file being written is closed, held contents go. */
+  fail(): void {
+    if (this.done) return;
+    this.done = true;
+    this.writer.close();
+    this.deferred?.release();
+  }
+}
+
+/**
+ * Extract a context tar that comes as an async stream of chunks (a decompressor's, a download's)
+ * below `root`, as ContextExtraction does; other requests get a turn at least every 20 ms.
  */
 export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
   hold?: { staging: string },
+  named?: NamedFiles,
 ): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
-  const digests = new Map<string, KnownDigest>();
-  const deferred = hold ? new DeferredContents(root, hold.staging, digests) : undefined;
-  const writer = new ContextWriter(root, digests, deferred);
-  const scanner = new TarScanner(writer);
+  const extraction = new ContextExtraction(root, hold, named);
   const turns = new Turns();
   try {
-    try {
-      for await (const chunk of source) {
-        signal.throwIfAborted();
-        scanner.write(chunk);
-        await turns.take();
-      }
-      scanner.finish();
-    } catch (err) {
+    for await (const chunk of source) {
       signal.throwIfAborted();
-      throw tarReadError(err);
+      extraction.write(chunk);
+      await turns.take();
     }
   } catch (err) {
-    deferred?.release();
-    throw err;
-  } finally {
-    writer.close();
+    extraction.fail();
+    signal.throwIfAborted();
+    throw tarReadError(err);
   }
-  writer.finish();
-  return { digests, ...(deferred ? { deferred } : {}) };
+  return extraction.end();
 }
 
 /** What the file system says of a member that is the archive's fault (host paths never shown). */
@@ -200,14 +242,28 @@ class ContextWriter implements TarScanSink {
   private readonly dirTimes = new Map<string, { mode: number; mtime: Date }>();
   /** The regular file being written (or, `held`, whose content is being held). */
   private file:
-    | { rel: string; fd: number; mode: number; mtime: Date; hash: Hash; size: number; held?: Buffer[] }
+    | {
+        rel: string;
+        fd: number;
+        mode: number;
+        mtime: Date;
+        hash: Hash;
+        size: number;
+        held?: Buffer[];
+        /** Its content kept by name (NamedFiles) too. */
+        kept?: Buffer[];
+      }
     | undefined;
 
-  /** `digests`: each regular file's digest by inode (a later file on a reused inode replaces it). */
+  /**
+   * `digests`: each regular file's digest by inode (a later file on a reused inode replaces it);
+   * `named`: the files kept by name.
+   */
   constructor(
     private readonly root: string,
     private readonly digests: Map<string, KnownDigest>,
     private readonly deferred: DeferredContents | undefined,
+    private readonly named: NamedFiles | undefined,
   ) {
     this.dirs = new RealDirs(root);
   }
@@ -229,12 +285,14 @@ class ContextWriter implements TarScanSink {
     if (!f) return;
     if (f.held) f.held.push(chunk);
     else writeAll(f.fd, chunk);
+    f.kept?.push(chunk);
     f.hash.update(chunk);
   }
 
   end(): void {
     const f = this.file;
     if (!f) return;
+    if (f.kept) this.named?.keep(f.rel, Buffer.concat(f.kept));
     if (f.held && this.deferred) {
       const { rel, fd, held: chunks, size, mode, mtime } = f;
       f.held = undefined;
@@ -274,6 +332,7 @@ class ContextWriter implements TarScanSink {
   private start(rel: string, h: tarStream.Header): void {
     const { dirs, dirTimes } = this;
     const type = h.type ?? 'file';
+    const keep = this.named?.member(rel, type, h.size ?? 0) ?? false;
     dirs.parentsOf(rel);
     const at = join(this.root, rel);
     const existing = lstatOrNot(at);
@@ -326,6 +385,7 @@ class ContextWriter implements TarScanSink {
           size,
           hash: createHash('sha256'),
           ...(this.deferred?.take(size) ? { held: [] } : {}),
+          ...(keep ? { kept: [] } : {}),
         };
       }
     }

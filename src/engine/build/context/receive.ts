@@ -1,17 +1,21 @@
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { BerthError, invalidParameter } from '../../../common/errors.js';
 import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
+import { detectCompression } from '../../storage/layer.apply.js';
+import { BLOCK } from '../../storage/tar-header.js';
 import type { BuildContext, ContentDigests } from '../build.types.js';
+import { pumpBody } from './body-pump.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
-import { extractContextTar } from './context-tar.js';
+import { ContextExtraction, extractContextTar, tarReadError } from './context-tar.js';
 import type { DeferredContents } from './deferred.js';
 import { applyIgnore } from './ignore.js';
+import { NamedFiles } from './named-files.js';
 import { PatternMatcher, parseIgnoreFile } from './patterns.js';
 import { cloneGitContext, fetchBounded, isGitUrl, isHttpUrl } from './remote.js';
-import { readAllBounded, sniffArchive } from './sniff.js';
+import { isTarOrBinary, readAllBounded, sniffArchive } from './sniff.js';
 
 export const DEFAULT_DOCKERFILE = 'Dockerfile';
 /** The largest Dockerfile read (a plain body, a file in the context). */
@@ -92,44 +96,68 @@ async function receiveInto(
   body: Readable,
   opts: ReceiveOptions & { signal: AbortSignal },
 ): Promise<Received> {
-  const ops = opts.ops ?? new HostStorageOps();
   const { signal } = opts;
   signal.throwIfAborted();
-  let source: AsyncIterable<Buffer> = body;
-  const root = join(dir, 'root');
-  if (opts.remote) {
-    body.resume();
-    if (isGitUrl(opts.remote)) {
-      const cloned = await cloneGitContext(
-        opts.remote,
-        join(dir, 'git'),
-        opts.host ?? hostContextTools,
-        signal,
-      );
-      return locateDockerfile(cloned, opts.dockerfile);
+  if (opts.remote) return receiveRemote(dir, body, opts.remote, opts);
+  const onAbort = () => body.destroy(new Error('build cancelled'));
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    const head = await readHead(body);
+    const first = Buffer.concat(head.chunks);
+    if (detectCompression(first) === 'none' && isTarOrBinary(first)) {
+      // the common case, an uncompressed tar: extracted in the body's own events
+      return await receiveTarBody(body, first, head.ended, join(dir, 'root'), opts);
     }
-    if (!isHttpUrl(opts.remote))
-      throw invalidParameter(`remoteURL (${opts.remote}) could not be recognized as URL`);
-    const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
-    const remote = opts.remote;
-    source = fetchBounded(remote, {
-      signal: timed,
-      limit: opts.remoteLimit ?? REMOTE_LIMIT,
-      errorPrefix: `error downloading remote context ${remote}: `,
-      ...(opts.onProgress ? { onProgress: (n: number) => opts.onProgress?.(n, remote) } : {}),
-    });
-  } else {
-    const onAbort = () => body.destroy(new Error('build cancelled'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    source = (async function* () {
-      try {
-        for await (const c of body) yield c as Buffer;
-      } finally {
-        signal.removeEventListener('abort', onAbort);
-      }
-    })();
+    // a compressed context, or a plain Dockerfile
+    return await receiveArchive(
+      dir,
+      (async function* () {
+        if (first.length) yield first;
+        if (!head.ended) for await (const c of body) yield c as Buffer;
+      })(),
+      opts,
+    );
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
-  const sniffed = await sniffArchive(source, ops);
+}
+
+/** A `remote` context: an http(s) download (an archive, or a Dockerfile) or a git clone; the body is not read. */
+async function receiveRemote(
+  dir: string,
+  body: Readable,
+  remote: string,
+  opts: ReceiveOptions & { signal: AbortSignal },
+): Promise<Received> {
+  const { signal } = opts;
+  body.resume();
+  if (isGitUrl(remote)) {
+    const cloned = await cloneGitContext(remote, join(dir, 'git'), opts.host ?? hostContextTools, signal);
+    return locateDockerfile(cloned, opts.dockerfile);
+  }
+  if (!isHttpUrl(remote)) throw invalidParameter(`remoteURL (${remote}) could not be recognized as URL`);
+  const timed = AbortSignal.any([signal, AbortSignal.timeout(opts.remoteTimeoutMs ?? REMOTE_TIMEOUT_MS)]);
+  const source = fetchBounded(remote, {
+    signal: timed,
+    limit: opts.remoteLimit ?? REMOTE_LIMIT,
+    errorPrefix: `error downloading remote context ${remote}: `,
+    ...(opts.onProgress ? { onProgress: (n: number) => opts.onProgress?.(n, remote) } : {}),
+  });
+  return receiveArchive(dir, source, opts);
+}
+
+/**
+ * A context from an async stream of chunks, in any compression (sniffed): a tar is extracted as
+ * it arrives, anything else is a plain Dockerfile with an empty context.
+ */
+async function receiveArchive(
+  dir: string,
+  source: AsyncIterable<Buffer>,
+  opts: ReceiveOptions & { signal: AbortSignal },
+): Promise<Received> {
+  const { signal } = opts;
+  const root = join(dir, 'root');
+  const sniffed = await sniffArchive(source, opts.ops ?? new HostStorageOps());
   await mkdir(root, { mode: 0o755 });
   if (opts.remote && sniffed.empty) {
     throw invalidParameter(`error detecting content type for remote ${opts.remote}: empty response`);
@@ -139,6 +167,7 @@ async function receiveInto(
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
   let extracted: { digests: ContentDigests; deferred?: DeferredContents };
+  const named = namedFilesFor(opts.dockerfile);
   try {
     // large files' contents held, not written, until a step reads the context's files
     extracted = await extractContextTar(
@@ -146,14 +175,90 @@ async function receiveInto(
       root,
       signal,
       opts.hold === false ? undefined : { staging: dir },
+      named,
     );
   } finally {
     // a failed extraction stops the decompressor and the download
     await sniffed.bytes.return(undefined);
   }
+  return locateIn(root, opts.dockerfile, extracted, named);
+}
+
+/** The files locateDockerfile reads by name, kept as the extraction passes them. */
+function namedFilesFor(requested: string | undefined): NamedFiles {
+  const path = requested || DEFAULT_DOCKERFILE;
+  const lower = path.toLowerCase();
+  return new NamedFiles([
+    path,
+    `${path}.dockerignore`,
+    '.dockerignore',
+    ...(path === DEFAULT_DOCKERFILE ? [lower, `${lower}.dockerignore`] : []),
+  ]);
+}
+
+/** The first block of a body (or all of it, when it is shorter), read through its events. */
+async function readHead(body: Readable): Promise<{ chunks: Buffer[]; ended: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    const { ended } = await pumpBody(body, (chunk) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      return size < BLOCK;
+    });
+    return { chunks, ended };
+  } catch (err) {
+    // a body cut in its first block
+    throw tarReadError(err);
+  }
+}
+
+/**
+ * An uncompressed context tar extracted as the body's chunks arrive, each written in its `data`
+ * event (no promise per chunk); `first` is what was read of it already.
+ */
+async function receiveTarBody(
+  body: Readable,
+  first: Buffer,
+  ended: boolean,
+  root: string,
+  opts: ReceiveOptions & { signal: AbortSignal },
+): Promise<Received> {
+  const { signal, limit } = opts;
+  const dir = dirname(root);
+  await mkdir(root, { mode: 0o755 });
+  signal.throwIfAborted();
+  // large files' contents held, not written, until a step reads the context's files
+  const named = namedFilesFor(opts.dockerfile);
+  const extraction = new ContextExtraction(root, opts.hold === false ? undefined : { staging: dir }, named);
+  let size = 0;
+  const take = (chunk: Buffer): boolean => {
+    size += chunk.length;
+    if (limit !== undefined && size > limit) throw contextTooLarge(limit);
+    extraction.write(chunk);
+    return true;
+  };
+  try {
+    take(first);
+    if (!ended) await pumpBody(body, take);
+  } catch (err) {
+    extraction.fail();
+    signal.throwIfAborted();
+    throw tarReadError(err);
+  }
+  return locateIn(root, opts.dockerfile, extraction.end(), named);
+}
+
+/** The Dockerfile located in an extracted context (held contents released when that fails). */
+async function locateIn(
+  root: string,
+  dockerfile: string | undefined,
+  extracted: { digests: ContentDigests; deferred?: DeferredContents },
+  named: NamedFiles,
+): Promise<Received> {
   const { digests, deferred } = extracted;
   try {
-    const l = await locateDockerfile(root, opts.dockerfile, deferred);
+    const l = await locateDockerfile(root, dockerfile, { ...(deferred ? { deferred } : {}), named });
     return { ...l, digests, ...(deferred ? { deferred } : {}) };
   } catch (err) {
     deferred?.release();
@@ -161,14 +266,15 @@ async function receiveInto(
   }
 }
 
+const contextTooLarge = (limit: number) =>
+  new BerthError('TooLarge', `the build context is larger than the limit of ${limit} bytes`);
+
 /** The bytes of a context, at most `limit` of them (a decompression bomb is a 413). */
 async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined): AsyncGenerator<Buffer> {
   let size = 0;
   for await (const chunk of source) {
     size += chunk.length;
-    if (limit !== undefined && size > limit) {
-      throw new BerthError('TooLarge', `the build context is larger than the limit of ${limit} bytes`);
-    }
+    if (limit !== undefined && size > limit) throw contextTooLarge(limit);
     yield chunk;
   }
 }
@@ -176,22 +282,25 @@ async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined
 /** A received context before its cleanup is attached, with the contents its extraction held. */
 type Received = Omit<BuildContext, 'cleanup' | 'contents'> & { deferred?: DeferredContents };
 
-/** Reads the Dockerfile from the context and applies its `.dockerignore`. */
+/**
+ * Reads the Dockerfile from the context and applies its `.dockerignore`; `known.named`: the files
+ * the extraction kept by name (not read back), `known.deferred`: its held contents.
+ */
 async function locateDockerfile(
   root: string,
   requested: string | undefined,
-  deferred?: DeferredContents,
+  known: ContextFiles = {},
 ): Promise<Received> {
   let path = requested || DEFAULT_DOCKERFILE;
-  let text = await readInContext(root, deferred, path);
+  let text = await readInContext(root, known, path);
   if (text === undefined && path === DEFAULT_DOCKERFILE) {
-    text = await readInContext(root, deferred, path.toLowerCase());
+    text = await readInContext(root, known, path.toLowerCase());
     if (text !== undefined) path = path.toLowerCase();
   }
   if (text === undefined) throw invalidParameter(`Cannot locate specified Dockerfile: ${path}`);
   const ignoreText =
-    (await readInContext(root, deferred, `${path}.dockerignore`)) ??
-    (await readInContext(root, deferred, '.dockerignore')) ??
+    (await readInContext(root, known, `${path}.dockerignore`)) ??
+    (await readInContext(root, known, '.dockerignore')) ??
     '';
   const ignore = parseIgnoreFile(ignoreText);
   const matcher = new PatternMatcher(ignore);
@@ -199,12 +308,17 @@ async function locateDockerfile(
   return { root, dockerfile: text, dockerfilePath: path, ignore };
 }
 
+/** What the extraction knows of a context's files. */
+interface ContextFiles {
+  deferred?: DeferredContents;
+  named?: NamedFiles;
+}
+
 /** A regular file of the context (links followed inside it), or undefined when there is none. */
-async function readInContext(
-  root: string,
-  deferred: DeferredContents | undefined,
-  path: string,
-): Promise<string | undefined> {
+async function readInContext(root: string, known: ContextFiles, path: string): Promise<string | undefined> {
+  const kept = known.named?.lookup(path);
+  if (kept !== undefined) return kept?.toString('utf8');
+  const { deferred } = known;
   const full = await resolveInRoot(root, path);
   const st = await stat(full, { bigint: true }).catch(() => undefined);
   if (!st?.isFile()) return undefined;

@@ -17,6 +17,14 @@ export function isTarHeader(block: Buffer): boolean {
   return Number.parseInt(field, 8) === sum;
 }
 
+/**
+ * Whether the start of a (decompressed) body is read as a tar: empty, a tar header, or binary
+ * data (which then fails as dockerd fails); false for text (a plain Dockerfile).
+ */
+export function isTarOrBinary(first: Buffer): boolean {
+  return first.length === 0 || isTarHeader(first) || first.includes(0);
+}
+
 /** The decompressed bytes of a stream, with what its first 512 bytes are. */
 export interface Sniffed {
   /**
@@ -63,7 +71,7 @@ export async function sniffArchive(
     yield* inner;
   })();
   return {
-    isTar: first.length === 0 || isTarHeader(first) || first.includes(0),
+    isTar: isTarOrBinary(first),
     empty: first.length === 0,
     compressed,
     bytes,

@@ -281,6 +281,86 @@ describe('receiveContext', () => {
     assert.equal((await readdir(work)).length, before);
   });
 
+  it('reads a plain tar body through its events, chunk by chunk; a refused one is left paused, not destroyed', async () => {
+    const tar = await makeTar([
+      { name: 'Dockerfile', content: 'FROM p\n' },
+      { name: 'big', content: Buffer.alloc(3 * 1024 * 1024 + 5, 'q') },
+      { name: 'c.txt', content: 'c' },
+    ]);
+    const body = new PassThrough();
+    const ctx = receive(body);
+    // pieces that cut headers and bodies anywhere, some after a pause
+    for (let at = 0; at < tar.length; ) {
+      const n = Math.min(tar.length - at, 1 + ((at * 7919) % 70_000));
+      body.write(tar.subarray(at, at + n));
+      at += n;
+      if (at % 3 === 0) await new Promise((r) => setImmediate(r));
+    }
+    body.end();
+    const got = await ctx;
+    assert.equal(got.dockerfile, 'FROM p\n');
+    await got.contents();
+    assert.deepEqual(await readFile(join(got.root, 'big')), Buffer.alloc(3 * 1024 * 1024 + 5, 'q'));
+    assert.equal(await readFile(join(got.root, 'c.txt'), 'utf8'), 'c');
+
+    const before = (await readdir(work)).length;
+    const bad = new PassThrough();
+    bad.write(hostileTars('x').badChecksum);
+    await assert.rejects(receive(bad), { message: 'archive/tar: invalid tar header' });
+    // the answer can still be sent on the request's connection
+    assert.ok(!bad.destroyed);
+    assert.ok(bad.isPaused());
+    const cut = new PassThrough();
+    cut.end(tar.subarray(0, 4096));
+    await assert.rejects(receive(cut), {
+      message: 'Error processing tar file(exit status 1): unexpected EOF',
+    });
+    const torn = new PassThrough();
+    torn.write(tar.subarray(0, 4096));
+    setImmediate(() => torn.destroy());
+    await assert.rejects(receive(torn), /unexpected EOF/);
+    await assert.rejects(
+      receiveContext(Readable.from([tar]), { workDir: work, signal, limit: 1024 * 1024 }),
+      (err) => isKind(err, 'TooLarge'),
+    );
+    assert.equal((await readdir(work)).length, before);
+  });
+
+  it('takes the Dockerfile and the ignore file from the archive as they pass, and from disk when they are links', async () => {
+    const kept = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM first\n' },
+        { name: '.dockerignore', content: 'a\n' },
+        { name: 'a', content: '' },
+        { name: 'b', content: '' },
+        // a later member of the same name replaces the first
+        { name: 'Dockerfile', content: 'FROM second\n' },
+      ]),
+    );
+    assert.equal(kept.dockerfile, 'FROM second\n');
+    assert.deepEqual(await files(kept.root), ['.dockerignore', 'Dockerfile', 'b']);
+    const linked = await receive(
+      await makeTar([
+        { name: 'df/real', content: 'FROM linked\n' },
+        { name: 'Dockerfile', type: 'symlink', linkname: 'df/real' },
+        { name: 'ign', content: 'b\n' },
+        { name: '.dockerignore', type: 'symlink', linkname: '/ign' },
+        { name: 'b', content: '' },
+      ]),
+    );
+    assert.equal(linked.dockerfile, 'FROM linked\n');
+    assert.deepEqual(linked.ignore, ['b']);
+    const replaced = await receive(
+      await makeTar([
+        { name: 'Dockerfile', content: 'FROM file\n' },
+        { name: 'dockerfile', content: 'FROM lower\n' },
+        { name: 'Dockerfile', type: 'symlink', linkname: 'nowhere' },
+      ]),
+    );
+    assert.equal(replaced.dockerfile, 'FROM lower\n');
+    assert.equal(replaced.dockerfilePath, 'dockerfile');
+  });
+
   it('cancels when the signal aborts', async () => {
     const ac = new AbortController();
     const body = new PassThrough();
