@@ -75,12 +75,14 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   if (local?.Role !== 'manager' || session.nodeState !== 'active') return;
   const managers = runtime.knownManagers().filter((m) => m.NodeID !== local.NodeID);
   // another manager confirms the demotion before anything ends here
-  const { answer: beat } = await callManagers<HeartbeatAnswer>(
-    managers,
-    '/v1/heartbeat',
-    {},
-    await currentTls(ctx),
-  );
+  let beat: HeartbeatAnswer;
+  try {
+    beat = (await callManagers<HeartbeatAnswer>(managers, '/v1/heartbeat', {}, await currentTls(ctx))).answer;
+  } catch (err) {
+    // no other manager says so (a partition, a lost quorum): this node stays what it is
+    opts.log.debug('no manager confirms a demotion', { error: errorMessage(err) });
+    return;
+  }
   if (beat.Role !== 'worker') return;
   await runtime.stopLoops();
   runtime.stopLiveness();
