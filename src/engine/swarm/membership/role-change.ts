@@ -54,6 +54,7 @@ export async function becomeManager(ctx: SwarmContext): Promise<void> {
   } catch (err) {
     // back to a worker; the next heartbeat tries again
     opts.log.warn('could not become a manager; staying a worker', { error: errorMessage(err) });
+    runtime.stopLiveness();
     await runtime.closeManagerParts();
     await opts.member.stop();
     await rm(files.etcdDir, { recursive: true, force: true });

@@ -304,7 +304,7 @@ export class NodeRuntime {
   /** Ends this node's part: liveness, store, member, and every file of the swarm on this disk. */
   async dropLocal(): Promise<void> {
     const liveness = this.liveness;
-    this.liveness = undefined;
+    this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
     await liveness?.revoke();
     await this.stopConnections();
