@@ -54,6 +54,7 @@ export async function becomeManager(ctx: SwarmContext): Promise<void> {
   } catch (err) {
     // back to a worker; the next heartbeat tries again
     opts.log.warn('could not become a manager; staying a worker', { error: errorMessage(err) });
+    runtime.stopLiveness();
     await runtime.closeManagerParts();
     await opts.member.stop();
     await rm(files.etcdDir, { recursive: true, force: true });
@@ -75,12 +76,14 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   if (local?.Role !== 'manager' || session.nodeState !== 'active') return;
   const managers = runtime.knownManagers().filter((m) => m.NodeID !== local.NodeID);
   // another manager confirms the demotion before anything ends here
-  const { answer: beat } = await callManagers<HeartbeatAnswer>(
-    managers,
-    '/v1/heartbeat',
-    {},
-    await currentTls(ctx),
-  );
+  let beat: HeartbeatAnswer;
+  try {
+    beat = (await callManagers<HeartbeatAnswer>(managers, '/v1/heartbeat', {}, await currentTls(ctx))).answer;
+  } catch (err) {
+    // no other manager says so (a partition, a lost quorum): this node stays what it is
+    opts.log.debug('no manager confirms a demotion', { error: errorMessage(err) });
+    return;
+  }
   if (beat.Role !== 'worker') return;
   await runtime.stopLoops();
   runtime.stopLiveness();

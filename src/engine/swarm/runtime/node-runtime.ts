@@ -17,6 +17,7 @@ import type { NodeRole, SwarmSpec } from '../swarm.types.js';
 import { WorkerLink } from '../worker-link.js';
 import { CertRenewal } from './cert-renewal.js';
 import { OwnLiveness } from './liveness.js';
+import { RoleWatch } from './role-watch.js';
 
 /** What the runtime asks of the membership rooms (SwarmService sets them). */
 export interface RuntimeHooks {
@@ -42,10 +43,8 @@ export class NodeRuntime {
   /** The node's TLS material as the loops see it (renewal replaces it). */
   private tls?: { ca: string; cert: string; key: string };
   private rootPem = '';
-  private roleTimer?: NodeJS.Timeout;
+  private roleWatch?: RoleWatch;
   private renewal?: CertRenewal;
-  /** The other managers' cluster API addresses, as this manager last read them. */
-  private managers: ManagerAddress[] = [];
   hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {} };
 
   constructor(
@@ -130,45 +129,22 @@ export class NodeRuntime {
     const periodMs = effectiveHeartbeatMs(spec);
     await liveness.start(periodMs);
     this.liveness = liveness;
-    this.roleTimer = setInterval(() => void this.checkRole(store, local), periodMs);
-    this.roleTimer.unref();
+    const watch = new RoleWatch(store, local.NodeID, () => this.hooks.roleChanged('worker'));
+    watch.start(periodMs);
+    this.roleWatch = watch;
   }
 
   stopLiveness(): void {
     this.liveness?.stop();
     this.liveness = undefined;
-    if (this.roleTimer) clearInterval(this.roleTimer);
-    this.roleTimer = undefined;
-  }
-
-  /**
-   * A manager's look at its own record every heartbeat: a demotion shows as Role worker. Once it
-   * is demoted its member is removed and its store answers nothing: then the other managers say.
-   */
-  private async checkRole(store: ClusterStore, local: LocalState): Promise<void> {
-    if (this.session.local !== local || local.Role !== 'manager') return;
-    try {
-      const [node, managers] = await Promise.all([
-        store.get(keys.node(local.NodeID)),
-        store.range(keys.managers),
-      ]);
-      this.managers = managers.kvs
-        .filter((kv) => kv.key !== keys.manager(local.NodeID))
-        .map((kv) => ({
-          NodeID: kv.key.slice(keys.managers.length),
-          Addr: (JSON.parse(kv.value) as { addr: string }).addr,
-        }));
-      const role = node ? (JSON.parse(node.value) as { Spec: { Role: NodeRole } }).Spec.Role : undefined;
-      if (role === 'worker') this.hooks.roleChanged('worker');
-    } catch {
-      if (this.managers.length > 0) this.hooks.roleChanged('worker');
-    }
+    this.roleWatch?.stop();
+    this.roleWatch = undefined;
   }
 
   /** Where this node reaches the managers: a worker's as heard, a manager's others as last read. */
   knownManagers(): ManagerAddress[] {
     const local = this.session.local;
-    if (local?.Role === 'manager') return this.managers;
+    if (local?.Role === 'manager') return this.roleWatch?.managers ?? [];
     return this.link?.addresses ?? local?.Managers ?? [];
   }
 
@@ -328,7 +304,7 @@ export class NodeRuntime {
   /** Ends this node's part: liveness, store, member, and every file of the swarm on this disk. */
   async dropLocal(): Promise<void> {
     const liveness = this.liveness;
-    this.liveness = undefined;
+    this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
     await liveness?.revoke();
     await this.stopConnections();
