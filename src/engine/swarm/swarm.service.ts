@@ -36,6 +36,7 @@ import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
 import { filterNodes } from './node-filters.js';
 import { newDek, seal, unseal } from './seal.js';
+import { ObjectEvents } from './services/object-events.js';
 import {
   defaultSpec,
   effectiveCertExpiryMs,
@@ -177,7 +178,7 @@ export class SwarmService {
   /** The node's key while it is sealed on disk (autolock), once unlocked. */
   private nodeKeyPem?: string;
   private link?: WorkerLink;
-  private events?: ClusterEvents;
+  private events?: { stop(): void };
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -975,7 +976,15 @@ export class SwarmService {
     if (!this.opts.publish) return;
     const events = new ClusterEvents(store, this.opts.publish, this.opts.log);
     await events.start();
-    this.events = events;
+    // services, secrets and configs (services/object-events.ts)
+    const objects = new ObjectEvents(store, this.opts.publish, this.opts.log);
+    await objects.start();
+    this.events = {
+      stop: () => {
+        events.stop();
+        objects.stop();
+      },
+    };
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */

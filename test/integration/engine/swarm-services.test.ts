@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { TestEngine } from '../../helpers/engine.js';
+import { runCommand } from '../../helpers/process.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
@@ -698,5 +700,156 @@ describe('swarm services and tasks (one manager)', () => {
     assert.equal(again.status, 201, message(again));
     assert.equal((await api('GET', '/v1.41/tasks/nope')).status, 404);
     assert.equal(message(await api('GET', '/v1.41/tasks/nope')), 'task nope not found');
+  });
+
+  it("emits service, secret and config events from the etcd watch, with moby's attributes", async () => {
+    const since = Math.floor(Date.now() / 1000);
+    await engine.dockerOk(['secret', 'create', 'ev-s', '-'], { input: 'x' });
+    await engine.dockerOk(['config', 'create', 'ev-c', '-'], { input: 'x' });
+    const id = await engine.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '-q',
+      '--name',
+      'ev',
+      '--no-resolve-image',
+      'busybox',
+    ]);
+    await engine.dockerOk(['service', 'update', '-d', '--no-resolve-image', '--image', 'busybox:1.36', 'ev']);
+    await engine.dockerOk(['service', 'scale', '-d', 'ev=3']);
+    await engine.dockerOk(['service', 'rm', 'ev']);
+    await engine.dockerOk(['secret', 'rm', 'ev-s']);
+    await engine.dockerOk(['config', 'rm', 'ev-c']);
+    await sleep(300);
+    const format =
+      '{{.Type}} {{.Action}} {{.Actor.ID}} {{.Scope}} {{index .Actor.Attributes "name"}} {{index .Actor.Attributes "image.old"}} {{index .Actor.Attributes "image.new"}} {{index .Actor.Attributes "replicas.old"}} {{index .Actor.Attributes "replicas.new"}}';
+    const services = (
+      await engine.events(since, format, ['scope=swarm', 'type=service', 'service=ev'])
+    ).split('\n');
+    assert.deepEqual(
+      services.map((l) => l.trim()),
+      [
+        `service create ${id} swarm ev`,
+        `service update ${id} swarm ev busybox:latest busybox:1.36`,
+        `service update ${id} swarm ev   1 3`,
+        `service remove ${id} swarm ev`,
+      ],
+    );
+    const objects = (
+      await engine.events(since, '{{.Type}} {{.Action}} {{index .Actor.Attributes "name"}}', ['scope=swarm'])
+    )
+      .split('\n')
+      .filter((l) => !l.startsWith('service') && !l.startsWith('node'));
+    assert.deepEqual(objects, [
+      'secret create ev-s',
+      'config create ev-c',
+      'secret remove ev-s',
+      'config remove ev-c',
+    ]);
+  });
+
+  it('lists tasks with the filters the CLI uses, and docker service ps shows them', async () => {
+    const created = await create({
+      Name: 'pst',
+      Labels: {},
+      TaskTemplate: { ContainerSpec: { Image: 'busybox' } },
+      Mode: { Replicated: { Replicas: 2 } },
+    });
+    assert.equal(created.status, 201);
+    const svc = created.json.ID as string;
+    const node = (await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}'])).trim();
+    const hostname = JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Description.Hostname;
+    const at = (s: number) => new Date(Date.now() - s * 1000).toISOString();
+    const task = (
+      id: string,
+      slot: number,
+      state: string,
+      desired: string,
+      specVersion: number,
+      age: number,
+    ) => ({
+      ID: id,
+      CreatedAt: at(age),
+      UpdatedAt: at(age),
+      Labels: { tier: id === 'task1aaaaaaaaaaaaaaaaaaaaa' ? 'one' : 'other' },
+      Spec: { ContainerSpec: { Image: 'busybox', Isolation: 'default' }, ForceUpdate: 0 },
+      ServiceID: svc,
+      Slot: slot,
+      NodeID: node,
+      Status: {
+        Timestamp: at(age),
+        State: state,
+        Message: state,
+        ContainerStatus: { ContainerID: '', PID: 0, ExitCode: 0 },
+      },
+      DesiredState: desired,
+      _: { specVersion, serviceName: 'pst' },
+    });
+    const tasks = [
+      task('task1aaaaaaaaaaaaaaaaaaaaa', 1, 'running', 'running', 1, 10),
+      task('task2bbbbbbbbbbbbbbbbbbbbb', 1, 'shutdown', 'shutdown', 1, 60),
+      task('task3ccccccccccccccccccccc', 2, 'running', 'running', 0, 20),
+    ];
+    // written as the orchestrator would, with etcdctl on the member's socket
+    const socket = join(engine.execRoot, 'swarm', 'etcd.sock:0');
+    for (const t of tasks) {
+      const put = await runCommand(
+        'etcdctl',
+        ['--endpoints', `unix://${socket}`, 'put', `/berth/swarm/v1/tasks/${t.ID}`, JSON.stringify(t)],
+        { env: { ETCDCTL_API: '3' } },
+      );
+      assert.equal(put.code, 0, put.stderr);
+    }
+    const ids = async (filters: unknown) => {
+      const r = await api('GET', `/v1.41/tasks?filters=${encodeURIComponent(JSON.stringify(filters))}`);
+      assert.equal(r.status, 200, message(r));
+      return (r.json as { ID: string }[]).map((t) => t.ID.slice(0, 5)).sort();
+    };
+    assert.deepEqual(await ids({ service: ['pst'] }), ['task1', 'task2', 'task3']);
+    assert.deepEqual(await ids({ service: [svc] }), ['task1', 'task2', 'task3']);
+    assert.deepEqual(await ids({ service: ['pst'], 'desired-state': ['running'] }), ['task1', 'task3']);
+    assert.deepEqual(await ids({ service: ['pst'], '_up-to-date': ['true'] }), ['task1', 'task2']);
+    assert.deepEqual(await ids({ name: ['pst.1'] }), ['task1', 'task2']);
+    assert.deepEqual(await ids({ node: [hostname], label: ['tier=one'] }), ['task1']);
+    assert.deepEqual(await ids({ node: [node], id: ['task3'] }), ['task3']);
+    const badState = await api(
+      'GET',
+      `/v1.41/tasks?filters=${encodeURIComponent('{"desired-state":["a"]}')}`,
+    );
+    assert.equal(badState.status, 400);
+    assert.equal(message(badState), "Invalid desired-state filter: 'a'");
+    const badService = await api('GET', `/v1.41/tasks?filters=${encodeURIComponent('{"service":["nope"]}')}`);
+    assert.equal(badService.status, 404);
+    assert.equal(message(badService), 'service nope not found');
+
+    const one = (await api('GET', '/v1.41/tasks/task1aaaaaaaaaaaaaaaaaaaaa')).json;
+    assert.deepEqual(Object.keys(one).slice(0, 3), ['ID', 'Version', 'CreatedAt']);
+    assert.equal(one._, undefined);
+    assert.ok(one.Version.Index > 0);
+
+    const [status] = (
+      await api('GET', `/v1.41/services?status=true&filters=${encodeURIComponent('{"name":["pst"]}')}`)
+    ).json;
+    assert.deepEqual(status.ServiceStatus, { RunningTasks: 2, DesiredTasks: 2, CompletedTasks: 0 });
+    const ls = await engine.dockerOk(['service', 'ls', '--filter', 'name=pst', '--format', '{{.Replicas}}']);
+    assert.equal(ls, '2/2');
+
+    const ps = (await engine.dockerOk(['service', 'ps', '--no-trunc', 'pst'])).split('\n');
+    assert.match(ps[0] ?? '', /^ID +NAME +IMAGE +NODE +DESIRED STATE +CURRENT STATE +ERROR +PORTS$/);
+    assert.match(
+      ps[1] ?? '',
+      new RegExp(`^task1a+ +pst\\.1 +busybox +${hostname} +Running +Running 10 seconds ago`),
+    );
+    assert.match(
+      ps[2] ?? '',
+      new RegExp(`^task2b+ + \\\\_ pst\\.1 +busybox +${hostname} +Shutdown +Shutdown about a minute ago`),
+    );
+    assert.match(
+      ps[3] ?? '',
+      new RegExp(`^task3c+ +pst\\.2 +busybox +${hostname} +Running +Running 20 seconds ago`),
+    );
+    const q = await engine.dockerOk(['service', 'ps', '-q', '--filter', 'desired-state=running', 'pst']);
+    assert.deepEqual(q.split('\n').sort(), ['task1aaaaaaaaaaaaaaaaaaaaa', 'task3ccccccccccccccccccccc']);
   });
 });
