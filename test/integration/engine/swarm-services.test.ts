@@ -852,4 +852,18 @@ describe('swarm services and tasks (one manager)', () => {
     const q = await engine.dockerOk(['service', 'ps', '-q', '--filter', 'desired-state=running', 'pst']);
     assert.deepEqual(q.split('\n').sort(), ['task1aaaaaaaaaaaaaaaaaaaaa', 'task3ccccccccccccccccccccc']);
   });
+
+  it("answers the CLI's /distribution call so that it warns and goes on, as with dockerd here", async () => {
+    const r = await engine.docker(['service', 'create', '-d', '--name', 'plain', 'busybox'], {
+      timeoutMs: 60_000,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout.trim(), /^[0-9a-z]{25}$/);
+    assert.match(
+      r.stderr,
+      /^image busybox:latest could not be accessed on a registry to record\nits digest\./,
+    );
+    assert.equal((await inspect('plain')).Spec.TaskTemplate.ContainerSpec.Image, 'busybox:latest');
+    assert.equal(await engine.dockerOk(['service', 'rm', 'plain']), 'plain');
+  });
 });
