@@ -339,6 +339,23 @@ describe('swarm services and tasks (one manager)', () => {
     // below 1.41 the job mode is not there (moby's adjustForAPIVersion)
     const old = (await api('GET', '/v1.40/services/job1')).json;
     assert.deepEqual(old.Spec.Mode, {});
+    // fields too new for the request's version are dropped from the body (1.40: no CapabilityAdd)
+    const v140 = await create(
+      {
+        Name: 'old140',
+        TaskTemplate: {
+          ContainerSpec: { Image: 'busybox', Sysctls: { 'a.b': '1' }, CapabilityAdd: ['CAP_X'] },
+        },
+      },
+      'v1.40',
+    );
+    assert.equal(v140.status, 201);
+    const o = (await inspect('old140')).Spec.TaskTemplate.ContainerSpec;
+    assert.deepEqual([o.Sysctls, o.CapabilityAdd], [{ 'a.b': '1' }, undefined]);
+    const badBool = await api('GET', '/v1.41/services/old140?insertDefaults=maybe');
+    assert.equal(badBool.status, 400);
+    assert.equal(message(badBool), 'invalid value for insertDefaults: maybe');
+    await api('DELETE', '/v1.41/services/old140');
     const unnamed = await create({ TaskTemplate: { ContainerSpec: { Image: 'busybox' } } });
     assert.equal(unnamed.status, 201);
     assert.match((await inspect(unnamed.json.ID)).Spec.Name, /^[a-z]+_[a-z]+\d*$/);
