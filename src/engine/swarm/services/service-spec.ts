@@ -380,10 +380,9 @@ export function withDefaults(spec: ServiceSpec): ServiceSpec {
   ordered.ForceUpdate = task.ForceUpdate ?? 0;
   if (task.Runtime) ordered.Runtime = task.Runtime;
   const result: ServiceSpec = { Name: out.Name, Labels: out.Labels, TaskTemplate: ordered, Mode: out.Mode };
-  const isJob = Boolean(out.Mode?.ReplicatedJob || out.Mode?.GlobalJob);
-  // jobs have no updates: swarmkit leaves their update and rollback configs alone
-  if (!isJob || out.UpdateConfig) result.UpdateConfig = updateDefaults(out.UpdateConfig);
-  if (!isJob || out.RollbackConfig) result.RollbackConfig = updateDefaults(out.RollbackConfig);
+  // jobs too: swarmkit's InterpolateService fills them whatever the mode
+  result.UpdateConfig = updateDefaults(out.UpdateConfig);
+  result.RollbackConfig = updateDefaults(out.RollbackConfig);
   if (out.Networks) result.Networks = out.Networks;
   result.EndpointSpec = out.EndpointSpec ?? { Mode: 'vip' };
   return result;
