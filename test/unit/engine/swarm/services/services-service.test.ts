@@ -151,7 +151,7 @@ describe('services in the cluster store', () => {
     await rejects(
       secrets.remove('s1'),
       'InvalidParameter',
-      /is in use by the following services: web, web2$/,
+      /is in use by the following services: (web, web2|web2, web)$/,
     );
     await rejects(
       services.create(
