@@ -186,18 +186,13 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
     }),
   );
 
-  // services and tasks, not there yet: what a node outside a swarm (or a worker) answers, else 501
+  // service and task logs, not there yet: what a node outside a swarm (or a worker) answers, else
+  // 501 (the services and tasks themselves: services.routes.ts, tasks.routes.ts)
   const later = (what: string) =>
     route(async () => {
       swarm.requireManager();
       throw notImplemented(`${what} are not supported by this engine yet`);
     });
-  router.get('/services', later('services'));
-  router.post('/services/create', later('services'));
-  router.add(['GET', 'DELETE'], '/services/{id}', later('services'));
-  router.post('/services/{id}/update', later('services'));
   router.get('/services/{id}/logs', later('services logs'));
-  router.get('/tasks', later('tasks'));
-  router.get('/tasks/{id}', later('tasks'));
   router.get('/tasks/{id}/logs', later('tasks logs'));
 }

@@ -4,6 +4,7 @@ import { joinHostPort, parseHostPort } from '../addresses.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
+import { ObjectEvents } from '../services/object-events.js';
 import { Dispatcher } from '../dispatcher.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
@@ -38,7 +39,7 @@ export class NodeRuntime {
   private liveness?: OwnLiveness;
   private clusterApi?: ClusterApiServer;
   private link?: WorkerLink;
-  private events?: ClusterEvents;
+  private events?: { stop(): void; start(): Promise<void> }[];
   private readonly loops: RoleLoops;
   /** The node's TLS material as the loops see it (renewal replaces it). */
   private tls?: { ca: string; cert: string; key: string };
@@ -111,12 +112,20 @@ export class NodeRuntime {
 
   /** A manager's swarm-scope events from its watch (nothing when no event bus was given). */
   async startEvents(store: ClusterStore): Promise<void> {
-    this.events?.stop();
-    this.events = undefined;
+    this.stopEvents();
     if (!this.opts.publish) return;
-    const events = new ClusterEvents(store, this.opts.publish, this.opts.log);
-    await events.start();
-    this.events = events;
+    // nodes (cluster-events.ts); services, secrets and configs (services/object-events.ts)
+    const watches = [
+      new ClusterEvents(store, this.opts.publish, this.opts.log),
+      new ObjectEvents(store, this.opts.publish, this.opts.log),
+    ];
+    this.events = watches;
+    await Promise.all(watches.map((w) => w.start()));
+  }
+
+  private stopEvents(): void {
+    for (const w of this.events ?? []) w.stop();
+    this.events = undefined;
   }
 
   /** `P/live/<node>` kept alive by this manager itself, every heartbeat period of `spec`. */
@@ -295,8 +304,7 @@ export class NodeRuntime {
   async closeManagerParts(): Promise<void> {
     await this.clusterApi?.close();
     this.clusterApi = undefined;
-    this.events?.stop();
-    this.events = undefined;
+    this.stopEvents();
     this.session.store?.close();
     this.session.store = undefined;
   }
