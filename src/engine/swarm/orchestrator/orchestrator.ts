@@ -79,13 +79,17 @@ export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
       again = true;
       return;
     }
-    running = pass(gen).finally(() => {
-      running = undefined;
-      if (again) {
-        again = false;
-        kick(gen);
-      }
-    });
+    // the pass starts after `running` is set: a store that calls its watchers within a write
+    // (the memory fake) must not start a second pass inside the first
+    running = Promise.resolve()
+      .then(() => pass(gen))
+      .finally(() => {
+        running = undefined;
+        if (again) {
+          again = false;
+          kick(gen);
+        }
+      });
   };
 
   const pass = async (gen: number): Promise<void> => {
