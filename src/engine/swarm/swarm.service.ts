@@ -31,10 +31,11 @@ import type { JoinAnswer, JoinCall } from './cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from './cluster-api/server.js';
 import { ClusterEvents, type SwarmPublish } from './cluster-events.js';
 import { Dispatcher } from './dispatcher.js';
-import { ETCD_PEER_CN, type EtcdMemberSpec, type RaftSettings } from './etcd/etcd-args.js';
+import { ETCD_PEER_CN, type EtcdMemberSpec, RAFT_TICK_MS, type RaftSettings } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
 import { filterNodes } from './node-filters.js';
+import { type Orchestrator, startOrchestrator } from './orchestrator/orchestrator.js';
 import { newDek, seal, unseal } from './seal.js';
 import {
   defaultSpec,
@@ -178,6 +179,8 @@ export class SwarmService {
   private nodeKeyPem?: string;
   private link?: WorkerLink;
   private events?: ClusterEvents;
+  /** The control loops: every manager campaigns, the elected one runs them (orchestrator/). */
+  private orchestrator?: Orchestrator;
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -226,8 +229,7 @@ export class SwarmService {
     this.link = undefined;
     await this.clusterApi?.close();
     this.clusterApi = undefined;
-    this.events?.stop();
-    this.events = undefined;
+    await this.stopManagerLoops();
     this.store?.close();
     this.store = undefined;
     if (this.local?.Role === 'manager') await this.opts.member.stop();
@@ -561,8 +563,7 @@ export class SwarmService {
     this.stopLiveness();
     await this.clusterApi?.close();
     this.clusterApi = undefined;
-    this.events?.stop();
-    this.events = undefined;
+    await this.stopManagerLoops();
     this.store?.close();
     this.store = undefined;
     await this.opts.member.stop();
@@ -969,13 +970,33 @@ export class SwarmService {
   }
 
   /** A manager's swarm-scope events from its watch (nothing when no event bus was given). */
+  /** A manager's loops over the store: its swarm events, and its part in the orchestrator's election. */
   private async startEvents(store: ClusterStore): Promise<void> {
-    this.events?.stop();
-    this.events = undefined;
+    await this.stopManagerLoops();
+    const local = this.local;
+    if (local) {
+      // the election lease lives 3 × etcd's election timeout
+      const electionMs = (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS;
+      this.orchestrator = startOrchestrator({
+        store,
+        nodeId: local.NodeID,
+        addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
+        ttlSeconds: Math.max(1, Math.ceil((3 * electionMs) / 1000)),
+        log: this.opts.log.child('orchestrator'),
+      });
+    }
     if (!this.opts.publish) return;
     const events = new ClusterEvents(store, this.opts.publish, this.opts.log);
     await events.start();
     this.events = events;
+  }
+
+  private async stopManagerLoops(): Promise<void> {
+    this.events?.stop();
+    this.events = undefined;
+    const o = this.orchestrator;
+    this.orchestrator = undefined;
+    await o?.stop();
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */
