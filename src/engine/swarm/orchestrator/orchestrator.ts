@@ -35,6 +35,18 @@ export interface Orchestrator {
   stop(): Promise<void>;
 }
 
+const STOP_MS = 2000;
+
+/** Waits for `p`, or `ms` on the clock, whichever ends first. */
+function bounded(clock: Clock, ms: number, p: Promise<unknown> | undefined): Promise<unknown> {
+  if (!p) return Promise.resolve();
+  let cancel: (() => void) | undefined;
+  const timer = new Promise<void>((resolve) => {
+    cancel = clock.after(ms, resolve);
+  });
+  return Promise.race([p, timer]).finally(() => cancel?.());
+}
+
 export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
   const clock = opts.clock ?? systemClock;
   const newId = opts.newId ?? newSwarmId;
@@ -137,8 +149,13 @@ export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
       cancelWake?.();
       view?.stop();
       view = undefined;
-      await running?.catch(() => {});
-      await leadership.stop();
+      // a store that does not answer (quorum lost) must not hold a leave or an engine stop long
+      await bounded(
+        clock,
+        STOP_MS,
+        running?.catch(() => {}),
+      );
+      await bounded(clock, STOP_MS, leadership.stop());
     },
   };
 }
