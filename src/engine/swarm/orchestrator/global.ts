@@ -4,7 +4,7 @@ import type { StoredNode } from './cluster-view.js';
 import { constraintsFit, platformFits } from './filters.js';
 import type { Plan } from './plan.js';
 import { settleSlot } from './slots.js';
-import { isLive } from './task-life.js';
+import { isLive, iterationOf } from './task-life.js';
 
 /**
  * A global service (or one iteration of a global job): one task on each node that is up, not
@@ -22,7 +22,10 @@ export function reconcileGlobal(
   const placement = service.Spec.TaskTemplate?.Placement;
   const tasks = plan
     .tasksOf(serviceId)
-    .filter((t) => t.DesiredState !== 'remove' && (!job || t.JobIteration?.Index === job.iteration.Index));
+    .filter(
+      (t) =>
+        t.DesiredState !== 'remove' && (!job || iterationOf(t.JobIteration) === iterationOf(job.iteration)),
+    );
   const byNode = new Map<string, StoredTask[]>();
   for (const t of tasks) if (t.NodeID) byNode.set(t.NodeID, [...(byNode.get(t.NodeID) ?? []), t]);
   for (const [nodeId, mine] of byNode) {

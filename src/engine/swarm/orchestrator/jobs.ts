@@ -3,7 +3,7 @@ import { reconcileGlobal } from './global.js';
 import type { Plan } from './plan.js';
 import { groupBySlot, taskFits } from './replicated.js';
 import { settleSlot } from './slots.js';
-import { isLive } from './task-life.js';
+import { isLive, iterationOf } from './task-life.js';
 
 /**
  * Jobs. A job runs in iterations (`JobStatus.JobIteration`): the first when the service is made,
@@ -17,7 +17,7 @@ import { isLive } from './task-life.js';
 export function reconcileJob(plan: Plan, serviceId: string, service: StoredService, revision: number): void {
   const iteration = jobIteration(plan, serviceId, service, revision);
   for (const t of plan.tasksOf(serviceId)) {
-    if (isLive(t) && t.JobIteration?.Index !== iteration.Index) plan.setDesired(t, 'shutdown');
+    if (isLive(t) && iterationOf(t.JobIteration) !== iterationOf(iteration)) plan.setDesired(t, 'shutdown');
   }
   if (service.Spec.Mode?.GlobalJob) {
     reconcileGlobal(plan, serviceId, service, { iteration });
@@ -26,7 +26,9 @@ export function reconcileJob(plan: Plan, serviceId: string, service: StoredServi
   const mode = service.Spec.Mode?.ReplicatedJob ?? {};
   const maxConcurrent = Math.max(1, mode.MaxConcurrent ?? 1);
   const total = Math.max(0, mode.TotalCompletions ?? maxConcurrent);
-  const slots = groupBySlot(plan.tasksOf(serviceId).filter((t) => t.JobIteration?.Index === iteration.Index));
+  const slots = groupBySlot(
+    plan.tasksOf(serviceId).filter((t) => iterationOf(t.JobIteration) === iterationOf(iteration)),
+  );
   let running = 0;
   const vacant: number[] = [];
   const busy = new Set<number>();
@@ -58,11 +60,11 @@ function jobIteration(
   const status = service.JobStatus;
   const current = status?.JobIteration;
   if (current) {
-    const mine = plan.tasksOf(serviceId).filter((t) => t.JobIteration?.Index === current.Index);
+    const mine = plan.tasksOf(serviceId).filter((t) => iterationOf(t.JobIteration) === iterationOf(current));
     const outdated = mine.length > 0 && mine.every((t) => t._.specVersion < service._.specVersion);
     if (!outdated) return current;
   }
-  const next = { Index: Math.max(revision, (current?.Index ?? 0) + 1) };
+  const next = { Index: Math.max(revision, iterationOf(current) + 1) };
   service.JobStatus = { JobIteration: next, LastExecution: plan.timestamp };
   return next;
 }

@@ -59,6 +59,11 @@ export function modeOf(mode: ServiceMode | undefined): ModeKind {
   return 'replicated';
 }
 
+/** A job iteration's index; the first is 0, which the API shows as `{}` (Go's omitempty). */
+export function iterationOf(v: { Index?: number } | undefined): number {
+  return v?.Index ?? 0;
+}
+
 /** Nanoseconds (the API's durations) to milliseconds. */
 export function nsToMs(ns: number | undefined): number {
   return ns ? Math.floor(ns / 1e6) : 0;

@@ -121,6 +121,7 @@ export function updateService(
     mem.runs.set(serviceId, run);
   }
   const cfg = effective(run.rollback ? service.Spec.RollbackConfig : service.Spec.UpdateConfig);
+  if (run.rollback) adoptUnchanged(plan, serviceId, service);
 
   let inFlight = 0;
   let delayed = 0;
@@ -201,6 +202,19 @@ export function updateService(
     Message: run.rollback ? 'rollback completed' : 'update completed',
   };
   mem.runs.delete(serviceId);
+}
+
+/**
+ * A rollback leaves alone the tasks the update had not reached yet: a task made from an older
+ * spec version whose TaskTemplate is the one rolled back to is brought up to date in place, as
+ * swarmkit compares specs rather than versions.
+ */
+function adoptUnchanged(plan: Plan, serviceId: string, service: StoredService): void {
+  const template = service.Spec.TaskTemplate ?? {};
+  for (const t of plan.tasksOf(serviceId)) {
+    if (isLive(t) && isDirty(t, service) && isDeepStrictEqual(t.Spec, template))
+      t._ = { ...t._, specVersion: service._.specVersion };
+  }
 }
 
 /** FailureAction rollback: back to PreviousSpec (the two swapped), rolled with RollbackConfig. */

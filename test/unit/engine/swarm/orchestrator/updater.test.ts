@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { keys } from '../../../../../src/engine/swarm/keys.js';
 import type { UpdateConfig } from '../../../../../src/engine/swarm/services/service.types.js';
 import { type TestCluster as Cluster, TestCluster } from './harness.js';
 
@@ -193,6 +194,49 @@ describe('the rolling updater', () => {
     await c.advance(1_000);
     assert.equal((await c.service(id)).UpdateStatus?.State, 'rollback_completed');
     assert.deepEqual((await c.liveTasks(id)).map(imageOf), ['busybox:1']);
+    await c.stop();
+  });
+
+  it('a rollback of a paused update replaces only the slots the update had reached', async () => {
+    const c = await TestCluster.start(['n1']);
+    const id = await serviceOf(c, 3, { Parallelism: 1, FailureAction: 'pause', Monitor: 5e9, Delay: 60e9 });
+    const before = new Set((await c.liveTasks(id)).map((t) => t.ID));
+    await c.updateService(id, (s) => {
+      s.TaskTemplate = { ...s.TaskTemplate, ContainerSpec: { Image: 'busybox:bad' } };
+    });
+    await c.agentsRun();
+    await c.agentsRun();
+    const fresh = (await c.liveTasks(id)).find((t) => imageOf(t) === 'busybox:bad');
+    assert.ok(fresh);
+    await c.fail(fresh.ID, 1);
+    assert.equal((await c.service(id)).UpdateStatus?.State, 'paused');
+    // POST /services/{id}/update?rollback=previous, as the services API writes it
+    const s = await c.service(id);
+    const back = structuredClone(s.PreviousSpec);
+    assert.ok(back);
+    s.PreviousSpec = s.Spec;
+    s.Spec = back;
+    s._.specVersion++;
+    s.UpdateStatus = {
+      State: 'rollback_started',
+      StartedAt: new Date(c.clock.now()).toISOString(),
+      Message: 'manually requested rollback',
+    };
+    await c.store.put(keys.service(id), JSON.stringify(s));
+    await c.settle();
+    for (let i = 0; i < 4; i++) await c.agentsRun();
+    await c.advance(5_000);
+    const after = await c.service(id);
+    assert.equal(after.UpdateStatus?.State, 'rollback_completed');
+    assert.equal(after.UpdateStatus?.Message, 'rollback completed');
+    const live = await c.liveTasks(id);
+    assert.deepEqual(live.map(imageOf), ['busybox:1', 'busybox:1', 'busybox:1']);
+    assert.equal(
+      live.filter((t) => before.has(t.ID)).length,
+      2,
+      'the two slots never updated kept their tasks',
+    );
+    assert.ok(live.every((t) => t._.specVersion === after._.specVersion));
     await c.stop();
   });
 
