@@ -31,11 +31,11 @@ import type { JoinAnswer, JoinCall } from './cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from './cluster-api/server.js';
 import { ClusterEvents, type SwarmPublish } from './cluster-events.js';
 import { Dispatcher } from './dispatcher.js';
-import { ETCD_PEER_CN, type EtcdMemberSpec, RAFT_TICK_MS, type RaftSettings } from './etcd/etcd-args.js';
+import { ETCD_PEER_CN, type EtcdMemberSpec, type RaftSettings } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { type LocalState, LocalSwarmFiles } from './local-state.js';
 import { filterNodes } from './node-filters.js';
-import { type Orchestrator, startOrchestrator } from './orchestrator/orchestrator.js';
+import { OrchestratorLoop } from './orchestrator/manager-loop.js';
 import { newDek, seal, unseal } from './seal.js';
 import {
   defaultSpec,
@@ -180,7 +180,7 @@ export class SwarmService {
   private link?: WorkerLink;
   private events?: ClusterEvents;
   /** The control loops: every manager campaigns, the elected one runs them (orchestrator/). */
-  private orchestrator?: Orchestrator;
+  private readonly orchestrator = new OrchestratorLoop();
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -969,21 +969,13 @@ export class SwarmService {
     await this.openClusterApi(local);
   }
 
-  /** A manager's swarm-scope events from its watch (nothing when no event bus was given). */
-  /** A manager's loops over the store: its swarm events, and its part in the orchestrator's election. */
+  /** A manager's loops over the store: its swarm-scope events (when there is an event bus) and its part in the orchestrator's election. */
   private async startEvents(store: ClusterStore): Promise<void> {
     await this.stopManagerLoops();
     const local = this.local;
     if (local) {
-      // the election lease lives 3 × etcd's election timeout
-      const electionMs = (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS;
-      this.orchestrator = startOrchestrator({
-        store,
-        nodeId: local.NodeID,
-        addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
-        ttlSeconds: Math.max(1, Math.ceil((3 * electionMs) / 1000)),
-        log: this.opts.log.child('orchestrator'),
-      });
+      const addr = joinHostPort(local.AdvertiseHost, local.AdvertisePort);
+      await this.orchestrator.startManager({ nodeId: local.NodeID, addr, store, log: this.opts.log });
     }
     if (!this.opts.publish) return;
     const events = new ClusterEvents(store, this.opts.publish, this.opts.log);
@@ -994,9 +986,7 @@ export class SwarmService {
   private async stopManagerLoops(): Promise<void> {
     this.events?.stop();
     this.events = undefined;
-    const o = this.orchestrator;
-    this.orchestrator = undefined;
-    await o?.stop();
+    await this.orchestrator.stop();
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */
