@@ -99,7 +99,40 @@ describe('the replicated orchestrator and the restart supervisor', () => {
     // the first task and two replacements
     assert.equal((await c.tasks(id)).length, 3);
     assert.equal((await c.liveTasks(id)).length, 0);
-    // outside the window the count starts again... only for failures inside it
+    await c.stop();
+  });
+
+  it('counts only the failures inside the Window', async () => {
+    const c = await TestCluster.start(['n1']);
+    const id = await c.createService({
+      TaskTemplate: {
+        ...busybox,
+        RestartPolicy: { Condition: 'any', Delay: 0, MaxAttempts: 1, Window: 10e9 },
+      },
+    });
+    // failures 20 s apart: each is the only one in its window, so each is replaced
+    for (let i = 0; i < 3; i++) {
+      await c.agentsRun();
+      const [live] = await c.liveTasks(id);
+      assert.ok(live, `round ${i}: a task runs`);
+      await c.advance(20_000);
+      await c.fail(live.ID);
+      await c.advance(1);
+    }
+    assert.equal((await c.liveTasks(id)).length, 1);
+    // two failures within 10 s: the second is not replaced
+    await c.agentsRun();
+    const [live] = await c.liveTasks(id);
+    await c.advance(20_000);
+    await c.fail(live?.ID ?? '');
+    await c.advance(1);
+    await c.agentsRun();
+    const [next] = await c.liveTasks(id);
+    assert.ok(next, 'the first failure in the window is replaced');
+    await c.advance(1_000);
+    await c.fail(next?.ID ?? '');
+    await c.advance(1);
+    assert.equal((await c.liveTasks(id)).length, 0);
     await c.stop();
   });
 

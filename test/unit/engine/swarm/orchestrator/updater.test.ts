@@ -114,6 +114,56 @@ describe('the rolling updater', () => {
     await c.stop();
   });
 
+  it('tolerates failures up to MaxFailureRatio of the slots', async () => {
+    const c = await TestCluster.start(['n1']);
+    const id = await serviceOf(c, 4, {
+      Parallelism: 0,
+      FailureAction: 'pause',
+      Monitor: 5e9,
+      MaxFailureRatio: 0.25,
+    });
+    await c.updateService(id, (s) => {
+      s.TaskTemplate = { ...s.TaskTemplate, ContainerSpec: { Image: 'busybox:2' } };
+    });
+    await c.agentsRun();
+    await c.agentsRun();
+    const fresh = (await c.liveTasks(id)).filter((t) => imageOf(t) === 'busybox:2');
+    assert.equal(fresh.length, 4, 'Parallelism 0: all at once');
+    await c.fail(fresh[0]?.ID ?? '', 1);
+    assert.equal((await c.service(id)).UpdateStatus?.State, 'updating', '1 of 4 is not past 0.25');
+    await c.fail(fresh[1]?.ID ?? '', 1);
+    const s = await c.service(id);
+    assert.equal(s.UpdateStatus?.State, 'paused');
+    assert.match(
+      s.UpdateStatus?.Message ?? '',
+      /^update paused due to failure or early termination of task t\d+$/,
+    );
+    await c.stop();
+  });
+
+  it('a new leader takes up an update where the old one left it', async () => {
+    const c = await TestCluster.start(['n1']);
+    const id = await serviceOf(c, 3, { Parallelism: 1, Monitor: 1e9 });
+    const standby = c.startManager('m2');
+    await c.updateService(id, (s) => {
+      s.TaskTemplate = { ...s.TaskTemplate, ContainerSpec: { Image: 'busybox:2' } };
+    });
+    await c.agentsRun();
+    await c.agentsRun();
+    await c.orchestrators[0]?.stop();
+    await c.settle();
+    assert.equal(standby.leading, true);
+    for (let i = 0; i < 8; i++) {
+      await c.agentsRun();
+      await c.advance(500);
+    }
+    await c.advance(1_000);
+    assert.deepEqual((await c.liveTasks(id)).map(imageOf), ['busybox:2', 'busybox:2', 'busybox:2']);
+    const s = await c.service(id);
+    assert.equal(s.UpdateStatus?.State, 'completed');
+    await c.stop();
+  });
+
   it('continue goes on past failures; a failure after Monitor does not count', async () => {
     const c = await TestCluster.start(['n1']);
     const id = await serviceOf(c, 2, { Parallelism: 1, FailureAction: 'continue', Monitor: 1e9 });
