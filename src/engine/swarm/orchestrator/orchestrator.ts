@@ -5,7 +5,8 @@ import type { ClusterStore } from '../store/cluster-store.js';
 import { type Clock, systemClock } from './clock.js';
 import { ClusterView } from './cluster-view.js';
 import { Leadership } from './leadership.js';
-import { reconcile } from './reconcile.js';
+import { type LoopMemory, reconcile } from './reconcile.js';
+import { RestartHistory } from './restart-history.js';
 import { UpdaterMemory } from './updater.js';
 import { commit, writesOf } from './writer.js';
 
@@ -52,7 +53,7 @@ export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
   const newId = opts.newId ?? newSwarmId;
   const log = opts.log;
   let view: ClusterView | undefined;
-  let memory = new UpdaterMemory();
+  let memory: LoopMemory = { updates: new UpdaterMemory(), restarts: new RestartHistory() };
   let running: Promise<void> | undefined;
   let again = false;
   let cancelWake: (() => void) | undefined;
@@ -66,7 +67,7 @@ export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
     log,
     onElected: () => {
       const gen = ++generation;
-      memory = new UpdaterMemory();
+      memory = { updates: new UpdaterMemory(), restarts: new RestartHistory() };
       const v = new ClusterView(opts.store, clock, log, () => kick(gen));
       view = v;
       v.start().then(

@@ -3,6 +3,7 @@ import { rfc3339Nano } from '../../../common/time.js';
 import type { StoredService } from '../services/service.types.js';
 import { type StoredTask, stateRank, type TaskState } from '../tasks/task.types.js';
 import type { ClusterSnapshot, StoredNode, Versioned } from './cluster-view.js';
+import { RestartHistory } from './restart-history.js';
 
 /**
  * One reconcile pass's working copy of the cluster: the loops change tasks and services here,
@@ -19,6 +20,8 @@ export class Plan {
     readonly snap: ClusterSnapshot,
     readonly now: number,
     private readonly newId: () => string,
+    /** The restart supervisor's memory of failures (it outlives the reaped history). */
+    readonly restarts: RestartHistory = new RestartHistory(),
   ) {
     for (const [id, t] of snap.tasks) this.tasks.set(id, structuredClone(t.value));
     for (const [id, s] of snap.services) this.services.set(id, structuredClone(s.value));

@@ -4,6 +4,7 @@ import { reconcileJob } from './jobs.js';
 import { Plan } from './plan.js';
 import { reap } from './reaper.js';
 import { reconcileReplicated } from './replicated.js';
+import type { RestartHistory } from './restart-history.js';
 import { schedule } from './scheduler.js';
 import { modeOf } from './task-life.js';
 import { type UpdaterMemory, updateService } from './updater.js';
@@ -14,9 +15,16 @@ import { type UpdaterMemory, updateService } from './updater.js';
  * over every task waiting for a node, then the reaper. Returns the plan: its changes are what the
  * writer commits, its wake time when to pass again without a change.
  */
-export function reconcile(snap: ClusterSnapshot, now: number, newId: () => string, mem: UpdaterMemory): Plan {
-  const plan = new Plan(snap, now, newId);
+export interface LoopMemory {
+  updates: UpdaterMemory;
+  restarts: RestartHistory;
+}
+
+export function reconcile(snap: ClusterSnapshot, now: number, newId: () => string, memory: LoopMemory): Plan {
+  const plan = new Plan(snap, now, newId, memory.restarts);
+  const mem = memory.updates;
   mem.observe(plan);
+  memory.restarts.keepServices((id) => plan.services.has(id));
   for (const [id, service] of plan.services) {
     const revision = snap.services.get(id)?.modRevision ?? 0;
     switch (modeOf(service.Spec.Mode)) {

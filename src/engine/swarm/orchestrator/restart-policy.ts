@@ -7,7 +7,8 @@ import { endedAt, nsToMs } from './task-life.js';
  * The restart supervisor's decisions (swarmkit's restart.Supervisor): whether an ended task is
  * replaced in its slot, and when. `Condition` any (the default) always, `on-failure` unless the
  * task completed (exit 0), `none` never; a job's completed task never. `MaxAttempts` caps the
- * replacements counted within `Window` (all of them without one) since the spec last changed.
+ * replacements counted within `Window` (all of them without one) since the spec last changed
+ * (RestartHistory below).
  * The replacement waits `Delay` (5 s by default) from when the task ended.
  */
 
@@ -32,14 +33,12 @@ export function shouldRestart(
   if (condition === 'none') return false;
   const completed = ended.Status.State === 'complete';
   if (completed && (isJob || condition === 'on-failure')) return false;
+  for (const t of slot) if (endedByItself(t, plan)) plan.restarts.note(t, endedAt(t, plan));
   const max = policy?.MaxAttempts ?? 0;
   if (max <= 0) return true;
   const windowMs = nsToMs(policy?.Window);
   const since = windowMs > 0 ? plan.now - windowMs : Number.NEGATIVE_INFINITY;
-  const attempts = slot.filter(
-    (t) => t._.specVersion === ended._.specVersion && endedByItself(t, plan) && endedAt(t, plan) >= since,
-  ).length;
-  return attempts <= max;
+  return plan.restarts.count(ended, since) <= max;
 }
 
 /** Ended on its own (exit, failure, rejection, its node lost), not because it was told to stop. */

@@ -102,6 +102,26 @@ describe('the replicated orchestrator and the restart supervisor', () => {
     await c.stop();
   });
 
+  it('counts MaxAttempts beyond the history the reaper keeps', async () => {
+    const c = await TestCluster.start(['n1'], 3);
+    const id = await c.createService({
+      TaskTemplate: { ...busybox, RestartPolicy: { Condition: 'any', Delay: 0, MaxAttempts: 6 } },
+    });
+    const seen = new Set<string>();
+    for (let i = 0; i < 10; i++) {
+      await c.agentsRun();
+      const [live] = await c.liveTasks(id);
+      if (!live) break;
+      seen.add(live.ID);
+      await c.fail(live.ID);
+      await c.advance(1);
+    }
+    assert.equal(seen.size, 7, 'the first task and six replacements');
+    assert.equal((await c.liveTasks(id)).length, 0);
+    assert.equal((await c.tasks(id)).length, 3, 'history kept to the limit');
+    await c.stop();
+  });
+
   it('counts only the failures inside the Window', async () => {
     const c = await TestCluster.start(['n1']);
     const id = await c.createService({
