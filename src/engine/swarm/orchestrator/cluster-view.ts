@@ -44,7 +44,10 @@ export class ClusterView implements ClusterSnapshot {
   taskHistoryLimit = DEFAULT_TASK_HISTORY;
   private watch?: Watch;
   private stopped = false;
-  /** The delete revision of keys seen deleted, so that an older put does not bring them back. */
+  /**
+   * The delete revision of keys deleted ahead of the watch (the leader's own deletes), so that an
+   * older put still on its way does not bring them back; dropped once the watch has passed them.
+   */
   private readonly tombstones = new Map<string, number>();
 
   constructor(
@@ -67,9 +70,11 @@ export class ClusterView implements ClusterSnapshot {
     for (const id of this.nodes.keys())
       if (!this.live.has(id) && !this.downSince.has(id)) this.downSince.set(id, now);
     this.watch = this.store.watch(`${PREFIX}/`, all.revision + 1, {
-      onEvents: (events) => {
+      onEvents: (events, revision) => {
         let changed = false;
         for (const e of events) changed = this.apply(e) || changed;
+        // the watch has passed these deletions: no older put of those keys can come any more
+        for (const [key, rev] of this.tombstones) if (rev <= revision) this.tombstones.delete(key);
         if (changed) this.onChange();
       },
       onError: (err) => {

@@ -1,5 +1,8 @@
 import type { StoredTask } from '../tasks/task.types.js';
 
+/** More than any sensible MaxAttempts: older failures of a slot are forgotten. */
+const MAX_KEPT = 1000;
+
 /**
  * The tasks each slot lost (their end, their spec version), kept for as long as this manager
  * leads: the reaper deletes history beyond TaskHistoryRetentionLimit, and MaxAttempts may be
@@ -12,7 +15,11 @@ export class RestartHistory {
     const key = slotKey(t);
     const slot = this.slots.get(key) ?? new Map<string, { at: number; specVersion: number }>();
     this.slots.set(key, slot);
-    if (!slot.has(t.ID)) slot.set(t.ID, { at, specVersion: t._.specVersion });
+    if (slot.has(t.ID)) return;
+    slot.set(t.ID, { at, specVersion: t._.specVersion });
+    // only the current spec's failures count: older ones go, and a slot keeps at most MAX_KEPT
+    for (const [id, e] of slot) if (e.specVersion < t._.specVersion) slot.delete(id);
+    while (slot.size > MAX_KEPT) slot.delete(slot.keys().next().value as string);
   }
 
   /** Failures in `t`'s slot with its spec version since `since`. */
