@@ -12,6 +12,10 @@ import type { ClusterStore } from './store/cluster-store.js';
 /** What a manager's loops get: the cluster's store (on this manager's member) and its DEK. */
 export interface ManagerAccess {
   nodeId: string;
+  /** This manager's cluster API address (host:port). */
+  addr: string;
+  /** etcd's election timeout on this member (ElectionTick × 100 ms). */
+  electionMs: number;
   store: ClusterStore;
   dek: Buffer;
   log: Logger;
@@ -41,3 +45,18 @@ export const noRoleLoops: RoleLoops = {
   startNode: async () => {},
   stop: async () => {},
 };
+
+/** Several rooms' loops as one: started in order, stopped in reverse. */
+export function combineLoops(...parts: RoleLoops[]): RoleLoops {
+  return {
+    startManager: async (access) => {
+      for (const p of parts) await p.startManager(access);
+    },
+    startNode: async (access) => {
+      for (const p of parts) await p.startNode(access);
+    },
+    stop: async () => {
+      for (const p of [...parts].reverse()) await p.stop();
+    },
+  };
+}

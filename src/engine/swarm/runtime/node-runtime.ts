@@ -4,13 +4,14 @@ import { joinHostPort, parseHostPort } from '../addresses.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
-import { ObjectEvents } from '../services/object-events.js';
 import { Dispatcher } from '../dispatcher.js';
+import { RAFT_TICK_MS } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import type { SwarmServiceOptions } from '../options.js';
 import type { StoredCa, StoredCluster } from '../records.js';
 import { noRoleLoops, type RoleLoops } from '../role-loops.js';
+import { ObjectEvents } from '../services/object-events.js';
 import type { SwarmSession } from '../session.js';
 import { defaultSpec, effectiveHeartbeatMs, effectiveRaft } from '../spec.js';
 import type { ClusterStore } from '../store/cluster-store.js';
@@ -263,6 +264,8 @@ export class NodeRuntime {
     if (local.Role === 'manager' && store) {
       await this.loops.startManager({
         nodeId: local.NodeID,
+        addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
+        electionMs: (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS,
         store,
         dek: await this.session.clusterDek(),
         log,

@@ -2,10 +2,10 @@ import { BerthError, errorMessage, invalidParameter, notFound, unavailable } fro
 import type { Filters } from '../../../common/filters.js';
 import type { Logger } from '../../../common/log.js';
 import { keys } from '../keys.js';
+import { NO_LEADER } from '../messages.js';
 import type { ManagerAccess } from '../secrets/object.service.js';
 import type { StoredService } from '../services/service.types.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
-import { NO_LEADER } from '../messages.js';
 import type { SwarmNode } from '../swarm.types.js';
 import type { StoredTask, Task } from './task.types.js';
 import { filterTasks, taskName } from './task-filters.js';

@@ -1,0 +1,76 @@
+import { invalidParameter } from '../../../common/errors.js';
+import type { StoredNode } from './cluster-view.js';
+
+/**
+ * Placement constraints as swarmkit reads them (manager/constraint): `key==value` or
+ * `key!=value`; keys `node.id`, `node.hostname`, `node.role`, `node.platform.os`,
+ * `node.platform.arch`, `node.labels.<label>`, `engine.labels.<label>`. Values compare without
+ * regard to case; label names with it. A key of none of these kinds never matches.
+ */
+export interface Constraint {
+  key: string;
+  op: '==' | '!=';
+  value: string;
+}
+
+const OPERATORS = ['==', '!='] as const;
+const KEY = /^[a-z_][a-z0-9\-_.]+$/i;
+const VALUE = /^[a-z0-9:\-_\s.*()?+[\]\\^$|/]+$/i;
+const NODE_LABELS = 'node.labels.';
+const ENGINE_LABELS = 'engine.labels.';
+
+/** Parses the expressions; a bad one throws invalidParameter with swarmkit's words. */
+export function parseConstraints(exprs: readonly string[]): Constraint[] {
+  const out: Constraint[] = [];
+  for (const e of exprs) {
+    const op = OPERATORS.find((o) => e.includes(o));
+    if (!op) throw invalidParameter(`constraint expected one operator from ${OPERATORS.join(', ')}`);
+    const at = e.indexOf(op);
+    const key = e.slice(0, at).trim();
+    const value = e.slice(at + op.length).trim();
+    if (!KEY.test(key)) throw invalidParameter(`key '${key}' is invalid`);
+    if (!VALUE.test(value)) throw invalidParameter(`value '${value}' is invalid`);
+    out.push({ key, op, value });
+  }
+  return out;
+}
+
+function matches(c: Constraint, actual: string): boolean {
+  const equal = c.value.toLowerCase() === actual.toLowerCase();
+  return c.op === '==' ? equal : !equal;
+}
+
+function startsWithFold(s: string, prefix: string): boolean {
+  return s.length > prefix.length && s.slice(0, prefix.length).toLowerCase() === prefix;
+}
+
+/** Whether the node satisfies every constraint. */
+export function nodeMatches(constraints: readonly Constraint[], node: StoredNode): boolean {
+  for (const c of constraints) {
+    const key = c.key.toLowerCase();
+    const d = node.Description;
+    let actual: string;
+    if (key === 'node.id') actual = node.ID;
+    else if (key === 'node.hostname') actual = d?.Hostname ?? '';
+    else if (key === 'node.role') actual = node.Spec?.Role ?? '';
+    else if (key === 'node.platform.os') actual = d?.Platform?.OS ?? '';
+    else if (key === 'node.platform.arch') actual = d?.Platform?.Architecture ?? '';
+    else if (startsWithFold(c.key, NODE_LABELS))
+      actual = node.Spec?.Labels?.[c.key.slice(NODE_LABELS.length)] ?? '';
+    else if (startsWithFold(c.key, ENGINE_LABELS))
+      actual = d?.Engine?.Labels?.[c.key.slice(ENGINE_LABELS.length)] ?? '';
+    else return false;
+    if (!matches(c, actual)) return false;
+  }
+  return true;
+}
+
+/** Constraints of a placement, or none when they do not parse (the API refused those already). */
+export function constraintsOf(exprs: readonly string[] | undefined): Constraint[] | undefined {
+  if (!exprs || exprs.length === 0) return [];
+  try {
+    return parseConstraints(exprs);
+  } catch {
+    return undefined;
+  }
+}
