@@ -39,6 +39,7 @@ import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
+import { createNodeAgent } from './swarm/agent/create.js';
 import { createSwarmService } from './swarm/create.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { DiskUsage } from './system/disk-usage.js';
@@ -287,6 +288,15 @@ export async function startEngine(
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
   registerSwarmRoutes(router, swarm);
+  await swarm.attachAgent(
+    createNodeAgent({
+      dataRoot: config.dataRoot,
+      execRoot: config.execRoot,
+      containers,
+      images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
+      log: log.child('agent'),
+    }),
+  );
   registerSecretRoutes(router, new ObjectService('secret', { swarm, log: log.child('secrets') }));
   registerConfigRoutes(router, new ObjectService('config', { swarm, log: log.child('configs') }));
   sources.containers = () => containers.counts();

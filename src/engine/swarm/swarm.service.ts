@@ -15,6 +15,7 @@ import {
 import type { Filters } from '../../common/filters.js';
 import type { Logger } from '../../common/log.js';
 import { type InterfaceLister, joinHostPort, parseHostPort, resolveAddresses } from './addresses.js';
+import type { AgentContext, SwarmAgent } from './agent/node-agent.js';
 import { newKeyPair, privateKeyPem } from './ca/certificates.js';
 import { createCsr } from './ca/csr.js';
 import { RootCa } from './ca/root-ca.js';
@@ -26,6 +27,7 @@ import {
   parseJoinToken,
   parseUnlockKey,
 } from './ca/tokens.js';
+import { TaskDispatch } from './cluster-api/assignments.js';
 import { clusterCall, fetchRootCa } from './cluster-api/client.js';
 import type { JoinAnswer, JoinCall } from './cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from './cluster-api/server.js';
@@ -178,6 +180,8 @@ export class SwarmService {
   private nodeKeyPem?: string;
   private link?: WorkerLink;
   private events?: ClusterEvents;
+  /** The node's agent: runs the tasks assigned to it (agent/). */
+  private agent?: SwarmAgent;
   /** One membership change at a time (init, leave, update). */
   private busy: Promise<unknown> = Promise.resolve();
   private readonly now: () => Date;
@@ -216,8 +220,41 @@ export class SwarmService {
   /** The engine stops: the liveness lease is left to expire, the member ends (it restarts with the engine). */
   async close(): Promise<void> {
     await this.busy.catch(() => {});
+    await this.agent?.stop();
     this.stopLiveness();
     await this.stopConnections();
+  }
+
+  /** The node's agent, once the engine's containers are up: it runs while the node is active. */
+  async attachAgent(agent: SwarmAgent): Promise<void> {
+    this.agent = agent;
+    await this.startAgent();
+  }
+
+  private async startAgent(): Promise<void> {
+    const local = this.local;
+    if (!this.agent || !local || this.nodeState !== 'active') return;
+    const ctx: AgentContext = {
+      nodeId: local.NodeID,
+      tls: async () => {
+        const [ca, cert, key] = await Promise.all([
+          readFile(this.files.certs.ca, 'utf8'),
+          readFile(this.files.certs.nodeCert, 'utf8'),
+          this.nodeKeyPem ?? readFile(this.files.certs.nodeKey, 'utf8'),
+        ]);
+        return { ca, cert, key };
+      },
+      // a manager's agent talks to its own cluster API first
+      managers: () =>
+        local.Role === 'manager'
+          ? [{ NodeID: local.NodeID, Addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort) }]
+          : (local.Managers ?? []),
+    };
+    await this.agent
+      .start(ctx)
+      .catch((err: unknown) =>
+        this.opts.log.error('cannot start the swarm agent', { error: errorMessage(err) }),
+      );
   }
 
   /** Ends the link to the managers, the cluster API, the watch, the store and a manager's member. */
@@ -342,6 +379,7 @@ export class SwarmService {
       await this.openClusterApi(local);
       this.nodeState = 'active';
       this.error = '';
+      await this.startAgent();
       this.opts.log.info('swarm unlocked', { nodeId: local.NodeID });
     });
   }
@@ -545,6 +583,7 @@ export class SwarmService {
       await this.startLiveness(spec);
       this.nodeState = 'active';
       this.error = '';
+      await this.startAgent();
       this.opts.log.info('swarm initialized', { nodeId, clusterId, advertise: addrs.advertiseHost });
       return nodeId;
     } catch (err) {
@@ -583,6 +622,7 @@ export class SwarmService {
     if (cluster) await this.startLiveness((JSON.parse(cluster.value) as StoredCluster).Spec);
     this.nodeState = 'active';
     this.error = '';
+    await this.startAgent();
     return local.NodeID;
   }
 
@@ -748,6 +788,11 @@ export class SwarmService {
 
   /** Ends this node's part: liveness, store, member, and every file of the swarm on this disk. */
   private async dropLocal(): Promise<void> {
+    await this.agent
+      ?.leave()
+      .catch((err: unknown) =>
+        this.opts.log.warn('the agent could not clean up', { error: errorMessage(err) }),
+      );
     const lease = this.liveness?.lease;
     this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
@@ -795,6 +840,13 @@ export class SwarmService {
     const listen = parseHostPort(local.ListenAddr, 'ListenAddr', 2377);
     const cert = await readFile(this.files.certs.nodeCert, 'utf8');
     const key = this.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
+    const dispatcher = new Dispatcher(
+      store,
+      { certPem: root.cert, sealedKey: root.key },
+      await this.clusterDek(),
+      this.opts.log,
+      this.now,
+    );
     try {
       this.clusterApi = await startClusterApi({
         host: listen.host,
@@ -802,12 +854,9 @@ export class SwarmService {
         certChainPem: cert + root.cert,
         keyPem: key,
         caPem: root.cert,
-        handlers: new Dispatcher(
-          store,
-          { certPem: root.cert, sealedKey: root.key },
-          await this.clusterDek(),
-          this.opts.log,
-          this.now,
+        handlers: dispatcher,
+        agents: new TaskDispatch(store, await this.clusterDek(), this.opts.log, this.now, () =>
+          dispatcher.managers(),
         ),
         log: this.opts.log,
       });
@@ -913,6 +962,7 @@ export class SwarmService {
     }
     this.nodeState = 'active';
     this.error = '';
+    await this.startAgent();
     this.opts.log.info('joined a swarm', { nodeId: answer.NodeID, role: answer.Role });
   }
 

@@ -3,6 +3,8 @@ import { createServer, type Server } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { BerthError, errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { serveAgentPath } from './agent-paths.js';
+import type { AgentApiHandlers } from './assignments.types.js';
 import type { ClusterApiHandlers, JoinCall } from './protocol.js';
 
 /**
@@ -38,6 +40,8 @@ export interface ClusterApiOptions {
   keyPem: string;
   caPem: string;
   handlers: ClusterApiHandlers;
+  /** The agents' paths (`/v1/assignments`, `/v1/status`). */
+  agents?: AgentApiHandlers;
   log: Logger;
 }
 
@@ -128,6 +132,7 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
           await opts.handlers.promote(node, typeof body.MemberID === 'string' ? body.MemberID : '');
           return send(res, 200, {});
         }
+        if (opts.agents && (await serveAgentPath(opts.agents, node, req, res, readBody))) return;
         return send(res, 404, { message: `no such path: ${req.method} ${path}` });
       })().catch((err: unknown) => {
         const status = err instanceof BerthError ? (STATUS[err.kind] ?? 500) : 500;
