@@ -172,7 +172,7 @@ describe('assignments', () => {
       full.tasks.map((t) => t.Task.ID),
       ['t1'],
     );
-    assert.equal((full.tasks[0]?.Task as { _?: unknown })._, undefined, 'private fields stay on the manager');
+    assert.ok(!('_' in (full.tasks[0]?.Task ?? {})), 'private fields stay on the manager');
     assert.deepEqual(full.tasks[0]?.Service, {
       ID: 'svc1',
       Name: 'web',
