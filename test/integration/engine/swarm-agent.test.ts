@@ -117,14 +117,16 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
   async function waitState(taskId: string, state: string, timeoutMs = 20_000): Promise<StoredTask> {
     let last: StoredTask | undefined;
     await eventually(
-      `task ${taskId} ${state} (last: ${JSON.stringify(last?.Status)})`,
+      `task ${taskId} ${state}`,
       async () => {
         last = await task(taskId);
         return last.Status.State === state;
       },
       timeoutMs,
       100,
-    );
+    ).catch((err: Error) => {
+      throw new Error(`${err.message} (last: ${JSON.stringify(last?.Status)})`);
+    });
     return last as StoredTask;
   }
 
@@ -263,6 +265,25 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     const t = await putTask(svc, 1);
     const rejected = await waitState(t, 'rejected', 30_000);
     assert.equal(rejected.Status.Err, 'No such image: 127.0.0.1:1/nosuch:1');
+  });
+
+  it('takes its running tasks up again after an engine kill -9 and restart', async () => {
+    const svc = await putService('keep', {
+      ContainerSpec: { Image: 'busybox:latest', Command: ['sleep', '300'] },
+    });
+    const t = await putTask(svc, 1);
+    const running = await waitState(t, 'running');
+    await engine.kill9();
+    await engine.launch();
+    store.close();
+    store = new EtcdStore({ socketPath: join(engine.execRoot, 'swarm', 'etcd.sock:0') });
+    // the same container keeps running; its exit is still seen and reported
+    const [c] = JSON.parse(await engine.dockerOk(['inspect', `keep.1.${t}`]));
+    assert.equal(c.Id, running.Status.ContainerStatus?.ContainerID);
+    assert.equal(c.State.Running, true);
+    await engine.dockerOk(['kill', `keep.1.${t}`]);
+    const failed = await waitState(t, 'failed');
+    assert.equal(failed.Status.Err, 'task: non-zero exit (137)');
   });
 
   it('on leave removes every task container and its secret files', async () => {
