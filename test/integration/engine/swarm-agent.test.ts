@@ -205,6 +205,44 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.deepEqual(await taskMounts(), [], 'the secrets tmpfs is gone');
   });
 
+  it('puts configs at their targets with their owner and mode', async () => {
+    const created = await engine.request('POST', '/configs/create', {
+      body: { Name: 'c1', Data: Buffer.from('key=välue\n').toString('base64') },
+    });
+    assert.equal(created.status, 201, created.text());
+    const configId = created.json<{ ID: string }>().ID;
+    const svc = await putService('conf', {
+      ContainerSpec: {
+        Image: 'busybox:latest',
+        Command: ['sleep', '300'],
+        StopGracePeriod: 500_000_000,
+        Configs: [
+          {
+            ConfigID: configId,
+            ConfigName: 'c1',
+            File: { Name: 'c1', UID: '1000', GID: '1001', Mode: 0o440 },
+          },
+          {
+            ConfigID: configId,
+            ConfigName: 'c1',
+            File: { Name: '/etc/app.conf', UID: '0', GID: '0', Mode: 0o444 },
+          },
+        ],
+      },
+    });
+    const t = await putTask(svc, 1);
+    await waitState(t, 'running');
+    const name = `conf.1.${t}`;
+    assert.equal(await engine.dockerOk(['exec', name, 'cat', '/c1']), 'key=välue');
+    assert.equal(await engine.dockerOk(['exec', name, 'stat', '-c', '%a %u %g', '/c1']), '440 1000 1001');
+    assert.equal(await engine.dockerOk(['exec', name, 'cat', '/etc/app.conf']), 'key=välue');
+    assert.equal(await engine.dockerOk(['exec', name, 'stat', '-c', '%a', '/etc/app.conf']), '444');
+    const write = await engine.docker(['exec', name, 'sh', '-c', 'echo x > /c1']);
+    assert.notEqual(write.code, 0, 'a config is read-only');
+    await setDesired(t, 'shutdown');
+    await waitState(t, 'shutdown');
+  });
+
   it('reports an exit as complete or failed, a container killed behind its back as failed', async () => {
     const ok = await putService('ok', { ContainerSpec: { Image: 'busybox:latest', Command: ['true'] } });
     const bad = await putService('bad', {

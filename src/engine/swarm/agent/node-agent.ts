@@ -215,6 +215,10 @@ export class NodeAgent implements SwarmAgent {
     this.stream = stream;
     try {
       await stream.done;
+    } catch (err) {
+      if (gotFull)
+        this.opts.log.info('lost the assignments stream', { manager: addr, error: errorMessage(err) });
+      throw err;
     } finally {
       if (this.stream === stream) this.stream = undefined;
     }
