@@ -171,14 +171,26 @@ export class Executor {
     if (this.wantsStop(run)) return this.shutdown(run);
     const state = run.status.State;
     if (isTerminal(state)) return;
+    // swarmkit's pause: a task desired only up to, say, `ready` goes no further until told
+    const desired = run.assigned.Task.DesiredState;
+    if (stateRank(desired) < stateRank('running') && stateRank(state) >= stateRank(desired)) return;
     if (stateRank(state) < stateRank('running')) return this.run(run);
     if (!run.watching) await this.reattach(run);
   }
 
-  /** From assigned to running. */
+  /** From assigned to running, or from where a pause (desired `ready`) or a restart left it. */
   private async run(run: Live): Promise<void> {
+    if (stateRank(run.status.State) < stateRank('ready') || !run.containerId) {
+      if (!(await this.prepare(run))) return;
+    }
+    if (this.wantsStop(run)) return this.shutdown(run);
+    if (stateRank(run.assigned.Task.DesiredState) < stateRank('starting')) return;
+    await this.start(run);
+  }
+
+  /** accepted → preparing → ready: the image, the files, the container; false when rejected. */
+  private async prepare(run: Live): Promise<boolean> {
     const a = run.assigned;
-    const id = a.Task.ID;
     this.setStatus(run, 'accepted', 'accepted');
     this.setStatus(run, 'preparing', 'preparing');
     let containerId: string;
@@ -186,7 +198,7 @@ export class Executor {
       const image = await this.ensureImage(a);
       const files = await this.deps.files.prepare(a, this.secrets, this.configs);
       const spec = taskContainer(a, this.deps.node(), image, files);
-      // a container of this task left by an engine that died while starting it
+      // a container of this task left by an engine that died while making it
       await this.deps.containers.remove(spec.name, { force: true }).catch(() => {});
       const created = await this.deps.containers.create({
         name: spec.name,
@@ -202,18 +214,27 @@ export class Executor {
       });
       containerId = created.Id;
     } catch (err) {
-      await this.deps.files.remove(id).catch(() => {});
+      await this.deps.files.remove(a.Task.ID).catch(() => {});
       this.setStatus(run, 'rejected', run.status.Message, { Err: errorMessage(err) });
-      return;
+      return false;
     }
     run.containerId = containerId;
     this.setStatus(run, 'ready', 'prepared', { ContainerStatus: { ContainerID: containerId } });
-    if (this.wantsStop(run)) return this.shutdown(run);
+    return true;
+  }
+
+  /** starting → running: the container started, its exit awaited. */
+  private async start(run: Live): Promise<void> {
+    const a = run.assigned;
+    const containerId = run.containerId as string;
     this.setStatus(run, 'starting', 'starting', { ContainerStatus: { ContainerID: containerId } });
     const watching = new AbortController();
-    // the exit is awaited from before the start: a task that ends at once is not missed
-    const waiter = await this.deps.containers.wait(containerId, 'next-exit', watching.signal);
+    let exit: Promise<{ StatusCode: number }> | undefined;
     try {
+      // the exit is awaited from before the start: a task that ends at once is not missed
+      exit = (await this.deps.containers.wait(containerId, 'next-exit', watching.signal))();
+      // (an abort rejects it: handled here, whoever else waits on it)
+      exit.catch(() => {});
       await this.deps.containers.start(containerId);
     } catch (err) {
       watching.abort();
@@ -231,11 +252,11 @@ export class Executor {
         ? { PortStatus: { Ports: portStatus(view.NetworkSettings.Ports) } }
         : {}),
     });
-    this.watch(run, waiter, watching);
+    this.watch(run, exit, watching);
   }
 
-  private watch(run: Live, waiter: () => Promise<{ StatusCode: number }>, watching: AbortController): void {
-    waiter().then(
+  private watch(run: Live, exit: Promise<{ StatusCode: number }>, watching: AbortController): void {
+    exit.then(
       (r) => {
         if (run.watching === watching) run.watching = undefined;
         if (watching.signal.aborted || run.stopping) return;
@@ -264,9 +285,9 @@ export class Executor {
     }
     run.containerId = view.Id;
     const watching = new AbortController();
-    const waiter = await this.deps.containers.wait(view.Id, 'not-running', watching.signal);
+    const exit = (await this.deps.containers.wait(view.Id, 'not-running', watching.signal))();
     run.watching = watching;
-    this.watch(run, waiter, watching);
+    this.watch(run, exit, watching);
   }
 
   /** Desired shutdown (or beyond): stop, remove, report `shutdown`. */

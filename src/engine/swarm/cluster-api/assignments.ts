@@ -62,8 +62,15 @@ export class TaskDispatch implements AgentApiHandlers {
     private readonly managers: () => Promise<ManagerAddress[]>,
   ) {}
 
-  status(nodeId: string, call: StatusCall): Promise<StatusAnswer> {
+  async status(nodeId: string, call: StatusCall): Promise<StatusAnswer> {
+    await this.member(nodeId);
     return applyStatusCall(this.store, nodeId, call, this.now);
+  }
+
+  /** A removed node's certificate gets nothing. */
+  private async member(nodeId: string): Promise<void> {
+    if (!(await this.store.get(keys.node(nodeId))))
+      throw forbidden(`node ${nodeId} is not a member of this swarm`);
   }
 
   async assignments(
@@ -71,10 +78,10 @@ export class TaskDispatch implements AgentApiHandlers {
     send: (m: AssignmentMessage) => void,
     signal: AbortSignal,
   ): Promise<void> {
-    if (!(await this.store.get(keys.node(nodeId))))
-      throw forbidden(`node ${nodeId} is not a member of this swarm`);
+    await this.member(nodeId);
     const periodMs = await this.periodMs();
-    const services = new Map<string, AssignedService | undefined>();
+    // each service read once per message (a service changed since is read again for the next)
+    const services = new Map<string, AssignedService>();
     const current = new Map<string, { task: AssignedTask; text: string }>();
     const sent = { secrets: new Set<string>(), configs: new Set<string>() };
 
@@ -111,7 +118,7 @@ export class TaskDispatch implements AgentApiHandlers {
       const onAbort = () => finish();
       const onEvents = (events: WatchEvent[]) => {
         chain = chain
-          .then(() => this.changes(nodeId, events, current, sent, services, send))
+          .then(() => this.changes(nodeId, events, current, sent, send))
           .catch((err: unknown) => {
             this.log.warn('assignments stream failed', { nodeId, error: errorMessage(err) });
             finish(err instanceof Error ? err : new Error(String(err)));
@@ -134,9 +141,9 @@ export class TaskDispatch implements AgentApiHandlers {
     events: WatchEvent[],
     current: Map<string, { task: AssignedTask; text: string }>,
     sent: { secrets: Set<string>; configs: Set<string> },
-    services: Map<string, AssignedService | undefined>,
     send: (m: AssignmentMessage) => void,
   ): Promise<void> {
+    const services = new Map<string, AssignedService>();
     const changed = new Map<string, AssignedTask>();
     const removed = new Set<string>();
     for (const e of events) {
@@ -180,11 +187,11 @@ export class TaskDispatch implements AgentApiHandlers {
     });
   }
 
-  private async assigned(
-    task: StoredTask,
-    services: Map<string, AssignedService | undefined>,
-  ): Promise<AssignedTask> {
-    if (!services.has(task.ServiceID)) services.set(task.ServiceID, await this.service(task.ServiceID));
+  private async assigned(task: StoredTask, services: Map<string, AssignedService>): Promise<AssignedTask> {
+    if (!services.has(task.ServiceID)) {
+      const found = await this.service(task.ServiceID);
+      if (found) services.set(task.ServiceID, found);
+    }
     const service = services.get(task.ServiceID) ?? {
       ID: task.ServiceID,
       Name: task._?.serviceName ?? task.ServiceID,

@@ -242,6 +242,26 @@ describe('node agent', () => {
     await t.agent.stop();
   });
 
+  it('goes no further than a desired `ready` until told to run', async () => {
+    const t = await setup();
+    t.full([assigned('t1', 'assigned', 'ready')]);
+    await eventually('t1 ready', () => t.states('t1').includes('ready'));
+    await t.agent.idle();
+    assert.deepEqual(t.containers.ops, ['create web.1.t1']);
+    t.push({
+      type: 'changes',
+      tasks: [assigned('t1', 'ready', 'running')],
+      removed: [],
+      secrets: [],
+      configs: [],
+      removedSecrets: [],
+      removedConfigs: [],
+    });
+    await eventually('t1 running', () => t.states('t1').includes('running'));
+    assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1']);
+    await t.agent.stop();
+  });
+
   it('rejects a task whose image is missing', async () => {
     const t = await setup();
     const a = assigned('t1');
