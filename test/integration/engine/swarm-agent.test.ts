@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { clusterCall } from '../../../src/engine/swarm/cluster-api/client.js';
@@ -15,6 +16,7 @@ import type { StoredTask } from '../../../src/engine/swarm/tasks/task.types.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
+import { startTestRegistry, tempDir } from '../../helpers/registry.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
@@ -303,6 +305,40 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     const t = await putTask(svc, 1);
     const rejected = await waitState(t, 'rejected', 30_000);
     assert.equal(rejected.Status.Err, 'No such image: 127.0.0.1:1/nosuch:1');
+  });
+
+  it("pulls a missing image with the service's registry auth, and rejects the task without it", async () => {
+    const work = await tempDir('berth-agent-reg-');
+    const users = join(work, 'htpasswd');
+    execFileSync('htpasswd', ['-cbB', '-C', '5', users, 'alice', 'alice-pw'], { stdio: 'ignore' });
+    const reg = await startTestRegistry({ auth: { htpasswd: { realm: 'test', path: users } } });
+    try {
+      const host = new URL(reg.url).host;
+      const ref = `${host}/team/bb:1`;
+      await engine.dockerOk(['tag', 'busybox:latest', ref]);
+      await engine.dockerOk(['login', '-u', 'alice', '--password-stdin', host], { input: 'alice-pw' });
+      await engine.dockerOk(['push', ref]);
+      await engine.dockerOk(['logout', host]);
+      await engine.dockerOk(['rmi', ref]);
+      const template = { ContainerSpec: { Image: ref, Command: ['sleep', '300'], StopGracePeriod: 0 } };
+      const without = await putTask(await putService('noauth', template), 1);
+      const rejected = await waitState(without, 'rejected', 30_000);
+      assert.equal(rejected.Status.Err, `No such image: ${ref}`);
+      const auth = Buffer.from(
+        JSON.stringify({ username: 'alice', password: 'alice-pw', serveraddress: host }),
+      );
+      const svc = await putService('authed', template);
+      svc._.registryAuth = auth.toString('base64');
+      await store.put(keys.service(svc.ID), JSON.stringify(svc));
+      const t = await putTask(svc, 1);
+      await waitState(t, 'running', 30_000);
+      assert.equal(await engine.dockerOk(['inspect', '-f', '{{.Config.Image}}', `authed.1.${t}`]), ref);
+      await setDesired(t, 'shutdown');
+      await waitState(t, 'shutdown');
+    } finally {
+      await reg.stop();
+      await rm(work, { recursive: true, force: true });
+    }
   });
 
   it('takes its running tasks up again after an engine kill -9 and restart', async () => {
