@@ -42,7 +42,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
   before(async () => {
     const peerPort = await freePort();
     listenPort = await freePort();
-    engine = await TestEngine.start({ bridge: 'none', args: ['--swarm-etcd-peer-port', String(peerPort)] });
+    engine = await TestEngine.start({ args: ['--swarm-etcd-peer-port', String(peerPort)] });
     await ensureBusybox(engine);
     await engine.dockerOk([
       'swarm',
@@ -241,6 +241,44 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.equal(await engine.dockerOk(['exec', name, 'stat', '-c', '%a', '/etc/app.conf']), '444');
     const write = await engine.docker(['exec', name, 'sh', '-c', 'echo x > /c1']);
     assert.notEqual(write.code, 0, 'a config is read-only');
+    await setDesired(t, 'shutdown');
+    await waitState(t, 'shutdown');
+  });
+
+  it('publishes host-mode ports as the container’s port bindings and reports them', async () => {
+    const ports = [
+      { Protocol: 'tcp' as const, TargetPort: 80, PublishedPort: 0, PublishMode: 'host' as const },
+    ];
+    const svc = await putService(
+      'webport',
+      {
+        ContainerSpec: {
+          Image: 'busybox:latest',
+          Command: ['httpd', '-f', '-p', '80', '-h', '/etc'],
+          Hostname: 'served',
+          StopGracePeriod: 500_000_000,
+        },
+      },
+      { EndpointSpec: { Ports: ports } },
+    );
+    svc.Endpoint = { Spec: { Ports: ports }, Ports: ports };
+    await store.put(keys.service(svc.ID), JSON.stringify(svc));
+    const t = await putTask(svc, 1);
+    const running = await waitState(t, 'running');
+    const published = running.Status.PortStatus?.Ports?.[0];
+    assert.equal(published?.TargetPort, 80);
+    assert.equal(published?.PublishMode, 'host');
+    assert.ok((published?.PublishedPort ?? 0) > 0, JSON.stringify(running.Status.PortStatus));
+    const bound = await engine.dockerOk(['port', `webport.1.${t}`, '80/tcp']);
+    assert.match(bound, new RegExp(`:${published?.PublishedPort}$`, 'm'));
+    let body = '';
+    await eventually('the published port answers', async () => {
+      body = await fetch(`http://127.0.0.1:${published?.PublishedPort}/hostname`)
+        .then((r) => r.text())
+        .catch(() => '');
+      return body !== '';
+    });
+    assert.equal(body.trim(), 'served');
     await setDesired(t, 'shutdown');
     await waitState(t, 'shutdown');
   });
