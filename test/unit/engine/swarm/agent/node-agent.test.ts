@@ -109,7 +109,7 @@ after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-async function setup(missing = new Set<string>()) {
+async function setup(missing = new Set<string>(), down = new Set<string>()) {
   const dir = await mkdtemp(join(tmpdir(), 'berth-agent-'));
   dirs.push(dir);
   const containers = new FakeContainers();
@@ -117,6 +117,8 @@ async function setup(missing = new Set<string>()) {
   let push: (m: AssignmentMessage) => void = () => {};
   let end: () => void = () => {};
   let connects = 0;
+  const tried: string[] = [];
+  const reportedTo = new Set<string>();
   const agent = new NodeAgent({
     stateDir: dir,
     containers: containers.api,
@@ -133,7 +135,15 @@ async function setup(missing = new Set<string>()) {
     }),
     hostname: () => 'h1',
     log: new Logger('error'),
-    connect: (_addr, _tls, onMessage) => {
+    connect: (addr, _tls, onMessage) => {
+      tried.push(addr);
+      if (down.has(addr)) {
+        return {
+          done: Promise.reject(new Error(`cannot reach ${addr}`)),
+          setIdle: () => {},
+          close: () => {},
+        };
+      }
       connects++;
       push = onMessage;
       return {
@@ -144,7 +154,9 @@ async function setup(missing = new Set<string>()) {
         close: () => end(),
       };
     },
-    postStatus: async (_addr, call: StatusCall) => {
+    postStatus: async (addr, call: StatusCall) => {
+      if (down.has(addr)) throw new Error(`cannot reach ${addr}`);
+      reportedTo.add(addr);
       for (const u of call.Updates) reports.push({ id: u.TaskID, status: u.Status });
       return { Applied: call.Updates.map((u) => u.TaskID) };
     },
@@ -153,7 +165,10 @@ async function setup(missing = new Set<string>()) {
   await agent.start({
     nodeId: 'n1',
     tls: async () => ({ ca: '', cert: '', key: '' }),
-    managers: () => [{ NodeID: 'm1', Addr: 'm1:2377' }],
+    managers: () => [
+      { NodeID: 'm1', Addr: 'm1:2377' },
+      { NodeID: 'm2', Addr: 'm2:2377' },
+    ],
   });
   await eventually('the agent connects', () => connects > 0);
   const full = (tasks: AssignedTask[]) =>
@@ -161,6 +176,8 @@ async function setup(missing = new Set<string>()) {
   const states = (id: string) => reports.filter((r) => r.id === id).map((r) => r.status.State);
   return {
     agent,
+    tried,
+    reportedTo,
     containers,
     reports,
     full,
@@ -259,6 +276,15 @@ describe('node agent', () => {
     });
     await eventually('t1 running', () => t.states('t1').includes('running'));
     assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1']);
+    await t.agent.stop();
+  });
+
+  it('moves on to the next manager when one cannot be reached, and reports there', async () => {
+    const t = await setup(new Set(), new Set(['m1:2377']));
+    assert.deepEqual(t.tried.slice(0, 2), ['m1:2377', 'm2:2377']);
+    t.full([assigned('t1')]);
+    await eventually('t1 running', () => t.states('t1').includes('running'));
+    assert.deepEqual([...t.reportedTo], ['m2:2377']);
     await t.agent.stop();
   });
 
