@@ -257,7 +257,8 @@ export class NodeAgent implements SwarmAgent {
     if (!executor) return;
     for (const o of m.secrets) executor.secrets.set(o.ID, o);
     for (const o of m.configs) executor.configs.set(o.ID, o);
-    for (const id of m.removed) await executor.drop(id);
+    // not awaited: a removal waits for its task's operation under way (a pull...), not the others
+    for (const id of m.removed) void executor.drop(id);
     for (const t of m.tasks) executor.assign(t);
     for (const id of m.removedSecrets) executor.secrets.delete(id);
     for (const id of m.removedConfigs) executor.configs.delete(id);
