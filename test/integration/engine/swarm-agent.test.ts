@@ -162,8 +162,8 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.equal(running.Status.Message, 'started');
     const name = `web.1.${taskId}`;
     const [c] = JSON.parse(await engine.dockerOk(['inspect', name]));
-    assert.equal(running.Status.ContainerStatus?.ContainerID, c.Id);
-    assert.equal(running.Status.ContainerStatus?.PID, c.State.Pid);
+    // as dockerd shows it: the three fields, ExitCode 0 while it runs
+    assert.deepEqual(running.Status.ContainerStatus, { ContainerID: c.Id, PID: c.State.Pid, ExitCode: 0 });
     assert.equal(c.State.Running, true);
     assert.deepEqual(c.Config.Labels, {
       mine: 'yes',

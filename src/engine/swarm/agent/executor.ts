@@ -219,7 +219,7 @@ export class Executor {
       return false;
     }
     run.containerId = containerId;
-    this.setStatus(run, 'ready', 'prepared', { ContainerStatus: { ContainerID: containerId } });
+    this.setStatus(run, 'ready', 'prepared', { ContainerStatus: containerStatus(containerId) });
     return true;
   }
 
@@ -227,7 +227,7 @@ export class Executor {
   private async start(run: Live): Promise<void> {
     const a = run.assigned;
     const containerId = run.containerId as string;
-    this.setStatus(run, 'starting', 'starting', { ContainerStatus: { ContainerID: containerId } });
+    this.setStatus(run, 'starting', 'starting', { ContainerStatus: containerStatus(containerId) });
     const watching = new AbortController();
     let exit: Promise<{ StatusCode: number }> | undefined;
     try {
@@ -240,14 +240,14 @@ export class Executor {
       watching.abort();
       this.setStatus(run, 'failed', run.status.Message, {
         Err: errorMessage(err),
-        ContainerStatus: { ContainerID: containerId },
+        ContainerStatus: containerStatus(containerId),
       });
       return;
     }
     run.watching = watching;
     const view = await this.deps.containers.inspect(containerId).catch(() => undefined);
     this.setStatus(run, 'running', 'started', {
-      ContainerStatus: { ContainerID: containerId, PID: view?.State.Pid ?? 0 },
+      ContainerStatus: containerStatus(containerId, view?.State.Pid ?? 0),
       ...(a.Service.HostPorts.length > 0 && view
         ? { PortStatus: { Ports: portStatus(view.NetworkSettings.Ports) } }
         : {}),
@@ -270,7 +270,7 @@ export class Executor {
 
   private exited(run: Live, code: number): void {
     if (run.stopping || isTerminal(run.status.State) || !this.runs.has(run.assigned.Task.ID)) return;
-    const cs = { ContainerID: run.containerId ?? '', ExitCode: code };
+    const cs = containerStatus(run.containerId ?? '', 0, code);
     if (code === 0) this.setStatus(run, 'complete', 'finished', { ContainerStatus: cs });
     else this.setStatus(run, 'failed', 'failed', { ContainerStatus: cs, Err: exitError(code) });
   }
@@ -310,12 +310,7 @@ export class Executor {
     if (!wasTerminal) {
       this.setStatus(run, 'shutdown', 'shutdown', {
         ...(run.status.ContainerStatus?.ContainerID
-          ? {
-              ContainerStatus: {
-                ContainerID: run.status.ContainerStatus.ContainerID,
-                ...(exitCode !== undefined ? { ExitCode: exitCode } : {}),
-              },
-            }
+          ? { ContainerStatus: containerStatus(run.status.ContainerStatus.ContainerID, 0, exitCode ?? 0) }
           : {}),
       });
     }
@@ -381,6 +376,11 @@ export function splitReference(ref: string): { name: string; tag: string } {
   const colon = ref.lastIndexOf(':');
   if (colon > ref.lastIndexOf('/')) return { name: ref.slice(0, colon), tag: ref.slice(colon + 1) };
   return { name: ref, tag: 'latest' };
+}
+
+/** moby's ContainerStatus: the three fields always (PID 0 when not running, exit code 0 until it exits). */
+function containerStatus(ContainerID: string, PID = 0, ExitCode = 0) {
+  return { ContainerID, PID, ExitCode };
 }
 
 /** The container's bound host ports as the task's PortStatus (host mode). */

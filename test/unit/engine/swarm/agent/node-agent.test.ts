@@ -201,7 +201,7 @@ describe('node agent', () => {
     await eventually('t1 failed', () => t.states('t1').includes('failed'));
     const failed = t.reports.find((r) => r.id === 't1' && r.status.State === 'failed');
     assert.equal(failed?.status.Err, 'task: non-zero exit (2)');
-    assert.deepEqual(failed?.status.ContainerStatus, { ContainerID: 'c1', ExitCode: 2 });
+    assert.deepEqual(failed?.status.ContainerStatus, { ContainerID: 'c1', PID: 0, ExitCode: 2 });
     // each state at most once, in order
     const seen = t.states('t1');
     assert.deepEqual(seen, [...new Set(seen)]);
