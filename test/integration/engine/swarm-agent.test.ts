@@ -299,7 +299,9 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.equal(done.Status.Message, 'finished');
     assert.equal(done.Status.ContainerStatus?.ExitCode, 0);
     const failed = await waitState(badTask, 'failed');
+    // dockerd 20.10's words: the message of the running state stays, the error says why
     assert.equal(failed.Status.Err, 'task: non-zero exit (3)');
+    assert.equal(failed.Status.Message, 'started');
     assert.equal(failed.Status.ContainerStatus?.ExitCode, 3);
     // the exited container stays (for its logs) until the task is shut down
     assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.ExitCode}}', `bad.2.${badTask}`]), '3');
@@ -343,6 +345,8 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     const t = await putTask(svc, 1);
     const rejected = await waitState(t, 'rejected', 30_000);
     assert.equal(rejected.Status.Err, 'No such image: 127.0.0.1:1/nosuch:1');
+    assert.equal(rejected.Status.Message, 'preparing');
+    assert.deepEqual(rejected.Status.ContainerStatus, { ContainerID: '', PID: 0, ExitCode: 0 });
   });
 
   it("pulls a missing image with the service's registry auth, and rejects the task without it", async () => {

@@ -156,7 +156,8 @@ export class Executor {
       Message: message,
       ...extra,
     };
-    if (!status.PortStatus && run.status.PortStatus) status.PortStatus = run.status.PortStatus;
+    // dockerd shows an empty PortStatus rather than none
+    if (!status.PortStatus) status.PortStatus = run.status.PortStatus ?? {};
     run.status = status;
     this.deps.report(run.assigned.Task.ID, status);
     this.deps.changed();
@@ -215,7 +216,10 @@ export class Executor {
       containerId = created.Id;
     } catch (err) {
       await this.deps.files.remove(a.Task.ID).catch(() => {});
-      this.setStatus(run, 'rejected', run.status.Message, { Err: errorMessage(err) });
+      this.setStatus(run, 'rejected', run.status.Message, {
+        Err: errorMessage(err),
+        ContainerStatus: containerStatus(''),
+      });
       return false;
     }
     run.containerId = containerId;
@@ -272,7 +276,8 @@ export class Executor {
     if (run.stopping || isTerminal(run.status.State) || !this.runs.has(run.assigned.Task.ID)) return;
     const cs = containerStatus(run.containerId ?? '', 0, code);
     if (code === 0) this.setStatus(run, 'complete', 'finished', { ContainerStatus: cs });
-    else this.setStatus(run, 'failed', 'failed', { ContainerStatus: cs, Err: exitError(code) });
+    // swarmkit keeps the message of the running state ("started") with the error
+    else this.setStatus(run, 'failed', run.status.Message, { ContainerStatus: cs, Err: exitError(code) });
   }
 
   /** A running task after an engine restart or a reconnect: wait on its container again. */
@@ -280,7 +285,7 @@ export class Executor {
     const ref = run.containerId ?? taskContainer(run.assigned, this.deps.node(), '', []).name;
     const view = await this.deps.containers.inspect(ref).catch(() => undefined);
     if (!view) {
-      this.setStatus(run, 'failed', 'failed', { Err: `No such container: ${ref}` });
+      this.setStatus(run, 'failed', run.status.Message, { Err: `No such container: ${ref}` });
       return;
     }
     run.containerId = view.Id;
