@@ -41,6 +41,8 @@ import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
+import { createNodeAgent } from './swarm/agent/create.js';
+import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { ServicesService } from './swarm/services/services.service.js';
@@ -291,6 +293,17 @@ export async function startEngine(
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
   registerSwarmRoutes(router, swarm);
+  await swarm.addLoops(
+    agentLoops(
+      createNodeAgent({
+        dataRoot: config.dataRoot,
+        execRoot: config.execRoot,
+        containers,
+        images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
+        log: log.child('agent'),
+      }),
+    ),
+  );
   registerSecretRoutes(router, new ObjectService('secret', { swarm, log: log.child('secrets') }));
   registerConfigRoutes(router, new ObjectService('config', { swarm, log: log.child('configs') }));
   const localNetworks = {

@@ -253,7 +253,8 @@ export class Dispatcher implements ClusterApiHandlers {
     return JSON.parse(kv.value) as StoredCluster;
   }
 
-  private async managers(): Promise<ManagerAddress[]> {
+  /** The managers' cluster API addresses (`P/managers/`). */
+  async managers(): Promise<ManagerAddress[]> {
     const list = await this.store.range(keys.managers);
     return list.kvs.map((kv) => ({
       NodeID: kv.key.slice(keys.managers.length),

@@ -37,14 +37,9 @@ export interface RoleLoops {
   startNode(access: NodeAccess): Promise<void>;
   /** Stops whatever was started (both parts). */
   stop(): Promise<void>;
+  /** The node leaves the swarm: what the loops left on it goes (after stop or instead of it). */
+  leave?(): Promise<void>;
 }
-
-/** No loops: the default until the orchestrator and the agent plug in. */
-export const noRoleLoops: RoleLoops = {
-  startManager: async () => {},
-  startNode: async () => {},
-  stop: async () => {},
-};
 
 /** Several rooms' loops as one: started in order, stopped in reverse. */
 export function combineLoops(...parts: RoleLoops[]): RoleLoops {
@@ -57,6 +52,9 @@ export function combineLoops(...parts: RoleLoops[]): RoleLoops {
     },
     stop: async () => {
       for (const p of [...parts].reverse()) await p.stop();
+    },
+    leave: async () => {
+      for (const p of parts) await p.leave?.();
     },
   };
 }

@@ -12,6 +12,7 @@ import { becomeManager, becomeWorker } from './membership/role-change.js';
 import { Nodes } from './nodes/nodes.js';
 import type { SwarmServiceOptions } from './options.js';
 import type { StoredManager } from './records.js';
+import type { RoleLoops } from './role-loops.js';
 import { NodeRuntime } from './runtime/node-runtime.js';
 import { SwarmSession } from './session.js';
 import type { ClusterStore } from './store/cluster-store.js';
@@ -99,6 +100,11 @@ export class SwarmService {
       session.error = errorMessage(err);
       opts.log.error('cannot take up the swarm again', { error: session.error });
     }
+  }
+
+  /** Loops that need the engine's other services (the agent, once containers exist); started at once on an active node. */
+  addLoops(part: RoleLoops): Promise<void> {
+    return this.ctx.runtime.addLoops(part);
   }
 
   /** The engine stops: the liveness lease is left to expire, the member ends (it restarts with the engine). */

@@ -3,6 +3,8 @@ import { createServer, type Server } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { BerthError, errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { serveAgentPath } from './agent-paths.js';
+import type { AgentApiHandlers } from './assignments.types.js';
 import type { ClusterApiHandlers, JoinCall } from './protocol.js';
 
 /**
@@ -40,6 +42,8 @@ export interface ClusterApiOptions {
   keyPem: string;
   caPem: string;
   handlers: ClusterApiHandlers;
+  /** The agents' paths (`/v1/assignments`, `/v1/status`). */
+  agents?: AgentApiHandlers;
   log: Logger;
 }
 
@@ -175,7 +179,16 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
       void (async () => {
         const path = (req.url ?? '').split('?')[0];
         const route = routes.find((r) => r.method === req.method && r.path === path);
-        if (!route) return send(res, 404, { message: `no such path: ${req.method} ${path}` });
+        if (!route) {
+          // the agents' paths (agent-paths.ts): any node of the swarm, for itself
+          if (opts.agents && (path === '/v1/assignments' || path === '/v1/status')) {
+            const caller = clientNode(req);
+            if (!caller)
+              return send(res, 401, { message: 'a client certificate from this swarm is required' });
+            if (await serveAgentPath(opts.agents, caller, req, res, readBody)) return;
+          }
+          return send(res, 404, { message: `no such path: ${req.method} ${path}` });
+        }
         let node = '';
         if (route.caller !== 'anyone') {
           node = clientNode(req) ?? '';

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { errorMessage, systemError } from '../../../common/errors.js';
 import { joinHostPort, parseHostPort } from '../addresses.js';
+import { TaskDispatch } from '../cluster-api/assignments.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
@@ -10,7 +11,7 @@ import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import type { SwarmServiceOptions } from '../options.js';
 import type { StoredCa, StoredCluster } from '../records.js';
-import { noRoleLoops, type RoleLoops } from '../role-loops.js';
+import type { ManagerAccess, NodeAccess, RoleLoops } from '../role-loops.js';
 import { ObjectEvents } from '../services/object-events.js';
 import type { SwarmSession } from '../session.js';
 import { defaultSpec, effectiveHeartbeatMs, effectiveRaft } from '../spec.js';
@@ -41,7 +42,10 @@ export class NodeRuntime {
   private clusterApi?: ClusterApiServer;
   private link?: WorkerLink;
   private events?: { stop(): void; start(): Promise<void> }[];
-  private readonly loops: RoleLoops;
+  /** The other rooms' loops (the orchestrator, the agent); a part may be added once the engine has what it needs. */
+  private readonly loops: RoleLoops[] = [];
+  /** What the loops were started with, while they run (a part added late starts with it). */
+  private started?: { manager?: ManagerAccess; node: NodeAccess };
   /** The node's TLS material as the loops see it (renewal replaces it). */
   private tls?: { ca: string; cert: string; key: string };
   private rootPem = '';
@@ -53,7 +57,7 @@ export class NodeRuntime {
     private readonly opts: SwarmServiceOptions,
     private readonly session: SwarmSession,
   ) {
-    this.loops = opts.loops ?? noRoleLoops;
+    if (opts.loops) this.loops.push(opts.loops);
   }
 
   private get files() {
@@ -199,6 +203,14 @@ export class NodeRuntime {
     const cert = await readFile(this.files.certs.nodeCert, 'utf8');
     const key = this.session.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
     const now = this.opts.now ?? (() => new Date());
+    const dek = await this.session.clusterDek();
+    const dispatcher = new Dispatcher(
+      store,
+      { certPem: root.cert, sealedKey: root.key },
+      dek,
+      this.opts.log,
+      now,
+    );
     try {
       this.clusterApi = await startClusterApi({
         host: listen.host,
@@ -206,13 +218,8 @@ export class NodeRuntime {
         certChainPem: cert + root.cert,
         keyPem: key,
         caPem: root.cert,
-        handlers: new Dispatcher(
-          store,
-          { certPem: root.cert, sealedKey: root.key },
-          await this.session.clusterDek(),
-          this.opts.log,
-          now,
-        ),
+        handlers: dispatcher,
+        agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers()),
         log: this.opts.log,
       });
     } catch (err) {
@@ -261,31 +268,54 @@ export class NodeRuntime {
     ]);
     this.tls = { ca, cert, key };
     const log = this.opts.log;
-    if (local.Role === 'manager' && store) {
-      await this.loops.startManager({
-        nodeId: local.NodeID,
-        addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
-        electionMs: (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS,
-        store,
-        dek: await this.session.clusterDek(),
-        log,
-      });
-    }
+    const manager: ManagerAccess | undefined =
+      local.Role === 'manager' && store
+        ? {
+            nodeId: local.NodeID,
+            addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
+            electionMs: (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS,
+            store,
+            dek: await this.session.clusterDek(),
+            log,
+          }
+        : undefined;
     const self = { NodeID: local.NodeID, Addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort) };
-    await this.loops.startNode({
+    const node: NodeAccess = {
       nodeId: local.NodeID,
       role: local.Role,
       // a manager's agent talks to its own cluster API; a worker's to the managers it heard of
       managers: () => (local.Role === 'manager' ? [self] : (local.Managers ?? [])),
       tls: () => this.tls ?? { ca, cert, key },
       log,
-    });
+    };
+    this.started = { manager, node };
+    for (const part of this.loops) await this.startPart(part, manager, node);
     this.startRenewal();
+  }
+
+  private async startPart(
+    part: RoleLoops,
+    manager: ManagerAccess | undefined,
+    node: NodeAccess,
+  ): Promise<void> {
+    try {
+      if (manager) await part.startManager(manager);
+      await part.startNode(node);
+    } catch (err) {
+      this.opts.log.error('cannot start a swarm loop', { error: errorMessage(err) });
+    }
+  }
+
+  /** A part of the loops that needs the engine's other services (the agent): started at once if the node is active. */
+  async addLoops(part: RoleLoops): Promise<void> {
+    this.loops.push(part);
+    if (this.started) await this.startPart(part, this.started.manager, this.started.node);
   }
 
   async stopLoops(): Promise<void> {
     this.stopRenewal();
-    await this.loops.stop();
+    this.started = undefined;
+    for (const part of [...this.loops].reverse()) await part.stop();
   }
 
   /** The engine stops: the liveness lease is left to expire, the member ends (it restarts with the engine). */
@@ -314,6 +344,14 @@ export class NodeRuntime {
 
   /** Ends this node's part: liveness, store, member, and every file of the swarm on this disk. */
   async dropLocal(): Promise<void> {
+    // what the loops left on this node (the agent's task containers and files) goes first
+    for (const part of this.loops) {
+      await part
+        .leave?.()
+        .catch((err: unknown) =>
+          this.opts.log.warn('a swarm loop could not clean up', { error: errorMessage(err) }),
+        );
+    }
     const liveness = this.liveness;
     this.stopLiveness();
     // the node's liveness goes at once (a worker's node then shows down), when the store answers
