@@ -71,10 +71,10 @@ export class Executor {
 
   constructor(private readonly deps: ExecutorDeps) {}
 
-  /** The runs, to save. */
+  /** The runs, to save (without the registry auth: a pull waits for the manager's set). */
   saved(): SavedRun[] {
     return [...this.runs.values()].map((r) => ({
-      assigned: r.assigned,
+      assigned: { ...r.assigned, Service: { ...r.assigned.Service, RegistryAuth: undefined } },
       status: r.status,
       ...(r.containerId ? { containerId: r.containerId } : {}),
     }));
