@@ -117,12 +117,13 @@ export class ServicesService {
           [
             { key: keys.name('services', name), target: 'create', op: 'equal', value: 0 },
             ...plan.compares,
-            ...refs,
+            ...refs.compares,
           ],
           [
             { put: { key: keys.service(id), value: JSON.stringify(stored) } },
             { put: { key: keys.name('services', name), value: id } },
             ...plan.ops,
+            ...refs.ops,
           ],
         ),
       );
@@ -193,8 +194,8 @@ export class ServicesService {
       };
       const res = await this.call(() =>
         store.txn(
-          [{ key: kv.key, target: 'mod', op: 'equal', value: version }, ...plan.compares, ...refs],
-          [{ put: { key: kv.key, value: JSON.stringify(next) } }, ...plan.ops],
+          [{ key: kv.key, target: 'mod', op: 'equal', value: version }, ...plan.compares, ...refs.compares],
+          [{ put: { key: kv.key, value: JSON.stringify(next) } }, ...plan.ops, ...refs.ops],
         ),
       );
       if (res.succeeded) return;
