@@ -265,7 +265,7 @@ export class ServicesService {
     return by;
   }
 
-  async find(store: ClusterStore, ref: string): Promise<KeyValue> {
+  private async find(store: ClusterStore, ref: string): Promise<KeyValue> {
     if (ref !== '' && !ref.includes('/')) {
       const byId = await this.call(() => store.get(keys.service(ref)));
       if (byId) return byId;
