@@ -141,7 +141,9 @@ export class ServicesService {
 
   async update(ref: string, version: number, input: ServiceSpec, opts: UpdateOptions = {}): Promise<void> {
     const { store } = await this.opts.swarm.managerAccess();
-    // the body is converted and checked even for a rollback, as dockerd does
+    // dockerd looks the service up first (404), then converts and checks the body, even for a
+    // rollback
+    await this.find(store, ref);
     const spec = await this.prepare(store, input);
     for (let attempt = 0; ; attempt++) {
       const kv = await this.find(store, ref);
