@@ -1,6 +1,6 @@
 import { invalidParameter } from '../../common/errors.js';
 import type { Filters } from '../../common/filters.js';
-import { goParseBool } from '../../common/go-strconv.js';
+import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJson } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
@@ -28,12 +28,12 @@ function forVersion(ctx: ApiContext, s: Service): Service {
   return out;
 }
 
-/** A boolean query parameter read with strconv.ParseBool (absent or empty: false), or 400 in moby's words. */
+/** A boolean query parameter read with strconv.ParseBool (absent or empty: false), or 400 in dockerd's words. */
 function boolParam(ctx: ApiContext, name: string): boolean {
   const v = ctx.query.get(name);
   if (v === null || v === '') return false;
   const b = goParseBool(v);
-  if (b === undefined) throw invalidParameter(`invalid value for ${name}: ${v}`);
+  if (b === undefined) throw invalidParameter(`invalid value for ${name}: ${v}: ${parseBoolError(v)}`);
   return b;
 }
 

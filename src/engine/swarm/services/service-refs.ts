@@ -3,7 +3,7 @@ import { keys, PREFIX } from '../keys.js';
 import { objectKeys } from '../secrets/object-keys.js';
 import type { ObjectKind } from '../secrets/secrets.types.js';
 import { rpcInvalid } from '../secrets/validate.js';
-import type { ClusterStore, Compare } from '../store/cluster-store.js';
+import type { ClusterStore, Compare, TxnOp } from '../store/cluster-store.js';
 import type { ServiceSpec } from './service.types.js';
 import { specNetworks } from './service-spec.js';
 
@@ -95,19 +95,34 @@ export async function resolveObjectNames(store: ClusterStore, spec: ServiceSpec)
 }
 
 /**
- * swarmkit's checkSecretExistence and checkConfigExistence: every referenced ID is there, else
- * 400 `secret not found: <names>`. Returns the compares that keep it so in the write's txn.
+ * A secret's or config's use key, `P/uses/<kind>s/<id>`: written by every service txn that
+ * refers to the object and compared by the object's removal, so that a removal that found no
+ * service using it cannot succeed once one has come to use it meanwhile.
  */
-export async function checkObjectsExist(store: ClusterStore, spec: ServiceSpec): Promise<Compare[]> {
+export const useKey = (kind: ObjectKind, id: string) => `${PREFIX}/uses/${kind}s/${id}`;
+
+/**
+ * swarmkit's checkSecretExistence and checkConfigExistence: every referenced ID is there, else
+ * 400 `secret not found: <names>`. Returns what keeps it so in the write's txn: compares on the
+ * objects (still the ones seen) and the puts of their use keys.
+ */
+export async function checkObjectsExist(
+  store: ClusterStore,
+  spec: ServiceSpec,
+): Promise<{ compares: Compare[]; ops: TxnOp[] }> {
   const c = spec.TaskTemplate?.ContainerSpec;
   const compares: Compare[] = [];
+  const uses = new Set<string>();
   const check = async (kind: ObjectKind, refs: { id: string; name: string }[]) => {
     const missing: string[] = [];
     for (const ref of refs) {
       const key = objectKeys(kind).object(ref.id);
       const kv = ref.id.includes('/') ? undefined : await store.get(key);
       if (!kv) missing.push(ref.name);
-      else compares.push({ key, target: 'create', op: 'equal', value: kv.createRevision });
+      else if (!uses.has(useKey(kind, ref.id))) {
+        compares.push({ key, target: 'create', op: 'equal', value: kv.createRevision });
+        uses.add(useKey(kind, ref.id));
+      }
     }
     if (missing.length > 0) {
       throw rpcInvalid(`${kind}${missing.length > 1 ? 's' : ''} not found: ${missing.join(', ')}`);
@@ -121,7 +136,7 @@ export async function checkObjectsExist(store: ClusterStore, spec: ServiceSpec):
     'config',
     (c?.Configs ?? []).map((r) => ({ id: r.ConfigID ?? '', name: r.ConfigName ?? '' })),
   );
-  return compares;
+  return { compares, ops: [...uses].map((key) => ({ put: { key, value: spec.Name ?? '' } })) };
 }
 
 /** Whether a stored service spec refers to this secret or config ID. */

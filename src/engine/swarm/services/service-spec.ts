@@ -24,9 +24,9 @@ import type {
 
 const MODE_KEYS = ['Replicated', 'Global', 'ReplicatedJob', 'GlobalJob'] as const;
 
-/** Drops `null` (Go's nil: the field unset) at every level. */
+/** Drops `null` (Go's nil: the field unset; a nil entry of a list: nothing) at every level. */
 function dropNulls<T>(value: T): T {
-  if (Array.isArray(value)) return value.map((v) => dropNulls(v)) as T;
+  if (Array.isArray(value)) return value.filter((v) => v !== null).map((v) => dropNulls(v)) as T;
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {

@@ -117,12 +117,13 @@ export class ServicesService {
           [
             { key: keys.name('services', name), target: 'create', op: 'equal', value: 0 },
             ...plan.compares,
-            ...refs,
+            ...refs.compares,
           ],
           [
             { put: { key: keys.service(id), value: JSON.stringify(stored) } },
             { put: { key: keys.name('services', name), value: id } },
             ...plan.ops,
+            ...refs.ops,
           ],
         ),
       );
@@ -140,7 +141,9 @@ export class ServicesService {
 
   async update(ref: string, version: number, input: ServiceSpec, opts: UpdateOptions = {}): Promise<void> {
     const { store } = await this.opts.swarm.managerAccess();
-    // the body is converted and checked even for a rollback, as dockerd does
+    // dockerd looks the service up first (404), then converts and checks the body, even for a
+    // rollback
+    await this.find(store, ref);
     const spec = await this.prepare(store, input);
     for (let attempt = 0; ; attempt++) {
       const kv = await this.find(store, ref);
@@ -193,8 +196,8 @@ export class ServicesService {
       };
       const res = await this.call(() =>
         store.txn(
-          [{ key: kv.key, target: 'mod', op: 'equal', value: version }, ...plan.compares, ...refs],
-          [{ put: { key: kv.key, value: JSON.stringify(next) } }, ...plan.ops],
+          [{ key: kv.key, target: 'mod', op: 'equal', value: version }, ...plan.compares, ...refs.compares],
+          [{ put: { key: kv.key, value: JSON.stringify(next) } }, ...plan.ops, ...refs.ops],
         ),
       );
       if (res.succeeded) return;
@@ -264,7 +267,7 @@ export class ServicesService {
     return by;
   }
 
-  async find(store: ClusterStore, ref: string): Promise<KeyValue> {
+  private async find(store: ClusterStore, ref: string): Promise<KeyValue> {
     if (ref !== '' && !ref.includes('/')) {
       const byId = await this.call(() => store.get(keys.service(ref)));
       if (byId) return byId;

@@ -33,6 +33,13 @@ describe('service specs as dockerd keeps them', () => {
       () => normalizeServiceSpec({ Name: 'a', TaskTemplate: {} }),
       /mismatched Runtime and \*Spec fields/,
     );
+    // a nil entry of a list (`[null]`) is nothing, never a crash further on
+    const nils = normalizeServiceSpec(
+      JSON.parse(
+        '{"Name":"a","TaskTemplate":{"ContainerSpec":{"Image":"b","Secrets":[null],"Mounts":[null]}}}',
+      ),
+    );
+    assert.deepEqual(nils.TaskTemplate?.ContainerSpec, { Image: 'b', Isolation: 'default' });
     assert.throws(
       () =>
         normalizeServiceSpec({

@@ -213,4 +213,51 @@ describe('services in the cluster store', () => {
     const [plain] = await services.list(new Map([['name', ['web']]]), false);
     assert.equal(plain?.ServiceStatus, undefined);
   });
+
+  it('never removes a secret that a service came to use while the removal looked', async () => {
+    const store = new MemoryStore();
+    const dek = newDek();
+    let hook: (() => Promise<void>) | undefined;
+    // a store whose first read of the services lets a service be created right after it
+    const range = async (prefix: string) => {
+      const r = await store.range(prefix);
+      const h = hook;
+      if (prefix === keys.services && h) {
+        hook = undefined;
+        await h();
+      }
+      return r;
+    };
+    const racy = new Proxy(store, {
+      get(target, prop) {
+        if (prop === 'range') return range;
+        const v = Reflect.get(target, prop);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const log = new Logger('error');
+    const services = new ServicesService({ swarm: { managerAccess: async () => ({ store, dek }) }, log });
+    const secrets = new ObjectService('secret', {
+      swarm: { managerAccess: async () => ({ store: racy, dek }) },
+      log,
+    });
+    await secrets.create({ Name: 's1', Data: Buffer.from('x').toString('base64') });
+    hook = async () => {
+      await services.create(
+        spec('late', {
+          TaskTemplate: {
+            ContainerSpec: { Image: 'busybox', Secrets: [{ SecretName: 's1', File: { Name: 's1' } }] },
+          },
+        }),
+      );
+    };
+    await rejects(
+      secrets.remove('s1'),
+      'InvalidParameter',
+      /secret 's1' is in use by the following service: late$/,
+    );
+    await services.remove('late');
+    await secrets.remove('s1');
+    assert.equal((await store.range(keys.cluster.replace('cluster', 'uses/'))).kvs.length, 0);
+  });
 });
