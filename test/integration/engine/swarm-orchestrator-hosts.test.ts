@@ -14,9 +14,9 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * workers, heartbeats every second. A service written into etcd spreads evenly; a worker cut
  * off turns down and its tasks are placed on the others within 3 heartbeats + 1 s + the restart
  * delay + 2 s; once it is back no slot has two tasks desired to run. Then, with three managers,
- * the leader's host cut off: another manager wins the election and moves the tasks. The assertions read only
- * what the orchestrator writes (desired states, nodes, slots), so they hold with or without
- * agents running the tasks (busybox is imported on every host for them).
+ * the leader's host cut off: another manager wins the election and moves the tasks. The
+ * assertions read only what the orchestrator writes (desired states, nodes, slots), so they hold
+ * with or without agents running the tasks (busybox is imported on every host for them).
  */
 describe('the swarm orchestrator across three hosts', () => {
   let net: TestNetwork;
