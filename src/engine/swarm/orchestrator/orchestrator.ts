@@ -37,6 +37,7 @@ export interface Orchestrator {
 }
 
 const STOP_MS = 2000;
+const RETRY_MS = 500;
 
 /** Waits for `p`, or `ms` on the clock, whichever ends first. */
 function bounded(clock: Clock, ms: number, p: Promise<unknown> | undefined): Promise<unknown> {
@@ -125,11 +126,16 @@ export function startOrchestrator(opts: OrchestratorOptions): Orchestrator {
           writes,
         );
         if (res.deposed && gen === generation) leadership.deposed();
-        if (res.conflicts > 0) log.debug('orchestrator writes lost races; the next pass retries', { ...res });
+        if (res.conflicts > 0) {
+          // a lost race brings its watch event; a store error (a leader election in etcd) brings
+          // nothing: a pass soon either way
+          log.debug('orchestrator writes did not go through; passing again', { ...res });
+          wake = Math.min(wake ?? Number.POSITIVE_INFINITY, now + RETRY_MS);
+        }
       }
     } catch (err) {
       log.warn('orchestrator pass failed', { error: errorMessage(err) });
-      wake = now + 1000;
+      wake = now + RETRY_MS;
     }
     if (gen !== generation) return;
     cancelWake?.();

@@ -150,7 +150,9 @@ export function updateService(
         }
       }
     }
-    if (dirtyLive.length > 0 && !tasks.some((t) => isLive(t) && !isDirty(t, service)))
+    // a global service's node that is down waits for it to come back; it does not hold the update
+    const nodeDown = kind === 'global' && !plan.nodeUp(key);
+    if (dirtyLive.length > 0 && !nodeDown && !tasks.some((t) => isLive(t) && !isDirty(t, service)))
       remaining.push([key, dirtyLive]);
   }
 
@@ -159,7 +161,8 @@ export function updateService(
     cfg.failureAction !== 'continue' &&
     failures.length / Math.max(1, touched) > cfg.maxFailureRatio
   ) {
-    const failed = failures.sort(byNewest)[failures.length - 1] as StoredTask;
+    // the failure that crossed the ratio: the latest to end
+    const failed = failures.sort((a, b) => endedAt(b, plan) - endedAt(a, plan))[0] as StoredTask;
     if (cfg.failureAction === 'rollback' && !run.rollback && service.PreviousSpec) {
       rollBack(
         plan,

@@ -146,6 +146,21 @@ describe('leadership and guarded writes', () => {
     await c.stop();
   });
 
+  it('passes again soon when a write fails on a store error (no watch event would bring it)', async () => {
+    const c = await TestCluster.start(['n1']);
+    const txn = c.store.txn.bind(c.store);
+    let failures = 1;
+    c.store.txn = async (...args: Parameters<typeof txn>) => {
+      if (failures-- > 0) throw new Error('etcdserver: leader changed');
+      return txn(...args);
+    };
+    const id = await c.createService({ TaskTemplate: busybox });
+    assert.equal((await c.tasks(id)).length, 0);
+    await c.advance(500);
+    assert.equal((await c.tasks(id)).length, 1);
+    await c.stop();
+  });
+
   it('campaigns again when its lease cannot be kept alive', async () => {
     const c = await TestCluster.start(['n1']);
     const [first] = c.orchestrators;

@@ -86,6 +86,12 @@ describe('the scheduler', () => {
     assert.equal(await place(['node.role!=manager', 'node.hostname!=beta']), 'n3');
     assert.equal(await place(['node.platform.os==linux', 'node.platform.arch==x86_64', 'node.id==n1']), 'n1');
     assert.equal(await place(['node.unknown==x']), undefined);
+    await c.updateNode('n3', (n) => {
+      n.Status.Addr = '192.168.5.7';
+    });
+    assert.equal(await place(['node.ip==192.168.5.7']), 'n3');
+    assert.equal(await place(['node.ip==192.168.5.0/24']), 'n3');
+    assert.equal(await place(['node.ip!=10.0.0.0/8', 'node.role!=manager']), 'n3');
     await c.stop();
   });
 
