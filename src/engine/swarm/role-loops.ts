@@ -14,8 +14,6 @@ export interface ManagerAccess {
   nodeId: string;
   /** This manager's cluster API address (host:port). */
   addr: string;
-  /** etcd's election timeout on this member (ElectionTick × 100 ms). */
-  electionMs: number;
   store: ClusterStore;
   dek: Buffer;
   log: Logger;
@@ -39,22 +37,4 @@ export interface RoleLoops {
   stop(): Promise<void>;
   /** The node leaves the swarm: what the loops left on it goes (after stop or instead of it). */
   leave?(): Promise<void>;
-}
-
-/** Several rooms' loops as one: started in order, stopped in reverse. */
-export function combineLoops(...parts: RoleLoops[]): RoleLoops {
-  return {
-    startManager: async (access) => {
-      for (const p of parts) await p.startManager(access);
-    },
-    startNode: async (access) => {
-      for (const p of parts) await p.startNode(access);
-    },
-    stop: async () => {
-      for (const p of [...parts].reverse()) await p.stop();
-    },
-    leave: async () => {
-      for (const p of parts) await p.leave?.();
-    },
-  };
 }

@@ -151,7 +151,10 @@ describe('swarm services end to end on one manager', () => {
       (cs) => cs.length === 0,
     );
     // as dockerd: a service filter naming no service is a 404
-    assert.equal((await engine.request('GET', `/tasks?filters=${encodeURIComponent('{"service":["web"]}')}`)).status, 404);
+    assert.equal(
+      (await engine.request('GET', `/tasks?filters=${encodeURIComponent('{"service":["web"]}')}`)).status,
+      404,
+    );
   });
 
   it('runs a global service and a replicated job to completion', async () => {

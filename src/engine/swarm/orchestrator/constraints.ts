@@ -1,5 +1,5 @@
 import { BlockList, isIP } from 'node:net';
-import { invalidParameter } from '../../../common/errors.js';
+import { type Constraint, parseConstraints } from '../services/constraints.js';
 import type { StoredNode } from './cluster-view.js';
 
 /**
@@ -9,33 +9,8 @@ import type { StoredNode } from './cluster-view.js';
  * `node.platform.arch`, `node.labels.<label>`, `engine.labels.<label>`. Values compare without
  * regard to case; label names with it. A key of none of these kinds never matches.
  */
-export interface Constraint {
-  key: string;
-  op: '==' | '!=';
-  value: string;
-}
-
-const OPERATORS = ['==', '!='] as const;
-const KEY = /^[a-z_][a-z0-9\-_.]+$/i;
-const VALUE = /^[a-z0-9:\-_\s.*()?+[\]\\^$|/]+$/i;
 const NODE_LABELS = 'node.labels.';
 const ENGINE_LABELS = 'engine.labels.';
-
-/** Parses the expressions; a bad one throws invalidParameter with swarmkit's words. */
-export function parseConstraints(exprs: readonly string[]): Constraint[] {
-  const out: Constraint[] = [];
-  for (const e of exprs) {
-    const op = OPERATORS.find((o) => e.includes(o));
-    if (!op) throw invalidParameter(`constraint expected one operator from ${OPERATORS.join(', ')}`);
-    const at = e.indexOf(op);
-    const key = e.slice(0, at).trim();
-    const value = e.slice(at + op.length).trim();
-    if (!KEY.test(key)) throw invalidParameter(`key '${key}' is invalid`);
-    if (!VALUE.test(value)) throw invalidParameter(`value '${value}' is invalid`);
-    out.push({ key, op, value });
-  }
-  return out;
-}
 
 function matches(c: Constraint, actual: string): boolean {
   const equal = c.value.toLowerCase() === actual.toLowerCase();

@@ -2,6 +2,7 @@ import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { RAFT_TICK_MS } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
+import type { RoleLoops } from '../role-loops.js';
 import type { ClusterStore } from '../store/cluster-store.js';
 import { type Orchestrator, startOrchestrator } from './orchestrator.js';
 
@@ -21,7 +22,7 @@ export interface ManagerLoopAccess {
 
 const DEFAULT_ELECTION_TICK = 10;
 
-export class OrchestratorLoop {
+export class OrchestratorLoop implements RoleLoops {
   private running?: Orchestrator;
 
   async startManager(access: ManagerLoopAccess): Promise<void> {
@@ -52,6 +53,9 @@ export class OrchestratorLoop {
       log: log.child('orchestrator'),
     });
   }
+
+  /** Only managers campaign. */
+  async startNode(): Promise<void> {}
 
   async stop(): Promise<void> {
     const o = this.running;

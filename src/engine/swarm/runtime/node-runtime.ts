@@ -6,7 +6,6 @@ import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
-import { RAFT_TICK_MS } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import type { SwarmServiceOptions } from '../options.js';
@@ -273,7 +272,6 @@ export class NodeRuntime {
         ? {
             nodeId: local.NodeID,
             addr: joinHostPort(local.AdvertiseHost, local.AdvertisePort),
-            electionMs: (local.Raft?.ElectionTick || 10) * RAFT_TICK_MS,
             store,
             dek: await this.session.clusterDek(),
             log,

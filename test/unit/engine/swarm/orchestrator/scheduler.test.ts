@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseConstraints } from '../../../../../src/engine/swarm/orchestrator/constraints.js';
+import { parseConstraints } from '../../../../../src/engine/swarm/services/constraints.js';
 import { perNode, TestCluster } from './harness.js';
 
 const busybox = { ContainerSpec: { Image: 'busybox' } };
