@@ -14,8 +14,9 @@ import type { TaskFiles } from './task-files.js';
  * secret and config files, create) → ready ("prepared") → starting → running ("started"); an exit
  * → complete ("finished") or failed with `task: non-zero exit (N)`. An error before starting
  * rejects the task, one after fails it. A desired state of shutdown or beyond stops the container
- * (StopGracePeriod), removes it and its files, and reports `shutdown`. One operation at a time
- * per task.
+ * (StopGracePeriod), removes its secret and config files and reports `shutdown`; the stopped
+ * container stays (for its logs, as swarmkit keeps a task's container) until the task is no longer
+ * this node's (the reaper deleted it): then it goes. One operation at a time per task.
  */
 
 export type AgentContainers = Pick<
@@ -295,7 +296,7 @@ export class Executor {
     this.watch(run, exit, watching);
   }
 
-  /** Desired shutdown (or beyond): stop, remove, report `shutdown`. */
+  /** Desired shutdown (or beyond): stop, drop the files, report `shutdown`; the container stays. */
   private async shutdown(run: Live): Promise<void> {
     const wasTerminal = isTerminal(run.status.State);
     run.stopping = true;
@@ -310,7 +311,6 @@ export class Executor {
         });
       exitCode = (await this.deps.containers.inspect(run.containerId).catch(() => undefined))?.State.ExitCode;
     }
-    await this.removeContainer(run);
     await this.deps.files.remove(run.assigned.Task.ID);
     if (!wasTerminal) {
       this.setStatus(run, 'shutdown', 'shutdown', {

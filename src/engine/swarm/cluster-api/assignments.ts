@@ -23,8 +23,10 @@ import { applyStatusCall } from './task-status.js';
 
 /**
  * A manager's task dispatch for the agents (`GET /v1/assignments`, `POST /v1/status`). A node's
- * set is its tasks (NodeID = it) from `assigned` on, until the task is both desired and reported
- * terminal; the secrets and configs those tasks reference go with them, unsealed, and only those.
+ * set is its tasks (NodeID = it) from `assigned` on, until the task is deleted (swarmkit: a
+ * finished task's stopped container stays on its node, for its logs, until the reaper deletes the
+ * task); the secrets and configs the tasks not yet over reference go with them, unsealed, and only
+ * those (swarmkit releases a finished task's).
  * The first line is the whole set; then each change the manager's etcd watch sees; a ping every
  * heartbeat period, so that an agent can tell a dead link from a quiet one.
  */
@@ -32,8 +34,12 @@ import { applyStatusCall } from './task-status.js';
 /** Whether a task belongs in its node's assignment set. */
 export function isAssigned(task: StoredTask, nodeId: string): boolean {
   if (task.NodeID !== nodeId) return false;
-  if (stateRank(task.Status.State) < stateRank('assigned')) return false;
-  return !(isTerminal(task.DesiredState) && isTerminal(task.Status.State));
+  return stateRank(task.Status.State) >= stateRank('assigned');
+}
+
+/** Desired and reported terminal: the task needs its secrets and configs no more. */
+function isOver(t: AssignedTask): boolean {
+  return isTerminal(t.Task.DesiredState) && isTerminal(t.Task.Status.State);
 }
 
 /** The API's Task without the private fields (`_`): what an agent gets. */
@@ -46,6 +52,7 @@ function referenced(tasks: Iterable<AssignedTask>): { secrets: Set<string>; conf
   const secrets = new Set<string>();
   const configs = new Set<string>();
   for (const t of tasks) {
+    if (isOver(t)) continue;
     const spec = t.Task.Spec.ContainerSpec;
     for (const s of spec?.Secrets ?? []) if (s.SecretID) secrets.add(s.SecretID);
     for (const c of spec?.Configs ?? []) if (c.ConfigID) configs.add(c.ConfigID);

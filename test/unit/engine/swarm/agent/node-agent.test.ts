@@ -220,7 +220,7 @@ describe('node agent', () => {
     await t.agent.stop();
   });
 
-  it('stops and removes on desired shutdown, and reports shutdown', async () => {
+  it('stops on desired shutdown and reports shutdown; the container goes with the task', async () => {
     const t = await setup();
     t.full([assigned('t1')]);
     await eventually('t1 running', () => t.states('t1').includes('running'));
@@ -234,8 +234,20 @@ describe('node agent', () => {
       removedConfigs: [],
     });
     await eventually('t1 shutdown', () => t.states('t1').includes('shutdown'));
-    assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1', 'stop c1', 'remove c1']);
+    await t.agent.idle();
+    // the stopped container stays for its logs while the task is this node's (swarmkit)
+    assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1', 'stop c1']);
     assert.ok(!t.states('t1').includes('failed'), 'a stop asked for is no failure');
+    t.push({
+      type: 'changes',
+      tasks: [],
+      removed: ['t1'],
+      secrets: [],
+      configs: [],
+      removedSecrets: [],
+      removedConfigs: [],
+    });
+    await eventually('t1 container removed', () => t.containers.ops.includes('remove c1'));
     await t.agent.stop();
   });
 

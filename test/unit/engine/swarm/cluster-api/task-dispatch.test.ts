@@ -112,16 +112,14 @@ describe('task state reports (forward only)', () => {
 });
 
 describe('assignments', () => {
-  it('holds a node its tasks from assigned on, until desired and reported terminal', () => {
+  it('holds a node its tasks from assigned on, until deleted', () => {
     assert.equal(isAssigned(task('a'), 'n1'), true);
     assert.equal(isAssigned(task('a'), 'n2'), false);
     assert.equal(isAssigned(task('a', { Status: status('pending') }), 'n1'), false);
     assert.equal(isAssigned(task('a', { Status: status('failed') }), 'n1'), true);
     assert.equal(isAssigned(task('a', { DesiredState: 'shutdown' }), 'n1'), true);
-    assert.equal(
-      isAssigned(task('a', { DesiredState: 'shutdown', Status: status('shutdown') }), 'n1'),
-      false,
-    );
+    // a finished task stays (its stopped container kept for its logs) until the reaper deletes it
+    assert.equal(isAssigned(task('a', { DesiredState: 'shutdown', Status: status('shutdown') }), 'n1'), true);
   });
 
   it('streams the full set with only the referenced secrets, then the changes', async () => {
@@ -184,7 +182,8 @@ describe('assignments', () => {
     assert.deepEqual(full.managers, [{ NodeID: 'm1', Addr: '10.0.0.1:2377' }]);
     assert.equal(full.periodMs, 5000);
 
-    // a new task of the node brings its secret; the old one's shutdown, reported, takes t1 and sec1 away
+    // a new task of the node brings its secret; the old one's shutdown, reported, releases sec1
+    // (t1 stays, for its container's logs), its deletion takes t1 away
     await store.put(keys.task('t3'), JSON.stringify(withSecret('t3', 'sec3')));
     await store.put(
       keys.task('t1'),
@@ -192,8 +191,8 @@ describe('assignments', () => {
     );
     await store.put(keys.task('t2'), JSON.stringify(withSecret('t2', 'sec2', { NodeID: 'n2', Slot: 2 })));
     for (let i = 0; i < 100 && got.length < 3; i++) await sleep(5);
-    const [, added, removed] = got;
-    assert.ok(added?.type === 'changes' && removed?.type === 'changes');
+    const [, added, over] = got;
+    assert.ok(added?.type === 'changes' && over?.type === 'changes');
     assert.deepEqual(
       added.tasks.map((t) => t.Task.ID),
       ['t3'],
@@ -202,9 +201,19 @@ describe('assignments', () => {
       added.secrets.map((s) => s.ID),
       ['sec3'],
     );
-    assert.deepEqual(removed.removed, ['t1']);
-    assert.deepEqual(removed.removedSecrets, ['sec1']);
+    assert.deepEqual(
+      over.tasks.map((t) => t.Task.Status.State),
+      ['shutdown'],
+    );
+    assert.deepEqual(over.removed, []);
+    assert.deepEqual(over.removedSecrets, ['sec1']);
     assert.equal(got.length, 3, `another node’s task is not sent: ${JSON.stringify(got.slice(3))}`);
+    await store.delete(keys.task('t1'));
+    for (let i = 0; i < 100 && got.length < 4; i++) await sleep(5);
+    const removed = got[3];
+    assert.ok(removed?.type === 'changes', JSON.stringify(got.slice(3)));
+    assert.deepEqual(removed.removed, ['t1']);
+    assert.deepEqual(removed.removedSecrets, []);
     ac.abort();
     await streaming;
   });
