@@ -13,9 +13,11 @@ import { runCommand } from '../../helpers/process.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
- * The agent of a worker on another "host" (network namespace): its assignments come from the
- * manager's cluster API over mutual TLS, with the secret its task uses; cut off, it keeps its task
- * running; back, it removes the container of a task it no longer has before it runs the new one.
+ * The agent of a worker on another "host" (network namespace): the orchestrator places a service's
+ * task on it (`node.role==worker`), its assignments come from the manager's cluster API over mutual
+ * TLS, with the secret its task uses; cut off, it keeps its task running while the manager, seeing
+ * the node down, scales the service to 0 (the task reaped) and up again; back, it removes the
+ * container of the task it no longer has before it runs the new one.
  */
 
 const newId = () =>
@@ -59,23 +61,29 @@ describe('swarm agent on a worker in another network namespace', () => {
     await net?.destroy();
   });
 
-  async function putTask(slot: number): Promise<string> {
-    const now = new Date().toISOString();
-    const task: StoredTask = {
-      ID: newId(),
-      CreatedAt: now,
-      UpdatedAt: now,
-      Labels: {},
-      Spec: service.Spec.TaskTemplate ?? {},
-      ServiceID: service.ID,
-      Slot: slot,
-      NodeID: workerId,
-      Status: { Timestamp: now, State: 'assigned', Message: 'scheduler assigned task to node' },
-      DesiredState: 'running',
-      _: { specVersion: 1, serviceName: 'wsvc' },
-    };
-    await store.put(keys.task(task.ID), JSON.stringify(task));
-    return task.ID;
+  async function tasks(): Promise<StoredTask[]> {
+    const r = await store.range(keys.tasks);
+    return r.kvs.map((kv) => JSON.parse(kv.value) as StoredTask).filter((t) => t.ServiceID === service.ID);
+  }
+
+  /** The service's one task desired to run, once the orchestrator made it. */
+  async function liveTask(): Promise<StoredTask> {
+    let live: StoredTask[] = [];
+    await eventually(
+      'the service task',
+      async () => {
+        live = (await tasks()).filter((t) => t.DesiredState === 'running');
+        return live.length === 1;
+      },
+      20_000,
+      100,
+    );
+    return live[0] as StoredTask;
+  }
+
+  async function scale(replicas: number): Promise<void> {
+    service.Spec.Mode = { Replicated: { Replicas: replicas } };
+    await store.put(keys.service(service.ID), JSON.stringify(service));
   }
 
   async function state(taskId: string): Promise<string> {
@@ -94,7 +102,9 @@ describe('swarm agent on a worker in another network namespace', () => {
       UpdatedAt: now,
       Spec: {
         Name: 'wsvc',
+        Mode: { Replicated: { Replicas: 1 } },
         TaskTemplate: {
+          Placement: { Constraints: ['node.role==worker'] },
           ContainerSpec: {
             Image: 'busybox:latest',
             Command: ['sleep', '300'],
@@ -109,7 +119,9 @@ describe('swarm agent on a worker in another network namespace', () => {
       _: { specVersion: 1 },
     };
     await store.put(keys.service(service.ID), JSON.stringify(service));
-    const t1 = await putTask(1);
+    const first = await liveTask();
+    assert.equal(first.NodeID, workerId, 'placed on the worker');
+    const t1 = first.ID;
     await eventually('the task runs on the worker', async () => (await state(t1)) === 'running', 20_000, 100);
     const name = `wsvc.1.${t1}`;
     assert.equal(await w.dockerOk(['exec', name, 'cat', '/run/secrets/ws']), 'from the manager');
@@ -119,18 +131,23 @@ describe('swarm agent on a worker in another network namespace', () => {
     );
     assert.equal(await m.dockerOk(['ps', '-aq']), '', 'the manager runs nothing of it');
 
-    // cut off: the task keeps running; meanwhile the manager drops it and assigns another
+    // cut off: the task keeps running; meanwhile the manager, the node down, scales the service to
+    // 0 (the task, on a down node, is reaped at once) and back to 1 (a new task, waiting for a node)
+    const cutAt = Date.now();
     await net.link(2, 'down');
-    await store.delete(keys.task(t1));
-    const t2 = await putTask(2);
+    await scale(0);
+    await eventually('the task reaped', async () => (await state(t1)) === 'gone', 20_000, 200);
+    await scale(1);
+    const t2 = (await liveTask()).ID;
+    assert.notEqual(t2, t1);
     // longer than the stream's idle limit (3 heartbeats + 1 s): the worker gives the stream up
-    await new Promise((r) => setTimeout(r, 5500));
+    await new Promise((r) => setTimeout(r, Math.max(0, cutAt + 5500 - Date.now())));
     assert.ok(await running(name), 'a task keeps running while no manager can be reached');
     await net.link(2, 'up');
     await eventually('the new task runs', async () => (await state(t2)) === 'running', 30_000, 200);
     assert.notEqual((await w.docker(['inspect', name])).code, 0, 'the dropped task’s container is gone');
     assert.match(w.log(), /lost the assignments stream/, 'the worker gave the dead stream up and came back');
-    const created = await w.dockerOk(['inspect', '-f', '{{.Created}}', `wsvc.2.${t2}`]);
+    const created = await w.dockerOk(['inspect', '-f', '{{.Created}}', `wsvc.1.${t2}`]);
     assert.ok(created.length > 0);
   });
 

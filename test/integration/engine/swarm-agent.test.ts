@@ -20,10 +20,11 @@ import { startTestRegistry, tempDir } from '../../helpers/registry.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
- * The swarm agent on a one-manager swarm (issue 14 §6): the test writes a service and tasks
- * assigned to the node straight into etcd (as the orchestrator will), and the node's agent, over
- * its own cluster API's assignments stream, runs them as containers with moby's names and labels,
- * the secret as a file, and reports their states forward; desired `shutdown` stops and removes.
+ * The swarm agent on a one-manager swarm (issue 14 §6): the test writes a service straight into
+ * etcd (as the services API does), the orchestrator assigns its task to the node, and the node's
+ * agent, over its own cluster API's assignments stream, runs it as a container with moby's names
+ * and labels, the secret as a file, and reports its states forward; desired `shutdown` (an update
+ * replacing the task) stops it and keeps the stopped container until the task is deleted.
  */
 
 const id = () =>
@@ -32,7 +33,7 @@ const id = () =>
     .padStart(25, '0')
     .slice(0, 25);
 
-describe('swarm agent (one manager, tasks written into etcd)', () => {
+describe('swarm agent (one manager, services written into etcd)', () => {
   let engine: TestEngine;
   let store: EtcdStore;
   let nodeId: string;
@@ -66,7 +67,13 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     await engine?.destroy();
   });
 
-  async function putService(name: string, template: TaskSpec, extra: Partial<ServiceSpec> = {}) {
+  /** A one-replica service, as the services API stores it (`shape` adds its endpoint or auth). */
+  async function putService(
+    name: string,
+    template: TaskSpec,
+    extra: Partial<ServiceSpec> = {},
+    shape: (s: StoredService) => void = () => {},
+  ) {
     const now = new Date().toISOString();
     const service: StoredService = {
       ID: id(),
@@ -82,38 +89,66 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
       Endpoint: {},
       _: { specVersion: 1 },
     };
+    shape(service);
     await store.put(keys.service(service.ID), JSON.stringify(service));
     return service;
   }
 
-  async function putTask(service: StoredService, slot: number): Promise<string> {
-    const now = new Date().toISOString();
-    const task: StoredTask = {
-      ID: id(),
-      CreatedAt: now,
-      UpdatedAt: now,
-      Labels: {},
-      Spec: service.Spec.TaskTemplate ?? {},
-      ServiceID: service.ID,
-      Slot: slot,
-      NodeID: nodeId,
-      Status: { Timestamp: now, State: 'assigned', Message: 'scheduler assigned task to node' },
-      DesiredState: 'running',
-      _: { specVersion: 1, serviceName: service.Spec.Name ?? '' },
-    };
-    await store.put(keys.task(task.ID), JSON.stringify(task));
-    return task.ID;
+  /** The task the orchestrator made for the service's one slot, once it is on this node. */
+  async function serviceTask(service: StoredService): Promise<string> {
+    let found: StoredTask[] = [];
+    await eventually(
+      `the task of ${service.Spec.Name} assigned`,
+      async () => {
+        const r = await store.range(keys.tasks);
+        found = r.kvs
+          .map((kv) => JSON.parse(kv.value) as StoredTask)
+          .filter((t) => t.ServiceID === service.ID && t.DesiredState === 'running');
+        return found.length === 1 && found[0]?.NodeID === nodeId;
+      },
+      20_000,
+      100,
+    );
+    const [t] = found;
+    assert.ok(t);
+    assert.equal(t.Slot, 1);
+    return t.ID;
+  }
+
+  /** A changed task spec, as `docker service update --force` stores it: the rolling update. */
+  async function updateService(service: StoredService): Promise<void> {
+    const template = service.Spec.TaskTemplate ?? {};
+    template.ForceUpdate = (template.ForceUpdate ?? 0) + 1;
+    service.Spec.TaskTemplate = template;
+    service._.specVersion += 1;
+    await store.put(keys.service(service.ID), JSON.stringify(service));
+  }
+
+  /** The service deleted: its tasks are stopped and reaped, and their containers go. */
+  async function removeService(service: StoredService): Promise<void> {
+    await store.delete(keys.service(service.ID));
+    await eventually(
+      `the tasks of ${service.Spec.Name} reaped and their containers gone`,
+      async () => {
+        const r = await store.range(keys.tasks);
+        const left = r.kvs.some((kv) => (JSON.parse(kv.value) as StoredTask).ServiceID === service.ID);
+        const containers = await engine.dockerOk([
+          'ps',
+          '-aq',
+          '--filter',
+          `label=com.docker.swarm.service.id=${service.ID}`,
+        ]);
+        return !left && containers === '';
+      },
+      20_000,
+      100,
+    );
   }
 
   async function task(taskId: string): Promise<StoredTask> {
     const kv = await store.get(keys.task(taskId));
     assert.ok(kv, `task ${taskId} is in etcd`);
     return JSON.parse(kv.value) as StoredTask;
-  }
-
-  async function setDesired(taskId: string, desired: StoredTask['DesiredState']): Promise<void> {
-    const t = await task(taskId);
-    await store.put(keys.task(taskId), JSON.stringify({ ...t, DesiredState: desired }));
   }
 
   async function waitState(taskId: string, state: string, timeoutMs = 20_000): Promise<StoredTask> {
@@ -157,7 +192,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
       },
       { Labels: { 'com.docker.stack.namespace': 'st' } },
     );
-    const taskId = await putTask(service, 1);
+    const taskId = await serviceTask(service);
     const running = await waitState(taskId, 'running');
     assert.equal(running.Status.Message, 'started');
     const name = `web.1.${taskId}`;
@@ -198,13 +233,22 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     );
     assert.equal((await taskMounts()).length, 1, 'the task has its secrets tmpfs');
 
-    await setDesired(taskId, 'shutdown');
+    // replaced by an update (stop-first): the old task is told `shutdown`
+    await updateService(service);
     const down = await waitState(taskId, 'shutdown');
+    assert.equal(down.DesiredState, 'shutdown');
     assert.equal(down.Status.Message, 'shutdown');
     assert.equal(down.Status.ContainerStatus?.ContainerID, c.Id);
-    const gone = await engine.docker(['inspect', name]);
-    assert.notEqual(gone.code, 0, 'the container is removed');
-    assert.deepEqual(await taskMounts(), [], 'the secrets tmpfs is gone');
+    // its container stopped, kept for its logs as swarmkit does; its secrets tmpfs gone
+    assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.Running}}', name]), 'false');
+    assert.equal(await engine.dockerOk(['logs', name]), 'started');
+    assert.deepEqual(
+      (await taskMounts()).filter((l) => l.includes(taskId)),
+      [],
+      'the old task’s secrets tmpfs is gone',
+    );
+    await removeService(service);
+    assert.deepEqual(await taskMounts(), [], 'no secrets tmpfs is left');
   });
 
   it('puts configs at their targets with their owner and mode', async () => {
@@ -232,7 +276,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
         ],
       },
     });
-    const t = await putTask(svc, 1);
+    const t = await serviceTask(svc);
     await waitState(t, 'running');
     const name = `conf.1.${t}`;
     assert.equal(await engine.dockerOk(['exec', name, 'cat', '/c1']), 'key=välue');
@@ -241,8 +285,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.equal(await engine.dockerOk(['exec', name, 'stat', '-c', '%a', '/etc/app.conf']), '444');
     const write = await engine.docker(['exec', name, 'sh', '-c', 'echo x > /c1']);
     assert.notEqual(write.code, 0, 'a config is read-only');
-    await setDesired(t, 'shutdown');
-    await waitState(t, 'shutdown');
+    await removeService(svc);
   });
 
   it('publishes host-mode ports as the container’s port bindings and reports them', async () => {
@@ -260,10 +303,11 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
         },
       },
       { EndpointSpec: { Ports: ports } },
+      (s) => {
+        s.Endpoint = { Spec: { Ports: ports }, Ports: ports };
+      },
     );
-    svc.Endpoint = { Spec: { Ports: ports }, Ports: ports };
-    await store.put(keys.service(svc.ID), JSON.stringify(svc));
-    const t = await putTask(svc, 1);
+    const t = await serviceTask(svc);
     const running = await waitState(t, 'running');
     const published = running.Status.PortStatus?.Ports?.[0];
     assert.equal(published?.TargetPort, 80);
@@ -279,21 +323,27 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
       return body !== '';
     });
     assert.equal(body.trim(), 'served');
-    await setDesired(t, 'shutdown');
-    await waitState(t, 'shutdown');
+    await removeService(svc);
   });
 
   it('reports an exit as complete or failed, a container killed behind its back as failed', async () => {
-    const ok = await putService('ok', { ContainerSpec: { Image: 'busybox:latest', Command: ['true'] } });
+    // not restarted, so that each service keeps its one task
+    const RestartPolicy = { Condition: 'none' as const };
+    const ok = await putService('ok', {
+      ContainerSpec: { Image: 'busybox:latest', Command: ['true'] },
+      RestartPolicy,
+    });
     const bad = await putService('bad', {
-      ContainerSpec: { Image: 'busybox:latest', Command: ['sh', '-c', 'exit 3'] },
+      ContainerSpec: { Image: 'busybox:latest', Command: ['sh', '-c', 'echo bad; exit 3'] },
+      RestartPolicy,
     });
     const long = await putService('long', {
       ContainerSpec: { Image: 'busybox:latest', Command: ['sleep', '300'] },
+      RestartPolicy,
     });
-    const okTask = await putTask(ok, 1);
-    const badTask = await putTask(bad, 2);
-    const longTask = await putTask(long, 1);
+    const okTask = await serviceTask(ok);
+    const badTask = await serviceTask(bad);
+    const longTask = await serviceTask(long);
 
     const done = await waitState(okTask, 'complete');
     assert.equal(done.Status.Message, 'finished');
@@ -303,8 +353,14 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     assert.equal(failed.Status.Err, 'task: non-zero exit (3)');
     assert.equal(failed.Status.Message, 'started');
     assert.equal(failed.Status.ContainerStatus?.ExitCode, 3);
-    // the exited container stays (for its logs) until the task is shut down
-    assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.ExitCode}}', `bad.2.${badTask}`]), '3');
+    // the orchestrator shuts the ended task down; its exited container stays (for its logs)
+    // while the task is kept, and the task stays `failed`
+    await eventually(
+      'the failed task told shutdown',
+      async () => (await task(badTask)).DesiredState === 'shutdown',
+    );
+    assert.equal(await engine.dockerOk(['inspect', '-f', '{{.State.ExitCode}}', `bad.1.${badTask}`]), '3');
+    assert.equal(await engine.dockerOk(['logs', `bad.1.${badTask}`]), 'bad');
 
     await waitState(longTask, 'running');
     await engine.dockerOk(['kill', `long.1.${longTask}`]);
@@ -332,21 +388,17 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     );
     assert.deepEqual(late.Applied, []);
     assert.equal((await task(badTask)).Status.State, 'failed');
-    await setDesired(badTask, 'shutdown');
-    await eventually('the finished task container removed', async () => {
-      return (await engine.docker(['inspect', `bad.2.${badTask}`])).code !== 0;
-    });
-    assert.equal((await task(badTask)).Status.State, 'failed');
-    for (const t of [okTask, longTask]) await setDesired(t, 'shutdown');
+    for (const s of [ok, bad, long]) await removeService(s);
   });
 
   it('rejects a task whose image is missing and cannot be pulled', async () => {
     const svc = await putService('noimg', { ContainerSpec: { Image: '127.0.0.1:1/nosuch:1' } });
-    const t = await putTask(svc, 1);
+    const t = await serviceTask(svc);
     const rejected = await waitState(t, 'rejected', 30_000);
     assert.equal(rejected.Status.Err, 'No such image: 127.0.0.1:1/nosuch:1');
     assert.equal(rejected.Status.Message, 'preparing');
     assert.deepEqual(rejected.Status.ContainerStatus, { ContainerID: '', PID: 0, ExitCode: 0 });
+    await removeService(svc);
   });
 
   it("pulls a missing image with the service's registry auth, and rejects the task without it", async () => {
@@ -363,20 +415,21 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
       await engine.dockerOk(['logout', host]);
       await engine.dockerOk(['rmi', ref]);
       const template = { ContainerSpec: { Image: ref, Command: ['sleep', '300'], StopGracePeriod: 0 } };
-      const without = await putTask(await putService('noauth', template), 1);
+      const noauth = await putService('noauth', template);
+      const without = await serviceTask(noauth);
       const rejected = await waitState(without, 'rejected', 30_000);
       assert.equal(rejected.Status.Err, `No such image: ${ref}`);
+      await removeService(noauth);
       const auth = Buffer.from(
         JSON.stringify({ username: 'alice', password: 'alice-pw', serveraddress: host }),
       );
-      const svc = await putService('authed', template);
-      svc._.registryAuth = auth.toString('base64');
-      await store.put(keys.service(svc.ID), JSON.stringify(svc));
-      const t = await putTask(svc, 1);
+      const svc = await putService('authed', template, {}, (s) => {
+        s._.registryAuth = auth.toString('base64');
+      });
+      const t = await serviceTask(svc);
       await waitState(t, 'running', 30_000);
       assert.equal(await engine.dockerOk(['inspect', '-f', '{{.Config.Image}}', `authed.1.${t}`]), ref);
-      await setDesired(t, 'shutdown');
-      await waitState(t, 'shutdown');
+      await removeService(svc);
     } finally {
       await reg.stop();
       await rm(work, { recursive: true, force: true });
@@ -387,7 +440,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
     const svc = await putService('keep', {
       ContainerSpec: { Image: 'busybox:latest', Command: ['sleep', '300'] },
     });
-    const t = await putTask(svc, 1);
+    const t = await serviceTask(svc);
     const running = await waitState(t, 'running');
     await engine.kill9();
     await engine.launch();
@@ -412,7 +465,7 @@ describe('swarm agent (one manager, tasks written into etcd)', () => {
         ],
       },
     });
-    const t = await putTask(svc, 1);
+    const t = await serviceTask(svc);
     await waitState(t, 'running');
     assert.equal(await engine.dockerOk(['exec', `stay.1.${t}`, 'cat', '/run/secrets/x']), 'top-secret');
     await engine.dockerOk(['swarm', 'leave', '--force']);
