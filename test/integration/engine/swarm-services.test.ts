@@ -3,8 +3,9 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
-import { runCommand } from '../../helpers/process.js';
+import { eventually } from '../../helpers/eventually.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
@@ -31,6 +32,22 @@ describe('swarm services and tasks (one manager)', () => {
   const inspect = async (ref: string, query = '') =>
     (await api('GET', `/v1.41/services/${ref}${query}`)).json;
   const message = (r: { json: unknown }) => (r.json as ApiError).message;
+  /**
+   * A CLI service change. The orchestrator writes the service too (UpdateStatus, as swarmkit's
+   * updater does), so the version the CLI just read may be stale: dockerd then answers `update out
+   * of sequence` and changes nothing, and the change is made again, as a user would.
+   */
+  const serviceCli = async (args: string[]) => {
+    for (let i = 0; ; i++) {
+      const r = await engine.docker(['service', ...args]);
+      if (r.code === 0 || i === 4 || !r.stderr.includes('update out of sequence')) return r;
+    }
+  };
+  const serviceCliOk = async (args: string[]) => {
+    const r = await serviceCli(args);
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout.trim();
+  };
 
   before(async () => {
     const peerPort = await freePort();
@@ -619,46 +636,50 @@ describe('swarm services and tasks (one manager)', () => {
       `rpc error: code = FailedPrecondition desc = service ${svc.ID} does not have a previous spec`,
     );
 
-    // Labels and Replicas alone leave the tasks up to date; the image does not
-    const specVersion = async () => {
-      const tasks = await api(
-        'GET',
-        `/v1.41/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['raw2'], '_up-to-date': ['true'] }))}`,
-      );
-      return tasks.json.length;
+    // Labels and Replicas alone leave the tasks up to date; the image does not. The CLI's first
+    // update sends the image as busybox:latest (a task change); then a task the orchestrator made
+    // from that spec stays in `_up-to-date` through a label change and a scale, until the image changes
+    const taskIds = async (filters: Record<string, string[]>): Promise<string[]> => {
+      const tasks = await api('GET', `/v1.41/tasks?filters=${encodeURIComponent(JSON.stringify(filters))}`);
+      return (tasks.json as { ID: string; Slot?: number }[]).filter((t) => t.Slot === 1).map((t) => t.ID);
     };
-    await engine.dockerOk(['service', 'update', '-d', '--label-add', 'x=y', 'raw2']);
-    await engine.dockerOk(['service', 'scale', '-d', 'raw2=2']);
+    const upToDate = () => taskIds({ service: ['raw2'], '_up-to-date': ['true'] });
+    await serviceCliOk(['update', '-d', '--label-add', 'x=y', 'raw2']);
+    let first: string | undefined;
+    await eventually('a task of raw2 made from its current spec', async () => {
+      first = (await upToDate())[0];
+      return first !== undefined;
+    });
+    await serviceCliOk(['update', '-d', '--label-add', 'z=w', 'raw2']);
+    assert.ok((await upToDate()).includes(first ?? ''), 'a label change keeps the task up to date');
+    await serviceCliOk(['scale', '-d', 'raw2=2']);
     const scaled = await inspect('raw2');
     assert.deepEqual(scaled.Spec.Mode, { Replicated: { Replicas: 2 } });
     assert.equal(scaled.Spec.Labels.x, 'y');
     assert.equal(scaled.PreviousSpec.Mode.Replicated.Replicas, 1);
-    assert.equal(await specVersion(), 0);
-    const up = await engine.docker([
-      'service',
-      'update',
-      '-d',
-      '--image',
-      'busybox:1.36',
-      '--env-add',
-      'X=1',
-      'raw2',
-    ]);
-    assert.equal(up.code, 0, up.stderr);
+    assert.ok((await upToDate()).includes(first ?? ''), 'a scale keeps the task up to date');
+    await serviceCliOk(['update', '-d', '--image', 'busybox:1.36', '--env-add', 'X=1', 'raw2']);
     const updated = await inspect('raw2');
     assert.equal(updated.Spec.TaskTemplate.ContainerSpec.Image, 'busybox:1.36');
     assert.deepEqual(updated.Spec.TaskTemplate.ContainerSpec.Env, ['X=1']);
+    assert.ok(!(await upToDate()).includes(first ?? ''), 'an image change makes the task out of date');
     // the CLI's own updates send the image as busybox:latest (dockerd shows the same)
     assert.equal(updated.PreviousSpec.TaskTemplate.ContainerSpec.Image, 'busybox:latest');
-    assert.equal(updated.UpdateStatus, undefined);
-    assert.equal(await engine.dockerOk(['service', 'rollback', '-d', 'raw2']), 'raw2');
+    // a new spec clears the last UpdateStatus; the orchestrator may already have begun its update
+    assert.ok(
+      updated.UpdateStatus === undefined || updated.UpdateStatus.State === 'updating',
+      JSON.stringify(updated.UpdateStatus),
+    );
+    assert.equal(await serviceCliOk(['rollback', '-d', 'raw2']), 'raw2');
     const back = await inspect('raw2');
     assert.equal(back.Spec.TaskTemplate.ContainerSpec.Image, 'busybox:latest');
     assert.equal(back.PreviousSpec.TaskTemplate.ContainerSpec.Image, 'busybox:1.36');
-    assert.equal(back.UpdateStatus.State, 'rollback_started');
-    assert.equal(back.UpdateStatus.Message, 'manually requested rollback');
-    const forced = await engine.docker(['service', 'update', '-d', '--force', 'raw2']);
-    assert.equal(forced.code, 0, forced.stderr);
+    // as the API wrote it, unless the orchestrator's rollback already moved it on
+    assert.match(back.UpdateStatus.State, /^rollback_(started|paused|completed)$/);
+    if (back.UpdateStatus.State === 'rollback_started') {
+      assert.equal(back.UpdateStatus.Message, 'manually requested rollback');
+    }
+    await serviceCliOk(['update', '-d', '--force', 'raw2']);
     assert.equal((await inspect('raw2')).Spec.TaskTemplate.ForceUpdate, 1);
   });
 
@@ -736,19 +757,28 @@ describe('swarm services and tasks (one manager)', () => {
       '--no-resolve-image',
       'busybox',
     ]);
-    await engine.dockerOk(['service', 'update', '-d', '--no-resolve-image', '--image', 'busybox:1.36', 'ev']);
-    await engine.dockerOk(['service', 'scale', '-d', 'ev=3']);
+    await serviceCliOk(['update', '-d', '--no-resolve-image', '--image', 'busybox:1.36', 'ev']);
+    await serviceCliOk(['scale', '-d', 'ev=3']);
     await engine.dockerOk(['service', 'rm', 'ev']);
     await engine.dockerOk(['secret', 'rm', 'ev-s']);
     await engine.dockerOk(['config', 'rm', 'ev-c']);
     await sleep(300);
     const format =
-      '{{.Type}} {{.Action}} {{.Actor.ID}} {{.Scope}} {{index .Actor.Attributes "name"}} {{index .Actor.Attributes "image.old"}} {{index .Actor.Attributes "image.new"}} {{index .Actor.Attributes "replicas.old"}} {{index .Actor.Attributes "replicas.new"}}';
+      '{{.Type}} {{.Action}} {{.Actor.ID}} {{.Scope}} {{index .Actor.Attributes "name"}} {{index .Actor.Attributes "image.old"}} {{index .Actor.Attributes "image.new"}} {{index .Actor.Attributes "replicas.old"}} {{index .Actor.Attributes "replicas.new"}}|{{index .Actor.Attributes "updatestate.new"}}';
     const services = (
       await engine.events(since, format, ['scope=swarm', 'type=service', 'service=ev'])
     ).split('\n');
+    // the orchestrator's rolling update writes the service's UpdateStatus too: those updates carry
+    // `updatestate.new` (as dockerd's), and nothing else changed
+    const [byOrchestrator, byUser] = [
+      services.filter((l) => !l.endsWith('|')),
+      services.filter((l) => l.endsWith('|')),
+    ];
+    for (const l of byOrchestrator) {
+      assert.match(l, new RegExp(`^service update ${id} swarm ev +\\|(updating|completed|paused)$`));
+    }
     assert.deepEqual(
-      services.map((l) => l.trim()),
+      byUser.map((l) => l.slice(0, -1).trim()),
       [
         `service create ${id} swarm ev`,
         `service update ${id} swarm ev busybox:latest busybox:1.36`,
@@ -770,69 +800,66 @@ describe('swarm services and tasks (one manager)', () => {
   });
 
   it('lists tasks with the filters the CLI uses, and docker service ps shows them', async () => {
+    // the orchestrator and the agent make the tasks: two running, then a forced update that
+    // replaces one slot and waits an hour before the other: a shut-down task, a new one, an old one
+    await ensureBusybox(engine, 'pstbox:1');
     const created = await create({
       Name: 'pst',
       Labels: {},
-      TaskTemplate: { ContainerSpec: { Image: 'busybox' } },
+      TaskTemplate: {
+        ContainerSpec: { Image: 'pstbox:1', Command: ['sleep', '300'], StopGracePeriod: 500_000_000 },
+      },
       Mode: { Replicated: { Replicas: 2 } },
+      UpdateConfig: { Parallelism: 1, Delay: 3600 * 1e9, Order: 'stop-first' },
     });
-    assert.equal(created.status, 201);
+    assert.equal(created.status, 201, message(created));
     const svc = created.json.ID as string;
     const node = (await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}'])).trim();
     const hostname = JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Description.Hostname;
-    const at = (s: number) => new Date(Date.now() - s * 1000).toISOString();
-    const task = (
-      id: string,
-      slot: number,
-      state: string,
-      desired: string,
-      specVersion: number,
-      age: number,
-    ) => ({
-      ID: id,
-      CreatedAt: at(age),
-      UpdatedAt: at(age),
-      Labels: { tier: id === 'task1aaaaaaaaaaaaaaaaaaaaa' ? 'one' : 'other' },
-      Spec: { ContainerSpec: { Image: 'busybox', Isolation: 'default' }, ForceUpdate: 0 },
-      ServiceID: svc,
-      Slot: slot,
-      NodeID: node,
-      Status: {
-        Timestamp: at(age),
-        State: state,
-        Message: state,
-        ContainerStatus: { ContainerID: '', PID: 0, ExitCode: 0 },
-      },
-      DesiredState: desired,
-      _: { specVersion, serviceName: 'pst' },
-    });
-    const tasks = [
-      task('task1aaaaaaaaaaaaaaaaaaaaa', 1, 'running', 'running', 1, 10),
-      task('task2bbbbbbbbbbbbbbbbbbbbb', 1, 'shutdown', 'shutdown', 1, 60),
-      task('task3ccccccccccccccccccccc', 2, 'running', 'running', 0, 20),
-    ];
-    // written as the orchestrator would, with etcdctl on the member's socket
-    const socket = join(engine.execRoot, 'swarm', 'etcd.sock:0');
-    for (const t of tasks) {
-      const put = await runCommand(
-        'etcdctl',
-        ['--endpoints', `unix://${socket}`, 'put', `/berth/swarm/v1/tasks/${t.ID}`, JSON.stringify(t)],
-        { env: { ETCDCTL_API: '3' } },
-      );
-      assert.equal(put.code, 0, put.stderr);
-    }
-    const ids = async (filters: unknown) => {
+    type Task = { ID: string; Slot: number; Status: { State: string } };
+    const list = async (filters: unknown): Promise<Task[]> => {
       const r = await api('GET', `/v1.41/tasks?filters=${encodeURIComponent(JSON.stringify(filters))}`);
       assert.equal(r.status, 200, message(r));
-      return (r.json as { ID: string }[]).map((t) => t.ID.slice(0, 5)).sort();
+      return r.json as Task[];
     };
-    assert.deepEqual(await ids({ service: ['pst'] }), ['task1', 'task2', 'task3']);
-    assert.deepEqual(await ids({ service: [svc] }), ['task1', 'task2', 'task3']);
-    assert.deepEqual(await ids({ service: ['pst'], 'desired-state': ['running'] }), ['task1', 'task3']);
-    assert.deepEqual(await ids({ service: ['pst'], '_up-to-date': ['true'] }), ['task1', 'task2']);
-    assert.deepEqual(await ids({ name: ['pst.1'] }), ['task1', 'task2']);
-    assert.deepEqual(await ids({ node: [hostname], label: ['tier=one'] }), ['task1']);
-    assert.deepEqual(await ids({ node: [node], id: ['task3'] }), ['task3']);
+    const ids = async (filters: unknown) => (await list(filters)).map((t) => t.ID).sort();
+    await eventually(
+      'two running tasks',
+      async () => {
+        const ts = await list({ service: ['pst'] });
+        return ts.length === 2 && ts.every((t) => t.Status.State === 'running');
+      },
+      30_000,
+      100,
+    );
+    await serviceCliOk(['update', '-d', '--force', '--no-resolve-image', 'pst']);
+    let all: Task[] = [];
+    await eventually(
+      'one slot replaced',
+      async () => {
+        all = await list({ service: ['pst'] });
+        const running = all.filter((t) => t.Status.State === 'running');
+        return all.length === 3 && running.length === 2 && all.some((t) => t.Status.State === 'shutdown');
+      },
+      30_000,
+      100,
+    );
+    const old = all.find((t) => t.Status.State === 'shutdown') as Task;
+    const fresh = all.find((t) => t.Slot === old.Slot && t.ID !== old.ID) as Task;
+    const left = all.find((t) => t.Slot !== old.Slot) as Task;
+    assert.ok(fresh && left, JSON.stringify(all));
+    const sorted = (...ts: Task[]) => ts.map((t) => t.ID).sort();
+
+    assert.deepEqual(await ids({ service: ['pst'] }), sorted(old, fresh, left));
+    assert.deepEqual(await ids({ service: [svc] }), sorted(old, fresh, left));
+    assert.deepEqual(await ids({ service: ['pst'], 'desired-state': ['running'] }), sorted(fresh, left));
+    assert.deepEqual(await ids({ service: ['pst'], 'desired-state': ['shutdown'] }), sorted(old));
+    assert.deepEqual(await ids({ service: ['pst'], '_up-to-date': ['true'] }), sorted(fresh));
+    assert.deepEqual(await ids({ name: [`pst.${old.Slot}`] }), sorted(old, fresh));
+    assert.deepEqual(await ids({ node: [hostname], service: ['pst'] }), sorted(old, fresh, left));
+    assert.deepEqual(await ids({ node: [node], id: [left.ID.slice(0, 6)] }), sorted(left));
+    // swarmkit's tasks carry no labels of their own
+    assert.deepEqual(await ids({ service: ['pst'], label: ['tier=one'] }), []);
     const badState = await api(
       'GET',
       `/v1.41/tasks?filters=${encodeURIComponent('{"desired-state":["a"]}')}`,
@@ -843,7 +870,7 @@ describe('swarm services and tasks (one manager)', () => {
     assert.equal(badService.status, 404);
     assert.equal(message(badService), 'service nope not found');
 
-    const one = (await api('GET', '/v1.41/tasks/task1aaaaaaaaaaaaaaaaaaaaa')).json;
+    const one = (await api('GET', `/v1.41/tasks/${old.ID}`)).json;
     assert.deepEqual(Object.keys(one).slice(0, 3), ['ID', 'Version', 'CreatedAt']);
     assert.equal(one._, undefined);
     assert.ok(one.Version.Index > 0);
@@ -857,22 +884,18 @@ describe('swarm services and tasks (one manager)', () => {
 
     const ps = (await engine.dockerOk(['service', 'ps', '--no-trunc', 'pst'])).split('\n');
     assert.match(ps[0] ?? '', /^ID +NAME +IMAGE +NODE +DESIRED STATE +CURRENT STATE +ERROR +PORTS$/);
-    assert.match(
-      ps[1] ?? '',
-      new RegExp(`^task1a+ +pst\\.1 +busybox +${hostname} +Running +Running \\d+ seconds ago`),
-    );
-    assert.match(
-      ps[2] ?? '',
+    const row = (t: Task, prefix: string, state: string) =>
       new RegExp(
-        `^task2b+ + \\\\_ pst\\.1 +busybox +${hostname} +Shutdown +Shutdown (about a minute|\\d+ seconds) ago`,
-      ),
-    );
-    assert.match(
-      ps[3] ?? '',
-      new RegExp(`^task3c+ +pst\\.2 +busybox +${hostname} +Running +Running \\d+ seconds ago`),
-    );
+        `^${t.ID} +${prefix}pst\\.${t.Slot} +pstbox:1 +${hostname} +${state} +${state} (less than a second|\\d+ seconds?) ago`,
+      );
+    const rows =
+      old.Slot < left.Slot
+        ? [row(fresh, '', 'Running'), row(old, ' \\\\_ ', 'Shutdown'), row(left, '', 'Running')]
+        : [row(left, '', 'Running'), row(fresh, '', 'Running'), row(old, ' \\\\_ ', 'Shutdown')];
+    for (const [i, re] of rows.entries()) assert.match(ps[i + 1] ?? '', re);
     const q = await engine.dockerOk(['service', 'ps', '-q', '--filter', 'desired-state=running', 'pst']);
-    assert.deepEqual(q.split('\n').sort(), ['task1aaaaaaaaaaaaaaaaaaaaa', 'task3ccccccccccccccccccccc']);
+    assert.deepEqual(q.split('\n').sort(), sorted(fresh, left));
+    assert.equal(await engine.dockerOk(['service', 'rm', 'pst']), 'pst');
   });
 
   it("answers the CLI's /distribution call so that it warns and goes on, as with dockerd here", async () => {
