@@ -9,7 +9,7 @@ import type { UpdateOptions } from '../swarm/services/services.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { decodeServiceSpec } from './schema/services.schema.js';
 import { serviceGates, specForVersion } from './services.versions.js';
-import { versioned } from './swarm.routes.js';
+import { swarmRoute as route } from './swarm.routes.js';
 import { versionAtLeast } from './versions.js';
 
 /** What the routes need of the services backend (swarm/services/services.service.ts). */
@@ -44,14 +44,6 @@ function registryAuth(ctx: ApiContext): string | undefined {
 
 /** /services (moby's swarm router); logs stay with swarm.routes.ts until they exist. */
 export function registerServiceRoutes(router: ApiRouter, backend: ServicesBackend): void {
-  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      throw versioned(ctx, err);
-    }
-  };
-
   router.get(
     '/services',
     route(async (ctx) => {

@@ -43,8 +43,19 @@ function noSwarm(ctx: ApiContext, message: string): BerthError {
   );
 }
 
+/** A swarm route's handler, its "no swarm here" errors in the request version's status. */
+export function swarmRoute(handler: (ctx: ApiContext) => Promise<void>) {
+  return async (ctx: ApiContext): Promise<void> => {
+    try {
+      await handler(ctx);
+    } catch (err) {
+      throw versioned(ctx, err);
+    }
+  };
+}
+
 /** dockerd's "no swarm here" errors in the request version's status. */
-export function versioned(ctx: ApiContext, err: unknown): unknown {
+function versioned(ctx: ApiContext, err: unknown): unknown {
   if (
     err instanceof BerthError &&
     err.kind === 'Unavailable' &&
@@ -65,14 +76,7 @@ function strictBool(ctx: ApiContext, name: string): boolean {
 }
 
 export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): void {
-  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      throw versioned(ctx, err);
-    }
-  };
-
+  const route = swarmRoute;
   router.get(
     '/swarm',
     route(async (ctx) => {

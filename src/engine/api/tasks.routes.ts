@@ -4,7 +4,7 @@ import { sendJson } from '../../http/server.js';
 import type { Task } from '../swarm/tasks/task.types.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { specForVersion } from './services.versions.js';
-import { versioned } from './swarm.routes.js';
+import { swarmRoute as route } from './swarm.routes.js';
 
 /** What the routes need of the tasks backend (swarm/tasks/tasks.service.ts). */
 export interface TasksBackend {
@@ -20,13 +20,6 @@ function forVersion(ctx: ApiContext, t: Task): Task {
 
 /** /tasks (moby's swarm router); task logs stay with swarm.routes.ts until they exist. */
 export function registerTaskRoutes(router: ApiRouter, backend: TasksBackend): void {
-  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      throw versioned(ctx, err);
-    }
-  };
   router.get(
     '/tasks',
     route(async (ctx) => {
