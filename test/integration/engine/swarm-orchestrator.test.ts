@@ -103,8 +103,11 @@ describe('the swarm orchestrator on a one-manager swarm', () => {
       (ts) => ts.length === 2 && ts.every((t) => stateRank(t.Status.State) >= stateRank('assigned')),
     );
     // as the scheduler wrote them: one version of each task `assigned` (the agent moves them on)
-    const tasks = written.filter((t) => t.ServiceID === service.ID && t.Status.State === 'assigned');
-    assert.equal(tasks.length, 2, JSON.stringify(tasks));
+    const tasks = await waitFor(
+      'the two assigned versions in the watch',
+      async () => written.filter((t) => t.ServiceID === service.ID && t.Status.State === 'assigned'),
+      (ts) => ts.length === 2,
+    );
     for (const t of tasks) {
       assert.match(t.ID, /^[0-9a-z]{25}$/);
       assert.equal(t.NodeID, nodeId);
@@ -154,9 +157,11 @@ describe('the swarm orchestrator on a one-manager swarm', () => {
       () => tasksOf(pinned.ID),
       (ts) => stateRank(ts[0]?.Status.State ?? 'new') >= stateRank('assigned') && ts[0]?.NodeID === nodeId,
     );
-    assert.ok(
-      written.some((t) => t.ID === pending?.ID && t.Status.State === 'assigned' && t.NodeID === nodeId),
-      'the scheduler assigned the pending task',
+    await waitFor(
+      'the scheduler assigning the pending task, in the watch',
+      async () =>
+        written.some((t) => t.ID === pending?.ID && t.Status.State === 'assigned' && t.NodeID === nodeId),
+      (seen) => seen,
     );
 
     // deleted: the tasks are told to go; the agent stops them, then the reaper deletes them
@@ -167,6 +172,11 @@ describe('the swarm orchestrator on a one-manager swarm', () => {
       () => tasksOf(service.ID),
       (ts) => ts.length === 0,
     );
+    await waitFor(
+      'their deletions in the watch',
+      async () => ids.filter((taskId) => !deleted.has(taskId)),
+      (left) => left.length === 0,
+    );
     for (const taskId of ids) {
       const versions = written.filter((t) => t.ID === taskId);
       const told = versions.findIndex((t) => t.DesiredState === 'remove');
@@ -175,7 +185,6 @@ describe('the swarm orchestrator on a one-manager swarm', () => {
         `task ${taskId} told remove: ${JSON.stringify(versions.map((t) => t.DesiredState))}`,
       );
       assert.equal(versions.at(-1)?.Status.State, 'shutdown', 'stopped by the agent before it went');
-      assert.ok(deleted.has(taskId));
     }
     assert.equal(
       await engine.dockerOk(['ps', '-aq', '--filter', `label=com.docker.swarm.service.id=${service.ID}`]),
