@@ -1,5 +1,6 @@
 import { invalidParameter } from '../../../common/errors.js';
 import type { ServiceSpec } from '../../swarm/services/service.types.js';
+import { mountFields } from './containers.schema.js';
 import {
   array,
   bool,
@@ -32,31 +33,8 @@ const networks = array(
 
 const fileTarget = (go: string) => struct(go, { Name: str, UID: str, GID: str, Mode: fileMode });
 
-const mount = struct('mount.Mount', {
-  Type: named('mount.Type'),
-  Source: str,
-  Target: str,
-  ReadOnly: bool,
-  Consistency: named('mount.Consistency'),
-  BindOptions: struct('mount.BindOptions', {
-    Propagation: named('mount.Propagation'),
-    NonRecursive: bool,
-    CreateMountpoint: bool,
-    ReadOnlyNonRecursive: bool,
-    ReadOnlyForceRecursive: bool,
-  }),
-  VolumeOptions: struct('mount.VolumeOptions', {
-    NoCopy: bool,
-    Labels: stringMap,
-    Subpath: str,
-    DriverConfig: struct('mount.Driver', { Name: str, Options: stringMap }),
-  }),
-  TmpfsOptions: struct('mount.TmpfsOptions', {
-    SizeBytes: int64,
-    Mode: fileMode,
-    Options: array('[][]string', strings),
-  }),
-});
+/** moby's mount.Mount, as for a container's HostConfig.Mounts. */
+const mount = struct('mount.Mount', mountFields);
 
 const containerSpec = struct('swarm.ContainerSpec', {
   Image: str,
