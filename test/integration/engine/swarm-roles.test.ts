@@ -161,10 +161,24 @@ describe('swarm node promote and demote (three hosts)', () => {
       () => m.dockerOk(['node', 'inspect', 'host2', '--format', '{{.Status.State}} {{.Spec.Role}}']),
       (s) => s === 'ready worker',
     );
+    // one of two managers: the other member keeps running until it is out of etcd
+    assert.equal(await m.dockerOk(['node', 'demote', 'host3']), 'Manager host3 demoted in the swarm.');
+    await until(
+      'host3 a worker',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2, host3',
+    );
+    assert.equal(await voters(), 1);
+    await m.dockerOk(['node', 'promote', 'host3']);
+    await until(
+      'host3 a manager again',
+      () => rows(m),
+      (r) => r === 'host1 Leader, host2, host3 Reachable',
+    );
     // the demoting manager may be the demoted one
     assert.equal(await h3.dockerOk(['node', 'demote', 'host3']), 'Manager host3 demoted in the swarm.');
     await until(
-      'host3 a worker',
+      'host3 a worker again',
       () => rows(m),
       (r) => r === 'host1 Leader, host2, host3',
     );

@@ -70,14 +70,24 @@ export class Nodes {
       throw invalidParameter(`invalid Availability: ${JSON.stringify(availability ?? '')}`);
     }
     const demote = role === 'worker' && node.Spec.Role === 'manager';
-    if (demote) await this.checkDemotion(store, node.ID);
+    // Another node's member leaves first: that node stops it only once its Role says worker, so
+    // the rest never wait on a member that is already gone. This node's own member goes last: its
+    // store ends with it, and its own role change waits for this call (the membership queue).
+    const self = this.ctx.session.local?.NodeID === node.ID;
+    if (demote) {
+      await this.checkDemotion(store, node.ID);
+      if (!self) {
+        if (node.Version.Index !== version) throw conflict('update out of sequence');
+        await this.removeMember(store, node.ID);
+      }
+    }
     await this.writeSpec(store, node.ID, version, {
       ...(spec.Name ? { Name: spec.Name } : {}),
       Labels: { ...(spec.Labels ?? {}) },
       Role: role,
       Availability: availability,
     });
-    if (demote) await this.removeMember(store, node.ID);
+    if (demote && self) await this.removeMember(store, node.ID);
   }
 
   /**
