@@ -174,6 +174,7 @@ describe('swarm node promote and demote (three hosts)', () => {
       'host3 a manager again',
       () => rows(m),
       (r) => r === 'host1 Leader, host2, host3 Reachable',
+      20_000,
     );
     // the demoting manager may be the demoted one
     assert.equal(await h3.dockerOk(['node', 'demote', 'host3']), 'Manager host3 demoted in the swarm.');

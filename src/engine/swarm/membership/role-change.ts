@@ -15,7 +15,7 @@ import { callManagers, currentTls, renewCertificate } from './renewal.js';
  * (`POST /v1/manager`, added as a learner as a manager join adds one) and starts it as a manager
  * join does. A demoted manager, whose member the demoting manager already removed, ends its
  * manager parts, renews its certificate (now OU=swarm-worker) with another manager and goes on
- * as a worker. Either runs in the membership queue, and only when the role still differs.
+ * as a worker. Either runs in the membership queue, and only when another manager confirms it.
  */
 
 export async function becomeManager(ctx: SwarmContext): Promise<void> {
@@ -84,7 +84,9 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
     opts.log.debug('no manager confirms a demotion', { error: errorMessage(err) });
     return;
   }
-  if (beat.Role !== 'worker') return;
+  // a worker now; or a manager again whose member is already out of etcd (demoted and promoted
+  // in quick succession): it goes on as a worker, and its next heartbeat promotes it anew
+  if (beat.Role !== 'worker' && beat.Member) return;
   await runtime.stopLoops();
   runtime.stopLiveness();
   await runtime.closeManagerParts();
