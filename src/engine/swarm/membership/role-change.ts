@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../../../common/errors.js';
 import { newKeyPair, privateKeyPem } from '../ca/certificates.js';
 import { createCsr } from '../ca/csr.js';
@@ -104,11 +105,17 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   delete next.Raft;
   delete next.Autolock;
   session.local = next;
-  const renewed = await renewCertificate(ctx, next.Managers ?? []).catch((err: unknown) => {
-    // the manager certificate still works for heartbeats; renewal tries again later
-    opts.log.warn('could not renew the certificate as a worker', { error: errorMessage(err) });
-    return undefined;
-  });
+  // right after a demotion the others may be electing a leader: a few tries, then later
+  let renewed: Awaited<ReturnType<typeof renewCertificate>> | undefined;
+  for (let i = 0; i < 8 && !renewed; i++) {
+    if (i > 0) await sleep(1000);
+    renewed = await renewCertificate(ctx, next.Managers ?? []).catch((err: unknown) => {
+      opts.log.debug('could not renew the certificate as a worker yet', { error: errorMessage(err) });
+      return undefined;
+    });
+    // promoted again meanwhile: the manager certificate is right, and the promotion follows
+    if (renewed && renewed.Role !== 'worker') break;
+  }
   if (!renewed) await files.writeSecret(files.certs.nodeKey, (await currentTls(ctx)).key);
   await rm(files.certs.dek, { force: true });
   session.dek = undefined;
@@ -117,5 +124,7 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   await runtime.startWorker(next);
   session.activate();
   await runtime.startLoops();
+  // the manager certificate still serves for heartbeats; a worker's comes with the next renewal
+  if (!renewed) runtime.renewSoon(60_000);
   opts.log.info('demoted to a worker', { nodeId: next.NodeID });
 }
