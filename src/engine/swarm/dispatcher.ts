@@ -181,10 +181,12 @@ export class Dispatcher implements ClusterApiHandlers {
     const cluster = await this.cluster();
     const node = await this.node(nodeId);
     await this.beat(nodeId, cluster.Spec);
+    const managers = await this.managers();
     return {
       HeartbeatPeriodMs: periodMs(cluster.Spec),
-      Managers: await this.managers(),
+      Managers: managers,
       Role: node.Spec.Role,
+      Member: managers.some((m) => m.NodeID === nodeId),
     };
   }
 

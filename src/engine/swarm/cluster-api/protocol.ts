@@ -50,6 +50,8 @@ export interface HeartbeatAnswer {
   Managers: ManagerAddress[];
   /** The node's role as etcd holds it: a change is a promotion or demotion to carry out. */
   Role: 'worker' | 'manager';
+  /** Whether the node has an etcd member of the cluster (its `P/managers/` record). */
+  Member: boolean;
 }
 
 /** `POST /v1/renew`: a new certificate for a new key; the role (its OU) is the one in etcd. */

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
+import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { BerthError, errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
@@ -206,6 +207,11 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
       });
     },
   );
+  const open = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
@@ -222,7 +228,16 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
       server.setSecureContext({ cert: certChainPem, key: keyPem, ca: opts.caPem, minVersion: 'TLSv1.2' }),
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        // a socket still in its TLS handshake is no HTTP connection yet: close() would wait on it
+        const timer = setTimeout(() => {
+          for (const s of open) s.destroy();
+          resolve();
+        }, 2000);
+        timer.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
         server.closeAllConnections();
       }),
   };

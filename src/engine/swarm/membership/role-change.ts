@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../../../common/errors.js';
 import { newKeyPair, privateKeyPem } from '../ca/certificates.js';
 import { createCsr } from '../ca/csr.js';
@@ -15,7 +16,7 @@ import { callManagers, currentTls, renewCertificate } from './renewal.js';
  * (`POST /v1/manager`, added as a learner as a manager join adds one) and starts it as a manager
  * join does. A demoted manager, whose member the demoting manager already removed, ends its
  * manager parts, renews its certificate (now OU=swarm-worker) with another manager and goes on
- * as a worker. Either runs in the membership queue, and only when the role still differs.
+ * as a worker. Either runs in the membership queue, and only when another manager confirms it.
  */
 
 export async function becomeManager(ctx: SwarmContext): Promise<void> {
@@ -84,7 +85,9 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
     opts.log.debug('no manager confirms a demotion', { error: errorMessage(err) });
     return;
   }
-  if (beat.Role !== 'worker') return;
+  // a worker now; or a manager again whose member is already out of etcd (demoted and promoted
+  // in quick succession): it goes on as a worker, and its next heartbeat promotes it anew
+  if (beat.Role !== 'worker' && beat.Member) return;
   await runtime.stopLoops();
   runtime.stopLiveness();
   await runtime.closeManagerParts();
@@ -102,11 +105,17 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   delete next.Raft;
   delete next.Autolock;
   session.local = next;
-  const renewed = await renewCertificate(ctx, next.Managers ?? []).catch((err: unknown) => {
-    // the manager certificate still works for heartbeats; renewal tries again later
-    opts.log.warn('could not renew the certificate as a worker', { error: errorMessage(err) });
-    return undefined;
-  });
+  // right after a demotion the others may be electing a leader: a few tries, then later
+  let renewed: Awaited<ReturnType<typeof renewCertificate>> | undefined;
+  for (let i = 0; i < 8 && !renewed; i++) {
+    if (i > 0) await sleep(1000);
+    renewed = await renewCertificate(ctx, next.Managers ?? []).catch((err: unknown) => {
+      opts.log.debug('could not renew the certificate as a worker yet', { error: errorMessage(err) });
+      return undefined;
+    });
+    // promoted again meanwhile: the manager certificate is right, and the promotion follows
+    if (renewed && renewed.Role !== 'worker') break;
+  }
   if (!renewed) await files.writeSecret(files.certs.nodeKey, (await currentTls(ctx)).key);
   await rm(files.certs.dek, { force: true });
   session.dek = undefined;
@@ -115,5 +124,7 @@ export async function becomeWorker(ctx: SwarmContext): Promise<void> {
   await runtime.startWorker(next);
   session.activate();
   await runtime.startLoops();
+  // the manager certificate still serves for heartbeats; a worker's comes with the next renewal
+  if (!renewed) runtime.renewSoon(60_000);
   opts.log.info('demoted to a worker', { nodeId: next.NodeID });
 }

@@ -2,7 +2,7 @@ import { conflict, errorMessage, invalidParameter, notFound } from '../../../com
 import type { Filters } from '../../../common/filters.js';
 import { keys } from '../keys.js';
 import type { StoredManager, StoredNode } from '../records.js';
-import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
+import type { ClusterStore, KeyValue, TxnOp } from '../store/cluster-store.js';
 import type { NodeSpecUpdate, SwarmNode } from '../swarm.types.js';
 import type { SwarmContext } from '../swarm-context.js';
 import { filterNodes } from './node-filters.js';
@@ -70,14 +70,26 @@ export class Nodes {
       throw invalidParameter(`invalid Availability: ${JSON.stringify(availability ?? '')}`);
     }
     const demote = role === 'worker' && node.Spec.Role === 'manager';
-    if (demote) await this.checkDemotion(store, node.ID);
-    await this.writeSpec(store, node.ID, version, {
+    const next: StoredNode['Spec'] = {
       ...(spec.Name ? { Name: spec.Name } : {}),
       Labels: { ...(spec.Labels ?? {}) },
       Role: role,
       Availability: availability,
-    });
-    if (demote) await this.removeMember(store, node.ID);
+    };
+    if (!demote) return this.writeSpec(store, node.ID, version, next);
+    await this.checkDemotion(store, node.ID);
+    const memberId = await this.memberOf(store, node.ID);
+    // Another node's member leaves first: that node stops it only once its Role says worker, so
+    // the rest never wait on a member that is already gone. This node's own member goes last: its
+    // store ends with it, and its own role change waits for this call (the membership queue). The
+    // Role and the manager record change together, so the node never sees one without the other.
+    const self = this.ctx.session.local?.NodeID === node.ID;
+    if (!self) {
+      if (node.Version.Index !== version) throw conflict('update out of sequence');
+      await this.removeMember(store, memberId);
+    }
+    await this.writeSpec(store, node.ID, version, next, [{ delete: { key: keys.manager(node.ID) } }]);
+    if (self) await this.removeMember(store, memberId);
   }
 
   /**
@@ -108,12 +120,15 @@ export class Nodes {
     }
   }
 
-  /** A demoted manager's etcd member leaves the membership (its record first: the member may be this one's). */
-  private async removeMember(store: ClusterStore, id: string): Promise<void> {
+  /** The etcd member of a manager's node ('' when it has none yet). */
+  private async memberOf(store: ClusterStore, id: string): Promise<string> {
     const kv = await store.get(keys.manager(id));
-    if (!kv) return;
-    const { memberId } = JSON.parse(kv.value) as StoredManager;
-    await store.delete(keys.manager(id));
+    return kv ? (JSON.parse(kv.value) as StoredManager).memberId : '';
+  }
+
+  /** A demoted manager's etcd member leaves the membership. */
+  private async removeMember(store: ClusterStore, memberId: string): Promise<void> {
+    if (!memberId) return;
     try {
       await store.memberRemove(memberId);
     } catch (err) {
@@ -144,6 +159,7 @@ export class Nodes {
     id: string,
     version: number,
     spec: StoredNode['Spec'],
+    also: TxnOp[] = [],
   ): Promise<void> {
     const kv = await store.get(keys.node(id));
     if (!kv) throw notFound(`node ${id} not found`);
@@ -151,7 +167,7 @@ export class Nodes {
     const next: StoredNode = { ...stored, UpdatedAt: this.ctx.now().toISOString(), Spec: spec };
     const res = await store.txn(
       [{ key: keys.node(id), target: 'mod', op: 'equal', value: version }],
-      [{ put: { key: keys.node(id), value: JSON.stringify(next) } }],
+      [{ put: { key: keys.node(id), value: JSON.stringify(next) } }, ...also],
     );
     if (!res.succeeded) throw conflict('update out of sequence');
   }

@@ -75,6 +75,12 @@ export class CertRenewal {
     this.cancel = undefined;
   }
 
+  /** A renewal in `ms`, whatever the certificate says (one that carries a role no longer held). */
+  soon(ms: number): void {
+    this.stop();
+    this.schedule(ms);
+  }
+
   private schedule(ms: number): void {
     const cancel = this.clock.after(ms, () => {
       if (this.cancel !== cancel) return;

@@ -44,7 +44,14 @@ export class OwnLiveness {
     const lease = this.lease;
     if (!lease || !this.timer) return;
     try {
-      if ((await this.store.keepAlive(lease.id)) > 0) return;
+      if ((await this.store.keepAlive(lease.id)) > 0) {
+        // the key must still be ours: a manager's dispatcher may have put it under its own lease
+        // (this node asked another manager while its member was cut off), which then lapses
+        const kv = await this.store.get(keys.live(this.nodeId));
+        if (kv?.lease === lease.id) return;
+        await this.store.put(keys.live(this.nodeId), this.addr, { lease: lease.id });
+        return;
+      }
       // expired (the store was away too long): a new lease, the key again
       const fresh = await this.store.grantLease(ttl);
       await this.store.put(keys.live(this.nodeId), this.addr, { lease: fresh.id });

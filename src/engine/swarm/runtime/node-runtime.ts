@@ -180,6 +180,11 @@ export class NodeRuntime {
     this.renewal.start();
   }
 
+  /** The next renewal in `ms` (a certificate whose role is no longer the node's). */
+  renewSoon(ms: number): void {
+    this.renewal?.soon(ms);
+  }
+
   stopRenewal(): void {
     this.renewal?.stop();
     this.renewal = undefined;
