@@ -23,9 +23,11 @@ import { registerNetworkRoutes } from './api/networks.routes.js';
 import { registerPushRoutes } from './api/push.routes.js';
 import { registerConfigRoutes, registerSecretRoutes } from './api/secrets.routes.js';
 import { createApiRouter, createEngineServer } from './api/server.js';
+import { registerServiceRoutes } from './api/services.routes.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
 import { registerSystemRoutes } from './api/system.routes.js';
+import { registerTaskRoutes } from './api/tasks.routes.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
 import { registerVolumeRoutes } from './api/volumes.routes.js';
 import { Builder } from './build/builder.js';
@@ -39,8 +41,12 @@ import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
 import { createRuntime } from './runtime/index.js';
+import { createNodeAgent } from './swarm/agent/create.js';
+import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
+import { ServicesService } from './swarm/services/services.service.js';
+import { TasksService } from './swarm/tasks/tasks.service.js';
 import { DiskUsage } from './system/disk-usage.js';
 import { normalizeMirror, userInsecureRegistries } from './system/registry-info.js';
 import { ENGINE_VERSION, SystemService, type SystemSources } from './system/system.service.js';
@@ -287,8 +293,34 @@ export async function startEngine(
   registerDiskUsageRoutes(router, new DiskUsage({ images, containers, volumes, buildCache: builder }));
   registerBuildRoutes(router, builder);
   registerSwarmRoutes(router, swarm);
+  await swarm.addLoops(
+    agentLoops(
+      createNodeAgent({
+        dataRoot: config.dataRoot,
+        execRoot: config.execRoot,
+        containers,
+        images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
+        log: log.child('agent'),
+      }),
+    ),
+  );
   registerSecretRoutes(router, new ObjectService('secret', { swarm, log: log.child('secrets') }));
   registerConfigRoutes(router, new ObjectService('config', { swarm, log: log.child('configs') }));
+  const localNetworks = {
+    find: (ref: string) => {
+      if (!ref) return undefined;
+      try {
+        return { name: String(network.inspect(ref).Name) };
+      } catch {
+        return undefined;
+      }
+    },
+  };
+  registerServiceRoutes(
+    router,
+    new ServicesService({ swarm, networks: localNetworks, log: log.child('services') }),
+  );
+  registerTaskRoutes(router, new TasksService({ swarm, log: log.child('tasks') }));
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

@@ -6,7 +6,7 @@ import { sendJson } from '../../http/server.js';
 import type { ObjectKind, ObjectSpecInput, SwarmObject } from '../swarm/secrets/secrets.types.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { decodeObjectSpec } from './schema/secrets.schema.js';
-import { versioned } from './swarm.routes.js';
+import { swarmRoute as route } from './swarm.routes.js';
 import { gates, versionBefore } from './versions.js';
 
 /** What the routes need of a secret or config backend (swarm/secrets/object.service.ts). */
@@ -38,14 +38,6 @@ export function registerConfigRoutes(router: ApiRouter, backend: ObjectBackend):
 
 /** The routes of one kind of swarm object: list, create, inspect, remove, update. */
 function objectRoutes(router: ApiRouter, kind: ObjectKind, backend: ObjectBackend): void {
-  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      throw versioned(ctx, err);
-    }
-  };
-
   const base = `/${kind}s`;
   router.get(
     base,

@@ -3,7 +3,8 @@ import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJson } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
-import { NOT_A_MANAGER, NOT_IN_SWARM, type SwarmService } from '../swarm/swarm.service.js';
+import { NOT_A_MANAGER, NOT_IN_SWARM } from '../swarm/messages.js';
+import type { SwarmService } from '../swarm/swarm.service.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import {
   decodeInitRequest,
@@ -42,8 +43,19 @@ function noSwarm(ctx: ApiContext, message: string): BerthError {
   );
 }
 
+/** A swarm route's handler, its "no swarm here" errors in the request version's status. */
+export function swarmRoute(handler: (ctx: ApiContext) => Promise<void>) {
+  return async (ctx: ApiContext): Promise<void> => {
+    try {
+      await handler(ctx);
+    } catch (err) {
+      throw versioned(ctx, err);
+    }
+  };
+}
+
 /** dockerd's "no swarm here" errors in the request version's status. */
-export function versioned(ctx: ApiContext, err: unknown): unknown {
+function versioned(ctx: ApiContext, err: unknown): unknown {
   if (
     err instanceof BerthError &&
     err.kind === 'Unavailable' &&
@@ -64,14 +76,7 @@ function strictBool(ctx: ApiContext, name: string): boolean {
 }
 
 export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): void {
-  const route = (handler: (ctx: ApiContext) => Promise<void>) => async (ctx: ApiContext) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      throw versioned(ctx, err);
-    }
-  };
-
+  const route = swarmRoute;
   router.get(
     '/swarm',
     route(async (ctx) => {
@@ -185,18 +190,13 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
     }),
   );
 
-  // services and tasks, not there yet: what a node outside a swarm (or a worker) answers, else 501
+  // service and task logs, not there yet: what a node outside a swarm (or a worker) answers, else
+  // 501 (the services and tasks themselves: services.routes.ts, tasks.routes.ts)
   const later = (what: string) =>
     route(async () => {
       swarm.requireManager();
       throw notImplemented(`${what} are not supported by this engine yet`);
     });
-  router.get('/services', later('services'));
-  router.post('/services/create', later('services'));
-  router.add(['GET', 'DELETE'], '/services/{id}', later('services'));
-  router.post('/services/{id}/update', later('services'));
   router.get('/services/{id}/logs', later('services logs'));
-  router.get('/tasks', later('tasks'));
-  router.get('/tasks/{id}', later('tasks'));
   router.get('/tasks/{id}/logs', later('tasks logs'));
 }

@@ -8,6 +8,7 @@ import { hostInterfaces } from './addresses.js';
 import { hostEtcdProcesses } from './etcd/etcd-process.js';
 import { waitForEtcd } from './etcd/etcd-ready.js';
 import { EtcdSupervisor } from './etcd/etcd-supervisor.js';
+import { OrchestratorLoop } from './orchestrator/manager-loop.js';
 import { EtcdStore } from './store/etcd-store.js';
 import { SwarmService } from './swarm.service.js';
 
@@ -42,6 +43,7 @@ export function createSwarmService(config: EngineConfig, events: EventsService, 
       { Type: 'Volume', Name: 'local' },
     ],
     log,
+    loops: new OrchestratorLoop(),
     publish: (type, action, id, attributes) => events.publish(type, action, id, attributes, 'swarm'),
   });
 }

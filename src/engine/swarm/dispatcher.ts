@@ -11,10 +11,14 @@ import type {
   JoinAnswer,
   JoinCall,
   ManagerAddress,
+  ManagerCall,
   ManagerJoinAnswer,
+  RenewAnswer,
+  RenewCall,
 } from './cluster-api/protocol.js';
 import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
+import { PEER_CERT_MS, type StoredCluster, type StoredManager } from './records.js';
 import { unseal } from './seal.js';
 import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
 import type { ClusterStore } from './store/cluster-store.js';
@@ -26,14 +30,7 @@ import type { SwarmNode, SwarmSpec } from './swarm.types.js';
  * node of 3 × the heartbeat period.
  */
 
-interface ClusterRecord {
-  ID: string;
-  Spec: SwarmSpec;
-  JoinTokens: { Worker: string; Manager: string };
-}
-
-/** Peer certificates live as long as the root (ten years); node certificates renew. */
-const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;
+type NodeRecord = Pick<SwarmNode, 'ID' | 'Spec'>;
 
 export const BAD_TOKEN = 'A valid join token is necessary to join this cluster';
 
@@ -76,7 +73,7 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter('invalid Availability');
     }
     const nodeId = newSwarmId();
-    const ca = new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
+    const ca = this.ca();
     const expiryMs = effectiveCertExpiryMs(cluster.Spec);
     const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
     const now = this.now().toISOString();
@@ -96,7 +93,13 @@ export class Dispatcher implements ClusterApiHandlers {
     let manager: ManagerJoinAnswer | undefined;
     if (role === 'manager') {
       try {
-        manager = await this.addMember(nodeId, call, ca);
+        manager = await this.addMember(
+          nodeId,
+          call.PeerCSR ?? '',
+          call.AdvertiseHost,
+          call.PeerPort ?? 2380,
+          ca,
+        );
       } catch (err) {
         await this.store.delete(keys.node(nodeId)).catch(() => {});
         throw err;
@@ -120,15 +123,25 @@ export class Dispatcher implements ClusterApiHandlers {
    * A joining manager's etcd member, added as a learner at its advertise address (the store
    * retries etcd's `unhealthy cluster` right after another change), with its peer certificate.
    */
-  private async addMember(nodeId: string, call: JoinCall, ca: RootCa): Promise<ManagerJoinAnswer> {
+  private async addMember(
+    nodeId: string,
+    peerCsr: string,
+    advertiseHost: string,
+    peerPort: number,
+    ca: RootCa,
+  ): Promise<ManagerJoinAnswer> {
     let peerKey: ReturnType<typeof csrPublicKey>;
     try {
-      peerKey = csrPublicKey(call.PeerCSR ?? '');
+      peerKey = csrPublicKey(peerCsr);
     } catch (err) {
       throw invalidParameter(`invalid peer certificate request: ${errorMessage(err)}`);
     }
-    const peerUrl = `https://${joinHostPort(call.AdvertiseHost, call.PeerPort ?? 2380)}`;
-    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [call.AdvertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    const peerUrl = `https://${joinHostPort(advertiseHost, peerPort)}`;
+    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [advertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    // a learner left by an earlier attempt that never started would refuse the same peer URL
+    for (const m of await this.store.memberList()) {
+      if (m.isLearner && m.peerUrls.includes(peerUrl)) await this.store.memberRemove(m.id);
+    }
     const added = await this.store.memberAdd([peerUrl], true);
     const initialCluster = added.members
       .map((m) => ({ name: m.id === added.member.id ? nodeId : m.name, peerUrl: m.peerUrls[0] ?? '' }))
@@ -144,7 +157,7 @@ export class Dispatcher implements ClusterApiHandlers {
   /** Promotes a joining manager's learner once etcd says it has caught up (retried up to 20 s). */
   async promote(nodeId: string, memberId: string): Promise<void> {
     const kv = await this.store.get(keys.node(nodeId));
-    const role = kv ? (JSON.parse(kv.value) as { Spec: { Role: string } }).Spec.Role : undefined;
+    const role = kv ? (JSON.parse(kv.value) as NodeRecord).Spec.Role : undefined;
     if (role !== 'manager') throw forbidden(`node ${nodeId} is not a manager`);
     const members = await this.store.memberList();
     const member = members.find((m) => m.id === memberId);
@@ -166,10 +179,65 @@ export class Dispatcher implements ClusterApiHandlers {
 
   async heartbeat(nodeId: string): Promise<HeartbeatAnswer> {
     const cluster = await this.cluster();
-    if (!(await this.store.get(keys.node(nodeId))))
-      throw forbidden(`node ${nodeId} is not a member of this swarm`);
+    const node = await this.node(nodeId);
     await this.beat(nodeId, cluster.Spec);
-    return { HeartbeatPeriodMs: periodMs(cluster.Spec), Managers: await this.managers() };
+    const managers = await this.managers();
+    return {
+      HeartbeatPeriodMs: periodMs(cluster.Spec),
+      Managers: managers,
+      Role: node.Spec.Role,
+      Member: managers.some((m) => m.NodeID === nodeId),
+    };
+  }
+
+  /**
+   * A node's new certificate: the CSR's key, `OU=swarm-<role>` with the role etcd holds now
+   * (so a promotion or demotion changes it), valid NodeCertExpiry.
+   */
+  async renew(nodeId: string, call: RenewCall): Promise<RenewAnswer> {
+    const cluster = await this.cluster();
+    const node = await this.node(nodeId);
+    let publicKey: ReturnType<typeof csrPublicKey>;
+    try {
+      publicKey = csrPublicKey(call.CSR);
+    } catch (err) {
+      throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
+    }
+    const role = node.Spec.Role;
+    const cert = this.ca().issueNode(
+      nodeId,
+      role,
+      cluster.ID,
+      effectiveCertExpiryMs(cluster.Spec),
+      publicKey,
+      this.now(),
+    );
+    this.log.info('node certificate renewed', { nodeId, role });
+    return { Certificate: cert.certPem, Role: role };
+  }
+
+  /** A promoted node's member: a learner at its advertise address, as a manager join adds one. */
+  async addManager(nodeId: string, call: ManagerCall): Promise<ManagerJoinAnswer> {
+    const node = await this.node(nodeId);
+    if (node.Spec.Role !== 'manager') throw forbidden(`node ${nodeId} is not a manager`);
+    if (await this.store.get(keys.manager(nodeId))) {
+      throw invalidParameter(`node ${nodeId} is already a member of the raft cluster`);
+    }
+    if (!call.AdvertiseHost || !Number.isInteger(call.PeerPort) || call.PeerPort <= 0) {
+      throw invalidParameter('a manager needs its advertise address and etcd peer port');
+    }
+    return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, this.ca());
+  }
+
+  /** The node's record; a node that is not in etcd (never joined, or removed) gets nothing. */
+  private async node(nodeId: string): Promise<NodeRecord> {
+    const kv = await this.store.get(keys.node(nodeId));
+    if (!kv) throw forbidden(`node ${nodeId} is not a member of this swarm`);
+    return JSON.parse(kv.value) as NodeRecord;
+  }
+
+  private ca(): RootCa {
+    return new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
   }
 
   private async beat(nodeId: string, spec: SwarmSpec): Promise<void> {
@@ -181,17 +249,18 @@ export class Dispatcher implements ClusterApiHandlers {
     this.leases.set(nodeId, fresh.id);
   }
 
-  private async cluster(): Promise<ClusterRecord> {
+  private async cluster(): Promise<StoredCluster> {
     const kv = await this.store.get(keys.cluster);
     if (!kv) throw unavailable('the swarm has no cluster record');
-    return JSON.parse(kv.value) as ClusterRecord;
+    return JSON.parse(kv.value) as StoredCluster;
   }
 
-  private async managers(): Promise<ManagerAddress[]> {
+  /** The managers' cluster API addresses (`P/managers/`). */
+  async managers(): Promise<ManagerAddress[]> {
     const list = await this.store.range(keys.managers);
     return list.kvs.map((kv) => ({
       NodeID: kv.key.slice(keys.managers.length),
-      Addr: (JSON.parse(kv.value) as { addr: string }).addr,
+      Addr: (JSON.parse(kv.value) as StoredManager).addr,
     }));
   }
 }

@@ -6,7 +6,7 @@ import type { HeartbeatAnswer, ManagerAddress } from './cluster-api/protocol.js'
 /**
  * A worker's link to the managers: a heartbeat every period to one of them over mutual TLS,
  * moving on to the next in the list when one does not answer. The managers' answers refresh the
- * list and the period.
+ * list and the period, and carry the node's role (a promotion shows there first).
  */
 export class WorkerLink {
   private timer?: NodeJS.Timeout;
@@ -16,10 +16,20 @@ export class WorkerLink {
   constructor(
     private managers: ManagerAddress[],
     private periodMs: number,
-    private readonly tls: { ca: string; cert: string; key: string },
+    private tls: { ca: string; cert: string; key: string },
     private readonly log: Logger,
-    private readonly onManagers: (managers: ManagerAddress[]) => void,
+    private readonly onAnswer: (answer: HeartbeatAnswer) => void,
   ) {}
+
+  /** The managers as last heard. */
+  get addresses(): ManagerAddress[] {
+    return this.managers;
+  }
+
+  /** A renewed certificate and key, from the next heartbeat on. */
+  useTls(tls: { ca: string; cert: string; key: string }): void {
+    this.tls = tls;
+  }
 
   start(): void {
     this.stopped = false;
@@ -44,10 +54,8 @@ export class WorkerLink {
     try {
       const answer = await clusterCall<HeartbeatAnswer>(manager.Addr, 'POST', '/v1/heartbeat', {}, this.tls);
       this.periodMs = answer.HeartbeatPeriodMs;
-      if (answer.Managers.length > 0) {
-        this.managers = answer.Managers;
-        this.onManagers(answer.Managers);
-      }
+      if (answer.Managers.length > 0) this.managers = answer.Managers;
+      this.onAnswer(answer);
     } catch (err) {
       this.log.debug('heartbeat failed; trying the next manager', {
         manager: manager.Addr,

@@ -68,7 +68,8 @@ const weightDevice = struct('blkiodev.WeightDevice', { Path: str, Weight: uint16
 const throttleDevice = struct('blkiodev.ThrottleDevice', { Path: str, Rate: uint64 });
 const throttleList = array('[]*blkiodev.ThrottleDevice', throttleDevice);
 
-const mountFields: Fields = {
+/** moby's mount.Mount (a container's HostConfig.Mounts, a service's ContainerSpec.Mounts). */
+export const mountFields: Fields = {
   Type: named('mount.Type'),
   Source: str,
   Target: str,

@@ -13,6 +13,8 @@ export type Node =
   | { k: 'string'; go: string }
   /** An integer type: Go refuses fractions and values out of range (`number 1.5`). */
   | { k: 'int'; go: string; min: number; max: number }
+  /** A float type (float32, float64): any JSON number. */
+  | { k: 'float'; go: string }
   /** strslice.StrSlice: a string or an array of strings (decoded to an array). */
   | { k: 'strslice' }
   | { k: 'array'; go: string; elem: Node }
@@ -33,6 +35,7 @@ export const int64 = int('int64', -(2 ** 63), 2 ** 63);
 export const goInt = int('int', -(2 ** 63), 2 ** 63);
 export const uint16 = int('uint16', 0, 65535);
 export const uint64 = int('uint64', 0, 2 ** 64);
+export const float32: Node = { k: 'float', go: 'float32' };
 export const uint = int('uint', 0, 2 ** 64);
 export const duration = int('time.Duration', -(2 ** 63), 2 ** 63);
 export const fileMode = int('fs.FileMode', 0, 2 ** 32 - 1);
@@ -98,6 +101,7 @@ function zero(node: Node): unknown {
     case 'string':
       return '';
     case 'int':
+    case 'float':
       return 0;
     case 'empty':
       return {};
@@ -117,6 +121,9 @@ function decodeValue(v: unknown, node: Node, at: At): unknown {
     case 'int':
       if (typeof v !== 'number') throw typeError(v, node, at);
       if (!Number.isInteger(v) || v < node.min || v > node.max) throw typeError(v, node, at, true);
+      return v;
+    case 'float':
+      if (typeof v !== 'number') throw typeError(v, node, at);
       return v;
     case 'strslice':
       // StrSlice.UnmarshalJSON: an array of strings, else one string (Go reports the second try)

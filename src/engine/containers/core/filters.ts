@@ -160,8 +160,10 @@ export function filterContainers(
     if (health && !health.includes(s.Health?.Status ?? 'none')) continue;
     const iso = f.get('isolation');
     if (iso && !iso.includes(c.hostConfig.Isolation || 'default')) continue;
-    if (isTask === true && !r.Config.Labels?.['com.docker.swarm.task']) continue;
-    if (isTask === false && r.Config.Labels?.['com.docker.swarm.task']) continue;
+    // a swarm task's container carries the label, empty (moby's executor; its `Managed` flag)
+    const task = r.Config.Labels?.['com.docker.swarm.task'] !== undefined;
+    if (isTask === true && !task) continue;
+    if (isTask === false && task) continue;
     out.push(c);
   }
   return q.limit > 0 ? out.slice(0, q.limit) : out;

@@ -18,7 +18,7 @@ export interface ClientTls {
 
 const TIMEOUT_MS = 10_000;
 
-function checkManager(_host: string, cert: PeerCertificate): Error | undefined {
+export function checkManager(_host: string, cert: PeerCertificate): Error | undefined {
   const ou = cert.subject?.OU;
   const ous = Array.isArray(ou) ? ou : [ou];
   return ous.includes('swarm-manager') ? undefined : new Error('the remote node is not a swarm manager');

@@ -48,6 +48,27 @@ export interface JoinAnswer {
 export interface HeartbeatAnswer {
   HeartbeatPeriodMs: number;
   Managers: ManagerAddress[];
+  /** The node's role as etcd holds it: a change is a promotion or demotion to carry out. */
+  Role: 'worker' | 'manager';
+  /** Whether the node has an etcd member of the cluster (its `P/managers/` record). */
+  Member: boolean;
+}
+
+/** `POST /v1/renew`: a new certificate for a new key; the role (its OU) is the one in etcd. */
+export interface RenewCall {
+  CSR: string;
+}
+
+export interface RenewAnswer {
+  Certificate: string;
+  Role: 'worker' | 'manager';
+}
+
+/** `POST /v1/manager`: a promoted node (with its manager certificate) asks for its etcd member. */
+export interface ManagerCall {
+  PeerCSR: string;
+  PeerPort: number;
+  AdvertiseHost: string;
 }
 
 /** What the cluster API's server calls (the swarm service on a manager). */
@@ -58,4 +79,8 @@ export interface ClusterApiHandlers {
   heartbeat(nodeId: string): Promise<HeartbeatAnswer>;
   /** A joining manager's member has started as a learner: promote it once it has caught up. */
   promote(nodeId: string, memberId: string): Promise<void>;
+  /** A certificate for the CSR's key with the node's role from etcd (a removed node gets none). */
+  renew(nodeId: string, call: RenewCall): Promise<RenewAnswer>;
+  /** A promoted node's etcd member, added as a learner, as a manager join adds it. */
+  addManager(nodeId: string, call: ManagerCall): Promise<ManagerJoinAnswer>;
 }

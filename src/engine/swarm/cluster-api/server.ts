@@ -1,8 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
+import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { BerthError, errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { serveAgentPath } from './agent-paths.js';
+import type { AgentApiHandlers } from './assignments.types.js';
 import type { ClusterApiHandlers, JoinCall } from './protocol.js';
 
 /**
@@ -27,6 +30,8 @@ const BODY_LIMIT = 256 * 1024;
 
 export interface ClusterApiServer {
   port: number;
+  /** A renewed certificate (with the root's) and key, for the connections from now on. */
+  useCertificate(certChainPem: string, keyPem: string): void;
   close(): Promise<void>;
 }
 
@@ -38,6 +43,8 @@ export interface ClusterApiOptions {
   keyPem: string;
   caPem: string;
   handlers: ClusterApiHandlers;
+  /** The agents' paths (`/v1/assignments`, `/v1/status`). */
+  agents?: AgentApiHandlers;
   log: Logger;
 }
 
@@ -98,7 +105,67 @@ function asJoinCall(v: unknown): JoinCall {
   };
 }
 
+/** Who may call a path: anyone (a node without a certificate yet), any node of the swarm, or a manager. */
+type Caller = 'anyone' | 'node' | 'manager';
+
+interface Route {
+  method: 'GET' | 'POST';
+  path: string;
+  caller: Caller;
+  /** `node` is the caller's node ID (its certificate's CN); '' for `anyone`. */
+  handle(req: IncomingMessage, node: string): Promise<unknown>;
+}
+
+function stringField(body: unknown, name: string): string {
+  const v = body && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;
+  return typeof v === 'string' ? v : '';
+}
+
+/** The cluster API's paths and who may call them. */
+function routesOf(h: ClusterApiHandlers): Route[] {
+  return [
+    { method: 'GET', path: '/v1/ca', caller: 'anyone', handle: async () => ({ RootCA: h.rootCa() }) },
+    {
+      method: 'POST',
+      path: '/v1/join',
+      caller: 'anyone',
+      handle: async (req) => h.join(asJoinCall(await readBody(req)), req.socket.remoteAddress ?? ''),
+    },
+    { method: 'POST', path: '/v1/heartbeat', caller: 'node', handle: (_req, node) => h.heartbeat(node) },
+    {
+      method: 'POST',
+      path: '/v1/renew',
+      caller: 'node',
+      handle: async (req, node) => h.renew(node, { CSR: stringField(await readBody(req), 'CSR') }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/promote',
+      caller: 'manager',
+      handle: async (req, node) => {
+        await h.promote(node, stringField(await readBody(req), 'MemberID'));
+        return {};
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/manager',
+      caller: 'manager',
+      handle: async (req, node) => {
+        const body = await readBody(req);
+        const port = body && typeof body === 'object' ? (body as { PeerPort?: unknown }).PeerPort : undefined;
+        return h.addManager(node, {
+          PeerCSR: stringField(body, 'PeerCSR'),
+          PeerPort: typeof port === 'number' ? port : 0,
+          AdvertiseHost: stringField(body, 'AdvertiseHost'),
+        });
+      },
+    },
+  ];
+}
+
 export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterApiServer> {
+  const routes = routesOf(opts.handlers);
   const server: Server = createServer(
     {
       cert: opts.certChainPem,
@@ -112,23 +179,25 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
     (req, res) => {
       void (async () => {
         const path = (req.url ?? '').split('?')[0];
-        if (req.method === 'GET' && path === '/v1/ca')
-          return send(res, 200, { RootCA: opts.handlers.rootCa() });
-        if (req.method === 'POST' && path === '/v1/join') {
-          const call = asJoinCall(await readBody(req));
-          return send(res, 200, await opts.handlers.join(call, req.socket.remoteAddress ?? ''));
+        const route = routes.find((r) => r.method === req.method && r.path === path);
+        if (!route) {
+          // the agents' paths (agent-paths.ts): any node of the swarm, for itself
+          if (opts.agents && (path === '/v1/assignments' || path === '/v1/status')) {
+            const caller = clientNode(req);
+            if (!caller)
+              return send(res, 401, { message: 'a client certificate from this swarm is required' });
+            if (await serveAgentPath(opts.agents, caller, req, res, readBody)) return;
+          }
+          return send(res, 404, { message: `no such path: ${req.method} ${path}` });
         }
-        const node = clientNode(req);
-        if (!node) return send(res, 401, { message: 'a client certificate from this swarm is required' });
-        if (req.method === 'POST' && path === '/v1/heartbeat')
-          return send(res, 200, await opts.handlers.heartbeat(node));
-        if (req.method === 'POST' && path === '/v1/promote') {
-          if (!isManager(req)) return send(res, 403, { message: 'only a manager certificate may do this' });
-          const body = (await readBody(req)) as { MemberID?: unknown };
-          await opts.handlers.promote(node, typeof body.MemberID === 'string' ? body.MemberID : '');
-          return send(res, 200, {});
+        let node = '';
+        if (route.caller !== 'anyone') {
+          node = clientNode(req) ?? '';
+          if (!node) return send(res, 401, { message: 'a client certificate from this swarm is required' });
+          if (route.caller === 'manager' && !isManager(req))
+            return send(res, 403, { message: 'only a manager certificate may do this' });
         }
-        return send(res, 404, { message: `no such path: ${req.method} ${path}` });
+        return send(res, 200, await route.handle(req, node));
       })().catch((err: unknown) => {
         const status = err instanceof BerthError ? (STATUS[err.kind] ?? 500) : 500;
         if (status === 500)
@@ -138,6 +207,11 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
       });
     },
   );
+  const open = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
@@ -150,9 +224,20 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
+    useCertificate: (certChainPem, keyPem) =>
+      server.setSecureContext({ cert: certChainPem, key: keyPem, ca: opts.caPem, minVersion: 'TLSv1.2' }),
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        // a socket still in its TLS handshake is no HTTP connection yet: close() would wait on it
+        const timer = setTimeout(() => {
+          for (const s of open) s.destroy();
+          resolve();
+        }, 2000);
+        timer.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
         server.closeAllConnections();
       }),
   };

@@ -9,9 +9,12 @@ import {
 import type { Filters } from '../../../common/filters.js';
 import type { Logger } from '../../../common/log.js';
 import { newSwarmId } from '../ca/tokens.js';
+import { keys } from '../keys.js';
+import { NO_LEADER } from '../messages.js';
 import { seal, unseal } from '../seal.js';
+import type { StoredService } from '../services/service.types.js';
+import { useKey, usesObject } from '../services/service-refs.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
-import { NO_LEADER } from '../swarm.service.js';
 import { filterObjects } from './object-filters.js';
 import { objectKeys } from './object-keys.js';
 import type { ObjectKind, ObjectSpec, ObjectSpecInput, StoredObject, SwarmObject } from './secrets.types.js';
@@ -125,20 +128,44 @@ export class ObjectService {
   }
 
   /**
-   * Removes the object and its name. Whether a service uses it is not checked: there are no
-   * services yet (docs/swarm.md).
+   * Removes the object and its name; one that a service uses is refused with swarmkit's words
+   * (`secret 's1' is in use by the following service: web`).
    */
   async remove(ref: string): Promise<void> {
     const { store } = await this.opts.swarm.managerAccess();
-    const kv = await this.find(store, ref);
-    const stored = JSON.parse(kv.value) as StoredObject;
-    const res = await this.call(() =>
-      store.txn(
-        [{ key: kv.key, target: 'mod', op: 'equal', value: kv.modRevision }],
-        [{ delete: { key: kv.key } }, { delete: { key: this.keys.name(stored.Spec.Name) } }],
-      ),
-    );
-    if (!res.succeeded) throw notFound(`${this.kind} ${ref} not found`);
+    for (let attempt = 0; ; attempt++) {
+      const kv = await this.find(store, ref);
+      const stored = JSON.parse(kv.value) as StoredObject;
+      // the use key first: a service that comes to use the object after this read changes it
+      const use = await this.call(() => store.get(useKey(this.kind, stored.ID)));
+      const services = await this.call(() => store.range(keys.services));
+      const users = services.kvs
+        .map((s) => JSON.parse(s.value) as StoredService)
+        .filter((s) => usesObject(s.Spec, this.kind, stored.ID))
+        .map((s) => s.Spec.Name ?? '');
+      if (users.length > 0) {
+        throw rpcInvalid(
+          `${this.kind} '${stored.Spec.Name}' is in use by the following service${users.length > 1 ? 's' : ''}: ${users.join(', ')}`,
+        );
+      }
+      const res = await this.call(() =>
+        store.txn(
+          [
+            { key: kv.key, target: 'mod', op: 'equal', value: kv.modRevision },
+            { key: useKey(this.kind, stored.ID), target: 'mod', op: 'equal', value: use?.modRevision ?? 0 },
+          ],
+          [
+            { delete: { key: kv.key } },
+            { delete: { key: this.keys.name(stored.Spec.Name) } },
+            { delete: { key: useKey(this.kind, stored.ID) } },
+          ],
+        ),
+      );
+      if (res.succeeded) return;
+      // changed meanwhile (gone, updated, or taken into use): look again
+      if (attempt >= 2)
+        throw conflict(`rpc error: code = Aborted desc = ${this.kind} ${ref} changed, try again`);
+    }
   }
 
   private async find(store: ClusterStore, ref: string): Promise<KeyValue> {

@@ -31,6 +31,8 @@ export class MemoryStore implements ClusterStore {
   private revision = 1;
   private nextLease = 0x1000;
   private nextMember = 2;
+  /** The member etcd would call leader (set by a test to move the leadership). */
+  raftLeader = '1';
   /** Set to fail every call with this error (a lost quorum, a dead member). */
   failWith?: Error;
 
@@ -187,7 +189,7 @@ export class MemoryStore implements ClusterStore {
       version: '3.4.23',
       memberId: '1',
       clusterId: '1',
-      leader: '1',
+      leader: this.raftLeader,
       revision: this.revision,
       raftTerm: 2,
       raftIndex: this.revision,

@@ -127,6 +127,56 @@ describe('the manager dispatcher (joins and heartbeats)', () => {
     await assert.rejects(d.heartbeat('unknown'), { kind: 'Forbidden' });
   });
 
+  it('renews with the role etcd holds: a promotion changes the OU, a removed node gets nothing', async () => {
+    const { store, ca, tokens, d, call } = await setup();
+    const { NodeID } = await d.join(call(tokens.Worker));
+    assert.equal((await d.heartbeat(NodeID)).Role, 'worker');
+    const next = newKeyPair();
+    const renewed = await d.renew(NodeID, { CSR: createCsr(next.privateKey, 'r') });
+    assert.equal(renewed.Role, 'worker');
+    const cert = new X509Certificate(renewed.Certificate);
+    assert.equal(cert.subject, `O=cluster1\nOU=swarm-worker\nCN=${NodeID}`);
+    assert.ok(ca.verifies(renewed.Certificate));
+    assert.equal(
+      cert.publicKey.export({ type: 'spki', format: 'pem' }),
+      next.publicKey.export({ type: 'spki', format: 'pem' }),
+    );
+    const kv = await store.get(keys.node(NodeID));
+    const node = JSON.parse(kv?.value ?? '{}');
+    node.Spec.Role = 'manager';
+    await store.put(keys.node(NodeID), JSON.stringify(node));
+    assert.equal((await d.heartbeat(NodeID)).Role, 'manager', 'the heartbeat tells the node');
+    const promoted = await d.renew(NodeID, { CSR: createCsr(next.privateKey, 'r') });
+    assert.match(new X509Certificate(promoted.Certificate).subject, /OU=swarm-manager/);
+    await assert.rejects(d.renew(NodeID, { CSR: 'junk' }), { kind: 'InvalidParameter' });
+    await store.delete(keys.node(NodeID));
+    await assert.rejects(d.renew(NodeID, { CSR: createCsr(next.privateKey, 'r') }), { kind: 'Forbidden' });
+    await assert.rejects(d.heartbeat(NodeID), { kind: 'Forbidden' });
+  });
+
+  it("adds a promoted node's learner member, only for a manager not yet in the raft", async () => {
+    const { store, tokens, d, call } = await setup();
+    const { NodeID } = await d.join(call(tokens.Worker));
+    const peer = newKeyPair();
+    const ask = { PeerCSR: createCsr(peer.privateKey, 'p'), PeerPort: 2390, AdvertiseHost: '10.0.0.2' };
+    await assert.rejects(d.addManager(NodeID, ask), { kind: 'Forbidden' });
+    const node = JSON.parse((await store.get(keys.node(NodeID)))?.value ?? '{}');
+    node.Spec.Role = 'manager';
+    await store.put(keys.node(NodeID), JSON.stringify(node));
+    const first = await d.addManager(NodeID, ask);
+    assert.equal(new X509Certificate(first.PeerCertificate).subject, 'CN=berth-etcd-peer');
+    // an attempt that never started its member is replaced, not doubled
+    const second = await d.addManager(NodeID, ask);
+    const learners = (await store.memberList()).filter((x) => x.isLearner);
+    assert.deepEqual(
+      learners.map((x) => x.id),
+      [second.MemberID],
+    );
+    assert.notEqual(first.MemberID, second.MemberID);
+    await store.put(keys.manager(NodeID), JSON.stringify({ memberId: second.MemberID }));
+    await assert.rejects(d.addManager(NodeID, ask), /already a member of the raft cluster/);
+  });
+
   it('reads back the key of a CSR and refuses a tampered one', () => {
     const key = newKeyPair();
     const csr = createCsr(key.privateKey, 'n');

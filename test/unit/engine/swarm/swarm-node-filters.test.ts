@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { filterNodes } from '../../../../src/engine/swarm/node-filters.js';
+import { filterNodes } from '../../../../src/engine/swarm/nodes/node-filters.js';
 import type { SwarmNode } from '../../../../src/engine/swarm/swarm.types.js';
 
 function node(

@@ -7,8 +7,9 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
 import type { EtcdMemberSpec } from '../../../../src/engine/swarm/etcd/etcd-args.js';
 import { keys } from '../../../../src/engine/swarm/keys.js';
+import type { MemberRunner } from '../../../../src/engine/swarm/options.js';
 import { MemoryStore } from '../../../../src/engine/swarm/store/memory-store.js';
-import { type MemberRunner, SwarmService } from '../../../../src/engine/swarm/swarm.service.js';
+import { SwarmService } from '../../../../src/engine/swarm/swarm.service.js';
 
 class FakeMember implements MemberRunner {
   readonly socketPath = '/nowhere/etcd.sock:0';
@@ -189,6 +190,47 @@ describe('SwarmService (in-memory store, fake member)', () => {
     await store.memberAdd(['https://10.0.0.7:2380'], false);
     await swarm.leave(false);
     assert.equal((await store.memberList()).length, 2, 'this member left the etcd cluster');
+  });
+
+  it('demotes as swarmkit: never the last manager, never below quorum, the member removed first', async () => {
+    const self = await swarm.initSwarm({ AdvertiseAddr: '10.0.0.5' });
+    const version = async (id: string) => (await swarm.inspectNode(id)).Version.Index;
+    const demote = async (id: string) =>
+      swarm.updateNode(id, await version(id), { Role: 'worker', Availability: 'active' });
+    await assert.rejects(demote(self), {
+      kind: 'InvalidParameter',
+      message: 'attempting to demote the last manager of the swarm',
+    });
+    // two more managers, one of them down (no liveness key)
+    const base = JSON.parse((await store.get(keys.node(self)))?.value ?? '{}');
+    const addManager = async (id: string, host: string, alive: boolean) => {
+      const { member: m } = await store.memberAdd([`https://${host}:2380`], false);
+      await store.put(
+        keys.node(id),
+        JSON.stringify({ ...base, ID: id, Description: { ...base.Description, Hostname: id } }),
+      );
+      await store.put(
+        keys.manager(id),
+        JSON.stringify({ memberId: m.id, peerUrl: '', addr: `${host}:2377` }),
+      );
+      if (alive) await store.put(keys.live(id), host);
+      return m.id;
+    };
+    const m2 = await addManager('m2', '10.0.0.6', true);
+    await addManager('m3', '10.0.0.7', false);
+    await assert.rejects(demote('m2'), {
+      kind: 'InvalidParameter',
+      message: "can't remove member from the raft: this would result in a loss of quorum",
+    });
+    assert.equal((await store.memberList()).length, 3);
+    assert.equal((await swarm.inspectNode('m2')).Spec.Role, 'manager', 'a refusal changes nothing');
+    await store.put(keys.live('m3'), '10.0.0.7');
+    await demote('m2');
+    assert.ok(!(await store.memberList()).some((m) => m.id === m2), 'its member is gone');
+    const node = await swarm.inspectNode('m2');
+    assert.equal(node.Spec.Role, 'worker');
+    assert.equal(node.ManagerStatus, undefined);
+    assert.equal((await swarm.info()).Managers, 2);
   });
 
   it('takes its swarm up again at engine start', async () => {

@@ -1,6 +1,6 @@
-import { invalidParameter } from '../../common/errors.js';
-import { checkFilterNames, type Filters } from '../../common/filters.js';
-import type { SwarmNode } from './swarm.types.js';
+import { invalidParameter } from '../../../common/errors.js';
+import { checkFilterNames, type Filters } from '../../../common/filters.js';
+import type { SwarmNode } from '../swarm.types.js';
 
 /**
  * GET /nodes?filters= as dockerd reads them: `id` (prefix), `name` (prefix of the hostname or the

@@ -1,0 +1,30 @@
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '../../../common/log.js';
+import { HostVolumeOps } from '../../volumes/mount.adapter.js';
+import type { StatusAnswer } from '../cluster-api/assignments.types.js';
+import { openAssignments } from '../cluster-api/assignments-client.js';
+import { clusterCall } from '../cluster-api/client.js';
+import type { AgentContainers, AgentImages } from './executor.js';
+import { NodeAgent } from './node-agent.js';
+import { TaskFiles } from './task-files.js';
+
+/** The node's agent with its real parts: the engine's containers and images, the host's mounts. */
+export function createNodeAgent(opts: {
+  dataRoot: string;
+  execRoot: string;
+  containers: AgentContainers;
+  images: AgentImages;
+  log: Logger;
+}): NodeAgent {
+  return new NodeAgent({
+    stateDir: join(opts.dataRoot, 'swarm'),
+    containers: opts.containers,
+    images: opts.images,
+    files: new TaskFiles(join(opts.execRoot, 'swarm', 'tasks'), new HostVolumeOps()),
+    hostname: () => hostname(),
+    log: opts.log,
+    connect: openAssignments,
+    postStatus: (addr, call, tls) => clusterCall<StatusAnswer>(addr, 'POST', '/v1/status', call, tls),
+  });
+}

@@ -1,0 +1,85 @@
+import { errorMessage } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
+import type { StatusAnswer, StatusCall } from '../cluster-api/assignments.types.js';
+import { stateRank, type TaskStatus } from '../tasks/task.types.js';
+
+/**
+ * The agent's task state reports on their way to a manager: batched (whatever came while a call
+ * was under way goes in the next), the latest state per task only, never one behind what is
+ * already queued, and kept and retried (every `retryMs`) while no manager takes them.
+ */
+export class StatusReporter {
+  private readonly pending = new Map<string, TaskStatus>();
+  private sending = false;
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(
+    private readonly send: (call: StatusCall) => Promise<StatusAnswer>,
+    private readonly log: Logger,
+    private readonly retryMs = 1000,
+  ) {}
+
+  report(taskId: string, status: TaskStatus): void {
+    const queued = this.pending.get(taskId);
+    if (queued && stateRank(queued.State) > stateRank(status.State)) return;
+    this.pending.set(taskId, status);
+    this.kick(0);
+  }
+
+  /** Sends what is pending now (a reconnect). */
+  flush(): void {
+    this.kick(0);
+  }
+
+  /** Reports still waiting for a manager. */
+  get waiting(): number {
+    return this.pending.size;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  start(): void {
+    this.stopped = false;
+    if (this.pending.size > 0) this.kick(0);
+  }
+
+  private kick(ms: number): void {
+    if (this.stopped || this.sending || this.pending.size === 0) return;
+    if (this.timer) {
+      if (ms > 0) return;
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.sendPending();
+    }, ms);
+    this.timer.unref();
+  }
+
+  private async sendPending(): Promise<void> {
+    if (this.stopped || this.sending || this.pending.size === 0) return;
+    this.sending = true;
+    const batch = [...this.pending.entries()];
+    this.pending.clear();
+    let ok = false;
+    try {
+      await this.send({ Updates: batch.map(([TaskID, Status]) => ({ TaskID, Status })) });
+      ok = true;
+    } catch (err) {
+      this.log.debug('task status report failed; kept for the next try', { error: errorMessage(err) });
+      // back in the queue unless a newer one came meanwhile
+      for (const [id, status] of batch) {
+        const newer = this.pending.get(id);
+        if (!newer || stateRank(newer.State) < stateRank(status.State)) this.pending.set(id, status);
+      }
+    } finally {
+      this.sending = false;
+    }
+    this.kick(ok ? 0 : this.retryMs);
+  }
+}

@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ensureBusybox } from '../../helpers/busybox.js';
+import { TestEngine } from '../../helpers/engine.js';
+import { freePort } from '../../helpers/swarm-etcd.js';
+
+/**
+ * Services end to end on a one-manager swarm through the docker CLI (issue 14 §3, §4, §6): the
+ * API stores the service, the elected orchestrator makes and places its tasks, the node's agent
+ * runs them as containers and reports them running; scale, a killed task container replaced,
+ * a rolling update, and removal leave exactly what the spec says.
+ */
+describe('swarm services end to end on one manager', () => {
+  let engine: TestEngine;
+
+  before(async () => {
+    engine = await TestEngine.start({
+      bridge: 'none',
+      args: ['--swarm-etcd-peer-port', String(await freePort())],
+    });
+    await ensureBusybox(engine);
+    await engine.dockerOk([
+      'swarm',
+      'init',
+      '--advertise-addr',
+      '127.0.0.1',
+      '--listen-addr',
+      `127.0.0.1:${await freePort()}`,
+    ]);
+  });
+  after(async () => {
+    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
+    await engine?.destroy();
+  });
+
+  interface TaskView {
+    ID: string;
+    Slot?: number;
+    DesiredState: string;
+    Status: { State: string; Err?: string; ContainerStatus?: { ContainerID?: string } };
+  }
+
+  async function tasks(service: string): Promise<TaskView[]> {
+    const filters = encodeURIComponent(JSON.stringify({ service: [service] }));
+    return (await engine.request('GET', `/tasks?filters=${filters}`)).json<TaskView[]>();
+  }
+
+  async function running(service: string): Promise<TaskView[]> {
+    return (await tasks(service)).filter((t) => t.DesiredState === 'running' && t.Status.State === 'running');
+  }
+
+  async function taskContainers(service: string): Promise<{ Id: string; Names: string[]; State: string }[]> {
+    const filters = encodeURIComponent(
+      JSON.stringify({ label: [`com.docker.swarm.service.name=${service}`] }),
+    );
+    return (await engine.request('GET', `/containers/json?all=1&filters=${filters}`)).json();
+  }
+
+  async function until<T>(
+    what: string,
+    read: () => Promise<T>,
+    ok: (v: T) => boolean,
+    ms = 30_000,
+  ): Promise<T> {
+    const end = Date.now() + ms;
+    let last: T | undefined;
+    while (Date.now() < end) {
+      last = await read();
+      if (ok(last)) return last;
+      await sleep(200);
+    }
+    assert.fail(`${what}: not within ${ms} ms; last seen ${JSON.stringify(last)}`);
+  }
+
+  it('runs, scales, replaces and removes a replicated service', async () => {
+    await engine.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '--name',
+      'web',
+      '--replicas',
+      '2',
+      '--restart-delay',
+      '0s',
+      'busybox:latest',
+      'sleep',
+      '300',
+    ]);
+    const two = await until(
+      'two running tasks',
+      () => running('web'),
+      (t) => t.length === 2,
+    );
+    assert.deepEqual(two.map((t) => t.Slot).sort(), [1, 2]);
+    const ls = await engine.dockerOk(['service', 'ls', '--format', '{{.Name}} {{.Replicas}}']);
+    assert.match(ls, /^web 2\/2$/m);
+    const containers = await taskContainers('web');
+    assert.equal(containers.filter((c) => c.State === 'running').length, 2);
+    for (const c of containers) assert.match(c.Names[0] ?? '', /^\/web\.[12]\.[0-9a-z]{25}$/);
+
+    await engine.dockerOk(['service', 'scale', '-d', 'web=3']);
+    await until(
+      'three running tasks',
+      () => running('web'),
+      (t) => t.length === 3,
+    );
+
+    // a task container killed behind the engine's back is replaced in its slot, the old one kept as failed
+    const victim = (await running('web')).find((t) => t.Slot === 1);
+    assert.ok(victim?.Status.ContainerStatus?.ContainerID);
+    await engine.dockerOk(['kill', victim.Status.ContainerStatus.ContainerID]);
+    await until(
+      'slot 1 replaced',
+      () => tasks('web'),
+      (ts) =>
+        ts.some((t) => t.ID === victim.ID && t.Status.State === 'failed') &&
+        ts.some((t) => t.Slot === 1 && t.ID !== victim.ID && t.Status.State === 'running'),
+    );
+    const failed = (await tasks('web')).find((t) => t.ID === victim.ID);
+    assert.match(failed?.Status.Err ?? '', /^task: non-zero exit \(137\)$/);
+
+    await engine.dockerOk(['service', 'scale', '-d', 'web=1']);
+    await until(
+      'one running task',
+      () => running('web'),
+      (t) => t.length === 1,
+    );
+    await until(
+      'the scaled-down containers gone',
+      () => taskContainers('web'),
+      (cs) => cs.filter((c) => c.State === 'running').length === 1,
+    );
+
+    // a rolling update: the task is replaced by one from the new spec
+    const before = (await running('web'))[0];
+    await engine.dockerOk(['service', 'update', '-d', '--env-add', 'X=1', 'web']);
+    const after = await until(
+      'the updated task',
+      () => running('web'),
+      (t) => t.length === 1 && t[0]?.ID !== before?.ID,
+    );
+    const env = await engine.dockerOk(['exec', after[0]?.Status.ContainerStatus?.ContainerID ?? '', 'env']);
+    assert.match(env, /^X=1$/m);
+
+    await engine.dockerOk(['service', 'rm', 'web']);
+    await until(
+      'no task container left',
+      () => taskContainers('web'),
+      (cs) => cs.length === 0,
+    );
+    // as dockerd: a service filter naming no service is a 404
+    assert.equal(
+      (await engine.request('GET', `/tasks?filters=${encodeURIComponent('{"service":["web"]}')}`)).status,
+      404,
+    );
+  });
+
+  it('runs a global service and a replicated job to completion', async () => {
+    await engine.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '--name',
+      'g',
+      '--mode',
+      'global',
+      'busybox:latest',
+      'sleep',
+      '300',
+    ]);
+    await until(
+      'one global task on the node',
+      () => running('g'),
+      (t) => t.length === 1,
+    );
+    await engine.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '--name',
+      'job',
+      '--mode',
+      'replicated-job',
+      '--replicas',
+      '3',
+      '--max-concurrent',
+      '2',
+      'busybox:latest',
+      'true',
+    ]);
+    await until(
+      'three completed job tasks',
+      () => tasks('job'),
+      (ts) => ts.filter((t) => t.Status.State === 'complete').length === 3,
+    );
+    const ls = await engine.dockerOk(['service', 'ls', '--format', '{{.Name}} {{.Replicas}}']);
+    assert.match(ls, /^job 0\/0 \(3\/3 completed\)$/m);
+    await engine.dockerOk(['service', 'rm', 'g', 'job']);
+    await until(
+      'no global task container left',
+      () => taskContainers('g'),
+      (cs) => cs.length === 0,
+    );
+  });
+});
