@@ -1,8 +1,9 @@
+import type { HealthConfig } from '../../../common/docker-types.js';
 import { invalidParameter } from '../../../common/errors.js';
 import { parseNormalizedNamed } from '../../../common/reference.js';
 import { rpcInvalid } from '../secrets/validate.js';
 import { parseConstraints } from './constraints.js';
-import type { ContainerSpec, HealthConfig, ServiceSpec, UpdateConfig } from './service.types.js';
+import type { ContainerSpec, ServiceSpec, UpdateConfig } from './service.types.js';
 
 /**
  * swarmkit's checks of a ServiceSpec (manager/controlapi/service.go), in its words as dockerd
