@@ -3,6 +3,7 @@
  * same way, each host a network namespace on one switch bridge (test/helpers/swarm-netns.ts).
  *
  *   node --import tsx bench/swarm/swarm.bench.ts [--repetitions 3] [--replicas 30] [--systems berth,dockerd]
+ *        [--scenarios workers,leader]
  *
  * Per repetition and system, alternating systems: three fresh engines with busybox imported,
  * `POST /swarm/init` timed (heartbeat 1 s), two workers joined, RSS idle, converge (service of
@@ -25,15 +26,22 @@ type SystemName = 'berth' | 'dockerd';
 
 interface Options {
   repetitions: number;
+  scenarios: string[];
   replicas: number;
   systems: SystemName[];
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { repetitions: 3, replicas: 30, systems: ['berth', 'dockerd'] };
+  const o: Options = {
+    repetitions: 3,
+    scenarios: ['workers', 'leader'],
+    replicas: 30,
+    systems: ['berth', 'dockerd'],
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1] ?? ''];
     if (k === '--repetitions') o.repetitions = Number(v);
+    else if (k === '--scenarios') o.scenarios = v.split(',');
     else if (k === '--replicas') o.replicas = Number(v);
     else if (k === '--systems') o.systems = v.split(',').map((s) => (s === 'dockerd' ? 'dockerd' : 'berth'));
     else throw new Error(`unknown option ${k}`);
@@ -161,21 +169,40 @@ const running = (tasks: TaskView[], env?: string, off?: string): number =>
       (env === undefined || (t.Spec.ContainerSpec?.Env ?? []).includes(env)),
   ).length;
 
-async function oneRun(system: SystemName, o: Options): Promise<Figures> {
+interface Cluster {
+  net: TestNetwork;
+  hosts: Host[];
+  clients: [EngineClient, EngineClient, EngineClient];
+  initMs: number;
+  rssIdleMiB: number;
+  managerRssIdleMiB: number;
+}
+
+/**
+ * Three fresh engines of `system` in three namespaces, busybox imported on each, `swarm init` on
+ * host 1 (timed; heartbeat 1 s) and hosts 2 and 3 joined as workers or managers, all ready; then
+ * `use(cluster)`. Everything is removed after, and on SIGINT/SIGTERM meanwhile.
+ */
+async function withCluster<T>(
+  system: SystemName,
+  role: 'worker' | 'manager',
+  use: (c: Cluster) => Promise<T>,
+): Promise<T> {
   const net = await TestNetwork.create(3, '192.168.213');
   const hosts: Host[] = [];
+  const clients: EngineClient[] = [];
   const cleanup = async (): Promise<void> => {
-    await net.link(3, 'up').catch(() => undefined);
+    for (let i = 1; i <= 3; i++) await net.link(i, 'up').catch(() => undefined);
+    for (const c of clients) c.close();
     await Promise.all(hosts.slice(1).map((h) => h.destroy().catch(() => undefined)));
     await hosts[0]?.destroy().catch(() => undefined);
     await net.destroy();
   };
   cleanups.add(cleanup);
-  const clients: EngineClient[] = [];
   try {
     for (let i = 1; i <= 3; i++) hosts.push(await startHost(system, net.hosts[i - 1] ?? '', `host${i}`));
     for (const h of hosts) clients.push(new EngineClient(h.socket));
-    const [m, ...workers] = clients as [EngineClient, EngineClient, EngineClient];
+    const [m, ...others] = clients as [EngineClient, EngineClient, EngineClient];
     const tar = await busyboxTarball();
     const tarBytes = await readFile(tar);
     const changes = BUSYBOX_CHANGES.filter((_, i) => i % 2 === 1)
@@ -187,43 +214,78 @@ async function oneRun(system: SystemName, o: Options): Promise<Figures> {
       ),
     );
 
-    // swarm init, heartbeat 1 s
-    let t0 = performance.now();
+    const t0 = performance.now();
     await m.ok('POST', '/v1.41/swarm/init', {
       ListenAddr: `${net.address(1)}:2377`,
       AdvertiseAddr: net.address(1),
       Spec: { Dispatcher: { HeartbeatPeriod: 1 * NS } },
     });
     const initMs = performance.now() - t0;
-    const swarm = await json<{ JoinTokens: { Worker: string } }>(m, 'GET', '/v1.41/swarm');
-    for (const [i, w] of workers.entries()) {
+    const swarm = await json<{ JoinTokens: { Worker: string; Manager: string } }>(m, 'GET', '/v1.41/swarm');
+    for (const [i, w] of others.entries()) {
       await w.ok('POST', '/v1.41/swarm/join', {
         ListenAddr: `${net.address(i + 2)}:2377`,
         AdvertiseAddr: net.address(i + 2),
         RemoteAddrs: [`${net.address(1)}:2377`],
-        JoinToken: swarm.JoinTokens.Worker,
+        JoinToken: role === 'manager' ? swarm.JoinTokens.Manager : swarm.JoinTokens.Worker,
       });
     }
-    await until('3 nodes ready', performance.now(), 30_000, async () => {
+    await until('3 nodes ready', performance.now(), 60_000, async () => {
       const nodes = await json<NodeView[]>(m, 'GET', '/v1.41/nodes');
       return nodes.filter((n) => n.Status.State === 'ready').length === 3;
     });
     await sleep(2000);
     const rssIdleMiB = await rssMiB(hosts);
     const managerRssIdleMiB = await rssMiB(hosts.slice(0, 1));
-
-    // converge
-    const spec = {
-      Name: 'bench',
-      TaskTemplate: {
-        ContainerSpec: { Image: 'busybox:latest', Command: ['sleep', '86400'], Env: ['V=0'] },
-        RestartPolicy: { Condition: 'any', Delay: 0 },
-      },
-      Mode: { Replicated: { Replicas: o.replicas } },
-      UpdateConfig: { Parallelism: 10, Delay: 0, FailureAction: 'pause', Order: 'stop-first' },
+    const cluster: Cluster = {
+      net,
+      hosts,
+      clients: clients as [EngineClient, EngineClient, EngineClient],
+      initMs,
+      rssIdleMiB,
+      managerRssIdleMiB,
     };
+    const out = await use(cluster);
+    // the service's containers go before the engines stop
+    await until('containers removed', performance.now(), 90_000, async () => {
+      for (const c of clients) {
+        const list = await json<unknown[]>(c, 'GET', '/v1.41/containers/json?all=1');
+        if (list.length > 0) return false;
+      }
+      return true;
+    }).catch((err: Error) => process.stderr.write(`${system}: ${err.message}\n`));
+    for (const c of [...others, m]) await c.call('POST', '/v1.41/swarm/leave?force=1').catch(() => undefined);
+    return out;
+  } finally {
+    await cleanup();
+    cleanups.delete(cleanup);
+  }
+}
+
+function serviceSpec(replicas: number): Record<string, unknown> {
+  return {
+    Name: 'bench',
+    TaskTemplate: {
+      ContainerSpec: { Image: 'busybox:latest', Command: ['sleep', '86400'], Env: ['V=0'] },
+      RestartPolicy: { Condition: 'any', Delay: 0 },
+    },
+    Mode: { Replicated: { Replicas: replicas } },
+    UpdateConfig: { Parallelism: 10, Delay: 0, FailureAction: 'pause', Order: 'stop-first' },
+  };
+}
+
+const workersRun = (system: SystemName, o: Options): Promise<Figures> =>
+  withCluster(system, 'worker', async ({ net, hosts, clients, initMs, rssIdleMiB, managerRssIdleMiB }) => {
+    const [m] = clients;
+    let t0: number;
+    // converge
     t0 = performance.now();
-    const { ID: id } = await json<{ ID: string }>(m, 'POST', '/v1.41/services/create', spec);
+    const { ID: id } = await json<{ ID: string }>(
+      m,
+      'POST',
+      '/v1.41/services/create',
+      serviceSpec(o.replicas),
+    );
     const convergeMs = await until(
       'converge',
       t0,
@@ -264,17 +326,7 @@ async function oneRun(system: SystemName, o: Options): Promise<Figures> {
     });
     await net.link(3, 'up');
 
-    // tidy: the service's containers go before the engines stop
     await m.ok('DELETE', `/v1.41/services/${id}`);
-    await until('containers removed', performance.now(), 90_000, async () => {
-      for (const c of clients) {
-        const list = await json<unknown[]>(c, 'GET', '/v1.41/containers/json?all=1');
-        if (list.length > 0) return false;
-      }
-      return true;
-    }).catch((err: Error) => process.stderr.write(`${system}: ${err.message}\n`));
-    for (const c of [...workers, m])
-      await c.call('POST', '/v1.41/swarm/leave?force=1').catch(() => undefined);
     return {
       initMs,
       convergeMs,
@@ -286,51 +338,144 @@ async function oneRun(system: SystemName, o: Options): Promise<Figures> {
       managerRssIdleMiB,
       managerRssTasksMiB,
     };
-  } finally {
-    for (const c of clients) c.close();
-    await cleanup();
-    cleanups.delete(cleanup);
-  }
+  });
+
+interface LeaderFigures {
+  writesMs: number;
+  downMs: number;
+  rescheduleMs: number;
 }
 
-async function runAll(): Promise<void> {
-  const o = parseOptions(process.argv.slice(2));
-  const results = new Map<SystemName, Figures[]>(o.systems.map((s) => [s, []]));
+/** `p`, or undefined when it has not settled within `ms` (or failed). */
+const within = <T>(p: Promise<T>, ms: number): Promise<T | undefined> =>
+  Promise.race([p.catch(() => undefined), sleep(ms).then(() => undefined)]);
+
+/**
+ * Three managers; the service converged, the leader's (host 1's) link is cut. From the cut: the
+ * first write a survivor completes (a config created, one attempt every 500 ms, alternating
+ * survivors, without waiting for earlier ones: a write that hangs through the election counts
+ * when it completes), the old leader's node `down`, and all replicas running off it, as seen by
+ * host 2.
+ */
+const leaderRun = (system: SystemName, o: Options): Promise<LeaderFigures> =>
+  withCluster(system, 'manager', async ({ net, clients }) => {
+    const [m, s2, s3] = clients;
+    const { ID: id } = await json<{ ID: string }>(
+      m,
+      'POST',
+      '/v1.41/services/create',
+      serviceSpec(o.replicas),
+    );
+    await until(
+      'converge',
+      performance.now(),
+      180_000,
+      async () => running(await tasksOf(m, id)) === o.replicas,
+    );
+    const nodes = await json<NodeView[]>(m, 'GET', '/v1.41/nodes');
+    const cut = nodes.find((n) => n.Description.Hostname === 'host1')?.ID;
+    if (!cut) throw new Error('no node host1');
+    let writesMs = Number.NaN;
+    let downMs = Number.NaN;
+    const t0 = performance.now();
+    await net.link(1, 'down');
+    const probes: Promise<unknown>[] = [];
+    const probing = (async () => {
+      for (let n = 0; n < 240 && Number.isNaN(writesMs); n++) {
+        const c = n % 2 ? s3 : s2;
+        const data = Buffer.from(`probe ${n}`).toString('base64');
+        probes.push(
+          c
+            .call('POST', '/v1.41/configs/create', { Name: `probe-${n}`, Data: data })
+            .then((r) => {
+              if (r.status === 201 && Number.isNaN(writesMs)) writesMs = performance.now() - t0;
+            })
+            .catch(() => undefined),
+        );
+        await sleep(500);
+      }
+    })();
+    const rescheduleMs = await until('reschedule after leader loss', t0, 150_000, async () => {
+      if (Number.isNaN(downMs)) {
+        const n = await within(json<NodeView>(s2, 'GET', `/v1.41/nodes/${cut}`), 2000);
+        if (n?.Status.State === 'down') downMs = performance.now() - t0;
+      }
+      const tasks = await within(tasksOf(s2, id), 2000);
+      return tasks !== undefined && running(tasks, undefined, cut) === o.replicas;
+    });
+    await until('a write', t0, 150_000, async () => !Number.isNaN(writesMs));
+    await probing;
+    await net.link(1, 'up');
+    await within(Promise.all(probes), 5000);
+    await within(s2.ok('DELETE', `/v1.41/services/${id}`), 30_000);
+    return { writesMs, downMs, rescheduleMs };
+  });
+
+/** Runs `run` for each system, `o.repetitions` times, alternating which system goes first. */
+async function repeat<F extends object>(
+  o: Options,
+  scenario: string,
+  run: (system: SystemName, o: Options) => Promise<F>,
+): Promise<Map<SystemName, F[]>> {
+  const results = new Map<SystemName, F[]>(o.systems.map((s) => [s, []]));
   for (let r = 1; r <= o.repetitions; r++) {
     for (const system of r % 2 ? o.systems : [...o.systems].reverse()) {
       const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
       try {
-        const f = await oneRun(system, o);
+        const f = await run(system, o);
         results.get(system)?.push(f);
-        console.log(
-          `rep ${r} ${system} (load ${load}): ${JSON.stringify(f, (_k, v) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v))}`,
-        );
+        const rounded = JSON.stringify(f, (_k, v) => (typeof v === 'number' ? Math.round(v * 10) / 10 : v));
+        console.log(`${scenario} rep ${r} ${system} (load ${load}): ${rounded}`);
       } catch (err) {
-        console.log(`rep ${r} ${system} (load ${load}): failed: ${(err as Error).message}`);
+        console.log(`${scenario} rep ${r} ${system} (load ${load}): failed: ${(err as Error).message}`);
       }
     }
   }
-  const rows: Array<[string, keyof Figures, number]> = [
-    ['swarm init (ms)', 'initMs', 0],
-    [`converge-${o.replicas} (ms)`, 'convergeMs', 0],
-    [`rolling update of ${o.replicas}, parallelism 10 (ms)`, 'updateMs', 0],
-    ['worker cut: node down (ms)', 'downMs', 0],
-    [`worker cut: ${o.replicas} running off it (ms)`, 'rescheduleMs', 0],
-    ['RSS idle, 3 hosts (MiB)', 'rssIdleMiB', 1],
-    [`RSS with ${o.replicas} tasks, 3 hosts (MiB)`, 'rssTasksMiB', 1],
-    ['RSS idle, manager (MiB)', 'managerRssIdleMiB', 1],
-    [`RSS with ${o.replicas} tasks, manager (MiB)`, 'managerRssTasksMiB', 1],
-  ];
-  console.log(`\n| figure (median of ${o.repetitions}) | ${o.systems.join(' | ')} |`);
+  return results;
+}
+
+function table<F extends object>(
+  o: Options,
+  results: Map<SystemName, F[]>,
+  rows: Array<[string, keyof F & string, number]>,
+): void {
+  console.log(`\n| figure (median of ${o.repetitions}; the runs) | ${o.systems.join(' | ')} |`);
   console.log(`|---|${o.systems.map(() => '---|').join('')}`);
   for (const [label, key, digits] of rows) {
     const cells = o.systems.map((s) => {
-      const values = (results.get(s) ?? []).map((f) => f[key]);
+      const values = (results.get(s) ?? []).map((f) => Number(f[key]));
       return values.length
         ? `${median(values).toFixed(digits)} (${values.map((v) => v.toFixed(digits)).join(', ')})`
         : 'n/a';
     });
     console.log(`| ${label} | ${cells.join(' | ')} |`);
+  }
+}
+
+async function runAll(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const n = o.replicas;
+  if (o.scenarios.includes('workers')) {
+    const results = await repeat(o, 'workers', workersRun);
+    table(o, results, [
+      ['swarm init (ms)', 'initMs', 0],
+      [`converge-${n} (ms)`, 'convergeMs', 0],
+      [`rolling update of ${n}, parallelism 10 (ms)`, 'updateMs', 0],
+      ['worker cut: node down (ms)', 'downMs', 0],
+      [`worker cut: ${n} running off it (ms)`, 'rescheduleMs', 0],
+      ['RSS idle, 3 hosts (MiB)', 'rssIdleMiB', 1],
+      [`RSS with ${n} tasks, 3 hosts (MiB)`, 'rssTasksMiB', 1],
+      ['RSS idle, manager (MiB)', 'managerRssIdleMiB', 1],
+      [`RSS with ${n} tasks, manager (MiB)`, 'managerRssTasksMiB', 1],
+    ]);
+  }
+  if (o.scenarios.includes('leader')) {
+    const results = await repeat(o, 'leader', leaderRun);
+    table(o, results, [
+      ['leader cut: a survivor accepts a write (ms)', 'writesMs', 0],
+      ['leader cut: its node down (ms)', 'downMs', 0],
+      [`leader cut: ${n} running off it (ms)`, 'rescheduleMs', 0],
+    ]);
   }
 }
 
