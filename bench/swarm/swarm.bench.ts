@@ -68,6 +68,11 @@ interface Figures {
   rssTasksMiB: number;
   managerRssIdleMiB: number;
   managerRssTasksMiB: number;
+  /** From the create request (wall clock) to the last task record's CreatedAt: the orchestrator. */
+  lastTaskCreatedMs: number;
+  /** ... to the first and the last task's `running` timestamp: the agents' start path. */
+  firstRunningMs: number;
+  lastRunningMs: number;
 }
 
 const NS = 1e9;
@@ -141,9 +146,10 @@ async function until(
 }
 
 interface TaskView {
+  CreatedAt: string;
   NodeID?: string;
   DesiredState: string;
-  Status: { State: string };
+  Status: { State: string; Timestamp: string };
   Spec: { ContainerSpec?: { Env?: string[] } };
 }
 interface NodeView {
@@ -279,6 +285,7 @@ const workersRun = (system: SystemName, o: Options): Promise<Figures> =>
     const [m] = clients;
     let t0: number;
     // converge
+    const wall0 = Date.now();
     t0 = performance.now();
     const { ID: id } = await json<{ ID: string }>(
       m,
@@ -291,6 +298,20 @@ const workersRun = (system: SystemName, o: Options): Promise<Figures> =>
       t0,
       180_000,
       async () => running(await tasksOf(m, id)) === o.replicas,
+    );
+    const converged = (await tasksOf(m, id)).filter((t) => t.Status.State === 'running');
+    const after = (stamps: number[], pick: (...v: number[]) => number): number => pick(...stamps) - wall0;
+    const lastTaskCreatedMs = after(
+      converged.map((t) => Date.parse(t.CreatedAt)),
+      Math.max,
+    );
+    const firstRunningMs = after(
+      converged.map((t) => Date.parse(t.Status.Timestamp)),
+      Math.min,
+    );
+    const lastRunningMs = after(
+      converged.map((t) => Date.parse(t.Status.Timestamp)),
+      Math.max,
     );
     await sleep(2000);
     const rssTasksMiB = await rssMiB(hosts);
@@ -337,6 +358,9 @@ const workersRun = (system: SystemName, o: Options): Promise<Figures> =>
       rssTasksMiB,
       managerRssIdleMiB,
       managerRssTasksMiB,
+      lastTaskCreatedMs,
+      firstRunningMs,
+      lastRunningMs,
     };
   });
 
@@ -460,6 +484,9 @@ async function runAll(): Promise<void> {
     table(o, results, [
       ['swarm init (ms)', 'initMs', 0],
       [`converge-${n} (ms)`, 'convergeMs', 0],
+      ['converge: last task record created (ms)', 'lastTaskCreatedMs', 0],
+      ['converge: first task running (ms)', 'firstRunningMs', 0],
+      ['converge: last task running (ms)', 'lastRunningMs', 0],
       [`rolling update of ${n}, parallelism 10 (ms)`, 'updateMs', 0],
       ['worker cut: node down (ms)', 'downMs', 0],
       [`worker cut: ${n} running off it (ms)`, 'rescheduleMs', 0],
