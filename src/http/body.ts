@@ -133,11 +133,41 @@ export function parseJsonBody(body: Buffer, contentType: string | undefined): un
   if (contentType !== undefined && contentType.split(';')[0]?.trim().toLowerCase() !== 'application/json') {
     throw invalidParameter(`Content-Type specified (${contentType}) must be 'application/json'`);
   }
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (err) {
     throw invalidParameter(`invalid JSON body: ${(err as Error).message}`);
   }
+  // JSON.parse takes any depth, but what walks the value after it (JSON.stringify, decoders)
+  // recurses: a body nested deeper than any API body ever is would overflow their stack
+  if (nestingDepth(text) > MAX_JSON_DEPTH) {
+    throw invalidParameter(`invalid JSON body: exceeded max depth of ${MAX_JSON_DEPTH}`);
+  }
+  return value;
+}
+
+/** How deep a JSON body may nest (Go's encoding/json allows 10000; no API body needs 100). */
+export const MAX_JSON_DEPTH = 1000;
+
+/** The deepest nesting of objects and arrays in a JSON text that parsed (brackets in strings skipped). */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > max) max = depth;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
 }
 
 /** Read a JSON body that must be an object (or absent, giving {}). */
