@@ -8,6 +8,7 @@ import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
+import { LogBroker } from '../logs/log-broker.js';
 import type { SwarmServiceOptions } from '../options.js';
 import type { StoredCa, StoredCluster } from '../records.js';
 import type { ManagerAccess, NodeAccess, RoleLoops } from '../role-loops.js';
@@ -51,6 +52,8 @@ export class NodeRuntime {
   private roleWatch?: RoleWatch;
   private renewal?: CertRenewal;
   hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {} };
+  /** This manager's log subscriptions and the agents' streams that carry them (service logs). */
+  readonly logBroker = new LogBroker();
 
   constructor(
     private readonly opts: SwarmServiceOptions,
@@ -218,7 +221,7 @@ export class NodeRuntime {
         keyPem: key,
         caPem: root.cert,
         handlers: dispatcher,
-        agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers()),
+        agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers(), this.logBroker),
         log: this.opts.log,
       });
     } catch (err) {
