@@ -68,7 +68,7 @@ export class LogPublisher {
       sending = sending.then(async () => {
         if (ac.signal.aborted && !done) return;
         if (!done && lines.length === 0 && errs.length === 0) return;
-        const answer = await this.deps.post(addr, sub.ID, {
+        const answer = await this.deps.post(sub.Manager ?? addr, sub.ID, {
           Lines: lines,
           ...(errs.length > 0 ? { Errors: errs } : {}),
           ...(done ? { Done: true } : {}),

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { forbidden } from '../../../common/errors.js';
+import type { LogRelay, RelayTarget } from './log-relay.js';
 import type { AgentLogLine, LogPublishAnswer, LogPublishCall, LogSubscription } from './logs.types.js';
 
 /**
@@ -7,6 +8,7 @@ import type { AgentLogLine, LogPublishAnswer, LogPublishCall, LogSubscription } 
  * subscriptions to them), and the subscriptions open here (the lines the nodes POST back go to
  * the request that opened it). A subscription ends when its client leaves, or, not following,
  * when every node has said it is done (or went silent for `silenceMs`, or lost its stream).
+ * Nodes whose stream is on another manager are reached through etcd (log-relay.ts).
  */
 
 /** What the broker puts in a node's assignments stream. */
@@ -14,7 +16,7 @@ export type LogStreamMessage =
   | { type: 'logs'; subscription: LogSubscription }
   | { type: 'logs-end'; ID: string };
 
-export type LogOptions = Omit<LogSubscription, 'ID' | 'Tasks'>;
+export type LogOptions = Omit<LogSubscription, 'ID' | 'Tasks' | 'Manager'>;
 
 interface NodePart {
   done: boolean;
@@ -29,9 +31,10 @@ interface Subscription {
   check: () => void;
 }
 
-export class LogBroker {
+export class LogBroker implements RelayTarget {
   private readonly streams = new Map<string, (m: LogStreamMessage) => void>();
   private readonly subs = new Map<string, Subscription>();
+  private relay?: LogRelay;
 
   constructor(
     private readonly silenceMs = 15_000,
@@ -59,6 +62,28 @@ export class LogBroker {
     return this.streams.has(nodeId);
   }
 
+  /** Subscriptions reach the nodes of the other managers through etcd (log-relay.ts) from now on. */
+  async useRelay(relay: LogRelay): Promise<void> {
+    this.relay?.stop();
+    this.relay = relay;
+    await relay.start(this);
+  }
+
+  stopRelay(): void {
+    this.relay?.stop();
+    this.relay = undefined;
+  }
+
+  offer(nodeId: string, sub: LogSubscription): boolean {
+    const send = this.streams.get(nodeId);
+    send?.({ type: 'logs', subscription: sub });
+    return send !== undefined;
+  }
+
+  end(nodeId: string, id: string): void {
+    this.streams.get(nodeId)?.({ type: 'logs-end', ID: id });
+  }
+
   /**
    * Subscribes to the logs of `plan`'s tasks (node → task IDs) on the nodes whose stream is here;
    * the lines go to `onLines` as they come. Resolves with the nodes that could not be asked once
@@ -74,10 +99,16 @@ export class LogBroker {
     const id = this.newId();
     const unreachable: string[] = [];
     const nodes = new Map<string, NodePart>();
-    for (const [nodeId] of plan) {
+    const remote: Record<string, string[]> = {};
+    const relay = this.relay;
+    for (const [nodeId, tasks] of plan) {
       if (this.streams.has(nodeId)) nodes.set(nodeId, { done: false, lastWord: Date.now() });
-      else unreachable.push(nodeId);
+      else if (relay && (await relay.alive(nodeId).catch(() => false))) {
+        nodes.set(nodeId, { done: false, lastWord: Date.now() });
+        remote[nodeId] = tasks;
+      } else unreachable.push(nodeId);
     }
+    let withdraw: (() => Promise<void>) | undefined;
     await new Promise<void>((resolve) => {
       let over = false;
       const finish = () => {
@@ -86,7 +117,7 @@ export class LogBroker {
         clearInterval(silence);
         signal.removeEventListener('abort', finish);
         this.subs.delete(id);
-        for (const nodeId of nodes.keys()) this.streams.get(nodeId)?.({ type: 'logs-end', ID: id });
+        for (const nodeId of nodes.keys()) this.end(nodeId, id);
         resolve();
       };
       const check = () => {
@@ -106,12 +137,29 @@ export class LogBroker {
       if (signal.aborted) return finish();
       signal.addEventListener('abort', finish, { once: true });
       for (const [nodeId, part] of nodes) {
-        const send = this.streams.get(nodeId);
-        if (send) send({ type: 'logs', subscription: { ID: id, Tasks: plan.get(nodeId) ?? [], ...options } });
-        else part.done = true;
+        if (remote[nodeId]) continue;
+        if (!this.offer(nodeId, { ID: id, Tasks: plan.get(nodeId) ?? [], ...options })) part.done = true;
+      }
+      if (relay && Object.keys(remote).length > 0) {
+        relay
+          .publish(id, { Manager: relay.addr, Plan: remote, Options: options })
+          .then((w) => {
+            if (over) void w();
+            else withdraw = w;
+          })
+          .catch(() => {
+            // the other managers' nodes cannot be asked: they are not waited for
+            for (const nodeId of Object.keys(remote)) {
+              const part = nodes.get(nodeId);
+              if (part) part.done = true;
+              unreachable.push(nodeId);
+            }
+            check();
+          });
       }
       check();
     });
+    await withdraw?.();
     return { unreachable };
   }
 

@@ -17,6 +17,8 @@ export interface LogSubscription {
   Since?: string;
   Stdout: boolean;
   Stderr: boolean;
+  /** The manager to POST the lines to when not the one whose stream carried it (log-relay.ts). */
+  Manager?: string;
 }
 
 /** One line of a task's container log as the agent sends it. */

@@ -9,6 +9,7 @@ import { Dispatcher } from '../dispatcher.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import { LogBroker } from '../logs/log-broker.js';
+import { LogRelay } from '../logs/log-relay.js';
 import type { SwarmServiceOptions } from '../options.js';
 import type { StoredCa, StoredCluster } from '../records.js';
 import type { ManagerAccess, NodeAccess, RoleLoops } from '../role-loops.js';
@@ -227,6 +228,13 @@ export class NodeRuntime {
     } catch (err) {
       throw systemError(`cannot listen on ${local.ListenAddr}: ${errorMessage(err)}`);
     }
+    // log subscriptions for the nodes whose stream is on another manager go through etcd
+    const self = joinHostPort(local.AdvertiseHost, local.AdvertisePort);
+    await this.logBroker
+      .useRelay(new LogRelay(store, self, this.opts.log))
+      .catch((err: unknown) =>
+        this.opts.log.warn('cannot watch the log subscriptions', { error: errorMessage(err) }),
+      );
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */
@@ -338,6 +346,7 @@ export class NodeRuntime {
   async closeManagerParts(): Promise<void> {
     await this.clusterApi?.close();
     this.clusterApi = undefined;
+    this.logBroker.stopRelay();
     this.stopEvents();
     this.session.store?.close();
     this.session.store = undefined;
