@@ -44,6 +44,7 @@ export class LogBroker implements RelayTarget {
   /** A node's assignments stream on this manager; the function returned ends it. */
   attach(nodeId: string, send: (m: LogStreamMessage) => void): () => void {
     this.streams.set(nodeId, send);
+    this.relay?.attached(nodeId);
     return () => {
       if (this.streams.get(nodeId) !== send) return;
       this.streams.delete(nodeId);
@@ -63,10 +64,10 @@ export class LogBroker implements RelayTarget {
   }
 
   /** Subscriptions reach the nodes of the other managers through etcd (log-relay.ts) from now on. */
-  async useRelay(relay: LogRelay): Promise<void> {
+  useRelay(relay: LogRelay): void {
     this.relay?.stop();
     this.relay = relay;
-    await relay.start(this);
+    relay.start(this);
   }
 
   stopRelay(): void {

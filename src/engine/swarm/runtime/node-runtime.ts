@@ -230,11 +230,7 @@ export class NodeRuntime {
     }
     // log subscriptions for the nodes whose stream is on another manager go through etcd
     const self = joinHostPort(local.AdvertiseHost, local.AdvertisePort);
-    await this.logBroker
-      .useRelay(new LogRelay(store, self, this.opts.log))
-      .catch((err: unknown) =>
-        this.opts.log.warn('cannot watch the log subscriptions', { error: errorMessage(err) }),
-      );
+    this.logBroker.useRelay(new LogRelay(store, self, this.opts.log));
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */
