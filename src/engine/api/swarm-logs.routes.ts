@@ -1,10 +1,11 @@
 import { invalidParameter } from '../../common/errors.js';
+import { onceAny } from '../../common/once-any.js';
 import { parseBool } from '../../http/query.js';
+import { frame } from '../../http/stream.js';
 import type { SwarmLogStream, SwarmLogsQuery } from '../swarm/logs/swarm-logs.js';
 import type { ApiContext, ApiRouter } from './context.js';
 import { parseTimestamp } from './events.routes.js';
 import { streamType } from './hijack.js';
-import { writeLogBatches } from './streams.routes.js';
 import { versioned } from './swarm.routes.js';
 
 /** What the logs routes need (swarm/logs/swarm-logs.ts). */
@@ -60,7 +61,16 @@ export function registerSwarmLogRoutes(router: ApiRouter, backend: SwarmLogsBack
       ctx.res.statusCode = 200;
       ctx.res.setHeader('Content-Type', streamType(ctx, stream.tty));
       ctx.res.flushHeaders();
-      await writeLogBatches(ctx.res, stream.batches, stream.tty);
+      for await (const batch of stream.batches) {
+        if (ctx.res.destroyed) break;
+        // as dockerd's WriteLogStream: stdout 1, stderr 2, an error on the system stream 3 (raw for a TTY)
+        const data = Buffer.concat(
+          batch.map((c) =>
+            stream.tty ? c.data : frame(c.stream === 'stdout' ? 1 : c.stream === 'stderr' ? 2 : 3, c.data),
+          ),
+        );
+        if (!ctx.res.write(data) && !ctx.res.destroyed) await onceAny(ctx.res, ['drain', 'close', 'error']);
+      }
       if (!ctx.res.writableEnded) ctx.res.end();
     };
   router.get(

@@ -83,4 +83,32 @@ describe('swarm service logs from a worker in another network namespace', () => 
     }
     await new Promise((r) => child.once('close', r));
   });
+
+  it('a node that is down: the lines of the others, then the error on the system stream', async () => {
+    const workerId = await w.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    await w.stop();
+    let last = '';
+    try {
+      await eventually(
+        'the incomplete log stream error',
+        async () => {
+          const r = await m.docker(['service', 'logs', '--raw', 'gl']);
+          last = `${r.code} ${r.stdout} ${r.stderr}`;
+          return r.code !== 0 && /Error grabbing logs/.test(r.stderr);
+        },
+        20_000,
+        300,
+      ).catch((err: Error) => assert.fail(`${err.message}; last: ${last}`));
+    } finally {
+      // its task container kept running (live restore): the engine comes back so that leaving removes it
+      await w.launch();
+    }
+    assert.match(
+      last,
+      new RegExp(
+        `^1 hello-host1\n.*Error grabbing logs: warning: incomplete log stream. some logs could not be retrieved for the following reasons: node ${workerId} is not available`,
+        's',
+      ),
+    );
+  });
 });

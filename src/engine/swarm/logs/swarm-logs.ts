@@ -34,9 +34,15 @@ export interface SwarmLogsDeps {
   log: Logger;
 }
 
+/** A line of a task's stdout or stderr, or (`system`) an error dockerd writes as "Error grabbing logs". */
+export interface SwarmLogChunk {
+  stream: LogChunk['stream'] | 'system';
+  data: Buffer;
+}
+
 export interface SwarmLogStream {
   tty: boolean;
-  batches: AsyncIterable<LogChunk[]>;
+  batches: AsyncIterable<SwarmLogChunk[]>;
 }
 
 export class SwarmLogs {
@@ -84,7 +90,7 @@ export class SwarmLogs {
     };
     const queue = new BatchQueue();
     const error = (message: string) =>
-      queue.push([{ stream: 'stderr', data: Buffer.from(`Error grabbing logs: ${message}\n`) }]);
+      queue.push([{ stream: 'system', data: Buffer.from(`Error grabbing logs: ${message}\n`) }]);
     void broker
       .subscribe(
         plan,
@@ -111,12 +117,12 @@ export class SwarmLogs {
 }
 
 /** Batches pushed by callbacks, taken by one async reader. */
-class BatchQueue implements AsyncIterable<LogChunk[]> {
-  private items: LogChunk[][] = [];
+class BatchQueue implements AsyncIterable<SwarmLogChunk[]> {
+  private items: SwarmLogChunk[][] = [];
   private ended = false;
   private wake?: () => void;
 
-  push(batch: LogChunk[]): void {
+  push(batch: SwarmLogChunk[]): void {
     if (this.ended || batch.length === 0) return;
     this.items.push(batch);
     this.wake?.();
@@ -127,7 +133,7 @@ class BatchQueue implements AsyncIterable<LogChunk[]> {
     this.wake?.();
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<LogChunk[]> {
+  async *[Symbol.asyncIterator](): AsyncIterator<SwarmLogChunk[]> {
     for (;;) {
       const batch = this.items.shift();
       if (batch) {
