@@ -10,6 +10,8 @@ import { versioned } from './swarm.routes.js';
 
 /** What the logs routes need (swarm/logs/swarm-logs.ts). */
 export interface SwarmLogsBackend {
+  /** Throws what a node that is not a manager answers (before the query is looked at, as dockerd). */
+  ready(): Promise<void>;
   service(ref: string, q: SwarmLogsQuery): Promise<SwarmLogStream>;
   task(ref: string, q: SwarmLogsQuery): Promise<SwarmLogStream>;
 }
@@ -53,6 +55,7 @@ export function registerSwarmLogRoutes(router: ApiRouter, backend: SwarmLogsBack
       ctx.res.on('close', () => ac.abort());
       let stream: SwarmLogStream;
       try {
+        await backend.ready();
         stream = await open(ctx.params.id ?? '', logsQuery(ctx, ac.signal));
       } catch (err) {
         ac.abort();

@@ -48,6 +48,11 @@ export interface SwarmLogStream {
 export class SwarmLogs {
   constructor(private readonly deps: SwarmLogsDeps) {}
 
+  /** Throws dockerd's answer on a node that is not a manager. */
+  async ready(): Promise<void> {
+    await this.deps.broker();
+  }
+
   async service(ref: string, q: SwarmLogsQuery): Promise<SwarmLogStream> {
     const tasks = await this.deps.tasks.list(new Map([['service', [ref]]]));
     return this.stream(tasks, q);
