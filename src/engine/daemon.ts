@@ -26,6 +26,7 @@ import { createApiRouter, createEngineServer } from './api/server.js';
 import { registerServiceRoutes } from './api/services.routes.js';
 import { registerStreamRoutes } from './api/streams.routes.js';
 import { registerSwarmRoutes } from './api/swarm.routes.js';
+import { registerSwarmLogRoutes } from './api/swarm-logs.routes.js';
 import { registerSystemRoutes } from './api/system.routes.js';
 import { registerTaskRoutes } from './api/tasks.routes.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './api/versions.js';
@@ -44,6 +45,7 @@ import { createRuntime } from './runtime/index.js';
 import { createNodeAgent } from './swarm/agent/create.js';
 import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
+import { SwarmLogs } from './swarm/logs/swarm-logs.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { ServicesService } from './swarm/services/services.service.js';
 import { TasksService } from './swarm/tasks/tasks.service.js';
@@ -320,7 +322,12 @@ export async function startEngine(
     router,
     new ServicesService({ swarm, networks: localNetworks, log: log.child('services') }),
   );
-  registerTaskRoutes(router, new TasksService({ swarm, log: log.child('tasks') }));
+  const tasks = new TasksService({ swarm, log: log.child('tasks') });
+  registerTaskRoutes(router, tasks);
+  registerSwarmLogRoutes(
+    router,
+    new SwarmLogs({ tasks, broker: () => swarm.logBroker(), log: log.child('swarm-logs') }),
+  );
   sources.containers = () => containers.counts();
   sources.images = async () => (await images.list()).length;
 

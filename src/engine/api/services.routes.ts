@@ -42,7 +42,7 @@ function registryAuth(ctx: ApiContext): string | undefined {
   return typeof h === 'string' && h !== '' ? h : undefined;
 }
 
-/** /services (moby's swarm router); logs stay with swarm.routes.ts until they exist. */
+/** /services (moby's swarm router); their logs: swarm-logs.routes.ts. */
 export function registerServiceRoutes(router: ApiRouter, backend: ServicesBackend): void {
   router.get(
     '/services',

@@ -1,4 +1,4 @@
-import { BerthError, invalidParameter, notImplemented } from '../../common/errors.js';
+import { BerthError, invalidParameter } from '../../common/errors.js';
 import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJson } from '../../http/body.js';
 import { parseBool, parseFilters } from '../../http/query.js';
@@ -189,14 +189,4 @@ export function registerSwarmRoutes(router: ApiRouter, swarm: SwarmBackend): voi
       ctx.res.writeHead(200).end();
     }),
   );
-
-  // service and task logs, not there yet: what a node outside a swarm (or a worker) answers, else
-  // 501 (the services and tasks themselves: services.routes.ts, tasks.routes.ts)
-  const later = (what: string) =>
-    route(async () => {
-      swarm.requireManager();
-      throw notImplemented(`${what} are not supported by this engine yet`);
-    });
-  router.get('/services/{id}/logs', later('services logs'));
-  router.get('/tasks/{id}/logs', later('tasks logs'));
 }

@@ -18,7 +18,7 @@ function forVersion(ctx: ApiContext, t: Task): Task {
   return spec === t.Spec ? t : { ...t, Spec: spec };
 }
 
-/** /tasks (moby's swarm router); task logs stay with swarm.routes.ts until they exist. */
+/** /tasks (moby's swarm router); task logs: swarm-logs.routes.ts. */
 export function registerTaskRoutes(router: ApiRouter, backend: TasksBackend): void {
   router.get(
     '/tasks',

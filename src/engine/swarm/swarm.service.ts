@@ -2,6 +2,7 @@ import { errorMessage } from '../../common/errors.js';
 import type { Filters } from '../../common/filters.js';
 import { keys } from './keys.js';
 import { LocalSwarmFiles } from './local-state.js';
+import type { LogBroker } from './logs/log-broker.js';
 import { unlockSwarm } from './membership/autolock.js';
 import { clusterInfo, inspectSwarm, unlockKeyOf, updateSwarm } from './membership/cluster-settings.js';
 import { initSwarm } from './membership/init.js';
@@ -189,6 +190,12 @@ export class SwarmService {
   /** Throws what a swarm endpoint answers on a node that is not an active manager. */
   requireManager(): void {
     this.ctx.session.managerStore();
+  }
+
+  /** This manager's log broker (service and task logs); dockerd's 503s on a node that is not one. */
+  async logBroker(): Promise<LogBroker> {
+    this.requireManager();
+    return this.ctx.runtime.logBroker;
   }
 
   /** The cluster's store and DEK on an active manager (secrets, configs); dockerd's 503s otherwise. */

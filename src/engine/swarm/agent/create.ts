@@ -5,7 +5,9 @@ import { HostVolumeOps } from '../../volumes/mount.adapter.js';
 import type { StatusAnswer } from '../cluster-api/assignments.types.js';
 import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
+import type { LogPublishAnswer } from '../logs/logs.types.js';
 import type { AgentContainers, AgentImages } from './executor.js';
+import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
 import { TaskFiles } from './task-files.js';
 
@@ -13,7 +15,7 @@ import { TaskFiles } from './task-files.js';
 export function createNodeAgent(opts: {
   dataRoot: string;
   execRoot: string;
-  containers: AgentContainers;
+  containers: AgentContainers & AgentLogContainers;
   images: AgentImages;
   log: Logger;
 }): NodeAgent {
@@ -26,5 +28,9 @@ export function createNodeAgent(opts: {
     log: opts.log,
     connect: openAssignments,
     postStatus: (addr, call, tls) => clusterCall<StatusAnswer>(addr, 'POST', '/v1/status', call, tls),
+    logs: {
+      containers: opts.containers,
+      post: (addr, id, call, tls) => clusterCall<LogPublishAnswer>(addr, 'POST', `/v1/logs/${id}`, call, tls),
+    },
   });
 }

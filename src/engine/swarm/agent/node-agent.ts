@@ -14,7 +14,9 @@ import type {
 import type { AssignmentsStream } from '../cluster-api/assignments-client.js';
 import type { ClientTls } from '../cluster-api/client.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
+import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import { type AgentContainers, type AgentImages, Executor, type SavedRun } from './executor.js';
+import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
 import { StatusReporter } from './status-reporter.js';
 import type { TaskFiles } from './task-files.js';
 
@@ -24,7 +26,8 @@ import type { TaskFiles } from './task-files.js';
  * the executor runs what it assigns, and the reporter sends the states back. The set of runs is
  * kept in `<data-root>/swarm/agent-tasks.json`, so that an engine restart takes its running tasks
  * up again; their secrets never touch the disk. On each (re)connection the manager's full set
- * comes first, and containers of tasks not in it are removed before anything else runs.
+ * comes first, and containers of tasks not in it are removed before anything else runs. Log
+ * subscriptions that come down the stream are served by the log publisher (log-publisher.ts).
  */
 
 /** What the agent learns from the swarm service when it starts. */
@@ -60,6 +63,16 @@ export interface NodeAgentOptions {
     idleMs: number,
   ) => AssignmentsStream;
   postStatus: (addr: string, call: StatusCall, tls: Required<ClientTls>) => Promise<StatusAnswer>;
+  /** Service logs: the containers' logs and the way back to the manager (absent: none published). */
+  logs?: {
+    containers: AgentLogContainers;
+    post: (
+      addr: string,
+      id: string,
+      call: LogPublishCall,
+      tls: Required<ClientTls>,
+    ) => Promise<LogPublishAnswer>;
+  };
   /** Backoff between connection attempts: first and largest (ms). */
   backoffMs?: { first: number; max: number };
 }
@@ -85,6 +98,7 @@ export class NodeAgent implements SwarmAgent {
   private applying: Promise<void> = Promise.resolve();
   private saveTimer?: NodeJS.Timeout;
   private readonly statePath: string;
+  private publisher?: LogPublisher;
 
   constructor(private readonly opts: NodeAgentOptions) {
     this.statePath = join(opts.stateDir, 'agent-tasks.json');
@@ -111,6 +125,14 @@ export class NodeAgent implements SwarmAgent {
       log: this.opts.log,
     });
     this.executor = executor;
+    const logs = this.opts.logs;
+    this.publisher = logs
+      ? new LogPublisher({
+          containers: logs.containers,
+          post: async (addr, id, call) => logs.post(addr, id, call, await ctx.tls()),
+          log: this.opts.log,
+        })
+      : undefined;
     for (const run of await this.loadSaved(ctx.nodeId)) executor.restore(run);
     const stopper = new AbortController();
     this.stopper = stopper;
@@ -121,6 +143,7 @@ export class NodeAgent implements SwarmAgent {
   async stop(): Promise<void> {
     this.stopper?.abort();
     this.stream?.close();
+    this.publisher?.stopAll();
     await this.loop?.catch(() => {});
     this.loop = undefined;
     this.reporter?.stop();
@@ -200,6 +223,9 @@ export class NodeAgent implements SwarmAgent {
       tls,
       (m) => {
         if (m.type === 'ping') return;
+        // log subscriptions are served beside the assignments, not after them
+        if (m.type === 'logs') return this.publisher?.start(addr, m.subscription);
+        if (m.type === 'logs-end') return this.publisher?.end(m.ID);
         if (m.type === 'full') {
           gotFull = true;
           stream.setIdle(3 * m.periodMs + 1000);

@@ -1,10 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AgentLogLine, LogPublishCall } from '../logs/logs.types.js';
 import type { AgentApiHandlers, AssignmentMessage, StatusCall } from './assignments.types.js';
 
 /**
  * The cluster API's agent paths, for the node of the verified client certificate:
  * `GET /v1/assignments` (a stream of JSON lines, one message each, until the client goes) and
- * `POST /v1/status` (a batch of task state reports). Returns false for any other path.
+ * `POST /v1/status` (a batch of task state reports) and `POST /v1/logs/<subscription>` (a batch of
+ * task log lines, logs/). Returns false for any other path.
  */
 export async function serveAgentPath(
   handlers: AgentApiHandlers,
@@ -37,5 +39,32 @@ export async function serveAgentPath(
     res.end(data);
     return true;
   }
+  const logs = /^\/v1\/logs\/([0-9a-f]{1,64})$/.exec(path ?? '');
+  if (req.method === 'POST' && logs) {
+    const answer = await handlers.publishLogs(node, logs[1] ?? '', asPublishCall(await readBody(req)));
+    const data = Buffer.from(JSON.stringify(answer));
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': data.length });
+    res.end(data);
+    return true;
+  }
   return false;
+}
+
+/** A publish body with what is not a log line left out. */
+function asPublishCall(body: unknown): LogPublishCall {
+  const o = (body && typeof body === 'object' ? body : {}) as Partial<Record<keyof LogPublishCall, unknown>>;
+  const lines = Array.isArray(o.Lines) ? o.Lines : [];
+  return {
+    Lines: lines.filter(
+      (l): l is AgentLogLine =>
+        !!l &&
+        typeof l === 'object' &&
+        typeof (l as AgentLogLine).Task === 'string' &&
+        ((l as AgentLogLine).Stream === 'stdout' || (l as AgentLogLine).Stream === 'stderr') &&
+        typeof (l as AgentLogLine).Time === 'string' &&
+        typeof (l as AgentLogLine).Data === 'string',
+    ),
+    Done: o.Done === true,
+    Errors: Array.isArray(o.Errors) ? o.Errors.filter((e): e is string => typeof e === 'string') : [],
+  };
 }

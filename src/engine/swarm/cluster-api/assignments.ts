@@ -1,6 +1,8 @@
 import { errorMessage, forbidden } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { keys } from '../keys.js';
+import { LogBroker } from '../logs/log-broker.js';
+import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import { unseal } from '../seal.js';
 import { objectKeys } from '../secrets/object-keys.js';
 import type { StoredObject } from '../secrets/secrets.types.js';
@@ -28,7 +30,8 @@ import { applyStatusCall } from './task-status.js';
  * task); the secrets and configs the tasks not yet over reference go with them, unsealed, and only
  * those (swarmkit releases a finished task's).
  * The first line is the whole set; then each change the manager's etcd watch sees; a ping every
- * heartbeat period, so that an agent can tell a dead link from a quiet one.
+ * heartbeat period, so that an agent can tell a dead link from a quiet one. Log subscriptions for
+ * the node's tasks (logs/log-broker.ts) are sent down the stream as well.
  */
 
 /** Whether a task belongs in its node's assignment set. */
@@ -67,7 +70,12 @@ export class TaskDispatch implements AgentApiHandlers {
     private readonly log: Logger,
     private readonly now: () => Date,
     private readonly managers: () => Promise<ManagerAddress[]>,
+    private readonly logs: LogBroker = new LogBroker(),
   ) {}
+
+  async publishLogs(nodeId: string, subscriptionId: string, call: LogPublishCall): Promise<LogPublishAnswer> {
+    return this.logs.publish(nodeId, subscriptionId, call);
+  }
 
   async status(nodeId: string, call: StatusCall): Promise<StatusAnswer> {
     await this.member(nodeId);
@@ -116,6 +124,7 @@ export class TaskDispatch implements AgentApiHandlers {
     let chain = Promise.resolve();
     await new Promise<void>((resolve, reject) => {
       const finish = (err?: Error) => {
+        detachLogs();
         watch.close();
         clearInterval(ping);
         signal.removeEventListener('abort', onAbort);
@@ -131,6 +140,8 @@ export class TaskDispatch implements AgentApiHandlers {
             finish(err instanceof Error ? err : new Error(String(err)));
           });
       };
+      // log subscriptions for this node's tasks go down this stream (logs/log-broker.ts)
+      const detachLogs = this.logs.attach(nodeId, send);
       const watch = this.store.watch(keys.tasks, list.revision + 1, {
         onEvents,
         onError: (err) => finish(err),

@@ -1,3 +1,5 @@
+import type { LogStreamMessage } from '../logs/log-broker.js';
+import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import type { PortConfig } from '../services/service.types.js';
 import type { Task, TaskStatus } from '../tasks/task.types.js';
 import type { ManagerAddress } from './protocol.js';
@@ -60,7 +62,8 @@ export interface AssignmentPing {
   type: 'ping';
 }
 
-export type AssignmentMessage = FullAssignments | AssignmentChanges | AssignmentPing;
+/** Log subscriptions (`logs`, `logs-end`) ride the stream too: see logs/log-broker.ts. */
+export type AssignmentMessage = FullAssignments | AssignmentChanges | AssignmentPing | LogStreamMessage;
 
 /** One task state report of an agent. */
 export interface StatusReport {
@@ -83,4 +86,6 @@ export interface AgentApiHandlers {
   /** Streams `nodeId`'s assignments through `send` until `signal` aborts or the watch ends. */
   assignments(nodeId: string, send: (m: AssignmentMessage) => void, signal: AbortSignal): Promise<void>;
   status(nodeId: string, call: StatusCall): Promise<StatusAnswer>;
+  /** `POST /v1/logs/<subscription>`: a batch of the node's task log lines. */
+  publishLogs(nodeId: string, subscriptionId: string, call: LogPublishCall): Promise<LogPublishAnswer>;
 }

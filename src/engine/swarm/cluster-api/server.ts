@@ -43,7 +43,7 @@ export interface ClusterApiOptions {
   keyPem: string;
   caPem: string;
   handlers: ClusterApiHandlers;
-  /** The agents' paths (`/v1/assignments`, `/v1/status`). */
+  /** The agents' paths (`/v1/assignments`, `/v1/status`, `/v1/logs/<subscription>`). */
   agents?: AgentApiHandlers;
   log: Logger;
 }
@@ -182,7 +182,10 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
         const route = routes.find((r) => r.method === req.method && r.path === path);
         if (!route) {
           // the agents' paths (agent-paths.ts): any node of the swarm, for itself
-          if (opts.agents && (path === '/v1/assignments' || path === '/v1/status')) {
+          if (
+            opts.agents &&
+            (path === '/v1/assignments' || path === '/v1/status' || path?.startsWith('/v1/logs/'))
+          ) {
             const caller = clientNode(req);
             if (!caller)
               return send(res, 401, { message: 'a client certificate from this swarm is required' });

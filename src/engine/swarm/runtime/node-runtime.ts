@@ -8,6 +8,8 @@ import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
+import { LogBroker } from '../logs/log-broker.js';
+import { LogRelay } from '../logs/log-relay.js';
 import type { SwarmServiceOptions } from '../options.js';
 import type { StoredCa, StoredCluster } from '../records.js';
 import type { ManagerAccess, NodeAccess, RoleLoops } from '../role-loops.js';
@@ -51,6 +53,8 @@ export class NodeRuntime {
   private roleWatch?: RoleWatch;
   private renewal?: CertRenewal;
   hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {} };
+  /** This manager's log subscriptions and the agents' streams that carry them (service logs). */
+  readonly logBroker = new LogBroker();
 
   constructor(
     private readonly opts: SwarmServiceOptions,
@@ -223,12 +227,15 @@ export class NodeRuntime {
         keyPem: key,
         caPem: root.cert,
         handlers: dispatcher,
-        agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers()),
+        agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers(), this.logBroker),
         log: this.opts.log,
       });
     } catch (err) {
       throw systemError(`cannot listen on ${local.ListenAddr}: ${errorMessage(err)}`);
     }
+    // log subscriptions for the nodes whose stream is on another manager go through etcd
+    const self = joinHostPort(local.AdvertiseHost, local.AdvertisePort);
+    this.logBroker.useRelay(new LogRelay(store, self, this.opts.log));
   }
 
   /** A worker's heartbeats to its managers, with its certificate. */
@@ -340,6 +347,7 @@ export class NodeRuntime {
   async closeManagerParts(): Promise<void> {
     await this.clusterApi?.close();
     this.clusterApi = undefined;
+    this.logBroker.stopRelay();
     this.stopEvents();
     this.session.store?.close();
     this.session.store = undefined;
