@@ -55,7 +55,7 @@ export function swarmRoute(handler: (ctx: ApiContext) => Promise<void>) {
 }
 
 /** dockerd's "no swarm here" errors in the request version's status. */
-function versioned(ctx: ApiContext, err: unknown): unknown {
+export function versioned(ctx: ApiContext, err: unknown): unknown {
   if (
     err instanceof BerthError &&
     err.kind === 'Unavailable' &&
