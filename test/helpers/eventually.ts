@@ -18,3 +18,26 @@ export async function eventually(
     await sleep(intervalMs);
   }
 }
+
+/**
+ * Read until `ok` holds for what `read` gives, and return that value; failing with `what` and the
+ * last value seen after `timeoutMs` (default 30 s). Bounded: it always ends.
+ */
+export async function eventuallyValue<T>(
+  what: string,
+  read: () => Promise<T>,
+  ok: (v: T) => boolean,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const last = await read();
+    if (ok(last)) return last;
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last seen ${JSON.stringify(last)}`,
+      );
+    await sleep(intervalMs);
+  }
+}

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { eventuallyValue } from '../../helpers/eventually.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
@@ -57,22 +57,6 @@ describe('swarm services end to end on one manager', () => {
     return (await engine.request('GET', `/containers/json?all=1&filters=${filters}`)).json();
   }
 
-  async function until<T>(
-    what: string,
-    read: () => Promise<T>,
-    ok: (v: T) => boolean,
-    ms = 30_000,
-  ): Promise<T> {
-    const end = Date.now() + ms;
-    let last: T | undefined;
-    while (Date.now() < end) {
-      last = await read();
-      if (ok(last)) return last;
-      await sleep(200);
-    }
-    assert.fail(`${what}: not within ${ms} ms; last seen ${JSON.stringify(last)}`);
-  }
-
   it('runs, scales, replaces and removes a replicated service', async () => {
     await engine.dockerOk([
       'service',
@@ -88,7 +72,7 @@ describe('swarm services end to end on one manager', () => {
       'sleep',
       '300',
     ]);
-    const two = await until(
+    const two = await eventuallyValue(
       'two running tasks',
       () => running('web'),
       (t) => t.length === 2,
@@ -101,7 +85,7 @@ describe('swarm services end to end on one manager', () => {
     for (const c of containers) assert.match(c.Names[0] ?? '', /^\/web\.[12]\.[0-9a-z]{25}$/);
 
     await engine.dockerOk(['service', 'scale', '-d', 'web=3']);
-    await until(
+    await eventuallyValue(
       'three running tasks',
       () => running('web'),
       (t) => t.length === 3,
@@ -111,7 +95,7 @@ describe('swarm services end to end on one manager', () => {
     const victim = (await running('web')).find((t) => t.Slot === 1);
     assert.ok(victim?.Status.ContainerStatus?.ContainerID);
     await engine.dockerOk(['kill', victim.Status.ContainerStatus.ContainerID]);
-    await until(
+    await eventuallyValue(
       'slot 1 replaced',
       () => tasks('web'),
       (ts) =>
@@ -122,12 +106,12 @@ describe('swarm services end to end on one manager', () => {
     assert.match(failed?.Status.Err ?? '', /^task: non-zero exit \(137\)$/);
 
     await engine.dockerOk(['service', 'scale', '-d', 'web=1']);
-    await until(
+    await eventuallyValue(
       'one running task',
       () => running('web'),
       (t) => t.length === 1,
     );
-    await until(
+    await eventuallyValue(
       'the scaled-down containers gone',
       () => taskContainers('web'),
       (cs) => cs.filter((c) => c.State === 'running').length === 1,
@@ -136,7 +120,7 @@ describe('swarm services end to end on one manager', () => {
     // a rolling update: the task is replaced by one from the new spec
     const before = (await running('web'))[0];
     await engine.dockerOk(['service', 'update', '-d', '--env-add', 'X=1', 'web']);
-    const after = await until(
+    const after = await eventuallyValue(
       'the updated task',
       () => running('web'),
       (t) => t.length === 1 && t[0]?.ID !== before?.ID,
@@ -145,7 +129,7 @@ describe('swarm services end to end on one manager', () => {
     assert.match(env, /^X=1$/m);
 
     await engine.dockerOk(['service', 'rm', 'web']);
-    await until(
+    await eventuallyValue(
       'no task container left',
       () => taskContainers('web'),
       (cs) => cs.length === 0,
@@ -170,7 +154,7 @@ describe('swarm services end to end on one manager', () => {
       'sleep',
       '300',
     ]);
-    await until(
+    await eventuallyValue(
       'one global task on the node',
       () => running('g'),
       (t) => t.length === 1,
@@ -190,7 +174,7 @@ describe('swarm services end to end on one manager', () => {
       'busybox:latest',
       'true',
     ]);
-    await until(
+    await eventuallyValue(
       'three completed job tasks',
       () => tasks('job'),
       (ts) => ts.filter((t) => t.Status.State === 'complete').length === 3,
@@ -198,7 +182,7 @@ describe('swarm services end to end on one manager', () => {
     const ls = await engine.dockerOk(['service', 'ls', '--format', '{{.Name}} {{.Replicas}}']);
     assert.match(ls, /^job 0\/0 \(3\/3 completed\)$/m);
     await engine.dockerOk(['service', 'rm', 'g', 'job']);
-    await until(
+    await eventuallyValue(
       'no global task container left',
       () => taskContainers('g'),
       (cs) => cs.length === 0,

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { FrameDecoder } from '../../../src/http/stream.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { eventuallyValue } from '../../helpers/eventually.js';
 import { freePort } from '../../helpers/swarm-etcd.js';
 
 /**
@@ -25,22 +25,6 @@ describe('swarm service logs on one manager', () => {
     NodeID?: string;
     DesiredState: string;
     Status: { State: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function until<T>(
-    what: string,
-    read: () => Promise<T>,
-    ok: (v: T) => boolean,
-    ms = 30_000,
-  ): Promise<T> {
-    const end = Date.now() + ms;
-    let last: T | undefined;
-    while (Date.now() < end) {
-      last = await read();
-      if (ok(last)) return last;
-      await sleep(200);
-    }
-    assert.fail(`${what}: not within ${ms} ms; last seen ${JSON.stringify(last)}`);
   }
 
   async function running(): Promise<TaskView[]> {
@@ -91,7 +75,7 @@ describe('swarm service logs on one manager', () => {
       '-c',
       'echo hello-$SLOT; echo oops-$SLOT >&2; sleep 0.3; echo ready-$SLOT; exec sleep 300',
     ]);
-    await until('two running tasks', running, (t) => t.length === 2);
+    await eventuallyValue('two running tasks', running, (t) => t.length === 2);
   });
   after(async () => {
     await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
@@ -101,7 +85,7 @@ describe('swarm service logs on one manager', () => {
   it('prints every task’s lines as name.slot.taskid@host | line', async () => {
     const tasks = await running();
     // the containers may not have written yet when they are reported running
-    const r = await until(
+    const r = await eventuallyValue(
       'both tasks’ lines',
       () => engine.docker(['service', 'logs', 'lg']),
       (res) => res.code === 0 && (res.stdout.match(/ready-/g) ?? []).length === 2,
@@ -179,14 +163,14 @@ describe('swarm service logs on one manager', () => {
       out += d.toString('utf8');
     });
     try {
-      await until(
+      await eventuallyValue(
         'the old lines',
         async () => out,
         (o) => (o.match(/ready-/g) ?? []).length === 2,
         20_000,
       );
       await engine.dockerOk(['exec', container, 'sh', '-c', 'echo later-1 > /proc/1/fd/1']);
-      await until(
+      await eventuallyValue(
         'the new line',
         async () => out,
         (o) => o.includes('later-1\n'),

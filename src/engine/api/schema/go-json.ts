@@ -34,6 +34,7 @@ export const int = (go: string, min: number, max: number): Node => ({ k: 'int', 
 export const int64 = int('int64', -(2 ** 63), 2 ** 63);
 export const goInt = int('int', -(2 ** 63), 2 ** 63);
 export const uint16 = int('uint16', 0, 65535);
+export const uint32 = int('uint32', 0, 2 ** 32 - 1);
 export const uint64 = int('uint64', 0, 2 ** 64);
 export const float32: Node = { k: 'float', go: 'float32' };
 export const uint = int('uint', 0, 2 ** 64);

@@ -10,19 +10,18 @@ import {
   fileMode,
   float32,
   goInt,
-  int,
   int64,
   named,
   str,
   stringMap,
   strings,
   struct,
+  uint32,
   uint64,
 } from './go-json.js';
 
 /** The body of POST /services/create and /services/{id}/update: moby's swarm.ServiceSpec, decoded as Go does. */
 
-const uint32 = int('uint32', 0, 2 ** 32 - 1);
 const empty = { k: 'empty' } as const;
 
 const driver = struct('swarm.Driver', { Name: str, Options: stringMap });

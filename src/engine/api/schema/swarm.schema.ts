@@ -7,19 +7,17 @@ import {
   duration,
   type Fields,
   goInt,
-  int,
   int64,
   named,
   str,
   stringMap,
   strings,
   struct,
+  uint32,
   uint64,
 } from './go-json.js';
 
 /** The bodies of POST /swarm/init and /swarm/update as moby declares them (api/types/swarm), decoded as Go does. */
-
-const uint32 = int('uint32', 0, 2 ** 32 - 1);
 
 const specFields: Fields = {
   Name: str,
