@@ -141,6 +141,16 @@ describe('swarm services end to end on one manager', () => {
     );
   });
 
+  it('converges as the CLI watches it without -d (its per-slot progress and the verify line)', async () => {
+    const out = await engine.dockerOk(
+      ['service', 'create', '--name', 'watched', '--replicas', '2', 'busybox:latest', 'sleep', '300'],
+      { timeoutMs: 60_000 },
+    );
+    assert.match(out, /overall progress: 2 out of 2 tasks/);
+    assert.match(out, /verify: Service (watched|[0-9a-z]{25}) converged/);
+    await engine.dockerOk(['service', 'rm', 'watched']);
+  });
+
   it('runs a global service and a replicated job to completion', async () => {
     await engine.dockerOk([
       'service',
