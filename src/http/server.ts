@@ -59,6 +59,7 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
   connections.set(server, sockets);
   server.on('connection', (socket: Duplex) => {
     sockets.add(socket);
+    lingerOnClose(socket);
     socket.on(
       'close',
       keepOnTakeOver(() => sockets.delete(socket)),
@@ -84,6 +85,34 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
     server.requestTimeout = 0;
   }
   return server;
+}
+
+/** How long a closing connection keeps reading what its client still sends (lingerOnClose). */
+const LINGER_MS = 2000;
+
+/**
+ * A lingering close. Node ends a connection that will not be kept (an answer given before its
+ * request's body was read: a 404, a 400, a refusal) with destroySoon: end, then destroy. Closing a
+ * socket whose client is still sending makes the kernel answer with a reset, and a reset can
+ * discard the answer from the client's receive buffer before it reads it: the client sees a
+ * broken pipe instead of the error. So, as Go's server does, the answer is sent and the write
+ * side closed, and what the client still sends is read and dropped until it closes its side or
+ * LINGER_MS pass; only then is the socket destroyed.
+ */
+function lingerOnClose(socket: Duplex): void {
+  const net = socket as Duplex & { destroySoon?: () => void };
+  if (typeof net.destroySoon !== 'function') return;
+  net.destroySoon = () => {
+    if (socket.destroyed) return;
+    if (socket.writable) socket.end();
+    const done = () => socket.destroy();
+    if (socket.readableEnded) return done();
+    const timer = setTimeout(done, LINGER_MS);
+    timer.unref();
+    socket.once('end', done);
+    socket.once('close', () => clearTimeout(timer));
+    socket.resume();
+  };
 }
 
 /** An error listener for streams whose errors are answered elsewhere (or by nobody). */
