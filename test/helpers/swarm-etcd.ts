@@ -9,6 +9,7 @@ import { ETCD_PEER_CN, type EtcdMemberSpec } from '../../src/engine/swarm/etcd/e
 import { hostEtcdProcesses } from '../../src/engine/swarm/etcd/etcd-process.js';
 import { waitForEtcd } from '../../src/engine/swarm/etcd/etcd-ready.js';
 import { EtcdSupervisor } from '../../src/engine/swarm/etcd/etcd-supervisor.js';
+import type { TestEngine } from './engine.js';
 
 /** A free tcp port on 127.0.0.1 (closed again: a race is possible but rare). */
 export async function freePort(): Promise<number> {
@@ -132,4 +133,21 @@ export class TestEtcd {
     }
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * `docker swarm init` on loopback, as most single-engine swarm tests begin: advertise 127.0.0.1,
+ * the cluster API on `listenPort` (a free one when not given). Returns the node's ID.
+ */
+export async function initLoopbackSwarm(engine: TestEngine, listenPort?: number): Promise<string> {
+  const port = listenPort ?? (await freePort());
+  await engine.dockerOk([
+    'swarm',
+    'init',
+    '--advertise-addr',
+    '127.0.0.1',
+    '--listen-addr',
+    `127.0.0.1:${port}`,
+  ]);
+  return (await engine.request('GET', '/info')).json<{ Swarm: { NodeID: string } }>().Swarm.NodeID;
 }

@@ -17,7 +17,7 @@ import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
 import { startTestRegistry, tempDir } from '../../helpers/registry.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * The swarm agent on a one-manager swarm (issue 14 §6): the test writes a service straight into
@@ -45,15 +45,7 @@ describe('swarm agent (one manager, services written into etcd)', () => {
     listenPort = await freePort();
     engine = await TestEngine.start({ args: ['--swarm-etcd-peer-port', String(peerPort)] });
     await ensureBusybox(engine);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${listenPort}`,
-    ]);
-    nodeId = (await engine.request('GET', '/info')).json<{ Swarm: { NodeID: string } }>().Swarm.NodeID;
+    nodeId = await initLoopbackSwarm(engine, listenPort);
     store = new EtcdStore({ socketPath: join(engine.execRoot, 'swarm', 'etcd.sock:0') });
     const created = await engine.request('POST', '/secrets/create', {
       body: { Name: 's1', Data: Buffer.from('top-secret\n').toString('base64') },

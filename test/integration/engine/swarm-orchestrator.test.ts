@@ -9,7 +9,7 @@ import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { type StoredTask, stateRank } from '../../../src/engine/swarm/tasks/task.types.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * The orchestrator on a real one-manager swarm (issue 14 §4): the engine's manager wins the
@@ -31,15 +31,7 @@ describe('the swarm orchestrator on a one-manager swarm', () => {
     const listenPort = await freePort();
     engine = await TestEngine.start({ bridge: 'none', args: ['--swarm-etcd-peer-port', String(peerPort)] });
     await ensureBusybox(engine);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${listenPort}`,
-    ]);
-    nodeId = (await engine.request('GET', '/info')).json<{ Swarm: { NodeID: string } }>().Swarm.NodeID;
+    nodeId = await initLoopbackSwarm(engine, listenPort);
     store = new EtcdStore({ socketPath: join(engine.execRoot, 'swarm', 'etcd.sock:0') });
     const from = (await store.range(keys.tasks)).revision + 1;
     watch = store.watch(keys.tasks, from, {

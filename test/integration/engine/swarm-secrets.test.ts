@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { TestEngine } from '../../helpers/engine.js';
 import { runCommand } from '../../helpers/process.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * Swarm secrets and configs (issue 14 §7) on a one-manager swarm with its real etcd member,
@@ -25,14 +25,7 @@ describe('swarm secrets and configs (one manager, docker CLI)', () => {
     assert.equal(out.stderr.trim(), `Error response from daemon: ${NOT_MANAGER}`);
     const cfg = await engine.request('GET', '/configs');
     assert.equal(cfg.status, 503);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${listenPort}`,
-    ]);
+    await initLoopbackSwarm(engine, listenPort);
   });
   after(async () => {
     await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * Services end to end on a one-manager swarm through the docker CLI (issue 14 §3, §4, §6): the
@@ -20,14 +20,7 @@ describe('swarm services end to end on one manager', () => {
       args: ['--swarm-etcd-peer-port', String(await freePort())],
     });
     await ensureBusybox(engine);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${await freePort()}`,
-    ]);
+    await initLoopbackSwarm(engine);
   });
   after(async () => {
     await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);

@@ -6,7 +6,7 @@ import { FrameDecoder } from '../../../src/http/stream.js';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * Service and task logs on a one-manager swarm (issue 14 §3, §6): the manager subscribes to the
@@ -50,14 +50,7 @@ describe('swarm service logs on one manager', () => {
       args: ['--swarm-etcd-peer-port', String(await freePort())],
     });
     await ensureBusybox(engine);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${await freePort()}`,
-    ]);
+    await initLoopbackSwarm(engine);
     nodeId = await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
     serviceId = await engine.dockerOk([
       'service',

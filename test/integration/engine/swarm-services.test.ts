@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * Swarm services and tasks, the API (issue 14 §3), on a one-manager swarm with its real etcd
@@ -57,14 +57,7 @@ describe('swarm services and tasks (one manager)', () => {
     assert.equal(outside.status, 503);
     const old = await engine.request('GET', '/v1.24/tasks');
     assert.equal(old.status, 406);
-    await engine.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${listenPort}`,
-    ]);
+    await initLoopbackSwarm(engine, listenPort);
   });
   after(async () => {
     await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
