@@ -87,10 +87,13 @@ export class SwarmHosts {
     return id;
   }
 
+  /** Ends every engine (the joiners first) and always removes the namespaces, even if an engine's removal failed. */
   async destroy(): Promise<void> {
     this.store?.close();
-    await Promise.all(this.engines.slice(1).map((e) => e.destroy()));
-    await this.engines[0]?.destroy();
+    const joiners = await Promise.allSettled(this.engines.slice(1).map((e) => e.destroy()));
+    const first = await Promise.allSettled([this.engines[0]?.destroy()]);
     await this.net.destroy();
+    const failed = [...joiners, ...first].find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }
