@@ -77,7 +77,7 @@ export class NftIngressMesh implements IngressMesh {
     });
   }
 
-  apply(ports: IngressPort[]): Promise<void> {
+  async apply(ports: IngressPort[]): Promise<void> {
     const wanted = normalizePorts(ports); // bad input fails before anything is queued
     return this.serial(async () => {
       const host = hostIngressScript(this.table, this.hostLink, this.link, wanted);

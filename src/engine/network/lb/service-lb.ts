@@ -26,7 +26,7 @@ export class NftServiceLb implements ServiceLb {
     private readonly identify: (path: string) => Promise<string | undefined> = namespaceId,
   ) {}
 
-  apply(sandboxKey: string, vips: VipBackendSet[]): Promise<void> {
+  async apply(sandboxKey: string, vips: VipBackendSet[]): Promise<void> {
     const script = vipTableScript(vips); // bad input fails before anything is queued
     return this.serial(sandboxKey, () => this.write(sandboxKey, script, true));
   }
