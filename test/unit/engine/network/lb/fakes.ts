@@ -1,0 +1,72 @@
+import type { NetnsOps } from '../../../../../src/engine/network/adapters/netns.ops.js';
+import type { NftOps } from '../../../../../src/engine/network/lb/nft.ops.js';
+import type { NsLinkOps } from '../../../../../src/engine/network/lb/ns-link.ops.js';
+
+/** nft as a record of scripts per namespace ('host' for the engine's own); `failNext` fails one run. */
+export class FakeNft implements NftOps {
+  runs: Array<{ netns: string; script: string }> = [];
+  failNext = false;
+  async run(netns: string | undefined, script: string): Promise<void> {
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('nft: failed');
+    }
+    this.runs.push({ netns: netns ?? 'host', script });
+  }
+  async tables(): Promise<string[]> {
+    return [];
+  }
+}
+
+/** Links and namespaces in memory: `ns/link` names, the sysctls written, the calls made. */
+export class FakeLinks implements NsLinkOps {
+  links = new Set<string>();
+  namespaces = new Set<string>();
+  sysctls = new Map<string, string>();
+  calls: string[] = [];
+  async ipBatch(netns: string | undefined, lines: string[]): Promise<void> {
+    const ns = netns ?? 'host';
+    this.calls.push(`ip ${ns}: ${lines.join('; ')}`);
+    for (const l of lines) {
+      const add = /^link add (\S+) type veth peer name (\S+) netns (\S+)$/.exec(l);
+      if (add) {
+        this.links.add(`${ns}/${add[1]}`);
+        this.links.add(`${add[3]}/${add[2]}`);
+      }
+    }
+  }
+  async linkExists(netns: string | undefined, name: string): Promise<boolean> {
+    return this.links.has(`${netns ?? 'host'}/${name}`);
+  }
+  async deleteLink(netns: string | undefined, name: string): Promise<void> {
+    this.calls.push(`del ${netns ?? 'host'}/${name}`);
+    this.links.delete(`${netns ?? 'host'}/${name}`);
+  }
+  async sysctl(netns: string | undefined, key: string, value: string): Promise<void> {
+    this.sysctls.set(`${netns ?? 'host'}:${key}`, value);
+  }
+  async isNamespace(path: string): Promise<boolean> {
+    return this.namespaces.has(path);
+  }
+}
+
+/** Namespaces made and removed, shared with FakeLinks (a removed namespace takes its links along). */
+export class FakeNetns implements NetnsOps {
+  calls: string[] = [];
+  constructor(private readonly links: FakeLinks) {}
+  async create(path: string): Promise<void> {
+    this.calls.push(`create ${path}`);
+    this.links.namespaces.add(path);
+  }
+  async remove(path: string): Promise<void> {
+    this.calls.push(`remove ${path}`);
+    this.links.namespaces.delete(path);
+    for (const l of [...this.links.links]) if (l.startsWith(`${path}/`)) this.links.links.delete(l);
+  }
+  async list(): Promise<string[]> {
+    return [];
+  }
+  async inUse(): Promise<boolean> {
+    return false;
+  }
+}
