@@ -48,6 +48,13 @@ describe('ingress routing mesh', () => {
     });
   }
 
+  /** Whether TCP `port` can be bound on the host: `free` or the error's code. */
+  async function bindProbe(port: number): Promise<string> {
+    const probe = `require('node:net').createServer().on('error', (e) => { console.log(e.code); process.exit(0); })
+      .listen(${port}, '0.0.0.0', () => { console.log('free'); process.exit(0); });`;
+    return (await net.exec(net.host, [process.execPath, '-e', probe])).stdout.trim();
+  }
+
   /** Nothing of the mesh `name` is left on the host. */
   async function assertGone(name: string): Promise<void> {
     const path = join(dir, 'netns', name);
@@ -97,23 +104,33 @@ describe('ingress routing mesh', () => {
     await m.remove(); // again: nothing there, no error
   });
 
-  it('is adopted by the next engine after a kill -9, and removed by it', async () => {
+  it('holds its ports in its own namespace, and is adopted and removed by the next engine after a kill -9', async () => {
     const sandboxPath = join(dir, 'netns', 'ingB');
+    // an engine in the node's namespace (no hostNetns: nft, ip and the port sockets are its own)
     const script = `
       import { NftIngressMesh } from ${JSON.stringify(join(repoRoot, 'src/engine/network/lb/ingress-mesh.ts'))};
-      const m = new NftIngressMesh(JSON.parse(process.argv[1]));
-      const { sandboxKey } = await m.ensureSandbox();
-      console.log(sandboxKey);
+      const [opts, ports] = process.argv.slice(1).map((a) => JSON.parse(a));
+      const m = new NftIngressMesh(opts);
+      await m.ensureSandbox();
+      await m.apply(ports);
+      console.log('ready');
       setInterval(() => {}, 1000);
     `;
-    const opts = { sandboxPath, hostNetns: net.path(net.host), hostLink: 'ingB0' };
+    const opts = { sandboxPath, hostLink: 'ingB0' };
     const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(opts)],
-      {
-        cwd: repoRoot,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      'nsenter',
+      [
+        `--net=${net.path(net.host)}`,
+        process.execPath,
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        script,
+        JSON.stringify(opts),
+        JSON.stringify(ports.slice(0, 1)),
+      ],
+      { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
     let err = '';
@@ -123,18 +140,23 @@ describe('ingress routing mesh', () => {
     child.stderr?.on('data', (d: Buffer) => {
       err += d.toString();
     });
-    for (let i = 0; i < 300 && !out.includes(sandboxPath); i++) {
+    for (let i = 0; i < 400 && !out.includes('ready'); i++) {
       if (child.exitCode !== null) break;
       await sleep(50);
     }
-    assert.ok(out.includes(sandboxPath), `the first engine made its sandbox: ${out}${err}`);
+    assert.ok(out.includes('ready'), `the first engine made its sandbox and rules: ${out}${err}`);
     await net.attach(sandboxPath, `${net.overlay}.3`, 'eth1');
-    const first = mesh('ingB');
-    await first.apply(ports.slice(0, 1));
+    assert.deepEqual(tally(await net.requests(net.host, 'tcp', '127.0.0.1', 8080, 3)), {
+      t1: 1,
+      t2: 1,
+      t3: 1,
+    });
+    assert.equal(await bindProbe(8080), 'EADDRINUSE', 'the published port is held by the engine');
     const exited = new Promise((r) => child.once('exit', r));
     if (child.pid) process.kill(child.pid, 'SIGKILL');
     await exited;
 
+    assert.equal(await bindProbe(8080), 'free', 'the port went with the engine');
     // a new engine: nothing in memory; the sandbox is whole, kept, and still answering
     const next = mesh('ingB');
     assert.deepEqual(await next.ensureSandbox(), { sandboxKey: sandboxPath });

@@ -1,5 +1,7 @@
-import { invalidParameter } from '../../../common/errors.js';
+import { errorMessage, invalidParameter } from '../../../common/errors.js';
+import type { Logger } from '../../../common/log.js';
 import { HostNetnsOps, type NetnsOps } from '../adapters/netns.ops.js';
+import { HostPortSockets, type PortHolder, type PortSocketOps } from '../adapters/port-sockets.js';
 import {
   hostIngressScript,
   INGRESS_TABLE,
@@ -23,8 +25,15 @@ export interface IngressMeshOptions {
   linkSubnet?: string;
   /** The node's namespace (a bound netns path); the engine's own when undefined (tests use one). */
   hostNetns?: string;
+  /**
+   * Where a published port that cannot be held is told (another process has it: its DNAT still
+   * takes the traffic, as dockerd only warns there).
+   */
+  log?: Pick<Logger, 'warn'>;
   /** Host calls (unit tests: fakes). */
   nft?: NftOps;
+  /** Holds published ports in the engine's own namespace (not used with `hostNetns`). */
+  sockets?: PortSocketOps;
   links?: NsLinkOps;
   netns?: NetnsOps;
 }
@@ -52,6 +61,10 @@ export class NftIngressMesh implements IngressMesh {
   private hostScript = '';
   private sandboxScript = '';
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly sockets: PortSocketOps | undefined;
+  private readonly log: Pick<Logger, 'warn'> | undefined;
+  /** The published ports held, by `port/protocol`. */
+  private readonly held = new Map<string, PortHolder>();
 
   constructor(opts: IngressMeshOptions) {
     this.sandboxPath = opts.sandboxPath;
@@ -63,6 +76,9 @@ export class NftIngressMesh implements IngressMesh {
     this.nft = opts.nft ?? new HostNftOps();
     this.links = opts.links ?? new HostNsLinkOps();
     this.netns = opts.netns ?? new HostNetnsOps();
+    // a socket binds in the engine's namespace: ports of another namespace are not held
+    this.sockets = opts.hostNetns === undefined ? (opts.sockets ?? new HostPortSockets()) : undefined;
+    this.log = opts.log;
   }
 
   /** The host's table name (the same as its link's). */
@@ -94,7 +110,37 @@ export class NftIngressMesh implements IngressMesh {
         await this.nft.run(this.hostNetns, host);
         this.hostScript = host;
       }
+      await this.hold(wanted);
     });
+  }
+
+  /**
+   * Hold each published port with a socket of the engine's (dockerd's ingress listeners), so
+   * that a local `-p` of the same port, or another program, cannot take it; what reaches the
+   * socket (nothing over IPv4: the DNAT takes it first) is relayed to the sandbox.
+   */
+  private async hold(ports: IngressPort[]): Promise<void> {
+    const sockets = this.sockets;
+    if (!sockets) return;
+    const wanted = new Set(ports.map((p) => `${p.publishedPort}/${p.protocol}`));
+    for (const [key, holder] of [...this.held]) {
+      if (wanted.has(key)) continue;
+      this.held.delete(key);
+      await holder.close().catch(() => undefined);
+    }
+    for (const p of ports) {
+      const key = `${p.publishedPort}/${p.protocol}`;
+      if (this.held.has(key)) continue;
+      try {
+        const target = { ip: this.link.sandboxIp, port: p.publishedPort };
+        this.held.set(key, await sockets.bind(p.protocol, '0.0.0.0', p.publishedPort, target));
+      } catch (err) {
+        this.log?.warn('cannot hold an ingress-published port (its rules still carry it)', {
+          port: key,
+          error: errorMessage(err),
+        });
+      }
+    }
   }
 
   remove(): Promise<void> {
@@ -102,6 +148,7 @@ export class NftIngressMesh implements IngressMesh {
       this.ready = false;
       this.hostScript = '';
       this.sandboxScript = '';
+      await this.hold([]);
       await this.nft.run(this.hostNetns, deleteTable(this.table));
       await this.links.deleteLink(this.hostNetns, this.hostLink);
       await this.netns.remove(this.sandboxPath);

@@ -1,6 +1,8 @@
 import type { NetnsOps } from '../../../../../src/engine/network/adapters/netns.ops.js';
+import type { PortHolder, PortSocketOps } from '../../../../../src/engine/network/adapters/port-sockets.js';
 import type { NftOps } from '../../../../../src/engine/network/lb/nft.ops.js';
 import type { NsLinkOps } from '../../../../../src/engine/network/lb/ns-link.ops.js';
+import type { PortProto } from '../../../../../src/engine/network/ports/port-spec.js';
 
 /** nft as a record of scripts per namespace ('host' for the engine's own); `failNext` fails one run. */
 export class FakeNft implements NftOps {
@@ -68,5 +70,17 @@ export class FakeNetns implements NetnsOps {
   }
   async inUse(): Promise<boolean> {
     return false;
+  }
+}
+
+/** Port sockets in memory: the ports held; `taken` ports fail as another process's. */
+export class FakeSockets implements PortSocketOps {
+  held = new Set<string>();
+  taken = new Set<string>();
+  async bind(proto: PortProto, _hostIp: string, hostPort: number): Promise<PortHolder> {
+    const key = `${hostPort}/${proto}`;
+    if (this.taken.has(key)) throw Object.assign(new Error('address already in use'), { code: 'EADDRINUSE' });
+    this.held.add(key);
+    return { close: async () => void this.held.delete(key) };
   }
 }

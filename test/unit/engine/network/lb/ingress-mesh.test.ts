@@ -2,15 +2,28 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { NftIngressMesh } from '../../../../../src/engine/network/lb/ingress-mesh.js';
 import type { IngressPort } from '../../../../../src/engine/network/lb/lb.types.js';
-import { FakeLinks, FakeNetns, FakeNft } from './fakes.js';
+import { FakeLinks, FakeNetns, FakeNft, FakeSockets } from './fakes.js';
 
 function fixture() {
   const nft = new FakeNft();
   const links = new FakeLinks();
   const netns = new FakeNetns(links);
+  const sockets = new FakeSockets();
+  const warnings: string[] = [];
+  const log = {
+    warn: (msg: string, fields?: Record<string, unknown>) => warnings.push(`${msg} ${fields?.port}`),
+  };
   const make = () =>
-    new NftIngressMesh({ sandboxPath: '/exec/netns/ingress_sbox', hostLink: 'bing0', nft, links, netns });
-  return { nft, links, netns, make };
+    new NftIngressMesh({
+      sandboxPath: '/exec/netns/ingress_sbox',
+      hostLink: 'bing0',
+      nft,
+      links,
+      netns,
+      sockets,
+      log,
+    });
+  return { nft, links, netns, sockets, warnings, make };
 }
 
 const ports: IngressPort[] = [
@@ -88,6 +101,31 @@ describe('NftIngressMesh', () => {
     assert.deepEqual(f.links.links, new Set());
     assert.deepEqual(f.links.namespaces, new Set());
     assert.match(f.nft.runs.at(-1)?.script ?? '', /^table ip bing0\ndelete table ip bing0\n$/);
+  });
+
+  it('holds the published ports in its own namespace, warns about one taken, lets them go', async () => {
+    const f = fixture();
+    const m = f.make();
+    f.sockets.taken.add('53/udp');
+    await m.apply([...ports, { protocol: 'udp', publishedPort: 53, targetPort: 53, backends: [] }]);
+    assert.deepEqual([...f.sockets.held], ['8080/tcp']);
+    assert.deepEqual(f.warnings, ['cannot hold an ingress-published port (its rules still carry it) 53/udp']);
+    await m.apply([{ protocol: 'tcp', publishedPort: 9000, targetPort: 80, backends: [] }]);
+    assert.deepEqual([...f.sockets.held], ['9000/tcp']);
+    await m.remove();
+    assert.deepEqual([...f.sockets.held], []);
+
+    const other = new FakeSockets();
+    const inNamespace = new NftIngressMesh({
+      sandboxPath: '/exec/netns/ingress_sbox',
+      hostNetns: '/run/netns/node',
+      nft: f.nft,
+      links: f.links,
+      netns: f.netns,
+      sockets: other,
+    });
+    await inNamespace.apply(ports);
+    assert.deepEqual([...other.held], [], 'no socket can bind in another namespace');
   });
 
   it('makes no sandbox for an empty set of ports', async () => {
