@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -24,6 +24,8 @@ describe('ingress routing mesh', () => {
   let dir = '';
   const nft = new HostNftOps();
   let ports: IngressPort[] = [];
+  /** The engine process of the kill -9 test. */
+  let engine: ChildProcess | undefined;
 
   before(async () => {
     net = await LbNetwork.create(3);
@@ -36,6 +38,13 @@ describe('ingress routing mesh', () => {
     ];
   });
   after(async () => {
+    // what a failed test left: the meshes' namespaces are mounts under dir
+    if (engine?.exitCode === null && engine.pid) process.kill(engine.pid, 'SIGKILL');
+    if (net && dir)
+      for (const name of ['ingA', 'ingB'])
+        await mesh(name)
+          .remove()
+          .catch(() => undefined);
     await net?.destroy();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -58,7 +67,14 @@ describe('ingress routing mesh', () => {
   /** Nothing of the mesh `name` is left on the host. */
   async function assertGone(name: string): Promise<void> {
     const path = join(dir, 'netns', name);
-    assert.deepEqual(await nft.tables(net.path(net.host)), [], 'no nft table on the host');
+    const tables = await nft.tables(net.path(net.host));
+    assert.deepEqual(
+      tables.filter((t) => !/^ip (filter|nat|raw)$/.test(t)),
+      [],
+      'no nft table of the mesh on the host (iptables-nft has its own)',
+    );
+    const forward = await net.exec(net.host, ['iptables', '-w', '-S', 'FORWARD']);
+    assert.doesNotMatch(forward.stdout, /berth ingress/, 'no FORWARD rule');
     const link = await net.exec(net.host, ['ip', 'link', 'show', `${name}0`]);
     assert.notEqual(link.code, 0, 'no host link');
     await assert.rejects(stat(path), 'no namespace file');
@@ -75,6 +91,9 @@ describe('ingress routing mesh', () => {
   }
 
   it('publishes on every address of the node, loopback included, spread over the tasks', async () => {
+    // a node whose forwarding policy is DROP (as dockerd leaves it): the mesh's own rules let it through
+    const policy = await net.exec(net.host, ['iptables', '-w', '-P', 'FORWARD', 'DROP']);
+    assert.equal(policy.code, 0, policy.stderr);
     const m = mesh('ingA');
     const { sandboxKey } = await m.ensureSandbox();
     await net.attach(sandboxKey, `${net.overlay}.2`, 'eth1');
@@ -132,6 +151,7 @@ describe('ingress routing mesh', () => {
       ],
       { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    engine = child;
     let out = '';
     let err = '';
     child.stdout?.on('data', (d: Buffer) => {

@@ -3,6 +3,8 @@ import type { Logger } from '../../../common/log.js';
 import { HostNetnsOps, type NetnsOps } from '../adapters/netns.ops.js';
 import { HostPortSockets, type PortHolder, type PortSocketOps } from '../adapters/port-sockets.js';
 import {
+  forwardAccepts,
+  forwardUpdate,
   hostIngressScript,
   INGRESS_TABLE,
   type IngressLink,
@@ -150,6 +152,7 @@ export class NftIngressMesh implements IngressMesh {
       this.sandboxScript = '';
       await this.hold([]);
       await this.nft.run(this.hostNetns, deleteTable(this.table));
+      await this.forward([]);
       await this.links.deleteLink(this.hostNetns, this.hostLink);
       await this.netns.remove(this.sandboxPath);
     });
@@ -168,7 +171,14 @@ export class NftIngressMesh implements IngressMesh {
       await this.netns.remove(this.sandboxPath);
       await this.create();
     }
+    await this.forward(forwardAccepts(this.hostLink));
     this.ready = true;
+  }
+
+  /** Make the link's FORWARD rules on the host `want` (none: removed). */
+  private async forward(want: string[]): Promise<void> {
+    const input = forwardUpdate(await this.links.forwardRules(this.hostNetns), this.hostLink, want);
+    if (input) await this.links.restore(this.hostNetns, input);
   }
 
   private async create(): Promise<void> {

@@ -23,6 +23,10 @@ import { addressSet, type NftChain, replaceTable, roundRobin } from './nft-scrip
  *                       the ingress network (masquerade), so the replies come back through it
  *   chain ingress-fwd   filter forward: the sandbox forwards only those connections (and their
  *                       replies): it is no router from the ingress network into the host
+ * And, in the host's iptables filter FORWARD (whose policy may be DROP: dockerd sets it, and an
+ * nft accept cannot override another table's drop), two rules with the comment
+ * `berth ingress <link>`: what goes to the sandbox, and its replies, are forwarded (dockerd's
+ * DOCKER-INGRESS filter chain).
  * A published port with no backend is still sent to the sandbox, where nothing listens: refused
  * at once (TCP reset, ICMP port unreachable). Pure.
  */
@@ -141,4 +145,36 @@ export function sandboxIngressScript(ports: IngressPort[]): string {
     },
   );
   return replaceTable(INGRESS_TABLE, chains);
+}
+
+/** The comment of the host's FORWARD rules of the link. */
+export function forwardComment(hostLink: string): string {
+  return `berth ingress ${hostLink}`;
+}
+
+/** The host's FORWARD rules of the link (iptables -S form, without -A). */
+export function forwardAccepts(hostLink: string): string[] {
+  const c = `-m comment --comment "${forwardComment(hostLink)}"`;
+  return [
+    `FORWARD -o ${hostLink} ${c} -j ACCEPT`,
+    `FORWARD -i ${hostLink} -m conntrack --ctstate RELATED,ESTABLISHED ${c} -j ACCEPT`,
+  ];
+}
+
+/**
+ * The iptables-restore input that makes the link's FORWARD rules `want` (inserted first, in
+ * order) from `have` (iptables -S FORWARD): '' when they are there, in order (wherever they are:
+ * nothing of berth's before them drops what they accept).
+ */
+export function forwardUpdate(have: string, hostLink: string, want: string[]): string {
+  const lines = have.split('\n').filter((l) => l.startsWith('-A FORWARD '));
+  const mine = lines.filter((l) => l.includes(`"${forwardComment(hostLink)}"`));
+  if (mine.length === want.length && mine.every((l, i) => l === `-A ${want[i]}`)) return '';
+  return [
+    '*filter',
+    ...mine.map((l) => `-D ${l.slice(3)}`),
+    ...want.map((r, i) => `-I FORWARD ${i + 1}${r.slice('FORWARD'.length)}`),
+    'COMMIT',
+    '',
+  ].join('\n');
 }

@@ -4,10 +4,11 @@ import { systemError } from '../../../common/errors.js';
 import { inNamespace } from './nft.ops.js';
 
 /**
- * Links and sysctls in a network namespace given by its path (the engine's own when undefined),
- * for the ingress sandbox's link to the host: `ip -batch -` and `tee /proc/sys/...` run under
- * `nsenter --net=<path>` (/proc/sys/net is the namespace of the process that opens it). Unit
- * tests substitute a fake.
+ * Links, sysctls and filter FORWARD rules in a network namespace given by its path (the engine's
+ * own when undefined), for the ingress sandbox's link to the host: `ip -batch -`, `tee
+ * /proc/sys/...`, `iptables -S FORWARD` and `iptables-restore --noflush`, run under `nsenter
+ * --net=<path>` (/proc/sys/net is the namespace of the process that opens it). Unit tests
+ * substitute a fake.
  */
 export interface NsLinkOps {
   /** Run `ip` commands (one a line, `ip -batch` syntax) in the namespace; all or an error. */
@@ -20,6 +21,10 @@ export interface NsLinkOps {
   sysctl(netns: string | undefined, key: string, value: string): Promise<void>;
   /** Whether `path` is a bound network namespace (an nsfs mount, not a plain file). */
   isNamespace(path: string): Promise<boolean>;
+  /** `iptables -S FORWARD` of the filter table. */
+  forwardRules(netns: string | undefined): Promise<string>;
+  /** `iptables-restore --noflush` of `input`. */
+  restore(netns: string | undefined, input: string): Promise<void>;
 }
 
 export class HostNsLinkOps implements NsLinkOps {
@@ -54,5 +59,16 @@ export class HostNsLinkOps implements NsLinkOps {
       stat(dirname(path)).catch(() => undefined),
     ]);
     return !!file && !!dir && file.dev !== dir.dev;
+  }
+
+  async forwardRules(netns: string | undefined): Promise<string> {
+    const r = await inNamespace(netns, 'iptables', ['-w', '-S', 'FORWARD']);
+    if (r.code !== 0) throw systemError(`iptables -S FORWARD: ${r.stderr || `exit status ${r.code}`}`);
+    return r.stdout;
+  }
+
+  async restore(netns: string | undefined, input: string): Promise<void> {
+    const r = await inNamespace(netns, 'iptables-restore', ['-w', '--noflush'], input);
+    if (r.code !== 0) throw systemError(`iptables-restore: ${r.stderr || `exit status ${r.code}`}`);
   }
 }

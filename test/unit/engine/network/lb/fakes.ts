@@ -50,6 +50,19 @@ export class FakeLinks implements NsLinkOps {
   async isNamespace(path: string): Promise<boolean> {
     return this.namespaces.has(path);
   }
+  /** The host's FORWARD chain, `-A ...` lines. */
+  forward: string[] = ['-A FORWARD -j OTHER'];
+  async forwardRules(): Promise<string> {
+    return ['-P FORWARD DROP', ...this.forward, ''].join('\n');
+  }
+  async restore(netns: string | undefined, input: string): Promise<void> {
+    this.calls.push(`restore ${netns ?? 'host'}`);
+    for (const l of input.split('\n')) {
+      if (l.startsWith('-D ')) this.forward = this.forward.filter((r) => r !== `-A ${l.slice(3)}`);
+      const insert = /^-I FORWARD (\d+) (.*)$/.exec(l);
+      if (insert) this.forward.splice(Number(insert[1]) - 1, 0, `-A FORWARD ${insert[2]}`);
+    }
+  }
 }
 
 /** Namespaces made and removed, shared with FakeLinks (a removed namespace takes its links along). */

@@ -51,6 +51,18 @@ describe('NftIngressMesh', () => {
       ['host', '/exec/netns/ingress_sbox'],
       'the old host table removed, the sandbox fenced',
     );
+    assert.deepEqual(f.links.forward, [
+      '-A FORWARD -o bing0 -m comment --comment "berth ingress bing0" -j ACCEPT',
+      '-A FORWARD -i bing0 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "berth ingress bing0" -j ACCEPT',
+      '-A FORWARD -j OTHER',
+    ]);
+    assert.equal(f.links.calls.filter((c) => c.startsWith('restore')).length, 1);
+    await f.make().ensureSandbox();
+    assert.equal(
+      f.links.calls.filter((c) => c.startsWith('restore')).length,
+      1,
+      'rules in place: no restore',
+    );
   });
 
   it('writes the sandbox before the host, and each only when it changes', async () => {
@@ -98,6 +110,7 @@ describe('NftIngressMesh', () => {
     const f = fixture();
     await f.make().apply(ports);
     await f.make().remove();
+    assert.deepEqual(f.links.forward, ['-A FORWARD -j OTHER']);
     assert.deepEqual(f.links.links, new Set());
     assert.deepEqual(f.links.namespaces, new Set());
     assert.match(f.nft.runs.at(-1)?.script ?? '', /^table ip bing0\ndelete table ip bing0\n$/);
