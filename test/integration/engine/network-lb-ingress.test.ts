@@ -38,15 +38,18 @@ describe('ingress routing mesh', () => {
     ];
   });
   after(async () => {
-    // what a failed test left: the meshes' namespaces are mounts under dir
-    if (engine?.exitCode === null && engine.pid) process.kill(engine.pid, 'SIGKILL');
-    if (net && dir)
-      for (const name of ['ingA', 'ingB'])
-        await mesh(name)
-          .remove()
-          .catch(() => undefined);
-    await net?.destroy();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    try {
+      if (engine?.pid && engine.exitCode === null && engine.signalCode === null) engine.kill('SIGKILL');
+      // what a failed test left: the meshes' namespaces are mounts under dir
+      if (net && dir)
+        for (const name of ['ingA', 'ingB'])
+          await mesh(name)
+            .remove()
+            .catch(() => undefined);
+    } finally {
+      await net?.destroy();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    }
   });
 
   function mesh(name: string): NftIngressMesh {
