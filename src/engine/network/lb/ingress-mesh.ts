@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { errorMessage, invalidParameter } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { HostNetnsOps, type NetnsOps } from '../adapters/netns.ops.js';
@@ -19,7 +20,7 @@ import { deleteTable } from './nft-script.js';
 import { HostNsLinkOps, type NsLinkOps } from './ns-link.ops.js';
 
 export interface IngressMeshOptions {
-  /** Where the ingress sandbox's namespace is bound (`<exec-root>/netns/ingress_sbox`). */
+  /** Where the ingress sandbox's namespace is bound (`ingressSandboxPath(execRoot)`). */
   sandboxPath: string;
   /** The host's end of the link to the sandbox, and the host's nft table (default `berth-ingress`). */
   hostLink?: string;
@@ -41,6 +42,15 @@ export interface IngressMeshOptions {
 }
 
 export const DEFAULT_INGRESS_LINK_SUBNET = '169.254.239.240/30';
+
+/**
+ * Where an engine binds its ingress sandbox: `<exec-root>/lb/ingress_sbox`. Not under
+ * `<exec-root>/netns`, whose files no container owns are swept at engine start (and no process
+ * lives in the sandbox to keep it).
+ */
+export function ingressSandboxPath(execRoot: string): string {
+  return join(execRoot, 'lb', 'ingress_sbox');
+}
 
 /**
  * A node's ingress routing mesh (ingress-rules.ts for the rules): the sandbox namespace with a

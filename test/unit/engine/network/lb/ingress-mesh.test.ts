@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { NftIngressMesh } from '../../../../../src/engine/network/lb/ingress-mesh.js';
+import { ingressSandboxPath, NftIngressMesh } from '../../../../../src/engine/network/lb/ingress-mesh.js';
 import type { IngressPort } from '../../../../../src/engine/network/lb/lb.types.js';
 import { FakeLinks, FakeNetns, FakeNft, FakeSockets } from './fakes.js';
 
@@ -139,6 +139,10 @@ describe('NftIngressMesh', () => {
     });
     await inNamespace.apply(ports);
     assert.deepEqual([...other.held], [], 'no socket can bind in another namespace');
+  });
+
+  it('binds the sandbox outside the directory of swept container namespaces', () => {
+    assert.equal(ingressSandboxPath('/run/berth'), '/run/berth/lb/ingress_sbox');
   });
 
   it('makes no sandbox for an empty set of ports', async () => {
