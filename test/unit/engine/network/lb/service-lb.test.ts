@@ -44,14 +44,42 @@ describe('NftServiceLb', () => {
     assert.equal(nft.runs.length, 3, 'the failed write is not taken as done');
   });
 
-  it('applies the calls for one namespace in order: the last one asked for stays', async () => {
+  it('writes the calls for one namespace in order, skipping those overtaken while they waited', async () => {
     const nft = new FakeNft();
     const ns = namespaces({ '/ns/a': '1:10' });
     const lb = new NftServiceLb(nft, ns.identify);
-    await Promise.all([lb.apply('/ns/a', A), lb.apply('/ns/a', B), lb.clear('/ns/a'), lb.apply('/ns/a', A)]);
-    assert.equal(nft.runs.length, 4);
-    assert.match(nft.runs[2]?.script ?? '', /^table ip berth-vip\ndelete table ip berth-vip\n$/);
-    assert.equal(nft.runs[3]?.script, nft.runs[0]?.script);
+    await Promise.all([lb.apply('/ns/a', A), lb.apply('/ns/a', B), lb.clear('/ns/a'), lb.apply('/ns/a', B)]);
+    assert.equal(nft.runs.length, 2, 'A, then the last asked for (B); the rest overtaken');
+    assert.match(nft.runs[1]?.script ?? '', /dnat to 10.0.0.2\n/);
+
+    const results = await Promise.allSettled([
+      lb.apply('/ns/a', A),
+      lb.apply('/ns/gone', A),
+      lb.clear('/ns/a'),
+    ]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    assert.match(nft.runs.at(-1)?.script ?? '', /^table ip berth-vip\ndelete table ip berth-vip\n$/);
+  });
+
+  it('runs at most `parallel` nft processes at once', async () => {
+    let now = 0;
+    let most = 0;
+    const slow = new FakeNft();
+    slow.run = async (netns, script) => {
+      now++;
+      most = Math.max(most, now);
+      await new Promise((r) => setTimeout(r, 5));
+      now--;
+      slow.runs.push({ netns: netns ?? 'host', script });
+    };
+    const keys = Array.from({ length: 10 }, (_, i) => `/ns/${i}`);
+    const lb = new NftServiceLb(slow, namespaces(Object.fromEntries(keys.map((k) => [k, k]))).identify, 3);
+    await Promise.all(keys.map((k) => lb.apply(k, A)));
+    assert.equal(slow.runs.length, 10);
+    assert.equal(most, 3);
   });
 
   it('says notFound for a namespace that is gone, clears it without a word, and checks input first', async () => {
