@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { NftIngressMesh } from '../../../src/engine/network/lb/ingress-mesh.js';
 import type { IngressPort } from '../../../src/engine/network/lb/lb.types.js';
 import { HostNftOps } from '../../../src/engine/network/lb/nft.ops.js';
+import { requireTool } from '../../helpers/process.js';
 import { LbNetwork, tally } from './network-lb-fixture.js';
 
 const repoRoot = resolve(import.meta.dirname, '../../..');
@@ -28,6 +29,7 @@ describe('ingress routing mesh', () => {
   let engine: ChildProcess | undefined;
 
   before(async () => {
+    requireTool('nft', "bash scripts/install-deps.sh installs Debian's nftables");
     net = await LbNetwork.create(3);
     dir = await mkdtemp(join(tmpdir(), 'berth-lb-'));
     const all = [1, 2, 3].map((i) => net.taskIp(i));

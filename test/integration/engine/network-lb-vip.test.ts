@@ -4,6 +4,7 @@ import { isKind } from '../../../src/common/errors.js';
 import { HostNftOps, type NftOps } from '../../../src/engine/network/lb/nft.ops.js';
 import { NftServiceLb } from '../../../src/engine/network/lb/service-lb.js';
 import { VIP_TABLE } from '../../../src/engine/network/lb/vip-rules.js';
+import { requireTool } from '../../helpers/process.js';
 import { LbNetwork, tally } from './network-lb-fixture.js';
 
 /** Counts the nft runs (the cost of applies), running them for real. */
@@ -35,6 +36,7 @@ describe('service VIP load balancing in a container namespace', () => {
   let t1 = '';
 
   before(async () => {
+    requireTool('nft', "bash scripts/install-deps.sh installs Debian's nftables");
     net = await LbNetwork.create(3);
     vip = `${net.overlay}.100`;
     empty = `${net.overlay}.101`;
