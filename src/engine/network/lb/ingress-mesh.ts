@@ -160,11 +160,18 @@ export class NftIngressMesh implements IngressMesh {
       this.ready = false;
       this.hostScript = '';
       this.sandboxScript = '';
-      await this.hold([]);
-      await this.nft.run(this.hostNetns, deleteTable(this.table));
-      await this.forward([]);
-      await this.links.deleteLink(this.hostNetns, this.hostLink);
-      await this.netns.remove(this.sandboxPath);
+      // every step is tried (what one leaves, the next remove() takes); the first failure is told
+      const failures: unknown[] = [];
+      for (const step of [
+        () => this.hold([]),
+        () => this.nft.run(this.hostNetns, deleteTable(this.table)),
+        () => this.forward([]),
+        () => this.links.deleteLink(this.hostNetns, this.hostLink),
+        () => this.netns.remove(this.sandboxPath),
+      ]) {
+        await step().catch((err: unknown) => failures.push(err));
+      }
+      if (failures.length) throw failures[0];
     });
   }
 

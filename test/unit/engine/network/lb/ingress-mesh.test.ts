@@ -114,6 +114,12 @@ describe('NftIngressMesh', () => {
     assert.deepEqual(f.links.links, new Set());
     assert.deepEqual(f.links.namespaces, new Set());
     assert.match(f.nft.runs.at(-1)?.script ?? '', /^table ip bing0\ndelete table ip bing0\n$/);
+
+    await f.make().apply(ports);
+    f.nft.failNext = true;
+    await assert.rejects(f.make().remove(), /nft: failed/);
+    assert.deepEqual(f.links.links, new Set(), 'the steps after a failed one still ran');
+    assert.deepEqual(f.links.namespaces, new Set());
   });
 
   it('holds the published ports in its own namespace, warns about one taken, lets them go', async () => {
