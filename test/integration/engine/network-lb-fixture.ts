@@ -108,6 +108,13 @@ export class LbNetwork {
     return net;
   }
 
+  /** The pid of the server in task `i` (a process in its namespace: `/proc/<pid>/ns/net`). */
+  serverPid(i: number): number {
+    const pid = this.servers[i - 1]?.pid;
+    if (!pid) throw new Error(`no server in task ${i}`);
+    return pid;
+  }
+
   ns(suffix: string): string {
     return `${this.prefix}${suffix}`;
   }

@@ -113,6 +113,18 @@ describe('service VIP load balancing in a container namespace', () => {
     await lb.clear(t2);
   });
 
+  it("works on a namespace given as a process's /proc/<pid>/ns/net (how the agent names a task's)", async () => {
+    const key = `/proc/${net.serverPid(3)}/ns/net`;
+    await lb.apply(key, [{ vip, backends: [net.taskIp(1), net.taskIp(2)] }]);
+    const answers = await net.requests(net.tasks[2] ?? '', 'tcp', vip, 80, 4);
+    assert.deepEqual(tally(answers), { t1: 2, t2: 2 }, answers.join(','));
+    const runs = nft.runs;
+    await lb.apply(key, [{ vip, backends: [net.taskIp(2), net.taskIp(1)] }]);
+    assert.equal(nft.runs, runs);
+    await lb.clear(key);
+    assert.deepEqual(await nft.tables(net.path(net.tasks[2] ?? '')), []);
+  });
+
   it('clears the table, and tells a namespace that is gone', async () => {
     await lb.clear(t1);
     assert.deepEqual(
