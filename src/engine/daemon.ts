@@ -46,6 +46,8 @@ import { createNodeAgent } from './swarm/agent/create.js';
 import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
 import { SwarmLogs } from './swarm/logs/swarm-logs.js';
+import { kernelHasEsp } from './swarm/networks/kernel-esp.js';
+import { SwarmNetworks } from './swarm/networks/swarm-networks.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { ServicesService } from './swarm/services/services.service.js';
 import { TasksService } from './swarm/tasks/tasks.service.js';
@@ -276,7 +278,12 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
-  registerNetworkRoutes(router, network, containers);
+  registerNetworkRoutes(
+    router,
+    network,
+    containers,
+    new SwarmNetworks({ swarm, log: log.child('swarm-networks'), esp: kernelHasEsp }),
+  );
   registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
