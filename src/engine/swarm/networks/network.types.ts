@@ -60,3 +60,33 @@ export const FIRST_VNI = 4097;
 /** The highest VXLAN network identifier (24 bits). */
 export const MAX_VNI = 0xffffff;
 export const OVERLAY_VNI_OPTION = 'com.docker.network.driver.overlay.vxlanid_list';
+
+/**
+ * A task's network attachment as moby's API shows it (`NetworksAttachments[]`): the swarm API's
+ * Network object (Spec with DriverConfiguration and IPAMOptions, DriverState with the VNI list)
+ * and the task's addresses with their prefix. Also what a node reads to plumb the network.
+ */
+export interface SwarmApiNetwork {
+  ID: string;
+  Version: { Index: number };
+  CreatedAt: string;
+  UpdatedAt: string;
+  Spec: {
+    Name: string;
+    Labels: Record<string, string>;
+    DriverConfiguration: { Name: string; Options?: Record<string, string> };
+    Internal?: boolean;
+    Attachable?: boolean;
+    Ingress?: boolean;
+    IPAMOptions: {
+      Driver: { Name: string };
+      Configs: Array<{ Subnet: string; Range?: string; Gateway: string }>;
+    };
+    Scope: 'swarm';
+  };
+  DriverState: { Name: string; Options: Record<string, string> };
+  IPAMOptions: {
+    Driver: { Name: string };
+    Configs: Array<{ Subnet: string; Range?: string; Gateway: string }>;
+  };
+}
