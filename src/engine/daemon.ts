@@ -41,6 +41,7 @@ import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
+import { createOverlayNetworks } from './network/overlay/create.js';
 import { createRuntime } from './runtime/index.js';
 import { createNodeAgent } from './swarm/agent/create.js';
 import { agentLoops } from './swarm/agent/role-loop.js';
@@ -310,6 +311,7 @@ export async function startEngine(
         containers,
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
         log: log.child('agent'),
+        overlay: createOverlayNetworks({ execRoot: config.execRoot, log }),
       }),
     ),
   );

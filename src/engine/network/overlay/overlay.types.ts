@@ -1,0 +1,61 @@
+/**
+ * What a node's data plane needs to know of the swarm's overlay networks (the managers send it
+ * down the assignments stream: swarm/networks/node-overlay.ts): for each network a task of the
+ * node uses, its VNI and block, every attachment's address and the data-path address of its node
+ * (the static FDB and neighbour entries), and the names the embedded DNS answers on it.
+ */
+
+/** One attachment of a task on the network: its address, its MAC (from the address), its node. */
+export interface OverlayPeer {
+  ip: string;
+  mac: string;
+  /** The data-path address of the attachment's node (the VXLAN destination). */
+  node: string;
+}
+
+/** Names that resolve to `ip` on the network (a task: tasks.<svc>, its container name...; a VIP). */
+export interface OverlayName {
+  names: string[];
+  ip: string;
+}
+
+/** A service's VIP on the network and the running tasks behind it. */
+export interface OverlayVip {
+  service: string;
+  vip: string;
+  backends: string[];
+}
+
+export interface OverlayNetworkState {
+  id: string;
+  name: string;
+  vni: number;
+  /** `10.0.1.0/24`. */
+  subnet: string;
+  gateway: string;
+  peers: OverlayPeer[];
+  names: OverlayName[];
+  vips: OverlayVip[];
+}
+
+/** The node's whole overlay picture. */
+export interface NodeOverlayState {
+  /** This node's data-path address (the VXLAN devices' `local`). */
+  local: string;
+  /** The swarm's DataPathPort (VXLAN's UDP port, 4789 by default). */
+  port: number;
+  networks: OverlayNetworkState[];
+}
+
+/** One network a task container joins: its address with the prefix (`10.0.1.5/24`). */
+export interface TaskAttachment {
+  networkId: string;
+  address: string;
+}
+
+/** A task container to plumb: its process (its network namespace) and its attachments, in order. */
+export interface OverlayTask {
+  taskId: string;
+  pid: number;
+  attachments: TaskAttachment[];
+}
