@@ -46,7 +46,7 @@ const OVERLAY_MTU = 1450;
 const GW_DNS_ID = 'swarm-gwbridge';
 
 interface PlumbedTask {
-  pid: number;
+  netns: string;
   networks: string[];
   /** Its address on each network, by network ID. */
   addresses: Map<string, string>;
@@ -90,33 +90,36 @@ export class OverlayNetworks {
     return this.serial(async () => (await this.ensureGateway()).gateway);
   }
 
-  /** A started task container joins its networks and the gateway bridge. */
+  /** A started task container joins its networks and the gateway bridge (after a failure: detach it). */
   attach(task: OverlayTask): Promise<void> {
     return this.serial(async () => {
-      const gw = await this.ensureGateway();
-      const plumbed: PlumbedTask = { pid: task.pid, networks: [], addresses: new Map(), gwAddress: '' };
+      const gw = task.gateway !== false ? await this.ensureGateway() : undefined;
+      const plumbed: PlumbedTask = { netns: task.netns, networks: [], addresses: new Map(), gwAddress: '' };
       this.tasks.set(task.taskId, plumbed);
       let index = 0;
       for (const a of task.attachments) {
         const n = this.network(a.networkId);
         if (!n) throw new Error(`overlay network ${a.networkId} is not known on this node yet`);
         const ns = await this.ensureNetwork(n);
+        // known before the plug: a detach after a failure removes what was made for it
+        plumbed.networks.push(a.networkId);
         const ip = a.address.split('/')[0] ?? '';
-        await this.o.ops.plugContainer(ns, task.pid, {
+        await this.o.ops.plugContainer(ns, task.netns, {
           ifname: `eth${index++}`,
           address: a.address,
           mac: macFromIpv4(ip) ?? '',
           mtu: OVERLAY_MTU,
         });
-        plumbed.networks.push(a.networkId);
         plumbed.addresses.set(a.networkId, ip);
       }
-      plumbed.gwAddress = this.freeGatewayAddress(gw);
-      await this.o.ops.plugGateway(this.gwName, task.pid, {
-        ifname: `eth${index}`,
-        address: `${plumbed.gwAddress}/${gw.prefixLen}`,
-        gateway: gw.gateway,
-      });
+      if (gw) {
+        plumbed.gwAddress = this.freeGatewayAddress(gw);
+        await this.o.ops.plugGateway(this.gwName, task.netns, {
+          ifname: `eth${index}`,
+          address: `${plumbed.gwAddress}/${gw.prefixLen}`,
+          gateway: gw.gateway,
+        });
+      }
       this.refreshDns();
     });
   }

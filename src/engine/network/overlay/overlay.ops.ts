@@ -6,7 +6,7 @@ import { formatNetwork, parseCidr } from '../ipv4.js';
 /**
  * The host calls of the overlay data plane, through iproute2 (`ip -j`, `bridge`) and nsenter,
  * never /sys: named network namespaces (`ip netns`), a bridge and a VXLAN device in each, veths
- * into task containers (entered by their process: `nsenter --net=/proc/<pid>/ns/net`), the
+ * into task containers (entered by path: `nsenter --net=/proc/<pid>/ns/net`), the
  * node's docker_gwbridge and its NAT rule. Unit tests substitute a fake.
  */
 export interface OverlayOps {
@@ -21,20 +21,20 @@ export interface OverlayOps {
   deleteNamespace(ns: string): Promise<void>;
   /** The VXLAN device's static neighbour and FDB entries become exactly `peers`. */
   setPeers(ns: string, vni: number, peers: Array<{ ip: string; mac: string; node: string }>): Promise<void>;
-  /** A veth from the namespace's bridge into the process's network namespace as `ifname`. */
+  /** A veth from the namespace's bridge into the network namespace at `netns` (a path) as `ifname`. */
   plugContainer(
     ns: string,
-    pid: number,
+    netns: string,
     o: { ifname: string; address: string; mac: string; mtu: number },
   ): Promise<void>;
   /** The node's gateway bridge with its address and the NAT of its block (made if missing). */
   ensureGwBridge(name: string, o: { gateway: string; prefixLen: number; subnet: string }): Promise<void>;
   /** The gateway bridge and its NAT rule go (its veths with it). */
   deleteGwBridge(name: string, subnet: string): Promise<void>;
-  /** A veth from the gateway bridge into the process's namespace, with the default route. */
+  /** A veth from the gateway bridge into the namespace at `netns`, with the default route. */
   plugGateway(
     bridge: string,
-    pid: number,
+    netns: string,
     o: { ifname: string; address: string; gateway: string },
   ): Promise<void>;
   /** Whether a link of that name exists in the engine's namespace. */
@@ -177,28 +177,38 @@ export class HostOverlayOps implements OverlayOps {
 
   async plugContainer(
     ns: string,
-    pid: number,
+    netns: string,
     o: { ifname: string; address: string; mac: string; mtu: number },
   ): Promise<void> {
     const s = vethSuffix();
     const host = `ov${s}`;
-    const peer = `ct${s}`;
-    await ip(
-      ['link', 'add', host, 'mtu', String(o.mtu), 'type', 'veth', 'peer', 'name', peer, 'mtu', String(o.mtu)],
+    const inner = `ct${s}`;
+    // made inside the container's namespace, its peer straight into the network's
+    await this.inNamespace(netns, [
+      'link',
+      'add',
+      inner,
+      'mtu',
+      String(o.mtu),
+      'type',
       'veth',
-    );
+      'peer',
+      'name',
+      host,
+      'mtu',
+      String(o.mtu),
+      'netns',
+      ns,
+    ]);
     try {
-      await ip(['link', 'set', host, 'netns', ns], 'veth');
       await ip(['-n', ns, 'link', 'set', host, 'master', 'br0', 'up'], 'veth');
-      await ip(['link', 'set', peer, 'netns', String(pid)], 'veth');
+      await this.inNamespace(netns, ['link', 'set', inner, 'name', o.ifname, 'address', o.mac]);
+      await this.inNamespace(netns, ['addr', 'add', o.address, 'dev', o.ifname]);
+      await this.inNamespace(netns, ['link', 'set', o.ifname, 'up']);
     } catch (err) {
-      await ip(['link', 'del', host], 'veth', GONE).catch(() => undefined);
       await ip(['-n', ns, 'link', 'del', host], 'veth', GONE).catch(() => undefined);
       throw err;
     }
-    await this.inContainer(pid, ['link', 'set', peer, 'name', o.ifname, 'address', o.mac]);
-    await this.inContainer(pid, ['addr', 'add', o.address, 'dev', o.ifname]);
-    await this.inContainer(pid, ['link', 'set', o.ifname, 'up']);
   }
 
   async ensureGwBridge(
@@ -239,24 +249,35 @@ export class HostOverlayOps implements OverlayOps {
 
   async plugGateway(
     bridge: string,
-    pid: number,
+    netns: string,
     o: { ifname: string; address: string; gateway: string },
   ): Promise<void> {
     const s = vethSuffix();
     const host = `gw${s}`;
-    const peer = `cg${s}`;
-    await ip(['link', 'add', host, 'type', 'veth', 'peer', 'name', peer], 'veth');
+    const inner = `cg${s}`;
+    // the peer into the engine's own namespace (by its process)
+    await this.inNamespace(netns, [
+      'link',
+      'add',
+      inner,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      host,
+      'netns',
+      String(process.pid),
+    ]);
     try {
       await ip(['link', 'set', host, 'master', bridge, 'up'], 'veth');
-      await ip(['link', 'set', peer, 'netns', String(pid)], 'veth');
+      await this.inNamespace(netns, ['link', 'set', inner, 'name', o.ifname]);
+      await this.inNamespace(netns, ['addr', 'add', o.address, 'dev', o.ifname]);
+      await this.inNamespace(netns, ['link', 'set', o.ifname, 'up']);
+      await this.inNamespace(netns, ['route', 'replace', 'default', 'via', o.gateway, 'dev', o.ifname]);
     } catch (err) {
       await ip(['link', 'del', host], 'veth', GONE).catch(() => undefined);
       throw err;
     }
-    await this.inContainer(pid, ['link', 'set', peer, 'name', o.ifname]);
-    await this.inContainer(pid, ['addr', 'add', o.address, 'dev', o.ifname]);
-    await this.inContainer(pid, ['link', 'set', o.ifname, 'up']);
-    await this.inContainer(pid, ['route', 'replace', 'default', 'via', o.gateway, 'dev', o.ifname]);
   }
 
   async hasLink(name: string): Promise<boolean> {
@@ -275,7 +296,7 @@ export class HostOverlayOps implements OverlayOps {
     return block ? formatNetwork(block) : undefined;
   }
 
-  private async inContainer(pid: number, args: string[]): Promise<void> {
-    await run('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', ...args], 'container interface');
+  private async inNamespace(netns: string, args: string[]): Promise<void> {
+    await run('nsenter', [`--net=${netns}`, 'ip', ...args], 'container interface');
   }
 }

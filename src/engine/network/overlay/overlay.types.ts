@@ -53,9 +53,14 @@ export interface TaskAttachment {
   address: string;
 }
 
-/** A task container to plumb: its process (its network namespace) and its attachments, in order. */
+/**
+ * A sandbox to plumb: a task container's network namespace (`/proc/<pid>/ns/net`), or the ingress
+ * mesh's (a path), with its attachments in order (`eth0`, `eth1`...).
+ */
 export interface OverlayTask {
   taskId: string;
-  pid: number;
+  netns: string;
   attachments: TaskAttachment[];
+  /** An interface on the gateway bridge with the default route (tasks: yes; the ingress sandbox: no). */
+  gateway?: boolean;
 }

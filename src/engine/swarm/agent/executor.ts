@@ -267,6 +267,7 @@ export class Executor {
     } catch (err) {
       watching.abort();
       await this.deps.containers.stop(containerId, { timeout: 0 }).catch(() => {});
+      await this.unplug(a.Task.ID);
       this.setStatus(run, 'failed', run.status.Message, {
         Err: `cannot attach the task to its networks: ${errorMessage(err)}`,
         ContainerStatus: containerStatus(containerId),
@@ -351,7 +352,7 @@ export class Executor {
     if (!pid) throw new Error('the container has no process');
     await overlay.attach({
       taskId: a.Task.ID,
-      pid,
+      netns: sandboxOf(pid),
       attachments: (a.Task.NetworksAttachments ?? []).map((n) => ({
         networkId: n.Network.ID,
         address: n.Addresses[0] ?? '',
