@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js';
+import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
@@ -11,8 +13,9 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * An overlay network across three hosts (network namespaces on one switch; a manager and two
  * workers): a busybox task on host 1 fetches HTTP from a service's tasks on host 2 over VXLAN, by
  * the service's name (dnsrr), by `tasks.<name>` and by a task's address; a vip service's name
- * resolves to its VIP. After the services and the network are removed, and after leave, no
- * overlay namespace, VXLAN device, gateway bridge, NAT rule or address claim is left.
+ * resolves to its VIP. A worker's engine killed with SIGKILL and started again plumbs its tasks
+ * again. After the services and the network are removed, and after leave, no overlay namespace,
+ * VXLAN device, gateway bridge, NAT rule or address claim is left.
  */
 describe('swarm overlay networks across three hosts', () => {
   let net: TestNetwork;
@@ -171,6 +174,25 @@ describe('swarm overlay networks across three hosts', () => {
       assert.equal((await overlayNamespaces(engines[i - 1] as NsEngine)).length, 1);
     }
 
+    // host 2's engine killed with SIGKILL and started again: what it plumbed is swept and made
+    // again from the managers' picture (its task containers kept running, or were replaced)
+    const pid = Number((await readFile(join(w2.dir, 'exec', 'berth.pid'), 'utf8')).trim());
+    process.kill(pid, 'SIGKILL');
+    await until('the killed engine gone', 10_000, async () => {
+      try {
+        process.kill(pid, 0);
+        return undefined;
+      } catch {
+        return true;
+      }
+    });
+    await w2.launch();
+    await until('HTTP to web again after the restart', 45_000, async () => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 web 8080`]);
+      return r.stdout.includes('hello-from-') ? true : undefined;
+    });
+    assert.equal((await overlayNamespaces(w2)).length, 1, 'one namespace for the network on host 2');
+
     await m.dockerOk(['service', 'rm', 'web', 'vipweb', 'client']);
     await until('every overlay namespace gone after the services', 30_000, async () => {
       for (const e of engines) if ((await overlayNamespaces(e)).length > 0) return undefined;
@@ -180,8 +202,19 @@ describe('swarm overlay networks across three hosts', () => {
       const r = await m.docker(['network', 'rm', 'ov']);
       return r.code === 0 ? true : undefined;
     });
-    const ipam = await m.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']);
-    assert.equal(ipam, 'ingress');
+    const swarmNets = await m.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']);
+    assert.equal(swarmNets, 'ingress');
+    // the only address claim left is the ingress network's gateway
+    const store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+    try {
+      const claims = await until('every task and VIP address released', 10_000, async () => {
+        const r = await store.range(networkKeys.ipamAll);
+        return r.kvs.length === 1 ? r.kvs : undefined;
+      });
+      assert.match(claims[0]?.key ?? '', /\/10\.0\.0\.1$/);
+    } finally {
+      store.close();
+    }
 
     for (const e of [...engines].reverse()) await e.dockerOk(['swarm', 'leave', '--force']);
     for (let i = 1; i <= 3; i++) {
