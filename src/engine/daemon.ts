@@ -279,11 +279,18 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
+  // the node's overlay data plane: the agent plugs tasks in, a worker's network listing reads it
+  const overlay = createOverlayNetworks({ execRoot: config.execRoot, log });
   registerNetworkRoutes(
     router,
     network,
     containers,
-    new SwarmNetworks({ swarm, log: log.child('swarm-networks'), esp: kernelHasEsp }),
+    new SwarmNetworks({
+      swarm,
+      log: log.child('swarm-networks'),
+      esp: kernelHasEsp,
+      local: () => overlay.networks(),
+    }),
   );
   registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
@@ -311,7 +318,7 @@ export async function startEngine(
         containers,
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
         log: log.child('agent'),
-        overlay: createOverlayNetworks({ execRoot: config.execRoot, log }),
+        overlay,
       }),
     ),
   );

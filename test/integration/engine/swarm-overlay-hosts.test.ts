@@ -167,6 +167,16 @@ describe('swarm overlay networks across three hosts', () => {
       return r.stdout.includes(vip) ? true : undefined;
     });
 
+    // a worker lists the networks its tasks use (dockerd does), and only those
+    const onWorker = await w2.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']);
+    assert.equal(onWorker, 'ov');
+    const [wv] = JSON.parse(await w2.dockerOk(['network', 'inspect', 'ov'])) as Array<{
+      Scope: string;
+      IPAM: { Config: unknown };
+    }>;
+    assert.equal(wv?.Scope, 'swarm');
+    assert.deepEqual(wv?.IPAM.Config, [{ Subnet: '10.0.1.0/24', Gateway: '10.0.1.1' }]);
+
     // the overlay block is in no host's routing table; each host with a task has the network's namespace
     for (let i = 1; i <= 3; i++) {
       const routes = await net.exec(i, ['ip', '-4', 'route']);
@@ -198,6 +208,10 @@ describe('swarm overlay networks across three hosts', () => {
       for (const e of engines) if ((await overlayNamespaces(e)).length > 0) return undefined;
       return true;
     });
+    assert.equal(
+      await w2.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']),
+      '',
+    );
     await until('the network can go once its tasks are gone', 20_000, async () => {
       const r = await m.docker(['network', 'rm', 'ov']);
       return r.code === 0 ? true : undefined;

@@ -148,6 +148,11 @@ export class OverlayNetworks {
     return t.networks.flatMap((id) => this.network(id)?.vips ?? []);
   }
 
+  /** The networks the node's tasks use, as the managers last said. */
+  networks(): OverlayNetworkState[] {
+    return this.state.networks;
+  }
+
   /** Whether the task was plugged (since this engine started). */
   attached(taskId: string): boolean {
     return this.tasks.has(taskId);
@@ -165,6 +170,7 @@ export class OverlayNetworks {
       }
       this.plumbed.clear();
       this.tasks.clear();
+      this.state = { ...this.state, networks: [] };
       await this.o.dns.stop(GW_DNS_ID).catch(() => undefined);
       const subnet = this.gw?.subnet ?? (await this.gatewaySubnetOnHost());
       if (subnet || (await this.o.ops.hasLink(this.gwName)))

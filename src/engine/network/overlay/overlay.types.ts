@@ -26,9 +26,21 @@ export interface OverlayVip {
   backends: string[];
 }
 
+/** What a node shows of the network (`docker network ls/inspect` on a worker): its object's fields. */
+export interface OverlayNetworkInfo {
+  created: string;
+  labels: Record<string, string> | null;
+  options: Record<string, string>;
+  attachable: boolean;
+  internal: boolean;
+  ingress: boolean;
+  ipRange?: string;
+}
+
 export interface OverlayNetworkState {
   id: string;
   name: string;
+  info: OverlayNetworkInfo;
   vni: number;
   /** `10.0.1.0/24`. */
   subnet: string;

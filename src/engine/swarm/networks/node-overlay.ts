@@ -68,6 +68,15 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
     const state: OverlayNetworkState = {
       id,
       name: n.Spec.Name,
+      info: {
+        created: n.CreatedAt,
+        labels: n.Spec.Labels,
+        options: n.Spec.Options,
+        attachable: n.Spec.Attachable,
+        internal: n.Spec.Internal,
+        ingress: n.Spec.Ingress,
+        ...(config.IPRange ? { ipRange: config.IPRange } : {}),
+      },
       vni: n._.vni,
       subnet: config.Subnet,
       gateway: config.Gateway,

@@ -8,6 +8,7 @@ import {
 } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { rfc3339Nano } from '../../../common/time.js';
+import type { OverlayNetworkState } from '../../network/overlay/overlay.types.js';
 import { newSwarmId } from '../ca/tokens.js';
 import { keys, PREFIX } from '../keys.js';
 import { NO_LEADER } from '../messages.js';
@@ -38,6 +39,8 @@ export interface SwarmNetworksOptions {
   swarm: NetworkStoreAccess;
   log: Logger;
   esp: EspProbe;
+  /** The networks this node's tasks use (the node's overlay picture): what a worker lists. */
+  local?: () => OverlayNetworkState[];
   now?: () => Date;
   newId?: () => string;
 }
@@ -69,7 +72,11 @@ export class SwarmNetworks {
 
   /** Swarm networks of GET /networks (none when this node is not an active manager). */
   async list(filters: Map<string, string[]>): Promise<SwarmNetworkView[]> {
-    if (!this.opts.swarm.isManager()) return [];
+    if (!this.opts.swarm.isManager()) {
+      // a worker shows the networks its tasks use, as dockerd does
+      const local = this.localNetworks();
+      return filterSwarmNetworks(local, filters, () => true).map((n) => swarmNetworkView(n));
+    }
     const store = this.opts.swarm.managerStore();
     const all = await this.call(() => allNetworks(store));
     let users: Set<string> | undefined;
@@ -79,7 +86,14 @@ export class SwarmNetworks {
 
   /** By ID, name, or unique ID prefix; undefined when there is no such swarm network (or no manager). */
   async find(ref: string): Promise<SwarmNetworkView | undefined> {
-    if (!this.opts.swarm.isManager()) return undefined;
+    if (!this.opts.swarm.isManager()) {
+      const local = this.localNetworks();
+      const found =
+        local.find((n) => n.ID === ref) ??
+        local.find((n) => n.Spec.Name === ref) ??
+        (ref ? local.filter((n) => n.ID.startsWith(ref)) : []).at(0);
+      return found ? swarmNetworkView(found) : undefined;
+    }
     const store = this.opts.swarm.managerStore();
     const found = await this.call(() => findNetwork(store, ref));
     return found ? swarmNetworkView(found.network) : undefined;
@@ -224,6 +238,31 @@ export class SwarmNetworks {
           : nextVni([...vnis, INGRESS_VNI]),
       },
     };
+  }
+
+  /** The node's overlay picture as network objects. */
+  private localNetworks(): StoredSwarmNetwork[] {
+    return (this.opts.local?.() ?? []).map((n) => ({
+      ID: n.id,
+      CreatedAt: n.info.created,
+      Spec: {
+        Name: n.name,
+        Labels: n.info.labels,
+        Driver: 'overlay',
+        Options: { ...n.info.options },
+        Attachable: n.info.attachable,
+        Ingress: n.info.ingress,
+        Internal: n.info.internal,
+        IPAM: {
+          Driver: 'default',
+          Options: null,
+          Config: [
+            { Subnet: n.subnet, ...(n.info.ipRange ? { IPRange: n.info.ipRange } : {}), Gateway: n.gateway },
+          ],
+        },
+      },
+      _: { vni: n.vni },
+    }));
   }
 
   /** A store that cannot answer is the swarm without a leader (dockerd's 503). */

@@ -58,6 +58,8 @@ class FakeOps implements OverlayOps {
   }
 }
 
+const info = { created: '', labels: null, options: {}, attachable: false, internal: false, ingress: false };
+
 function state(names: Array<{ names: string[]; ip: string }> = []): NodeOverlayState {
   return {
     local: '192.168.1.1',
@@ -66,6 +68,7 @@ function state(names: Array<{ names: string[]; ip: string }> = []): NodeOverlayS
       {
         id: 'netA',
         name: 'ova',
+        info,
         vni: 4097,
         subnet: '10.0.1.0/24',
         gateway: '10.0.1.1',
@@ -79,6 +82,7 @@ function state(names: Array<{ names: string[]; ip: string }> = []): NodeOverlayS
       {
         id: 'netB',
         name: 'ovb',
+        info,
         vni: 4098,
         subnet: '10.0.2.0/24',
         gateway: '10.0.2.1',
