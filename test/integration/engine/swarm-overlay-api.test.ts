@@ -260,6 +260,21 @@ describe('swarm overlay networks (one manager)', () => {
     assert.ok(!lines.some((l) => l.includes('ov4') || l.includes('ov5')));
   });
 
+  it('lets ingress be removed and made again with --ingress while no service uses it', async () => {
+    // the CLI asks before removing the routing-mesh network
+    await engine.dockerOk(['network', 'rm', 'ingress'], { input: 'y\n' });
+    assert.equal((await engine.request('GET', '/networks/ingress')).status, 404);
+    const id = await engine.dockerOk(['network', 'create', '-d', 'overlay', '--ingress', 'ingress2']);
+    const [ing] = JSON.parse(await engine.dockerOk(['network', 'inspect', id])) as NetView[];
+    assert.equal(ing?.Ingress, true);
+    assert.deepEqual(ing?.IPAM.Config, [{ Subnet: '10.0.0.0/24', Gateway: '10.0.0.1' }]);
+    assert.equal(ing?.Options['com.docker.network.driver.overlay.vxlanid_list'], '4096');
+    const second = await engine.request('POST', '/networks/create', {
+      body: { Name: 'ingress3', Driver: 'overlay', Ingress: true },
+    });
+    assert.equal(second.status, 409);
+  });
+
   it('leaves no swarm network after leave --force', async () => {
     await engine.dockerOk(['swarm', 'leave', '--force']);
     const ls = await engine.dockerOk(['network', 'ls', '--format', '{{.Name}}']);

@@ -401,7 +401,11 @@ export class Executor {
     const pid = this.pids.get(taskId);
     const lb = this.deps.lb;
     if (!pid || !lb || !this.deps.overlay) return;
-    const vips = this.deps.overlay.vipsFor(taskId).map((v) => ({ vip: v.vip, backends: v.backends }));
+    // a VIP with no running task behind it has nothing to spread over: left out of the table
+    const vips = this.deps.overlay
+      .vipsFor(taskId)
+      .filter((v) => v.backends.length > 0)
+      .map((v) => ({ vip: v.vip, backends: v.backends }));
     await lb
       .apply(sandboxOf(pid), vips)
       .catch((err: unknown) =>
