@@ -16,6 +16,7 @@ import type { StoredCluster } from '../records.js';
 import type { StoredService } from '../services/service.types.js';
 import { specNetworks } from '../services/service-spec.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
+import type { StoredTask } from '../tasks/task.types.js';
 import type { EspProbe } from './kernel-esp.js';
 import {
   INGRESS_VNI,
@@ -172,6 +173,16 @@ export class SwarmNetworks {
       if (serviceUses(svc, network)) {
         throw invalidParameter(
           `rpc error: code = FailedPrecondition desc = network ${network.ID} is in use by service ${svc.ID}`,
+        );
+      }
+    }
+    // swarmkit: the tasks of a removed service hold their addresses until the reaper takes them
+    const tasks = await this.call(() => store.range(keys.tasks));
+    for (const t of tasks.kvs) {
+      const task = JSON.parse(t.value) as StoredTask;
+      if ((task.NetworksAttachments ?? []).some((a) => a.Network.ID === network.ID)) {
+        throw invalidParameter(
+          `rpc error: code = FailedPrecondition desc = network ${network.ID} is in use by task ${task.ID}`,
         );
       }
     }
