@@ -50,6 +50,22 @@ export interface OverlayNetworkState {
   vips: OverlayVip[];
 }
 
+/** One port published through the routing mesh, with the running tasks' `ingress` addresses. */
+export interface IngressPortState {
+  protocol: 'tcp' | 'udp';
+  publishedPort: number;
+  targetPort: number;
+  backends: string[];
+}
+
+/** The node's end of the routing mesh: its sandbox's address on `ingress`, the ports it serves. */
+export interface NodeIngressState {
+  networkId: string;
+  /** `10.0.0.5/24`. */
+  address: string;
+  ports: IngressPortState[];
+}
+
 /** The node's whole overlay picture. */
 export interface NodeOverlayState {
   /** This node's data-path address (the VXLAN devices' `local`). */
@@ -57,6 +73,8 @@ export interface NodeOverlayState {
   /** The swarm's DataPathPort (VXLAN's UDP port, 4789 by default). */
   port: number;
   networks: OverlayNetworkState[];
+  /** While some service publishes a port through the mesh (and the node has its address). */
+  ingress?: NodeIngressState;
 }
 
 /** One network a task container joins: its address with the prefix (`10.0.1.5/24`). */

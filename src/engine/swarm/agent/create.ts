@@ -7,6 +7,7 @@ import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { LogPublishAnswer } from '../logs/logs.types.js';
 import type { AgentContainers, AgentImages } from './executor.js';
+import type { IngressMesh } from './ingress-port.js';
 import type { ServiceLb } from './lb-port.js';
 import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
@@ -22,6 +23,7 @@ export function createNodeAgent(opts: {
   log: Logger;
   overlay?: OverlayPort;
   lb?: ServiceLb;
+  ingress?: IngressMesh;
 }): NodeAgent {
   return new NodeAgent({
     stateDir: join(opts.dataRoot, 'swarm'),
@@ -38,5 +40,6 @@ export function createNodeAgent(opts: {
     },
     ...(opts.overlay ? { overlay: opts.overlay } : {}),
     ...(opts.lb ? { lb: opts.lb } : {}),
+    ...(opts.ingress ? { ingress: opts.ingress } : {}),
   });
 }

@@ -16,6 +16,8 @@ import type { ClientTls } from '../cluster-api/client.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import { type AgentContainers, type AgentImages, Executor, type SavedRun } from './executor.js';
+import type { IngressMesh } from './ingress-port.js';
+import { IngressSandbox } from './ingress-sandbox.js';
 import type { ServiceLb } from './lb-port.js';
 import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
 import type { OverlayPort } from './overlay-port.js';
@@ -79,6 +81,8 @@ export interface NodeAgentOptions {
   overlay?: OverlayPort;
   /** The VIP load balancer (absent: none). */
   lb?: ServiceLb;
+  /** The node's routing mesh (absent: ingress-published ports answer nowhere). */
+  ingress?: IngressMesh;
   /** Backoff between connection attempts: first and largest (ms). */
   backoffMs?: { first: number; max: number };
 }
@@ -105,6 +109,7 @@ export class NodeAgent implements SwarmAgent {
   private saveTimer?: NodeJS.Timeout;
   private readonly statePath: string;
   private publisher?: LogPublisher;
+  private mesh?: IngressSandbox;
 
   constructor(private readonly opts: NodeAgentOptions) {
     this.statePath = join(opts.stateDir, 'agent-tasks.json');
@@ -133,6 +138,10 @@ export class NodeAgent implements SwarmAgent {
       ...(this.opts.lb ? { lb: this.opts.lb } : {}),
     });
     this.executor = executor;
+    this.mesh =
+      this.opts.overlay && this.opts.ingress
+        ? new IngressSandbox(this.opts.overlay, this.opts.ingress, this.opts.log)
+        : undefined;
     // what an earlier engine plumbed goes; running tasks are plugged again once the picture comes
     await this.opts.overlay
       ?.sweep()
@@ -174,6 +183,11 @@ export class NodeAgent implements SwarmAgent {
     if (executor) for (const id of executor.taskIds()) await executor.drop(id);
     await this.removeStale(new Set());
     await this.opts.files.removeAll();
+    await this.mesh
+      ?.leave()
+      .catch((err: unknown) =>
+        this.opts.log.warn('cannot remove the routing mesh', { error: errorMessage(err) }),
+      );
     await this.opts.overlay?.sweep();
     await rm(this.statePath, { force: true });
     if (this.saveTimer) clearTimeout(this.saveTimer);
@@ -293,6 +307,7 @@ export class NodeAgent implements SwarmAgent {
     for (const t of m.tasks) executor.assign(t);
     this.reporter?.flush();
     await executor.overlayChanged();
+    await this.mesh?.sync(m.overlay?.ingress);
     this.opts.log.debug('assignments received', { manager: addr, tasks: m.tasks.length });
   }
 
@@ -307,7 +322,10 @@ export class NodeAgent implements SwarmAgent {
     for (const t of m.tasks) executor.assign(t);
     for (const id of m.removedSecrets) executor.secrets.delete(id);
     for (const id of m.removedConfigs) executor.configs.delete(id);
-    if (m.overlay) await executor.overlayChanged();
+    if (m.overlay) {
+      await executor.overlayChanged();
+      await this.mesh?.sync(m.overlay.ingress);
+    }
   }
 
   /** Task containers on this engine whose task is not in `keep` (and not run): removed. */

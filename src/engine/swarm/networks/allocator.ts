@@ -35,6 +35,7 @@ export function allocateNetworks(plan: Plan): void {
   };
 
   for (const [id, service] of plan.services) allocateVips(plan, id, service, claim);
+  allocateIngressSandboxes(plan, claim);
   for (const task of plan.tasks.values()) {
     if (task.NetworksAttachments !== undefined || !needsAddresses(task)) continue;
     const service = plan.services.get(task.ServiceID);
@@ -64,6 +65,34 @@ export function allocateNetworks(plan: Plan): void {
     }
     task.NetworksAttachments = attachments;
   }
+}
+
+/** The ingress network, if the swarm has one. */
+function ingressNetwork(plan: Plan): Versioned<StoredSwarmNetwork> | undefined {
+  return [...plan.snap.networks.values()].find((n) => n.value.Spec.Ingress);
+}
+
+/** Some service publishes a port through the routing mesh. */
+function meshInUse(plan: Plan): boolean {
+  return [...plan.services.values()].some((s) => ingressPorts(s));
+}
+
+/**
+ * While some service publishes a port through the routing mesh, every node gets an address on
+ * `ingress` for its ingress sandbox (swarmkit's per-node `ingress-sbox` attachment): the owner
+ * `{kind: node}` of its claim says whose.
+ */
+function allocateIngressSandboxes(
+  plan: Plan,
+  claim: (n: Versioned<StoredSwarmNetwork>, owner: IpamOwner) => string | undefined,
+): void {
+  const ingress = ingressNetwork(plan);
+  if (!ingress || !meshInUse(plan)) return;
+  const held = new Set<string>();
+  for (const [key, c] of plan.snap.ipam) {
+    if (c.value.kind === 'node' && key.startsWith(`${ingress.value.ID}/`)) held.add(c.value.node);
+  }
+  for (const id of plan.snap.nodes.keys()) if (!held.has(id)) claim(ingress, { kind: 'node', node: id });
 }
 
 /** A task that may still run and has no addresses yet (a new one, or one waiting for a node). */
@@ -140,6 +169,7 @@ export function releaseAddresses(plan: Plan): void {
     const addr = key.slice(slash + 1);
     let held = true;
     if (owner.kind === 'task') held = plan.tasks.has(owner.task);
+    else if (owner.kind === 'node') held = plan.snap.nodes.has(owner.node) && meshInUse(plan);
     else if (owner.kind === 'vip') {
       const svc = plan.services.get(owner.service);
       held =

@@ -53,7 +53,9 @@ export interface SwarmNetworkRequest {
 export type IpamOwner =
   | { kind: 'gateway' }
   | { kind: 'vip'; service: string }
-  | { kind: 'task'; task: string };
+  | { kind: 'task'; task: string }
+  /** A node's ingress sandbox (the routing mesh's end on that node). */
+  | { kind: 'node'; node: string };
 
 export const INGRESS_VNI = 4096;
 export const FIRST_VNI = 4097;

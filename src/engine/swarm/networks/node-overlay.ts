@@ -1,5 +1,6 @@
 import { macFromIpv4 } from '../../network/ipam.allocations.js';
 import type {
+  IngressPortState,
   NodeOverlayState,
   OverlayName,
   OverlayNetworkState,
@@ -13,8 +14,9 @@ import type { StoredCluster } from '../records.js';
 import type { StoredService } from '../services/service.types.js';
 import type { ClusterStore } from '../store/cluster-store.js';
 import { isTerminal, type StoredTask } from '../tasks/task.types.js';
-import type { StoredSwarmNetwork } from './network.types.js';
+import type { IpamOwner, StoredSwarmNetwork } from './network.types.js';
 import { networkKeys } from './network-keys.js';
+import { withPrefix } from './pools.js';
 
 /**
  * What a node's data plane needs (the assignments stream's `overlay`, issue 14 §6: "the overlay
@@ -59,6 +61,18 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
   const mine = new Set<string>();
   for (const t of live)
     if (t.NodeID === nodeId) for (const a of t.NetworksAttachments ?? []) mine.add(a.Network.ID);
+  // the nodes' ingress sandboxes: their addresses on `ingress` (the allocator's `node` claims)
+  const ingressNet = [...networks.values()].find((n) => n.Spec.Ingress);
+  const sandboxes = new Map<string, string>();
+  if (ingressNet) {
+    const claims = await store.range(networkKeys.ipamOf(ingressNet.ID));
+    for (const kv of claims.kvs) {
+      const owner = JSON.parse(kv.value) as IpamOwner;
+      if (owner.kind === 'node')
+        sandboxes.set(owner.node, kv.key.slice(networkKeys.ipamOf(ingressNet.ID).length));
+    }
+    if (sandboxes.has(nodeId)) mine.add(ingressNet.ID);
+  }
 
   const out: OverlayNetworkState[] = [];
   for (const id of [...mine].sort()) {
@@ -101,6 +115,11 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
       state.names.push({ names, ip });
       running.set(svc.ID, [...(running.get(svc.ID) ?? []), ip]);
     }
+    if (n.Spec.Ingress) {
+      for (const [node, ip] of sandboxes) {
+        state.peers.push({ ip, mac: macFromIpv4(ip) ?? '', node: nodeAddr.get(node) ?? '' });
+      }
+    }
     for (const svc of services.values()) {
       const vip = svc.Endpoint?.VirtualIPs?.find((v) => v.NetworkID === id);
       if (!vip) continue;
@@ -116,9 +135,43 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
     state.peers.sort((a, b) => (a.ip < b.ip ? -1 : 1));
     out.push(state);
   }
+  const own = sandboxes.get(nodeId);
+  const ingressConfig = ingressNet?.Spec.IPAM.Config[0];
   return {
     local: nodeAddr.get(nodeId) ?? '',
     port: cluster?.DataPathPort || 4789,
     networks: out,
+    ...(ingressNet && own && ingressConfig
+      ? {
+          ingress: {
+            networkId: ingressNet.ID,
+            address: withPrefix(own, ingressConfig.Subnet),
+            ports: ingressPortsOf(services.values(), live, ingressNet.ID),
+          },
+        }
+      : {}),
   };
+}
+
+/** Each ingress-published port of the services, with the running tasks' addresses on `ingress`. */
+function ingressPortsOf(
+  services: Iterable<StoredService>,
+  live: StoredTask[],
+  ingressId: string,
+): IngressPortState[] {
+  const out: IngressPortState[] = [];
+  for (const svc of services) {
+    const backends = live
+      .filter((t) => t.ServiceID === svc.ID && t.Status.State === 'running')
+      .map((t) => t.NetworksAttachments?.find((a) => a.Network.ID === ingressId)?.Addresses[0]?.split('/')[0])
+      .filter((ip): ip is string => ip !== undefined)
+      .sort();
+    for (const p of svc.Endpoint?.Ports ?? []) {
+      if ((p.PublishMode ?? 'ingress') !== 'ingress' || !p.PublishedPort || !p.TargetPort) continue;
+      const protocol = p.Protocol ?? 'tcp';
+      if (protocol === 'sctp') continue;
+      out.push({ protocol, publishedPort: p.PublishedPort, targetPort: p.TargetPort, backends });
+    }
+  }
+  return out.sort((a, b) => a.publishedPort - b.publishedPort || (a.protocol < b.protocol ? -1 : 1));
 }

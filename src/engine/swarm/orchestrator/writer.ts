@@ -76,6 +76,10 @@ export function writesOf(plan: Plan): Write[] {
       out.push(withClaims(plan, w, (o) => o.kind === 'task' && o.task === c.id));
     }
   }
+  // a node's ingress sandbox address: a write of its own
+  for (const o of plan.ipamClaims.values()) {
+    if (o.kind === 'node') out.push(withClaims(plan, { compares: [], ops: [], applies: [] }, (x) => x === o));
+  }
   for (const id of plan.ipamReleases) {
     const slash = id.indexOf('/');
     const key = networkKeys.ipam(id.slice(0, slash), id.slice(slash + 1));

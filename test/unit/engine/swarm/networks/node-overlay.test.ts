@@ -70,6 +70,24 @@ describe("a node's overlay picture", () => {
     assert.match(vip?.vip ?? '', /^10\.0\.1\.2$/);
     assert.equal(vip?.backends.length, 1);
     assert.ok(n3.networks[0]?.names.some((n) => n.names.includes('api') && n.ip === vip?.vip));
+    assert.equal(n3.ingress, undefined, 'no routing mesh while no port is published through it');
+
+    // a port through the mesh: every node gets its sandbox's address on ingress, and the
+    // other nodes' sandboxes as peers there
+    const ingress = await nets.createIngress();
+    await c.createService({
+      Name: 'pub',
+      TaskTemplate: { ContainerSpec: { Image: 'busybox' } },
+      Mode: { Replicated: { Replicas: 1 } },
+      EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }] },
+    });
+    await c.settle();
+    const n1 = await nodeOverlay(c.store, 'n1');
+    assert.equal(n1.ingress?.networkId, ingress);
+    assert.match(n1.ingress?.address ?? '', /^10\.0\.2\.\d+\/24$/);
+    const ingressState = n1.networks.find((n) => n.id === ingress);
+    assert.ok(ingressState, 'the ingress network is among the node’s');
+    assert.ok((ingressState?.peers.length ?? 0) >= 3, 'the three sandboxes at least');
     await c.stop();
   });
 });
