@@ -56,7 +56,7 @@ interface PlumbedTask {
 export class OverlayNetworks {
   private state: NodeOverlayState = { local: '', port: 4789, networks: [] };
   /** Network ID → its namespace, for the networks plumbed on this node. */
-  private readonly plumbed = new Map<string, { ns: string; vni: number }>();
+  private readonly plumbed = new Map<string, { ns: string; vni: number; peers: string }>();
   private readonly tasks = new Map<string, PlumbedTask>();
   private gw?: { subnet: string; gateway: string; prefixLen: number };
   private chain: Promise<unknown> = Promise.resolve();
@@ -79,7 +79,7 @@ export class OverlayNetworks {
       this.state = state;
       for (const [id, p] of this.plumbed) {
         const n = this.network(id);
-        if (n) await this.o.ops.setPeers(p.ns, p.vni, this.remotePeers(n));
+        if (n) await this.setPeers(p, n);
       }
       this.refreshDns();
     });
@@ -183,6 +183,19 @@ export class OverlayNetworks {
     return this.state.networks.find((n) => n.id === id);
   }
 
+  /** The network's static entries, when they changed since the last write. */
+  private async setPeers(
+    p: { ns: string; vni: number; peers: string },
+    n: OverlayNetworkState,
+  ): Promise<void> {
+    const peers = this.remotePeers(n);
+    const text = JSON.stringify(peers);
+    if (text === p.peers) return;
+    p.peers = '';
+    await this.o.ops.setPeers(p.ns, p.vni, peers);
+    p.peers = text;
+  }
+
   private remotePeers(n: OverlayNetworkState) {
     return n.peers.filter((p) => p.node !== this.state.local && p.mac);
   }
@@ -202,8 +215,9 @@ export class OverlayNetworks {
       prefixLen: block.prefixLen,
       mtu: OVERLAY_MTU,
     });
-    this.plumbed.set(n.id, { ns, vni: n.vni });
-    await this.o.ops.setPeers(ns, n.vni, this.remotePeers(n));
+    const plumbed = { ns, vni: n.vni, peers: '' };
+    this.plumbed.set(n.id, plumbed);
+    await this.setPeers(plumbed, n);
     return ns;
   }
 

@@ -162,16 +162,23 @@ export class HostOverlayOps implements OverlayOps {
       if (macs.get(f.mac) !== f.dst)
         await run('bridge', ['-n', ns, 'fdb', 'del', f.mac, 'dev', dev, 'dst', f.dst, 'self'], 'FDB', GONE);
     }
+    // only what is missing or different: a picture changes with every task, most peers stay
+    const haveNeigh = new Set(neigh.map((n) => `${n.dst}/${n.lladdr}`));
+    const haveFdb = new Set(fdb.map((f) => `${f.mac}/${f.dst}`));
     for (const p of peers) {
-      await ip(
-        ['-n', ns, 'neigh', 'replace', p.ip, 'lladdr', p.mac, 'dev', dev, 'nud', 'permanent'],
-        'neighbour',
-      );
-      await run(
-        'bridge',
-        ['-n', ns, 'fdb', 'replace', p.mac, 'dev', dev, 'dst', p.node, 'self', 'permanent'],
-        'FDB',
-      );
+      if (!haveNeigh.has(`${p.ip}/${p.mac}`)) {
+        await ip(
+          ['-n', ns, 'neigh', 'replace', p.ip, 'lladdr', p.mac, 'dev', dev, 'nud', 'permanent'],
+          'neighbour',
+        );
+      }
+      if (!haveFdb.has(`${p.mac}/${p.node}`)) {
+        await run(
+          'bridge',
+          ['-n', ns, 'fdb', 'replace', p.mac, 'dev', dev, 'dst', p.node, 'self', 'permanent'],
+          'FDB',
+        );
+      }
     }
   }
 
