@@ -40,6 +40,8 @@ import { RegistryClient } from './distribution/index.js';
 import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
+import { ingressSandboxPath, NftIngressMesh } from './network/lb/ingress-mesh.js';
+import { NftServiceLb } from './network/lb/service-lb.js';
 import { createNetworkService } from './network/network.service.js';
 import { createOverlayNetworks } from './network/overlay/create.js';
 import { createRuntime } from './runtime/index.js';
@@ -319,6 +321,8 @@ export async function startEngine(
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
         log: log.child('agent'),
         overlay,
+        lb: new NftServiceLb(),
+        ingress: new NftIngressMesh({ sandboxPath: ingressSandboxPath(config.execRoot), log }),
       }),
     ),
   );

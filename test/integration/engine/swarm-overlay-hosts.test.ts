@@ -105,8 +105,24 @@ describe('swarm overlay networks across three hosts', () => {
       '--constraint',
       'node.hostname==ovhost3',
       'busybox:latest',
-      'sleep',
-      '300',
+      'sh',
+      '-c',
+      'mkdir -p /www && echo vip-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www',
+    ]);
+    await m.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '--name',
+      'pub',
+      '-p',
+      '8088:8080',
+      '--constraint',
+      'node.hostname==ovhost2',
+      'busybox:latest',
+      'sh',
+      '-c',
+      'mkdir -p /www && echo pub-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www',
     ]);
     await m.dockerOk([
       'service',
@@ -167,9 +183,21 @@ describe('swarm overlay networks across three hosts', () => {
       return r.stdout.includes(vip) ? true : undefined;
     });
 
+    // the VIP carries HTTP (network/lb's NftServiceLb), the mesh answers on every host
+    await until('HTTP to vipweb by its VIP', 30_000, async () => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 vipweb 8080`]);
+      return r.stdout.includes('vip-') ? r.stdout : undefined;
+    });
+    for (let i = 1; i <= 3; i++) {
+      await until(`the mesh on host ${i}, with or without a task of the service`, 30_000, async () => {
+        const r = await net.exec(i, ['curl', '-s', '--max-time', '3', `http://${net.address(i)}:8088/`]);
+        return r.stdout.includes('pub-') ? r.stdout : undefined;
+      });
+    }
+
     // a worker lists the networks its tasks use (dockerd does), and only those
     const onWorker = await w2.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']);
-    assert.equal(onWorker, 'ov');
+    assert.deepEqual(onWorker.split('\n').sort(), ['ingress', 'ov']);
     const [wv] = JSON.parse(await w2.dockerOk(['network', 'inspect', 'ov'])) as Array<{
       Scope: string;
       IPAM: { Config: unknown };
@@ -181,7 +209,7 @@ describe('swarm overlay networks across three hosts', () => {
     for (let i = 1; i <= 3; i++) {
       const routes = await net.exec(i, ['ip', '-4', 'route']);
       assert.ok(!routes.stdout.includes('10.0.1.'), routes.stdout);
-      assert.equal((await overlayNamespaces(engines[i - 1] as NsEngine)).length, 1);
+      assert.equal((await overlayNamespaces(engines[i - 1] as NsEngine)).length, 2);
     }
 
     // host 2's engine killed with SIGKILL and started again: what it plumbed is swept and made
@@ -201,9 +229,9 @@ describe('swarm overlay networks across three hosts', () => {
       const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 web 8080`]);
       return r.stdout.includes('hello-from-') ? true : undefined;
     });
-    assert.equal((await overlayNamespaces(w2)).length, 1, 'one namespace for the network on host 2');
+    assert.equal((await overlayNamespaces(w2)).length, 2, 'ov and ingress on host 2');
 
-    await m.dockerOk(['service', 'rm', 'web', 'vipweb', 'client']);
+    await m.dockerOk(['service', 'rm', 'web', 'vipweb', 'client', 'pub']);
     await until('every overlay namespace gone after the services', 30_000, async () => {
       for (const e of engines) if ((await overlayNamespaces(e)).length > 0) return undefined;
       return true;

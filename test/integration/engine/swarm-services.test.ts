@@ -855,7 +855,7 @@ describe('swarm services and tasks (one manager)', () => {
     assert.deepEqual(await ids({ name: [`pst.${old.Slot}`] }), sorted(old, fresh));
     assert.deepEqual(await ids({ node: [hostname], service: ['pst'] }), sorted(old, fresh, left));
     assert.deepEqual(await ids({ node: [node], id: [left.ID.slice(0, 6)] }), sorted(left));
-    // swarmkit's tasks carry no labels of their own
+    // the label filter reads the service's labels (swarmkit's ServiceAnnotations): pst has none
     assert.deepEqual(await ids({ service: ['pst'], label: ['tier=one'] }), []);
     const badState = await api(
       'GET',

@@ -96,7 +96,7 @@ export class OverlayNetworks {
       const gw = task.gateway !== false ? await this.ensureGateway() : undefined;
       const plumbed: PlumbedTask = { netns: task.netns, networks: [], addresses: new Map(), gwAddress: '' };
       this.tasks.set(task.taskId, plumbed);
-      let index = 0;
+      let index = task.keepsDefaultNetwork ? 1 : 0;
       for (const a of task.attachments) {
         const n = this.network(a.networkId);
         if (!n) throw new Error(`overlay network ${a.networkId} is not known on this node yet`);
@@ -118,6 +118,7 @@ export class OverlayNetworks {
           ifname: `eth${index}`,
           address: `${plumbed.gwAddress}/${gw.prefixLen}`,
           gateway: gw.gateway,
+          defaultRoute: !task.keepsDefaultNetwork,
         });
       }
       this.refreshDns();

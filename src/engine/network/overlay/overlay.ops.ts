@@ -31,11 +31,14 @@ export interface OverlayOps {
   ensureGwBridge(name: string, o: { gateway: string; prefixLen: number; subnet: string }): Promise<void>;
   /** The gateway bridge and its NAT rule go (its veths with it). */
   deleteGwBridge(name: string, subnet: string): Promise<void>;
-  /** A veth from the gateway bridge into the namespace at `netns`, with the default route. */
+  /**
+   * A veth from the gateway bridge into the namespace at `netns`, with the default route unless
+   * `defaultRoute` is false (a container that keeps its own default network).
+   */
   plugGateway(
     bridge: string,
     netns: string,
-    o: { ifname: string; address: string; gateway: string },
+    o: { ifname: string; address: string; gateway: string; defaultRoute?: boolean },
   ): Promise<void>;
   /** Whether a link of that name exists in the engine's namespace. */
   hasLink(name: string): Promise<boolean>;
@@ -257,7 +260,7 @@ export class HostOverlayOps implements OverlayOps {
   async plugGateway(
     bridge: string,
     netns: string,
-    o: { ifname: string; address: string; gateway: string },
+    o: { ifname: string; address: string; gateway: string; defaultRoute?: boolean },
   ): Promise<void> {
     const s = vethSuffix();
     const host = `gw${s}`;
@@ -280,7 +283,9 @@ export class HostOverlayOps implements OverlayOps {
       await this.inNamespace(netns, ['link', 'set', inner, 'name', o.ifname]);
       await this.inNamespace(netns, ['addr', 'add', o.address, 'dev', o.ifname]);
       await this.inNamespace(netns, ['link', 'set', o.ifname, 'up']);
-      await this.inNamespace(netns, ['route', 'replace', 'default', 'via', o.gateway, 'dev', o.ifname]);
+      if (o.defaultRoute !== false) {
+        await this.inNamespace(netns, ['route', 'replace', 'default', 'via', o.gateway, 'dev', o.ifname]);
+      }
     } catch (err) {
       await ip(['link', 'del', host], 'veth', GONE).catch(() => undefined);
       throw err;

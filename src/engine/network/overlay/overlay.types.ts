@@ -93,4 +93,10 @@ export interface OverlayTask {
   attachments: TaskAttachment[];
   /** An interface on the gateway bridge with the default route (tasks: yes; the ingress sandbox: no). */
   gateway?: boolean;
+  /**
+   * The container keeps the network it was created on as `eth0` and its default route (a task
+   * with host-mode ports, published on the node's default bridge): the overlay interfaces start
+   * at `eth1` and the gateway bridge's interface adds no default route.
+   */
+  keepsDefaultNetwork?: boolean;
 }

@@ -353,6 +353,8 @@ export class Executor {
     await overlay.attach({
       taskId: a.Task.ID,
       netns: sandboxOf(pid),
+      // host-mode ports are published on the node's default bridge, which the container keeps
+      keepsDefaultNetwork: a.Service.HostPorts.length > 0,
       attachments: (a.Task.NetworksAttachments ?? []).map((n) => ({
         networkId: n.Network.ID,
         address: n.Addresses[0] ?? '',

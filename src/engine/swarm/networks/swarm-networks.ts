@@ -16,7 +16,7 @@ import type { StoredCluster } from '../records.js';
 import type { StoredService } from '../services/service.types.js';
 import { specNetworks } from '../services/service-spec.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
-import type { StoredTask } from '../tasks/task.types.js';
+import { type StoredTask, stateRank } from '../tasks/task.types.js';
 import type { EspProbe } from './kernel-esp.js';
 import {
   INGRESS_VNI,
@@ -168,18 +168,28 @@ export class SwarmNetworks {
     if (!found) throw notFound(`network ${ref} not found`);
     const { network, kv } = found;
     const services = await this.call(() => store.range(keys.services));
+    const serviceIds = new Set<string>();
     for (const s of services.kvs) {
       const svc = JSON.parse(s.value) as StoredService;
+      serviceIds.add(svc.ID);
       if (serviceUses(svc, network)) {
         throw invalidParameter(
           `rpc error: code = FailedPrecondition desc = network ${network.ID} is in use by service ${svc.ID}`,
         );
       }
     }
-    // swarmkit: the tasks of a removed service hold their addresses until the reaper takes them
+    // swarmkit: a task that is to run and has not ended holds the network. The tasks of a
+    // removed service do not (they are on their way out: `docker stack rm` removes the services
+    // and then at once their network); their addresses' claims go with the network.
     const tasks = await this.call(() => store.range(keys.tasks));
     for (const t of tasks.kvs) {
       const task = JSON.parse(t.value) as StoredTask;
+      if (!serviceIds.has(task.ServiceID)) continue;
+      if (
+        stateRank(task.DesiredState) > stateRank('running') ||
+        stateRank(task.Status.State) > stateRank('running')
+      )
+        continue;
       if ((task.NetworksAttachments ?? []).some((a) => a.Network.ID === network.ID)) {
         throw invalidParameter(
           `rpc error: code = FailedPrecondition desc = network ${network.ID} is in use by task ${task.ID}`,

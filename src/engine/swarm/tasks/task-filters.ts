@@ -30,15 +30,19 @@ export function checkTaskFilters(filters: Filters): void {
   }
 }
 
-/**
- * The tasks that pass. `currentSpec` gives a service's `_.specVersion` (for `_up-to-date`;
- * a task whose service is gone is never up to date).
- */
-export function filterTasks(
-  tasks: StoredTask[],
-  filters: Filters,
-  currentSpec: (serviceId: string) => number | undefined,
-): StoredTask[] {
+/** What the filters need to know of a task's service. */
+export interface TaskServiceLookup {
+  /** The service's `_.specVersion` (for `_up-to-date`; a task whose service is gone is never up to date). */
+  currentSpec(serviceId: string): number | undefined;
+  /**
+   * The service's labels: swarmkit's `label` filter matches a task's ServiceAnnotations.Labels
+   * (what `docker stack ps` lists tasks by), not the task's own.
+   */
+  serviceLabels(serviceId: string): Record<string, string> | undefined;
+}
+
+/** The tasks that pass. */
+export function filterTasks(tasks: StoredTask[], filters: Filters, lookup: TaskServiceLookup): StoredTask[] {
   checkTaskFilters(filters);
   const any = (name: string, test: (v: string) => boolean) => {
     const values = filters.get(name);
@@ -54,7 +58,7 @@ export function filterTasks(
       any('node', (v) => t.NodeID === v) &&
       any('desired-state', (v) => t.DesiredState === v) &&
       any('runtime', (v) => v === (t.Spec?.NetworkAttachmentSpec ? 'attachment' : 'container')) &&
-      labels.every((l) => labelHolds(t.Labels, l)) &&
-      (!upToDate || currentSpec(t.ServiceID) === t._?.specVersion),
+      labels.every((l) => labelHolds(lookup.serviceLabels(t.ServiceID) ?? {}, l)) &&
+      (!upToDate || lookup.currentSpec(t.ServiceID) === t._?.specVersion),
   );
 }

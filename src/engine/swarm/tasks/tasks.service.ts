@@ -34,14 +34,17 @@ export class TasksService {
       this.call(() => store.range(keys.tasks)),
       this.call(() => store.range(keys.services)),
     ]);
-    const specVersions = new Map(
+    const byService = new Map(
       all.kvs.map((kv) => {
         const s = JSON.parse(kv.value) as StoredService;
-        return [s.ID, s._?.specVersion] as const;
+        return [s.ID, s] as const;
       }),
     );
     const byTask = new Map(tasks.kvs.map((kv) => [JSON.parse(kv.value) as StoredTask, kv] as const));
-    const kept = filterTasks([...byTask.keys()], resolved, (id) => specVersions.get(id));
+    const kept = filterTasks([...byTask.keys()], resolved, {
+      currentSpec: (id) => byService.get(id)?._?.specVersion,
+      serviceLabels: (id) => byService.get(id)?.Spec.Labels,
+    });
     return kept.map((t) => taskView(byTask.get(t) as KeyValue, t));
   }
 

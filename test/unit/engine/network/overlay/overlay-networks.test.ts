@@ -47,8 +47,12 @@ class FakeOps implements OverlayOps {
     this.calls.push(`delgw ${name} ${subnet}`);
     this.gwBridge = undefined;
   }
-  async plugGateway(_bridge: string, netns: string, o: { ifname: string; address: string }) {
-    this.calls.push(`gw ${netns} ${o.ifname} ${o.address}`);
+  async plugGateway(
+    _bridge: string,
+    netns: string,
+    o: { ifname: string; address: string; defaultRoute?: boolean },
+  ) {
+    this.calls.push(`gw ${netns} ${o.ifname} ${o.address}${o.defaultRoute === false ? ' no-default' : ''}`);
   }
   async hasLink() {
     return this.gwBridge !== undefined;
@@ -109,6 +113,23 @@ function setup() {
 }
 
 describe('overlay networks of a node (fake host calls)', () => {
+  it('plugs a container that keeps its default network (host-mode ports) from eth1, without taking its default route', async () => {
+    const { ops, overlay } = setup();
+    await overlay.sync(state());
+    await overlay.attach({
+      taskId: 't1',
+      netns: '/proc/10/ns/net',
+      keepsDefaultNetwork: true,
+      attachments: [{ networkId: 'netA', address: '10.0.1.3/24' }],
+    });
+    const ns = overlay.namespaceOf(4097);
+    assert.ok(
+      ops.calls.includes(`plug /proc/10/ns/net eth1 10.0.1.3/24 02:42:0a:00:01:03 -> ${ns}`),
+      ops.calls.join('\n'),
+    );
+    assert.ok(ops.calls.includes('gw /proc/10/ns/net eth2 172.18.0.2/16 no-default'), ops.calls.join('\n'));
+  });
+
   it('plumbs a network on its first task, with the other nodes as peers, and removes it with its last', async () => {
     const { ops, overlay, dns } = setup();
     await overlay.sync(state());

@@ -28,7 +28,10 @@ describe('task filters', () => {
     task('ccc', { NodeID: 'n1', ServiceID: 'svc2', _: { specVersion: 1, serviceName: 'glob' } }),
   ];
   const ids = (f: Record<string, string[]>) =>
-    filterTasks(tasks, new Map(Object.entries(f)), (s) => (s === 'svc1' ? 2 : 1)).map((t) => t.ID);
+    filterTasks(tasks, new Map(Object.entries(f)), {
+      currentSpec: (s) => (s === 'svc1' ? 2 : 1),
+      serviceLabels: (s) => (s === 'svc2' ? { 'com.docker.stack.namespace': 'app' } : undefined),
+    }).map((t) => t.ID);
 
   it('names tasks as swarmkit does', () => {
     assert.equal(taskName(tasks[0] as StoredTask), 'web.1.aaa');
@@ -41,7 +44,10 @@ describe('task filters', () => {
     assert.deepEqual(ids({ 'desired-state': ['running', 'shutdown'], node: ['n2'] }), ['bbb']);
     assert.deepEqual(ids({ name: ['web.1'] }), ['aaa', 'bbb']);
     assert.deepEqual(ids({ service: ['svc2'] }), ['ccc']);
-    assert.deepEqual(ids({ label: ['x=y'] }), ['aaa']);
+    // the service's labels, as swarmkit's ServiceAnnotations (docker stack ps), not the task's own
+    assert.deepEqual(ids({ label: ['x=y'] }), []);
+    assert.deepEqual(ids({ label: ['com.docker.stack.namespace=app'] }), ['ccc']);
+    assert.deepEqual(ids({ label: ['com.docker.stack.namespace'] }), ['ccc']);
     assert.deepEqual(ids({ id: ['b', 'c'] }), ['bbb', 'ccc']);
     assert.deepEqual(ids({ '_up-to-date': ['true'] }), ['aaa', 'ccc']);
     assert.throws(() => ids({ bogus: ['1'] }), /Invalid filter 'bogus'/);
