@@ -2,8 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { joinHostPort } from './addresses.js';
+import { loadCaState, signingCa, trustState } from './ca/ca-state.js';
 import { csrPublicKey } from './ca/csr.js';
-import { RootCa } from './ca/root-ca.js';
+import { type RootCa, type TlsInfo, tlsInfoOf } from './ca/root-ca.js';
 import { caDigest, newSwarmId, parseJoinToken, tokenMatches } from './ca/tokens.js';
 import type {
   ClusterApiHandlers,
@@ -18,8 +19,7 @@ import type {
 } from './cluster-api/protocol.js';
 import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
-import { PEER_CERT_MS, type StoredCluster, type StoredManager } from './records.js';
-import { unseal } from './seal.js';
+import { PEER_CERT_MS, type StoredCluster, type StoredManager, type StoredNode } from './records.js';
 import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
 import type { ClusterStore } from './store/cluster-store.js';
 import type { SwarmNode, SwarmSpec } from './swarm.types.js';
@@ -39,20 +39,21 @@ export class Dispatcher implements ClusterApiHandlers {
 
   constructor(
     private readonly store: ClusterStore,
-    private readonly root: { certPem: string; sealedKey: string },
     private readonly dek: Buffer,
     private readonly log: Logger,
     private readonly now: () => Date,
   ) {}
 
-  rootCa(): string {
-    return this.root.certPem;
+  /** The current root (a joining node pins it to its token's digest). */
+  async rootCa(): Promise<string> {
+    return (await loadCaState(this.store)).root.cert;
   }
 
   async join(call: JoinCall): Promise<JoinAnswer> {
     const token = parseJoinToken(call.Token);
     const cluster = await this.cluster();
-    if (!token || token.caDigest !== caDigest(this.root.certPem)) throw invalidParameter(BAD_TOKEN);
+    const caState = await loadCaState(this.store);
+    if (!token || token.caDigest !== caDigest(caState.root.cert)) throw invalidParameter(BAD_TOKEN);
     const role = tokenMatches(call.Token, cluster.JoinTokens.Worker)
       ? 'worker'
       : tokenMatches(call.Token, cluster.JoinTokens.Manager)
@@ -73,7 +74,8 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter('invalid Availability');
     }
     const nodeId = newSwarmId();
-    const ca = this.ca();
+    const ca = signingCa(caState, this.dek);
+    const trust = trustState(caState);
     const expiryMs = effectiveCertExpiryMs(cluster.Spec);
     const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
     const now = this.now().toISOString();
@@ -82,7 +84,7 @@ export class Dispatcher implements ClusterApiHandlers {
       CreatedAt: now,
       UpdatedAt: now,
       Spec: { Labels: {}, Role: role, Availability: availability },
-      Description: { ...call.Description, TLSInfo: ca.tlsInfo() },
+      Description: { ...call.Description, TLSInfo: nodeTlsInfo(trust.TrustRoots, ca) },
       Status: { State: 'ready', Addr: call.AdvertiseHost },
     } satisfies Omit<SwarmNode, 'Version'>;
     const created = await this.store.txn(
@@ -112,7 +114,7 @@ export class Dispatcher implements ClusterApiHandlers {
       ClusterID: cluster.ID,
       Role: role,
       Certificate: cert.certPem,
-      RootCA: this.root.certPem,
+      RootCA: trust.TrustRoots,
       Managers: await this.managers(),
       HeartbeatPeriodMs: periodMs(cluster.Spec),
       ...(manager ? { Manager: manager } : {}),
@@ -187,6 +189,7 @@ export class Dispatcher implements ClusterApiHandlers {
       Managers: managers,
       Role: node.Spec.Role,
       Member: managers.some((m) => m.NodeID === nodeId),
+      ...trustState(await loadCaState(this.store)),
     };
   }
 
@@ -198,13 +201,17 @@ export class Dispatcher implements ClusterApiHandlers {
     const cluster = await this.cluster();
     const node = await this.node(nodeId);
     let publicKey: ReturnType<typeof csrPublicKey>;
+    let peerKey: ReturnType<typeof csrPublicKey> | undefined;
     try {
       publicKey = csrPublicKey(call.CSR);
+      if (call.PeerCSR) peerKey = csrPublicKey(call.PeerCSR);
     } catch (err) {
       throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
     }
     const role = node.Spec.Role;
-    const cert = this.ca().issueNode(
+    const caState = await loadCaState(this.store);
+    const ca = signingCa(caState, this.dek);
+    const cert = ca.issueNode(
       nodeId,
       role,
       cluster.ID,
@@ -212,8 +219,45 @@ export class Dispatcher implements ClusterApiHandlers {
       publicKey,
       this.now(),
     );
+    // a manager's etcd peer certificate follows its node certificate's root (a rotation)
+    let peerCertificate: string | undefined;
+    const member = await this.store.get(keys.manager(nodeId));
+    if (peerKey && role === 'manager' && member) {
+      const host = peerHost((JSON.parse(member.value) as StoredManager).peerUrl);
+      peerCertificate = ca.issueEtcdPeer(ETCD_PEER_CN, [host], PEER_CERT_MS, this.now(), peerKey).certPem;
+    }
+    const trust = trustState(caState);
+    const trustRoot = call.TrustRoot?.includes(caState.root.cert) ? call.TrustRoot : trust.TrustRoots;
+    await this.recordTls(nodeId, nodeTlsInfo(trustRoot, ca));
     this.log.info('node certificate renewed', { nodeId, role });
-    return { Certificate: cert.certPem, Role: role };
+    return {
+      Certificate: cert.certPem,
+      Role: role,
+      ...trust,
+      ...(peerCertificate ? { PeerCertificate: peerCertificate } : {}),
+    };
+  }
+
+  /** The node's Description.TLSInfo as its renewal left it (what `docker swarm ca --rotate` watches). */
+  private async recordTls(nodeId: string, tls: TlsInfo): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const kv = await this.store.get(keys.node(nodeId));
+      if (!kv) return;
+      const node = JSON.parse(kv.value) as StoredNode;
+      const now = node.Description.TLSInfo;
+      if (
+        now?.TrustRoot === tls.TrustRoot &&
+        now.CertIssuerPublicKey === tls.CertIssuerPublicKey &&
+        now.CertIssuerSubject === tls.CertIssuerSubject
+      )
+        return;
+      node.Description = { ...node.Description, TLSInfo: tls };
+      const res = await this.store.txn(
+        [{ key: kv.key, target: 'mod', op: 'equal', value: kv.modRevision }],
+        [{ put: { key: kv.key, value: JSON.stringify(node) } }],
+      );
+      if (res.succeeded) return;
+    }
   }
 
   /** A promoted node's member: a learner at its advertise address, as a manager join adds one. */
@@ -226,7 +270,8 @@ export class Dispatcher implements ClusterApiHandlers {
     if (!call.AdvertiseHost || !Number.isInteger(call.PeerPort) || call.PeerPort <= 0) {
       throw invalidParameter('a manager needs its advertise address and etcd peer port');
     }
-    return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, this.ca());
+    const ca = signingCa(await loadCaState(this.store), this.dek);
+    return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, ca);
   }
 
   /** The node's record; a node that is not in etcd (never joined, or removed) gets nothing. */
@@ -234,10 +279,6 @@ export class Dispatcher implements ClusterApiHandlers {
     const kv = await this.store.get(keys.node(nodeId));
     if (!kv) throw forbidden(`node ${nodeId} is not a member of this swarm`);
     return JSON.parse(kv.value) as NodeRecord;
-  }
-
-  private ca(): RootCa {
-    return new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
   }
 
   private async beat(nodeId: string, spec: SwarmSpec): Promise<void> {
@@ -263,6 +304,17 @@ export class Dispatcher implements ClusterApiHandlers {
       Addr: (JSON.parse(kv.value) as StoredManager).addr,
     }));
   }
+}
+
+/** A node's TLSInfo: the roots it trusts, the root that issued its certificate. */
+function nodeTlsInfo(trustRoots: string, ca: RootCa): TlsInfo {
+  const issuer = tlsInfoOf(ca.certPem);
+  return { ...issuer, TrustRoot: trustRoots };
+}
+
+/** The host of an etcd peer URL (`https://host:port`, IPv6 in brackets). */
+function peerHost(peerUrl: string): string {
+  return new URL(peerUrl).hostname.replace(/^\[|\]$/g, '');
 }
 
 export function periodMs(spec: SwarmSpec): number {

@@ -17,11 +17,13 @@ export interface StoredCluster {
   _?: { unlockKey?: string };
 }
 
-/** `P/ca/root`. */
+/** `P/ca/root`, and `P/ca/next` while a root rotation runs. */
 export interface StoredCa {
   cert: string;
   /** The root key, sealed with the DEK. */
   key: string;
+  /** `P/ca/next` only: its certificate signed by the current root (what chains new certificates to it). */
+  crossSigned?: string;
 }
 
 /** `P/managers/<id>`: how to reach a manager. */

@@ -131,7 +131,7 @@ export function effectiveCertExpiryMs(spec: SwarmSpec): number {
  * The checks swarmkit makes of a spec, in its words; and what berth does not do yet (an external
  * CA, a root CA rotation), refused rather than stored and ignored.
  */
-export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
+export function validateSpec(spec: SwarmSpec): void {
   if (spec.Name !== 'default') throw invalidParameter('swarm spec must be named "default"');
   // zero: swarmkit's default
   const expiry = spec.CAConfig.NodeCertExpiry ?? 0;
@@ -158,10 +158,5 @@ export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
   if (spec.CAConfig.ExternalCAs && spec.CAConfig.ExternalCAs.length > 0) {
     throw notImplemented('external CAs are not supported by this engine yet');
   }
-  if (spec.CAConfig.SigningCACert || spec.CAConfig.SigningCAKey) {
-    throw notImplemented('root CA rotation is not supported by this engine yet');
-  }
-  if ((spec.CAConfig.ForceRotate ?? 0) !== (previous?.CAConfig.ForceRotate ?? 0)) {
-    throw notImplemented('root CA rotation is not supported by this engine yet');
-  }
+  if ((spec.CAConfig.ForceRotate ?? 0) < 0) throw invalidParameter('force rotate must be non-negative');
 }

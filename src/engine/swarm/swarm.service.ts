@@ -10,6 +10,7 @@ import { joinSwarm } from './membership/join.js';
 import { leaveSwarm } from './membership/leave.js';
 import { renewCertificate } from './membership/renewal.js';
 import { becomeManager, becomeWorker } from './membership/role-change.js';
+import { followRoots } from './membership/root-follow.js';
 import { Nodes } from './nodes/nodes.js';
 import type { SwarmServiceOptions } from './options.js';
 import type { StoredManager } from './records.js';
@@ -56,6 +57,7 @@ export class SwarmService {
     };
     this.nodes = new Nodes(this.ctx);
     let changing = false;
+    let following = false;
     this.ctx.runtime.hooks = {
       roleChanged: (role) => {
         if (changing) return;
@@ -70,6 +72,17 @@ export class SwarmService {
       },
       renew: async () => {
         await this.serialize(() => renewCertificate(this.ctx));
+      },
+      rootsChanged: (trust) => {
+        if (following) return;
+        following = true;
+        void this.serialize(() => followRoots(this.ctx, trust))
+          .catch((err: unknown) =>
+            opts.log.warn('cannot follow the root rotation yet', { error: errorMessage(err) }),
+          )
+          .finally(() => {
+            following = false;
+          });
       },
     };
   }

@@ -47,7 +47,19 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
   const now = ctx.now().toISOString();
   const nodeId = newSwarmId();
   const clusterId = newSwarmId();
-  const ca = RootCa.create(ctx.now());
+  // a root given in the spec (SigningCACert and SigningCAKey) is the swarm's root; never kept in the spec
+  let ca: RootCa;
+  try {
+    const given = spec.CAConfig;
+    ca =
+      given.SigningCACert || given.SigningCAKey
+        ? RootCa.fromUser(given.SigningCACert ?? '', given.SigningCAKey ?? '', ctx.now())
+        : RootCa.create(ctx.now());
+  } catch (err) {
+    throw invalidParameter(errorMessage(err));
+  }
+  delete spec.CAConfig.SigningCACert;
+  delete spec.CAConfig.SigningCAKey;
   const dek = newDek();
   const node = ca.issueNode(nodeId, 'manager', clusterId, effectiveCertExpiryMs(spec));
   const unlockKey = spec.EncryptionConfig.AutoLockManagers ? newUnlockKey() : undefined;
