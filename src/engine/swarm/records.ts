@@ -22,7 +22,7 @@ export interface StoredCa {
   cert: string;
   /** The root key, sealed with the DEK. */
   key: string;
-  /** `P/ca/next` only: its certificate signed by the current root (what chains new certificates to it). */
+  /** After a rotation: this root's certificate signed by the root before it (what chains its certificates to that one). */
   crossSigned?: string;
 }
 

@@ -46,7 +46,10 @@ export function trustState(state: CaState): TrustState {
   };
 }
 
-/** The root that signs node and peer certificates now (the new one, chained through its cross-signed certificate, during a rotation). */
+/**
+ * The root that signs node and peer certificates now (the new one during a rotation), its
+ * certificates followed by its cross-signed certificate once a rotation made one.
+ */
 export function signingCa(state: CaState, dek: Buffer): RootCa {
   const { next, root } = state;
   if (next) {
@@ -54,7 +57,7 @@ export function signingCa(state: CaState, dek: Buffer): RootCa {
       next.crossSigned ?? '',
     );
   }
-  return new RootCa({ certPem: root.cert, keyPem: unseal(dek, root.key) });
+  return new RootCa({ certPem: root.cert, keyPem: unseal(dek, root.key) }).withChain(root.crossSigned ?? '');
 }
 
 /**
@@ -85,7 +88,14 @@ export async function finishRotationIfDone(store: ClusterStore, now: Date): Prom
     RootRotationInProgress: false,
     JoinTokens: { Worker: newJoinToken(state.next.cert), Manager: newJoinToken(state.next.cert) },
   };
-  const root: StoredCa = { cert: state.next.cert, key: state.next.key };
+  // the cross-signed certificate stays: an etcd member reads its trusted roots only at start, so
+  // one started before the rotation still trusts only the old root, and takes peer certificates
+  // of the new root through it
+  const root: StoredCa = {
+    cert: state.next.cert,
+    key: state.next.key,
+    ...(state.next.crossSigned ? { crossSigned: state.next.crossSigned } : {}),
+  };
   const res = await store.txn(
     [
       { key: keys.caNext, target: 'mod', op: 'equal', value: state.nextRevision ?? 0 },

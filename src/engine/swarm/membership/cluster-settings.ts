@@ -1,6 +1,6 @@
 import { conflict, errorMessage, invalidParameter, unavailable } from '../../../common/errors.js';
-import { loadCaState, requestedRoot, signingCa } from '../ca/ca-state.js';
-import { tlsInfoOf } from '../ca/root-ca.js';
+import { loadCaState, requestedRoot } from '../ca/ca-state.js';
+import { RootCa, tlsInfoOf } from '../ca/root-ca.js';
 import { newJoinToken, newUnlockKey } from '../ca/tokens.js';
 import { keys } from '../keys.js';
 import { NO_LEADER } from '../messages.js';
@@ -59,7 +59,7 @@ export async function updateSwarm(
     );
     if (target) {
       const dek = await session.clusterDek();
-      const current = signingCa({ root: caState.root, rootRevision: caState.rootRevision }, dek);
+      const current = new RootCa({ certPem: caState.root.cert, keyPem: unseal(dek, caState.root.key) });
       newRoot = {
         cert: target.certPem,
         key: seal(dek, target.material.keyPem),
