@@ -2,9 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { joinHostPort } from './addresses.js';
-import { loadCaState, signingCa, trustState } from './ca/ca-state.js';
+import { type CaState, type CertSigner, loadCaState, signerFor, trustState } from './ca/ca-state.js';
 import { csrPublicKey } from './ca/csr.js';
-import { type RootCa, type TlsInfo, tlsInfoOf } from './ca/root-ca.js';
+import type { CfsslTransport } from './ca/external-ca.js';
+import { type TlsInfo, tlsInfoOf } from './ca/root-ca.js';
 import { caDigest, newSwarmId, parseJoinToken, tokenMatches } from './ca/tokens.js';
 import type {
   ClusterApiHandlers,
@@ -17,7 +18,6 @@ import type {
   RenewAnswer,
   RenewCall,
 } from './cluster-api/protocol.js';
-import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
 import { PEER_CERT_MS, type StoredCluster, type StoredManager, type StoredNode } from './records.js';
 import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
@@ -42,7 +42,18 @@ export class Dispatcher implements ClusterApiHandlers {
     private readonly dek: Buffer,
     private readonly log: Logger,
     private readonly now: () => Date,
+    /** How an external CA is asked (a fake in unit tests). */
+    private readonly cfssl?: CfsslTransport,
   ) {}
+
+  /** What signs now; a root without key and without external CA, or an external CA's failure, is a 503. */
+  private signer(state: CaState, cluster: StoredCluster): CertSigner {
+    try {
+      return signerFor(state, this.dek, cluster.Spec.CAConfig.ExternalCAs, this.cfssl);
+    } catch (err) {
+      throw unavailable(errorMessage(err));
+    }
+  }
 
   /** The current root (a joining node pins it to its token's digest). */
   async rootCa(): Promise<string> {
@@ -74,10 +85,12 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter('invalid Availability');
     }
     const nodeId = newSwarmId();
-    const ca = signingCa(caState, this.dek);
+    const ca = this.signer(caState, cluster);
     const trust = trustState(caState);
     const expiryMs = effectiveCertExpiryMs(cluster.Spec);
-    const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
+    const cert = await signed(
+      ca.issueNode({ pem: call.CSR, key: publicKey }, nodeId, role, cluster.ID, expiryMs, this.now()),
+    );
     const now = this.now().toISOString();
     const node = {
       ID: nodeId,
@@ -113,7 +126,7 @@ export class Dispatcher implements ClusterApiHandlers {
       NodeID: nodeId,
       ClusterID: cluster.ID,
       Role: role,
-      Certificate: cert.certPem,
+      Certificate: cert,
       RootCA: trust.TrustRoots,
       Managers: await this.managers(),
       HeartbeatPeriodMs: periodMs(cluster.Spec),
@@ -130,7 +143,7 @@ export class Dispatcher implements ClusterApiHandlers {
     peerCsr: string,
     advertiseHost: string,
     peerPort: number,
-    ca: RootCa,
+    ca: CertSigner,
   ): Promise<ManagerJoinAnswer> {
     let peerKey: ReturnType<typeof csrPublicKey>;
     try {
@@ -139,7 +152,9 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter(`invalid peer certificate request: ${errorMessage(err)}`);
     }
     const peerUrl = `https://${joinHostPort(advertiseHost, peerPort)}`;
-    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [advertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    const peer = await signed(
+      ca.issueEtcdPeer({ pem: peerCsr, key: peerKey }, [advertiseHost], PEER_CERT_MS, this.now()),
+    );
     // a learner left by an earlier attempt that never started would refuse the same peer URL
     for (const m of await this.store.memberList()) {
       if (m.isLearner && m.peerUrls.includes(peerUrl)) await this.store.memberRemove(m.id);
@@ -151,7 +166,7 @@ export class Dispatcher implements ClusterApiHandlers {
     return {
       MemberID: added.member.id,
       InitialCluster: initialCluster,
-      PeerCertificate: peer.certPem,
+      PeerCertificate: peer,
       DEK: this.dek.toString('base64'),
     };
   }
@@ -210,28 +225,32 @@ export class Dispatcher implements ClusterApiHandlers {
     }
     const role = node.Spec.Role;
     const caState = await loadCaState(this.store);
-    const ca = signingCa(caState, this.dek);
-    const cert = ca.issueNode(
-      nodeId,
-      role,
-      cluster.ID,
-      effectiveCertExpiryMs(cluster.Spec),
-      publicKey,
-      this.now(),
+    const ca = this.signer(caState, cluster);
+    const cert = await signed(
+      ca.issueNode(
+        { pem: call.CSR, key: publicKey },
+        nodeId,
+        role,
+        cluster.ID,
+        effectiveCertExpiryMs(cluster.Spec),
+        this.now(),
+      ),
     );
     // a manager's etcd peer certificate follows its node certificate's root (a rotation)
     let peerCertificate: string | undefined;
     const member = await this.store.get(keys.manager(nodeId));
     if (peerKey && role === 'manager' && member) {
       const host = peerHost((JSON.parse(member.value) as StoredManager).peerUrl);
-      peerCertificate = ca.issueEtcdPeer(ETCD_PEER_CN, [host], PEER_CERT_MS, this.now(), peerKey).certPem;
+      peerCertificate = await signed(
+        ca.issueEtcdPeer({ pem: call.PeerCSR ?? '', key: peerKey }, [host], PEER_CERT_MS, this.now()),
+      );
     }
     const trust = trustState(caState);
     const trustRoot = call.TrustRoot?.includes(caState.root.cert) ? call.TrustRoot : trust.TrustRoots;
     await this.recordTls(nodeId, nodeTlsInfo(trustRoot, ca));
     this.log.info('node certificate renewed', { nodeId, role });
     return {
-      Certificate: cert.certPem,
+      Certificate: cert,
       Role: role,
       ...trust,
       ...(peerCertificate ? { PeerCertificate: peerCertificate } : {}),
@@ -270,7 +289,7 @@ export class Dispatcher implements ClusterApiHandlers {
     if (!call.AdvertiseHost || !Number.isInteger(call.PeerPort) || call.PeerPort <= 0) {
       throw invalidParameter('a manager needs its advertise address and etcd peer port');
     }
-    const ca = signingCa(await loadCaState(this.store), this.dek);
+    const ca = this.signer(await loadCaState(this.store), await this.cluster());
     return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, ca);
   }
 
@@ -307,14 +326,23 @@ export class Dispatcher implements ClusterApiHandlers {
 }
 
 /** A node's TLSInfo: the roots it trusts, the root that issued its certificate. */
-function nodeTlsInfo(trustRoots: string, ca: RootCa): TlsInfo {
-  const issuer = tlsInfoOf(ca.certPem);
+function nodeTlsInfo(trustRoots: string, ca: CertSigner): TlsInfo {
+  const issuer = tlsInfoOf(ca.rootPem);
   return { ...issuer, TrustRoot: trustRoots };
 }
 
 /** The host of an etcd peer URL (`https://host:port`, IPv6 in brackets). */
 function peerHost(peerUrl: string): string {
   return new URL(peerUrl).hostname.replace(/^\[|\]$/g, '');
+}
+
+/** A certificate from the signer; an external CA's refusal or silence is a 503 with its words. */
+async function signed(pending: Promise<string>): Promise<string> {
+  try {
+    return await pending;
+  } catch (err) {
+    throw unavailable(errorMessage(err));
+  }
 }
 
 export function periodMs(spec: SwarmSpec): number {

@@ -1,4 +1,5 @@
-import { invalidParameter, notImplemented } from '../../common/errors.js';
+import { invalidParameter } from '../../common/errors.js';
+import { validExternalUrl } from './ca/external-ca.js';
 import type { RaftSettings } from './etcd/etcd-args.js';
 import type { SpecUpdate, SwarmSpec } from './swarm.types.js';
 
@@ -127,10 +128,7 @@ export function effectiveCertExpiryMs(spec: SwarmSpec): number {
   return (spec.CAConfig.NodeCertExpiry || (DEFAULTS.CAConfig.NodeCertExpiry ?? 0)) / 1e6;
 }
 
-/**
- * The checks swarmkit makes of a spec, in its words; and what berth does not do yet (an external
- * CA, a root CA rotation), refused rather than stored and ignored.
- */
+/** The checks swarmkit makes of a spec, in its words. */
 export function validateSpec(spec: SwarmSpec): void {
   if (spec.Name !== 'default') throw invalidParameter('swarm spec must be named "default"');
   // zero: swarmkit's default
@@ -155,8 +153,15 @@ export function validateSpec(spec: SwarmSpec): void {
     throw invalidParameter('keep old snapshots must be non-negative');
   if ((spec.Dispatcher.HeartbeatPeriod ?? 0) < 0)
     throw invalidParameter('heartbeat period must be non-negative');
-  if (spec.CAConfig.ExternalCAs && spec.CAConfig.ExternalCAs.length > 0) {
-    throw notImplemented('external CAs are not supported by this engine yet');
+  for (const ca of spec.CAConfig.ExternalCAs ?? []) {
+    if ((ca.Protocol ?? '').toLowerCase() !== 'cfssl') {
+      throw invalidParameter(
+        `unsupported external CA protocol ${JSON.stringify(ca.Protocol ?? '')}: only cfssl`,
+      );
+    }
+    if (!validExternalUrl(ca.URL ?? '')) {
+      throw invalidParameter(`invalid external CA URL ${JSON.stringify(ca.URL ?? '')}: an http or https URL`);
+    }
   }
   if ((spec.CAConfig.ForceRotate ?? 0) < 0) throw invalidParameter('force rotate must be non-negative');
 }

@@ -88,7 +88,7 @@ describe('swarm root CA rotation (two engines, docker CLI)', () => {
       body: { ...s.Spec, CAConfig: { ...s.Spec.CAConfig, SigningCACert: other.certPem } },
     });
     assert.equal(bad.status, 400);
-    assert.match(bad.json<{ message: string }>().message, /its key must be given too/);
+    assert.match(bad.json<{ message: string }>().message, /an external CA must be configured for it/);
     const mismatched = await manager.request('POST', `/v1.41/swarm/update?version=${s.Version.Index}`, {
       body: {
         ...s.Spec,

@@ -1,8 +1,12 @@
+import type { KeyObject } from 'node:crypto';
+import { ETCD_PEER_CN } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { StoredCa, StoredCluster, StoredNode } from '../records.js';
 import { unseal } from '../seal.js';
 import type { ClusterStore } from '../store/cluster-store.js';
-import { RootCa, tlsInfoOf } from './root-ca.js';
+import type { ExternalCa } from '../swarm.types.js';
+import { type CfsslTransport, ExternalCaSigner } from './external-ca.js';
+import { checkRootCertificate, type NodeRole, RootCa, tlsInfoOf } from './root-ca.js';
 import { newJoinToken } from './tokens.js';
 
 /**
@@ -46,18 +50,79 @@ export function trustState(state: CaState): TrustState {
   };
 }
 
+/** What signs node and etcd peer certificates now: the root's key, or an external CA for it. */
+export interface CertSigner {
+  /** The root the certificates chain to (TLSInfo's issuer). */
+  readonly rootPem: string;
+  issueNode(
+    csr: { pem: string; key: KeyObject },
+    nodeId: string,
+    role: NodeRole,
+    clusterId: string,
+    expiryMs: number,
+    now: Date,
+  ): Promise<string>;
+  issueEtcdPeer(
+    csr: { pem: string; key: KeyObject },
+    hosts: string[],
+    expiryMs: number,
+    now: Date,
+  ): Promise<string>;
+}
+
+/** The external CAs configured for `rootPem`: cfssl ones whose CACert is it (none: the current root). */
+export function externalCasFor(
+  cas: ExternalCa[] | undefined,
+  rootPem: string,
+  isCurrent: boolean,
+): ExternalCa[] {
+  return (cas ?? []).filter(
+    (ca) =>
+      ca.Protocol.toLowerCase() === 'cfssl' && (ca.CACert ? ca.CACert.trim() === rootPem.trim() : isCurrent),
+  );
+}
+
 /**
- * The root that signs node and peer certificates now (the new one during a rotation), its
- * certificates followed by its cross-signed certificate once a rotation made one.
+ * The signer now (swarmkit's order): the root that signs (the new one during a rotation) through
+ * an external CA configured for it if there is one, else with its key; its certificates followed
+ * by its cross-signed certificate once a rotation made one.
  */
-export function signingCa(state: CaState, dek: Buffer): RootCa {
-  const { next, root } = state;
-  if (next) {
-    return new RootCa({ certPem: next.cert, keyPem: unseal(dek, next.key) }).withChain(
-      next.crossSigned ?? '',
-    );
+export function signerFor(
+  state: CaState,
+  dek: Buffer,
+  externalCas: ExternalCa[] | undefined,
+  transport?: CfsslTransport,
+): CertSigner {
+  const record = state.next ?? state.root;
+  const chain = record.crossSigned ?? '';
+  const external = externalCasFor(externalCas, record.cert, !state.next);
+  if (external.length > 0) {
+    const ca = new ExternalCaSigner(external, trustState(state).TrustRoots, transport);
+    return {
+      rootPem: record.cert,
+      issueNode: async (csr, nodeId, role, clusterId, _expiryMs, _now) =>
+        (await ca.sign({
+          csrPem: csr.pem,
+          commonName: nodeId,
+          organizationalUnit: `swarm-${role}`,
+          organization: clusterId,
+          hosts: [`swarm-${role}`, nodeId],
+        })) + chain,
+      issueEtcdPeer: async (csr, hosts) =>
+        (await ca.sign({ csrPem: csr.pem, commonName: ETCD_PEER_CN, hosts })) + chain,
+    };
   }
-  return new RootCa({ certPem: root.cert, keyPem: unseal(dek, root.key) }).withChain(root.crossSigned ?? '');
+  if (!record.key) {
+    throw new Error('the swarm root CA has no key here and no external CA is configured for it');
+  }
+  const root = new RootCa({ certPem: record.cert, keyPem: unseal(dek, record.key) }).withChain(chain);
+  return {
+    rootPem: record.cert,
+    issueNode: async (csr, nodeId, role, clusterId, expiryMs, now) =>
+      root.issueNode(nodeId, role, clusterId, expiryMs, csr.key, now).certPem,
+    issueEtcdPeer: async (csr, hosts, expiryMs, now) =>
+      root.issueEtcdPeer(ETCD_PEER_CN, hosts, expiryMs, now, csr.key).certPem,
+  };
 }
 
 /**
@@ -114,28 +179,69 @@ export async function finishRotationIfDone(store: ClusterStore, now: Date): Prom
 export interface RotationRequest {
   SigningCACert?: string;
   SigningCAKey?: string;
+  ExternalCAs?: ExternalCa[];
   /** Whether ForceRotate changed. */
   forced: boolean;
 }
 
+/** A new root: its certificate, and its key unless an external CA signs for it. */
+export interface NewRoot {
+  certPem: string;
+  keyPem?: string;
+}
+
 /**
  * The new root an update asks for, or undefined when it asks for none: a SigningCACert that is
- * neither the current root nor the rotation's target (with its key), or a changed ForceRotate (a
- * fresh root, or the given one). Throws Error with swarmkit's reason for a bad cert or key.
+ * neither the current root nor the rotation's target (with its key, or an external CA configured
+ * for it), or a changed ForceRotate (a fresh root, or the given one). Throws Error with the
+ * reason for a bad certificate or key.
  */
-export function requestedRoot(req: RotationRequest, state: CaState, now: Date): RootCa | undefined {
+export function requestedRoot(req: RotationRequest, state: CaState, now: Date): NewRoot | undefined {
   const given = req.SigningCACert?.trim();
   const known = [state.root.cert, state.next?.cert].filter((c): c is string => !!c).map((c) => c.trim());
   const isKnown = given !== undefined && given !== '' && known.includes(given);
-  if (given && !isKnown) {
-    if (!req.SigningCAKey) {
-      throw new Error(
-        'if a signing CA certificate is given without an external CA, its key must be given too',
-      );
-    }
-    return RootCa.fromUser(req.SigningCACert ?? '', req.SigningCAKey, now);
+  if (!given || isKnown) {
+    if (!req.forced) return undefined;
+    const fresh = RootCa.create(now);
+    return { certPem: fresh.certPem, keyPem: fresh.material.keyPem };
   }
-  if (!req.forced) return undefined;
-  if (given && req.SigningCAKey) return RootCa.fromUser(req.SigningCACert ?? '', req.SigningCAKey, now);
-  return RootCa.create(now);
+  if (req.SigningCAKey) {
+    const root = RootCa.fromUser(req.SigningCACert ?? '', req.SigningCAKey, now);
+    return { certPem: root.certPem, keyPem: root.material.keyPem };
+  }
+  const certPem = checkRootCertificate(req.SigningCACert ?? '', now);
+  if (externalCasFor(req.ExternalCAs, certPem, false).length === 0) {
+    throw new Error(
+      'if a signing CA certificate is given without its key, an external CA must be configured for it',
+    );
+  }
+  return { certPem };
+}
+
+/**
+ * The root of a new swarm: the spec's SigningCACert with its SigningCAKey, or with an external CA
+ * configured for it (the swarm then holds no key), or a fresh one.
+ */
+export function initialRoot(
+  config: { SigningCACert?: string; SigningCAKey?: string; ExternalCAs?: ExternalCa[] },
+  now: Date,
+): NewRoot {
+  if (config.SigningCAKey && !config.SigningCACert) {
+    throw new Error('a signing CA key needs its signing CA certificate');
+  }
+  if (!config.SigningCACert) {
+    const fresh = RootCa.create(now);
+    return { certPem: fresh.certPem, keyPem: fresh.material.keyPem };
+  }
+  if (config.SigningCAKey) {
+    const root = RootCa.fromUser(config.SigningCACert, config.SigningCAKey, now);
+    return { certPem: root.certPem, keyPem: root.material.keyPem };
+  }
+  const certPem = checkRootCertificate(config.SigningCACert, now);
+  if (externalCasFor(config.ExternalCAs, certPem, true).length === 0) {
+    throw new Error(
+      'if a signing CA certificate is given without its key, an external CA must be configured for it',
+    );
+  }
+  return { certPem };
 }

@@ -40,6 +40,25 @@ export function tlsInfoOf(rootPem: string): TlsInfo {
   };
 }
 
+/**
+ * A root certificate given by the user (with its key, or signed for by an external CA): a CA
+ * certificate valid now, as PEM ending in a newline; throws with the reason otherwise.
+ */
+export function checkRootCertificate(certPem: string, now = new Date()): string {
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(certPem);
+  } catch {
+    throw new Error('could not parse the signing CA certificate: not a PEM certificate');
+  }
+  if (!cert.ca) throw new Error('the signing CA certificate is not a CA certificate');
+  if (now < new Date(cert.validFrom) || now > new Date(cert.validTo)) {
+    throw new Error('the signing CA certificate is expired or not yet valid');
+  }
+  const pem = cert.toString();
+  return pem.endsWith('\n') ? pem : `${pem}\n`;
+}
+
 export class RootCa {
   private readonly key: KeyObject;
   private readonly publicKey: KeyObject;
@@ -63,16 +82,8 @@ export class RootCa {
    * certificate valid now whose key is the one given; throws with the reason otherwise.
    */
   static fromUser(certPem: string, keyPem: string, now = new Date()): RootCa {
-    let cert: X509Certificate;
-    try {
-      cert = new X509Certificate(certPem);
-    } catch {
-      throw new Error('could not parse the signing CA certificate: not a PEM certificate');
-    }
-    if (!cert.ca) throw new Error('the signing CA certificate is not a CA certificate');
-    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo)) {
-      throw new Error('the signing CA certificate is expired or not yet valid');
-    }
+    const pem = checkRootCertificate(certPem, now);
+    const cert = new X509Certificate(pem);
     let key: KeyObject;
     try {
       key = createPrivateKey(keyPem);
@@ -81,8 +92,7 @@ export class RootCa {
     }
     if (!cert.checkPrivateKey(key))
       throw new Error('the signing CA key does not match the signing CA certificate');
-    const pem = cert.toString();
-    return new RootCa({ certPem: pem.endsWith('\n') ? pem : `${pem}\n`, keyPem: privateKeyPem(key) });
+    return new RootCa({ certPem: pem, keyPem: privateKeyPem(key) });
   }
 
   /** This root issuing through `chainPem` (see the constructor). */
@@ -91,19 +101,20 @@ export class RootCa {
   }
 
   /**
-   * `next`'s certificate signed by this root: same subject, key and key identifier as `next`'s
+   * `nextPem`'s certificate signed by this root: same subject, key and key identifier as its
    * own, so that a chain `leaf → cross-signed` ends at this root for a node that trusts only it.
    */
-  crossSign(next: RootCa, now = new Date()): string {
-    const cert = new X509Certificate(next.certPem);
+  crossSign(nextPem: string, now = new Date()): string {
+    const cert = new X509Certificate(nextPem);
+    const parts = certificateParts(nextPem);
     return issueCertificate(
       {
-        subject: next.parts.subject,
-        publicKey: createPublicKey(next.material.keyPem),
+        subject: parts.subject,
+        publicKey: cert.publicKey,
         notBefore: new Date(Math.max(now.getTime() - BACKDATE_MS, Date.parse(cert.validFrom))),
         notAfter: new Date(cert.validTo),
         isCA: true,
-        ...(next.parts.subjectKeyId ? { subjectKeyId: next.parts.subjectKeyId } : {}),
+        ...(parts.subjectKeyId ? { subjectKeyId: parts.subjectKeyId } : {}),
       },
       this.issuer(),
     );

@@ -52,6 +52,7 @@ export async function updateSwarm(
       {
         ...(spec.CAConfig.SigningCACert ? { SigningCACert: spec.CAConfig.SigningCACert } : {}),
         ...(spec.CAConfig.SigningCAKey ? { SigningCAKey: spec.CAConfig.SigningCAKey } : {}),
+        ...(spec.CAConfig.ExternalCAs ? { ExternalCAs: spec.CAConfig.ExternalCAs } : {}),
         forced: (spec.CAConfig.ForceRotate ?? 0) !== (stored.Spec.CAConfig.ForceRotate ?? 0),
       },
       caState,
@@ -59,11 +60,15 @@ export async function updateSwarm(
     );
     if (target) {
       const dek = await session.clusterDek();
+      // the current root cross-signs the new one: it needs its own key (an external root has none here)
+      if (!caState.root.key) {
+        throw new Error('cannot rotate away from a root CA whose key is not held by the swarm');
+      }
       const current = new RootCa({ certPem: caState.root.cert, keyPem: unseal(dek, caState.root.key) });
       newRoot = {
         cert: target.certPem,
-        key: seal(dek, target.material.keyPem),
-        crossSigned: current.crossSign(target, ctx.now()),
+        key: target.keyPem ? seal(dek, target.keyPem) : '',
+        crossSigned: current.crossSign(target.certPem, ctx.now()),
       };
     }
   } catch (err) {
