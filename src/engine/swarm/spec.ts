@@ -1,5 +1,4 @@
 import { invalidParameter } from '../../common/errors.js';
-import { validExternalUrl } from './ca/external-ca.js';
 import type { RaftSettings } from './etcd/etcd-args.js';
 import type { SpecUpdate, SwarmSpec } from './swarm.types.js';
 
@@ -153,14 +152,10 @@ export function validateSpec(spec: SwarmSpec): void {
     throw invalidParameter('keep old snapshots must be non-negative');
   if ((spec.Dispatcher.HeartbeatPeriod ?? 0) < 0)
     throw invalidParameter('heartbeat period must be non-negative');
+  // as dockerd: the protocol is checked here, the URL only when a certificate is signed through it
   for (const ca of spec.CAConfig.ExternalCAs ?? []) {
     if ((ca.Protocol ?? '').toLowerCase() !== 'cfssl') {
-      throw invalidParameter(
-        `unsupported external CA protocol ${JSON.stringify(ca.Protocol ?? '')}: only cfssl`,
-      );
-    }
-    if (!validExternalUrl(ca.URL ?? '')) {
-      throw invalidParameter(`invalid external CA URL ${JSON.stringify(ca.URL ?? '')}: an http or https URL`);
+      throw invalidParameter(`invalid protocol: ${JSON.stringify(ca.Protocol ?? '')}`);
     }
   }
   if ((spec.CAConfig.ForceRotate ?? 0) < 0) throw invalidParameter('force rotate must be non-negative');

@@ -197,24 +197,39 @@ export interface NewRoot {
  * reason for a bad certificate or key.
  */
 export function requestedRoot(req: RotationRequest, state: CaState, now: Date): NewRoot | undefined {
-  const given = req.SigningCACert?.trim();
+  const given = hasPem(req.SigningCACert) ? req.SigningCACert?.trim() : undefined;
+  if (req.SigningCAKey && !given) throw new Error(KEY_WITHOUT_CERT);
   const known = [state.root.cert, state.next?.cert].filter((c): c is string => !!c).map((c) => c.trim());
-  const isKnown = given !== undefined && given !== '' && known.includes(given);
-  if (!given || isKnown) {
+  if (!given || known.includes(given)) {
     if (!req.forced) return undefined;
     const fresh = RootCa.create(now);
     return { certPem: fresh.certPem, keyPem: fresh.material.keyPem };
   }
-  if (req.SigningCAKey) {
-    const root = RootCa.fromUser(req.SigningCACert ?? '', req.SigningCAKey, now);
+  return givenRoot({ ...req, SigningCACert: given }, false, now);
+}
+
+/** swarmkit's words for a key given without its certificate. */
+const KEY_WITHOUT_CERT = 'if a signing CA key is provided, the signing CA cert must also be provided';
+/** ... and for a certificate given without its key and no external CA for it. */
+const NO_EXTERNAL_CA =
+  'there must be at least one valid, reachable external CA corresponding to the desired CA certificate';
+
+function hasPem(text: string | undefined): boolean {
+  return !!text && text.includes('-----BEGIN CERTIFICATE-----');
+}
+
+/** A root given by SigningCACert: with its key, or with an external CA configured for it. */
+function givenRoot(
+  config: { SigningCACert?: string; SigningCAKey?: string; ExternalCAs?: ExternalCa[] },
+  isCurrent: boolean,
+  now: Date,
+): NewRoot {
+  if (config.SigningCAKey) {
+    const root = RootCa.fromUser(config.SigningCACert ?? '', config.SigningCAKey, now);
     return { certPem: root.certPem, keyPem: root.material.keyPem };
   }
-  const certPem = checkRootCertificate(req.SigningCACert ?? '', now);
-  if (externalCasFor(req.ExternalCAs, certPem, false).length === 0) {
-    throw new Error(
-      'if a signing CA certificate is given without its key, an external CA must be configured for it',
-    );
-  }
+  const certPem = checkRootCertificate(config.SigningCACert ?? '', now);
+  if (externalCasFor(config.ExternalCAs, certPem, isCurrent).length === 0) throw new Error(NO_EXTERNAL_CA);
   return { certPem };
 }
 
@@ -226,22 +241,11 @@ export function initialRoot(
   config: { SigningCACert?: string; SigningCAKey?: string; ExternalCAs?: ExternalCa[] },
   now: Date,
 ): NewRoot {
-  if (config.SigningCAKey && !config.SigningCACert) {
-    throw new Error('a signing CA key needs its signing CA certificate');
-  }
-  if (!config.SigningCACert) {
+  const given = hasPem(config.SigningCACert);
+  if (config.SigningCAKey && !given) throw new Error(KEY_WITHOUT_CERT);
+  if (!given) {
     const fresh = RootCa.create(now);
     return { certPem: fresh.certPem, keyPem: fresh.material.keyPem };
   }
-  if (config.SigningCAKey) {
-    const root = RootCa.fromUser(config.SigningCACert, config.SigningCAKey, now);
-    return { certPem: root.certPem, keyPem: root.material.keyPem };
-  }
-  const certPem = checkRootCertificate(config.SigningCACert, now);
-  if (externalCasFor(config.ExternalCAs, certPem, true).length === 0) {
-    throw new Error(
-      'if a signing CA certificate is given without its key, an external CA must be configured for it',
-    );
-  }
-  return { certPem };
+  return givenRoot(config, true, now);
 }

@@ -91,6 +91,10 @@ export class ExternalCaSigner {
     });
     let last = 'no external CA is configured';
     for (const ca of this.cas) {
+      if (!validExternalUrl(ca.URL)) {
+        last = `${JSON.stringify(ca.URL)} is not an http or https URL`;
+        continue;
+      }
       try {
         const answer = await this.transport(ca.URL, body, ca.CACert || this.trust);
         let parsed: CfsslAnswer;

@@ -90,8 +90,7 @@ export class RootCa {
     } catch {
       throw new Error('could not parse the signing CA key: not a PEM private key');
     }
-    if (!cert.checkPrivateKey(key))
-      throw new Error('the signing CA key does not match the signing CA certificate');
+    if (!cert.checkPrivateKey(key)) throw new Error('certificate key mismatch');
     return new RootCa({ certPem: pem, keyPem: privateKeyPem(key) });
   }
 

@@ -72,7 +72,7 @@ export async function updateSwarm(
       };
     }
   } catch (err) {
-    throw invalidParameter(errorMessage(err));
+    throw invalidParameter(`rpc error: code = InvalidArgument desc = ${errorMessage(err)}`);
   }
   // the signing certificate and key are never kept in the spec (swarmkit redacts them)
   delete spec.CAConfig.SigningCACert;

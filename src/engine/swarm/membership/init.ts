@@ -62,7 +62,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
   try {
     root = initialRoot(spec.CAConfig, ctx.now());
   } catch (err) {
-    throw invalidParameter(errorMessage(err));
+    throw invalidParameter(`rpc error: code = InvalidArgument desc = ${errorMessage(err)}`);
   }
   delete spec.CAConfig.SigningCACert;
   delete spec.CAConfig.SigningCAKey;

@@ -242,7 +242,7 @@ describe('a root rotation through the dispatcher', () => {
     const given = RootCa.create();
     assert.throws(
       () => requestedRoot({ forced: false, SigningCACert: given.certPem }, state, now),
-      /an external CA must be configured/,
+      /there must be at least one valid, reachable external CA/,
     );
     const picked = requestedRoot(
       { forced: false, SigningCACert: given.certPem, SigningCAKey: given.material.keyPem },
@@ -257,7 +257,7 @@ describe('a root rotation through the dispatcher', () => {
           state,
           now,
         ),
-      /does not match/,
+      /certificate key mismatch/,
     );
     const leaf = given.issueNode('n', 'worker', 'c', 3600_000);
     assert.throws(

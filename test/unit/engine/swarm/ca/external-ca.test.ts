@@ -42,6 +42,14 @@ describe('the external CA client (cfssl sign)', () => {
     ]);
   });
 
+  it('skips a URL it cannot ask, saying so', async () => {
+    const never: CfsslTransport = async () => assert.fail('asked');
+    await assert.rejects(
+      new ExternalCaSigner([cfssl('ftp:/x')], '', never).sign({ csrPem: 'x', commonName: 'n', hosts: [] }),
+      /the external CA could not sign the certificate: "ftp:\/x" is not an http or https URL/,
+    );
+  });
+
   it('tries each URL and says what the last one said', async () => {
     const transport: CfsslTransport = async (url) => {
       if (url.includes('down')) throw new Error('connect ECONNREFUSED');
@@ -86,6 +94,7 @@ describe('the external CA client (cfssl sign)', () => {
       /no key here and no external CA/,
     );
     assert.ok(validExternalUrl('https://ca.example:8888/api/v1/cfssl/sign'));
+    assert.ok(!validExternalUrl('ftp:/x'));
     assert.ok(!validExternalUrl('ftp://x/'));
     assert.ok(!validExternalUrl('not a url'));
   });

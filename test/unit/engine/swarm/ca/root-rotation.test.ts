@@ -52,7 +52,7 @@ describe('root CA rotation pieces', () => {
     assert.equal(cert.issuer, 'O=Example Inc\nCN=Example Root');
     assert.ok(cert.checkIssued(new X509Certificate(given.certPem)));
     assert.ok(issuedBy(leaf.certPem, given.certPem));
-    assert.throws(() => RootCa.fromUser(given.certPem, userRoot().keyPem), /does not match/);
+    assert.throws(() => RootCa.fromUser(given.certPem, userRoot().keyPem), /certificate key mismatch/);
     assert.throws(() => RootCa.fromUser('junk', given.keyPem), /not a PEM certificate/);
     assert.throws(() => RootCa.fromUser(leaf.certPem, leaf.keyPem), /not a CA certificate/);
   });
