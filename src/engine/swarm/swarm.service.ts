@@ -11,6 +11,7 @@ import { leaveSwarm } from './membership/leave.js';
 import { renewCertificate } from './membership/renewal.js';
 import { becomeManager, becomeWorker } from './membership/role-change.js';
 import { followRoots } from './membership/root-follow.js';
+import { NO_LEADER } from './messages.js';
 import { Nodes } from './nodes/nodes.js';
 import type { SwarmServiceOptions } from './options.js';
 import type { StoredManager } from './records.js';
@@ -153,6 +154,10 @@ export class SwarmService {
     }
     const store = session.store;
     if (session.nodeState !== 'active' || !store) return base;
+    if (session.leaderLost()) {
+      base.Error = NO_LEADER;
+      return base;
+    }
     try {
       const [managers, nodes, cluster] = await Promise.all([
         store.range(keys.managers),

@@ -114,6 +114,18 @@ describe('swarm managers: root rotation, lost quorum and --force-new-cluster (th
       const r = await m1.docker(['node', 'ls']);
       return r.code !== 0 && r.stderr.includes(NO_LEADER);
     });
+    // answered at once, as dockerd does, not after a request timeout
+    for (const args of [
+      ['node', 'ls'],
+      ['service', 'ls'],
+      ['secret', 'ls'],
+    ]) {
+      const t = Date.now();
+      const r = await m1.docker(args);
+      assert.ok(r.code !== 0 && r.stderr.includes(NO_LEADER), r.stderr);
+      assert.ok(Date.now() - t < 5000, `${args.join(' ')} took ${Date.now() - t} ms`);
+    }
+    assert.equal(await m1.dockerOk(['info', '--format', '{{.Swarm.Error}}']), NO_LEADER);
     const t0 = Date.now();
     await m1.dockerOk(['swarm', 'init', '--force-new-cluster']);
     const restoredMs = Date.now() - t0;

@@ -23,6 +23,7 @@ import type { ClusterStore } from '../store/cluster-store.js';
 import type { NodeRole, SwarmSpec } from '../swarm.types.js';
 import { WorkerLink } from '../worker-link.js';
 import { CertRenewal } from './cert-renewal.js';
+import { LeaderWatch } from './leader-watch.js';
 import { OwnLiveness } from './liveness.js';
 import { RoleWatch } from './role-watch.js';
 import { RootWatch } from './root-watch.js';
@@ -59,6 +60,7 @@ export class NodeRuntime {
   private roleWatch?: RoleWatch;
   private renewal?: CertRenewal;
   private rootWatch?: RootWatch;
+  private leaderWatch?: LeaderWatch;
   hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {}, rootsChanged: () => {} };
   /** This manager's log subscriptions and the agents' streams that carry them (service logs). */
   readonly logBroker = new LogBroker();
@@ -109,10 +111,16 @@ export class NodeRuntime {
     }
   }
 
-  /** A store client on this manager's member. */
+  /** A store client on this manager's member, and the watch on its leader (a lost quorum). */
   openStore(): ClusterStore {
-    this.session.store = this.opts.openStore(this.opts.member.socketPath);
-    return this.session.store;
+    const store = this.opts.openStore(this.opts.member.socketPath);
+    this.session.store = store;
+    this.leaderWatch?.stop();
+    const watch = new LeaderWatch(store);
+    watch.start();
+    this.leaderWatch = watch;
+    this.session.leaderLost = () => watch.lost;
+    return store;
   }
 
   peerUrl(local: LocalState): string {
@@ -384,6 +392,9 @@ export class NodeRuntime {
     this.clusterApi = undefined;
     this.logBroker.stopRelay();
     this.stopEvents();
+    this.leaderWatch?.stop();
+    this.leaderWatch = undefined;
+    this.session.leaderLost = () => false;
     this.session.store?.close();
     this.session.store = undefined;
   }
