@@ -72,3 +72,25 @@ export function issuedBy(certPem: string, rootPem: string, now = new Date()): bo
     return false;
   }
 }
+
+/**
+ * Whether the certificate at the head of `chainPem` leads to `rootPem`: signed by it, or by an
+ * intermediate that follows it in the chain and leads there (an external CA may sign through
+ * one), each valid now.
+ */
+export function chainsTo(chainPem: string, rootPem: string, now = new Date()): boolean {
+  const chain = splitPem(chainPem);
+  let current: string | undefined = chain[0];
+  for (let hops = 0; current !== undefined && hops <= chain.length; hops++) {
+    const pem: string = current;
+    if (issuedBy(pem, rootPem, now)) return true;
+    const cert = new X509Certificate(pem);
+    current = chain.find(
+      (candidate) =>
+        candidate !== pem &&
+        cert.checkIssued(new X509Certificate(candidate)) &&
+        issuedBy(pem, candidate, now),
+    );
+  }
+  return false;
+}

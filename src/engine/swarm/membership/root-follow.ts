@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { TrustState } from '../ca/ca-state.js';
-import { issuedBy } from '../ca/cert-info.js';
+import { chainsTo } from '../ca/cert-info.js';
 import type { SwarmContext } from '../swarm-context.js';
 import { currentTls, renewCertificate } from './renewal.js';
 
@@ -22,10 +22,10 @@ export async function followRoots(ctx: SwarmContext, trust: TrustState): Promise
     runtime.useTrust(trust.TrustRoots);
     renew = true;
   }
-  if (!issuedBy(tls.cert, trust.Issuer)) renew = true;
+  if (!chainsTo(tls.cert, trust.Issuer)) renew = true;
   if (local.Role === 'manager') {
     const peer = await readFile(files.certs.peerCert, 'utf8').catch(() => undefined);
-    if (peer !== undefined && !issuedBy(peer, trust.Issuer)) renew = true;
+    if (peer !== undefined && !chainsTo(peer, trust.Issuer)) renew = true;
   }
   if (renew) await renewCertificate(ctx);
 }

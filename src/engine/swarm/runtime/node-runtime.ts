@@ -3,7 +3,7 @@ import { errorMessage, systemError } from '../../../common/errors.js';
 import { joinHostPort, parseHostPort } from '../addresses.js';
 import type { TrustState } from '../ca/ca-state.js';
 import { loadCaState, trustState } from '../ca/ca-state.js';
-import { issuedBy } from '../ca/cert-info.js';
+import { chainsTo } from '../ca/cert-info.js';
 import { TaskDispatch } from '../cluster-api/assignments.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
@@ -196,7 +196,7 @@ export class NodeRuntime {
     this.clusterApi?.useTrust(trust.TrustRoots);
     const tls = this.tls;
     if (!tls) return;
-    if (tls.ca !== trust.TrustRoots || !issuedBy(tls.cert, trust.Issuer)) this.hooks.rootsChanged(trust);
+    if (tls.ca !== trust.TrustRoots || !chainsTo(tls.cert, trust.Issuer)) this.hooks.rootsChanged(trust);
   }
 
   /** The roots this node trusts from now on: its heartbeats, its loops and its cluster API. */

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { loadCaState, signerFor, trustState } from '../../../../../src/engine/swarm/ca/ca-state.js';
-import { certificateParts, issuedBy, splitPem } from '../../../../../src/engine/swarm/ca/cert-info.js';
+import {
+  certificateParts,
+  chainsTo,
+  issuedBy,
+  splitPem,
+} from '../../../../../src/engine/swarm/ca/cert-info.js';
 import {
   issueCertificate,
   newKeyPair,
@@ -97,5 +102,36 @@ describe('root CA rotation pieces', () => {
     assert.ok(issuedBy(cert, next.certPem));
     const peer = await signer.issueEtcdPeer(csr, ['10.0.0.1'], 3600_000, new Date());
     assert.equal(new X509Certificate(peer).subject, 'CN=berth-etcd-peer');
+  });
+});
+
+describe('a certificate chain leading to a root', () => {
+  it('follows intermediates in the chain, and nothing else', () => {
+    const root = RootCa.create();
+    const intermediatePair = newKeyPair();
+    const now = Date.now();
+    const intermediatePem = root.withChain('').crossSign(
+      issueCertificate({
+        subject: { commonName: 'Intermediate' },
+        publicKey: intermediatePair.privateKey,
+        notBefore: new Date(now - 3600_000),
+        notAfter: new Date(now + 3600_000 * 24),
+        isCA: true,
+      }),
+    );
+    const intermediate = RootCa.fromUser(
+      issueCertificate({
+        subject: { commonName: 'Intermediate' },
+        publicKey: intermediatePair.privateKey,
+        notBefore: new Date(now - 3600_000),
+        notAfter: new Date(now + 3600_000 * 24),
+        isCA: true,
+      }),
+      privateKeyPem(intermediatePair.privateKey),
+    );
+    const leaf = intermediate.withChain(intermediatePem).issueNode('n', 'worker', 'c', 3600_000);
+    assert.ok(chainsTo(leaf.certPem, root.certPem));
+    assert.ok(!chainsTo(splitPem(leaf.certPem)[0] ?? '', root.certPem), 'not without its intermediate');
+    assert.ok(!chainsTo(leaf.certPem, RootCa.create().certPem));
   });
 });
