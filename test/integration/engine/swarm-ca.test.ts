@@ -115,10 +115,27 @@ describe('swarm root CA rotation (two engines, docker CLI)', () => {
     const oldRoot = before.TLSInfo.TrustRoot;
     const oldToken = before.JoinTokens.Worker;
     const workerId = await worker.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    // while the CLI watches, every look at the nodes finds both ready (no node drops out)
+    let rotating = true;
+    const seen: string[] = [];
+    const watcher = (async () => {
+      while (rotating) {
+        const list = await nodes();
+        seen.push(list.map((n) => n.Status.State).join(','));
+        await new Promise((res) => setTimeout(res, 200));
+      }
+    })();
     const r = await manager.docker(['swarm', 'ca', '--rotate', '--cert-expiry', '48h'], {
       timeoutMs: 90_000,
     });
+    rotating = false;
+    await watcher;
     assert.equal(r.code, 0, r.stderr);
+    assert.ok(seen.length > 0);
+    assert.deepEqual(
+      seen.filter((s) => s !== 'ready,ready'),
+      [],
+    );
     const after = await swarm();
     assert.equal(after.RootRotationInProgress, false);
     assert.notEqual(after.TLSInfo.TrustRoot, oldRoot);
