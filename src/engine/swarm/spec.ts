@@ -154,6 +154,7 @@ export function validateSpec(spec: SwarmSpec): void {
     throw invalidParameter('heartbeat period must be non-negative');
   // as dockerd: the protocol is checked here, the URL only when a certificate is signed through it
   for (const ca of spec.CAConfig.ExternalCAs ?? []) {
+    if (!ca || typeof ca !== 'object') throw invalidParameter('invalid external CA: null');
     if ((ca.Protocol ?? '').toLowerCase() !== 'cfssl') {
       throw invalidParameter(`invalid protocol: ${JSON.stringify(ca.Protocol ?? '')}`);
     }

@@ -85,6 +85,13 @@ describe('swarm spec', () => {
     assert.throws(() => validateSpec({ ...s, CAConfig: { ...s.CAConfig, ForceRotate: -1 } }), {
       kind: 'InvalidParameter',
     });
+    const ext = (ExternalCAs: unknown) =>
+      validateSpec({ ...s, CAConfig: { ...s.CAConfig, ExternalCAs: ExternalCAs as never } });
+    assert.throws(() => ext([{ Protocol: 'acme', URL: 'http://x' }]), {
+      message: 'invalid protocol: "acme"',
+    });
+    assert.throws(() => ext([null]), { kind: 'InvalidParameter' });
+    ext([{ Protocol: 'CFSSL', URL: 'anything' }]);
     // a rotation is the update's to start (membership/cluster-settings.ts): the spec itself is fine
     validateSpec({ ...s, CAConfig: { ...s.CAConfig, ForceRotate: 1 } });
   });
