@@ -9,6 +9,7 @@ import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
+import { RAFT_TICK_MS } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import { LogBroker } from '../logs/log-broker.js';
@@ -116,7 +117,9 @@ export class NodeRuntime {
     const store = this.opts.openStore(this.opts.member.socketPath);
     this.session.store = store;
     this.leaderWatch?.stop();
-    const watch = new LeaderWatch(store);
+    // an election takes about one to two election timeouts: three of them (at least 3 s) is a lost quorum
+    const electionMs = (this.session.local?.Raft?.ElectionTick ?? 10) * RAFT_TICK_MS;
+    const watch = new LeaderWatch(store, Math.max(3000, 3 * electionMs));
     watch.start();
     this.leaderWatch = watch;
     this.session.leaderLost = () => watch.lost;
