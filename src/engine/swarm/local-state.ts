@@ -1,7 +1,7 @@
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../../common/errors.js';
-import { writeJsonAtomic } from '../../common/fs/atomic.js';
+import { writeFileAtomic, writeJsonAtomic } from '../../common/fs/atomic.js';
 import type { ManagerAddress } from './cluster-api/protocol.js';
 import type { RaftSettings } from './etcd/etcd-args.js';
 import type { NodeAvailability, NodeRole } from './swarm.types.js';
@@ -82,8 +82,8 @@ export class LocalSwarmFiles {
   async writeSecret(path: string, data: string | Buffer): Promise<void> {
     await mkdir(this.certsDir, { recursive: true, mode: 0o700 });
     await chmod(this.certsDir, 0o700);
-    await writeFile(path, data, { mode: 0o600 });
-    await chmod(path, 0o600);
+    // a reader (a TLS reload, a restart after a crash) sees the old file or the new, never a torn one
+    await writeFileAtomic(path, data, 0o600);
   }
 
   async readDek(): Promise<Buffer> {

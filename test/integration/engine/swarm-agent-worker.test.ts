@@ -5,12 +5,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { keys } from '../../../src/engine/swarm/keys.js';
 import type { StoredService } from '../../../src/engine/swarm/services/service.types.js';
-import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
+import type { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import type { StoredTask } from '../../../src/engine/swarm/tasks/task.types.js';
-import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { eventually } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { SwarmHosts } from '../../helpers/swarm-hosts.js';
+import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * The agent of a worker on another "host" (network namespace): the orchestrator places a service's
@@ -27,6 +27,7 @@ const newId = () =>
     .slice(0, 25);
 
 describe('swarm agent on a worker in another network namespace', () => {
+  let hosts: SwarmHosts;
   let net: TestNetwork;
   let m: NsEngine;
   let w: NsEngine;
@@ -36,17 +37,11 @@ describe('swarm agent on a worker in another network namespace', () => {
   let secretId: string;
 
   before(async () => {
-    net = await TestNetwork.create(2);
-    [m, w] = await Promise.all([
-      NsEngine.start(net.hosts[0] ?? '', 'host1'),
-      NsEngine.start(net.hosts[1] ?? '', 'host2'),
-    ]);
-    await w.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest']);
-    await m.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
-    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    await w.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
-    workerId = await w.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
-    store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+    hosts = await SwarmHosts.start(['manager', 'worker'], { busybox: 'joiners', store: true });
+    [m, w] = hosts.engines as [NsEngine, NsEngine];
+    net = hosts.net;
+    store = hosts.store as EtcdStore;
+    workerId = hosts.nodeId(2);
     const secret = await runCommand('docker', ['-H', `unix://${m.socket}`, 'secret', 'create', 'ws', '-'], {
       input: 'from the manager',
       env: { DOCKER_HOST: '', DOCKER_CONFIG: join(m.dir, 'docker-config') },
@@ -55,10 +50,7 @@ describe('swarm agent on a worker in another network namespace', () => {
     secretId = secret.stdout.trim();
   });
   after(async () => {
-    store?.close();
-    await w?.destroy();
-    await m?.destroy();
-    await net?.destroy();
+    await hosts?.destroy();
   });
 
   async function tasks(): Promise<StoredTask[]> {

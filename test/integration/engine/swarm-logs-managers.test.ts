@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { eventually } from '../../helpers/eventually.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { SwarmHosts } from '../../helpers/swarm-hosts.js';
+import type { NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * Service logs with two managers (issue 14 §6): each manager's own agent keeps its stream on its
@@ -10,28 +10,16 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * etcd; either manager answers with both nodes' lines.
  */
 describe('swarm service logs across two managers', () => {
-  let net: TestNetwork;
+  let hosts: SwarmHosts;
   let m1: NsEngine;
   let m2: NsEngine;
 
   before(async () => {
-    net = await TestNetwork.create(2);
-    [m1, m2] = await Promise.all([
-      NsEngine.start(net.hosts[0] ?? '', 'host1'),
-      NsEngine.start(net.hosts[1] ?? '', 'host2'),
-    ]);
-    const tarball = await busyboxTarball();
-    await Promise.all(
-      [m1, m2].map((e) => e.dockerOk(['import', ...BUSYBOX_CHANGES, tarball, 'busybox:latest'])),
-    );
-    await m1.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
-    const token = await m1.dockerOk(['swarm', 'join-token', '-q', 'manager']);
-    await m2.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
+    hosts = await SwarmHosts.start(['manager', 'manager']);
+    [m1, m2] = hosts.engines as [NsEngine, NsEngine];
   });
   after(async () => {
-    await m2?.destroy();
-    await m1?.destroy();
-    await net?.destroy();
+    await hosts?.destroy();
   });
 
   it('either manager gets both nodes’ lines', async () => {

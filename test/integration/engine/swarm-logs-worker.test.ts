@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { eventually } from '../../helpers/eventually.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { SwarmHosts } from '../../helpers/swarm-hosts.js';
+import type { NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * Service logs across hosts (issue 14 §3, §6): a global service's task on a worker in another
@@ -11,28 +11,16 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * cluster API (the subscription down the worker's assignments stream, the lines POSTed back).
  */
 describe('swarm service logs from a worker in another network namespace', () => {
-  let net: TestNetwork;
+  let hosts: SwarmHosts;
   let m: NsEngine;
   let w: NsEngine;
 
   before(async () => {
-    net = await TestNetwork.create(2);
-    [m, w] = await Promise.all([
-      NsEngine.start(net.hosts[0] ?? '', 'host1'),
-      NsEngine.start(net.hosts[1] ?? '', 'host2'),
-    ]);
-    const tarball = await busyboxTarball();
-    await Promise.all(
-      [m, w].map((e) => e.dockerOk(['import', ...BUSYBOX_CHANGES, tarball, 'busybox:latest'])),
-    );
-    await m.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
-    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    await w.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
+    hosts = await SwarmHosts.start(['manager', 'worker']);
+    [m, w] = hosts.engines as [NsEngine, NsEngine];
   });
   after(async () => {
-    await w?.destroy();
-    await m?.destroy();
-    await net?.destroy();
+    await hosts?.destroy();
   });
 
   it('merges the lines of the manager’s and the worker’s tasks, and follows the worker’s', async () => {

@@ -6,8 +6,8 @@ import { keys } from '../../../src/engine/swarm/keys.js';
 import type { StoredService } from '../../../src/engine/swarm/services/service.types.js';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { type StoredTask, stateRank } from '../../../src/engine/swarm/tasks/task.types.js';
-import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { SwarmHosts } from '../../helpers/swarm-hosts.js';
+import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * The orchestrator across three hosts (network namespaces on one switch): a manager and two
@@ -19,31 +19,19 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * with or without agents running the tasks (busybox is imported on every host for them).
  */
 describe('the swarm orchestrator across three hosts', () => {
+  let hosts: SwarmHosts;
   let net: TestNetwork;
   let engines: NsEngine[] = [];
   let store: EtcdStore;
-  const nodeIds = new Map<string, string>();
+  let nodeIds: Map<string, string>;
 
   before(async () => {
-    net = await TestNetwork.create(3);
-    engines = await Promise.all([1, 2, 3].map((i) => NsEngine.start(net.hosts[i - 1] ?? '', `host${i}`)));
-    const tar = await busyboxTarball();
-    await Promise.all(engines.map((e) => e.dockerOk(['import', ...BUSYBOX_CHANGES, tar, 'busybox:latest'])));
-    const [m, w2, w3] = engines as [NsEngine, NsEngine, NsEngine];
-    await m.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
-    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    for (const w of [w2, w3]) await w.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
-    for (const line of (await m.dockerOk(['node', 'ls', '--format', '{{.ID}} {{.Hostname}}'])).split('\n')) {
-      const [id, host] = line.trim().split(/\s+/);
-      if (id && host) nodeIds.set(host, id);
-    }
-    store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+    hosts = await SwarmHosts.start(['manager', 'worker', 'worker'], { store: true });
+    ({ net, engines, nodeIds } = hosts);
+    store = hosts.store as EtcdStore;
   });
   after(async () => {
-    store?.close();
-    await Promise.all(engines.slice(1).map((e) => e.destroy()));
-    await engines[0]?.destroy();
-    await net?.destroy();
+    await hosts?.destroy();
   });
 
   const live = async (serviceId: string): Promise<StoredTask[]> =>

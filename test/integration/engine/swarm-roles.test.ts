@@ -4,9 +4,10 @@ import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
+import type { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { runCommand } from '../../helpers/process.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { SwarmHosts } from '../../helpers/swarm-hosts.js';
+import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * Promote and demote across three hosts (network namespaces on one switch): a worker promoted
@@ -32,6 +33,7 @@ async function ouOf(e: NsEngine): Promise<string> {
 }
 
 describe('swarm node promote and demote (three hosts)', () => {
+  let hosts: SwarmHosts;
   let net: TestNetwork;
   let m: NsEngine;
   let h2: NsEngine;
@@ -48,22 +50,13 @@ describe('swarm node promote and demote (three hosts)', () => {
   const voters = async () => (await store.memberList()).filter((x) => !x.isLearner).length;
 
   before(async () => {
-    net = await TestNetwork.create(3);
-    [m, h2, h3] = await Promise.all([
-      NsEngine.start(net.hosts[0] ?? '', 'host1'),
-      NsEngine.start(net.hosts[1] ?? '', 'host2'),
-      NsEngine.start(net.hosts[2] ?? '', 'host3'),
-    ]);
-    await m.dockerOk(['swarm', 'init', '--dispatcher-heartbeat', '1s']);
-    const token = await m.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    for (const w of [h2, h3]) await w.dockerOk(['swarm', 'join', '--token', token, `${net.address(1)}:2377`]);
-    store = new EtcdStore({ socketPath: join(m.dir, 'exec', 'swarm', 'etcd.sock:0') });
+    hosts = await SwarmHosts.start(['manager', 'worker', 'worker'], { busybox: 'none', store: true });
+    [m, h2, h3] = hosts.engines as [NsEngine, NsEngine, NsEngine];
+    net = hosts.net;
+    store = hosts.store as EtcdStore;
   });
   after(async () => {
-    store?.close();
-    await Promise.all([h2?.destroy(), h3?.destroy()]);
-    await m?.destroy();
-    await net?.destroy();
+    await hosts?.destroy();
   });
 
   it('promotes workers: a manager certificate, a voting member, the manager API, within 10 s', async () => {
@@ -177,6 +170,12 @@ describe('swarm node promote and demote (three hosts)', () => {
       () => rows(m),
       (r) => r === 'host1 Reachable, host2, host3 Reachable',
       20_000,
+    );
+    // host3's own manager API answers once its member votes (a moment after the others list it)
+    await until(
+      'host3 serving the manager API',
+      async () => (await h3.docker(['node', 'ls', '-q'])).code,
+      (code) => code === 0,
     );
     // the demoting manager may be the demoted one
     assert.equal(await h3.dockerOk(['node', 'demote', 'host3']), 'Manager host3 demoted in the swarm.');
