@@ -19,6 +19,7 @@ packages=(
   python3-docker             # docker-py 5.0.3: the build scenarios of its own tests run against berth
   git                        # docker build with a git remote (the builder clones it)
   etcd-server etcd-client    # swarm mode: each manager engine runs its own etcd member (etcdctl for tests)
+  golang-cfssl               # cfssl serve: the external CA the swarm tests sign node certificates with
   ca-certificates curl jq
 )
 missing=()

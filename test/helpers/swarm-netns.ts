@@ -180,6 +180,15 @@ export class NsEngine {
     return r.stdout.trim();
   }
 
+  /** SIGKILL to the engine (its etcd member, a process of its own, keeps running). */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
   async stop(): Promise<void> {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;

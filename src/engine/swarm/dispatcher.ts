@@ -2,8 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { joinHostPort } from './addresses.js';
+import { type CaState, type CertSigner, loadCaState, signerFor, trustState } from './ca/ca-state.js';
 import { csrPublicKey } from './ca/csr.js';
-import { RootCa } from './ca/root-ca.js';
+import type { CfsslTransport } from './ca/external-ca.js';
+import { type TlsInfo, tlsInfoOf } from './ca/root-ca.js';
 import { caDigest, newSwarmId, parseJoinToken, tokenMatches } from './ca/tokens.js';
 import type {
   ClusterApiHandlers,
@@ -16,10 +18,8 @@ import type {
   RenewAnswer,
   RenewCall,
 } from './cluster-api/protocol.js';
-import { ETCD_PEER_CN } from './etcd/etcd-args.js';
 import { keys } from './keys.js';
-import { PEER_CERT_MS, type StoredCluster, type StoredManager } from './records.js';
-import { unseal } from './seal.js';
+import { PEER_CERT_MS, type StoredCluster, type StoredManager, type StoredNode } from './records.js';
 import { effectiveCertExpiryMs, effectiveHeartbeatMs } from './spec.js';
 import type { ClusterStore } from './store/cluster-store.js';
 import type { SwarmNode, SwarmSpec } from './swarm.types.js';
@@ -39,20 +39,32 @@ export class Dispatcher implements ClusterApiHandlers {
 
   constructor(
     private readonly store: ClusterStore,
-    private readonly root: { certPem: string; sealedKey: string },
     private readonly dek: Buffer,
     private readonly log: Logger,
     private readonly now: () => Date,
+    /** How an external CA is asked (a fake in unit tests). */
+    private readonly cfssl?: CfsslTransport,
   ) {}
 
-  rootCa(): string {
-    return this.root.certPem;
+  /** What signs now; a root without key and without external CA, or an external CA's failure, is a 503. */
+  private signer(state: CaState, cluster: StoredCluster): CertSigner {
+    try {
+      return signerFor(state, this.dek, cluster.Spec.CAConfig.ExternalCAs, this.cfssl);
+    } catch (err) {
+      throw unavailable(errorMessage(err));
+    }
+  }
+
+  /** The current root (a joining node pins it to its token's digest). */
+  async rootCa(): Promise<string> {
+    return (await loadCaState(this.store)).root.cert;
   }
 
   async join(call: JoinCall): Promise<JoinAnswer> {
     const token = parseJoinToken(call.Token);
     const cluster = await this.cluster();
-    if (!token || token.caDigest !== caDigest(this.root.certPem)) throw invalidParameter(BAD_TOKEN);
+    const caState = await loadCaState(this.store);
+    if (!token || token.caDigest !== caDigest(caState.root.cert)) throw invalidParameter(BAD_TOKEN);
     const role = tokenMatches(call.Token, cluster.JoinTokens.Worker)
       ? 'worker'
       : tokenMatches(call.Token, cluster.JoinTokens.Manager)
@@ -73,16 +85,19 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter('invalid Availability');
     }
     const nodeId = newSwarmId();
-    const ca = this.ca();
+    const ca = this.signer(caState, cluster);
+    const trust = trustState(caState);
     const expiryMs = effectiveCertExpiryMs(cluster.Spec);
-    const cert = ca.issueNode(nodeId, role, cluster.ID, expiryMs, publicKey);
+    const cert = await signed(
+      ca.issueNode({ pem: call.CSR, key: publicKey }, nodeId, role, cluster.ID, expiryMs, this.now()),
+    );
     const now = this.now().toISOString();
     const node = {
       ID: nodeId,
       CreatedAt: now,
       UpdatedAt: now,
       Spec: { Labels: {}, Role: role, Availability: availability },
-      Description: { ...call.Description, TLSInfo: ca.tlsInfo() },
+      Description: { ...call.Description, TLSInfo: nodeTlsInfo(trust.TrustRoots, ca) },
       Status: { State: 'ready', Addr: call.AdvertiseHost },
     } satisfies Omit<SwarmNode, 'Version'>;
     const created = await this.store.txn(
@@ -111,8 +126,8 @@ export class Dispatcher implements ClusterApiHandlers {
       NodeID: nodeId,
       ClusterID: cluster.ID,
       Role: role,
-      Certificate: cert.certPem,
-      RootCA: this.root.certPem,
+      Certificate: cert,
+      RootCA: trust.TrustRoots,
       Managers: await this.managers(),
       HeartbeatPeriodMs: periodMs(cluster.Spec),
       ...(manager ? { Manager: manager } : {}),
@@ -128,7 +143,7 @@ export class Dispatcher implements ClusterApiHandlers {
     peerCsr: string,
     advertiseHost: string,
     peerPort: number,
-    ca: RootCa,
+    ca: CertSigner,
   ): Promise<ManagerJoinAnswer> {
     let peerKey: ReturnType<typeof csrPublicKey>;
     try {
@@ -137,7 +152,9 @@ export class Dispatcher implements ClusterApiHandlers {
       throw invalidParameter(`invalid peer certificate request: ${errorMessage(err)}`);
     }
     const peerUrl = `https://${joinHostPort(advertiseHost, peerPort)}`;
-    const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [advertiseHost], PEER_CERT_MS, this.now(), peerKey);
+    const peer = await signed(
+      ca.issueEtcdPeer({ pem: peerCsr, key: peerKey }, [advertiseHost], PEER_CERT_MS, this.now()),
+    );
     // a learner left by an earlier attempt that never started would refuse the same peer URL
     for (const m of await this.store.memberList()) {
       if (m.isLearner && m.peerUrls.includes(peerUrl)) await this.store.memberRemove(m.id);
@@ -149,7 +166,7 @@ export class Dispatcher implements ClusterApiHandlers {
     return {
       MemberID: added.member.id,
       InitialCluster: initialCluster,
-      PeerCertificate: peer.certPem,
+      PeerCertificate: peer,
       DEK: this.dek.toString('base64'),
     };
   }
@@ -187,6 +204,7 @@ export class Dispatcher implements ClusterApiHandlers {
       Managers: managers,
       Role: node.Spec.Role,
       Member: managers.some((m) => m.NodeID === nodeId),
+      ...trustState(await loadCaState(this.store)),
     };
   }
 
@@ -198,22 +216,67 @@ export class Dispatcher implements ClusterApiHandlers {
     const cluster = await this.cluster();
     const node = await this.node(nodeId);
     let publicKey: ReturnType<typeof csrPublicKey>;
+    let peerKey: ReturnType<typeof csrPublicKey> | undefined;
     try {
       publicKey = csrPublicKey(call.CSR);
+      if (call.PeerCSR) peerKey = csrPublicKey(call.PeerCSR);
     } catch (err) {
       throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
     }
     const role = node.Spec.Role;
-    const cert = this.ca().issueNode(
-      nodeId,
-      role,
-      cluster.ID,
-      effectiveCertExpiryMs(cluster.Spec),
-      publicKey,
-      this.now(),
+    const caState = await loadCaState(this.store);
+    const ca = this.signer(caState, cluster);
+    const cert = await signed(
+      ca.issueNode(
+        { pem: call.CSR, key: publicKey },
+        nodeId,
+        role,
+        cluster.ID,
+        effectiveCertExpiryMs(cluster.Spec),
+        this.now(),
+      ),
     );
+    // a manager's etcd peer certificate follows its node certificate's root (a rotation)
+    let peerCertificate: string | undefined;
+    const member = await this.store.get(keys.manager(nodeId));
+    if (peerKey && role === 'manager' && member) {
+      const host = peerHost((JSON.parse(member.value) as StoredManager).peerUrl);
+      peerCertificate = await signed(
+        ca.issueEtcdPeer({ pem: call.PeerCSR ?? '', key: peerKey }, [host], PEER_CERT_MS, this.now()),
+      );
+    }
+    const trust = trustState(caState);
+    const trustRoot = call.TrustRoot?.includes(caState.root.cert) ? call.TrustRoot : trust.TrustRoots;
+    await this.recordTls(nodeId, nodeTlsInfo(trustRoot, ca));
     this.log.info('node certificate renewed', { nodeId, role });
-    return { Certificate: cert.certPem, Role: role };
+    return {
+      Certificate: cert,
+      Role: role,
+      ...trust,
+      ...(peerCertificate ? { PeerCertificate: peerCertificate } : {}),
+    };
+  }
+
+  /** The node's Description.TLSInfo as its renewal left it (what `docker swarm ca --rotate` watches). */
+  private async recordTls(nodeId: string, tls: TlsInfo): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const kv = await this.store.get(keys.node(nodeId));
+      if (!kv) return;
+      const node = JSON.parse(kv.value) as StoredNode;
+      const now = node.Description.TLSInfo;
+      if (
+        now?.TrustRoot === tls.TrustRoot &&
+        now.CertIssuerPublicKey === tls.CertIssuerPublicKey &&
+        now.CertIssuerSubject === tls.CertIssuerSubject
+      )
+        return;
+      node.Description = { ...node.Description, TLSInfo: tls };
+      const res = await this.store.txn(
+        [{ key: kv.key, target: 'mod', op: 'equal', value: kv.modRevision }],
+        [{ put: { key: kv.key, value: JSON.stringify(node) } }],
+      );
+      if (res.succeeded) return;
+    }
   }
 
   /** A promoted node's member: a learner at its advertise address, as a manager join adds one. */
@@ -226,7 +289,8 @@ export class Dispatcher implements ClusterApiHandlers {
     if (!call.AdvertiseHost || !Number.isInteger(call.PeerPort) || call.PeerPort <= 0) {
       throw invalidParameter('a manager needs its advertise address and etcd peer port');
     }
-    return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, this.ca());
+    const ca = this.signer(await loadCaState(this.store), await this.cluster());
+    return this.addMember(nodeId, call.PeerCSR, call.AdvertiseHost, call.PeerPort, ca);
   }
 
   /** The node's record; a node that is not in etcd (never joined, or removed) gets nothing. */
@@ -234,10 +298,6 @@ export class Dispatcher implements ClusterApiHandlers {
     const kv = await this.store.get(keys.node(nodeId));
     if (!kv) throw forbidden(`node ${nodeId} is not a member of this swarm`);
     return JSON.parse(kv.value) as NodeRecord;
-  }
-
-  private ca(): RootCa {
-    return new RootCa({ certPem: this.root.certPem, keyPem: unseal(this.dek, this.root.sealedKey) });
   }
 
   private async beat(nodeId: string, spec: SwarmSpec): Promise<void> {
@@ -262,6 +322,26 @@ export class Dispatcher implements ClusterApiHandlers {
       NodeID: kv.key.slice(keys.managers.length),
       Addr: (JSON.parse(kv.value) as StoredManager).addr,
     }));
+  }
+}
+
+/** A node's TLSInfo: the roots it trusts, the root that issued its certificate. */
+function nodeTlsInfo(trustRoots: string, ca: CertSigner): TlsInfo {
+  const issuer = tlsInfoOf(ca.rootPem);
+  return { ...issuer, TrustRoot: trustRoots };
+}
+
+/** The host of an etcd peer URL (`https://host:port`, IPv6 in brackets). */
+function peerHost(peerUrl: string): string {
+  return new URL(peerUrl).hostname.replace(/^\[|\]$/g, '');
+}
+
+/** A certificate from the signer; an external CA's refusal or silence is a 503 with its words. */
+async function signed(pending: Promise<string>): Promise<string> {
+  try {
+    return await pending;
+  } catch (err) {
+    throw unavailable(errorMessage(err));
   }
 }
 

@@ -5,6 +5,8 @@ export const PREFIX = '/berth/swarm/v1';
 export const keys = {
   cluster: `${PREFIX}/cluster`,
   caRoot: `${PREFIX}/ca/root`,
+  /** The root a rotation goes to, while it runs (`swarm ca --rotate`). */
+  caNext: `${PREFIX}/ca/next`,
   node: (id: string) => `${PREFIX}/nodes/${id}`,
   nodes: `${PREFIX}/nodes/`,
   live: (id: string) => `${PREFIX}/live/${id}`,

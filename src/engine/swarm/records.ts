@@ -17,11 +17,13 @@ export interface StoredCluster {
   _?: { unlockKey?: string };
 }
 
-/** `P/ca/root`. */
+/** `P/ca/root`, and `P/ca/next` while a root rotation runs. */
 export interface StoredCa {
   cert: string;
   /** The root key, sealed with the DEK. */
   key: string;
+  /** After a rotation: this root's certificate signed by the root before it (what chains its certificates to that one). */
+  crossSigned?: string;
 }
 
 /** `P/managers/<id>`: how to reach a manager. */

@@ -18,6 +18,8 @@ export class SwarmSession {
   error = '';
   /** The node's key while it is sealed on disk (autolock), once unlocked. */
   nodeKeyPem?: string;
+  /** A manager's member has been without a leader for longer than an election (runtime/leader-watch.ts). */
+  leaderLost: () => boolean = () => false;
 
   constructor(
     readonly files: LocalSwarmFiles,
@@ -45,6 +47,8 @@ export class SwarmSession {
     if (this.local.Role !== 'manager') throw unavailable(WORKER_NOT_MANAGER);
     if (this.nodeState === 'locked') throw unavailable(LOCKED);
     if (!this.store) throw unavailable(this.error || NO_LEADER);
+    // a lost quorum is answered at once, as dockerd does, not after each request's timeout
+    if (this.leaderLost()) throw unavailable(NO_LEADER);
     return this.store;
   }
 

@@ -1,4 +1,4 @@
-import { invalidParameter, notImplemented } from '../../common/errors.js';
+import { invalidParameter } from '../../common/errors.js';
 import type { RaftSettings } from './etcd/etcd-args.js';
 import type { SpecUpdate, SwarmSpec } from './swarm.types.js';
 
@@ -127,11 +127,8 @@ export function effectiveCertExpiryMs(spec: SwarmSpec): number {
   return (spec.CAConfig.NodeCertExpiry || (DEFAULTS.CAConfig.NodeCertExpiry ?? 0)) / 1e6;
 }
 
-/**
- * The checks swarmkit makes of a spec, in its words; and what berth does not do yet (an external
- * CA, a root CA rotation), refused rather than stored and ignored.
- */
-export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
+/** The checks swarmkit makes of a spec, in its words. */
+export function validateSpec(spec: SwarmSpec): void {
   if (spec.Name !== 'default') throw invalidParameter('swarm spec must be named "default"');
   // zero: swarmkit's default
   const expiry = spec.CAConfig.NodeCertExpiry ?? 0;
@@ -155,13 +152,12 @@ export function validateSpec(spec: SwarmSpec, previous?: SwarmSpec): void {
     throw invalidParameter('keep old snapshots must be non-negative');
   if ((spec.Dispatcher.HeartbeatPeriod ?? 0) < 0)
     throw invalidParameter('heartbeat period must be non-negative');
-  if (spec.CAConfig.ExternalCAs && spec.CAConfig.ExternalCAs.length > 0) {
-    throw notImplemented('external CAs are not supported by this engine yet');
+  // as dockerd: the protocol is checked here, the URL only when a certificate is signed through it
+  for (const ca of spec.CAConfig.ExternalCAs ?? []) {
+    if (!ca || typeof ca !== 'object') throw invalidParameter('invalid external CA: null');
+    if ((ca.Protocol ?? '').toLowerCase() !== 'cfssl') {
+      throw invalidParameter(`invalid protocol: ${JSON.stringify(ca.Protocol ?? '')}`);
+    }
   }
-  if (spec.CAConfig.SigningCACert || spec.CAConfig.SigningCAKey) {
-    throw notImplemented('root CA rotation is not supported by this engine yet');
-  }
-  if ((spec.CAConfig.ForceRotate ?? 0) !== (previous?.CAConfig.ForceRotate ?? 0)) {
-    throw notImplemented('root CA rotation is not supported by this engine yet');
-  }
+  if ((spec.CAConfig.ForceRotate ?? 0) < 0) throw invalidParameter('force rotate must be non-negative');
 }

@@ -10,6 +10,8 @@ import { joinSwarm } from './membership/join.js';
 import { leaveSwarm } from './membership/leave.js';
 import { renewCertificate } from './membership/renewal.js';
 import { becomeManager, becomeWorker } from './membership/role-change.js';
+import { followRoots } from './membership/root-follow.js';
+import { NO_LEADER } from './messages.js';
 import { Nodes } from './nodes/nodes.js';
 import type { SwarmServiceOptions } from './options.js';
 import type { StoredManager } from './records.js';
@@ -56,6 +58,7 @@ export class SwarmService {
     };
     this.nodes = new Nodes(this.ctx);
     let changing = false;
+    let following = false;
     this.ctx.runtime.hooks = {
       roleChanged: (role) => {
         if (changing) return;
@@ -70,6 +73,17 @@ export class SwarmService {
       },
       renew: async () => {
         await this.serialize(() => renewCertificate(this.ctx));
+      },
+      rootsChanged: (trust) => {
+        if (following) return;
+        following = true;
+        void this.serialize(() => followRoots(this.ctx, trust))
+          .catch((err: unknown) =>
+            opts.log.warn('cannot follow the root rotation yet', { error: errorMessage(err) }),
+          )
+          .finally(() => {
+            following = false;
+          });
       },
     };
   }
@@ -140,6 +154,10 @@ export class SwarmService {
     }
     const store = session.store;
     if (session.nodeState !== 'active' || !store) return base;
+    if (session.leaderLost()) {
+      base.Error = NO_LEADER;
+      return base;
+    }
     try {
       const [managers, nodes, cluster] = await Promise.all([
         store.range(keys.managers),

@@ -33,22 +33,27 @@ export interface DistinguishedName {
 }
 
 export interface CertificateRequest {
-  subject: DistinguishedName;
+  /** The subject: a name written here, or another certificate's raw subject (DER) kept as is. */
+  subject: DistinguishedName | Buffer;
   /** The certified key (public, or a private key whose public half is meant). */
   publicKey: KeyObject;
   notBefore: Date;
   notAfter: Date;
   /** A CA certificate (basicConstraints CA, keyCertSign) or a TLS leaf (server and client auth). */
   isCA: boolean;
+  /** A CA's own subject key identifier when it must stay that of another certificate (a cross-signed root). */
+  subjectKeyId?: Buffer;
   /** Subject alternative names: DNS names and IP addresses. */
   altNames?: string[];
 }
 
 export interface Issuer {
-  subject: DistinguishedName;
+  subject: DistinguishedName | Buffer;
   privateKey: KeyObject;
   /** The issuer's public key (for the authority key identifier). */
   publicKey: KeyObject;
+  /** The issuer certificate's subject key identifier, when it has one (else the key's SHA-1). */
+  keyId?: Buffer;
 }
 
 const OID = {
@@ -70,8 +75,9 @@ export function newKeyPair(): { privateKey: KeyObject; publicKey: KeyObject } {
   return generateKeyPairSync('ec', { namedCurve: 'P-256' });
 }
 
-/** A distinguished name in DER (O, OU, CN, as swarmkit's certificates order them). */
-export function subjectDer(dn: DistinguishedName): Buffer {
+/** A distinguished name in DER (O, OU, CN, as swarmkit's certificates order them); raw DER as is. */
+export function subjectDer(dn: DistinguishedName | Buffer): Buffer {
+  if (Buffer.isBuffer(dn)) return dn;
   const rdn = (type: string, value: string) => set(sequence(oid(type), utf8String(value)));
   return sequence(
     ...(dn.organization !== undefined ? [rdn(OID.organization, dn.organization)] : []),
@@ -129,8 +135,12 @@ export function issueCertificate(req: CertificateRequest, issuer?: Issuer): stri
     ...(req.isCA
       ? []
       : [extension(OID.extKeyUsage, false, sequence(oid(OID.serverAuth), oid(OID.clientAuth)))]),
-    extension(OID.subjectKeyId, false, octetString(keyId(req.publicKey))),
-    extension(OID.authorityKeyId, false, sequence(context(0, keyId(signer.publicKey), false))),
+    extension(OID.subjectKeyId, false, octetString(req.subjectKeyId ?? keyId(req.publicKey))),
+    extension(
+      OID.authorityKeyId,
+      false,
+      sequence(context(0, issuer?.keyId ?? keyId(signer.publicKey), false)),
+    ),
     ...(req.altNames?.length
       ? [extension(OID.subjectAltName, false, sequence(...req.altNames.map(altName)))]
       : []),

@@ -52,16 +52,29 @@ export interface HeartbeatAnswer {
   Role: 'worker' | 'manager';
   /** Whether the node has an etcd member of the cluster (its `P/managers/` record). */
   Member: boolean;
+  /** The roots the node is to trust (two during a root rotation). */
+  TrustRoots?: string;
+  /** The root its certificate should come from (the new one during a rotation): else it renews. */
+  Issuer?: string;
 }
 
 /** `POST /v1/renew`: a new certificate for a new key; the role (its OU) is the one in etcd. */
 export interface RenewCall {
   CSR: string;
+  /** A manager's new etcd peer key (a root rotation reissues its peer certificate too). */
+  PeerCSR?: string;
+  /** The roots the node trusts now (shown as its TLSInfo.TrustRoot). */
+  TrustRoot?: string;
 }
 
 export interface RenewAnswer {
+  /** The certificate, with the cross-signed root after it during a rotation. */
   Certificate: string;
   Role: 'worker' | 'manager';
+  TrustRoots?: string;
+  Issuer?: string;
+  /** For a PeerCSR of a manager with a member: its new etcd peer certificate. */
+  PeerCertificate?: string;
 }
 
 /** `POST /v1/manager`: a promoted node (with its manager certificate) asks for its etcd member. */
@@ -73,7 +86,7 @@ export interface ManagerCall {
 
 /** What the cluster API's server calls (the swarm service on a manager). */
 export interface ClusterApiHandlers {
-  rootCa(): string;
+  rootCa(): Promise<string>;
   join(call: JoinCall, remoteAddress: string): Promise<JoinAnswer>;
   /** A heartbeat of the node whose certificate is `nodeId`'s. */
   heartbeat(nodeId: string): Promise<HeartbeatAnswer>;

@@ -32,6 +32,8 @@ export interface ClusterApiServer {
   port: number;
   /** A renewed certificate (with the root's) and key, for the connections from now on. */
   useCertificate(certChainPem: string, keyPem: string): void;
+  /** The roots client certificates may chain to, from now on (both during a root rotation). */
+  useTrust(caPem: string): void;
   close(): Promise<void>;
 }
 
@@ -124,7 +126,7 @@ function stringField(body: unknown, name: string): string {
 /** The cluster API's paths and who may call them. */
 function routesOf(h: ClusterApiHandlers): Route[] {
   return [
-    { method: 'GET', path: '/v1/ca', caller: 'anyone', handle: async () => ({ RootCA: h.rootCa() }) },
+    { method: 'GET', path: '/v1/ca', caller: 'anyone', handle: async () => ({ RootCA: await h.rootCa() }) },
     {
       method: 'POST',
       path: '/v1/join',
@@ -136,7 +138,16 @@ function routesOf(h: ClusterApiHandlers): Route[] {
       method: 'POST',
       path: '/v1/renew',
       caller: 'node',
-      handle: async (req, node) => h.renew(node, { CSR: stringField(await readBody(req), 'CSR') }),
+      handle: async (req, node) => {
+        const body = await readBody(req);
+        const peerCsr = stringField(body, 'PeerCSR');
+        const trustRoot = stringField(body, 'TrustRoot');
+        return h.renew(node, {
+          CSR: stringField(body, 'CSR'),
+          ...(peerCsr ? { PeerCSR: peerCsr } : {}),
+          ...(trustRoot ? { TrustRoot: trustRoot } : {}),
+        });
+      },
     },
     {
       method: 'POST',
@@ -225,10 +236,20 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
     });
   });
   const address = server.address();
+  const current = { cert: opts.certChainPem, key: opts.keyPem, ca: opts.caPem };
+  const apply = () => server.setSecureContext({ ...current, minVersion: 'TLSv1.2' });
   return {
     port: typeof address === 'object' && address ? address.port : opts.port,
-    useCertificate: (certChainPem, keyPem) =>
-      server.setSecureContext({ cert: certChainPem, key: keyPem, ca: opts.caPem, minVersion: 'TLSv1.2' }),
+    useCertificate: (certChainPem, keyPem) => {
+      current.cert = certChainPem;
+      current.key = keyPem;
+      apply();
+    },
+    useTrust: (caPem) => {
+      if (caPem === current.ca) return;
+      current.ca = caPem;
+      apply();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         // a socket still in its TLS handshake is no HTTP connection yet: close() would wait on it

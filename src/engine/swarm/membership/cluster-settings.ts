@@ -1,5 +1,6 @@
-import { conflict, unavailable } from '../../../common/errors.js';
-import { RootCa } from '../ca/root-ca.js';
+import { conflict, errorMessage, invalidParameter, unavailable } from '../../../common/errors.js';
+import { loadCaState, requestedRoot } from '../ca/ca-state.js';
+import { RootCa, tlsInfoOf } from '../ca/root-ca.js';
 import { newJoinToken, newUnlockKey } from '../ca/tokens.js';
 import { keys } from '../keys.js';
 import { NO_LEADER } from '../messages.js';
@@ -41,12 +42,45 @@ export async function updateSwarm(
   if (!kv) throw unavailable(NO_LEADER);
   const stored = JSON.parse(kv.value) as StoredCluster;
   const spec = specFromUpdate(update);
-  validateSpec(spec, stored.Spec);
-  const caKv = await store.get(keys.caRoot);
-  const root = caKv ? (JSON.parse(caKv.value) as StoredCa).cert : '';
+  validateSpec(spec);
+  const caState = await loadCaState(store);
+  const root = caState.root.cert;
+  // a root rotation: the new root and its certificate cross-signed by the current one
+  let newRoot: StoredCa | undefined;
+  try {
+    const target = requestedRoot(
+      {
+        ...(spec.CAConfig.SigningCACert ? { SigningCACert: spec.CAConfig.SigningCACert } : {}),
+        ...(spec.CAConfig.SigningCAKey ? { SigningCAKey: spec.CAConfig.SigningCAKey } : {}),
+        ...(spec.CAConfig.ExternalCAs ? { ExternalCAs: spec.CAConfig.ExternalCAs } : {}),
+        forced: (spec.CAConfig.ForceRotate ?? 0) !== (stored.Spec.CAConfig.ForceRotate ?? 0),
+      },
+      caState,
+      ctx.now(),
+    );
+    if (target) {
+      const dek = await session.clusterDek();
+      // the current root cross-signs the new one: it needs its own key (an external root has none here)
+      if (!caState.root.key) {
+        throw new Error('cannot rotate away from a root CA whose key is not held by the swarm');
+      }
+      const current = new RootCa({ certPem: caState.root.cert, keyPem: unseal(dek, caState.root.key) });
+      newRoot = {
+        cert: target.certPem,
+        key: target.keyPem ? seal(dek, target.keyPem) : '',
+        crossSigned: current.crossSign(target.certPem, ctx.now()),
+      };
+    }
+  } catch (err) {
+    throw invalidParameter(`rpc error: code = InvalidArgument desc = ${errorMessage(err)}`);
+  }
+  // the signing certificate and key are never kept in the spec (swarmkit redacts them)
+  delete spec.CAConfig.SigningCACert;
+  delete spec.CAConfig.SigningCAKey;
   const next: StoredCluster = {
     ...stored,
     Spec: spec,
+    ...(newRoot ? { RootRotationInProgress: true } : {}),
     UpdatedAt: ctx.now().toISOString(),
     JoinTokens: {
       Worker: flags.rotateWorkerToken ? newJoinToken(root) : stored.JoinTokens.Worker,
@@ -62,8 +96,14 @@ export async function updateSwarm(
     next._ = { ...stored._, unlockKey: seal(await session.clusterDek(), newKey) };
   }
   const res = await store.txn(
-    [{ key: keys.cluster, target: 'mod', op: 'equal', value: version }],
-    [{ put: { key: keys.cluster, value: JSON.stringify(next) } }],
+    [
+      { key: keys.cluster, target: 'mod', op: 'equal', value: version },
+      { key: keys.caRoot, target: 'mod', op: 'equal', value: caState.rootRevision },
+    ],
+    [
+      { put: { key: keys.cluster, value: JSON.stringify(next) } },
+      ...(newRoot ? [{ put: { key: keys.caNext, value: JSON.stringify(newRoot) } }] : []),
+    ],
   );
   if (!res.succeeded) throw conflict('update out of sequence');
   // this manager's keys on disk follow: sealed under the new unlock key, or plain again
@@ -76,6 +116,8 @@ export async function updateSwarm(
   }
   if (spec.Dispatcher.HeartbeatPeriod !== stored.Spec.Dispatcher.HeartbeatPeriod)
     await ctx.runtime.startLiveness(spec);
+  // this manager follows the rotation at once (the others, and the workers, within a heartbeat)
+  if (newRoot) ctx.runtime.checkRoots();
 }
 
 /** The Swarm object as /info and GET /swarm show it (without the join tokens). */
@@ -83,12 +125,7 @@ export async function clusterInfo(ctx: SwarmContext, kv: KeyValue): Promise<Clus
   const c = JSON.parse(kv.value) as StoredCluster;
   const caKv = await ctx.session.store?.get(keys.caRoot);
   const root = caKv ? (JSON.parse(caKv.value) as StoredCa) : undefined;
-  const dek = ctx.session.dek;
-  const tls = !root
-    ? { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' }
-    : !dek
-      ? { TrustRoot: root.cert, CertIssuerSubject: '', CertIssuerPublicKey: '' }
-      : new RootCa({ certPem: root.cert, keyPem: unseal(dek, root.key) }).tlsInfo();
+  const tls = root ? tlsInfoOf(root.cert) : { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' };
   return {
     ID: c.ID,
     Version: { Index: kv.modRevision },

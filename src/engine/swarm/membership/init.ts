@@ -1,7 +1,10 @@
 import { isIP } from 'node:net';
 import { BerthError, errorMessage, invalidParameter, unavailable } from '../../../common/errors.js';
 import { joinHostPort, resolveAddresses } from '../addresses.js';
-import { RootCa } from '../ca/root-ca.js';
+import { initialRoot, type NewRoot, signerFor } from '../ca/ca-state.js';
+import { newKeyPair, privateKeyPem } from '../ca/certificates.js';
+import { createCsr } from '../ca/csr.js';
+import { tlsInfoOf } from '../ca/root-ca.js';
 import { newJoinToken, newSwarmId, newUnlockKey } from '../ca/tokens.js';
 import { ETCD_PEER_CN } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
@@ -9,7 +12,13 @@ import type { LocalState } from '../local-state.js';
 import { ALREADY_IN_SWARM } from '../messages.js';
 import { SwarmNetworks } from '../networks/swarm-networks.js';
 import { describeNode, parseAvailability } from '../nodes/node-description.js';
-import { PEER_CERT_MS, type StoredCluster, type StoredManager, type StoredNode } from '../records.js';
+import {
+  PEER_CERT_MS,
+  type StoredCa,
+  type StoredCluster,
+  type StoredManager,
+  type StoredNode,
+} from '../records.js';
 import { newDek, seal } from '../seal.js';
 import { defaultSpec, effectiveCertExpiryMs, mergeSpec, validateSpec } from '../spec.js';
 import type { ClusterStore } from '../store/cluster-store.js';
@@ -48,11 +57,53 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
   const now = ctx.now().toISOString();
   const nodeId = newSwarmId();
   const clusterId = newSwarmId();
-  const ca = RootCa.create(ctx.now());
+  // a root given in the spec (SigningCACert, with SigningCAKey or an external CA for it) is the
+  // swarm's root; neither is ever kept in the spec
+  let root: NewRoot;
+  try {
+    root = initialRoot(spec.CAConfig, ctx.now());
+  } catch (err) {
+    throw invalidParameter(`rpc error: code = InvalidArgument desc = ${errorMessage(err)}`);
+  }
+  delete spec.CAConfig.SigningCACert;
+  delete spec.CAConfig.SigningCAKey;
   const dek = newDek();
-  const node = ca.issueNode(nodeId, 'manager', clusterId, effectiveCertExpiryMs(spec));
+  const caRecord: StoredCa = { cert: root.certPem, key: root.keyPem ? seal(dek, root.keyPem) : '' };
+  // this node's certificates: with the root's key, or from the external CA when the swarm has none
+  const signer = signerFor(
+    { root: caRecord, rootRevision: 0 },
+    dek,
+    root.keyPem ? undefined : spec.CAConfig.ExternalCAs,
+  );
+  const nodePair = newKeyPair();
+  const peerPair = newKeyPair();
+  let node: { certPem: string; keyPem: string };
+  let peer: { certPem: string; keyPem: string };
+  try {
+    node = {
+      certPem: await signer.issueNode(
+        { pem: createCsr(nodePair.privateKey, 'swarm-init'), key: nodePair.publicKey },
+        nodeId,
+        'manager',
+        clusterId,
+        effectiveCertExpiryMs(spec),
+        ctx.now(),
+      ),
+      keyPem: privateKeyPem(nodePair.privateKey),
+    };
+    peer = {
+      certPem: await signer.issueEtcdPeer(
+        { pem: createCsr(peerPair.privateKey, ETCD_PEER_CN), key: peerPair.publicKey },
+        [addrs.advertiseHost],
+        PEER_CERT_MS,
+        ctx.now(),
+      ),
+      keyPem: privateKeyPem(peerPair.privateKey),
+    };
+  } catch (err) {
+    throw unavailable(errorMessage(err));
+  }
   const unlockKey = spec.EncryptionConfig.AutoLockManagers ? newUnlockKey() : undefined;
-  const peer = ca.issueEtcdPeer(ETCD_PEER_CN, [addrs.advertiseHost], PEER_CERT_MS);
   const local: LocalState = {
     NodeID: nodeId,
     ClusterID: clusterId,
@@ -66,7 +117,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
   };
   const files = session.files;
   await files.wipe();
-  await files.writeSecret(files.certs.ca, ca.certPem);
+  await files.writeSecret(files.certs.ca, root.certPem);
   await files.writeSecret(files.certs.nodeCert, node.certPem);
   await files.writeSecret(files.certs.nodeKey, node.keyPem);
   await files.writeSecret(files.certs.peerCert, peer.certPem);
@@ -85,7 +136,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
       DefaultAddrPool: pool,
       SubnetSize: subnetSize,
       DataPathPort: dataPathPort,
-      JoinTokens: { Worker: newJoinToken(ca.certPem), Manager: newJoinToken(ca.certPem) },
+      JoinTokens: { Worker: newJoinToken(root.certPem), Manager: newJoinToken(root.certPem) },
       ...(unlockKey ? { _: { unlockKey: seal(dek, unlockKey) } } : {}),
     };
     const stored: StoredNode = {
@@ -93,7 +144,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
       CreatedAt: now,
       UpdatedAt: now,
       Spec: { Labels: {}, Role: 'manager', Availability: availability },
-      Description: describeNode(opts, ca.tlsInfo()),
+      Description: describeNode(opts, tlsInfoOf(root.certPem)),
       Status: { State: 'ready', Addr: addrs.advertiseHost },
     };
     const manager: StoredManager = {
@@ -108,7 +159,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
         {
           put: {
             key: keys.caRoot,
-            value: JSON.stringify({ cert: ca.certPem, key: seal(dek, ca.material.keyPem) }),
+            value: JSON.stringify(caRecord),
           },
         },
         { put: { key: keys.node(nodeId), value: JSON.stringify(stored) } },

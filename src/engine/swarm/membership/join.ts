@@ -79,7 +79,9 @@ export async function joinSwarm(ctx: SwarmContext, req: JoinRequest): Promise<vo
   };
   const files = session.files;
   await files.wipe();
-  await files.writeSecret(files.certs.ca, rootPem);
+  // during a root rotation the answer names both roots, the pinned one first
+  const trustPem = answer.RootCA.startsWith(rootPem) ? answer.RootCA : rootPem;
+  await files.writeSecret(files.certs.ca, trustPem);
   await files.writeSecret(files.certs.nodeCert, answer.Certificate);
   await files.writeSecret(files.certs.nodeKey, privateKeyPem(pair.privateKey));
   if (answer.Role === 'manager' && answer.Manager) {
@@ -92,7 +94,7 @@ export async function joinSwarm(ctx: SwarmContext, req: JoinRequest): Promise<vo
     await files.save(local);
     try {
       await startJoiningMember(ctx, local, answer.Manager, acceptedBy, {
-        ca: rootPem,
+        ca: trustPem,
         cert: answer.Certificate,
         key: privateKeyPem(pair.privateKey),
       });

@@ -1,10 +1,11 @@
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { BerthError, errorMessage, unavailable } from '../../../common/errors.js';
 import { joinHostPort } from '../addresses.js';
 import { newKeyPair, privateKeyPem } from '../ca/certificates.js';
 import { createCsr } from '../ca/csr.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { ManagerAddress, RenewAnswer } from '../cluster-api/protocol.js';
+import { ETCD_PEER_CN } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { StoredCluster } from '../records.js';
 import { unseal } from '../seal.js';
@@ -55,14 +56,26 @@ export async function renewCertificate(
   if (!local) throw unavailable('this node is not in a swarm');
   const tls = await currentTls(ctx);
   const pair = newKeyPair();
+  const files = session.files;
+  // a manager's etcd peer certificate is renewed with it (a root rotation reissues both)
+  const peerPair =
+    local.Role === 'manager' && (await exists(files.certs.peerCert)) ? newKeyPair() : undefined;
   const { answer } = await callManagers<RenewAnswer>(
     managers,
     '/v1/renew',
-    { CSR: createCsr(pair.privateKey, 'swarm-renew') },
+    {
+      CSR: createCsr(pair.privateKey, 'swarm-renew'),
+      TrustRoot: tls.ca,
+      ...(peerPair ? { PeerCSR: createCsr(peerPair.privateKey, ETCD_PEER_CN) } : {}),
+    },
     tls,
   );
   const key = privateKeyPem(pair.privateKey);
-  const files = session.files;
+  if (peerPair && answer.PeerCertificate) {
+    // etcd reads both files at each new peer connection
+    await files.writeSecret(files.certs.peerKey, privateKeyPem(peerPair.privateKey));
+    await files.writeSecret(files.certs.peerCert, answer.PeerCertificate);
+  }
   await files.writeSecret(files.certs.nodeCert, answer.Certificate);
   if (local.Role === 'manager' && local.Autolock && session.store) {
     // the new key goes to disk sealed under the unlock key, as the old one was
@@ -77,6 +90,15 @@ export async function renewCertificate(
   ctx.opts.log.info('node certificate renewed', { nodeId: local.NodeID, role: answer.Role });
   if (answer.Role !== local.Role) runtime.hooks.roleChanged(answer.Role);
   return { ...answer, key };
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A manager renews through its own cluster API; a worker through the managers it heard of. */

@@ -1,17 +1,21 @@
 import { readFile } from 'node:fs/promises';
 import { errorMessage, systemError } from '../../../common/errors.js';
 import { joinHostPort, parseHostPort } from '../addresses.js';
+import type { TrustState } from '../ca/ca-state.js';
+import { loadCaState, trustState } from '../ca/ca-state.js';
+import { chainsTo } from '../ca/cert-info.js';
 import { TaskDispatch } from '../cluster-api/assignments.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { type ClusterApiServer, startClusterApi } from '../cluster-api/server.js';
 import { ClusterEvents } from '../cluster-events.js';
 import { Dispatcher } from '../dispatcher.js';
+import { RAFT_TICK_MS } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import { LogBroker } from '../logs/log-broker.js';
 import { LogRelay } from '../logs/log-relay.js';
 import type { SwarmServiceOptions } from '../options.js';
-import type { StoredCa, StoredCluster } from '../records.js';
+import type { StoredCluster } from '../records.js';
 import type { ManagerAccess, NodeAccess, RoleLoops } from '../role-loops.js';
 import { ObjectEvents } from '../services/object-events.js';
 import type { SwarmSession } from '../session.js';
@@ -20,8 +24,10 @@ import type { ClusterStore } from '../store/cluster-store.js';
 import type { NodeRole, SwarmSpec } from '../swarm.types.js';
 import { WorkerLink } from '../worker-link.js';
 import { CertRenewal } from './cert-renewal.js';
+import { LeaderWatch } from './leader-watch.js';
 import { OwnLiveness } from './liveness.js';
 import { RoleWatch } from './role-watch.js';
+import { RootWatch } from './root-watch.js';
 
 /** What the runtime asks of the membership rooms (SwarmService sets them). */
 export interface RuntimeHooks {
@@ -29,6 +35,8 @@ export interface RuntimeHooks {
   roleChanged(role: NodeRole): void;
   /** Get and install a new node certificate (CertRenewal's schedule). */
   renew(): Promise<void>;
+  /** The swarm's roots differ from what this node trusts or holds (a root rotation): follow them. */
+  rootsChanged(trust: TrustState): void;
 }
 
 /**
@@ -52,7 +60,9 @@ export class NodeRuntime {
   private rootPem = '';
   private roleWatch?: RoleWatch;
   private renewal?: CertRenewal;
-  hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {} };
+  private rootWatch?: RootWatch;
+  private leaderWatch?: LeaderWatch;
+  hooks: RuntimeHooks = { roleChanged: () => {}, renew: async () => {}, rootsChanged: () => {} };
   /** This manager's log subscriptions and the agents' streams that carry them (service logs). */
   readonly logBroker = new LogBroker();
 
@@ -102,10 +112,18 @@ export class NodeRuntime {
     }
   }
 
-  /** A store client on this manager's member. */
+  /** A store client on this manager's member, and the watch on its leader (a lost quorum). */
   openStore(): ClusterStore {
-    this.session.store = this.opts.openStore(this.opts.member.socketPath);
-    return this.session.store;
+    const store = this.opts.openStore(this.opts.member.socketPath);
+    this.session.store = store;
+    this.leaderWatch?.stop();
+    // an election takes about one to two election timeouts: three of them (at least 3 s) is a lost quorum
+    const electionMs = (this.session.local?.Raft?.ElectionTick ?? 10) * RAFT_TICK_MS;
+    const watch = new LeaderWatch(store, Math.max(3000, 3 * electionMs));
+    watch.start();
+    this.leaderWatch = watch;
+    this.session.leaderLost = () => watch.lost;
+    return store;
   }
 
   peerUrl(local: LocalState): string {
@@ -149,6 +167,14 @@ export class NodeRuntime {
     const watch = new RoleWatch(store, local.NodeID, () => this.hooks.roleChanged('worker'));
     watch.start(periodMs);
     this.roleWatch = watch;
+    const roots = new RootWatch(
+      store,
+      (trust) => this.followTrust(trust),
+      this.opts.log,
+      this.opts.now ?? (() => new Date()),
+    );
+    roots.start(periodMs);
+    this.rootWatch = roots;
   }
 
   stopLiveness(): void {
@@ -156,6 +182,32 @@ export class NodeRuntime {
     this.liveness = undefined;
     this.roleWatch?.stop();
     this.roleWatch = undefined;
+    this.rootWatch?.stop();
+    this.rootWatch = undefined;
+  }
+
+  /** A manager looks at the roots now (a rotation it just started). */
+  checkRoots(): void {
+    void this.rootWatch?.check();
+  }
+
+  /**
+   * The swarm's roots as a manager read them or a heartbeat answer said: the cluster API trusts
+   * them at once; a node whose trust or certificate differs follows (membership, in its queue).
+   */
+  private followTrust(trust: TrustState): void {
+    this.clusterApi?.useTrust(trust.TrustRoots);
+    const tls = this.tls;
+    if (!tls) return;
+    if (tls.ca !== trust.TrustRoots || !chainsTo(tls.cert, trust.Issuer)) this.hooks.rootsChanged(trust);
+  }
+
+  /** The roots this node trusts from now on: its heartbeats, its loops and its cluster API. */
+  useTrust(roots: string): void {
+    if (this.tls) this.tls = { ...this.tls, ca: roots };
+    if (this.tls) this.link?.useTls(this.tls);
+    this.rootPem = roots;
+    this.clusterApi?.useTrust(roots);
   }
 
   /** Where this node reaches the managers: a worker's as heard, a manager's others as last read. */
@@ -203,29 +255,21 @@ export class NodeRuntime {
   /** A manager serves the cluster API on its ListenAddr (mutual TLS with the swarm's CA). */
   async openClusterApi(local: LocalState): Promise<void> {
     const store = this.session.store as ClusterStore;
-    const rootKv = await store.get(keys.caRoot);
-    if (!rootKv) throw new Error('the swarm has no root CA');
-    const root = JSON.parse(rootKv.value) as StoredCa;
-    this.rootPem = root.cert;
+    const trust = trustState(await loadCaState(store));
+    this.rootPem = trust.TrustRoots;
     const listen = parseHostPort(local.ListenAddr, 'ListenAddr', 2377);
     const cert = await readFile(this.files.certs.nodeCert, 'utf8');
     const key = this.session.nodeKeyPem ?? (await readFile(this.files.certs.nodeKey, 'utf8'));
     const now = this.opts.now ?? (() => new Date());
     const dek = await this.session.clusterDek();
-    const dispatcher = new Dispatcher(
-      store,
-      { certPem: root.cert, sealedKey: root.key },
-      dek,
-      this.opts.log,
-      now,
-    );
+    const dispatcher = new Dispatcher(store, dek, this.opts.log, now);
     try {
       this.clusterApi = await startClusterApi({
         host: listen.host,
         port: listen.port,
-        certChainPem: cert + root.cert,
+        certChainPem: cert + trust.TrustRoots,
         keyPem: key,
-        caPem: root.cert,
+        caPem: trust.TrustRoots,
         handlers: dispatcher,
         agents: new TaskDispatch(store, dek, this.opts.log, now, () => dispatcher.managers(), this.logBroker),
         log: this.opts.log,
@@ -255,6 +299,8 @@ export class NodeRuntime {
       (answer) => {
         if (this.session.local !== local) return;
         if (answer.Role && answer.Role !== local.Role) this.hooks.roleChanged(answer.Role);
+        if (answer.TrustRoots && answer.Issuer)
+          this.followTrust({ TrustRoots: answer.TrustRoots, Issuer: answer.Issuer });
         const managers = answer.Managers;
         if (managers.length === 0 || JSON.stringify(managers) === JSON.stringify(local.Managers)) return;
         local.Managers = managers;
@@ -349,6 +395,9 @@ export class NodeRuntime {
     this.clusterApi = undefined;
     this.logBroker.stopRelay();
     this.stopEvents();
+    this.leaderWatch?.stop();
+    this.leaderWatch = undefined;
+    this.session.leaderLost = () => false;
     this.session.store?.close();
     this.session.store = undefined;
   }

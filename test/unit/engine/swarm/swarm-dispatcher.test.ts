@@ -2,10 +2,12 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { Logger } from '../../../../src/common/log.js';
+import { finishRotationIfDone, requestedRoot } from '../../../../src/engine/swarm/ca/ca-state.js';
+import { splitPem } from '../../../../src/engine/swarm/ca/cert-info.js';
 import { newKeyPair } from '../../../../src/engine/swarm/ca/certificates.js';
 import { createCsr, csrPublicKey } from '../../../../src/engine/swarm/ca/csr.js';
-import { RootCa } from '../../../../src/engine/swarm/ca/root-ca.js';
-import { newJoinToken } from '../../../../src/engine/swarm/ca/tokens.js';
+import { RootCa, tlsInfoOf } from '../../../../src/engine/swarm/ca/root-ca.js';
+import { caDigest, newJoinToken } from '../../../../src/engine/swarm/ca/tokens.js';
 import type { JoinCall } from '../../../../src/engine/swarm/cluster-api/protocol.js';
 import { BAD_TOKEN, Dispatcher } from '../../../../src/engine/swarm/dispatcher.js';
 import { keys } from '../../../../src/engine/swarm/keys.js';
@@ -24,13 +26,8 @@ async function setup() {
     keys.manager('m1'),
     JSON.stringify({ memberId: '1', peerUrl: 'https://x:2380', addr: '10.0.0.1:2377' }),
   );
-  const d = new Dispatcher(
-    store,
-    { certPem: ca.certPem, sealedKey: seal(dek, ca.material.keyPem) },
-    dek,
-    new Logger('error'),
-    () => new Date(now),
-  );
+  await store.put(keys.caRoot, JSON.stringify({ cert: ca.certPem, key: seal(dek, ca.material.keyPem) }));
+  const d = new Dispatcher(store, dek, new Logger('error'), () => new Date(now));
   const key = newKeyPair();
   const call = (token: string): JoinCall => ({
     Token: token,
@@ -47,7 +44,7 @@ async function setup() {
       TLSInfo: { TrustRoot: '', CertIssuerSubject: '', CertIssuerPublicKey: '' },
     },
   });
-  return { store, ca, tokens, d, key, call, advance: (ms: number) => (now += ms) };
+  return { store, ca, dek, tokens, d, key, call, advance: (ms: number) => (now += ms) };
 }
 
 describe('the manager dispatcher (joins and heartbeats)', () => {
@@ -189,5 +186,84 @@ describe('the manager dispatcher (joins and heartbeats)', () => {
     der[der.length - 5] ^= 0xff;
     const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
     assert.throws(() => csrPublicKey(tampered));
+  });
+});
+
+describe('a root rotation through the dispatcher', () => {
+  it('signs with the new root (chained to the old), tells the nodes, and switches once all are on it', async () => {
+    const { store, ca, dek, tokens, d, call } = await setup();
+    const { NodeID } = await d.join(call(tokens.Worker));
+    const next = RootCa.create();
+    const nextRecord = {
+      cert: next.certPem,
+      key: seal(dek, next.material.keyPem),
+      crossSigned: ca.crossSign(next.certPem),
+    };
+    await store.put(keys.caNext, JSON.stringify(nextRecord));
+    const beat = await d.heartbeat(NodeID);
+    assert.equal(beat.TrustRoots, ca.certPem + next.certPem);
+    assert.equal(beat.Issuer, next.certPem);
+    assert.equal(await d.rootCa(), ca.certPem, 'joins pin the current root until the switch');
+    // a node that is up and not yet on the new root holds the switch back
+    assert.equal(await finishRotationIfDone(store, new Date()), false);
+    const key = newKeyPair();
+    const renewed = await d.renew(NodeID, {
+      CSR: createCsr(key.privateKey, 'r'),
+      TrustRoot: beat.TrustRoots,
+    });
+    const [leaf, cross] = splitPem(renewed.Certificate);
+    assert.ok(leaf && cross);
+    assert.ok(next.verifies(leaf));
+    assert.ok(ca.verifies(cross), 'the cross-signed root chains to the old one');
+    assert.ok(new X509Certificate(leaf).checkIssued(new X509Certificate(cross)));
+    const node = JSON.parse((await store.get(keys.node(NodeID)))?.value ?? '{}');
+    assert.equal(node.Description.TLSInfo.CertIssuerPublicKey, tlsInfoOf(next.certPem).CertIssuerPublicKey);
+    assert.equal(node.Description.TLSInfo.TrustRoot, ca.certPem + next.certPem);
+    // the manager record m1 has no node: only nodes count
+    assert.equal(await finishRotationIfDone(store, new Date()), true);
+    assert.equal(await store.get(keys.caNext), undefined);
+    assert.equal(JSON.parse((await store.get(keys.caRoot))?.value ?? '{}').cert, next.certPem);
+    const cluster = JSON.parse((await store.get(keys.cluster))?.value ?? '{}');
+    assert.equal(cluster.RootRotationInProgress, false);
+    assert.equal(cluster.JoinTokens.Worker.split('-')[2], caDigest(next.certPem));
+    assert.notEqual(cluster.JoinTokens.Worker, tokens.Worker);
+    const after = await d.heartbeat(NodeID);
+    assert.equal(after.TrustRoots, next.certPem);
+    await assert.rejects(d.join(call(tokens.Worker)), { message: BAD_TOKEN });
+  });
+
+  it('picks the root an update asks for', () => {
+    const root = RootCa.create();
+    const state = { root: { cert: root.certPem, key: '' }, rootRevision: 1 };
+    const now = new Date();
+    assert.equal(requestedRoot({ forced: false }, state, now), undefined);
+    assert.equal(requestedRoot({ forced: false, SigningCACert: root.certPem }, state, now), undefined);
+    assert.ok(requestedRoot({ forced: true }, state, now));
+    const given = RootCa.create();
+    assert.throws(
+      () => requestedRoot({ forced: false, SigningCACert: given.certPem }, state, now),
+      /there must be at least one valid, reachable external CA/,
+    );
+    const picked = requestedRoot(
+      { forced: false, SigningCACert: given.certPem, SigningCAKey: given.material.keyPem },
+      state,
+      now,
+    );
+    assert.equal(picked?.certPem, given.certPem);
+    assert.throws(
+      () =>
+        requestedRoot(
+          { forced: false, SigningCACert: given.certPem, SigningCAKey: RootCa.create().material.keyPem },
+          state,
+          now,
+        ),
+      /certificate key mismatch/,
+    );
+    const leaf = given.issueNode('n', 'worker', 'c', 3600_000);
+    assert.throws(
+      () =>
+        requestedRoot({ forced: false, SigningCACert: leaf.certPem, SigningCAKey: leaf.keyPem }, state, now),
+      /not a CA certificate/,
+    );
   });
 });
