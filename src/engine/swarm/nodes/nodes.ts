@@ -29,22 +29,29 @@ export class Nodes {
   async list(filters: Filters = new Map()): Promise<SwarmNode[]> {
     const { session } = this.ctx;
     const store = session.managerStore();
-    const [nodes, live, managers, status] = await session.read(() =>
+    const [nodes, live, managers, status, members] = await session.read(() =>
       Promise.all([
         store.range(keys.nodes),
         store.range(keys.lives),
         store.range(keys.managers),
         store.status(),
+        store.memberList(),
       ]),
     );
+    // learners from etcd's list now; a member that did not answer, from the last probe round
+    const learners = new Set(members.filter((m) => m.isLearner).map((m) => m.id));
+    const member = (id: string): Reachability | undefined =>
+      learners.has(id)
+        ? 'unknown'
+        : this.health.reachability(id) === 'unreachable'
+          ? 'unreachable'
+          : undefined;
     const alive = new Set(live.kvs.map((kv) => kv.key.slice(keys.lives.length)));
     const managerOf = new Map(
       managers.kvs.map((kv) => [kv.key.slice(keys.managers.length), JSON.parse(kv.value) as StoredManager]),
     );
     return filterNodes(
-      nodes.kvs.map((kv) =>
-        nodeView(kv, alive, managerOf, status.leader, (id) => this.health.reachability(id)),
-      ),
+      nodes.kvs.map((kv) => nodeView(kv, alive, managerOf, status.leader, member)),
       filters,
     );
   }
@@ -189,8 +196,8 @@ export class Nodes {
 
 /**
  * The Node as the API shows it: its record, its liveness, its manager status. Reachability is its
- * etcd member's (member-health.ts): `unknown` while a learner, `unreachable` when its peer URL does
- * not answer or the node itself is down; before the first probe round, the node's liveness alone.
+ * etcd member's: `unknown` while a learner (etcd's member list), `unreachable` when its peer URL
+ * did not answer the last probe round (member-health.ts) or the node itself is down.
  */
 function nodeView(
   kv: KeyValue,
