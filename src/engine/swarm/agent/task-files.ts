@@ -1,5 +1,4 @@
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
-import { hostname as osHostname } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage, invalidParameter, notFound } from '../../../common/errors.js';
 import type { VolumeOps } from '../../volumes/mount.adapter.js';
@@ -31,8 +30,6 @@ export class TaskFiles {
     /** `<exec-root>/swarm/tasks`. */
     private readonly dir: string,
     private readonly host: TmpfsHost,
-    /** The node's hostname, `{{.Node.Hostname}}` in a templated secret or config. */
-    private readonly hostname: () => string = osHostname,
   ) {}
 
   /** Writes the task's files (a fresh tmpfs); the mounts the container gets. */
@@ -93,7 +90,11 @@ export class TaskFiles {
     a: AssignedTask,
     refs: { kind: 'secret' | 'config'; obj: AssignedObject; name: string }[],
   ): (kind: 'secret' | 'config', obj: AssignedObject) => Buffer {
-    const ctx = templateContext(a, { ID: a.Task.NodeID ?? '', Hostname: this.hostname() });
+    // dockerd's executor gives its templated getters no node description (moby's
+    // executor.Controller passes nil): `.Node.Hostname` and `.Node.Platform.*` are empty here,
+    // `.Node.ID` comes from the task (dockerd 20.10 renders the same)
+    const ctx = templateContext(a, { ID: a.Task.NodeID ?? '', Hostname: '' });
+    ctx.Node.Platform = { OS: '', Architecture: '' };
     const raw = (kind: 'secret' | 'config', target: string): string => {
       const ref = refs.find((r) => r.kind === kind && r.name === target);
       if (!ref) throw new Error(`${kind} target ${target} not found`);

@@ -38,21 +38,17 @@ async function setup() {
   dirs.push(dir);
   const mounted: string[] = [];
   const ops: string[] = [];
-  const files = new TaskFiles(
-    join(dir, 'tasks'),
-    {
-      mount: async (o) => {
-        ops.push(`mount ${o.type} ${o.options} ${o.target}`);
-        mounted.push(o.target);
-      },
-      unmount: async (t) => {
-        ops.push(`unmount ${t}`);
-        mounted.splice(mounted.indexOf(t), 1);
-      },
-      mountsUnder: async (d) => mounted.filter((m) => m === d || m.startsWith(`${d}/`)),
+  const files = new TaskFiles(join(dir, 'tasks'), {
+    mount: async (o) => {
+      ops.push(`mount ${o.type} ${o.options} ${o.target}`);
+      mounted.push(o.target);
     },
-    () => 'host-a',
-  );
+    unmount: async (t) => {
+      ops.push(`unmount ${t}`);
+      mounted.splice(mounted.indexOf(t), 1);
+    },
+    mountsUnder: async (d) => mounted.filter((m) => m === d || m.startsWith(`${d}/`)),
+  });
   return { dir, files, ops, mounted };
 }
 
@@ -119,7 +115,7 @@ describe('task secret and config files', () => {
     await assert.rejects(access(join(t.dir, 'tasks')));
   });
 
-  it('expands a templated secret or config for the task, with its env and its other references', async () => {
+  it('expands a templated secret or config for the task, with its env and its other references (no node description, as dockerd)', async () => {
     const t = await setup();
     const golang = { Name: 'golang' };
     const secrets = new Map([
@@ -136,7 +132,7 @@ describe('task secret and config files', () => {
           ID: 'cfg1',
           Name: 'app.conf',
           Data: b64(
-            'node={{.Node.ID}}@{{.Node.Hostname}} slot={{.Task.Slot}} mode={{env "MODE"}} raw={{secret "db"}}',
+            'node={{.Node.ID}}@{{.Node.Hostname}}{{.Node.Platform}} slot={{.Task.Slot}} mode={{env "MODE"}} raw={{secret "db"}}',
           ),
           Templating: golang,
         },
@@ -155,7 +151,7 @@ describe('task secret and config files', () => {
     const read = (i: number) => readFile((mounts[i] as { source: string }).source, 'utf8');
     assert.equal(await read(1), 'web:hunter2');
     assert.equal(await read(0), 'hunter2');
-    assert.equal(await read(2), 'node=n@host-a slot=2 mode=prod raw=hunter2');
+    assert.equal(await read(2), 'node=n@{ } slot=2 mode=prod raw=hunter2');
   });
 
   it('fails the task on a reference it does not have, or a template that does not parse', async () => {
