@@ -28,7 +28,7 @@ export interface MemberHealthDeps {
 
 export class MemberHealth implements RoleLoops {
   private readonly seen = new Map<string, Reachability>();
-  private run?: { stop: AbortController; done: Promise<void> };
+  private run?: AbortController;
 
   constructor(private readonly deps: MemberHealthDeps) {}
 
@@ -39,22 +39,22 @@ export class MemberHealth implements RoleLoops {
 
   async startManager(access: ManagerAccess): Promise<void> {
     await this.stop();
-    const stop = new AbortController();
-    this.run = { stop, done: this.loop(access.store, access.log, stop.signal) };
+    const run = new AbortController();
+    this.run = run;
+    void this.loop(access.store, access.log, run.signal);
   }
 
   async startNode(): Promise<void> {}
 
+  /** Ends the loop at once (a round under way finishes without a word: leave and demote never wait for a probe). */
   async stop(): Promise<void> {
-    const run = this.run;
+    this.run?.abort();
     this.run = undefined;
-    run?.stop.abort();
-    await run?.done;
     this.seen.clear();
   }
 
   /** One round: every member's state, then the map replaced at once. */
-  async round(store: ClusterStore, timeoutMs: number): Promise<void> {
+  async round(store: ClusterStore, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const members = await store.memberList();
     const tls = this.deps.tls();
     const found = await Promise.all(
@@ -65,6 +65,7 @@ export class MemberHealth implements RoleLoops {
         return [m.id, ok ? 'reachable' : 'unreachable'];
       }),
     );
+    if (signal?.aborted) return;
     this.seen.clear();
     for (const [id, r] of found) this.seen.set(id, r);
   }
@@ -75,10 +76,11 @@ export class MemberHealth implements RoleLoops {
       const started = Date.now();
       try {
         // a probe waits at most most of a period: the next round is never late
-        await this.round(store, Math.max(200, Math.floor(periodMs * 0.8)));
+        await this.round(store, Math.max(200, Math.floor(periodMs * 0.8)), signal);
       } catch (err) {
         // the own member unreachable: nothing known about the others either
-        if (!signal.aborted) log.debug('cannot check the etcd members', { error: errorMessage(err) });
+        if (signal.aborted) break;
+        log.debug('cannot check the etcd members', { error: errorMessage(err) });
         this.seen.clear();
       }
       const wait = Math.max(0, periodMs - (Date.now() - started));
