@@ -11,6 +11,7 @@ packages=(
   attr                       # setfattr: overlay opaque directories when applying image layers
   bzip2 xz-utils zstd        # decompressors of bzip2/xz/zstd image layers (gzip is in-process)
   containernetworking-plugins iptables iproute2
+  nftables                   # nft: swarm VIP load balancing and the ingress routing mesh (nft -f per namespace)
   skopeo                     # registry client used by the tests
   apache2-utils              # htpasswd, for registry auth tests
   docker.io docker-registry  # reference systems: compared against by tests and benchmarks

@@ -41,11 +41,14 @@ import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
 import { createNetworkService } from './network/network.service.js';
+import { createOverlayNetworks } from './network/overlay/create.js';
 import { createRuntime } from './runtime/index.js';
 import { createNodeAgent } from './swarm/agent/create.js';
 import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
 import { SwarmLogs } from './swarm/logs/swarm-logs.js';
+import { kernelHasEsp } from './swarm/networks/kernel-esp.js';
+import { SwarmNetworks } from './swarm/networks/swarm-networks.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { ServicesService } from './swarm/services/services.service.js';
 import { TasksService } from './swarm/tasks/tasks.service.js';
@@ -276,7 +279,19 @@ export async function startEngine(
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
-  registerNetworkRoutes(router, network, containers);
+  // the node's overlay data plane: the agent plugs tasks in, a worker's network listing reads it
+  const overlay = createOverlayNetworks({ execRoot: config.execRoot, log });
+  registerNetworkRoutes(
+    router,
+    network,
+    containers,
+    new SwarmNetworks({
+      swarm,
+      log: log.child('swarm-networks'),
+      esp: kernelHasEsp,
+      local: () => overlay.networks(),
+    }),
+  );
   registerCommitRoutes(router, containers);
   registerStreamRoutes(router, containers);
   registerArchiveRoutes(router, containers);
@@ -303,6 +318,7 @@ export async function startEngine(
         containers,
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
         log: log.child('agent'),
+        overlay,
       }),
     ),
   );

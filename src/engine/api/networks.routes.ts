@@ -1,17 +1,22 @@
 import { isIP } from 'node:net';
 import type { EndpointSettings } from '../../common/docker-types.js';
-import { invalidParameter } from '../../common/errors.js';
+import { invalidParameter, isKind } from '../../common/errors.js';
 import { goParseBool, parseBoolError } from '../../common/go-strconv.js';
 import { readJsonObject } from '../../http/body.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
 import type { ContainerService } from '../containers/service.types.js';
 import type { NetworkService } from '../network/network.service.js';
+import type { SwarmNetworkRequest } from '../swarm/networks/network.types.js';
+import type { SwarmNetworks } from '../swarm/networks/swarm-networks.js';
 import type { ApiRouter } from './context.js';
 import { gates, versionAtLeast, versionBefore } from './versions.js';
 
 /** What the routes need from the network layer (src/engine/network). */
 export type NetworkBackend = Pick<NetworkService, 'list' | 'inspect' | 'create' | 'remove' | 'prune'>;
+
+/** Swarm-scope (overlay) networks, on a manager (src/engine/swarm/networks). */
+export type SwarmNetworkBackend = Pick<SwarmNetworks, 'list' | 'find' | 'create' | 'remove'>;
 
 /** What connect and disconnect need from the containers service. */
 export type NetworkContainers = Pick<ContainerService, 'connectNetwork' | 'disconnectNetwork'>;
@@ -40,9 +45,13 @@ export function registerNetworkRoutes(
   router: ApiRouter,
   networks: NetworkBackend,
   containers: NetworkContainers,
+  swarm?: SwarmNetworkBackend,
 ): void {
   router.get('/networks', async (ctx) => {
-    const list = networks.list(parseFilters(ctx.query.get('filters')));
+    const filters = parseFilters(ctx.query.get('filters'));
+    // the local listing checks the filters' names first
+    const list: Array<Record<string, unknown>> = networks.list(filters);
+    if (swarm) for (const n of await swarm.list(filters)) list.push({ ...n });
     sendJson(
       ctx.res,
       200,
@@ -54,17 +63,38 @@ export function registerNetworkRoutes(
     // dockerd parses verbose with strconv.ParseBool
     const verbose = ctx.query.get('verbose');
     if (verbose && goParseBool(verbose) === undefined) throw invalidParameter(parseBoolError(verbose));
-    const view = networks.inspect(ctx.params.id ?? '', { scope: ctx.query.get('scope') || undefined });
+    const ref = ctx.params.id ?? '';
+    const scope = ctx.query.get('scope') || undefined;
+    let view: Record<string, unknown>;
+    try {
+      view = networks.inspect(ref, { scope });
+    } catch (err) {
+      // a local network first, as dockerd looks; then the swarm's
+      if (!swarm || !isNotFound(err) || (scope && scope !== 'swarm')) throw err;
+      const found = await swarm.find(ref);
+      if (!found) throw err;
+      view = { ...found };
+    }
     sendJson(ctx.res, 200, shapeNetworkInspect(view, ctx.version));
   });
 
   router.post('/networks/create', async (ctx) => {
     const body = await readJsonObject(ctx.req);
+    if (swarm && body.Driver === 'overlay') {
+      sendJson(ctx.res, 201, await swarm.create(swarmNetworkRequest(body)));
+      return;
+    }
     sendJson(ctx.res, 201, await networks.create(body));
   });
 
   router.delete('/networks/{id}', async (ctx) => {
-    await networks.remove(ctx.params.id ?? '');
+    const ref = ctx.params.id ?? '';
+    try {
+      await networks.remove(ref);
+    } catch (err) {
+      if (!swarm || !isNotFound(err)) throw err;
+      await swarm.remove(ref);
+    }
     ctx.res.writeHead(204).end();
   });
 
@@ -88,6 +118,55 @@ export function registerNetworkRoutes(
   router.post('/networks/prune', async (ctx) => {
     sendJson(ctx.res, 200, await networks.prune(parseFilters(ctx.query.get('filters'))));
   });
+}
+
+function isNotFound(err: unknown): boolean {
+  return isKind(err, 'NotFound');
+}
+
+/** A create body for an overlay network, its fields checked for their types. */
+function swarmNetworkRequest(body: Record<string, unknown>): SwarmNetworkRequest {
+  const bool = (v: unknown, field: string): boolean => {
+    if (v === undefined || v === null) return false;
+    if (typeof v !== 'boolean') throw invalidParameter(`${field} must be a boolean`);
+    return v;
+  };
+  const strings = (v: unknown, field: string): Record<string, string> | null => {
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'object' || Array.isArray(v) || Object.values(v).some((x) => typeof x !== 'string'))
+      throw invalidParameter(`${field} must be an object of strings`);
+    return { ...(v as Record<string, string>) };
+  };
+  if (typeof body.Name !== 'string') throw invalidParameter('Name must be a string');
+  const req: SwarmNetworkRequest = {
+    Name: body.Name,
+    Driver: 'overlay',
+    Attachable: bool(body.Attachable, 'Attachable'),
+    Ingress: bool(body.Ingress, 'Ingress'),
+    Internal: bool(body.Internal, 'Internal'),
+    EnableIPv6: bool(body.EnableIPv6, 'EnableIPv6'),
+    Labels: strings(body.Labels, 'Labels'),
+    Options: strings(body.Options, 'Options'),
+  };
+  const ipam = body.IPAM;
+  if (ipam !== undefined && ipam !== null) {
+    if (typeof ipam !== 'object' || Array.isArray(ipam)) throw invalidParameter('IPAM must be an object');
+    const i = ipam as Record<string, unknown>;
+    const config = i.Config;
+    if (config !== undefined && config !== null && !Array.isArray(config))
+      throw invalidParameter('IPAM.Config must be an array');
+    req.IPAM = {
+      Driver: typeof i.Driver === 'string' ? i.Driver : '',
+      Options: strings(i.Options, 'IPAM.Options'),
+      Config: ((config as unknown[] | null | undefined) ?? []).map((c) => {
+        if (!c || typeof c !== 'object') throw invalidParameter('IPAM.Config entries must be objects');
+        const e = c as Record<string, unknown>;
+        const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+        return { Subnet: text(e.Subnet), IPRange: text(e.IPRange), Gateway: text(e.Gateway) };
+      }),
+    };
+  }
+  return req;
 }
 
 /** EndpointConfig of a connect body: the fields a user sets, checked for their types. */

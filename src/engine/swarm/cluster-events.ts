@@ -15,7 +15,7 @@ import type { SwarmNode } from './swarm.types.js';
  */
 
 export type SwarmPublish = (
-  type: 'node' | 'service' | 'secret' | 'config',
+  type: 'node' | 'service' | 'secret' | 'config' | 'network',
   action: string,
   id: string,
   attributes: Record<string, string>,

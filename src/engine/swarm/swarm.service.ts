@@ -192,6 +192,17 @@ export class SwarmService {
     this.ctx.session.managerStore();
   }
 
+  /** Whether this node is an active manager now (swarm networks are listed only there). */
+  isManager(): boolean {
+    const { session } = this.ctx;
+    return session.nodeState === 'active' && session.local?.Role === 'manager' && session.store !== undefined;
+  }
+
+  /** The store of an active manager; dockerd's 503s otherwise. */
+  managerStore(): ClusterStore {
+    return this.ctx.session.managerStore();
+  }
+
   /** This manager's log broker (service and task logs); dockerd's 503s on a node that is not one. */
   async logBroker(): Promise<LogBroker> {
     this.requireManager();

@@ -191,7 +191,10 @@ describe('swarm services and tasks (one manager)', () => {
       },
       EndpointSpec: { Mode: 'vip', Ports: ports },
     });
-    assert.deepEqual(svc.Endpoint, { Spec: { Mode: 'vip', Ports: ports }, Ports: ports });
+    // the leader gives an ingress-published service a VIP on `ingress` as soon as it sees it
+    const { VirtualIPs, ...endpoint } = svc.Endpoint as { VirtualIPs?: { Addr: string }[] };
+    assert.deepEqual(endpoint, { Spec: { Mode: 'vip', Ports: ports }, Ports: ports });
+    for (const v of VirtualIPs ?? []) assert.match(v.Addr, /^10\.0\.0\.\d+\/24$/);
     assert.deepEqual(Object.keys(svc), ['ID', 'Version', 'CreatedAt', 'UpdatedAt', 'Spec', 'Endpoint']);
 
     const ls = (await engine.dockerOk(['service', 'ls'])).split('\n');

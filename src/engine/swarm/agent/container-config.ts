@@ -36,8 +36,13 @@ export interface TaskContainer {
 
 /** `<service>.<slot>.<task>`, or `<service>.<node>.<task>` for a task without a slot (global). */
 export function taskContainerName(a: AssignedTask): string {
-  const slot = a.Task.Slot ? String(a.Task.Slot) : (a.Task.NodeID ?? '');
-  return `${a.Service.Name}.${slot}.${a.Task.ID}`;
+  return containerNameOf(a.Service.Name, a.Task);
+}
+
+/** `<service>.<slot>.<task>` (a global task: `<service>.<node>.<task>`). */
+export function containerNameOf(service: string, t: { ID: string; Slot?: number; NodeID?: string }): string {
+  const slot = t.Slot ? String(t.Slot) : (t.NodeID ?? '');
+  return `${service}.${slot}.${t.ID}`;
 }
 
 export function templateContext(a: AssignedTask, node: NodeFacts): TemplateContext {
@@ -133,6 +138,8 @@ export function taskContainer(
   node: NodeFacts,
   image: string,
   files: TaskFileMount[],
+  /** The node's overlay DNS (the gateway bridge's address) when the task is on overlay networks. */
+  overlayDns?: string,
 ): TaskContainer {
   const spec = a.Task.Spec.ContainerSpec ?? {};
   const ctx = templateContext(a, node);
@@ -177,6 +184,14 @@ export function taskContainer(
   if (dns?.Nameservers) hostConfig.Dns = [...dns.Nameservers];
   if (dns?.Search) hostConfig.DnsSearch = [...dns.Search];
   if (dns?.Options) hostConfig.DnsOptions = [...dns.Options];
+  if (overlayDns) {
+    // on overlay networks only (the agent plugs them in once it runs; a task with host-mode ports
+    // keeps the node's default network for them), the names answered by the engine's DNS
+    if (a.Service.HostPorts.length === 0) hostConfig.NetworkMode = 'none';
+    if (!dns?.Nameservers) hostConfig.Dns = [overlayDns];
+    if (!dns?.Search) hostConfig.DnsSearch = ['.'];
+    if (!dns?.Options) hostConfig.DnsOptions = ['ndots:0'];
+  }
   const hosts = extraHosts(spec.Hosts);
   if (hosts.length > 0) hostConfig.ExtraHosts = hosts;
   const security = securityOpts(spec.Privileges);

@@ -7,8 +7,11 @@ import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { LogPublishAnswer } from '../logs/logs.types.js';
 import type { AgentContainers, AgentImages } from './executor.js';
+import type { IngressMesh } from './ingress-port.js';
+import type { ServiceLb } from './lb-port.js';
 import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
+import type { OverlayPort } from './overlay-port.js';
 import { TaskFiles } from './task-files.js';
 
 /** The node's agent with its real parts: the engine's containers and images, the host's mounts. */
@@ -18,6 +21,9 @@ export function createNodeAgent(opts: {
   containers: AgentContainers & AgentLogContainers;
   images: AgentImages;
   log: Logger;
+  overlay?: OverlayPort;
+  lb?: ServiceLb;
+  ingress?: IngressMesh;
 }): NodeAgent {
   return new NodeAgent({
     stateDir: join(opts.dataRoot, 'swarm'),
@@ -32,5 +38,8 @@ export function createNodeAgent(opts: {
       containers: opts.containers,
       post: (addr, id, call, tls) => clusterCall<LogPublishAnswer>(addr, 'POST', `/v1/logs/${id}`, call, tls),
     },
+    ...(opts.overlay ? { overlay: opts.overlay } : {}),
+    ...(opts.lb ? { lb: opts.lb } : {}),
+    ...(opts.ingress ? { ingress: opts.ingress } : {}),
   });
 }

@@ -6,6 +6,8 @@ import type { AssignedObject, AssignedTask } from '../cluster-api/assignments.ty
 import type { PortConfig } from '../services/service.types.js';
 import { isTerminal, stateRank, type TaskState, type TaskStatus } from '../tasks/task.types.js';
 import { type NodeFacts, stopTimeoutSeconds, taskContainer } from './container-config.js';
+import type { ServiceLb } from './lb-port.js';
+import type { OverlayPort } from './overlay-port.js';
 import type { TaskFiles } from './task-files.js';
 
 /**
@@ -37,6 +39,10 @@ export interface ExecutorDeps {
   node: () => NodeFacts;
   /** A state this node reached for a task (already forward only: the executor never goes back). */
   report: (taskId: string, status: TaskStatus) => void;
+  /** The node's overlay data plane (absent: tasks on overlay networks get no interfaces there). */
+  overlay?: OverlayPort;
+  /** The VIP load balancer (absent: VIPs resolve but nothing balances them). */
+  lb?: ServiceLb;
   /** Something worth keeping across an engine restart changed (a run's status or container). */
   changed: () => void;
   log: Logger;
@@ -67,6 +73,8 @@ export const exitError = (code: number) => `task: non-zero exit (${code})`;
 
 export class Executor {
   private readonly runs = new Map<string, Live>();
+  /** Tasks plugged into overlay networks: their container's process (its namespace). */
+  private readonly pids = new Map<string, number>();
   readonly secrets = new Map<string, AssignedObject>();
   readonly configs = new Map<string, AssignedObject>();
 
@@ -121,6 +129,7 @@ export class Executor {
     const done = run.chain.then(async () => {
       run.watching?.abort();
       await this.removeContainer(run);
+      await this.unplug(taskId);
       await this.deps.files.remove(taskId);
       this.runs.delete(taskId);
       this.deps.changed();
@@ -199,7 +208,9 @@ export class Executor {
     try {
       const image = await this.ensureImage(a);
       const files = await this.deps.files.prepare(a, this.secrets, this.configs);
-      const spec = taskContainer(a, this.deps.node(), image, files);
+      const overlay =
+        this.deps.overlay && onOverlay(a) ? await this.deps.overlay.gatewayAddress() : undefined;
+      const spec = taskContainer(a, this.deps.node(), image, files, overlay);
       // a container of this task left by an engine that died while making it
       await this.deps.containers.remove(spec.name, { force: true }).catch(() => {});
       const created = await this.deps.containers.create({
@@ -251,6 +262,18 @@ export class Executor {
     }
     run.watching = watching;
     const view = await this.deps.containers.inspect(containerId).catch(() => undefined);
+    try {
+      await this.plug(a, view?.State.Pid ?? 0);
+    } catch (err) {
+      watching.abort();
+      await this.deps.containers.stop(containerId, { timeout: 0 }).catch(() => {});
+      await this.unplug(a.Task.ID);
+      this.setStatus(run, 'failed', run.status.Message, {
+        Err: `cannot attach the task to its networks: ${errorMessage(err)}`,
+        ContainerStatus: containerStatus(containerId),
+      });
+      return;
+    }
     this.setStatus(run, 'running', 'started', {
       ContainerStatus: containerStatus(containerId, view?.State.Pid ?? 0),
       ...(a.Service.HostPorts.length > 0 && view
@@ -312,6 +335,7 @@ export class Executor {
       exitCode = (await this.deps.containers.inspect(run.containerId).catch(() => undefined))?.State.ExitCode;
     }
     await this.deps.files.remove(run.assigned.Task.ID);
+    await this.unplug(run.assigned.Task.ID);
     if (!wasTerminal) {
       this.setStatus(run, 'shutdown', 'shutdown', {
         ...(run.status.ContainerStatus?.ContainerID
@@ -319,6 +343,74 @@ export class Executor {
           : {}),
       });
     }
+  }
+
+  /** A started task container on overlay networks joins them, and its VIP table is set. */
+  private async plug(a: AssignedTask, pid: number): Promise<void> {
+    const overlay = this.deps.overlay;
+    if (!overlay || !onOverlay(a)) return;
+    if (!pid) throw new Error('the container has no process');
+    await overlay.attach({
+      taskId: a.Task.ID,
+      netns: sandboxOf(pid),
+      attachments: (a.Task.NetworksAttachments ?? []).map((n) => ({
+        networkId: n.Network.ID,
+        address: n.Addresses[0] ?? '',
+      })),
+    });
+    this.pids.set(a.Task.ID, pid);
+    await this.balance(a.Task.ID);
+  }
+
+  private async unplug(taskId: string): Promise<void> {
+    const pid = this.pids.get(taskId);
+    this.pids.delete(taskId);
+    if (pid && this.deps.lb) await this.deps.lb.clear(sandboxOf(pid)).catch(() => {});
+    await this.deps.overlay
+      ?.detach(taskId)
+      .catch((err: unknown) =>
+        this.deps.log.warn('cannot detach a task from its networks', { taskId, error: errorMessage(err) }),
+      );
+  }
+
+  /**
+   * The managers' picture of the node's networks came or changed: running tasks not plugged yet
+   * (after an engine restart, whose start swept the overlay plumbing) are plugged again, and each
+   * plugged task's VIP table set again.
+   */
+  async overlayChanged(): Promise<void> {
+    const overlay = this.deps.overlay;
+    if (!overlay) return;
+    for (const run of this.runs.values()) {
+      const id = run.assigned.Task.ID;
+      if (!onOverlay(run.assigned) || overlay.attached(id) || !run.containerId || run.stopping) continue;
+      if (run.status.State !== 'running') continue;
+      const view = await this.deps.containers.inspect(run.containerId).catch(() => undefined);
+      if (!view?.State.Running) continue;
+      await this.plug(run.assigned, view.State.Pid).catch((err: unknown) =>
+        this.deps.log.warn('cannot attach a task to its networks again', {
+          taskId: id,
+          error: errorMessage(err),
+        }),
+      );
+    }
+    for (const id of this.pids.keys()) await this.balance(id);
+  }
+
+  private async balance(taskId: string): Promise<void> {
+    const pid = this.pids.get(taskId);
+    const lb = this.deps.lb;
+    if (!pid || !lb || !this.deps.overlay) return;
+    // a VIP with no running task behind it has nothing to spread over: left out of the table
+    const vips = this.deps.overlay
+      .vipsFor(taskId)
+      .filter((v) => v.backends.length > 0)
+      .map((v) => ({ vip: v.vip, backends: v.backends }));
+    await lb
+      .apply(sandboxOf(pid), vips)
+      .catch((err: unknown) =>
+        this.deps.log.warn('cannot set a task VIP table', { taskId, error: errorMessage(err) }),
+      );
   }
 
   private async removeContainer(run: Live): Promise<void> {
@@ -367,6 +459,16 @@ export class Executor {
     }
     throw notFound(`No such image: ${ref}`);
   }
+}
+
+/** The task has addresses on swarm networks. */
+function onOverlay(a: AssignedTask): boolean {
+  return (a.Task.NetworksAttachments ?? []).length > 0;
+}
+
+/** A container's network namespace by its process, as the load balancer takes it. */
+function sandboxOf(pid: number): string {
+  return `/proc/${pid}/ns/net`;
 }
 
 /** A reference as written split for a pull: the digest if any, else the tag, else `latest`. */

@@ -16,7 +16,11 @@ import type { ClientTls } from '../cluster-api/client.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import { type AgentContainers, type AgentImages, Executor, type SavedRun } from './executor.js';
+import type { IngressMesh } from './ingress-port.js';
+import { IngressSandbox } from './ingress-sandbox.js';
+import type { ServiceLb } from './lb-port.js';
 import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
+import type { OverlayPort } from './overlay-port.js';
 import { StatusReporter } from './status-reporter.js';
 import type { TaskFiles } from './task-files.js';
 
@@ -73,6 +77,12 @@ export interface NodeAgentOptions {
       tls: Required<ClientTls>,
     ) => Promise<LogPublishAnswer>;
   };
+  /** The node's overlay data plane (absent: tasks on overlay networks run without it). */
+  overlay?: OverlayPort;
+  /** The VIP load balancer (absent: none). */
+  lb?: ServiceLb;
+  /** The node's routing mesh (absent: ingress-published ports answer nowhere). */
+  ingress?: IngressMesh;
   /** Backoff between connection attempts: first and largest (ms). */
   backoffMs?: { first: number; max: number };
 }
@@ -99,6 +109,7 @@ export class NodeAgent implements SwarmAgent {
   private saveTimer?: NodeJS.Timeout;
   private readonly statePath: string;
   private publisher?: LogPublisher;
+  private mesh?: IngressSandbox;
 
   constructor(private readonly opts: NodeAgentOptions) {
     this.statePath = join(opts.stateDir, 'agent-tasks.json');
@@ -123,8 +134,20 @@ export class NodeAgent implements SwarmAgent {
       report: (id, status) => reporter.report(id, status),
       changed: () => this.scheduleSave(),
       log: this.opts.log,
+      ...(this.opts.overlay ? { overlay: this.opts.overlay } : {}),
+      ...(this.opts.lb ? { lb: this.opts.lb } : {}),
     });
     this.executor = executor;
+    this.mesh =
+      this.opts.overlay && this.opts.ingress
+        ? new IngressSandbox(this.opts.overlay, this.opts.ingress, this.opts.log)
+        : undefined;
+    // what an earlier engine plumbed goes; running tasks are plugged again once the picture comes
+    await this.opts.overlay
+      ?.sweep()
+      .catch((err: unknown) =>
+        this.opts.log.warn('cannot sweep the overlay networks', { error: errorMessage(err) }),
+      );
     const logs = this.opts.logs;
     this.publisher = logs
       ? new LogPublisher({
@@ -160,6 +183,12 @@ export class NodeAgent implements SwarmAgent {
     if (executor) for (const id of executor.taskIds()) await executor.drop(id);
     await this.removeStale(new Set());
     await this.opts.files.removeAll();
+    await this.mesh
+      ?.leave()
+      .catch((err: unknown) =>
+        this.opts.log.warn('cannot remove the routing mesh', { error: errorMessage(err) }),
+      );
+    await this.opts.overlay?.sweep();
     await rm(this.statePath, { force: true });
     if (this.saveTimer) clearTimeout(this.saveTimer);
     this.saveTimer = undefined;
@@ -269,12 +298,16 @@ export class NodeAgent implements SwarmAgent {
     executor.configs.clear();
     for (const o of m.secrets) executor.secrets.set(o.ID, o);
     for (const o of m.configs) executor.configs.set(o.ID, o);
+    // the networks' picture before any task is plugged into them
+    if (m.overlay) await this.opts.overlay?.sync(m.overlay);
     const keep = new Set(m.tasks.map((t) => t.Task.ID));
     // what this node no longer has goes before anything else runs
     for (const id of executor.taskIds()) if (!keep.has(id)) await executor.drop(id);
     await this.removeStale(keep);
     for (const t of m.tasks) executor.assign(t);
     this.reporter?.flush();
+    await executor.overlayChanged();
+    await this.mesh?.sync(m.overlay?.ingress);
     this.opts.log.debug('assignments received', { manager: addr, tasks: m.tasks.length });
   }
 
@@ -283,11 +316,16 @@ export class NodeAgent implements SwarmAgent {
     if (!executor) return;
     for (const o of m.secrets) executor.secrets.set(o.ID, o);
     for (const o of m.configs) executor.configs.set(o.ID, o);
+    if (m.overlay) await this.opts.overlay?.sync(m.overlay);
     // not awaited: a removal waits for its task's operation under way (a pull...), not the others
     for (const id of m.removed) void executor.drop(id);
     for (const t of m.tasks) executor.assign(t);
     for (const id of m.removedSecrets) executor.secrets.delete(id);
     for (const id of m.removedConfigs) executor.configs.delete(id);
+    if (m.overlay) {
+      await executor.overlayChanged();
+      await this.mesh?.sync(m.overlay.ingress);
+    }
   }
 
   /** Task containers on this engine whose task is not in `keep` (and not run): removed. */

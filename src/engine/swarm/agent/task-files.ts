@@ -11,8 +11,7 @@ import { expandPayload, type PayloadFunctions } from './templates.js';
  * A task's secrets and configs on its node: files in a tmpfs of the task's own
  * (`<exec-root>/swarm/tasks/<task>`, never on disk), each with its File's owner and mode (0444 by
  * default), bound read-only into the container at its target; a templated one expanded for the
- * task (templates.ts). Unmounted and removed with the
- * task, and all of them when the node leaves.
+ * task (templates.ts). Unmounted and removed with the task, and all of them when the node leaves.
  */
 
 export type TmpfsHost = Pick<VolumeOps, 'mount' | 'unmount' | 'mountsUnder'>;

@@ -3,6 +3,7 @@ import type { Logger } from '../../../common/log.js';
 import { keys } from '../keys.js';
 import { LogBroker } from '../logs/log-broker.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
+import { nodeOverlay } from '../networks/node-overlay.js';
 import { unseal } from '../seal.js';
 import { objectKeys } from '../secrets/object-keys.js';
 import type { StoredObject } from '../secrets/secrets.types.js';
@@ -63,6 +64,13 @@ function referenced(tasks: Iterable<AssignedTask>): { secrets: Set<string>; conf
   return { secrets, configs };
 }
 
+/** What a stream has sent so far: the objects, and the overlay picture (as JSON). */
+interface Sent {
+  secrets: Set<string>;
+  configs: Set<string>;
+  overlay: string;
+}
+
 export class TaskDispatch implements AgentApiHandlers {
   constructor(
     private readonly store: ClusterStore,
@@ -98,7 +106,7 @@ export class TaskDispatch implements AgentApiHandlers {
     // each service read once per message (a service changed since is read again for the next)
     const services = new Map<string, AssignedService>();
     const current = new Map<string, { task: AssignedTask; text: string }>();
-    const sent = { secrets: new Set<string>(), configs: new Set<string>() };
+    const sent: Sent = { secrets: new Set<string>(), configs: new Set<string>(), overlay: '' };
 
     const list = await this.store.range(keys.tasks);
     for (const kv of list.kvs) {
@@ -112,11 +120,14 @@ export class TaskDispatch implements AgentApiHandlers {
     const configs = await this.objects('config', refs.configs);
     for (const o of secrets) sent.secrets.add(o.ID);
     for (const o of configs) sent.configs.add(o.ID);
+    const overlay = await nodeOverlay(this.store, nodeId);
+    sent.overlay = JSON.stringify(overlay);
     send({
       type: 'full',
       tasks: [...current.values()].map((c) => c.task),
       secrets,
       configs,
+      overlay,
       managers: await this.managers(),
       periodMs,
     });
@@ -158,7 +169,7 @@ export class TaskDispatch implements AgentApiHandlers {
     nodeId: string,
     events: WatchEvent[],
     current: Map<string, { task: AssignedTask; text: string }>,
-    sent: { secrets: Set<string>; configs: Set<string> },
+    sent: Sent,
     send: (m: AssignmentMessage) => void,
   ): Promise<void> {
     const services = new Map<string, AssignedService>();
@@ -178,7 +189,14 @@ export class TaskDispatch implements AgentApiHandlers {
         removed.add(id);
       }
     }
-    if (changed.size === 0 && removed.size === 0) return;
+    // the overlay picture changes with any task on the node's networks, on whatever node
+    const overlay = (await this.overlayMoved(events, sent))
+      ? await nodeOverlay(this.store, nodeId)
+      : undefined;
+    const overlayText = overlay ? JSON.stringify(overlay) : sent.overlay;
+    const overlayChanged = overlayText !== sent.overlay;
+    sent.overlay = overlayText;
+    if (changed.size === 0 && removed.size === 0 && !overlayChanged) return;
     const refs = referenced([...current.values()].map((c) => c.task));
     const secrets = await this.objects(
       'secret',
@@ -202,7 +220,20 @@ export class TaskDispatch implements AgentApiHandlers {
       configs,
       removedSecrets,
       removedConfigs,
+      ...(overlayChanged && overlay ? { overlay } : {}),
     });
+  }
+
+  /** Whether a batch may change the node's overlay picture: a task with attachments came, changed or went. */
+  private async overlayMoved(events: WatchEvent[], sent: Sent): Promise<boolean> {
+    for (const e of events) {
+      if (e.type === 'delete') {
+        if (sent.overlay.includes('"peers":[{')) return true;
+        continue;
+      }
+      if (e.kv.value.includes('"NetworksAttachments"')) return true;
+    }
+    return false;
   }
 
   private async assigned(task: StoredTask, services: Map<string, AssignedService>): Promise<AssignedTask> {

@@ -1,3 +1,4 @@
+import type { NodeOverlayState } from '../../network/overlay/overlay.types.js';
 import type { LogStreamMessage } from '../logs/log-broker.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import type { PortConfig } from '../services/service.types.js';
@@ -42,6 +43,8 @@ export interface FullAssignments {
   secrets: AssignedObject[];
   configs: AssignedObject[];
   managers: ManagerAddress[];
+  /** The overlay networks of the node's tasks: peers and names (swarm/networks/node-overlay.ts). */
+  overlay?: NodeOverlayState;
   /** The line rhythm: a ping at least this often (the dispatcher's heartbeat period, ms). */
   periodMs: number;
 }
@@ -58,6 +61,8 @@ export interface AssignmentChanges {
   /** Secrets and configs no task of the node references any more. */
   removedSecrets: string[];
   removedConfigs: string[];
+  /** The node's overlay picture when it changed (absent: as before). */
+  overlay?: NodeOverlayState;
 }
 
 export interface AssignmentPing {

@@ -7,6 +7,7 @@ import { ETCD_PEER_CN } from '../etcd/etcd-args.js';
 import { keys } from '../keys.js';
 import type { LocalState } from '../local-state.js';
 import { ALREADY_IN_SWARM } from '../messages.js';
+import { SwarmNetworks } from '../networks/swarm-networks.js';
 import { describeNode, parseAvailability } from '../nodes/node-description.js';
 import { PEER_CERT_MS, type StoredCluster, type StoredManager, type StoredNode } from '../records.js';
 import { newDek, seal } from '../seal.js';
@@ -115,6 +116,12 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
       ],
     );
     if (!created.succeeded) throw new Error('the new etcd member already holds a swarm');
+    // dockerd's init makes the ingress network (Ingress, 10.0.0.0/24, VNI 4096)
+    await new SwarmNetworks({
+      swarm: { managerStore: () => store, isManager: () => true },
+      log: opts.log,
+      esp: async () => false,
+    }).createIngress();
     if (unlockKey) await protectKeys(ctx, unlockKey);
     await runtime.openClusterApi(local);
     await runtime.startLiveness(spec);

@@ -1,6 +1,8 @@
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { keys, PREFIX } from '../keys.js';
+import type { IpamOwner, StoredSwarmNetwork } from '../networks/network.types.js';
+import { networkKeys } from '../networks/network-keys.js';
 import type { StoredService } from '../services/service.types.js';
 import type { ClusterStore, KeyValue, Watch, WatchEvent } from '../store/cluster-store.js';
 import type { SwarmNode } from '../swarm.types.js';
@@ -20,6 +22,10 @@ export interface ClusterSnapshot {
   services: ReadonlyMap<string, Versioned<StoredService>>;
   tasks: ReadonlyMap<string, Versioned<StoredTask>>;
   nodes: ReadonlyMap<string, Versioned<StoredNode>>;
+  /** Swarm networks (`P/networks/<id>`). */
+  networks: ReadonlyMap<string, Versioned<StoredSwarmNetwork>>;
+  /** Address claims, by `<networkID>/<ip>` (`P/ipam/<networkID>/<ip>`). */
+  ipam: ReadonlyMap<string, Versioned<IpamOwner>>;
   /** Nodes whose liveness key exists. */
   live: ReadonlySet<string>;
   /** When each node without a liveness key was first seen without it (ms). */
@@ -39,6 +45,8 @@ export class ClusterView implements ClusterSnapshot {
   readonly services = new Map<string, Versioned<StoredService>>();
   readonly tasks = new Map<string, Versioned<StoredTask>>();
   readonly nodes = new Map<string, Versioned<StoredNode>>();
+  readonly networks = new Map<string, Versioned<StoredSwarmNetwork>>();
+  readonly ipam = new Map<string, Versioned<IpamOwner>>();
   readonly live = new Set<string>();
   readonly downSince = new Map<string, number>();
   taskHistoryLimit = DEFAULT_TASK_HISTORY;
@@ -63,6 +71,8 @@ export class ClusterView implements ClusterSnapshot {
     this.services.clear();
     this.tasks.clear();
     this.nodes.clear();
+    this.networks.clear();
+    this.ipam.clear();
     this.live.clear();
     this.tombstones.clear();
     for (const kv of all.kvs) this.put(kv);
@@ -169,6 +179,8 @@ export class ClusterView implements ClusterSnapshot {
     if (key.startsWith(keys.services)) return { prefix: keys.services, map: this.services };
     if (key.startsWith(keys.tasks)) return { prefix: keys.tasks, map: this.tasks };
     if (key.startsWith(keys.nodes)) return { prefix: keys.nodes, map: this.nodes };
+    if (key.startsWith(networkKeys.all)) return { prefix: networkKeys.all, map: this.networks };
+    if (key.startsWith(networkKeys.ipamAll)) return { prefix: networkKeys.ipamAll, map: this.ipam };
     return undefined;
   }
 }

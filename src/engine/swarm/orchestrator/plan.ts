@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { rfc3339Nano } from '../../../common/time.js';
+import type { IpamOwner } from '../networks/network.types.js';
 import type { StoredService } from '../services/service.types.js';
 import { type StoredTask, stateRank, type TaskState } from '../tasks/task.types.js';
 import type { ClusterSnapshot, StoredNode, Versioned } from './cluster-view.js';
@@ -15,6 +16,15 @@ export class Plan {
   readonly services = new Map<string, StoredService>();
   private wake?: number;
   readonly timestamp: string;
+  /**
+   * Addresses claimed in this pass (`<networkID>/<ip>` → its owner), written in the same
+   * transaction as the task or service that holds them (create-if-absent).
+   */
+  readonly ipamClaims = new Map<string, IpamOwner>();
+  /** Tasks that need addresses the allocator could not give (the scheduler leaves them waiting). */
+  readonly unallocated = new Set<string>();
+  /** Claims to delete (`<networkID>/<ip>`): their holder is gone. */
+  readonly ipamReleases = new Set<string>();
 
   constructor(
     readonly snap: ClusterSnapshot,

@@ -1,3 +1,4 @@
+import { allocateNetworks, releaseAddresses } from '../networks/allocator.js';
 import type { ClusterSnapshot } from './cluster-view.js';
 import { reconcileGlobal } from './global.js';
 import { reconcileJob } from './jobs.js';
@@ -39,7 +40,11 @@ export function reconcile(snap: ClusterSnapshot, now: number, newId: () => strin
     }
     updateService(plan, mem, id, service);
   }
+  // addresses before placement: a task runs nowhere before it has them
+  allocateNetworks(plan);
   schedule(plan);
   reap(plan);
+  // the reaped tasks' and gone VIPs' addresses go back
+  releaseAddresses(plan);
   return plan;
 }

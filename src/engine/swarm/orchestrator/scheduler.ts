@@ -38,6 +38,8 @@ export function schedule(plan: Plan): void {
   for (const t of waiting) {
     if (t.Status.State === 'new' || t.Status.State === 'allocated')
       plan.setStatus(t, 'pending', PENDING_MESSAGE);
+    // no addresses on its networks yet (a full block): no node may run it
+    if (plan.unallocated.has(t.ID)) continue;
     const service = plan.services.get(t.ServiceID);
     const candidates = t.NodeID ? [infos.get(t.NodeID)].filter((i) => i !== undefined) : [...infos.values()];
     const failures = new Map<Filter, number>();

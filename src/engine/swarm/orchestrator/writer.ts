@@ -1,6 +1,8 @@
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { keys } from '../keys.js';
+import type { IpamOwner } from '../networks/network.types.js';
+import { networkKeys } from '../networks/network-keys.js';
 import type { ClusterStore, Compare, TxnOp } from '../store/cluster-store.js';
 import type { Plan } from './plan.js';
 
@@ -26,11 +28,34 @@ export interface WriteResult {
   deposed: boolean;
 }
 
+/** One change and what must go with it (its addresses' claims): one key or a few, all or none. */
 interface Write {
-  key: string;
-  compare: Compare;
-  op: TxnOp;
-  value?: string;
+  compares: Compare[];
+  ops: TxnOp[];
+  /** What the view takes once it went through (a value, or undefined for a delete). */
+  applies: { key: string; value?: string }[];
+}
+
+function single(key: string, compare: Compare, value?: string): Write {
+  return {
+    compares: [compare],
+    ops: [value === undefined ? { delete: { key } } : { put: { key, value } }],
+    applies: [{ key, value }],
+  };
+}
+
+/** The address claims of `owner` made in this pass, joined to its write (create-if-absent). */
+function withClaims(plan: Plan, w: Write, owner: (o: IpamOwner) => boolean): Write {
+  for (const [id, o] of plan.ipamClaims) {
+    if (!owner(o)) continue;
+    const slash = id.indexOf('/');
+    const key = networkKeys.ipam(id.slice(0, slash), id.slice(slash + 1));
+    const value = JSON.stringify(o);
+    w.compares.push({ key, target: 'create', op: 'equal', value: 0 });
+    w.ops.push({ put: { key, value } });
+    w.applies.push({ key, value });
+  }
+  return w;
 }
 
 const BATCH = 50;
@@ -39,17 +64,26 @@ export function writesOf(plan: Plan): Write[] {
   const out: Write[] = [];
   for (const c of plan.serviceChanges()) {
     const key = keys.service(c.id);
-    const value = JSON.stringify(c.after);
-    out.push({ key, value, compare: mod(key, c.before?.modRevision ?? 0), op: { put: { key, value } } });
+    const w = single(key, mod(key, c.before?.modRevision ?? 0), JSON.stringify(c.after));
+    out.push(withClaims(plan, w, (o) => o.kind === 'vip' && o.service === c.id));
   }
   for (const c of plan.taskChanges()) {
     const key = keys.task(c.id);
     const compare = mod(key, c.before?.modRevision ?? 0);
-    if (c.after === undefined) out.push({ key, compare, op: { delete: { key } } });
+    if (c.after === undefined) out.push(single(key, compare));
     else {
-      const value = JSON.stringify(c.after);
-      out.push({ key, value, compare, op: { put: { key, value } } });
+      const w = single(key, compare, JSON.stringify(c.after));
+      out.push(withClaims(plan, w, (o) => o.kind === 'task' && o.task === c.id));
     }
+  }
+  // a node's ingress sandbox address: a write of its own
+  for (const o of plan.ipamClaims.values()) {
+    if (o.kind === 'node') out.push(withClaims(plan, { compares: [], ops: [], applies: [] }, (x) => x === o));
+  }
+  for (const id of plan.ipamReleases) {
+    const slash = id.indexOf('/');
+    const key = networkKeys.ipam(id.slice(0, slash), id.slice(slash + 1));
+    out.push(single(key, mod(key, plan.snap.ipam.get(id)?.modRevision ?? 0)));
   }
   return out;
 }
@@ -89,12 +123,12 @@ async function attempt(target: WriteTarget, batch: Write[]): Promise<'ok' | 'con
   if (!guard) return 'deposed';
   try {
     const res = await target.store.txn(
-      [guard, ...batch.map((w) => w.compare)],
-      batch.map((w) => w.op),
+      [guard, ...batch.flatMap((w) => w.compares)],
+      batch.flatMap((w) => w.ops),
       [{ get: { key: guard.key } }],
     );
     if (res.succeeded) {
-      for (const w of batch) target.applyWrite(w.key, w.value, res.revision);
+      for (const w of batch) for (const a of w.applies) target.applyWrite(a.key, a.value, res.revision);
       return 'ok';
     }
     const held = res.gets[0]?.[0];

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import { keys, PREFIX } from '../keys.js';
+import { networkKeys } from '../networks/network-keys.js';
 import { objectKeys } from '../secrets/object-keys.js';
 import type { StoredObject } from '../secrets/secrets.types.js';
 import type { ClusterStore, Watch, WatchEvent } from '../store/cluster-store.js';
@@ -15,7 +16,7 @@ import type { StoredService } from './service.types.js';
  */
 
 export type ObjectPublish = (
-  type: 'service' | 'secret' | 'config',
+  type: 'service' | 'secret' | 'config' | 'network',
   action: string,
   id: string,
   attributes: Record<string, string>,
@@ -32,6 +33,8 @@ const KINDS = [
   { type: 'service', prefix: keys.services },
   { type: 'secret', prefix: objectKeys('secret').all },
   { type: 'config', prefix: objectKeys('config').all },
+  // swarm networks: create and remove (their Spec.Name, as secrets' and configs')
+  { type: 'network', prefix: networkKeys.all },
 ] as const;
 
 function serviceSeen(value: string): ServiceSeen {

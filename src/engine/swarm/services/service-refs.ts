@@ -1,5 +1,6 @@
 import { forbidden, notFound } from '../../../common/errors.js';
 import { keys, PREFIX } from '../keys.js';
+import { networkKeys } from '../networks/network-keys.js';
 import { objectKeys } from '../secrets/object-keys.js';
 import type { ObjectKind } from '../secrets/secrets.types.js';
 import { rpcInvalid } from '../secrets/validate.js';
@@ -20,12 +21,6 @@ export interface LocalNetworks {
 }
 
 const PREDEFINED = new Set(['bridge', 'host', 'none']);
-
-/** Swarm-scope networks in etcd (`P/networks/<id>`, names in `P/names/networks/<name>`). */
-const networkKeys = {
-  all: `${PREFIX}/networks/`,
-  object: (id: string) => `${PREFIX}/networks/${id}`,
-};
 
 interface StoredNetwork {
   ID: string;

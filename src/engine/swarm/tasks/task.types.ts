@@ -3,6 +3,7 @@
  * forward in TASK_STATES' order; a late, older report never moves it back.
  */
 
+import type { SwarmApiNetwork } from '../networks/network.types.js';
 import type { PortConfig, TaskSpec } from '../services/service.types.js';
 import type { Version } from '../swarm.types.js';
 
@@ -47,8 +48,8 @@ export interface TaskStatus {
 }
 
 export interface NetworkAttachment {
-  /** The swarm network object as GET /networks shows it. */
-  Network: { ID: string; Spec?: unknown };
+  /** The swarm API's Network object (Spec, DriverState with the VNI list, IPAMOptions). */
+  Network: SwarmApiNetwork;
   Addresses: string[];
 }
 

@@ -215,6 +215,8 @@ describe('the replicated orchestrator and the restart supervisor', () => {
       services: new Map(),
       tasks: new Map(),
       nodes: new Map(),
+      networks: new Map(),
+      ipam: new Map(),
       live: new Set<string>(),
       downSince: new Map(),
       taskHistoryLimit: 5,

@@ -1,0 +1,21 @@
+import type { NodeOverlayState, OverlayTask, OverlayVip } from '../../network/overlay/overlay.types.js';
+
+/**
+ * What the agent asks of the node's overlay data plane (src/engine/network/overlay/
+ * overlay-networks.ts; a fake in unit tests).
+ */
+export interface OverlayPort {
+  /** The managers' picture of the node's networks (peers, names) changed. */
+  sync(state: NodeOverlayState): Promise<void>;
+  /** The DNS server a task container on overlay networks gets (the gateway bridge's address). */
+  gatewayAddress(): Promise<string>;
+  /** A started task container joins its networks and the gateway bridge. */
+  attach(task: OverlayTask): Promise<void>;
+  /** The task's container stopped or went. */
+  detach(taskId: string): Promise<void>;
+  attached(taskId: string): boolean;
+  /** The VIP tables of the task's networks. */
+  vipsFor(taskId: string): OverlayVip[];
+  /** Engine start and leave: whatever is plumbed goes. */
+  sweep(): Promise<void>;
+}
