@@ -1,11 +1,14 @@
-import { invalidParameter } from '../../../common/errors.js';
+import { executeGoTemplate, type GoFunc, GoMap, type GoStruct } from './go-template.js';
 
 /**
- * swarmkit's placeholders in a task's Hostname, Env and mount sources and targets, expanded per
- * task on its node: `{{.Service.ID}}`, `{{.Service.Name}}`, `{{.Service.Labels}}` (Go's map
- * print), `{{index .Service.Labels "k"}}`, `{{.Node.ID}}`, `{{.Node.Hostname}}`,
- * `{{.Node.Platform.OS}}`, `{{.Node.Platform.Architecture}}`, `{{.Task.ID}}`, `{{.Task.Name}}`,
- * `{{.Task.Slot}}` (the node's ID for a task without a slot, as swarmkit).
+ * swarmkit's templates (its template/context.go), expanded per task on its node with Go's
+ * text/template rules (go-template.ts): the placeholders `{{.Service.ID}}`, `{{.Service.Name}}`,
+ * `{{.Service.Labels}}` (Go's map print), `{{index .Service.Labels "k"}}`, `{{.Node.ID}}`,
+ * `{{.Node.Hostname}}`, `{{.Node.Platform.OS}}`, `{{.Node.Platform.Architecture}}`,
+ * `{{.Task.ID}}`, `{{.Task.Name}}`, `{{.Task.Slot}}` (the node's ID for a task without a slot) in a
+ * task's Hostname, Env and mount sources and targets; and in the data of a secret or config
+ * created with `Templating {Name: "golang"}`, also `{{env "X"}}`, `{{secret "target"}}`,
+ * `{{config "target"}}` and swarmkit's `{{join sep a b…}}`.
  */
 
 export interface TemplateContext {
@@ -14,50 +17,59 @@ export interface TemplateContext {
   Task: { ID: string; Name: string; Slot: string };
 }
 
-/** Go's `fmt.Print` of a map[string]string: `map[a:1 b:2]`, keys sorted. */
-function goMap(m: Record<string, string>): string {
-  const entries = Object.keys(m)
-    .sort()
-    .map((k) => `${k}:${m[k]}`);
-  return `map[${entries.join(' ')}]`;
+/** The functions a payload template calls besides Go's builtins. */
+export interface PayloadFunctions {
+  /** The value of a variable of the task's container Env ('' when unset). */
+  env(name: string): string;
+  /** The data of the task's secret with this target name; throws when the task has none. */
+  secret(target: string): string;
+  config(target: string): string;
 }
 
-function field(ctx: TemplateContext, path: string): string {
-  switch (path) {
-    case '.Service.ID':
-      return ctx.Service.ID;
-    case '.Service.Name':
-      return ctx.Service.Name;
-    case '.Service.Labels':
-      return goMap(ctx.Service.Labels);
-    case '.Node.ID':
-      return ctx.Node.ID;
-    case '.Node.Hostname':
-      return ctx.Node.Hostname;
-    case '.Node.Platform.OS':
-      return ctx.Node.Platform.OS;
-    case '.Node.Platform.Architecture':
-      return ctx.Node.Platform.Architecture;
-    case '.Task.ID':
-      return ctx.Task.ID;
-    case '.Task.Name':
-      return ctx.Task.Name;
-    case '.Task.Slot':
-      return ctx.Task.Slot;
-    default:
-      throw invalidParameter(`template: can't evaluate field ${path.slice(1)}`);
-  }
+/** The context as Go's template sees it (field order as swarmkit's struct, for a struct print). */
+function dot(ctx: TemplateContext): GoStruct {
+  return {
+    Service: { ID: ctx.Service.ID, Name: ctx.Service.Name, Labels: new GoMap(ctx.Service.Labels) },
+    Node: {
+      ID: ctx.Node.ID,
+      Hostname: ctx.Node.Hostname,
+      Platform: { Architecture: ctx.Node.Platform.Architecture, OS: ctx.Node.Platform.OS },
+    },
+    Task: { ID: ctx.Task.ID, Name: ctx.Task.Name, Slot: ctx.Task.Slot },
+  };
 }
 
-const ACTION = /\{\{-?\s*(.*?)\s*-?\}\}/g;
+/** swarmkit's own function: `join sep a b…`. */
+const join: GoFunc = (...args) => {
+  if (args.length === 0) throw new Error('wrong number of args for join: want at least 1 got 0');
+  const strs = args.map((a) => {
+    if (typeof a !== 'string') throw new Error('wrong type for value; expected string');
+    return a;
+  });
+  return strs.slice(1).join(strs[0]);
+};
 
-/** `text` with its placeholders expanded; an unknown one fails (the task is rejected). */
+function stringArg(name: string, f: (s: string) => string): GoFunc {
+  return (...args) => {
+    if (args.length !== 1) throw new Error(`wrong number of args for ${name}: want 1 got ${args.length}`);
+    const [a] = args;
+    if (typeof a !== 'string') throw new Error('wrong type for value; expected string');
+    return f(a);
+  };
+}
+
+/** `text` with its placeholders expanded (a spec field); a bad template fails (the task is rejected). */
 export function expandTemplate(text: string, ctx: TemplateContext): string {
   if (!text.includes('{{')) return text;
-  return text.replace(ACTION, (_all, body: string) => {
-    const index = /^index\s+\.Service\.Labels\s+"([^"]*)"$/.exec(body);
-    if (index) return ctx.Service.Labels[index[1] ?? ''] ?? '';
-    if (/^\.[A-Za-z.]+$/.test(body)) return field(ctx, body);
-    throw invalidParameter(`template: unsupported action {{${body}}}`);
+  return executeGoTemplate(text, dot(ctx), { join });
+}
+
+/** A templated secret's or config's data for one task. */
+export function expandPayload(text: string, ctx: TemplateContext, fns: PayloadFunctions): string {
+  return executeGoTemplate(text, dot(ctx), {
+    join,
+    env: stringArg('env', (s) => fns.env(s)),
+    secret: stringArg('secret', (s) => fns.secret(s)),
+    config: stringArg('config', (s) => fns.config(s)),
   });
 }

@@ -272,7 +272,8 @@ export class TaskDispatch implements AgentApiHandlers {
       const kv = await this.store.get(k.object(id));
       if (!kv) continue;
       const o = JSON.parse(kv.value) as StoredObject;
-      out.push({ ID: o.ID, Name: o.Spec.Name, Data: unseal(this.dek, o._.data) });
+      const templating = o.Spec.Templating ? { Templating: { Name: o.Spec.Templating.Name } } : {};
+      out.push({ ID: o.ID, Name: o.Spec.Name, Data: unseal(this.dek, o._.data), ...templating });
     }
     return out;
   }

@@ -32,6 +32,8 @@ export interface AssignedObject {
   ID: string;
   Name: string;
   Data: string;
+  /** `{Name: "golang"}`: the data is a template the agent expands per task (agent/templates.ts). */
+  Templating?: { Name: string };
 }
 
 /** The first line of the stream: everything the node has to run. */

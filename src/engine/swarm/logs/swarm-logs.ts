@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type { LogChunk } from '../../containers/io/io.types.js';
 import { detailsPrefix, fixedNano } from '../../containers/io/logs.js';
-import type { Task } from '../tasks/task.types.js';
+import { stateRank, type Task } from '../tasks/task.types.js';
 import type { LogBroker, LogOptions } from './log-broker.js';
 import type { AgentLogLine } from './logs.types.js';
 
@@ -32,6 +34,8 @@ export interface SwarmLogsDeps {
   };
   broker(): Promise<LogBroker>;
   log: Logger;
+  /** How often a followed service's tasks are listed for new ones (default 1 s). */
+  followPollMs?: number;
 }
 
 /** A line of a task's stdout or stderr, or (`system`) an error dockerd writes as "Error grabbing logs". */
@@ -55,22 +59,21 @@ export class SwarmLogs {
 
   async service(ref: string, q: SwarmLogsQuery): Promise<SwarmLogStream> {
     const tasks = await this.deps.tasks.list(new Map([['service', [ref]]]));
-    return this.stream(tasks, q);
+    return this.stream(tasks, q, ref);
   }
 
   async task(ref: string, q: SwarmLogsQuery): Promise<SwarmLogStream> {
     return this.stream([await this.deps.tasks.inspect(ref)], q);
   }
 
-  private async stream(tasks: Task[], q: SwarmLogsQuery): Promise<SwarmLogStream> {
+  /**
+   * The tasks' logs; following a service (`serviceRef`), the tasks that get a container later
+   * (a replacement, a scale-up) join the same stream, as swarmkit's broker adds them: the service's
+   * tasks are listed every `followPollMs`, and each new one is subscribed to on its node.
+   */
+  private async stream(tasks: Task[], q: SwarmLogsQuery, serviceRef?: string): Promise<SwarmLogStream> {
     const broker = await this.deps.broker();
-    const plan = new Map<string, string[]>();
     const serviceOf = new Map<string, string>();
-    for (const t of tasks) {
-      serviceOf.set(t.ID, t.ServiceID);
-      if (!t.NodeID) continue;
-      plan.set(t.NodeID, [...(plan.get(t.NodeID) ?? []), t.ID]);
-    }
     const tty = tasks.some((t) => t.Spec.ContainerSpec?.TTY === true);
     const options: LogOptions = {
       Follow: q.follow,
@@ -96,29 +99,88 @@ export class SwarmLogs {
     const queue = new BatchQueue();
     const error = (message: string) =>
       queue.push([{ stream: 'system', data: Buffer.from(`Error grabbing logs: ${message}\n`) }]);
-    void broker
-      .subscribe(
-        plan,
-        options,
-        (nodeId, lines) => queue.push(lines.map((l) => format(nodeId, l))),
-        (nodeId, message) => {
-          this.deps.log.warn('a node could not read task logs', { nodeId, error: message });
-          error(message);
-        },
-        q.signal,
-      )
-      .then(({ unreachable }) => {
-        if (unreachable.length > 0) {
-          error(
-            `warning: incomplete log stream. some logs could not be retrieved for the following reasons: ${unreachable
-              .map((n) => `node ${n} is not available`)
-              .join(', ')}`,
-          );
-        }
-      })
+    const subscribed = new Set<string>();
+    /** One subscription to these tasks on their nodes; settles when it is over. */
+    const open = (some: Task[]): Promise<void> => {
+      const plan = new Map<string, string[]>();
+      for (const t of some) {
+        subscribed.add(t.ID);
+        serviceOf.set(t.ID, t.ServiceID);
+        if (!t.NodeID) continue;
+        plan.set(t.NodeID, [...(plan.get(t.NodeID) ?? []), t.ID]);
+      }
+      return broker
+        .subscribe(
+          plan,
+          options,
+          (nodeId, lines) => queue.push(lines.map((l) => format(nodeId, l))),
+          (nodeId, message) => {
+            this.deps.log.warn('a node could not read task logs', { nodeId, error: message });
+            error(message);
+          },
+          q.signal,
+        )
+        .then(({ unreachable }) => {
+          if (unreachable.length > 0) {
+            error(
+              `warning: incomplete log stream. some logs could not be retrieved for the following reasons: ${unreachable
+                .map((n) => `node ${n} is not available`)
+                .join(', ')}`,
+            );
+          }
+        });
+    };
+    if (!q.follow || serviceRef === undefined) {
+      void open(tasks).finally(() => queue.end());
+      return { tty, batches: queue };
+    }
+    // following: a task joins once it has a container to read (one without yet joins later)
+    const open1 = open(tasks.filter(hasContainer));
+    void this.followNewTasks(serviceRef, subscribed, open, q.signal)
+      .then((more) => Promise.allSettled([open1, ...more]))
       .finally(() => queue.end());
     return { tty, batches: queue };
   }
+
+  /** Until `signal`: the service's tasks with a container not yet subscribed to, subscribed to. */
+  private async followNewTasks(
+    serviceRef: string,
+    subscribed: Set<string>,
+    open: (tasks: Task[]) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<Promise<void>[]> {
+    const opened: Promise<void>[] = [];
+    const every = this.deps.followPollMs ?? FOLLOW_POLL_MS;
+    while (!signal.aborted) {
+      await sleep(every, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted) break;
+      let tasks: Task[];
+      try {
+        tasks = await this.deps.tasks.list(new Map([['service', [serviceRef]]]));
+      } catch (err) {
+        // the service gone, or the store unreachable for a moment: what runs goes on
+        this.deps.log.debug('cannot list the followed service’s tasks', {
+          service: serviceRef,
+          error: errorMessage(err),
+        });
+        continue;
+      }
+      const fresh = tasks.filter((t) => !subscribed.has(t.ID) && hasContainer(t));
+      if (fresh.length > 0 && !signal.aborted) opened.push(open(fresh).catch(() => undefined));
+    }
+    return opened;
+  }
+}
+
+/** How often a followed service's tasks are listed for new ones. */
+const FOLLOW_POLL_MS = 1000;
+
+/** A task whose container exists on its node (it got as far as starting). */
+function hasContainer(t: Task): boolean {
+  return (
+    Boolean(t.NodeID && t.Status.ContainerStatus?.ContainerID) &&
+    stateRank(t.Status.State) >= stateRank('starting')
+  );
 }
 
 /** Batches pushed by callbacks, taken by one async reader. */

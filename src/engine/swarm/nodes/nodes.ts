@@ -5,32 +5,53 @@ import type { StoredManager, StoredNode } from '../records.js';
 import type { ClusterStore, KeyValue, TxnOp } from '../store/cluster-store.js';
 import type { NodeSpecUpdate, SwarmNode } from '../swarm.types.js';
 import type { SwarmContext } from '../swarm-context.js';
+import { MemberHealth, type Reachability } from './member-health.js';
 import { filterNodes } from './node-filters.js';
+import { type PeerProbe, probePeer } from './peer-probe.js';
 
 /**
  * The swarm's nodes as a manager shows and changes them: `P/nodes/<id>` with the node's state
  * from its liveness key, and ManagerStatus from `P/managers/` and etcd's own leader.
  */
 export class Nodes {
-  constructor(private readonly ctx: SwarmContext) {}
+  /** Each manager's etcd member as this manager's loop last found it (ManagerStatus.Reachability). */
+  private readonly health: MemberHealth;
+
+  constructor(
+    private readonly ctx: SwarmContext,
+    probe: PeerProbe = probePeer,
+  ) {
+    this.health = new MemberHealth({ probe, tls: () => ctx.runtime.peerTls() });
+    // it runs on managers, with the other rooms' loops
+    void ctx.runtime.addLoops(this.health);
+  }
 
   async list(filters: Filters = new Map()): Promise<SwarmNode[]> {
     const { session } = this.ctx;
     const store = session.managerStore();
-    const [nodes, live, managers, status] = await session.read(() =>
+    const [nodes, live, managers, status, members] = await session.read(() =>
       Promise.all([
         store.range(keys.nodes),
         store.range(keys.lives),
         store.range(keys.managers),
         store.status(),
+        store.memberList(),
       ]),
     );
+    // learners from etcd's list now; a member that did not answer, from the last probe round
+    const learners = new Set(members.filter((m) => m.isLearner).map((m) => m.id));
+    const member = (id: string): Reachability | undefined =>
+      learners.has(id)
+        ? 'unknown'
+        : this.health.reachability(id) === 'unreachable'
+          ? 'unreachable'
+          : undefined;
     const alive = new Set(live.kvs.map((kv) => kv.key.slice(keys.lives.length)));
     const managerOf = new Map(
       managers.kvs.map((kv) => [kv.key.slice(keys.managers.length), JSON.parse(kv.value) as StoredManager]),
     );
     return filterNodes(
-      nodes.kvs.map((kv) => nodeView(kv, alive, managerOf, status.leader)),
+      nodes.kvs.map((kv) => nodeView(kv, alive, managerOf, status.leader, member)),
       filters,
     );
   }
@@ -173,12 +194,17 @@ export class Nodes {
   }
 }
 
-/** The Node as the API shows it: its record, its liveness, its manager status. */
+/**
+ * The Node as the API shows it: its record, its liveness, its manager status. Reachability is its
+ * etcd member's: `unknown` while a learner (etcd's member list), `unreachable` when its peer URL
+ * did not answer the last probe round (member-health.ts) or the node itself is down.
+ */
 function nodeView(
   kv: KeyValue,
   alive: Set<string>,
   managers: Map<string, StoredManager>,
   leader: string,
+  member: (memberId: string) => Reachability | undefined,
 ): SwarmNode {
   const n = JSON.parse(kv.value) as StoredNode;
   const up = alive.has(n.ID);
@@ -191,9 +217,14 @@ function nodeView(
   if (m) {
     view.ManagerStatus = {
       ...(m.memberId === leader ? { Leader: true } : {}),
-      Reachability: up ? 'reachable' : 'unreachable',
+      Reachability: reachability(up, m.memberId ? member(m.memberId) : undefined),
       Addr: m.addr,
     };
   }
   return view;
+}
+
+function reachability(up: boolean, member: Reachability | undefined): Reachability {
+  if (member === 'unknown' || member === 'unreachable') return member;
+  return up ? 'reachable' : 'unreachable';
 }

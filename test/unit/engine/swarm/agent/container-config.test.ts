@@ -210,7 +210,9 @@ describe('templates', () => {
   });
 
   it('fails on what it does not know', () => {
-    assert.throws(() => expandTemplate('{{.Task.Nope}}', ctx), /can't evaluate field Task.Nope/);
-    assert.throws(() => expandTemplate('{{printf "x"}}', ctx), /unsupported action/);
+    assert.throws(() => expandTemplate('{{.Task.Nope}}', ctx), /can't evaluate field Nope in type struct/);
+    assert.throws(() => expandTemplate('{{nope "x"}}', ctx), /function "nope" not defined/);
+    // Go's builtins are there as in swarmkit
+    assert.equal(expandTemplate('{{printf "%s-x" .Task.Slot}}', ctx), `${ctx.Task.Slot}-x`);
   });
 });

@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { TaskFiles } from '../../../../../src/engine/swarm/agent/task-files.js';
-import type { AssignedTask } from '../../../../../src/engine/swarm/cluster-api/assignments.types.js';
+import type {
+  AssignedObject,
+  AssignedTask,
+} from '../../../../../src/engine/swarm/cluster-api/assignments.types.js';
 import type { ContainerSpec } from '../../../../../src/engine/swarm/services/service.types.js';
 
 function assigned(spec: ContainerSpec): AssignedTask {
@@ -110,5 +113,78 @@ describe('task secret and config files', () => {
     await t.files.removeAll();
     assert.deepEqual(t.mounted, []);
     await assert.rejects(access(join(t.dir, 'tasks')));
+  });
+
+  it('expands a templated secret or config for the task, with its env and its other references (no node description, as dockerd)', async () => {
+    const t = await setup();
+    const golang = { Name: 'golang' };
+    const secrets = new Map([
+      ['sec1', { ID: 'sec1', Name: 'pw', Data: b64('hunter2') }],
+      [
+        'sec2',
+        { ID: 'sec2', Name: 'tpl', Data: b64('{{.Service.Name}}:{{secret "db"}}'), Templating: golang },
+      ],
+    ]);
+    const configs = new Map([
+      [
+        'cfg1',
+        {
+          ID: 'cfg1',
+          Name: 'app.conf',
+          Data: b64(
+            'node={{.Node.ID}}@{{.Node.Hostname}}{{.Node.Platform}} slot={{.Task.Slot}} mode={{env "MODE"}} raw={{secret "db"}}',
+          ),
+          Templating: golang,
+        },
+      ],
+    ]);
+    const task = assigned({
+      Env: ['MODE=prod', 'X=1'],
+      Secrets: [
+        { SecretID: 'sec1', SecretName: 'pw', File: { Name: 'db' } },
+        { SecretID: 'sec2', SecretName: 'tpl', File: { Name: 'tpl' } },
+      ],
+      Configs: [{ ConfigID: 'cfg1', ConfigName: 'app.conf', File: { Name: '/app.conf' } }],
+    });
+    task.Task.Slot = 2;
+    const mounts = await t.files.prepare(task, secrets, configs);
+    const read = (i: number) => readFile((mounts[i] as { source: string }).source, 'utf8');
+    assert.equal(await read(1), 'web:hunter2');
+    assert.equal(await read(0), 'hunter2');
+    assert.equal(await read(2), 'node=n@{ } slot=2 mode=prod raw=hunter2');
+  });
+
+  it('fails the task on a reference it does not have, or a template that does not parse', async () => {
+    const t = await setup();
+    const secrets = new Map<string, AssignedObject>([
+      ['sec2', { ID: 'sec2', Name: 'tpl', Data: b64('{{secret "other"}}'), Templating: { Name: 'golang' } }],
+    ]);
+    const spec = { Secrets: [{ SecretID: 'sec2', SecretName: 'tpl', File: { Name: 'tpl' } }] };
+    await assert.rejects(
+      t.files.prepare(assigned(spec), secrets, new Map()),
+      (e: Error) =>
+        e.message ===
+        'failed to expand templated secret sec2: template: expansion:1:2: executing "expansion" at <secret "other">: error calling secret: secret target other not found',
+    );
+    // a reference goes by its target (File.Name), not the secret's name: swarmkit's rule
+    secrets.set('sec1', { ID: 'sec1', Name: 'other', Data: b64('x') });
+    const both = {
+      Secrets: [...spec.Secrets, { SecretID: 'sec1', SecretName: 'other', File: { Name: 'db' } }],
+    };
+    await assert.rejects(
+      t.files.prepare(assigned(both), secrets, new Map()),
+      /secret target other not found/,
+    );
+    secrets.set('sec2', {
+      ID: 'sec2',
+      Name: 'tpl',
+      Data: b64('{{ .Task.ID '),
+      Templating: { Name: 'golang' },
+    });
+    await assert.rejects(
+      t.files.prepare(assigned(spec), secrets, new Map()),
+      /templated secret sec2: template: expansion:1: unclosed action/,
+    );
+    assert.deepEqual(t.ops, [], 'nothing mounted for a task that fails');
   });
 });
