@@ -11,6 +11,7 @@ import {
   lutimesSync,
   mkdirSync,
   openSync,
+  readSync,
   rmSync,
   type Stats,
   symlinkSync,
@@ -25,11 +26,22 @@ import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { TarScanner, type TarScanSink } from '../../storage/tar-scan.js';
 import type { KnownDigest } from '../build.types.js';
-import { DeferredContents } from './deferred.js';
+import { DEFER_FROM, DeferredContents } from './deferred.js';
+import type { LargeFile, LocalSources } from './local-sources.js';
 import type { NamedFiles } from './named-files.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
+
+/** What an extraction knows once the archive is read. */
+export interface Extracted {
+  digests: Map<string, KnownDigest>;
+  large: LargeFile[];
+  deferred?: DeferredContents;
+}
+
+/** How many bytes of a stored content are read at once to be compared with a member's. */
+const COMPARE_WINDOW = 1024 * 1024;
 
 /** How dockerd words an archive it cannot read (chrootarchive's untar, then archive/tar). */
 export function tarReadError(err: unknown): BerthError {
@@ -134,6 +146,8 @@ class RealDirs {
  */
 export class ContextExtraction {
   readonly digests = new Map<string, KnownDigest>();
+  /** The large regular files extracted (for the engine's store of context sources). */
+  readonly large: LargeFile[] = [];
   private readonly deferred: DeferredContents | undefined;
   private readonly writer: ContextWriter;
   private readonly scanner: TarScanner;
@@ -146,12 +160,12 @@ export class ContextExtraction {
    */
   constructor(
     root: string,
-    hold?: { staging: string },
+    hold?: { staging: string; sources?: LocalSources | undefined },
     named?: NamedFiles,
     private readonly lend = false,
   ) {
-    this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests) : undefined;
-    this.writer = new ContextWriter(root, this.digests, this.deferred, named);
+    this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests, hold.sources) : undefined;
+    this.writer = new ContextWriter(root, this.digests, this.deferred, named, this.large);
     this.scanner = new TarScanner(this.writer);
   }
 
@@ -174,7 +188,7 @@ export class ContextExtraction {
    * The archive ended: its directories get their times; the digests (the held files' once the
    * held-contents thread has them) and the held contents.
    */
-  async end(): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
+  async end(): Promise<Extracted> {
     try {
       this.scanner.finish();
     } catch (err) {
@@ -190,7 +204,11 @@ export class ContextExtraction {
       this.deferred?.release();
       throw err;
     }
-    return { digests: this.digests, ...(this.deferred ? { deferred: this.deferred } : {}) };
+    return {
+      digests: this.digests,
+      large: this.large,
+      ...(this.deferred ? { deferred: this.deferred } : {}),
+    };
   }
 
   /** The extraction stops short (a failure, a cancel): the file being written is closed, held contents go. */
@@ -210,9 +228,9 @@ export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
-  hold?: { staging: string },
+  hold?: { staging: string; sources?: LocalSources | undefined },
   named?: NamedFiles,
-): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
+): Promise<Extracted> {
   const extraction = new ContextExtraction(root, hold, named);
   const turns = new Turns();
   try {
@@ -280,8 +298,12 @@ class ContextWriter implements TarScanSink {
         held?: number;
         /** Its content kept by name (NamedFiles) too. */
         kept?: Buffer[];
+        /** Its content compared with a stored one's (LocalSources) rather than hashed. */
+        same?: Comparison;
       }
     | undefined;
+  /** The window of stored content the comparisons read into (one for the extraction). */
+  private window: Buffer | undefined;
 
   /**
    * `digests`: each regular file's digest by inode (a later file on a reused inode replaces it);
@@ -292,6 +314,7 @@ class ContextWriter implements TarScanSink {
     private readonly digests: Map<string, KnownDigest>,
     private readonly deferred: DeferredContents | undefined,
     private readonly named: NamedFiles | undefined,
+    private readonly large: LargeFile[],
   ) {
     this.dirs = new RealDirs(root);
   }
@@ -311,7 +334,9 @@ class ContextWriter implements TarScanSink {
   data(chunk: Buffer): void {
     const f = this.file;
     if (!f) return;
-    if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
+    if (f.same && this.compare(f.same, chunk)) {
+      // equal so far: nothing to write or hash
+    } else if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
     else {
       writeAll(f.fd, chunk);
       f.hash?.update(chunk);
@@ -324,6 +349,15 @@ class ContextWriter implements TarScanSink {
     const f = this.file;
     if (!f) return;
     if (f.kept) this.named?.keep(f.rel, Buffer.concat(f.kept));
+    if (f.size >= DEFER_FROM) this.large.push({ rel: f.rel, size: f.size });
+    if (f.same && this.deferred) {
+      // every byte was the stored content's: its placeholder, its digest the stored one's
+      const { rel, fd, size, mode, mtime, same } = f;
+      if (same.pos !== size) throw new Error('a compared member ended short');
+      this.deferred.holdStored(rel, fd, same.path, same.sha256, { size, mode, mtime });
+      this.close();
+      return;
+    }
     if (f.held !== undefined && this.deferred) {
       const { rel, fd, held: id, size, mode, mtime } = f;
       f.held = undefined;
@@ -347,6 +381,7 @@ class ContextWriter implements TarScanSink {
     if (!this.file) return;
     // a content held for a file the archive did not complete: its share goes back
     if (this.file.held !== undefined) this.deferred?.giveBack(this.file.held, this.file.size);
+    if (this.file.same) closeSync(this.file.same.fd);
     closeSync(this.file.fd);
     this.file = undefined;
   }
@@ -408,7 +443,12 @@ class ContextWriter implements TarScanSink {
           0o600,
         );
         const size = h.size ?? 0;
-        const held = this.deferred?.take(size);
+        // a content the engine stored earlier under this path and size: compared, not hashed
+        const stored = size >= DEFER_FROM ? this.deferred?.stored(rel, size) : undefined;
+        const same = stored
+          ? { ...stored, fd: openSync(stored.path, constants.O_RDONLY), pos: 0, winStart: 0, winLength: 0 }
+          : undefined;
+        const held = same ? undefined : this.deferred?.take(size);
         this.file = {
           rel,
           fd,
@@ -417,10 +457,72 @@ class ContextWriter implements TarScanSink {
           size,
           ...(held !== undefined ? { held } : { hash: createHash('sha256') }),
           ...(keep ? { kept: [] } : {}),
+          ...(same ? { same } : {}),
         };
       }
     }
   }
+
+  /**
+   * Whether `chunk`, the next piece of a member compared with a stored content, is equal to it;
+   * when it is not, the comparison ends: what was equal so far is written and hashed from the
+   * stored content, and the member goes on as any other (written and hashed as it comes).
+   */
+  private compare(c: Comparison, chunk: Buffer): boolean {
+    this.window ??= Buffer.allocUnsafe(COMPARE_WINDOW);
+    const w = this.window;
+    let pos = c.pos;
+    for (let i = 0; i < chunk.length; ) {
+      if (pos < c.winStart || pos >= c.winStart + c.winLength) {
+        c.winStart = pos;
+        c.winLength = readSync(c.fd, w, 0, w.length, pos);
+        if (c.winLength === 0) return this.differs(c);
+      }
+      const n = Math.min(chunk.length - i, c.winStart + c.winLength - pos);
+      const at = pos - c.winStart;
+      if (!chunk.subarray(i, i + n).equals(w.subarray(at, at + n))) return this.differs(c);
+      i += n;
+      pos += n;
+    }
+    c.pos = pos;
+    return true;
+  }
+
+  /** The member differs from the stored content after `c.pos` equal bytes: those are written and hashed. */
+  private differs(c: Comparison): false {
+    const f = this.file;
+    if (!f) return false;
+    f.same = undefined;
+    const w = this.window ?? Buffer.allocUnsafe(COMPARE_WINDOW);
+    const hash = f.hash ?? createHash('sha256');
+    try {
+      for (let pos = 0; pos < c.pos; ) {
+        const n = readSync(c.fd, w, 0, Math.min(w.length, c.pos - pos), pos);
+        if (n === 0) throw new Error('a stored content was cut');
+        const piece = w.subarray(0, n);
+        writeAll(f.fd, piece);
+        hash.update(piece);
+        pos += n;
+      }
+    } finally {
+      closeSync(c.fd);
+    }
+    f.hash = hash;
+    return false;
+  }
+}
+
+/** A member being compared with a stored content of the same path and size. */
+interface Comparison {
+  /** The stored content (a link of the context's to it) and its digest. */
+  path: string;
+  sha256: string;
+  fd: number;
+  /** How many bytes were equal so far. */
+  pos: number;
+  /** Which bytes of the stored content the window holds. */
+  winStart: number;
+  winLength: number;
 }
 
 function lstatOrNot(path: string): Stats | undefined {

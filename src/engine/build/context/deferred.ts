@@ -1,8 +1,17 @@
-import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync } from 'node:fs';
-import { lstat, rename, rm } from 'node:fs/promises';
+import {
+  type BigIntStats,
+  constants,
+  fchmodSync,
+  fstatSync,
+  ftruncateSync,
+  futimesSync,
+  linkSync,
+} from 'node:fs';
+import { chmod, copyFile, link, lstat, rename, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
 import { HeldFiles } from './held.thread.js';
+import type { LargeFile, LocalSources } from './local-sources.js';
 
 /** Files from this size up may have their content held rather than written as they arrive. */
 export const DEFER_FROM = 1024 * 1024;
@@ -12,8 +21,10 @@ let held = 0;
 
 /** A file whose content is held: its place in the context is a sparse file of its size. */
 interface Held {
-  /** Its number on the held-contents thread. */
-  id: number;
+  /** Its number on the held-contents thread (none: its content is a stored one, `source`). */
+  id?: number;
+  /** A link of the context's to the engine's stored content it was found equal to (LocalSources). */
+  source?: string;
   /** The placeholder's inode (`<dev>:<ino>`), as the digests know it. */
   key: string;
   size: number;
@@ -26,6 +37,30 @@ interface Held {
 }
 
 const keyOf = (st: { dev: bigint; ino: bigint }): string => `${st.dev}:${st.ino}`;
+
+/**
+ * A context's large files kept in the engine's store (LocalSources) once its build is done: a
+ * held content is written there by the thread, a file on disk whose digest the extraction took
+ * (its inode, size and time unchanged) is linked there, a stored one is there already. Files
+ * that changed or went are left out.
+ */
+export async function keepSources(
+  sources: LocalSources,
+  root: string,
+  large: LargeFile[],
+  digests: ReadonlyMap<string, KnownDigest>,
+  deferred: DeferredContents | undefined,
+): Promise<void> {
+  for (const { rel, size } of large) {
+    const at = join(root, rel);
+    const st = await lstat(at, { bigint: true }).catch(() => undefined);
+    if (!st?.isFile() || st.size !== BigInt(size)) continue;
+    if (await deferred?.keepHeld(rel, st, size)) continue;
+    const d = digests.get(keyOf(st));
+    if (!d || d.size !== size || d.mtimeNs !== st.mtimeNs) continue;
+    await sources.keep(rel, size, d.sha256, (path) => link(at, path));
+  }
+}
 
 /**
  * The contents a context's extraction held instead of writing them: a build whose steps all
@@ -63,7 +98,48 @@ export class DeferredContents {
     private readonly root: string,
     private readonly staging: string,
     private readonly digests: Map<string, KnownDigest>,
+    private readonly sources?: LocalSources,
   ) {}
+
+  /**
+   * The engine's stored content a member at `rel` of `size` bytes may be (LocalSources), linked
+   * into the staging directory (so it stays while this context reads it): its digest if every
+   * byte is found equal to it.
+   */
+  stored(rel: string, size: number): { path: string; sha256: string } | undefined {
+    const s = this.sources?.candidate(rel, size);
+    if (!s) return undefined;
+    const path = join(this.staging, `.source-${++this.count}`);
+    try {
+      linkSync(s.path, path);
+    } catch {
+      // gone meanwhile (evicted, pruned)
+      return undefined;
+    }
+    return { path, sha256: s.sha256 };
+  }
+
+  /**
+   * The file at `rel` (open as `fd`, empty) had every byte of the stored content at `source`
+   * (a link from stored()): it becomes a sparse file of its size, mode and time whose digest is
+   * the stored content's; written out, it is a copy of it. Closes nothing.
+   */
+  holdStored(
+    rel: string,
+    fd: number,
+    source: string,
+    sha256: string,
+    c: { size: number; mode: number; mtime: Date },
+  ): void {
+    ftruncateSync(fd, c.size);
+    fchmodSync(fd, c.mode);
+    futimesSync(fd, c.mtime, c.mtime);
+    const st = fstatSync(fd, { bigint: true });
+    const f: Held = { ...c, source, sha256, key: keyOf(st), mtimeNs: st.mtimeNs };
+    this.files.set(rel, f);
+    this.digests.set(f.key, { size: c.size, mtimeNs: st.mtimeNs, sha256 });
+    this.sources?.used(rel, c.size, sha256);
+  }
 
   /**
    * Whether a file of `size` bytes is held rather than written (it takes its share of the
@@ -114,9 +190,10 @@ export class DeferredContents {
    * written in meanwhile.
    */
   async settle(): Promise<void> {
-    const sums = await this.thread.digests();
+    // nothing on the thread (every large file was a stored content's): no round trip to it
+    const sums = this.placed.size ? await this.thread.digests() : new Map<number, string>();
     await Promise.all(this.inPlace);
-    const stillHeld = new Set([...this.files.values()].map((f) => f.id));
+    const stillHeld = new Set([...this.files.values()].flatMap((f) => (f.id === undefined ? [] : [f.id])));
     for (const [id, f] of this.placed) {
       const sha256 = sums.get(id);
       if (sha256 !== undefined) {
@@ -150,6 +227,12 @@ export class DeferredContents {
     const f = this.files.get(rel);
     if (!f) return;
     const at = join(this.root, rel);
+    if (f.id === undefined) {
+      // a stored content: copied into the placeholder (its inode and digest kept)
+      this.files.delete(rel);
+      this.inPlace.push(this.copyStored(f, at, false));
+      return;
+    }
     this.inPlace.push(
       this.thread.write(f.id, { path: at, create: false, mode: f.mode, mtime: f.mtime }, false).then((st) => {
         f.mtimeNs = st.mtimeNs;
@@ -159,6 +242,37 @@ export class DeferredContents {
     this.files.delete(rel);
     held -= f.size;
     this.bytes -= f.size;
+  }
+
+  /**
+   * A stored content (`f.source`) copied to `at` (a new file, or the placeholder itself), with
+   * the file's mode and time, its digest known by what it now is.
+   */
+  private async copyStored(f: Held, at: string, create: boolean): Promise<{ dev: bigint; ino: bigint }> {
+    await copyFile(f.source as string, at, create ? constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE : 0);
+    await chmod(at, f.mode);
+    await utimes(at, f.mtime, f.mtime);
+    const st = await lstat(at, { bigint: true });
+    if (Number(st.size) !== f.size) throw new Error("the build context's stored contents were cut");
+    this.digests.set(keyOf(st), { size: f.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
+    return st;
+  }
+
+  /**
+   * A held or stored content of the file at `rel` (lstat'd as `st`) kept in the engine's store
+   * of context sources: a held one written there by the thread, a stored one there already.
+   * False when the file is not one of them.
+   */
+  async keepHeld(rel: string, st: BigIntStats, size: number): Promise<boolean> {
+    const f = this.files.get(rel);
+    if (!f || f.key !== keyOf(st) || f.sha256 === undefined) return false;
+    const id = f.id;
+    if (id !== undefined && this.sources) {
+      await this.sources.keep(rel, size, f.sha256, async (path) => {
+        await this.thread.write(id, { path, create: true, mode: 0o600, mtime: f.mtime });
+      });
+    }
+    return true;
   }
 
   /** Whether a file (lstat'd or stat'd with bigint) is a placeholder whose content is held. */
@@ -189,6 +303,7 @@ export class DeferredContents {
     // dropped already (a release while it was being written out)
     if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
+    if (f.id === undefined) return;
     held -= f.size;
     this.bytes -= f.size;
     // during the extraction, with the next batch (never inside a chunk)
@@ -206,9 +321,13 @@ export class DeferredContents {
 
   private async writeOne(rel: string, f: Held): Promise<void> {
     const tmp = join(this.staging, `.held-${++this.count}`);
-    const st = await this.thread.write(f.id, { path: tmp, create: true, mode: f.mode, mtime: f.mtime });
-    const key = keyOf(st);
-    this.digests.set(key, { size: st.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
+    let key: string;
+    if (f.id === undefined) key = keyOf(await this.copyStored(f, tmp, true));
+    else {
+      const st = await this.thread.write(f.id, { path: tmp, create: true, mode: f.mode, mtime: f.mtime });
+      key = keyOf(st);
+      this.digests.set(key, { size: st.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
+    }
     const at = join(this.root, rel);
     const now = await lstat(at, { bigint: true }).catch(() => undefined);
     if (!now || keyOf(now) !== f.key) {
