@@ -143,6 +143,10 @@ class HeldThread {
     if (this.worker) return this.worker;
     const w = new Worker(WORKER_SOURCE, { eval: true });
     w.unref();
+    // an unref before the thread is online does not hold for its port: again once it is
+    w.once('online', () => {
+      if (this.waiting.size === 0) w.unref();
+    });
     w.on('message', (r: Reply) => {
       const p = this.waiting.get(r.req);
       if (!p) return;
