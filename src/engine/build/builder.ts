@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { HostConfig } from '../../common/docker-types.js';
@@ -114,7 +115,9 @@ export class Builder {
       if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
       return familiarString(tagNameOnly(ref));
     });
-    const workDir = await mkdtemp(join(this.workRoot, 'build-'));
+    // synchronous (a few microseconds): under load a call through the thread pool waits its turn
+    // while the client's upload stalls on a body nobody reads yet
+    const workDir = mkdtempSync(join(this.workRoot, 'build-'));
     let ctx: BuildContext | undefined;
     let parsed: ParsedDockerfile;
     try {

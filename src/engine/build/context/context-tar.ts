@@ -480,7 +480,7 @@ class ContextWriter implements TarScanSink {
       }
       const n = Math.min(chunk.length - i, c.winStart + c.winLength - pos);
       const at = pos - c.winStart;
-      if (!chunk.subarray(i, i + n).equals(w.subarray(at, at + n))) return this.differs(c);
+      if (chunk.compare(w, at, at + n, i, i + n) !== 0) return this.differs(c);
       i += n;
       pos += n;
     }

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { IncomingMessage } from 'node:http';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -78,8 +79,10 @@ export async function receiveContext(body: Readable, options: ReceiveOptions): P
   const workDir = options.workDir ?? options.dir;
   if (!workDir) throw new TypeError('receiveContext: no workDir');
   const opts = { ...options, signal: options.signal ?? new AbortController().signal };
-  await mkdir(workDir, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(join(workDir, 'context-'));
+  // synchronous (a few microseconds each): under load a call through the thread pool waits its
+  // turn while the client's upload stalls on a body nobody reads yet
+  mkdirSync(workDir, { recursive: true, mode: 0o700 });
+  const dir = mkdtempSync(join(workDir, 'context-'));
   let cleaned: Promise<void> | undefined;
   let deferred: DeferredContents | undefined;
   let keep: (() => Promise<void>) | undefined;
@@ -254,7 +257,7 @@ async function receiveTarBody(
 ): Promise<Received> {
   const { signal, limit } = opts;
   const dir = dirname(root);
-  await mkdir(root, { mode: 0o755 });
+  mkdirSync(root, { mode: 0o755 });
   signal.throwIfAborted();
   // large files' contents held, not written, until a step reads the context's files
   const named = namedFilesFor(opts.dockerfile);
