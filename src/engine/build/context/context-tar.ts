@@ -11,7 +11,6 @@ import {
   lutimesSync,
   mkdirSync,
   openSync,
-  readSync,
   rmSync,
   type Stats,
   symlinkSync,
@@ -39,9 +38,6 @@ export interface Extracted {
   large: LargeFile[];
   deferred?: DeferredContents;
 }
-
-/** How many bytes of a stored content are read at once to be compared with a member's. */
-const COMPARE_WINDOW = 1024 * 1024;
 
 /** How dockerd words an archive it cannot read (chrootarchive's untar, then archive/tar). */
 export function tarReadError(err: unknown): BerthError {
@@ -298,12 +294,8 @@ class ContextWriter implements TarScanSink {
         held?: number;
         /** Its content kept by name (NamedFiles) too. */
         kept?: Buffer[];
-        /** Its content compared with a stored one's (LocalSources) rather than hashed. */
-        same?: Comparison;
       }
     | undefined;
-  /** The window of stored content the comparisons read into (one for the extraction). */
-  private window: Buffer | undefined;
 
   /**
    * `digests`: each regular file's digest by inode (a later file on a reused inode replaces it);
@@ -334,9 +326,7 @@ class ContextWriter implements TarScanSink {
   data(chunk: Buffer): void {
     const f = this.file;
     if (!f) return;
-    if (f.same && this.compare(f.same, chunk)) {
-      // equal so far: nothing to write or hash
-    } else if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
+    if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
     else {
       writeAll(f.fd, chunk);
       f.hash?.update(chunk);
@@ -350,14 +340,6 @@ class ContextWriter implements TarScanSink {
     if (!f) return;
     if (f.kept) this.named?.keep(f.rel, Buffer.concat(f.kept));
     if (f.size >= DEFER_FROM) this.large.push({ rel: f.rel, size: f.size });
-    if (f.same && this.deferred) {
-      // every byte was the stored content's: its placeholder, its digest the stored one's
-      const { rel, fd, size, mode, mtime, same } = f;
-      if (same.pos !== size) throw new Error('a compared member ended short');
-      this.deferred.holdStored(rel, fd, same.path, same.sha256, { size, mode, mtime });
-      this.close();
-      return;
-    }
     if (f.held !== undefined && this.deferred) {
       const { rel, fd, held: id, size, mode, mtime } = f;
       f.held = undefined;
@@ -381,7 +363,6 @@ class ContextWriter implements TarScanSink {
     if (!this.file) return;
     // a content held for a file the archive did not complete: its share goes back
     if (this.file.held !== undefined) this.deferred?.giveBack(this.file.held, this.file.size);
-    if (this.file.same) closeSync(this.file.same.fd);
     closeSync(this.file.fd);
     this.file = undefined;
   }
@@ -443,12 +424,9 @@ class ContextWriter implements TarScanSink {
           0o600,
         );
         const size = h.size ?? 0;
-        // a content the engine stored earlier under this path and size: compared, not hashed
-        const stored = size >= DEFER_FROM ? this.deferred?.stored(rel, size) : undefined;
-        const same = stored
-          ? { ...stored, fd: openSync(stored.path, constants.O_RDONLY), pos: 0, winStart: 0, winLength: 0 }
-          : undefined;
-        const held = same ? undefined : this.deferred?.take(size);
+        const held = this.deferred?.take(size);
+        // a content the engine stored under this path and size: compared with it on the thread
+        if (held !== undefined) this.deferred?.compareStored(held, rel, size);
         this.file = {
           rel,
           fd,
@@ -457,72 +435,10 @@ class ContextWriter implements TarScanSink {
           size,
           ...(held !== undefined ? { held } : { hash: createHash('sha256') }),
           ...(keep ? { kept: [] } : {}),
-          ...(same ? { same } : {}),
         };
       }
     }
   }
-
-  /**
-   * Whether `chunk`, the next piece of a member compared with a stored content, is equal to it;
-   * when it is not, the comparison ends: what was equal so far is written and hashed from the
-   * stored content, and the member goes on as any other (written and hashed as it comes).
-   */
-  private compare(c: Comparison, chunk: Buffer): boolean {
-    this.window ??= Buffer.allocUnsafe(COMPARE_WINDOW);
-    const w = this.window;
-    let pos = c.pos;
-    for (let i = 0; i < chunk.length; ) {
-      if (pos < c.winStart || pos >= c.winStart + c.winLength) {
-        c.winStart = pos;
-        c.winLength = readSync(c.fd, w, 0, w.length, pos);
-        if (c.winLength === 0) return this.differs(c);
-      }
-      const n = Math.min(chunk.length - i, c.winStart + c.winLength - pos);
-      const at = pos - c.winStart;
-      if (chunk.compare(w, at, at + n, i, i + n) !== 0) return this.differs(c);
-      i += n;
-      pos += n;
-    }
-    c.pos = pos;
-    return true;
-  }
-
-  /** The member differs from the stored content after `c.pos` equal bytes: those are written and hashed. */
-  private differs(c: Comparison): false {
-    const f = this.file;
-    if (!f) return false;
-    f.same = undefined;
-    const w = this.window ?? Buffer.allocUnsafe(COMPARE_WINDOW);
-    const hash = f.hash ?? createHash('sha256');
-    try {
-      for (let pos = 0; pos < c.pos; ) {
-        const n = readSync(c.fd, w, 0, Math.min(w.length, c.pos - pos), pos);
-        if (n === 0) throw new Error('a stored content was cut');
-        const piece = w.subarray(0, n);
-        writeAll(f.fd, piece);
-        hash.update(piece);
-        pos += n;
-      }
-    } finally {
-      closeSync(c.fd);
-    }
-    f.hash = hash;
-    return false;
-  }
-}
-
-/** A member being compared with a stored content of the same path and size. */
-interface Comparison {
-  /** The stored content (a link of the context's to it) and its digest. */
-  path: string;
-  sha256: string;
-  fd: number;
-  /** How many bytes were equal so far. */
-  pos: number;
-  /** Which bytes of the stored content the window holds. */
-  winStart: number;
-  winLength: number;
 }
 
 function lstatOrNot(path: string): Stats | undefined {

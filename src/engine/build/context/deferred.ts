@@ -1,13 +1,5 @@
-import {
-  type BigIntStats,
-  constants,
-  fchmodSync,
-  fstatSync,
-  ftruncateSync,
-  futimesSync,
-  linkSync,
-} from 'node:fs';
-import { chmod, copyFile, link, lstat, rename, rm, utimes } from 'node:fs/promises';
+import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync, linkSync } from 'node:fs';
+import { link, lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
 import { HeldFiles } from './held.thread.js';
@@ -21,10 +13,8 @@ let held = 0;
 
 /** A file whose content is held: its place in the context is a sparse file of its size. */
 interface Held {
-  /** Its number on the held-contents thread (none: its content is a stored one, `source`). */
-  id?: number;
-  /** A link of the context's to the engine's stored content it was found equal to (LocalSources). */
-  source?: string;
+  /** Its number on the held-contents thread. */
+  id: number;
   /** The placeholder's inode (`<dev>:<ino>`), as the digests know it. */
   key: string;
   size: number;
@@ -40,9 +30,9 @@ const keyOf = (st: { dev: bigint; ino: bigint }): string => `${st.dev}:${st.ino}
 
 /**
  * A context's large files kept in the engine's store (LocalSources) once its build is done: a
- * held content is written there by the thread, a file on disk whose digest the extraction took
- * (its inode, size and time unchanged) is linked there, a stored one is there already. Files
- * that changed or went are left out.
+ * held content is written there by the thread (unless the store has it), a file on disk whose
+ * digest the extraction took (its inode, size and time unchanged) is linked there. Files that
+ * changed or went are left out.
  */
 export async function keepSources(
   sources: LocalSources,
@@ -94,6 +84,9 @@ export class DeferredContents {
    * `root`: the context's files; `staging`: a directory of the engine's on the same file system,
    * outside the root; `digests`: the context's digests by inode (kept up to date here).
    */
+  /** The held files compared with a stored content (by number). */
+  private readonly comparing = new Map<number, { rel: string; size: number; sha256: string }>();
+
   constructor(
     private readonly root: string,
     private readonly staging: string,
@@ -102,43 +95,25 @@ export class DeferredContents {
   ) {}
 
   /**
-   * The engine's stored content a member at `rel` of `size` bytes may be (LocalSources), linked
-   * into the staging directory (so it stays while this context reads it): its digest if every
-   * byte is found equal to it.
+   * Held file `id` (a member at `rel` of `size` bytes) is compared on the thread, byte by byte,
+   * with the engine's stored content of that path and size (LocalSources), when there is one:
+   * every byte equal, its digest is the stored one and the thread keeps none of its bytes (it
+   * writes the file out from the stored one); at the first byte that differs, the thread hashes
+   * and holds it as any other (the equal bytes read back from the stored file). The stored file
+   * is linked into the staging directory first, so a content evicted or pruned meanwhile stays.
    */
-  stored(rel: string, size: number): { path: string; sha256: string } | undefined {
+  compareStored(id: number, rel: string, size: number): void {
     const s = this.sources?.candidate(rel, size);
-    if (!s) return undefined;
+    if (!s) return;
     const path = join(this.staging, `.source-${++this.count}`);
     try {
       linkSync(s.path, path);
     } catch {
-      // gone meanwhile (evicted, pruned)
-      return undefined;
+      // gone meanwhile (evicted, pruned): hashed as any file
+      return;
     }
-    return { path, sha256: s.sha256 };
-  }
-
-  /**
-   * The file at `rel` (open as `fd`, empty) had every byte of the stored content at `source`
-   * (a link from stored()): it becomes a sparse file of its size, mode and time whose digest is
-   * the stored content's; written out, it is a copy of it. Closes nothing.
-   */
-  holdStored(
-    rel: string,
-    fd: number,
-    source: string,
-    sha256: string,
-    c: { size: number; mode: number; mtime: Date },
-  ): void {
-    ftruncateSync(fd, c.size);
-    fchmodSync(fd, c.mode);
-    futimesSync(fd, c.mtime, c.mtime);
-    const st = fstatSync(fd, { bigint: true });
-    const f: Held = { ...c, source, sha256, key: keyOf(st), mtimeNs: st.mtimeNs };
-    this.files.set(rel, f);
-    this.digests.set(f.key, { size: c.size, mtimeNs: st.mtimeNs, sha256 });
-    this.sources?.used(rel, c.size, sha256);
+    this.comparing.set(id, { rel, size, sha256: s.sha256 });
+    this.thread.compare(id, path, s.sha256);
   }
 
   /**
@@ -190,12 +165,16 @@ export class DeferredContents {
    * written in meanwhile.
    */
   async settle(): Promise<void> {
-    // nothing on the thread (every large file was a stored content's): no round trip to it
-    const sums = this.placed.size ? await this.thread.digests() : new Map<number, string>();
+    const sums = await this.thread.digests();
     await Promise.all(this.inPlace);
-    const stillHeld = new Set([...this.files.values()].flatMap((f) => (f.id === undefined ? [] : [f.id])));
+    const stillHeld = new Set([...this.files.values()].map((f) => f.id));
     for (const [id, f] of this.placed) {
-      const sha256 = sums.get(id);
+      const sum = sums.get(id);
+      const sha256 = sum?.sha256;
+      if (sum?.same) {
+        const c = this.comparing.get(id);
+        if (c) this.sources?.used(c.rel, c.size, sum.sha256);
+      }
       if (sha256 !== undefined) {
         f.sha256 = sha256;
         this.digests.set(f.key, { size: f.size, mtimeNs: f.mtimeNs, sha256 });
@@ -227,12 +206,6 @@ export class DeferredContents {
     const f = this.files.get(rel);
     if (!f) return;
     const at = join(this.root, rel);
-    if (f.id === undefined) {
-      // a stored content: copied into the placeholder (its inode and digest kept)
-      this.files.delete(rel);
-      this.inPlace.push(this.copyStored(f, at, false));
-      return;
-    }
     this.inPlace.push(
       this.thread.write(f.id, { path: at, create: false, mode: f.mode, mtime: f.mtime }, false).then((st) => {
         f.mtimeNs = st.mtimeNs;
@@ -245,33 +218,17 @@ export class DeferredContents {
   }
 
   /**
-   * A stored content (`f.source`) copied to `at` (a new file, or the placeholder itself), with
-   * the file's mode and time, its digest known by what it now is.
-   */
-  private async copyStored(f: Held, at: string, create: boolean): Promise<{ dev: bigint; ino: bigint }> {
-    await copyFile(f.source as string, at, create ? constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE : 0);
-    await chmod(at, f.mode);
-    await utimes(at, f.mtime, f.mtime);
-    const st = await lstat(at, { bigint: true });
-    if (Number(st.size) !== f.size) throw new Error("the build context's stored contents were cut");
-    this.digests.set(keyOf(st), { size: f.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
-    return st;
-  }
-
-  /**
-   * A held or stored content of the file at `rel` (lstat'd as `st`) kept in the engine's store
-   * of context sources: a held one written there by the thread, a stored one there already.
-   * False when the file is not one of them.
+   * A held content of the file at `rel` (lstat'd as `st`) kept in the engine's store of context
+   * sources, written there by the thread unless the store has it. False when the file is not a
+   * placeholder of this context's.
    */
   async keepHeld(rel: string, st: BigIntStats, size: number): Promise<boolean> {
     const f = this.files.get(rel);
     if (!f || f.key !== keyOf(st) || f.sha256 === undefined) return false;
-    const id = f.id;
-    if (id !== undefined && this.sources) {
-      await this.sources.keep(rel, size, f.sha256, async (path) => {
-        await this.thread.write(id, { path, create: true, mode: 0o600, mtime: f.mtime });
-      });
-    }
+    const { id, mtime } = f;
+    await this.sources?.keep(rel, size, f.sha256, async (path) => {
+      await this.thread.write(id, { path, create: true, mode: 0o600, mtime });
+    });
     return true;
   }
 
@@ -303,7 +260,6 @@ export class DeferredContents {
     // dropped already (a release while it was being written out)
     if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
-    if (f.id === undefined) return;
     held -= f.size;
     this.bytes -= f.size;
     // during the extraction, with the next batch (never inside a chunk)
@@ -321,13 +277,9 @@ export class DeferredContents {
 
   private async writeOne(rel: string, f: Held): Promise<void> {
     const tmp = join(this.staging, `.held-${++this.count}`);
-    let key: string;
-    if (f.id === undefined) key = keyOf(await this.copyStored(f, tmp, true));
-    else {
-      const st = await this.thread.write(f.id, { path: tmp, create: true, mode: f.mode, mtime: f.mtime });
-      key = keyOf(st);
-      this.digests.set(key, { size: st.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
-    }
+    const st = await this.thread.write(f.id, { path: tmp, create: true, mode: f.mode, mtime: f.mtime });
+    const key = keyOf(st);
+    this.digests.set(key, { size: st.size, mtimeNs: st.mtimeNs, sha256: f.sha256 as string });
     const at = join(this.root, rel);
     const now = await lstat(at, { bigint: true }).catch(() => undefined);
     if (!now || keyOf(now) !== f.key) {
