@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** The most the store keeps (bytes); beyond it the least recently used contents go. */
@@ -84,6 +84,8 @@ export class LocalSources {
       const tmp = join(this.dir, `.new-${randomBytes(8).toString('hex')}`);
       try {
         await put(tmp);
+        // read-only from now on (a link shares the context's inode, which goes with its build)
+        await chmod(tmp, 0o400);
         const st = await stat(tmp);
         if (st.size !== size) throw new Error('the stored content is not whole');
         const path = join(this.dir, sha256);
