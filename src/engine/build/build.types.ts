@@ -138,8 +138,12 @@ export interface BuildContext {
    * before any read of their contents; once, later calls share it.
    */
   contents(): Promise<void>;
-  /** Removes every file of the context; safe to call twice. */
-  cleanup(): Promise<void>;
+  /**
+   * Removes every file of the context; safe to call twice. `keep`: its large files go to the
+   * engine's store of context sources first (a later build's equal ones are compared with them
+   * rather than hashed).
+   */
+  cleanup(opts?: { keep?: boolean }): Promise<void>;
 }
 
 /** A file's content digest as it was written: its inode, size and time must still be the same. */

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { HostConfig } from '../../common/docker-types.js';
@@ -14,6 +15,7 @@ import { BuildRun, StepError } from './build-run.js';
 import type { BuildImagePort, CopySupport, DockerfileSupport } from './builder.ports.js';
 import { CacheMounts } from './cache-mounts.js';
 import { type CacheItem, cacheItems, type PruneOptions, pruneCache } from './cache-prune.js';
+import { LocalSources } from './context/index.js';
 import { squashImage } from './squash.js';
 import { type BuildContainerPort, StepContainers } from './step-containers.js';
 
@@ -34,6 +36,8 @@ export interface BuilderDeps {
       onProgress?: (bytes: number, url: string) => void;
       /** Large files' contents held until read (false: written as they arrive). */
       hold?: boolean;
+      /** The engine's store of earlier contexts' large files. */
+      sources?: LocalSources;
     },
   ): Promise<BuildContext>;
   experimental: boolean;
@@ -73,11 +77,14 @@ function hostConfigOf(o: BuildOptions): HostConfig {
 export class Builder {
   readonly cache: BuildCacheStore;
   readonly cacheMounts: CacheMounts;
+  /** Earlier contexts' large files, which equal ones are compared with rather than hashed. */
+  readonly sources: LocalSources;
   private readonly workRoot: string;
 
   constructor(private readonly deps: BuilderDeps) {
     this.cache = new BuildCacheStore(deps.dataRoot);
     this.cacheMounts = new CacheMounts(deps.dataRoot);
+    this.sources = new LocalSources(join(deps.dataRoot, 'build', 'sources'));
     this.workRoot = join(deps.dataRoot, 'build', 'work');
   }
 
@@ -87,6 +94,7 @@ export class Builder {
     await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
     await this.cache.init();
     await this.cacheMounts.init();
+    await this.sources.init();
   }
 
   /**
@@ -107,7 +115,9 @@ export class Builder {
       if (ref.digest) throw invalidParameter(`invalid reference format: ${t}`);
       return familiarString(tagNameOnly(ref));
     });
-    const workDir = await mkdtemp(join(this.workRoot, 'build-'));
+    // synchronous (a few microseconds): under load a call through the thread pool waits its turn
+    // while the client's upload stalls on a body nobody reads yet
+    const workDir = mkdtempSync(join(this.workRoot, 'build-'));
     let ctx: BuildContext | undefined;
     let parsed: ParsedDockerfile;
     try {
@@ -119,6 +129,7 @@ export class Builder {
         signal,
         // a build without the cache reads the files: they are written as they arrive
         hold: !opts.noCache,
+        sources: this.sources,
         onProgress: (bytes, url) => {
           downloading = true;
           if (!opts.quiet)
@@ -152,8 +163,9 @@ export class Builder {
     signal: AbortSignal,
   ): Promise<void> {
     const out = new BuildOutput(sink, opts.quiet);
-    const removeFiles = async () => {
-      await ctx.cleanup().catch(() => undefined);
+    // a build that ran its course keeps its context's large files in the store
+    const removeFiles = async (keep = false) => {
+      await ctx.cleanup({ keep }).catch(() => undefined);
       await rm(workDir, { recursive: true, force: true }).catch(() => undefined);
     };
     const containers = new StepContainers(this.deps.containers, hostConfigOf(opts));
@@ -214,17 +226,26 @@ export class Builder {
       out.success(result.imageId, opts.tags, result.unusedArgs);
     }
     // the context and the work directory go once the answer is given
-    if (!signal.aborted) void removeFiles();
+    if (!signal.aborted) void removeFiles(true);
   }
 
   /** GET /system/df's BuildCache. */
   async items(): Promise<CacheItem[]> {
-    return cacheItems({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images });
+    return cacheItems(this.cacheDeps());
   }
 
   /** POST /build/prune. */
   async prune(opts: PruneOptions): Promise<{ CachesDeleted: string[] | null; SpaceReclaimed: number }> {
-    return pruneCache({ cache: this.cache, cacheMounts: this.cacheMounts, images: this.deps.images }, opts);
+    return pruneCache(this.cacheDeps(), opts);
+  }
+
+  private cacheDeps() {
+    return {
+      cache: this.cache,
+      cacheMounts: this.cacheMounts,
+      sources: this.sources,
+      images: this.deps.images,
+    };
   }
 }
 

@@ -3,13 +3,14 @@ import { parseGoDuration } from '../images/dockerfile/go-text.js';
 import type { BuildCacheStore, CacheRecord } from './build-cache.js';
 import type { BuildImagePort } from './builder.ports.js';
 import type { CacheMounts } from './cache-mounts.js';
+import type { LocalSources } from './context/index.js';
 
 /** One build cache record as GET /system/df lists it (moby's types.BuildCache). */
 export interface CacheItem {
   ID: string;
   Parent: string;
   Parents: string[] | null;
-  Type: 'regular' | 'exec.cachemount';
+  Type: 'regular' | 'exec.cachemount' | 'source.local';
   Description: string;
   InUse: boolean;
   Shared: boolean;
@@ -31,8 +32,12 @@ export interface PruneOptions {
 interface CacheDeps {
   cache: BuildCacheStore;
   cacheMounts: CacheMounts;
+  sources: LocalSources;
   images: BuildImagePort;
 }
+
+/** A stored context file's item ID (BuildKit's are 25 characters). */
+const sourceId = (sha256: string) => sha256.slice(0, 25);
 
 /** What a step record holds: its image's own layer (the image's size less its parent's). */
 async function recordSize(images: BuildImagePort, r: CacheRecord): Promise<number> {
@@ -79,6 +84,21 @@ export async function cacheItems(d: CacheDeps): Promise<CacheItem[]> {
       CreatedAt: m.createdAt,
       LastUsedAt: m.lastUsedAt,
       UsageCount: m.usageCount,
+    });
+  }
+  for (const s of d.sources.list()) {
+    out.push({
+      ID: sourceId(s.sha256),
+      Parent: '',
+      Parents: null,
+      Type: 'source.local',
+      Description: 'local source for context',
+      InUse: false,
+      Shared: false,
+      Size: s.size,
+      CreatedAt: new Date(s.createdAt).toISOString(),
+      LastUsedAt: new Date(s.lastUsedAt).toISOString(),
+      UsageCount: s.usageCount,
     });
   }
   return out;
@@ -137,6 +157,7 @@ export async function pruneCache(
   const items = await cacheItems(d);
   const records = new Map(d.cache.list().map((r) => [r.id, r]));
   const mounts = new Map((await d.cacheMounts.list()).map((m) => [m.id, m]));
+  const sources = new Map(d.sources.list().map((s) => [sourceId(s.sha256), s]));
   let total = items.reduce((n, i) => n + i.Size, 0);
   const candidates: CacheItem[] = [];
   for (const item of items) {
@@ -162,6 +183,9 @@ export async function pruneCache(
       if (!r) continue;
       await d.cache.remove(r.key);
       freedImages.push(r.imageId);
+    } else if (item.Type === 'source.local') {
+      const s = sources.get(item.ID);
+      if (!s || !(await d.sources.remove(s.sha256))) continue;
     } else {
       const m = mounts.get(item.ID);
       if (!m || !(await d.cacheMounts.remove(m.key))) continue;

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { utimesSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -226,6 +228,57 @@ describe('docker build', { timeout: 600_000 }, () => {
     // --no-cache runs every step
     const nocache = await build(['--no-cache', '-t', 'cached', ctx]);
     assert.doesNotMatch(nocache.stdout, /Using cache/);
+  });
+
+  it('compares a large file with the one an earlier build kept, byte by byte: same size and time, other bytes, no cache', async () => {
+    const ctx = join(work, 'large');
+    await writeTree(ctx, { Dockerfile: 'FROM busybox\nCOPY big.bin /big.bin\nRUN md5sum /big.bin > /sum\n' });
+    const big = Buffer.alloc(3 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
+    const file = join(ctx, 'big.bin');
+    await writeFile(file, big);
+    const when = new Date('2026-01-02T03:04:05Z');
+    utimesSync(file, when, when);
+    const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex');
+    const sources = async () => {
+      const df = await engine.request('GET', '/system/df');
+      const items = (JSON.parse(df.body.toString()) as { BuildCache: Array<{ Type: string; Size: number }> })
+        .BuildCache;
+      return items.filter((i) => i.Type === 'source.local');
+    };
+    const first = await build(['-t', 'large', ctx]);
+    assert.equal(first.code, 0, first.stderr + first.stdout);
+    // the context's large file is kept once the build is done (after its answer)
+    let kept: Array<{ Type: string; Size: number }> = [];
+    for (let i = 0; i < 50 && kept.length === 0; i++) {
+      kept = await sources();
+      if (kept.length === 0) await sleep(100);
+    }
+    assert.deepEqual(
+      kept.map((k) => k.Size),
+      [big.length],
+    );
+    const same = await build(['-t', 'large', ctx]);
+    assert.equal(same.stdout.match(/ ---> Using cache\n/g)?.length, 2, same.stdout);
+    // one byte changed, the size and the time (whole seconds, all the CLI sends) put back
+    big[big.length >> 1] = (big[big.length >> 1] as number) ^ 0xff;
+    await writeFile(file, big);
+    utimesSync(file, when, when);
+    const changed = await build(['-t', 'large', ctx]);
+    assert.equal(changed.code, 0, changed.stderr);
+    assert.doesNotMatch(changed.stdout, /Using cache/);
+    assert.equal(await engine.dockerOk(['run', '--rm', 'large', 'cat', '/sum']), `${md5(big)}  /big.bin`);
+    // the next build is all from the cache, and both contents are kept
+    const again = await build(['-t', 'large', ctx]);
+    assert.equal(again.stdout.match(/ ---> Using cache\n/g)?.length, 2, again.stdout);
+    for (let i = 0; i < 50 && kept.length < 2; i++) {
+      kept = await sources();
+      if (kept.length < 2) await sleep(100);
+    }
+    assert.equal(kept.length, 2);
+    // docker builder prune lets the kept files go
+    await engine.dockerOk(['builder', 'prune', '-af']);
+    assert.deepEqual(await sources(), []);
   });
 
   it('runs heredocs and keeps a cache mount between builds', async () => {

@@ -25,11 +25,19 @@ import { BerthError, errnoCode, errorMessage, invalidParameter } from '../../../
 import { checkMember, memberTime } from '../../containers/archive/tar-rules.js';
 import { TarScanner, type TarScanSink } from '../../storage/tar-scan.js';
 import type { KnownDigest } from '../build.types.js';
-import { DeferredContents } from './deferred.js';
+import { DEFER_FROM, DeferredContents } from './deferred.js';
+import type { LargeFile, LocalSources } from './local-sources.js';
 import type { NamedFiles } from './named-files.js';
 import { Turns } from './pace.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
+
+/** What an extraction knows once the archive is read. */
+export interface Extracted {
+  digests: Map<string, KnownDigest>;
+  large: LargeFile[];
+  deferred?: DeferredContents;
+}
 
 /** How dockerd words an archive it cannot read (chrootarchive's untar, then archive/tar). */
 export function tarReadError(err: unknown): BerthError {
@@ -134,6 +142,8 @@ class RealDirs {
  */
 export class ContextExtraction {
   readonly digests = new Map<string, KnownDigest>();
+  /** The large regular files extracted (for the engine's store of context sources). */
+  readonly large: LargeFile[] = [];
   private readonly deferred: DeferredContents | undefined;
   private readonly writer: ContextWriter;
   private readonly scanner: TarScanner;
@@ -146,12 +156,12 @@ export class ContextExtraction {
    */
   constructor(
     root: string,
-    hold?: { staging: string },
+    hold?: { staging: string; sources?: LocalSources | undefined },
     named?: NamedFiles,
     private readonly lend = false,
   ) {
-    this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests) : undefined;
-    this.writer = new ContextWriter(root, this.digests, this.deferred, named);
+    this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests, hold.sources) : undefined;
+    this.writer = new ContextWriter(root, this.digests, this.deferred, named, this.large);
     this.scanner = new TarScanner(this.writer);
   }
 
@@ -174,7 +184,7 @@ export class ContextExtraction {
    * The archive ended: its directories get their times; the digests (the held files' once the
    * held-contents thread has them) and the held contents.
    */
-  async end(): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
+  async end(): Promise<Extracted> {
     try {
       this.scanner.finish();
     } catch (err) {
@@ -190,7 +200,11 @@ export class ContextExtraction {
       this.deferred?.release();
       throw err;
     }
-    return { digests: this.digests, ...(this.deferred ? { deferred: this.deferred } : {}) };
+    return {
+      digests: this.digests,
+      large: this.large,
+      ...(this.deferred ? { deferred: this.deferred } : {}),
+    };
   }
 
   /** The extraction stops short (a failure, a cancel): the file being written is closed, held contents go. */
@@ -210,9 +224,9 @@ export async function extractContextTar(
   source: AsyncIterable<Buffer>,
   root: string,
   signal: AbortSignal,
-  hold?: { staging: string },
+  hold?: { staging: string; sources?: LocalSources | undefined },
   named?: NamedFiles,
-): Promise<{ digests: Map<string, KnownDigest>; deferred?: DeferredContents }> {
+): Promise<Extracted> {
   const extraction = new ContextExtraction(root, hold, named);
   const turns = new Turns();
   try {
@@ -292,6 +306,7 @@ class ContextWriter implements TarScanSink {
     private readonly digests: Map<string, KnownDigest>,
     private readonly deferred: DeferredContents | undefined,
     private readonly named: NamedFiles | undefined,
+    private readonly large: LargeFile[],
   ) {
     this.dirs = new RealDirs(root);
   }
@@ -324,6 +339,7 @@ class ContextWriter implements TarScanSink {
     const f = this.file;
     if (!f) return;
     if (f.kept) this.named?.keep(f.rel, Buffer.concat(f.kept));
+    if (f.size >= DEFER_FROM) this.large.push({ rel: f.rel, size: f.size });
     if (f.held !== undefined && this.deferred) {
       const { rel, fd, held: id, size, mode, mtime } = f;
       f.held = undefined;
@@ -409,6 +425,8 @@ class ContextWriter implements TarScanSink {
         );
         const size = h.size ?? 0;
         const held = this.deferred?.take(size);
+        // a content the engine stored under this path and size: compared with it on the thread
+        if (held !== undefined) this.deferred?.compareStored(held, rel, size);
         this.file = {
           rel,
           fd,

@@ -1,8 +1,9 @@
-import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync } from 'node:fs';
-import { lstat, rename, rm } from 'node:fs/promises';
+import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync, linkSync } from 'node:fs';
+import { link, lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
 import { HeldFiles } from './held.thread.js';
+import type { LargeFile, LocalSources } from './local-sources.js';
 
 /** Files from this size up may have their content held rather than written as they arrive. */
 export const DEFER_FROM = 1024 * 1024;
@@ -26,6 +27,30 @@ interface Held {
 }
 
 const keyOf = (st: { dev: bigint; ino: bigint }): string => `${st.dev}:${st.ino}`;
+
+/**
+ * A context's large files kept in the engine's store (LocalSources) once its build is done: a
+ * held content is written there by the thread (unless the store has it), a file on disk whose
+ * digest the extraction took (its inode, size and time unchanged) is linked there. Files that
+ * changed or went are left out.
+ */
+export async function keepSources(
+  sources: LocalSources,
+  root: string,
+  large: LargeFile[],
+  digests: ReadonlyMap<string, KnownDigest>,
+  deferred: DeferredContents | undefined,
+): Promise<void> {
+  for (const { rel, size } of large) {
+    const at = join(root, rel);
+    const st = await lstat(at, { bigint: true }).catch(() => undefined);
+    if (!st?.isFile() || st.size !== BigInt(size)) continue;
+    if (await deferred?.keepHeld(rel, st, size)) continue;
+    const d = digests.get(keyOf(st));
+    if (!d || d.size !== size || d.mtimeNs !== st.mtimeNs) continue;
+    await sources.keep(rel, size, d.sha256, (path) => link(at, path));
+  }
+}
 
 /**
  * The contents a context's extraction held instead of writing them: a build whose steps all
@@ -59,11 +84,37 @@ export class DeferredContents {
    * `root`: the context's files; `staging`: a directory of the engine's on the same file system,
    * outside the root; `digests`: the context's digests by inode (kept up to date here).
    */
+  /** The held files compared with a stored content (by number). */
+  private readonly comparing = new Map<number, { rel: string; size: number; sha256: string }>();
+
   constructor(
     private readonly root: string,
     private readonly staging: string,
     private readonly digests: Map<string, KnownDigest>,
+    private readonly sources?: LocalSources,
   ) {}
+
+  /**
+   * Held file `id` (a member at `rel` of `size` bytes) is compared on the thread, byte by byte,
+   * with the engine's stored content of that path and size (LocalSources), when there is one:
+   * every byte equal, its digest is the stored one and the thread keeps none of its bytes (it
+   * writes the file out from the stored one); at the first byte that differs, the thread hashes
+   * and holds it as any other (the equal bytes read back from the stored file). The stored file
+   * is linked into the staging directory first, so a content evicted or pruned meanwhile stays.
+   */
+  compareStored(id: number, rel: string, size: number): void {
+    const s = this.sources?.candidate(rel, size);
+    if (!s) return;
+    const path = join(this.staging, `.source-${++this.count}`);
+    try {
+      linkSync(s.path, path);
+    } catch {
+      // gone meanwhile (evicted, pruned): hashed as any file
+      return;
+    }
+    this.comparing.set(id, { rel, size, sha256: s.sha256 });
+    this.thread.compare(id, path, s.sha256);
+  }
 
   /**
    * Whether a file of `size` bytes is held rather than written (it takes its share of the
@@ -118,7 +169,12 @@ export class DeferredContents {
     await Promise.all(this.inPlace);
     const stillHeld = new Set([...this.files.values()].map((f) => f.id));
     for (const [id, f] of this.placed) {
-      const sha256 = sums.get(id);
+      const sum = sums.get(id);
+      const sha256 = sum?.sha256;
+      if (sum?.same) {
+        const c = this.comparing.get(id);
+        if (c) this.sources?.used(c.rel, c.size, sum.sha256);
+      }
       if (sha256 !== undefined) {
         f.sha256 = sha256;
         this.digests.set(f.key, { size: f.size, mtimeNs: f.mtimeNs, sha256 });
@@ -159,6 +215,21 @@ export class DeferredContents {
     this.files.delete(rel);
     held -= f.size;
     this.bytes -= f.size;
+  }
+
+  /**
+   * A held content of the file at `rel` (lstat'd as `st`) kept in the engine's store of context
+   * sources, written there by the thread unless the store has it. False when the file is not a
+   * placeholder of this context's.
+   */
+  async keepHeld(rel: string, st: BigIntStats, size: number): Promise<boolean> {
+    const f = this.files.get(rel);
+    if (!f || f.key !== keyOf(st) || f.sha256 === undefined) return false;
+    const { id, mtime } = f;
+    await this.sources?.keep(rel, size, f.sha256, async (path) => {
+      await this.thread.write(id, { path, create: true, mode: 0o600, mtime });
+    });
+    return true;
   }
 
   /** Whether a file (lstat'd or stat'd with bigint) is a placeholder whose content is held. */

@@ -11,11 +11,16 @@ import { Worker } from 'node:worker_threads';
  * Messages to the thread: `{ ops, buffers }` where each op is one of
  * - `['d', ctx, file, buffer, offset, length]`: a piece of a file's content (`buffer` an index in
  *   `buffers`);
- * - `['e', ctx, file]`: the file's content is complete (its digest is taken);
+ * - `['c', ctx, file, path, sha256]`: the file's pieces are compared with the content at `path`
+ *   (whose digest is `sha256`) rather than hashed and kept; at the first byte that differs, the
+ *   bytes equal so far are read back from `path` and the file is hashed and kept as any other;
+ * - `['e', ctx, file]`: the file's content is complete (its digest is taken, or, every byte
+ *   equal to the compared content, is that content's);
  * - `['w', ctx, file, req, path, create, mode, mtimeMs]`: write the content to `path` (a new file,
  *   or the existing placeholder when `create` is false), with its mode and time; answers
  *   `{ req, stat: [dev, ino, size, mtimeNs] }`;
- * - `['s', ctx, req]`: answers `{ req, digests: [[file, sha256]…] }` of the files ended so far;
+ * - `['s', ctx, req]`: answers `{ req, digests: [[file, sha256, same]…] }` of the files ended so
+ *   far (`same`: equal to the content it was compared with);
  * - `['x', ctx, file]`: drop a file (file -1: every file of the context).
  * A failure answers `{ req, error }`.
  */
@@ -24,17 +29,87 @@ const { parentPort } = require('node:worker_threads');
 const { createHash } = require('node:crypto');
 const fs = require('node:fs');
 const contexts = new Map();
+const WINDOW = 1024 * 1024;
+const win = Buffer.allocUnsafe(WINDOW);
+let winOwner;
+let winStart = 0;
+let winLength = 0;
 const fileOf = (ctx, id) => {
   let files = contexts.get(ctx);
   if (!files) contexts.set(ctx, (files = new Map()));
   let f = files.get(id);
-  if (!f) files.set(id, (f = { hash: createHash('sha256'), pieces: [], digest: undefined }));
+  if (!f) files.set(id, (f = { hash: undefined, pieces: [], digest: undefined, same: undefined }));
   return f;
 };
+// a piece compared with the stored content at the file's position: whether it is equal
+function equal(f, piece) {
+  const s = f.same;
+  let pos = s.pos;
+  for (let i = 0; i < piece.length; ) {
+    if (winOwner !== s || pos < winStart || pos >= winStart + winLength) {
+      winOwner = s;
+      winStart = pos;
+      winLength = fs.readSync(s.fd, win, 0, WINDOW, pos);
+      if (winLength === 0) return false;
+    }
+    const n = Math.min(piece.length - i, winStart + winLength - pos);
+    const at = pos - winStart;
+    if (piece.compare(win, at, at + n, i, i + n) !== 0) return false;
+    i += n;
+    pos += n;
+  }
+  s.pos = pos;
+  return true;
+}
+// the file differs from the stored content: the bytes equal so far are read back, hashed and kept
+function differs(f) {
+  const s = f.same;
+  f.same = undefined;
+  if (winOwner === s) winOwner = undefined;
+  f.hash = createHash('sha256');
+  try {
+    for (let pos = 0; pos < s.pos; ) {
+      const b = Buffer.allocUnsafe(Math.min(WINDOW, s.pos - pos));
+      const n = fs.readSync(s.fd, b, 0, b.length, pos);
+      if (n === 0) throw new Error('a stored content was cut');
+      const piece = b.subarray(0, n);
+      f.hash.update(piece);
+      f.pieces.push(piece);
+      pos += n;
+    }
+  } finally {
+    fs.closeSync(s.fd);
+  }
+}
+function closeStored(f) {
+  if (f.same && f.same.fd !== undefined) {
+    if (winOwner === f.same) winOwner = undefined;
+    const fd = f.same.fd;
+    f.same.fd = undefined;
+    try {
+      fs.closeSync(fd);
+    } catch {}
+  }
+}
 function write(f, path, create, mode, mtimeMs) {
   const flags = fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW | (create ? fs.constants.O_CREAT | fs.constants.O_EXCL : 0);
   const fd = fs.openSync(path, flags, 0o600);
   try {
+    if (f.same) {
+      // equal to the stored content: written from it
+      const src = fs.openSync(f.same.path, fs.constants.O_RDONLY);
+      try {
+        const b = Buffer.allocUnsafe(WINDOW);
+        for (let pos = 0; ; ) {
+          const n = fs.readSync(src, b, 0, WINDOW, pos);
+          if (n === 0) break;
+          for (let done = 0; done < n; ) done += fs.writeSync(fd, b, done, n - done, pos + done);
+          pos += n;
+        }
+      } finally {
+        fs.closeSync(src);
+      }
+    }
     let pos = 0;
     for (let i = 0; i < f.pieces.length; i += 512) {
       let batch = f.pieces.slice(i, i + 512);
@@ -59,13 +134,41 @@ parentPort.on('message', ({ ops, buffers }) => {
     const [kind, ctx] = op;
     try {
       if (kind === 'd') {
-        const piece = new Uint8Array(buffers[op[3]], op[4], op[5]);
+        const piece = Buffer.from(buffers[op[3]], op[4], op[5]);
         const f = fileOf(ctx, op[2]);
-        f.hash.update(piece);
+        if (f.broken) continue;
+        if (f.same) {
+          try {
+            if (equal(f, piece)) continue;
+            differs(f);
+          } catch {
+            // the stored content could not be read: no digest is ever told for this file (its
+            // build fails with its held contents lost), never one of bytes that were skipped
+            closeStored(f);
+            f.same = undefined;
+            f.broken = true;
+            f.pieces = [];
+            continue;
+          }
+        }
+        (f.hash ??= createHash('sha256')).update(piece);
         f.pieces.push(piece);
+      } else if (kind === 'c') {
+        const f = fileOf(ctx, op[2]);
+        f.same = { path: op[3], sha256: op[4], fd: fs.openSync(op[3], fs.constants.O_RDONLY), pos: 0 };
       } else if (kind === 'e') {
         const f = fileOf(ctx, op[2]);
-        f.digest = f.hash.digest('hex');
+        if (f.broken) continue;
+        if (f.same) {
+          // every byte equal: the stored content's digest (its whole length, no more)
+          if (f.same.pos !== fs.fstatSync(f.same.fd).size) differs(f);
+          else {
+            closeStored(f);
+            f.digest = f.same.sha256;
+            continue;
+          }
+        }
+        f.digest = (f.hash ??= createHash('sha256')).digest('hex');
       } else if (kind === 'w') {
         const f = contexts.get(ctx)?.get(op[2]);
         if (!f || !f.digest) throw new Error('no such held content');
@@ -73,11 +176,13 @@ parentPort.on('message', ({ ops, buffers }) => {
         parentPort.postMessage({ req: op[3], stat });
       } else if (kind === 's') {
         const digests = [];
-        for (const [id, f] of contexts.get(ctx) ?? []) if (f.digest) digests.push([id, f.digest]);
+        for (const [id, f] of contexts.get(ctx) ?? []) if (f.digest) digests.push([id, f.digest, !!f.same]);
         parentPort.postMessage({ req: op[2], digests });
       } else if (kind === 'x') {
+        const files = contexts.get(ctx);
+        for (const [id, f] of files ?? []) if (op[2] === -1 || op[2] === id) closeStored(f);
         if (op[2] === -1) contexts.delete(ctx);
-        else contexts.get(ctx)?.delete(op[2]);
+        else files?.delete(op[2]);
       }
     } catch (err) {
       const req = kind === 'w' ? op[3] : kind === 's' ? op[2] : undefined;
@@ -95,7 +200,7 @@ type Op = Array<string | number | boolean>;
 interface Reply {
   req: number;
   stat?: [string, string, number, string];
-  digests?: Array<[number, string]>;
+  digests?: Array<[number, string, boolean]>;
   error?: string;
   code?: string;
 }
@@ -143,6 +248,10 @@ class HeldThread {
     if (this.worker) return this.worker;
     const w = new Worker(WORKER_SOURCE, { eval: true });
     w.unref();
+    // an unref before the thread is online does not hold for its port: again once it is
+    w.once('online', () => {
+      if (this.waiting.size === 0) w.unref();
+    });
     w.on('message', (r: Reply) => {
       const p = this.waiting.get(r.req);
       if (!p) return;
@@ -224,10 +333,21 @@ export class HeldFiles {
     if (this.bytes >= BATCH_BYTES || this.asking) this.flush();
   }
 
-  /** Every ended file's sha256 (between chunks, or once the archive is read). */
-  async digests(): Promise<Map<number, string>> {
+  /**
+   * File `file`'s pieces are compared with the content at `path` (its digest `sha256`) rather
+   * than hashed and kept (see the thread's `c`).
+   */
+  compare(file: number, path: string, sha256: string): void {
+    this.ops.push(['c', this.ctx, file, path, sha256]);
+  }
+
+  /**
+   * Every ended file's sha256 (between chunks, or once the archive is read), and whether it was
+   * equal to the content it was compared with.
+   */
+  async digests(): Promise<Map<number, { sha256: string; same: boolean }>> {
     const r = await this.ask((req) => ['s', this.ctx, req], true);
-    return new Map(r.digests ?? []);
+    return new Map((r.digests ?? []).map(([id, sha256, same]) => [id, { sha256, same }]));
   }
 
   /**

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { IncomingMessage } from 'node:http';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -7,12 +8,13 @@ import { resolveInRoot } from '../../runtime/oci/rootfs-path.js';
 import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops.js';
 import { detectCompression } from '../../storage/layer.apply.js';
 import { BLOCK } from '../../storage/tar-header.js';
-import type { BuildContext, ContentDigests } from '../build.types.js';
+import type { BuildContext } from '../build.types.js';
 import { pumpBody } from './body-pump.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
-import { ContextExtraction, extractContextTar, tarReadError } from './context-tar.js';
-import type { DeferredContents } from './deferred.js';
+import { ContextExtraction, type Extracted, extractContextTar, tarReadError } from './context-tar.js';
+import { type DeferredContents, keepSources } from './deferred.js';
 import { applyIgnore } from './ignore.js';
+import type { LargeFile, LocalSources } from './local-sources.js';
 import { NamedFiles } from './named-files.js';
 import { PatternMatcher, parseIgnoreFile } from './patterns.js';
 import { cloneGitContext, fetchBounded, isGitUrl, isHttpUrl } from './remote.js';
@@ -52,6 +54,12 @@ export interface ReceiveOptions {
    * true): false writes them as they arrive (a build with `nocache` reads them anyway).
    */
   hold?: boolean;
+  /**
+   * The engine's store of earlier contexts' large files: a member equal to the one stored under
+   * its path and size is compared rather than hashed and held; `cleanup({ keep: true })` stores
+   * this context's.
+   */
+  sources?: LocalSources;
 }
 
 const dockerfileTooLarge = () => invalidParameter(`the Dockerfile is larger than ${DOCKERFILE_LIMIT} bytes`);
@@ -71,19 +79,30 @@ export async function receiveContext(body: Readable, options: ReceiveOptions): P
   const workDir = options.workDir ?? options.dir;
   if (!workDir) throw new TypeError('receiveContext: no workDir');
   const opts = { ...options, signal: options.signal ?? new AbortController().signal };
-  await mkdir(workDir, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(join(workDir, 'context-'));
+  // synchronous (a few microseconds each): under load a call through the thread pool waits its
+  // turn while the client's upload stalls on a body nobody reads yet
+  mkdirSync(workDir, { recursive: true, mode: 0o700 });
+  const dir = mkdtempSync(join(workDir, 'context-'));
   let cleaned: Promise<void> | undefined;
   let deferred: DeferredContents | undefined;
-  const cleanup = () => {
+  let keep: (() => Promise<void>) | undefined;
+  const remove = () => {
     deferred?.release();
-    cleaned ??= rm(dir, { recursive: true, force: true });
+    return rm(dir, { recursive: true, force: true });
+  };
+  const cleanup = (o: { keep?: boolean } = {}) => {
+    cleaned ??= o.keep && keep ? keep().then(remove, remove) : remove();
     return cleaned;
   };
   try {
     const received = await receiveInto(dir, body, opts);
-    const { deferred: held, ...ctx } = received;
+    const { deferred: held, large, ...ctx } = received;
     deferred = held;
+    const { sources } = opts;
+    if (sources && large?.length && ctx.digests) {
+      const digests = ctx.digests;
+      keep = () => keepSources(sources, ctx.root, large, digests, held);
+    }
     return { ...ctx, contents: () => held?.writeOut() ?? Promise.resolve(), cleanup };
   } catch (err) {
     await cleanup();
@@ -167,7 +186,7 @@ async function receiveArchive(
     const text = await readAllBounded(sniffed.bytes, DOCKERFILE_LIMIT, dockerfileTooLarge);
     return { root, dockerfile: text.toString('utf8'), dockerfilePath: '-', ignore: [] };
   }
-  let extracted: { digests: ContentDigests; deferred?: DeferredContents };
+  let extracted: Extracted;
   const named = namedFilesFor(opts.dockerfile);
   try {
     // large files' contents held, not written, until a step reads the context's files
@@ -175,7 +194,7 @@ async function receiveArchive(
       bounded(sniffed.bytes, opts.limit),
       root,
       signal,
-      opts.hold === false ? undefined : { staging: dir },
+      holdOf(opts, dir),
       named,
     );
   } finally {
@@ -183,6 +202,17 @@ async function receiveArchive(
     await sniffed.bytes.return(undefined);
   }
   return locateIn(root, opts.dockerfile, extracted, named);
+}
+
+/**
+ * How an extraction holds large files' contents (none with `hold: false`: written as they arrive);
+ * `staging`: where they are written out from.
+ */
+function holdOf(
+  opts: ReceiveOptions,
+  staging: string,
+): { staging: string; sources?: LocalSources } | undefined {
+  return opts.hold === false ? undefined : { staging, ...(opts.sources ? { sources: opts.sources } : {}) };
 }
 
 /** The files locateDockerfile reads by name, kept as the extraction passes them. */
@@ -227,17 +257,12 @@ async function receiveTarBody(
 ): Promise<Received> {
   const { signal, limit } = opts;
   const dir = dirname(root);
-  await mkdir(root, { mode: 0o755 });
+  mkdirSync(root, { mode: 0o755 });
   signal.throwIfAborted();
   // large files' contents held, not written, until a step reads the context's files
   const named = namedFilesFor(opts.dockerfile);
   // a request's chunks are its own: a held file's are handed over whole
-  const extraction = new ContextExtraction(
-    root,
-    opts.hold === false ? undefined : { staging: dir },
-    named,
-    body instanceof IncomingMessage,
-  );
+  const extraction = new ContextExtraction(root, holdOf(opts, dir), named, body instanceof IncomingMessage);
   let size = 0;
   const take = (chunk: Buffer): boolean => {
     size += chunk.length;
@@ -260,13 +285,13 @@ async function receiveTarBody(
 async function locateIn(
   root: string,
   dockerfile: string | undefined,
-  extracted: { digests: ContentDigests; deferred?: DeferredContents },
+  extracted: Extracted,
   named: NamedFiles,
 ): Promise<Received> {
-  const { digests, deferred } = extracted;
+  const { digests, deferred, large } = extracted;
   try {
     const l = await locateDockerfile(root, dockerfile, { ...(deferred ? { deferred } : {}), named });
-    return { ...l, digests, ...(deferred ? { deferred } : {}) };
+    return { ...l, digests, large, ...(deferred ? { deferred } : {}) };
   } catch (err) {
     deferred?.release();
     throw err;
@@ -287,7 +312,10 @@ async function* bounded(source: AsyncIterable<Buffer>, limit: number | undefined
 }
 
 /** A received context before its cleanup is attached, with the contents its extraction held. */
-type Received = Omit<BuildContext, 'cleanup' | 'contents'> & { deferred?: DeferredContents };
+type Received = Omit<BuildContext, 'cleanup' | 'contents'> & {
+  deferred?: DeferredContents;
+  large?: LargeFile[];
+};
 
 /**
  * Reads the Dockerfile from the context and applies its `.dockerignore`; `known.named`: the files

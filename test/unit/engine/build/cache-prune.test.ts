@@ -7,6 +7,7 @@ import { BuildCacheStore } from '../../../../src/engine/build/build-cache.js';
 import type { BuildImagePort } from '../../../../src/engine/build/builder.ports.js';
 import { CacheMounts } from '../../../../src/engine/build/cache-mounts.js';
 import { cacheItems, pruneCache } from '../../../../src/engine/build/cache-prune.js';
+import { LocalSources } from '../../../../src/engine/build/context/local-sources.js';
 import type { ImageRecord } from '../../../../src/engine/images/images.types.js';
 
 /** Images by ID (a chain base ← mid ← top, top tagged), and what prune removed. */
@@ -55,7 +56,12 @@ describe('build cache prune', () => {
       await cache.put('k-other', 'other', 'base', '/bin/sh -c echo other');
       const held = await mounts.acquire('/root/.cache', 'shared', {});
       await held.release();
-      const deps = { cache, cacheMounts: mounts, images: port };
+      const deps = {
+        cache,
+        cacheMounts: mounts,
+        sources: new LocalSources(join(dir, 'sources')),
+        images: port,
+      };
 
       const items = await cacheItems(deps);
       assert.deepEqual(
@@ -111,7 +117,12 @@ describe('build cache prune', () => {
       const mounts = new CacheMounts(dir);
       await mounts.init();
       const { port } = fakeImages();
-      const deps = { cache, cacheMounts: mounts, images: port };
+      const deps = {
+        cache,
+        cacheMounts: mounts,
+        sources: new LocalSources(join(dir, 'sources')),
+        images: port,
+      };
       await cache.put('k-mid', 'mid', 'base', 'mid');
       await cache.put('k-other', 'other', 'base', 'other');
       const recent = await pruneCache(deps, {
