@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { errorMessage, isKind } from '../../../common/errors.js';
 import { mkdir, readdir, rmdir, unlink } from '../../../common/fs/quick.js';
@@ -102,10 +102,13 @@ export class Rootfs {
    */
   async removeExecDir(id: string): Promise<void> {
     const dir = join(this.execRoot, 'containers', id);
-    if (!existsSync(dir)) return;
-    for (const sub of ['rootfs', 'bundle']) {
-      await removeFilesIn(join(dir, sub));
-      await rmdir(join(dir, sub)).catch(() => undefined);
+    // one readdir: the subdirectories there (most often none: the driver removed its bundle)
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => null);
+    if (!entries) return;
+    for (const e of entries) {
+      if (!e.isDirectory() || (e.name !== 'rootfs' && e.name !== 'bundle')) continue;
+      await removeFilesIn(join(dir, e.name));
+      await rmdir(join(dir, e.name)).catch(() => undefined);
     }
     await rmdir(dir).catch(() => undefined);
   }

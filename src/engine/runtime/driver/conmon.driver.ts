@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { constants } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { access, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -746,12 +746,7 @@ export class ConmonDriver implements Runtime {
     this.reporting.add(id);
     try {
       const marker = join(this.persistDir(id), 'exit-reported');
-      try {
-        await stat(marker);
-        return;
-      } catch {
-        // not reported yet
-      }
+      if (existsSync(marker)) return;
       const status = await this.exitStatus(id);
       if (!status || this.closed) return;
       await writeFile(marker, '').catch((err) => {

@@ -20,6 +20,22 @@ export async function sameProcessAlive(
   return fields[19] === String(startTime);
 }
 
+/**
+ * The entries of /sys/fs/cgroup (the hierarchies crun made the container's cgroup in), read once:
+ * they change only when a hierarchy is mounted, which the engine does (crun's preparation) before
+ * the first container it runs with crun, and so before any it deletes.
+ */
+let hierarchies: Promise<string[]> | undefined;
+function cgroupHierarchies(): Promise<string[]> {
+  if (!hierarchies) {
+    hierarchies = readdir('/sys/fs/cgroup');
+    hierarchies.catch(() => {
+      hierarchies = undefined;
+    });
+  }
+  return hierarchies.catch(() => [] as string[]);
+}
+
 async function removeCgroup(path: string): Promise<boolean> {
   try {
     await rmdir(path);
@@ -59,7 +75,7 @@ export async function deleteStopped(runtime: string, stateRoot: string, id: stri
       const rel = st['cgroup-path'];
       if (!rel || st['systemd-cgroup'] || (await sameProcessAlive(st.pid ?? 0, st['process-start-time'])))
         return false;
-      const controllers = await readdir('/sys/fs/cgroup').catch(() => [] as string[]);
+      const controllers = await cgroupHierarchies();
       cgroups = controllers.map((c) => join('/sys/fs/cgroup', c, rel));
       cgroups.push(join('/sys/fs/cgroup', rel));
     } else return false;

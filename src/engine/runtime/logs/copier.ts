@@ -1,7 +1,8 @@
-import { type FSWatcher, watch } from 'node:fs';
-import { type FileHandle, link, open, stat, unlink } from 'node:fs/promises';
+import { existsSync, type FSWatcher, watch } from 'node:fs';
+import { type FileHandle, link, open } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { rm, stat } from '../../../common/fs/quick.js';
 import { RecordAssembler } from './assembler.js';
 import { type CopierState, loadCopierState, saveCopierState } from './copier-state.js';
 import { LineReader } from './files.js';
@@ -54,9 +55,7 @@ async function openSource(path: string, offset: number): Promise<Source | null> 
 }
 
 async function unlinkIfExists(path: string): Promise<void> {
-  await unlink(path).catch((err) => {
-    if (errnoCode(err) !== 'ENOENT') throw err;
-  });
+  await rm(path, { force: true });
 }
 
 /**
@@ -133,7 +132,8 @@ export class LogCopier {
       }
       this.asm.restore(state.pending);
     }
-    const old = await openSource(this.oldPath, 0);
+    // only this copier links it (before a reopen): its absence, the usual case, is seen at once
+    const old = existsSync(this.oldPath) ? await openSource(this.oldPath, 0) : null;
     const cur = await openSource(this.o.source, 0);
     const from = state?.source ?? null;
     const at = async (s: Source, offset: number) => {
