@@ -1,4 +1,4 @@
-import { existsSync, type FSWatcher, watch } from 'node:fs';
+import { existsSync, type FSWatcher, fstatSync, watch } from 'node:fs';
 import { type FileHandle, link, open } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
@@ -49,7 +49,7 @@ async function openSource(path: string, offset: number): Promise<Source | null> 
     if (errnoCode(err) === 'ENOENT') return null;
     throw err;
   }
-  const st = await handle.stat();
+  const st = fstatSync(handle.fd); // at once: a metadata read, no thread-pool round trip
   const at = offset <= st.size ? offset : 0;
   return { handle, id: identityOf(st), reader: new LineReader(handle, at, READ_SIZE), consumed: at };
 }
@@ -137,7 +137,7 @@ export class LogCopier {
     const cur = await openSource(this.o.source, 0);
     const from = state?.source ?? null;
     const at = async (s: Source, offset: number) => {
-      const to = offset <= (await s.handle.stat()).size ? offset : 0;
+      const to = offset <= fstatSync(s.handle.fd).size ? offset : 0;
       await s.reader.reset(to);
       s.consumed = to;
     };
