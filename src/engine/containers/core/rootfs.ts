@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { errorMessage, isKind } from '../../../common/errors.js';
 import { mkdir, readdir, rmdir, unlink } from '../../../common/fs/quick.js';
@@ -102,6 +102,7 @@ export class Rootfs {
    */
   async removeExecDir(id: string): Promise<void> {
     const dir = join(this.execRoot, 'containers', id);
+    if (!existsSync(dir)) return;
     // one readdir: the subdirectories there (most often none: the driver removed its bundle)
     const entries = await readdir(dir, { withFileTypes: true }).catch(() => null);
     if (!entries) return;

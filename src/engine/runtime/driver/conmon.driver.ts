@@ -292,7 +292,7 @@ export class ConmonDriver implements Runtime {
     await Promise.all([
       writeFile(join(bundleDir, 'config.json'), specToJson(spec)),
       writeFile(join(persist, 'meta.json'), JSON.stringify(meta)),
-      rm(join(this.exitDir, id), { force: true }),
+      existsSync(join(this.exitDir, id)) && rm(join(this.exitDir, id), { force: true }),
       earlier && rm(join(persist, 'exit'), { force: true }),
       earlier && rm(join(persist, 'oom'), { force: true }),
     ]);
@@ -426,12 +426,8 @@ export class ConmonDriver implements Runtime {
   }
 
   private async oomKilled(id: string): Promise<boolean> {
-    try {
-      await stat(join(this.persistDir(id), 'oom'));
-      return true;
-    } catch {
-      // conmon may not have seen the event (it arrives with the exit); ask the memory cgroup
-    }
+    if (existsSync(join(this.persistDir(id), 'oom'))) return true;
+    // conmon may not have seen the event (it arrives with the exit); ask the memory cgroup
     const meta = await this.meta(id).catch(() => null);
     if (!meta?.cgroupsPath || meta.cgroupsPath.includes(':')) return false;
     try {

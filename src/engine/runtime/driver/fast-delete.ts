@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
 import { readdir, readFile, rmdir, rmSmallTree, stat } from '../../../common/fs/quick.js';
@@ -34,6 +35,12 @@ function cgroupHierarchies(): Promise<string[]> {
     });
   }
   return hierarchies.catch(() => [] as string[]);
+}
+
+let unified: boolean | undefined;
+function unifiedAtRoot(): boolean {
+  unified ??= existsSync('/sys/fs/cgroup/cgroup.controllers');
+  return unified;
 }
 
 async function removeCgroup(path: string): Promise<boolean> {
@@ -77,7 +84,8 @@ export async function deleteStopped(runtime: string, stateRoot: string, id: stri
         return false;
       const controllers = await cgroupHierarchies();
       cgroups = controllers.map((c) => join('/sys/fs/cgroup', c, rel));
-      cgroups.push(join('/sys/fs/cgroup', rel));
+      // cgroup v2 mounted at /sys/fs/cgroup itself (on hybrid hosts it is one of the entries)
+      if (unifiedAtRoot()) cgroups.push(join('/sys/fs/cgroup', rel));
     } else return false;
   } catch {
     return false;
