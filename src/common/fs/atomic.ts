@@ -47,9 +47,18 @@ export async function writeTempFile(
   data: string | Uint8Array,
   mode = 0o644,
   sync = true,
+  dirMode?: number,
 ): Promise<string> {
   const tmp = `${path}.${tempPrefix}${(++tempSeq).toString(36)}.tmp`;
-  const fd = openSync(tmp, 'w', mode);
+  let fd: number;
+  try {
+    fd = openSync(tmp, 'w', mode);
+  } catch (err) {
+    // the directory is made on the first write into it (not checked before every write)
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    mkdirSync(dirname(path), { recursive: true, ...(dirMode === undefined ? {} : { mode: dirMode }) });
+    fd = openSync(tmp, 'w', mode);
+  }
   try {
     writeAll(fd, data);
     if (sync) await fsyncFd(fd);
@@ -64,24 +73,24 @@ export async function writeTempFile(
 
 /**
  * Write a file atomically: temp file in the same directory, fsync, rename, fsync the directory
- * (as far as `durability` asks). A reader sees the old content or the new, never a torn file.
+ * (as far as `durability` asks). A reader sees the old content or the new, never a torn file. The
+ * directory (`dirMode`, default 0777 less the umask) is made when missing.
  */
 export async function writeFileAtomic(
   path: string,
   data: string | Uint8Array,
   mode = 0o644,
   durability: Durability = 'full',
+  dirMode?: number,
 ): Promise<void> {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true });
-  const tmp = await writeTempFile(path, data, mode, durability !== 'none');
+  const tmp = await writeTempFile(path, data, mode, durability !== 'none', dirMode);
   try {
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });
     throw err;
   }
-  if (durability === 'full') await fsyncDir(dir);
+  if (durability === 'full') await fsyncDir(dirname(path));
 }
 
 export async function writeJsonAtomic(

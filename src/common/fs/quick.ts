@@ -98,13 +98,61 @@ export function readlink(path: string): Promise<string> {
   return settle(() => readlinkSync(path, 'utf8'));
 }
 
-/** `rm`: a file (or nothing, with `force`) at once; a recursive removal in the thread pool. */
+/**
+ * `rm`: a file (or nothing, with `force`) at once, one unlink(2) (Node's rmSync stats the path
+ * first, twice when it is missing); a directory without `recursive` is refused as rmSync refuses
+ * it; a recursive removal in the thread pool.
+ */
 export function rm(path: string, options?: { force?: boolean; recursive?: boolean }): Promise<void> {
   if (options?.recursive) return rmAsync(path, options);
-  return settle(() => rmSync(path, options));
+  try {
+    unlinkSync(path);
+    return Promise.resolve();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && options?.force) return Promise.resolve();
+    // a directory (EISDIR) or anything unusual: rmSync's own answer
+    return settle(() => rmSync(path, options));
+  }
 }
 
-/** `rm -rf` of a tree known to be small (a few files: a runtime's state, a bundle) at once. */
+/**
+ * `rm -rf` of a tree known to be small (a few files: a runtime's state, a bundle, a container's
+ * directory) at once: one readdir per directory (the entries' types from getdents), one unlink per
+ * file and one rmdir per directory, nothing else. (Node's recursive rmSync stats every entry,
+ * twice for files, and tries rmdir on each directory before reading it.)
+ */
 export function rmSmallTree(path: string): Promise<void> {
-  return settle(() => rmSync(path, { recursive: true, force: true }));
+  return settle(() => removeTree(path));
+}
+
+function removeTree(path: string): void {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(path, { withFileTypes: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return;
+    if (code !== 'ENOTDIR') throw err;
+    unlinkMissingOk(path);
+    return;
+  }
+  for (const e of entries) {
+    const child = `${path}/${e.name}`;
+    if (e.isDirectory()) removeTree(child);
+    else unlinkMissingOk(child);
+  }
+  try {
+    rmdirSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+function unlinkMissingOk(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
 }

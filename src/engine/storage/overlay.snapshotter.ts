@@ -49,7 +49,16 @@ export interface LayerRecord {
 export interface ActiveRecord {
   key: string;
   parent: string | null;
-  link: string;
+  /**
+   * Its short name under `l/`: snapshots made before writable layers went without one (nothing
+   * mounts a writable layer through it; an image layer's link is what a lowerdir names).
+   */
+  link?: string;
+  /**
+   * Its lowerdirs as the mount takes them (`init/<digest>:l/<link>:...`, '' for none); in its
+   * `lower` file for snapshots made before the record held it.
+   */
+  lower?: string;
   created: string;
   /** Its init layer's directory under <root> (`init/<digest>`), shared by every snapshot made with the same entries. */
   init?: string;
@@ -150,6 +159,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     const layers = await this.layers.all();
     const actives = await this.active.all();
     const wanted = new Map<string, string>(); // dir name -> link
+    const kept = new Set<string>(); // dir names
     for (const [hex, rec] of layers) {
       if (!existsSync(join(this.root, hex, 'diff'))) {
         this.opts.log.warn('dropping layer record without files', { chainId: rec.chainId });
@@ -157,6 +167,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         continue;
       }
       wanted.set(hex, rec.link);
+      kept.add(hex);
       this.layerCache.set(rec.chainId, rec);
     }
     for (const [key, rec] of actives) {
@@ -165,10 +176,11 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
         await this.active.delete(key);
         continue;
       }
-      wanted.set(key, rec.link);
+      if (rec.link) wanted.set(key, rec.link);
+      kept.add(key);
     }
     for (const name of await readdir(this.root)) {
-      if (RESERVED.has(name) || wanted.has(name)) continue;
+      if (RESERVED.has(name) || kept.has(name)) continue;
       this.opts.log.info('removing orphaned snapshot directory', { name });
       await this.removeDir(join(this.root, name));
     }
@@ -394,15 +406,13 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       if (init) lower = lower ? `${init}:${lower}` : init;
       if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
       await mkdir(dir, { mode: 0o700 });
-      const link = newLinkId();
+      // no `link`, `lower` or `l/` entry of its own: nothing names a writable layer as a lowerdir,
+      // and its lowerdirs are in its record
       await Promise.all([
         mkdir(join(dir, 'diff'), { mode: 0o755 }),
         mkdir(join(dir, 'work'), { mode: 0o700 }),
-        writeFile(join(dir, 'link'), link),
-        lower ? writeFile(join(dir, 'lower'), lower) : undefined,
-        symlink(`../${key}/diff`, join(this.linkDir, link)),
       ]);
-      const rec: ActiveRecord = { key, parent: parentChainId, link, created: new Date().toISOString() };
+      const rec: ActiveRecord = { key, parent: parentChainId, lower, created: new Date().toISOString() };
       if (init) rec.init = init;
       await this.active.put(key, rec, opts.durable === false ? 'none' : 'file');
     });
@@ -450,7 +460,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     const dir = this.dirOf(key);
     const rec = await this.active.get(key);
     if (!rec) throw notFound(`snapshot ${key} does not exist`);
-    const lowerText = await readFile(join(dir, 'lower'), 'utf8').catch(() => '');
+    const lowerText = rec.lower ?? (await readFile(join(dir, 'lower'), 'utf8').catch(() => ''));
     const lowers = lowerText.trim() ? lowerText.trim().split(':') : [];
     await mkdir(target, { recursive: true });
     if (options.readonly) {
@@ -495,7 +505,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       // durable change (a container's record goes after it); lost to a power loss, the record
       // comes back with the owner's, which the next start removes again
       await this.active.delete(key, false);
-      await rm(join(this.linkDir, rec.link), { force: true });
+      if (rec.link) await rm(join(this.linkDir, rec.link), { force: true });
       await this.removeDir(dir);
     });
   }

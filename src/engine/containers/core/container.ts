@@ -35,6 +35,11 @@ export class Container {
    */
   cleanup?: Promise<void>;
   /**
+   * The runtime forgot the container since its last start (the cleanup after its exit deleted
+   * it): a removal's teardown need not ask the runtime again.
+   */
+  runtimeDeleted = false;
+  /**
    * Inspect's GraphDriver.Data, computed once: the writable snapshot's paths never change while
    * it exists (its key is the container ID, its parent the image's top layer).
    */

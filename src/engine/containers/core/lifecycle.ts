@@ -95,6 +95,7 @@ export function createLifecycle(d: LifecycleDeps) {
           // the last run's runtime state and rootfs mount gone first
           if (c.cleanup) await c.cleanup;
           const dir = await rootfs.mount(c);
+          c.runtimeDeleted = false;
           const opts = await prepareStart(d, c, dir);
           const { pid } = await runtime.start({
             ...opts,
@@ -152,9 +153,12 @@ export function createLifecycle(d: LifecycleDeps) {
    */
   function cleanUpAfterExit(c: Container): Promise<void> {
     const work = (async () => {
-      await runtime
-        .delete(c.id)
-        .catch((err) => log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }));
+      await runtime.delete(c.id).then(
+        () => {
+          c.runtimeDeleted = true;
+        },
+        (err) => log.warn('runtime delete failed', { id: c.id, error: errorMessage(err) }),
+      );
       await rootfs
         .unmount(c)
         .catch((err) => log.warn('unmount failed', { id: c.id, error: errorMessage(err) }));
@@ -542,7 +546,7 @@ export function createLifecycle(d: LifecycleDeps) {
     try {
       if (c.cleanup) await c.cleanup;
       await parts.logs.stop(c);
-      await runtime.delete(c.id).catch(() => undefined);
+      if (!c.runtimeDeleted) await runtime.delete(c.id).catch(() => undefined);
       await rootfs.unmount(c);
       await d.snapshots.remove(c.id);
       await rootfs.removeExecDir(c.id);

@@ -103,9 +103,13 @@ export class Rootfs {
   async removeExecDir(id: string): Promise<void> {
     const dir = join(this.execRoot, 'containers', id);
     if (!existsSync(dir)) return;
-    for (const sub of ['rootfs', 'bundle']) {
-      await removeFilesIn(join(dir, sub));
-      await rmdir(join(dir, sub)).catch(() => undefined);
+    // one readdir: the subdirectories there (most often none: the driver removed its bundle)
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => null);
+    if (!entries) return;
+    for (const e of entries) {
+      if (!e.isDirectory() || (e.name !== 'rootfs' && e.name !== 'bundle')) continue;
+      await removeFilesIn(join(dir, e.name));
+      await rmdir(join(dir, e.name)).catch(() => undefined);
     }
     await rmdir(dir).catch(() => undefined);
   }

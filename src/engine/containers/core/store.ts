@@ -46,8 +46,8 @@ export class ContainerStore {
     hostConfig: HostConfig | undefined,
     hostConfigFile: boolean,
   ): Promise<void> {
+    // the directory is made (0710) by the first write into it
     const dir = this.dir(record.ID);
-    await mkdir(dir, { recursive: true, mode: 0o710 });
     // dockerd's layout keeps the HostConfig in hostconfig.json only; here the record carries it
     // as well (the last key), so that the record alone is the commit point of a change
     let text = JSON.stringify(record);
@@ -55,9 +55,9 @@ export class ContainerStore {
     if (hostConfigFile && hostConfig) {
       // not fsynced: renamed before the record, whose fsync commits the rename with the journal;
       // its content, should a power loss tear it, is the record's copy
-      await writeFileAtomic(join(dir, 'hostconfig.json'), JSON.stringify(hostConfig), 0o644, 'none');
+      await writeFileAtomic(join(dir, 'hostconfig.json'), JSON.stringify(hostConfig), 0o644, 'none', 0o710);
     }
-    await writeFileAtomic(join(dir, 'config.v2.json'), text, 0o644, 'file');
+    await writeFileAtomic(join(dir, 'config.v2.json'), text, 0o644, 'file', 0o710);
   }
 
   /** Save a container's record (and its HostConfig when asked); nothing once it was removed. */

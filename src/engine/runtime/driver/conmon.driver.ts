@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { constants } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { access, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -188,8 +188,16 @@ export class ConmonDriver implements Runtime {
 
   private async monitorAlive(pidFile: string, id: string): Promise<boolean> {
     try {
-      const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
-      if (!(pid > 1)) return false;
+      return await this.isMonitor(Number.parseInt(await readFile(pidFile, 'utf8'), 10), id);
+    } catch {
+      return false;
+    }
+  }
+
+  /** Whether `pid` is conmon for `id`. */
+  private async isMonitor(pid: number, id: string): Promise<boolean> {
+    if (!(pid > 1)) return false;
+    try {
       const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
       return cmdline.includes('conmon') && cmdline.includes(id);
     } catch {
@@ -275,16 +283,21 @@ export class ConmonDriver implements Runtime {
       ...(linux?.cgroupsPath ? { cgroupsPath: linux.cgroupsPath } : {}),
     };
 
-    await Promise.all([mkdir(bundleDir, { recursive: true }), mkdir(persist, { recursive: true })]);
+    const [, madePersist] = await Promise.all([
+      mkdir(bundleDir, { recursive: true }),
+      mkdir(persist, { recursive: true }),
+    ]);
+    // a persist dir made just now holds no exit files of an earlier run (a first start)
+    const earlier = madePersist === undefined;
     await Promise.all([
       writeFile(join(bundleDir, 'config.json'), specToJson(spec)),
       writeFile(join(persist, 'meta.json'), JSON.stringify(meta)),
-      rm(join(this.exitDir, id), { force: true }),
-      rm(join(persist, 'exit'), { force: true }),
-      rm(join(persist, 'oom'), { force: true }),
+      existsSync(join(this.exitDir, id)) && rm(join(this.exitDir, id), { force: true }),
+      earlier && rm(join(persist, 'exit'), { force: true }),
+      earlier && rm(join(persist, 'oom'), { force: true }),
     ]);
     // only once the old exit files are gone: the previous run's exit cannot be reported again
-    await rm(join(persist, 'exit-reported'), { force: true });
+    if (earlier) await rm(join(persist, 'exit-reported'), { force: true });
     this.metas.set(id, meta);
 
     const args = [
@@ -413,12 +426,8 @@ export class ConmonDriver implements Runtime {
   }
 
   private async oomKilled(id: string): Promise<boolean> {
-    try {
-      await stat(join(this.persistDir(id), 'oom'));
-      return true;
-    } catch {
-      // conmon may not have seen the event (it arrives with the exit); ask the memory cgroup
-    }
+    if (existsSync(join(this.persistDir(id), 'oom'))) return true;
+    // conmon may not have seen the event (it arrives with the exit); ask the memory cgroup
     const meta = await this.meta(id).catch(() => null);
     if (!meta?.cgroupsPath || meta.cgroupsPath.includes(':')) return false;
     try {
@@ -442,7 +451,13 @@ export class ConmonDriver implements Runtime {
     }
     if (meta) {
       await this.killMonitor(meta);
-      await Promise.all(bundleFiles.map((f) => rm(join(meta.bundleDir, f), { force: true })));
+      // the files of the driver's and conmon's that are there (one readdir, not a probe per name)
+      const present = await readdir(meta.bundleDir).catch(() => [] as string[]);
+      await Promise.all(
+        present
+          .filter((f) => bundleFiles.includes(f))
+          .map((f) => rm(join(meta.bundleDir, f), { force: true })),
+      );
       await rmdir(meta.bundleDir).catch(() => undefined);
     }
     this.metas.delete(id);
@@ -457,7 +472,7 @@ export class ConmonDriver implements Runtime {
     } catch {
       return;
     }
-    if (!(pid > 1) || !(await this.monitorAlive(join(meta.bundleDir, 'conmon.pid'), meta.id))) return;
+    if (!(await this.isMonitor(pid, meta.id))) return;
     try {
       process.kill(pid, 'SIGKILL');
     } catch {
@@ -727,12 +742,7 @@ export class ConmonDriver implements Runtime {
     this.reporting.add(id);
     try {
       const marker = join(this.persistDir(id), 'exit-reported');
-      try {
-        await stat(marker);
-        return;
-      } catch {
-        // not reported yet
-      }
+      if (existsSync(marker)) return;
       const status = await this.exitStatus(id);
       if (!status || this.closed) return;
       await writeFile(marker, '').catch((err) => {

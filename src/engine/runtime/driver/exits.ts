@@ -1,4 +1,5 @@
-import { type FSWatcher, watch } from 'node:fs';
+import { existsSync, type FSWatcher, watch } from 'node:fs';
+import { join } from 'node:path';
 import { readdir } from '../../../common/fs/quick.js';
 
 /** Container ids as they appear as exit file names (conmon's temp files carry a `.XXXXXX` suffix). */
@@ -19,7 +20,8 @@ export class ExitWatcher {
   start(): void {
     this.watcher = watch(this.dir, { persistent: false }, (_event, filename) => {
       const name = filename?.toString();
-      if (name && idName.test(name)) this.onExit(name);
+      // an exit file removed (the container deleted) is no exit
+      if (name && idName.test(name) && existsSync(join(this.dir, name))) this.onExit(name);
     });
     this.watcher.on('error', () => {
       // the directory went away; nothing more to watch

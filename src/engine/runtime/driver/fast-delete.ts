@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
 import { readdir, readFile, rmdir, rmSmallTree, stat } from '../../../common/fs/quick.js';
@@ -18,6 +19,28 @@ export async function sameProcessAlive(
   // the command name (field 2) may hold spaces: count from the last ')'
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return fields[19] === String(startTime);
+}
+
+/**
+ * The entries of /sys/fs/cgroup (the hierarchies crun made the container's cgroup in), read once:
+ * they change only when a hierarchy is mounted, which the engine does (crun's preparation) before
+ * the first container it runs with crun, and so before any it deletes.
+ */
+let hierarchies: Promise<string[]> | undefined;
+function cgroupHierarchies(): Promise<string[]> {
+  if (!hierarchies) {
+    hierarchies = readdir('/sys/fs/cgroup');
+    hierarchies.catch(() => {
+      hierarchies = undefined;
+    });
+  }
+  return hierarchies.catch(() => [] as string[]);
+}
+
+let unified: boolean | undefined;
+function unifiedAtRoot(): boolean {
+  unified ??= existsSync('/sys/fs/cgroup/cgroup.controllers');
+  return unified;
 }
 
 async function removeCgroup(path: string): Promise<boolean> {
@@ -59,9 +82,10 @@ export async function deleteStopped(runtime: string, stateRoot: string, id: stri
       const rel = st['cgroup-path'];
       if (!rel || st['systemd-cgroup'] || (await sameProcessAlive(st.pid ?? 0, st['process-start-time'])))
         return false;
-      const controllers = await readdir('/sys/fs/cgroup').catch(() => [] as string[]);
+      const controllers = await cgroupHierarchies();
       cgroups = controllers.map((c) => join('/sys/fs/cgroup', c, rel));
-      cgroups.push(join('/sys/fs/cgroup', rel));
+      // cgroup v2 mounted at /sys/fs/cgroup itself (on hybrid hosts it is one of the entries)
+      if (unifiedAtRoot()) cgroups.push(join('/sys/fs/cgroup', rel));
     } else return false;
   } catch {
     return false;

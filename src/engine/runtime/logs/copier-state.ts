@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { errnoCode } from '../../../common/errors.js';
 import { readFile, rename, writeFile } from '../../../common/fs/quick.js';
 import type { PendingState } from './assembler.js';
@@ -35,6 +36,8 @@ function valid(s: unknown): s is CopierState {
 
 /** The saved state, or null when there is none (or it is unreadable: start from the beginning). */
 export async function loadCopierState(path: string): Promise<CopierState | null> {
+  // none, the usual case (a first start): seen at once, without a thrown ENOENT
+  if (!existsSync(path)) return null;
   try {
     const s: unknown = JSON.parse(await readFile(path, 'utf8'));
     return valid(s) ? s : null;

@@ -1,7 +1,8 @@
-import { type FSWatcher, watch } from 'node:fs';
-import { type FileHandle, link, open, stat, unlink } from 'node:fs/promises';
+import { existsSync, type FSWatcher, fstatSync, watch } from 'node:fs';
+import { type FileHandle, link, open } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
+import { rm, stat } from '../../../common/fs/quick.js';
 import { RecordAssembler } from './assembler.js';
 import { type CopierState, loadCopierState, saveCopierState } from './copier-state.js';
 import { LineReader } from './files.js';
@@ -48,15 +49,13 @@ async function openSource(path: string, offset: number): Promise<Source | null> 
     if (errnoCode(err) === 'ENOENT') return null;
     throw err;
   }
-  const st = await handle.stat();
+  const st = fstatSync(handle.fd); // at once: a metadata read, no thread-pool round trip
   const at = offset <= st.size ? offset : 0;
   return { handle, id: identityOf(st), reader: new LineReader(handle, at, READ_SIZE), consumed: at };
 }
 
 async function unlinkIfExists(path: string): Promise<void> {
-  await unlink(path).catch((err) => {
-    if (errnoCode(err) !== 'ENOENT') throw err;
-  });
+  await rm(path, { force: true });
 }
 
 /**
@@ -133,11 +132,12 @@ export class LogCopier {
       }
       this.asm.restore(state.pending);
     }
-    const old = await openSource(this.oldPath, 0);
+    // only this copier links it (before a reopen): its absence, the usual case, is seen at once
+    const old = existsSync(this.oldPath) ? await openSource(this.oldPath, 0) : null;
     const cur = await openSource(this.o.source, 0);
     const from = state?.source ?? null;
     const at = async (s: Source, offset: number) => {
-      const to = offset <= (await s.handle.stat()).size ? offset : 0;
+      const to = offset <= fstatSync(s.handle.fd).size ? offset : 0;
       await s.reader.reset(to);
       s.consumed = to;
     };

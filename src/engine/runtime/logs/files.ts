@@ -1,3 +1,4 @@
+import { fstatSync } from 'node:fs';
 import { type FileHandle, open, stat } from 'node:fs/promises';
 import { errnoCode } from '../../../common/errors.js';
 import { openDecompressed } from './compress.js';
@@ -98,6 +99,8 @@ const NL = 0x0a;
  * next chunk read ahead while the caller works on this one. A last line without its newline yet
  * stays buffered (the writer is mid-line) until more arrives.
  */
+const NOTHING = Buffer.alloc(0);
+
 export class LineReader {
   private rest: Buffer | null = null;
   private ahead: Promise<Buffer> | null = null;
@@ -118,9 +121,19 @@ export class LineReader {
   }
 
   private read(): Promise<Buffer> {
-    const buf = Buffer.allocUnsafe(this.chunkSize);
     const at = this.offset;
-    return this.handle.read(buf, 0, this.chunkSize, at).then(({ bytesRead }) => {
+    // what the file holds beyond the offset now (one fstat, at once): nothing to read, the usual
+    // case of a follower woken for nothing new, costs neither a buffer nor a thread-pool read
+    let size: number;
+    try {
+      size = fstatSync(this.handle.fd).size;
+    } catch {
+      size = Number.POSITIVE_INFINITY; // let the read answer
+    }
+    const want = Math.min(this.chunkSize, size - at);
+    if (want <= 0) return Promise.resolve(NOTHING);
+    const buf = Buffer.allocUnsafe(want);
+    return this.handle.read(buf, 0, want, at).then(({ bytesRead }) => {
       this.offset = at + bytesRead;
       return buf.subarray(0, bytesRead);
     });

@@ -1,4 +1,4 @@
-import { constants, type Stats } from 'node:fs';
+import { constants, fstatSync, type Stats } from 'node:fs';
 import { type FileHandle, open, stat } from 'node:fs/promises';
 import { compressed, compressInBackground } from './compress.js';
 import { type LogLimits, rotateFiles } from './rotate.js';
@@ -43,7 +43,7 @@ export class JsonLogWriter {
     onError: (err: unknown) => void,
   ): Promise<JsonLogWriter> {
     const handle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, 0o640);
-    const st = await handle.stat();
+    const st = fstatSync(handle.fd); // at once: a metadata read, no thread-pool round trip
     // a rotated file whose compression an engine stop cut short
     if (limits.compress && limits.maxFiles > 1 && (await stat(`${path}.1`).catch(() => null))) {
       void compressInBackground(`${path}.1`, onError);
@@ -91,7 +91,7 @@ export class JsonLogWriter {
       constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_TRUNC,
       0o640,
     );
-    this.identity = identityOf(await this.handle.stat());
+    this.identity = identityOf(fstatSync(this.handle.fd));
     this.size = 0;
     if (this.limits.compress && this.limits.maxFiles > 1) {
       void compressInBackground(`${this.path}.1`, this.onError);

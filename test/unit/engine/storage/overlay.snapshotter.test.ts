@@ -206,6 +206,56 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     assert.ok(!names.some((n) => n.startsWith('tmp-')));
   });
 
+  it('keeps the lowerdirs of a writable layer in its record; one of the older layout (link, lower file) still works', async () => {
+    const top = await topLayer();
+    const linksBefore = (await readdir(join(snap.root, 'l'))).length;
+    await snap.prepare('w1', top);
+    assert.deepEqual((await readdir(join(snap.root, 'w1'))).sort(), ['diff', 'work']);
+    assert.equal(
+      (await readdir(join(snap.root, 'l'))).length,
+      linksBefore,
+      'no l/ entry for a writable layer',
+    );
+    const target = join(dir, 'mnt-w1');
+    await snap.mount('w1', target);
+    try {
+      assert.equal(await readFile(join(target, 'etc/b'), 'utf8'), 'bb');
+    } finally {
+      await snap.unmount(target);
+    }
+    // the layout snapshots had before: `link` and `lower` files, an l/ entry, no lower in the record
+    const recPath = join(dir, 'snapshots', 'active', 'w1.json');
+    const rec = JSON.parse(await readFile(recPath, 'utf8')) as { lower?: string; link?: string };
+    const lower = rec.lower ?? '';
+    assert.match(lower, /^l\/[A-Z2-7]{26}/);
+    delete rec.lower;
+    rec.link = 'OLDLAYOUTLINKAAAAAAAAAAAAA';
+    await writeFile(recPath, JSON.stringify(rec));
+    await writeFile(join(snap.root, 'w1', 'link'), rec.link);
+    await writeFile(join(snap.root, 'w1', 'lower'), lower);
+    const again = new OverlaySnapshotter({
+      root: join(dir, 'overlay'),
+      metaRoot: join(dir, 'snapshots'),
+      ops: new HostStorageOps(),
+      log,
+    });
+    await again.init();
+    assert.equal(
+      await readlink(join(snap.root, 'l', rec.link)),
+      '../w1/diff',
+      'init made its l/ entry again',
+    );
+    await again.mount('w1', target);
+    try {
+      assert.equal(await readFile(join(target, 'etc/b'), 'utf8'), 'bb', 'mounted from its lower file');
+    } finally {
+      await again.unmount(target);
+    }
+    await again.remove('w1');
+    assert.ok(!existsSync(join(snap.root, 'w1')));
+    assert.ok(!existsSync(join(snap.root, 'l', rec.link)), 'its l/ entry went with it');
+  });
+
   it('puts an init layer between the writable layer and the chain: there, but never a change', async () => {
     const top = await topLayer();
     await snap.prepare('i1', top, {
