@@ -53,8 +53,29 @@ export class Logger {
     if (fields) {
       for (const [k, v] of Object.entries(fields)) line += ` ${k}=${JSON.stringify(v)}`;
     }
-    process.stderr.write(`${line}\n`);
+    writeLine(`${line}\n`);
   }
+}
+
+/** Set once stderr has failed (its reader is gone): log lines have nowhere to go and are dropped. */
+let stderrClosed = false;
+let stderrGuarded = false;
+
+/**
+ * One line to stderr. A stderr whose reader went away (the terminal or pipe that started the
+ * process closed) fails every write with EPIPE, emitted later as an 'error' event: unhandled, it is
+ * an uncaught exception, which is logged, which fails again — a loop that kept an engine busy and
+ * deaf to everything but /_ping. Logging stops instead; nothing else does.
+ */
+function writeLine(line: string): void {
+  if (stderrClosed) return;
+  if (!stderrGuarded) {
+    stderrGuarded = true;
+    process.stderr.on('error', () => {
+      stderrClosed = true;
+    });
+  }
+  process.stderr.write(line);
 }
 
 export function parseLogLevel(value: string): LogLevel {

@@ -4,6 +4,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { unavailable } from '../../common/errors.js';
 import { tryLockFile } from '../../common/fs/file-lock.js';
 
+/** The lock every engine on the host shares for its address blocks. */
+export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
+
 /**
  * Run `fn` holding a lock shared by every engine on the host: an flock on `path` (file-lock.ts),
  * which the kernel drops with its holder however it ends, so a killed engine never blocks the next

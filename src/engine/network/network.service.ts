@@ -15,7 +15,7 @@ import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
 import { type AddedInterface, bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
-import { withHostLock } from './host-lock.js';
+import { DEFAULT_LOCK_PATH, withHostLock } from './host-lock.js';
 import {
   endpointAddresses,
   listAllocations,
@@ -102,8 +102,6 @@ export interface NetworkService extends ContainerNetworking {
   /** Wait for the releases under way (engine shutdown; sandboxes of running containers stay). */
   close(): Promise<void>;
 }
-
-export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
 const CLOSE_WAIT_MS = 20_000;
 

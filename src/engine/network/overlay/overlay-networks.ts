@@ -40,6 +40,12 @@ export interface OverlayNetworksOptions {
   gwBridge?: string;
   /** The DNS port on the gateway address (53; tests may use another). */
   dnsPort?: number;
+  /**
+   * Runs the choice of the gateway bridge's block and the bridge's making under the host's
+   * network lock (host-lock.ts), as the network service picks its bridges' blocks, so that two
+   * engines on a machine (or an engine's user network made meanwhile) never take one block.
+   */
+  hostLock?: <T>(fn: () => Promise<T>) => Promise<T>;
 }
 
 const OVERLAY_MTU = 1450;
@@ -224,15 +230,19 @@ export class OverlayNetworks {
 
   private async ensureGateway(): Promise<{ subnet: string; gateway: string; prefixLen: number }> {
     if (this.gw) return this.gw;
-    const existing = await this.gatewaySubnetOnHost();
-    const choice = existing
-      ? {
-          subnet: existing,
-          gateway: formatIpv4(networkAddress(parseCidr(existing) ?? { ip: 0, prefixLen: 32 }) + 1),
-          prefixLen: Number(existing.split('/')[1]),
-        }
-      : pickSubnet(await this.o.link.usedBlocks());
-    await this.o.ops.ensureGwBridge(this.gwName, choice);
+    const locked = this.o.hostLock ?? (<T>(fn: () => Promise<T>) => fn());
+    const choice = await locked(async () => {
+      const existing = await this.gatewaySubnetOnHost();
+      const picked = existing
+        ? {
+            subnet: existing,
+            gateway: formatIpv4(networkAddress(parseCidr(existing) ?? { ip: 0, prefixLen: 32 }) + 1),
+            prefixLen: Number(existing.split('/')[1]),
+          }
+        : pickSubnet(await this.o.link.usedBlocks());
+      await this.o.ops.ensureGwBridge(this.gwName, picked);
+      return picked;
+    });
     this.gw = choice;
     try {
       await this.o.dns.serve(GW_DNS_ID, {

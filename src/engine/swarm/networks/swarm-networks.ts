@@ -163,6 +163,8 @@ export class SwarmNetworks {
 
   /** Removes it, its name and its addresses' claims; refused while a service uses it. */
   async remove(ref: string): Promise<void> {
+    // not a manager: no swarm network to look in (dockerd answers the local lookup's 404)
+    if (!this.opts.swarm.isManager()) throw notFound(`network ${ref} not found`);
     const store = this.opts.swarm.managerStore();
     const found = await this.call(() => findNetwork(store, ref));
     if (!found) throw notFound(`network ${ref} not found`);
