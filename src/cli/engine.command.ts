@@ -72,6 +72,14 @@ export const engineFlags: Record<string, FlagSpec> = {
     kind: 'string',
     help: "the port a swarm manager's etcd member takes its peers on, at the advertise address (default 2380)",
   },
+  'swarm-gateway-bridge': {
+    kind: 'string',
+    help: 'the bridge that gives overlay tasks their egress (default docker_gwbridge; engines sharing a network namespace need one each)',
+  },
+  'swarm-ingress-link': {
+    kind: 'string',
+    help: 'the link to the ingress routing mesh, and its nft table (default berth-ingress; engines sharing a network namespace need one each)',
+  },
   'config-file': {
     kind: 'string',
     help: "daemon configuration file in dockerd's daemon.json form (default /etc/berth/daemon.json, read when present)",
@@ -283,7 +291,19 @@ export function engineConfigFrom(p: Parsed): EngineConfig {
     copyUploadLimit: size(p, 'copy-upload-limit', defaultEngineConfig.copyUploadLimit, 1, '1 byte'),
     swarmEtcdBinary: str(p, 'swarm-etcd-binary') ?? defaultEngineConfig.swarmEtcdBinary,
     swarmEtcdPeerPort: port(p, 'swarm-etcd-peer-port', defaultEngineConfig.swarmEtcdPeerPort),
+    swarmGatewayBridge: linkName(p, 'swarm-gateway-bridge', defaultEngineConfig.swarmGatewayBridge),
+    swarmIngressLink: linkName(p, 'swarm-ingress-link', defaultEngineConfig.swarmIngressLink),
   };
+}
+
+/** A network interface's name, as the kernel takes it (1 to 15 characters, no slash or space). */
+function linkName(p: Parsed, name: string, fallback: string): string {
+  const value = str(p, name) ?? fallback;
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(value))
+    throw new UsageError(
+      `--${name} takes an interface name of 1 to 15 letters, digits, '_', '.' or '-': ${value}`,
+    );
+  return value;
 }
 
 /** The flags with the configuration file's values (--config-file, else the default file when present). */

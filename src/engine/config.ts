@@ -54,6 +54,10 @@ export interface EngineConfig {
   swarmEtcdBinary: string;
   /** `--swarm-etcd-peer-port`: the port a manager's etcd member takes peers on (advertise address). */
   swarmEtcdPeerPort: number;
+  /** `--swarm-gateway-bridge`: the bridge of overlay tasks' egress (dockerd's `docker_gwbridge`). */
+  swarmGatewayBridge: string;
+  /** `--swarm-ingress-link`: the host's end of the link to the ingress sandbox, and its nft table. */
+  swarmIngressLink: string;
 }
 
 /** The TLS of the tcp:// listeners: PEM files, and whether clients must show a certificate. */
@@ -96,6 +100,8 @@ export const defaultEngineConfig: EngineConfig = {
   copyUploadLimit: 10 * 1024 ** 3,
   swarmEtcdBinary: '/usr/bin/etcd',
   swarmEtcdPeerPort: 2380,
+  swarmGatewayBridge: 'docker_gwbridge',
+  swarmIngressLink: 'berth-ingress',
 };
 
 export function parseRuntimeName(value: string): 'runc' | 'crun' {

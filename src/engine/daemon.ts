@@ -40,7 +40,7 @@ import { RegistryClient } from './distribution/index.js';
 import { RegistryService } from './distribution/registry.service.js';
 import { EventsService } from './events/events.service.js';
 import { createImageService, type ImageService } from './images/images.service.js';
-import { ingressSandboxPath, NftIngressMesh } from './network/lb/ingress-mesh.js';
+import { ingressLinkSubnet, ingressSandboxPath, NftIngressMesh } from './network/lb/ingress-mesh.js';
 import { NftServiceLb } from './network/lb/service-lb.js';
 import { createNetworkService } from './network/network.service.js';
 import { createOverlayNetworks } from './network/overlay/create.js';
@@ -282,7 +282,11 @@ export async function startEngine(
   });
   registerContainerRoutes(router, containers);
   // the node's overlay data plane: the agent plugs tasks in, a worker's network listing reads it
-  const overlay = createOverlayNetworks({ execRoot: config.execRoot, log });
+  const overlay = createOverlayNetworks({
+    execRoot: config.execRoot,
+    gwBridge: config.swarmGatewayBridge,
+    log,
+  });
   registerNetworkRoutes(
     router,
     network,
@@ -322,7 +326,12 @@ export async function startEngine(
         log: log.child('agent'),
         overlay,
         lb: new NftServiceLb(),
-        ingress: new NftIngressMesh({ sandboxPath: ingressSandboxPath(config.execRoot), log }),
+        ingress: new NftIngressMesh({
+          sandboxPath: ingressSandboxPath(config.execRoot),
+          hostLink: config.swarmIngressLink,
+          linkSubnet: ingressLinkSubnet(config.swarmIngressLink),
+          log,
+        }),
       }),
     ),
   );

@@ -46,6 +46,8 @@ export class TestEngine {
   readonly dockerConfig: string;
   /** The engine's default bridge: its own, so that engines running together never share one. */
   readonly bridge: string;
+  /** Names this engine's swarm links apart from other engines' in the machine's namespace. */
+  private readonly linkSuffix: string;
   private child?: ChildProcess;
   private logChunks: Buffer[] = [];
 
@@ -58,6 +60,7 @@ export class TestEngine {
     this.execRoot = join(dir, 'exec');
     this.dockerConfig = join(dir, 'docker-config');
     this.bridge = opts.bridge ?? `bt${randomBytes(4).toString('hex')}`;
+    this.linkSuffix = randomBytes(4).toString('hex');
   }
 
   static async start(opts: EngineOptions = {}): Promise<TestEngine> {
@@ -112,6 +115,11 @@ export class TestEngine {
       ...(this.opts.runtime ? ['--runtime', this.opts.runtime] : []),
       '--bridge',
       this.bridge,
+      // engines sharing the machine's namespace each have their own swarm links (and nft table)
+      '--swarm-gateway-bridge',
+      `gw${this.linkSuffix}`,
+      '--swarm-ingress-link',
+      `ig${this.linkSuffix}`,
       ...(this.opts.bip ? ['--bip', this.opts.bip] : []),
       ...(this.opts.args ?? []),
     ];

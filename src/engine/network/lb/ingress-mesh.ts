@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { errorMessage, invalidParameter } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
@@ -42,6 +43,19 @@ export interface IngressMeshOptions {
 }
 
 export const DEFAULT_INGRESS_LINK_SUBNET = '169.254.239.240/30';
+export const DEFAULT_INGRESS_LINK = 'berth-ingress';
+
+/**
+ * The link's /30 for a host link name: the default block for the default name; for another name
+ * (engines sharing one network namespace, as tests run them) a block of 169.254.200.0–239.255
+ * taken from the name's hash, so that two engines' links do not claim one block.
+ */
+export function ingressLinkSubnet(hostLink: string): string {
+  if (hostLink === DEFAULT_INGRESS_LINK) return DEFAULT_INGRESS_LINK_SUBNET;
+  const h = createHash('sha256').update(hostLink).digest();
+  const n = h.readUInt32BE(0) % (40 * 64);
+  return `169.254.${200 + Math.floor(n / 64)}.${(n % 64) * 4}/30`;
+}
 
 /**
  * Where an engine binds its ingress sandbox: `<exec-root>/lb/ingress_sbox`. Not under

@@ -6,7 +6,11 @@ import { HostOverlayOps } from './overlay.ops.js';
 import { OverlayNetworks } from './overlay-networks.js';
 
 /** The node's overlay data plane with its real parts: iproute2, the engine's own DNS responder. */
-export function createOverlayNetworks(opts: { execRoot: string; log: Logger }): OverlayNetworks {
+export function createOverlayNetworks(opts: {
+  execRoot: string;
+  gwBridge: string;
+  log: Logger;
+}): OverlayNetworks {
   const log = opts.log.child('overlay');
   return new OverlayNetworks({
     engineKey: opts.execRoot,
@@ -15,5 +19,6 @@ export function createOverlayNetworks(opts: { execRoot: string; log: Logger }): 
     dns: new EmbeddedDns({ log }),
     log,
     hostLock: (fn) => withHostLock(DEFAULT_LOCK_PATH, fn),
+    gwBridge: opts.gwBridge,
   });
 }

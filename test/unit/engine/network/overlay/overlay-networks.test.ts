@@ -114,7 +114,7 @@ function setup() {
 
 describe('overlay networks of a node (fake host calls)', () => {
   it('plugs a container that keeps its default network (host-mode ports) from eth1, without taking its default route', async () => {
-    const { ops, overlay } = setup();
+    const { ops, overlay, dns } = setup();
     await overlay.sync(state());
     await overlay.attach({
       taskId: 't1',
@@ -128,6 +128,7 @@ describe('overlay networks of a node (fake host calls)', () => {
       ops.calls.join('\n'),
     );
     assert.ok(ops.calls.includes('gw /proc/10/ns/net eth2 172.18.0.2/16 no-default'), ops.calls.join('\n'));
+    await dns.close();
   });
 
   it('plumbs a network on its first task, with the other nodes as peers, and removes it with its last', async () => {
