@@ -1,14 +1,13 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../../common/log.js';
+import type { IngressMesh, ServiceLb } from '../../network/lb/lb.types.js';
 import { HostVolumeOps } from '../../volumes/mount.adapter.js';
 import type { StatusAnswer } from '../cluster-api/assignments.types.js';
 import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { LogPublishAnswer } from '../logs/logs.types.js';
 import type { AgentContainers, AgentImages } from './executor.js';
-import type { IngressMesh } from './ingress-port.js';
-import type { ServiceLb } from './lb-port.js';
 import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
 import type { OverlayPort } from './overlay-port.js';

@@ -2,11 +2,11 @@ import { errorMessage, isKind, notFound } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type { ContainerService } from '../../containers/service.types.js';
 import type { ImageResolver, PullOptions } from '../../images/images.types.js';
+import type { ServiceLb } from '../../network/lb/lb.types.js';
 import type { AssignedObject, AssignedTask } from '../cluster-api/assignments.types.js';
 import type { PortConfig } from '../services/service.types.js';
 import { isTerminal, stateRank, type TaskState, type TaskStatus } from '../tasks/task.types.js';
 import { type NodeFacts, stopTimeoutSeconds, taskContainer } from './container-config.js';
-import type { ServiceLb } from './lb-port.js';
 import type { OverlayPort } from './overlay-port.js';
 import type { TaskFiles } from './task-files.js';
 

@@ -1,7 +1,7 @@
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import type { IngressMesh } from '../../network/lb/lb.types.js';
 import type { NodeIngressState } from '../../network/overlay/overlay.types.js';
-import type { IngressMesh } from './ingress-port.js';
 import type { OverlayPort } from './overlay-port.js';
 
 /** The overlay's name for the ingress sandbox's attachment (never a task ID: those are base 36). */

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errnoCode, errorMessage, isKind } from '../../../common/errors.js';
 import { writeJsonAtomic } from '../../../common/fs/atomic.js';
 import type { Logger } from '../../../common/log.js';
+import type { IngressMesh, ServiceLb } from '../../network/lb/lb.types.js';
 import type {
   AssignmentChanges,
   AssignmentMessage,
@@ -16,9 +17,7 @@ import type { ClientTls } from '../cluster-api/client.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
 import { type AgentContainers, type AgentImages, Executor, type SavedRun } from './executor.js';
-import type { IngressMesh } from './ingress-port.js';
 import { IngressSandbox } from './ingress-sandbox.js';
-import type { ServiceLb } from './lb-port.js';
 import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
 import type { OverlayPort } from './overlay-port.js';
 import { StatusReporter } from './status-reporter.js';

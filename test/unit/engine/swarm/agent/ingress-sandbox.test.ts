@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Logger } from '../../../../../src/common/log.js';
+import type { IngressMesh, IngressPort } from '../../../../../src/engine/network/lb/lb.types.js';
 import type {
   NodeOverlayState,
   OverlayTask,
 } from '../../../../../src/engine/network/overlay/overlay.types.js';
-import type { IngressMesh, IngressPort } from '../../../../../src/engine/swarm/agent/ingress-port.js';
 import { INGRESS_SANDBOX, IngressSandbox } from '../../../../../src/engine/swarm/agent/ingress-sandbox.js';
 import type { OverlayPort } from '../../../../../src/engine/swarm/agent/overlay-port.js';
 
