@@ -200,6 +200,10 @@ export class NsEngine {
   }
 
   async destroy(): Promise<void> {
+    // a killed engine's task containers live on (live restore): it comes back to remove them
+    const child = this.child;
+    if (child && (child.exitCode !== null || child.signalCode !== null))
+      await this.launch().catch(() => undefined);
     await this.docker(['swarm', 'leave', '--force']).catch(() => undefined);
     await this.stop();
     await rm(this.dir, { recursive: true, force: true });
