@@ -139,7 +139,11 @@ export class TestEtcd {
  * `docker swarm init` on loopback, as most single-engine swarm tests begin: advertise 127.0.0.1,
  * the cluster API on `listenPort` (a free one when not given). Returns the node's ID.
  */
-export async function initLoopbackSwarm(engine: TestEngine, listenPort?: number): Promise<string> {
+export async function initLoopbackSwarm(
+  engine: TestEngine,
+  listenPort?: number,
+  extraArgs: string[] = [],
+): Promise<string> {
   const port = listenPort ?? (await freePort());
   await engine.dockerOk([
     'swarm',
@@ -148,6 +152,25 @@ export async function initLoopbackSwarm(engine: TestEngine, listenPort?: number)
     '127.0.0.1',
     '--listen-addr',
     `127.0.0.1:${port}`,
+    ...extraArgs,
   ]);
   return (await engine.request('GET', '/info')).json<{ Swarm: { NodeID: string } }>().Swarm.NodeID;
+}
+
+/** `engine` joins the loopback swarm whose manager listens on `127.0.0.1:<apiPort>`, as a worker. */
+export async function joinLoopbackSwarm(
+  manager: TestEngine,
+  engine: TestEngine,
+  apiPort: number,
+): Promise<void> {
+  const token = await manager.dockerOk(['swarm', 'join-token', '-q', 'worker']);
+  await engine.dockerOk([
+    'swarm',
+    'join',
+    '--token',
+    token,
+    '--advertise-addr',
+    '127.0.0.1',
+    `127.0.0.1:${apiPort}`,
+  ]);
 }

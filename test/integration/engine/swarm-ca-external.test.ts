@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RootCa } from '../../../src/engine/swarm/ca/root-ca.js';
 import { TestEngine } from '../../helpers/engine.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm, joinLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * An external CA (swarmkit's ExternalCA, cfssl's API): a real `cfssl serve` on loopback with a CA
@@ -80,26 +80,8 @@ describe('swarm external CA (cfssl serve on loopback)', () => {
       TestEngine.start({ bridge: 'none' }),
     ]);
     for (let i = 0; i < 100 && !(await portOpen(port)); i++) await sleep(100);
-    await manager.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${apiPort}`,
-      '--dispatcher-heartbeat',
-      '1s',
-    ]);
-    const token = await manager.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    await worker.dockerOk([
-      'swarm',
-      'join',
-      '--token',
-      token,
-      '--advertise-addr',
-      '127.0.0.1',
-      `127.0.0.1:${apiPort}`,
-    ]);
+    await initLoopbackSwarm(manager, apiPort, ['--dispatcher-heartbeat', '1s']);
+    await joinLoopbackSwarm(manager, worker, apiPort);
   });
   after(async () => {
     if (cfssl && cfssl.exitCode === null) cfssl.kill('SIGKILL');

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { RootCa } from '../../../src/engine/swarm/ca/root-ca.js';
 import { caDigest } from '../../../src/engine/swarm/ca/tokens.js';
 import { TestEngine } from '../../helpers/engine.js';
-import { freePort } from '../../helpers/swarm-etcd.js';
+import { freePort, initLoopbackSwarm, joinLoopbackSwarm } from '../../helpers/swarm-etcd.js';
 
 /**
  * Root CA rotation (`docker swarm ca --rotate`): a manager and a worker on this host's loopback.
@@ -50,26 +50,8 @@ describe('swarm root CA rotation (two engines, docker CLI)', () => {
       TestEngine.start({ bridge: 'none' }),
       TestEngine.start({ bridge: 'none' }),
     ]);
-    await manager.dockerOk([
-      'swarm',
-      'init',
-      '--advertise-addr',
-      '127.0.0.1',
-      '--listen-addr',
-      `127.0.0.1:${apiPort}`,
-      '--dispatcher-heartbeat',
-      '1s',
-    ]);
-    const token = await manager.dockerOk(['swarm', 'join-token', '-q', 'worker']);
-    await worker.dockerOk([
-      'swarm',
-      'join',
-      '--token',
-      token,
-      '--advertise-addr',
-      '127.0.0.1',
-      `127.0.0.1:${apiPort}`,
-    ]);
+    await initLoopbackSwarm(manager, apiPort, ['--dispatcher-heartbeat', '1s']);
+    await joinLoopbackSwarm(manager, worker, apiPort);
   });
   after(async () => {
     await worker?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
