@@ -7,7 +7,8 @@
  * Without --berth it starts its own berth engine on a temp socket and data root, one per runtime
  * with --runtimes (each with that default runtime, measured side by side). Every loop is
  * bounded in count; the whole run stops by itself. The floor (mount + `crun run` + umount of the
- * same kind of bundle, floor.ts) is timed in the same rounds as the `--network none` cycles.
+ * same kind of bundle, floor.ts) is timed in the same rounds as the `--network none` cycles, and
+ * a bare `crun exec` in the rounds of the exec round trip; neither in an engine's time.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { EngineClient } from './client.js';
@@ -148,15 +149,20 @@ async function alternate(
   for (let i = 0; i < rounds; i++) for (const t of targets) await fn(t, i);
 }
 
-/** Timings per target, measured in alternation. */
+/**
+ * Timings per target, measured in alternation; `afterRound` (untimed: the floor's turn) runs
+ * after the last target of each round.
+ */
 async function timeAlternately(
   targets: Target[],
   rounds: number,
   fn: (t: Target, i: number) => Promise<unknown>,
+  afterRound?: () => Promise<unknown>,
 ): Promise<Map<Target, number[]>> {
   const times = new Map<Target, number[]>(targets.map((t) => [t, []]));
   await alternate(targets, rounds, async (t, i) => {
     times.get(t)?.push((await timed(() => fn(t, i)))[0]);
+    if (afterRound && t === targets[targets.length - 1]) await afterRound();
   });
   return times;
 }
@@ -178,6 +184,7 @@ async function measure(
   o: Options,
   floor: Floor | null,
   floorTimes: number[],
+  floorExecTimes: number[],
 ): Promise<Map<Target, Figures>> {
   const phase = (name: string) => console.error(`${new Date().toISOString().slice(11, 19)} ${name}`);
   for (const t of targets) await ensureBusybox(t.c);
@@ -187,12 +194,13 @@ async function measure(
   const cycles = await timeAlternately(targets, o.iterations, (t) => runCycle(t.c, ['true']));
   phase('run cycles, --network none, and the floor');
   const cpuBefore = new Map(targets.map((t) => [t, t.pid ? cpuMs(t.pid) : Number.NaN]));
-  const none = await timeAlternately(targets, o.iterations, async (t, i) => {
-    await runCycle(t.c, ['true'], 'none');
-    // the floor takes its turn once per round, after the last engine
-    if (floor && t === targets[targets.length - 1]) floorTimes.push(await floor.cycle());
-    return i;
-  });
+  // the floor takes its turn once per round, after the last engine (not in that engine's time)
+  const none = await timeAlternately(
+    targets,
+    o.iterations,
+    (t) => runCycle(t.c, ['true'], 'none'),
+    floor ? async () => floorTimes.push(await floor.cycle()) : undefined,
+  );
   const cpuPerCycle = new Map(
     targets.map((t) => [t, t.pid ? (cpuMs(t.pid) - (cpuBefore.get(t) ?? 0)) / o.iterations : Number.NaN]),
   );
@@ -210,7 +218,12 @@ async function measure(
     sleepers.set(t, id);
   }
   await alternate(targets, 3, (t) => execCycle(t.c, sleepers.get(t) ?? ''));
-  const execs = await timeAlternately(targets, o.iterations, (t) => execCycle(t.c, sleepers.get(t) ?? ''));
+  const execs = await timeAlternately(
+    targets,
+    o.iterations,
+    (t) => execCycle(t.c, sleepers.get(t) ?? ''),
+    floor ? async () => floorExecTimes.push(await floor.exec()) : undefined,
+  );
   for (const t of targets) await t.c.ok('DELETE', `/v1.41/containers/${sleepers.get(t)}?force=1`);
 
   phase('4 concurrent clients');
@@ -295,7 +308,7 @@ async function logsThroughput(c: EngineClient, mib: number): Promise<number> {
   return mib / (logMs / 1000);
 }
 
-function printTable(results: Array<[string, Figures]>, floorMs: number[]): void {
+function printTable(results: Array<[string, Figures]>, floorMs: number[], floorExecMs: number[]): void {
   const fixed = (v: number, d: number) => (Number.isNaN(v) ? 'n/a' : v.toFixed(d));
   const rows: Array<[string, (f: Figures) => string, string?]> = [
     ['run cycle of `true`, median (ms)', (f) => f.cycleMedianMs.toFixed(1)],
@@ -306,13 +319,17 @@ function printTable(results: Array<[string, Figures]>, floorMs: number[]): void 
       floorMs.length > 0 ? median(floorMs).toFixed(1) : 'n/a',
     ],
     ['engine CPU per --network none cycle (ms, with berth-sys)', (f) => fixed(f.cpuPerCycleMs, 1)],
-    ['exec round trip of `true`, median (ms)', (f) => f.execMedianMs.toFixed(1)],
+    [
+      'exec round trip of `true`, median (ms)',
+      (f) => f.execMedianMs.toFixed(1),
+      floorExecMs.length > 0 ? median(floorExecMs).toFixed(1) : 'n/a',
+    ],
     ['4 concurrent clients (containers/s)', (f) => f.concurrentPerSec.toFixed(2)],
     ['list 200 containers, median (ms)', (f) => f.listMedianMs.toFixed(2)],
     ['inspect, median (ms)', (f) => f.inspectMedianMs.toFixed(3)],
     ['logs read throughput (MiB/s)', (f) => f.logsMiBps.toFixed(1)],
   ];
-  const header = ['figure', ...results.map(([n]) => n), 'floor (mount + crun run + umount)'];
+  const header = ['figure', ...results.map(([n]) => n), 'floor (mount + crun run + umount; crun exec)'];
   const body = rows.map(([label, fmt, floor]) => [label, ...results.map(([, f]) => fmt(f)), floor ?? '']);
   const widths = header.map((_, i) => Math.max(...[header, ...body].map((r) => (r[i] ?? '').length)));
   const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
@@ -346,10 +363,12 @@ async function main(): Promise<void> {
   try {
     console.error(`measuring ${targets.map((t) => t.name).join(' and ')}...`);
     const floorTimes: number[] = [];
-    const figures = await measure(targets, o, floor, floorTimes);
+    const floorExecTimes: number[] = [];
+    const figures = await measure(targets, o, floor, floorTimes, floorExecTimes);
     printTable(
       targets.map((t) => [t.name, figures.get(t) as Figures]),
       floorTimes,
+      floorExecTimes,
     );
   } finally {
     await floor?.close();

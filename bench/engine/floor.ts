@@ -24,6 +24,11 @@ import { buildSpec, specToJson } from '../../src/engine/runtime/index.js';
 export interface Floor {
   /** One mount + `crun run` + umount; resolves with its duration in ms. */
   cycle(): Promise<number>;
+  /**
+   * One bare `crun exec` of `true` in a running container of the same kind of bundle (its
+   * seccomp filter precompiled, as berth's exec): the exec round trip's floor; ms.
+   */
+  exec(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -74,6 +79,31 @@ export async function startFloor(): Promise<Floor> {
     compiler && spec.linux?.seccomp ? await new SeccompBpfCache(compiler).bpf(spec.linux.seccomp) : null;
   if (bpf) spec.annotations = { ...spec.annotations, [seccompBpfAnnotation]: bpf };
   await writeFile(join(dir, 'config.json'), specToJson(spec));
+  // the exec floor's container: the same bundle running `sleep`, on a mount of its own
+  const sleeperDir = join(dir, 'sleeper');
+  const sleeperRoot = join(sleeperDir, 'rootfs');
+  await mkdir(join(sleeperDir, 'up'), { recursive: true });
+  await Promise.all([mkdir(join(sleeperDir, 'work')), mkdir(sleeperRoot)]);
+  await sys.mount({
+    source: 'overlay',
+    fstype: 'overlay',
+    target: sleeperRoot,
+    data: `lowerdir=${lower},upperdir=${join(sleeperDir, 'up')},workdir=${join(sleeperDir, 'work')}`,
+  });
+  const sleeperSpec = {
+    ...spec,
+    root: { ...spec.root, path: sleeperRoot },
+    process: { ...spec.process, args: ['sleep', '100000'] },
+    linux: { ...spec.linux, cgroupsPath: '/berth/berth-floor-exec' },
+  };
+  await writeFile(join(sleeperDir, 'config.json'), specToJson(sleeperSpec as typeof spec));
+  const sleeperId = `floor-exec-${process.pid}`;
+  const started = await run(crun, ['--root', state, 'run', '--detach', '--bundle', sleeperDir, sleeperId]);
+  if (started !== 0) {
+    await sys.umount(sleeperRoot).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+    throw new Error(`crun run --detach exited ${started}`);
+  }
   let n = 0;
   return {
     async cycle() {
@@ -95,7 +125,16 @@ export async function startFloor(): Promise<Floor> {
       await Promise.all([rm(up, { recursive: true }), rm(work, { recursive: true })]);
       return ms;
     },
+    async exec() {
+      const t0 = performance.now();
+      const code = await run(crun, ['--root', state, 'exec', sleeperId, 'true']);
+      const ms = performance.now() - t0;
+      if (code !== 0) throw new Error(`crun exec exited ${code}`);
+      return ms;
+    },
     async close() {
+      await run(crun, ['--root', state, 'delete', '--force', sleeperId]).catch(() => 1);
+      await sys.umount(sleeperRoot).catch(() => undefined);
       await sys.umount(merged).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
     },

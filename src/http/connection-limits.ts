@@ -201,8 +201,14 @@ export class ConnectionGuard {
       Math.max(10, Math.floor(idle / 4)),
     );
     timer.unref();
-    socket.once('close', () => clearInterval(timer));
-    if (!upgrade) req.once('end', () => clearInterval(timer));
+    // the socket outlives the request on a keep-alive connection: its listener goes with the
+    // watch (else one per request piles up there, each holding its request and response)
+    const stop = (): void => {
+      clearInterval(timer);
+      socket.off('close', stop);
+    };
+    socket.once('close', stop);
+    if (!upgrade) req.once('end', stop);
   }
 
   /**

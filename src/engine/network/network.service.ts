@@ -799,7 +799,20 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
     let added: AddedInterface;
     try {
       added = await entry.plumbed;
-    } catch {
+    } catch (err) {
+      log.warn('a pooled network sandbox could not be plumbed; the start plumbs it', {
+        sandbox: entry.sandboxId,
+        address: entry.ip,
+        error: errorMessage(err),
+      });
+      // the bridge plugin makes the veth pair before it asks IPAM: a failed ADD can leave `eth0`
+      // in the namespace, and a second ADD would fail on it. DEL first (it also releases what
+      // IPAM may have recorded for the sandbox), then a start's own ADD with the address IPAM
+      // hands out now.
+      await unplumb(sandbox.sandboxId, sandbox.sandboxKey, { ifname: 'eth0', bridge: entry.plumbing }).catch(
+        () => undefined,
+      );
+      dropReserved(sandbox.sandboxId, 'eth0');
       return plumb(sandbox, req, 'eth0', true);
     }
     const n = find(entry.networkId);

@@ -43,6 +43,10 @@ async function route(ex: Exchange): Promise<void> {
     const body = await readBody(req).catch(() => undefined);
     if (body === undefined) return;
     res.end(`got ${body.length}`);
+  } else if (url === '/close-listeners') {
+    // what the connection's socket carries, seen from the server's side
+    const body = await readBody(req);
+    res.end(`listeners ${req.socket.listenerCount('close')} body ${body.length}`);
   } else if (url === '/late-reader') {
     // the server takes its time before reading: its client must not be blamed
     await sleep(900);
@@ -279,6 +283,22 @@ describe('connection limits', () => {
       assert.match(answer, /^HTTP\/1\.1 431/);
     } finally {
       await closeServer(server);
+    }
+  });
+
+  it('leaves no listener per request on a keep-alive connection', async () => {
+    const conn = await RawConnection.open(tcp.target);
+    try {
+      const counts: number[] = [];
+      for (let i = 0; i < 15; i++) {
+        conn.write('POST /close-listeners HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi');
+        assert.ok(await conn.waitFor(new RegExp(`(listeners \\d+ body 2[^]*){${i + 1}}`), 5000));
+      }
+      for (const m of conn.text().matchAll(/listeners (\d+) body 2/g)) counts.push(Number(m[1]));
+      assert.equal(counts.length, 15);
+      assert.equal(counts[14], counts[0], `close listeners per request: ${counts.join(' ')}`);
+    } finally {
+      conn.destroy();
     }
   });
 

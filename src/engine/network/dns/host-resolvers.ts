@@ -1,5 +1,5 @@
-import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
+import { StatCachedFile } from '../../../common/fs/stat-cached.js';
 
 /**
  * The host's resolver configuration as dockerd reads it: /etc/resolv.conf (systemd-resolved's real
@@ -48,15 +48,19 @@ export function usableNameservers(nameservers: string[]): string[] {
   return kept.length ? kept : [...FALLBACK_NAMESERVERS];
 }
 
+const etcResolvConf = new StatCachedFile('/etc/resolv.conf');
+const resolvedResolvConf = new StatCachedFile('/run/systemd/resolve/resolv.conf');
+
 /**
  * The host's resolv.conf, as dockerd picks it (resolvconf.Path): when it names only
  * systemd-resolved's stub (127.0.0.53), which a container's own network cannot reach,
- * systemd-resolved's list of the real servers instead.
+ * systemd-resolved's list of the real servers instead. Read at every container start: each file
+ * is looked at with one `stat` at once and read again only when it changed (StatCachedFile).
  */
 export async function readHostResolvConf(hostNetwork = false): Promise<string> {
-  const etc = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+  const etc = etcResolvConf.current() ?? '';
   if (hostNetwork || !onlyResolvedStub(etc)) return etc;
-  return readFile('/run/systemd/resolve/resolv.conf', 'utf8').catch(() => etc);
+  return resolvedResolvConf.current() ?? etc;
 }
 
 export function onlyResolvedStub(resolvConf: string): boolean {

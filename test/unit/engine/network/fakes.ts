@@ -89,6 +89,8 @@ export class FakeCni implements CniRunner {
   calls: CniCall[] = [];
   next = 2;
   fail?: (plugin: string, call: CniCall) => Error | undefined;
+  /** The interfaces the bridge plugin made, by namespace path (a namespace's own are its). */
+  readonly links = new Map<string, Set<string>>();
   async exec(plugin: string, call: CniCall): Promise<unknown> {
     this.calls.push(call);
     const err = this.fail?.(plugin, call);
@@ -98,6 +100,7 @@ export class FakeCni implements CniRunner {
     const ipam = call.config.ipam as { ranges: Array<Array<{ subnet: string }>>; dataDir: string };
     const dir = join(ipam.dataDir, String(call.config.name));
     if (call.command === 'DEL') {
+      this.links.get(call.netns)?.delete(call.ifname);
       for (const f of await readdir(dir).catch(() => [] as string[])) {
         const text = await readFile(join(dir, f), 'utf8').catch(() => '');
         const [id, ifname] = text.split(/\r?\n/);
@@ -112,6 +115,13 @@ export class FakeCni implements CniRunner {
     const ip = asked ?? `${base}.${this.next++}`;
     const ip6 = listed.find((a) => a.includes(':'));
     const v6 = ipam.ranges[1]?.[0] as { subnet: string; gateway?: string } | undefined;
+    // as the bridge plugin: the veth pair first (an interface of that name already in the
+    // namespace fails the ADD), IPAM after; an IPAM failure leaves the pair behind
+    const links = this.links.get(call.netns) ?? new Set<string>();
+    this.links.set(call.netns, links);
+    if (links.has(call.ifname))
+      throw new Error(`container veth name provided (${call.ifname}) already exists`);
+    links.add(call.ifname);
     await mkdir(dir, { recursive: true });
     // host-local refuses an address another container holds
     const holder = await readFile(join(dir, ip), 'utf8').catch(() => undefined);

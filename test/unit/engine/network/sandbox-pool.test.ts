@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -253,6 +253,42 @@ describe('sandbox pool', () => {
     // the new sandboxes' ADDs ran after the old ones' addresses were released
     assert.equal(adds(cni).length, 4);
     assert.ok(netns.live.has(b.sandboxKey) && netns.live.has(s2.sandboxKey));
+  });
+
+  it("plumbs a start whose pooled sandbox's ADD failed half-way (its veth left behind) with an ADD of its own", async () => {
+    const { service, cni, files, ipamDir } = await make();
+    await start(service);
+    await eventually('the pool to fill', async () => (await files()).length === 1 + POOL_SIZE);
+    // the pool's next ADD (of .5) waits, and finds .5 held by a container the engine does not
+    // know: IPAM fails after the plugin made the veth pair, as the bridge plugin does
+    let open = (): void => undefined;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    let waiting = false;
+    const exec = cni.exec.bind(cni);
+    cni.exec = async (plugin, call) => {
+      if (call.command === 'ADD' && call.args?.includes('IP=172.18.0.5;') && !waiting) {
+        waiting = true;
+        await gate;
+      }
+      return exec(plugin, call);
+    };
+    await writeFile(join(ipamDir, '172.18.0.5'), 'someone-else\r\neth0');
+    const a = await start(service);
+    assert.equal(a.ipAddress, '172.18.0.3');
+    await eventually('the pool to plumb .5', async () => waiting);
+    const b = await start(service);
+    assert.equal(b.ipAddress, '172.18.0.4');
+    // this start takes the pooled sandbox of .5 while its ADD is under way
+    const att = service.attach([{ network: 'bridge' }]);
+    open();
+    const [c] = await att.endpoints;
+    assert.equal(c?.sandboxKey, att.sandboxKey);
+    assert.equal(c?.ipAddress, '172.18.0.6', 'the address a start gets without a pool (.5 is held)');
+    assert.equal(cni.links.get(att.sandboxKey)?.size, 1, 'one eth0 in the namespace');
+    const owner = (await readFile(join(ipamDir, '172.18.0.6'), 'utf8')).split('\r\n')[0];
+    assert.equal(owner, att.sandboxId);
   });
 
   it('serves concurrent starts and releases without handing an address out twice', async () => {
