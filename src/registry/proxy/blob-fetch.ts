@@ -140,7 +140,8 @@ export class BlobFetch extends EventEmitter {
       }
       if (pos < stop) {
         // What is on disk now, through the blob GET's sender; the file may move into place
-        // meanwhile (then the data file has the same bytes).
+        // meanwhile: then the open fails (ENOENT, nothing sent yet) and the data file has the
+        // same bytes; once open, the sender reads on from that descriptor, whatever is renamed.
         const file = this.file;
         await sendFileRange(res, file, pos, stop - 1, { end: false, ring }).catch((err: unknown) => {
           if (errnoCode(err) !== 'ENOENT' || file === this.dataFile) throw err;
