@@ -215,3 +215,25 @@ export function external(name: string, url: string): Target {
     stop: async () => {},
   };
 }
+
+/**
+ * The floor: an empty Node HTTP server (every request answered 200 `{}`), run with the same
+ * node and flags as berth, so its RSS is what Node itself costs.
+ */
+export async function startBareNode(nodeFlags: string[] = BERTH_NODE_FLAGS): Promise<Target> {
+  const root = mkdtempSync(join(tmpdir(), 'berth-bench-bare-'));
+  const port = await freePort();
+  const script = `require('node:http').createServer((q, s) => { s.setHeader('Content-Type', 'application/json'); s.end('{}'); }).listen(${port}, '127.0.0.1');`;
+  return launch('node listener', process.execPath, [...nodeFlags, '-e', script], port, root);
+}
+
+/** VmRSS split into anonymous memory (heap, code V8 made) and file pages (mostly /usr/bin/node). */
+export function rssPartsOf(pid: number): { rss: number; anon: number; file: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+    return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
+  } catch {
+    return { rss: 0, anon: 0, file: 0 };
+  }
+}

@@ -1,19 +1,26 @@
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import { type LogLevel, parseLogLevel } from '../common/log.js';
 import type { EndpointConfig } from './notifications/endpoint.js';
 import type { ProxyConfig } from './proxy/upstream.js';
+import { parseYamlApart, parseYamlHere, type YamlParser, type YamlResult } from './yaml.js';
 
-let yaml: typeof import('yaml') | undefined;
+/** One YAML text through a parser: its value, or the parser's error thrown. */
+function parseYaml(text: string, parser: YamlParser = parseYamlHere): unknown {
+  return yamlValue(parser([text])[0]);
+}
 
-/**
- * YAML (and JSON) through the `yaml` package, loaded on first use: a registry started without a
- * configuration file or REGISTRY_* variables never needs it (loading it costs about 7 MiB RSS).
- */
-function parseYaml(text: string): unknown {
-  yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
-  return yaml.parse(text);
+function yamlValue(r: YamlResult | undefined): unknown {
+  if (!r) throw new Error('no result from the YAML parser');
+  if ('error' in r) throw new Error(r.error);
+  return r.value;
+}
+
+/** The REGISTRY_* variables of an environment, in the order they are applied. */
+function registryVariables(env: NodeJS.ProcessEnv): Array<[string, string]> {
+  return Object.entries(env)
+    .filter((e): e is [string, string] => e[0].startsWith('REGISTRY_') && e[1] !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /**
@@ -526,58 +533,86 @@ export function parseConfig(text: string, source = 'configuration'): RegistryCon
   }
 }
 
-export async function loadConfig(path: string, env?: NodeJS.ProcessEnv): Promise<RegistryConfig> {
+/**
+ * Read a configuration file (YAML or JSON) with the environment's REGISTRY_* overrides. The YAML
+ * is parsed in a short-lived child process (`parseYamlApart`), so a registry serving from a
+ * config.yml does not carry the `yaml` package (about 3 MiB of RSS); `parseConfig` parses here.
+ */
+export async function loadConfig(
+  path: string,
+  env?: NodeJS.ProcessEnv,
+  parser: YamlParser = parseYamlApart,
+): Promise<RegistryConfig> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
     throw new ConfigError(`cannot read configuration ${path}: ${(err as Error).message}`);
   }
-  if (!env) return parseConfig(text, path);
+  const variables = env ? registryVariables(env) : [];
+  let results: YamlResult[];
+  try {
+    results = parser([text, ...variables.map(([, v]) => v)]);
+  } catch (err) {
+    throw new ConfigError(`${path}: ${(err as Error).message}`);
+  }
   let doc: unknown;
   try {
-    doc = parseYaml(text) ?? {};
+    doc = yamlValue(results[0]) ?? {};
   } catch (err) {
     throw new ConfigError(`${path}: ${(err as Error).message}`);
   }
   try {
-    return configFromObject(applyEnv(obj(doc, 'configuration'), env));
+    if (!env) return configFromObject(doc);
+    return configFromObject(applyEnv(obj(doc, 'configuration'), env, cached(variables, results.slice(1))));
   } catch (err) {
     throw new ConfigError(`${path}: ${(err as Error).message}`);
   }
 }
 
+/** A parser that answers from results already parsed (the variables' values, in order). */
+function cached(variables: Array<[string, string]>, results: YamlResult[]): YamlParser {
+  const byText = new Map<string, YamlResult>();
+  variables.forEach(([, v], i) => {
+    const r = results[i];
+    if (r) byText.set(v, r);
+  });
+  return (texts) => texts.map((t) => byText.get(t) ?? { error: 'not parsed' });
+}
+
 /**
  * The reference registry's environment overrides: `REGISTRY_<SECTION>_<KEY>...=value` sets
  * `section.key...` (lowercased), e.g. REGISTRY_STORAGE_DELETE_ENABLED=true,
- * REGISTRY_HTTP_ADDR=:5000. Values are read as YAML scalars. Returns a new document.
+ * REGISTRY_HTTP_ADDR=:5000. Values are read as YAML scalars (a value YAML refuses stays the
+ * string). Returns a new document.
  */
-export function applyEnv(doc: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+export function applyEnv(
+  doc: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+  parser: YamlParser = parseYamlHere,
+): Record<string, unknown> {
   const out = structuredClone(doc);
-  for (const [name, value] of Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    if (!name.startsWith('REGISTRY_') || value === undefined) continue;
+  const variables = registryVariables(env);
+  const values = variables.length > 0 ? parser(variables.map(([, v]) => v)) : [];
+  variables.forEach(([name, value], i) => {
     const keys = name.slice('REGISTRY_'.length).toLowerCase().split('_').filter(Boolean);
-    if (keys.length === 0) continue;
+    if (keys.length === 0) return;
     let node: Record<string, unknown> = out;
     for (const key of keys.slice(0, -1)) {
       const next = node[key];
       if (!next || typeof next !== 'object' || Array.isArray(next)) node[key] = {};
       node = node[key] as Record<string, unknown>;
     }
-    let parsed: unknown = value;
-    try {
-      parsed = parseYaml(value);
-    } catch {
-      parsed = value;
-    }
+    const r = values[i];
+    const parsed = r && 'value' in r ? r.value : value;
     node[keys[keys.length - 1] as string] = parsed ?? value;
-  }
+  });
   return out;
 }
 
 /** The defaults with the environment's REGISTRY_* overrides. */
-export function configFromEnv(env: NodeJS.ProcessEnv): RegistryConfig {
-  return configFromObject(applyEnv({}, env));
+export function configFromEnv(env: NodeJS.ProcessEnv, parser: YamlParser = parseYamlApart): RegistryConfig {
+  return configFromObject(applyEnv({}, env, parser));
 }
 
 export function defaultConfig(): RegistryConfig {

@@ -23,6 +23,8 @@ export interface DockerRunOptions {
 export interface ReferenceDockerdOptions {
   /** `host:port` (or CIDR) entries passed as `--insecure-registry`. */
   insecureRegistries?: string[];
+  /** URLs passed as `--registry-mirror` (docker.io pulls go to them first). */
+  registryMirrors?: string[];
   /** The docker CLI to drive it with (default: Debian's /usr/bin/docker, else `docker` on PATH). */
   cli?: string;
   /** How long to wait for /_ping (default 30 s). */
@@ -130,6 +132,7 @@ export class ReferenceDockerd {
       '--iptables=false',
       '--ip-masq=false',
       ...(this.opts.insecureRegistries ?? []).flatMap((r) => ['--insecure-registry', r]),
+      ...(this.opts.registryMirrors ?? []).flatMap((m) => ['--registry-mirror', m]),
     ];
     const child = spawn('dockerd', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;

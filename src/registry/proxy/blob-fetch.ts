@@ -123,21 +123,25 @@ export class BlobFetch extends EventEmitter {
 
   /**
    * Send bytes `start`..`end` (inclusive; end undefined: to the end, whatever the size) to a
-   * client as they arrive. Rejects when the fetch fails (the client's answer is then cut).
+   * client as they arrive. Rejects when the fetch fails (the client's answer is then cut). The
+   * blob's last byte is held back until its digest is verified: a client is never sent the whole
+   * of content that does not match (its answer would look complete).
    */
   async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
     let pos = start;
     const ring = new BufferRing();
     for (;;) {
       if (res.destroyed) return;
-      const stop = end === undefined ? this.written : Math.min(this.written, end + 1);
+      const sendable = this.done ? this.written : Math.max(0, this.written - 1);
+      const stop = end === undefined ? sendable : Math.min(sendable, end + 1);
       if (pos < stop && this.recent?.start === pos) {
         pos = await sendRecentBatch(res, this.recent.bufs, pos, stop);
         continue;
       }
       if (pos < stop) {
         // What is on disk now, through the blob GET's sender; the file may move into place
-        // meanwhile (then the data file has the same bytes).
+        // meanwhile: then the open fails (ENOENT, nothing sent yet) and the data file has the
+        // same bytes; once open, the sender reads on from that descriptor, whatever is renamed.
         const file = this.file;
         await sendFileRange(res, file, pos, stop - 1, { end: false, ring }).catch((err: unknown) => {
           if (errnoCode(err) !== 'ENOENT' || file === this.dataFile) throw err;

@@ -20,8 +20,25 @@ export const ACCEPT_MANIFESTS = [
   'application/vnd.docker.distribution.manifest.v2+json',
 ].join(', ');
 
-/** How long a request to the upstream may take to answer (its headers; a blob body streams). */
+/**
+ * How long a request to the upstream may take: a blob GET until its headers (the body streams
+ * for as long as it takes, guarded by the fetch's idle timeout), any other request whole.
+ */
 const ANSWER_TIMEOUT_MS = 30_000;
+
+/**
+ * `fetch` whose timeout ends when the answer's headers are in: the body is left to stream
+ * (AbortSignal.timeout on the request would cut a body still arriving when it fires).
+ */
+async function fetchHeadersWithin(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
+  try {
+    return await fetch(url, { ...init, signal: ac.signal });
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Parameters of a `WWW-Authenticate` challenge: scheme and `key="value"` pairs. */
 export function parseChallenge(header: string): { scheme: string; params: Map<string, string> } {
@@ -43,7 +60,10 @@ export class Upstream {
   private readonly tokens = new Map<string, { header: string; expires: number }>();
   private basicOnly = false;
 
-  constructor(private readonly config: ProxyConfig) {
+  constructor(
+    private readonly config: ProxyConfig,
+    private readonly answerTimeoutMs = ANSWER_TIMEOUT_MS,
+  ) {
     this.base = config.remoteurl.replace(/\/+$/, '');
   }
 
@@ -55,7 +75,7 @@ export class Upstream {
   /** Whether the upstream answers `/v2/` with anything but a 5xx (401 included). */
   async reachable(): Promise<boolean> {
     try {
-      const res = await fetch(`${this.base}/v2/`, { signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS) });
+      const res = await fetch(`${this.base}/v2/`, { signal: AbortSignal.timeout(this.answerTimeoutMs) });
       await res.body?.cancel().catch(() => undefined);
       return res.status < 500;
     } catch {
@@ -65,11 +85,13 @@ export class Upstream {
 
   /**
    * A request to the upstream for repository `name` (`path` after `/v2/<name>/`). Resolves with
-   * any answer but a 5xx; rejects with UpstreamUnavailable when it cannot be reached.
+   * any answer but a 5xx; rejects with UpstreamUnavailable when it cannot be reached. A blob
+   * GET's timeout ends with its headers (a big layer may take longer than that to arrive).
    */
   async request(method: 'GET' | 'HEAD', name: string, path: string, accept?: string): Promise<Response> {
     const scope = `repository:${name}:pull`;
     const url = `${this.base}/v2/${name}/${path}`;
+    const streams = method === 'GET' && path.startsWith('blobs/');
     let auth = this.cachedAuth(scope);
     for (let attempt = 0; attempt < 2; attempt++) {
       const headers = new Headers();
@@ -77,7 +99,9 @@ export class Upstream {
       if (auth) headers.set('Authorization', auth);
       let res: Response;
       try {
-        res = await fetch(url, { method, headers, signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS) });
+        res = streams
+          ? await fetchHeadersWithin(url, { method, headers }, this.answerTimeoutMs)
+          : await fetch(url, { method, headers, signal: AbortSignal.timeout(this.answerTimeoutMs) });
       } catch (err) {
         throw new UpstreamUnavailable(`upstream ${this.base} unreachable: ${errorMessage(err)}`);
       }
@@ -124,7 +148,7 @@ export class Upstream {
     try {
       res = await fetch(`${realm}${realm.includes('?') ? '&' : '?'}${q}`, {
         headers,
-        signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
+        signal: AbortSignal.timeout(this.answerTimeoutMs),
       });
     } catch (err) {
       throw new UpstreamUnavailable(`upstream token server unreachable: ${errorMessage(err)}`);

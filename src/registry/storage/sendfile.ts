@@ -1,5 +1,4 @@
-import { closeSync, openSync, readSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { closeSync, openSync, read, readSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 
 const CHUNK = 1024 * 1024;
@@ -18,40 +17,45 @@ const SLOW_READS = 3;
  * disk: the event loop must not wait for it).
  */
 class FileReader {
-  private handle: Awaited<ReturnType<typeof open>> | undefined;
   private slow = 0;
+  private inThreadpool = false;
   private constructor(
-    private readonly path: string,
-    private fd: number,
+    private readonly fd: number,
     private readonly slowReadMs: number,
   ) {}
 
   static open(path: string, slowReadMs: number): FileReader {
-    return new FileReader(path, openSync(path, 'r'), slowReadMs);
+    return new FileReader(openSync(path, 'r'), slowReadMs);
   }
 
   /** Whether reads go through the threadpool now. */
   get threaded(): boolean {
-    return this.handle !== undefined;
+    return this.inThreadpool;
   }
 
+  /**
+   * Reads go on with the same descriptor in the threadpool: never a second open by path, which
+   * could fail (or find another file) once the file was renamed or removed meanwhile (a proxied
+   * blob's temporary file is moved into place while clients read it).
+   */
   async read(buf: Buffer, length: number, position: number): Promise<number> {
-    if (this.handle) return (await this.handle.read(buf, 0, length, position)).bytesRead;
+    if (this.inThreadpool) return readInThreadpool(this.fd, buf, length, position);
     const t0 = performance.now();
     const n = readSync(this.fd, buf, 0, length, position);
     this.slow = performance.now() - t0 > this.slowReadMs ? this.slow + 1 : 0;
-    if (this.slow >= SLOW_READS) {
-      closeSync(this.fd);
-      this.fd = -1;
-      this.handle = await open(this.path, 'r');
-    }
+    if (this.slow >= SLOW_READS) this.inThreadpool = true;
     return n;
   }
 
   async close(): Promise<void> {
-    if (this.handle) await this.handle.close();
-    else if (this.fd >= 0) closeSync(this.fd);
+    closeSync(this.fd);
   }
+}
+
+function readInThreadpool(fd: number, buf: Buffer, length: number, position: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    read(fd, buf, 0, length, position, (err, bytesRead) => (err ? reject(err) : resolve(bytesRead)));
+  });
 }
 
 /**
@@ -62,7 +66,29 @@ class FileReader {
 export class BufferRing {
   readonly free: Buffer[] = [];
   allocated = 0;
+  /** The call waiting for a buffer (the ring's, not a call's: a buffer written by an earlier
+   * call on the same ring comes back after that call returned, and must wake the current one). */
+  private waiter: (() => void) | undefined;
   constructor(readonly size = CHUNK) {}
+
+  /** A buffer the socket has taken is free again. */
+  release(b: Buffer): void {
+    this.free.push(b);
+    this.wakeUp();
+  }
+
+  wakeUp(): void {
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.();
+  }
+
+  /** Until a buffer comes back (or wakeUp). */
+  waitForBuffer(): Promise<void> {
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
+  }
 }
 
 /**
@@ -88,13 +114,10 @@ export async function sendFileRange(
   const ring = options.ring ?? new BufferRing(Math.min(options.chunk ?? CHUNK, end + 1 - start));
   const file = FileReader.open(path, options.slowReadMs ?? SLOW_READ_MS);
   const free = ring.free;
-  let wake: (() => void) | undefined;
   let closed = false;
   const onClose = () => {
     closed = true;
-    const w = wake;
-    wake = undefined;
-    w?.();
+    ring.wakeUp();
   };
   res.once('close', onClose);
   try {
@@ -107,9 +130,7 @@ export async function sendFileRange(
           buf = Buffer.allocUnsafeSlow(ring.size);
           ring.allocated++;
         } else {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
+          await ring.waitForBuffer();
           continue;
         }
       }
@@ -123,12 +144,7 @@ export async function sendFileRange(
       }
       pos += bytesRead;
       const b = buf;
-      res.write(bytesRead === b.length ? b : b.subarray(0, bytesRead), () => {
-        free.push(b);
-        const w = wake;
-        wake = undefined;
-        w?.();
-      });
+      res.write(bytesRead === b.length ? b : b.subarray(0, bytesRead), () => ring.release(b));
     }
     if (closed) return;
     if (options.end === false) {

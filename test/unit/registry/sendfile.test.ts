@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rm, writeFile } from 'node:fs/promises';
+import { renameSync } from 'node:fs';
+import { copyFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -25,11 +26,16 @@ describe('sendFileRange', () => {
       const end = Number(q.get('end'));
       res.setHeader('Content-Length', end - start + 1);
       const slowReadMs = q.has('slow') ? Number(q.get('slow')) : undefined;
-      void sendFileRange(res, file, start, end, {
+      const path = q.get('file') ?? file;
+      void sendFileRange(res, path, start, end, {
         chunk: Number(q.get('chunk') ?? 1024 * 1024),
         slowReadMs,
         onThreaded: (pos) => threadedAt.push(pos),
-      });
+      }).catch((err: unknown) => res.destroy(err as Error));
+      // ?moveto: the file is renamed once the transfer has opened it (as a proxied blob's
+      // temporary file is moved into place while clients read it).
+      const to = q.get('moveto');
+      if (to) renameSync(path, to);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -54,5 +60,16 @@ describe('sendFileRange', () => {
     const got = await get(`start=0&end=${data.length - 1}&chunk=262144&slow=-1`);
     assert.ok(got.equals(data));
     assert.deepEqual(threadedAt, [2 * 262144]);
+  });
+
+  it('reads on from the file it opened when the file is renamed meanwhile', async () => {
+    const moving = join(dir, 'moving.tmp');
+    await copyFile(file, moving);
+    threadedAt.length = 0;
+    const q = `start=0&end=${data.length - 1}&chunk=262144&slow=-1&file=${encodeURIComponent(moving)}&moveto=${encodeURIComponent(join(dir, 'moved'))}`;
+    const got = await get(q);
+    assert.deepEqual(threadedAt, [2 * 262144]);
+    assert.equal(got.length, data.length);
+    assert.ok(got.equals(data));
   });
 });
