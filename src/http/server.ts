@@ -15,6 +15,7 @@ import {
   type Listener,
   releaseConnection,
 } from './connection-limits.js';
+import { RawChunkedBody, setRequestBody } from './raw-body.js';
 
 /**
  * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
@@ -37,6 +38,13 @@ export interface ExchangeServerOptions {
    * HTTP server. Its options must include `keepAlive: true`.
    */
   create?: (listener: RequestListener) => Server;
+  /**
+   * Requests whose body is read below node's HTTP parser (said of each request as its headers
+   * are parsed, synchronously): when a chunked HTTP/1.1 request is one, the connection is taken
+   * from the parser right after its headers and the body decoded from the socket (RawChunkedBody,
+   * `requestBody(req)`); the answer goes through `res` as usual and the connection closes after it.
+   */
+  rawBody?: (req: IncomingMessage) => boolean;
 }
 
 /**
@@ -72,8 +80,31 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
     if (guard && !guard.admit(req, res, true)) return;
     handler({ req, res, upgrade: { socket, head } });
   };
-  server.on('upgrade', onRawExchange);
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (rawRequests.has(req)) onRawBody(req, socket, head);
+    else onRawExchange(req, socket, head);
+  });
   server.on('connect', onRawExchange);
+  // A request whose body is read below the parser comes the way of an upgrade: node hands its
+  // socket over right after the headers, with the bytes it read past them.
+  const onRawBody = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    rawRequests.delete(req);
+    setUpgraded(req, false);
+    const res = responseOnSocket(req, socket);
+    if (guard && !guard.admit(req, res, true)) return;
+    const body = new RawChunkedBody(socket, head);
+    setRequestBody(req, body);
+    // a body not read to its end (an answer given early, a failure) is dropped, then the connection closes
+    res.on('finish', () => body.discard());
+    res.on('close', () => body.discard());
+    handler({ req, res });
+  };
+  if (opts.rawBody) {
+    const wants = opts.rawBody;
+    const hook = (socket: Duplex) => takeRawBodies(socket, wants);
+    server.on('connection', hook);
+    server.on('secureConnection', hook);
+  }
   // Clients (the docker CLI) half-close when they have no stdin; keep writing after their FIN.
   server.on('connection', (socket) => {
     socket.setNoDelay(true);
@@ -85,6 +116,57 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
     server.requestTimeout = 0;
   }
   return server;
+}
+
+/** Requests whose body is read below the parser, between their headers and their exchange. */
+const rawRequests = new WeakSet<IncomingMessage>();
+
+/** A parser of node's HTTP server: what it calls with each request's headers. */
+interface NodeParser {
+  onIncoming?: (req: IncomingMessage, keepAlive: boolean) => number;
+}
+
+/**
+ * Have node's parser of a new connection stop after the headers of each request `wants` (and
+ * whose body is chunked, with nothing else in its framing), handing the connection over as for
+ * an upgrade: node's server does so for a request it sees `upgrade` on when its parser calls it
+ * with the headers (before it parses any of the body).
+ */
+function takeRawBodies(socket: Duplex, wants: (req: IncomingMessage) => boolean): void {
+  const parser = (socket as Duplex & { parser?: NodeParser | null }).parser;
+  const incoming = parser?.onIncoming;
+  if (!parser || !incoming) return;
+  parser.onIncoming = (req, keepAlive) => {
+    // a previous answer still being written on this connection (pipelining) keeps node's way
+    const busy = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+    if (!upgraded(req) && !busy && chunkedOnly(req) && wants(req)) {
+      setUpgraded(req, true);
+      rawRequests.add(req);
+    }
+    return incoming(req, keepAlive);
+  };
+}
+
+/** IncomingMessage's `upgrade` (node's own field, not in its types). */
+function upgraded(req: IncomingMessage): boolean {
+  return (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
+}
+function setUpgraded(req: IncomingMessage, value: boolean): void {
+  (req as IncomingMessage & { upgrade?: boolean }).upgrade = value;
+}
+
+/** An HTTP/1.1 request whose body is framed by `Transfer-Encoding: chunked` alone. */
+function chunkedOnly(req: IncomingMessage): boolean {
+  const h = req.headers;
+  const te = h['transfer-encoding'];
+  return (
+    req.httpVersion === '1.1' &&
+    req.method !== 'CONNECT' &&
+    typeof te === 'string' &&
+    te.trim().toLowerCase() === 'chunked' &&
+    h['content-length'] === undefined &&
+    h.expect === undefined
+  );
 }
 
 /** How long a closing connection keeps reading what its client still sends (lingerOnClose). */
