@@ -87,14 +87,22 @@ export class ChunkedDecoder {
   }
 
   private sizeLine(line: string): void {
-    let text = line.replace(/[ \t\r\n]+$/, '');
-    const ext = text.indexOf(';');
-    if (ext >= 0) text = text.slice(0, ext).replace(/[ \t]+$/, '');
-    if (text === '') throw malformed('empty chunk size');
-    if (!/^[0-9a-fA-F]+$/.test(text)) throw malformed('invalid byte in chunk length');
-    // Go's limit (16 hex digits); past 2^53 a length is no number here
-    const size = text.length > 16 ? Number.POSITIVE_INFINITY : Number.parseInt(text, 16);
-    if (!Number.isSafeInteger(size)) throw malformed('chunk length too large');
+    // the hex digits, up to an extension (`;`) or trailing blanks; Go's limit of 16 digits (past
+    // 2^53 a length is no number here)
+    let size = 0;
+    let digits = 0;
+    let i = 0;
+    for (; i < line.length; i++) {
+      const c = line.charCodeAt(i);
+      const v =
+        c >= 0x30 && c <= 0x39 ? c - 0x30 : (c | 0x20) >= 0x61 && (c | 0x20) <= 0x66 ? (c | 0x20) - 0x57 : -1;
+      if (v < 0) break;
+      size = size * 16 + v;
+      digits++;
+    }
+    if (!/^[ \t]*(?:;.*)?[ \t\r]*$/.test(line.slice(i))) throw malformed('invalid byte in chunk length');
+    if (digits === 0) throw malformed('empty chunk size');
+    if (digits > 16 || !Number.isSafeInteger(size)) throw malformed('chunk length too large');
     if (size === 0) {
       this.state = 'trailer';
       return;
