@@ -3,7 +3,6 @@ import type { Duplex } from 'node:stream';
 import { Readable } from 'node:stream';
 import { DISCARD_BYTES, DISCARD_MS } from './body.js';
 import { ChunkedDecoder } from './chunked.js';
-import { releaseConnection } from './connection-limits.js';
 
 /** The bodies read below node's HTTP parser, by their request. */
 const rawBodies = new WeakMap<IncomingMessage, RawChunkedBody>();
@@ -21,8 +20,7 @@ export function requestBody(req: IncomingMessage): Readable {
  * every body piece into a buffer of its own and feeds it through the request's stream): the
  * socket's reads are decoded in place (ChunkedDecoder), the data pushed as views of them.
  * Backpressure is the socket's (paused while the stream's buffer is full). Once the last chunk is
- * read the socket is paused, what followed put back, and the connection no longer watched as a
- * body (releaseConnection). A framing error, or a client gone before the end, fails the stream;
+ * read the socket is paused and what followed put back (`onComplete` told). A framing error, or a client gone before the end, fails the stream;
  * the connection is closed after the answer (`discard`).
  */
 export class RawChunkedBody extends Readable {
@@ -38,9 +36,11 @@ export class RawChunkedBody extends Readable {
   private head: Buffer | undefined;
   private attached = false;
 
+  /** `onComplete`: told when the last chunk and the trailer are read. */
   constructor(
     private readonly socket: Duplex,
     head: Buffer,
+    private readonly onComplete?: () => void,
   ) {
     super({ highWaterMark: 256 * 1024 });
     socket.pause();
@@ -109,7 +109,7 @@ export class RawChunkedBody extends Readable {
       this.detach();
       // what came after the body is the connection's (a copy: the reader may take the buffer)
       if (rest.length) this.socket.unshift(Buffer.from(rest));
-      releaseConnection(this.socket);
+      this.onComplete?.();
       this.push(null);
       return;
     }

@@ -42,7 +42,8 @@ export interface ExchangeServerOptions {
    * Requests whose body is read below node's HTTP parser (said of each request as its headers
    * are parsed, synchronously): when a chunked HTTP/1.1 request is one, the connection is taken
    * from the parser right after its headers and the body decoded from the socket (RawChunkedBody,
-   * `requestBody(req)`); the answer goes through `res` as usual and the connection closes after it.
+   * `requestBody(req)`); the answer goes through `res` as usual, after which the connection goes
+   * back to node's server when it is kept alive and its body was read to its end, else closes.
    */
   rawBody?: (req: IncomingMessage) => boolean;
 }
@@ -88,17 +89,44 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
   // A request whose body is read below the parser comes the way of an upgrade: node hands its
   // socket over right after the headers, with the bytes it read past them.
   const onRawBody = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const keepAlive = rawRequests.get(req) ?? false;
     rawRequests.delete(req);
     setUpgraded(req, false);
-    const res = responseOnSocket(req, socket);
-    if (guard && !guard.admit(req, res, true)) return;
-    const body = new RawChunkedBody(socket, head);
+    const res = rawBodyResponse(req, socket, keepAlive);
+    const body = new RawChunkedBody(socket, head, () => {
+      // read to its end: an answer may keep the connection (http/body.ts's bodyUnread)
+      req.complete = true;
+    });
     setRequestBody(req, body);
-    // a body not read to its end (an answer given early, a failure) is dropped, then the connection closes
-    res.on('finish', () => body.discard());
+    res.on('finish', () => {
+      if (body.complete && res.shouldKeepAlive && !socket.destroyed && socket.writable) {
+        // the next request is node's server's again, on a parser of its own
+        res.detachSocket(socket as never);
+        socket.off('end', endAfterAnswer);
+        nodeConnection?.call(server, socket);
+        if (opts.rawBody) takeRawBodies(socket, opts.rawBody);
+        idleAfterHandBack(socket, server.keepAliveTimeout);
+        socket.resume();
+        return;
+      }
+      // a body not read to its end (an answer given early, a failure) is dropped, then the
+      // connection closes
+      body.discard();
+      socket.end();
+    });
     res.on('close', () => body.discard());
+    const endAfterAnswer = () => {
+      if (!res.writableFinished) socket.destroy();
+    };
+    socket.on('end', endAfterAnswer);
+    // watched as a plain request's body: until it is complete (a raw body is the request's)
+    if (guard && !guard.admit(req, res)) return;
     handler({ req, res });
   };
+  // node's own listener of new connections (a TLS server's is on `secureConnection`): a
+  // connection whose raw body was read goes back to it
+  const nodeConnection = (server.listeners(opts.create ? 'secureConnection' : 'connection')[0] ??
+    server.listeners('connection')[0]) as ((socket: Duplex) => void) | undefined;
   if (opts.rawBody) {
     const wants = opts.rawBody;
     const hook = (socket: Duplex) => takeRawBodies(socket, wants);
@@ -119,7 +147,7 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
 }
 
 /** Requests whose body is read below the parser, between their headers and their exchange. */
-const rawRequests = new WeakSet<IncomingMessage>();
+const rawRequests = new WeakMap<IncomingMessage, boolean>();
 
 /** A parser of node's HTTP server: what it calls with each request's headers. */
 interface NodeParser {
@@ -141,7 +169,7 @@ function takeRawBodies(socket: Duplex, wants: (req: IncomingMessage) => boolean)
     const busy = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
     if (!upgraded(req) && !busy && chunkedOnly(req) && wants(req)) {
       setUpgraded(req, true);
-      rawRequests.add(req);
+      rawRequests.set(req, keepAlive);
     }
     return incoming(req, keepAlive);
   };
@@ -195,6 +223,37 @@ function lingerOnClose(socket: Duplex): void {
     socket.once('close', () => clearTimeout(timer));
     socket.resume();
   };
+}
+
+/**
+ * The response to a request whose body is read below the parser (its socket handed over as for
+ * an upgrade), kept alive as the request asked: the caller gives the connection back to node's
+ * server after the answer, or ends it.
+ */
+function rawBodyResponse(req: IncomingMessage, socket: Duplex, keepAlive: boolean): ServerResponse {
+  socket.on('error', ignore);
+  req.on('error', ignore);
+  const res = new ServerResponse(req);
+  res.on('error', ignore);
+  // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
+  res.assignSocket(socket as any);
+  res.shouldKeepAlive = keepAlive;
+  return res;
+}
+
+/**
+ * A connection given back to node's server after a raw body: node arms its keep-alive timeout
+ * only after answers it wrote itself, so this one is closed when no byte came within `ms`.
+ */
+function idleAfterHandBack(socket: Duplex, ms: number): void {
+  if (!(ms > 0)) return;
+  const net = socket as Duplex & { bytesRead?: number; _httpMessage?: unknown };
+  const read = net.bytesRead;
+  const timer = setTimeout(() => {
+    if (net.bytesRead === read && !net._httpMessage) socket.destroy();
+  }, ms);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
 }
 
 /** An error listener for streams whose errors are answered elsewhere (or by nobody). */

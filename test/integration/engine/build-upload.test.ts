@@ -64,7 +64,7 @@ describe('build: the context upload', () => {
       socket.on('close', () => clearTimeout(timer));
       socket.write(
         `POST /v1.41/build?${query} HTTP/1.1\r\nHost: docker\r\nContent-Type: application/x-tar\r\n` +
-          'Transfer-Encoding: chunked\r\n\r\n',
+          'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n',
       );
       const cut = opts.cut ?? 65536;
       const end = opts.abandonAfter ?? wire.length;

@@ -66,6 +66,8 @@ before(async () => {
     },
     { rawBody: (req) => req.method === 'POST' && req.url !== '/plain' },
   );
+  // an idle kept connection closes soon (the tests' clients wait for the close)
+  server.keepAliveTimeout = 500;
   await new Promise<void>((resolve) => server.listen(path, resolve));
 });
 
@@ -127,22 +129,52 @@ describe('request bodies read below the HTTP parser', () => {
     // the head and the start of the body in one write, then odd cuts
     const answer = await exchange(
       [
-        Buffer.concat([head('/build'), wire.subarray(0, 1000)]),
+        Buffer.concat([head('/build', 'Connection: close\r\n'), wire.subarray(0, 1000)]),
         wire.subarray(1000, 1001),
         wire.subarray(1001),
       ],
       { gapMs: 5 },
     );
     assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
-    // the connection closes after the answer
+    // the client asked to close: the connection closes after the answer
     assert.match(answer, /\r\nConnection: close\r\n/i);
     assert.deepEqual(bodyOf(answer), { raw: true, bytes: data.length, sha256 });
     // byte by byte for a small one
     const small = chunked(Buffer.from('hello, world'), 5);
-    const parts = [head('/build'), ...[...small].map((b) => Buffer.from([b]))];
+    const parts = [head('/build', 'Connection: close\r\n'), ...[...small].map((b) => Buffer.from([b]))];
     const second = bodyOf(await exchange([Buffer.concat(parts)]));
     assert.equal(second.raw, true);
     assert.equal(second.bytes, 12);
+  });
+
+  it('keeps the connection for the next requests: node parses them again, a raw body again', async () => {
+    const answer = await exchange(
+      [
+        Buffer.concat([head('/build'), chunked(Buffer.from('first'), 2)]),
+        Buffer.concat([head('/build'), chunked(Buffer.from('second!'), 3)]),
+        // pipelined right after the body's end, in the same packet
+        Buffer.concat([
+          head('/build'),
+          chunked(Buffer.from('third'), 5),
+          Buffer.from('GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+        ]),
+      ],
+      { gapMs: 100 },
+    );
+    const answers = answer.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 4, answer);
+    assert.match(answers[0] as string, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":5/);
+    assert.match(answers[1] as string, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":7/);
+    assert.match(answers[2] as string, /"raw":true,"bytes":5/);
+    assert.match(answers[3] as string, /^HTTP\/1\.1 200 OK[\s\S]*\r\nConnection: close\r\n[\s\S]*"ok":true/);
+  });
+
+  it('closes a kept connection that stays idle for the keep-alive timeout', async () => {
+    const started = Date.now();
+    const answer = await exchange([Buffer.concat([head('/build'), chunked(Buffer.from('idle'), 4)])]);
+    assert.match(answer, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":4/);
+    // the exchange's own cut comes after 10 s
+    assert.ok(Date.now() - started < 5000, `closed after ${Date.now() - started} ms`);
   });
 
   it('leaves other requests to node: a Content-Length body, a route not asked for, a keep-alive GET first', async () => {
@@ -163,7 +195,7 @@ describe('request bodies read below the HTTP parser', () => {
     const both = await exchange(
       [
         Buffer.from('GET /info HTTP/1.1\r\nHost: x\r\n\r\n'),
-        Buffer.concat([head('/build'), chunked(Buffer.from('abc'), 2)]),
+        Buffer.concat([head('/build', 'Connection: close\r\n'), chunked(Buffer.from('abc'), 2)]),
       ],
       { gapMs: 50 },
     );
