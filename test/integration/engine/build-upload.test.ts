@@ -98,6 +98,27 @@ describe('build: the context upload', () => {
     );
   });
 
+  it('a context past the bound of held contents: what does not fit is written as it arrives', async () => {
+    // two files of 36 MiB: the first held (64 MiB for all builds), the second written
+    const one = randomBytes(36 * 1024 * 1024);
+    const two = randomBytes(36 * 1024 * 1024);
+    const tar = await makeTar([
+      { name: 'Dockerfile', content: 'FROM busybox\nCOPY one two /data/\n' },
+      { name: 'one', content: one },
+      { name: 'two', content: two },
+    ]);
+    const sums = [one, two].map((b) => execFileSync('sha256sum', { input: b }).toString().split(' ')[0]);
+    for (const round of [1, 2]) {
+      const answer = await post('t=upload-large', chunked(tar, 32768));
+      assert.match(answer, /Successfully tagged upload-large:latest/, `round ${round}`);
+      if (round === 2) assert.match(answer, /Using cache/);
+    }
+    assert.equal(
+      await engine.dockerOk(['run', '--rm', 'upload-large', 'sha256sum', '/data/one', '/data/two']),
+      `${sums[0]}  /data/one\n${sums[1]}  /data/two`,
+    );
+  });
+
   it('reads gzip, bzip2 and xz contexts sent chunked', async () => {
     const tar = await context('FROM busybox\nCOPY big.bin /big.bin\n', big.subarray(0, 200_000));
     for (const [tool, args] of [
