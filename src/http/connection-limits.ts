@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { ConnectionLimits } from '../common/connection-limits.js';
 import type { Logger } from '../common/log.js';
 import { failBody, hasBody } from './body.js';
+import { requestBody } from './raw-body.js';
 
 export type { ConnectionLimits };
 
@@ -169,7 +170,10 @@ export class ConnectionGuard {
   private watchBody(req: IncomingMessage, res: ServerResponse, upgrade: boolean): void {
     const idle = this.limits.bodyIdleTimeoutMs;
     const socket = req.socket;
-    const buffered = (): number => (upgrade ? socket.readableLength : req.readableLength);
+    // a body read below the parser (RawChunkedBody) is watched as a request's: bytes it holds
+    // wait for the server, and it is done once complete
+    const body = requestBody(req);
+    const buffered = (): number => (upgrade ? socket.readableLength : body.readableLength);
     const done = (): boolean =>
       socket.destroyed || released.has(socket) || (!upgrade && (req.complete || req.destroyed));
     let seen = socket.bytesRead;

@@ -15,6 +15,7 @@ import {
   type Listener,
   releaseConnection,
 } from './connection-limits.js';
+import { RawChunkedBody, setRequestBody } from './raw-body.js';
 
 /**
  * The connection of one request. For requests that asked to upgrade (`Upgrade: tcp`, as docker
@@ -37,6 +38,14 @@ export interface ExchangeServerOptions {
    * HTTP server. Its options must include `keepAlive: true`.
    */
   create?: (listener: RequestListener) => Server;
+  /**
+   * Requests whose body is read below node's HTTP parser (said of each request as its headers
+   * are parsed, synchronously): when a chunked HTTP/1.1 request is one, the connection is taken
+   * from the parser right after its headers and the body decoded from the socket (RawChunkedBody,
+   * `requestBody(req)`); the answer goes through `res` as usual, after which the connection goes
+   * back to node's server when it is kept alive and its body was read to its end, else closes.
+   */
+  rawBody?: (req: IncomingMessage) => boolean;
 }
 
 /**
@@ -72,8 +81,58 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
     if (guard && !guard.admit(req, res, true)) return;
     handler({ req, res, upgrade: { socket, head } });
   };
-  server.on('upgrade', onRawExchange);
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (rawRequests.has(req)) onRawBody(req, socket, head);
+    else onRawExchange(req, socket, head);
+  });
   server.on('connect', onRawExchange);
+  // A request whose body is read below the parser comes the way of an upgrade: node hands its
+  // socket over right after the headers, with the bytes it read past them.
+  const onRawBody = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const keepAlive = rawRequests.get(req) ?? false;
+    rawRequests.delete(req);
+    setUpgraded(req, false);
+    const res = rawBodyResponse(req, socket, keepAlive);
+    const body = new RawChunkedBody(socket, head, () => {
+      // read to its end: an answer may keep the connection (http/body.ts's bodyUnread)
+      req.complete = true;
+    });
+    setRequestBody(req, body);
+    res.on('finish', () => {
+      if (body.complete && res.shouldKeepAlive && !socket.destroyed && socket.writable) {
+        // the next request is node's server's again, on a parser of its own
+        res.detachSocket(socket as never);
+        socket.off('end', endAfterAnswer);
+        nodeConnection?.call(server, socket);
+        if (opts.rawBody) takeRawBodies(socket, opts.rawBody);
+        idleAfterHandBack(socket, server.keepAliveTimeout);
+        socket.resume();
+        return;
+      }
+      // a body not read to its end (an answer given early, a failure) is dropped, then the
+      // connection closes
+      body.discard();
+      socket.end();
+    });
+    res.on('close', () => body.discard());
+    const endAfterAnswer = () => {
+      if (!res.writableFinished) socket.destroy();
+    };
+    socket.on('end', endAfterAnswer);
+    // watched as a plain request's body: until it is complete (a raw body is the request's)
+    if (guard && !guard.admit(req, res)) return;
+    handler({ req, res });
+  };
+  // node's own listener of new connections (a TLS server's is on `secureConnection`): a
+  // connection whose raw body was read goes back to it
+  const nodeConnection = (server.listeners(opts.create ? 'secureConnection' : 'connection')[0] ??
+    server.listeners('connection')[0]) as ((socket: Duplex) => void) | undefined;
+  if (opts.rawBody) {
+    const wants = opts.rawBody;
+    const hook = (socket: Duplex) => takeRawBodies(socket, wants);
+    server.on('connection', hook);
+    server.on('secureConnection', hook);
+  }
   // Clients (the docker CLI) half-close when they have no stdin; keep writing after their FIN.
   server.on('connection', (socket) => {
     socket.setNoDelay(true);
@@ -85,6 +144,57 @@ export function createExchangeServer(handler: ExchangeHandler, opts: ExchangeSer
     server.requestTimeout = 0;
   }
   return server;
+}
+
+/** Requests whose body is read below the parser, between their headers and their exchange. */
+const rawRequests = new WeakMap<IncomingMessage, boolean>();
+
+/** A parser of node's HTTP server: what it calls with each request's headers. */
+interface NodeParser {
+  onIncoming?: (req: IncomingMessage, keepAlive: boolean) => number;
+}
+
+/**
+ * Have node's parser of a new connection stop after the headers of each request `wants` (and
+ * whose body is chunked, with nothing else in its framing), handing the connection over as for
+ * an upgrade: node's server does so for a request it sees `upgrade` on when its parser calls it
+ * with the headers (before it parses any of the body).
+ */
+function takeRawBodies(socket: Duplex, wants: (req: IncomingMessage) => boolean): void {
+  const parser = (socket as Duplex & { parser?: NodeParser | null }).parser;
+  const incoming = parser?.onIncoming;
+  if (!parser || !incoming) return;
+  parser.onIncoming = (req, keepAlive) => {
+    // a previous answer still being written on this connection (pipelining) keeps node's way
+    const busy = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+    if (!upgraded(req) && !busy && chunkedOnly(req) && wants(req)) {
+      setUpgraded(req, true);
+      rawRequests.set(req, keepAlive);
+    }
+    return incoming(req, keepAlive);
+  };
+}
+
+/** IncomingMessage's `upgrade` (node's own field, not in its types). */
+function upgraded(req: IncomingMessage): boolean {
+  return (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
+}
+function setUpgraded(req: IncomingMessage, value: boolean): void {
+  (req as IncomingMessage & { upgrade?: boolean }).upgrade = value;
+}
+
+/** An HTTP/1.1 request whose body is framed by `Transfer-Encoding: chunked` alone. */
+function chunkedOnly(req: IncomingMessage): boolean {
+  const h = req.headers;
+  const te = h['transfer-encoding'];
+  return (
+    req.httpVersion === '1.1' &&
+    req.method !== 'CONNECT' &&
+    typeof te === 'string' &&
+    te.trim().toLowerCase() === 'chunked' &&
+    h['content-length'] === undefined &&
+    h.expect === undefined
+  );
 }
 
 /** How long a closing connection keeps reading what its client still sends (lingerOnClose). */
@@ -113,6 +223,37 @@ function lingerOnClose(socket: Duplex): void {
     socket.once('close', () => clearTimeout(timer));
     socket.resume();
   };
+}
+
+/**
+ * The response to a request whose body is read below the parser (its socket handed over as for
+ * an upgrade), kept alive as the request asked: the caller gives the connection back to node's
+ * server after the answer, or ends it.
+ */
+function rawBodyResponse(req: IncomingMessage, socket: Duplex, keepAlive: boolean): ServerResponse {
+  socket.on('error', ignore);
+  req.on('error', ignore);
+  const res = new ServerResponse(req);
+  res.on('error', ignore);
+  // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
+  res.assignSocket(socket as any);
+  res.shouldKeepAlive = keepAlive;
+  return res;
+}
+
+/**
+ * A connection given back to node's server after a raw body: node arms its keep-alive timeout
+ * only after answers it wrote itself, so this one is closed when no byte came within `ms`.
+ */
+function idleAfterHandBack(socket: Duplex, ms: number): void {
+  if (!(ms > 0)) return;
+  const net = socket as Duplex & { bytesRead?: number; _httpMessage?: unknown };
+  const read = net.bytesRead;
+  const timer = setTimeout(() => {
+    if (net.bytesRead === read && !net._httpMessage) socket.destroy();
+  }, ms);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
 }
 
 /** An error listener for streams whose errors are answered elsewhere (or by nobody). */

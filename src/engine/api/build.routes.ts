@@ -1,6 +1,7 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorMessage, invalidParameter } from '../../common/errors.js';
 import { parseBool, parseFilters, parseIntParam } from '../../http/query.js';
+import { requestBody } from '../../http/raw-body.js';
 import { sendJson } from '../../http/server.js';
 import { type JsonMessageStream, progressBar, startJsonStream } from '../../http/stream.js';
 import type { BuildOptions } from '../build/build.options.js';
@@ -208,6 +209,17 @@ function messageWriter(res: ServerResponse): (m: BuildMessage) => void {
   };
 }
 
+/** `POST /build` (with or without a version prefix), its query aside. */
+const BUILD_TARGET = /^(?:\/v[0-9.]+)?\/build(?:\?|$)/;
+
+/**
+ * Whether a request's body is read below node's HTTP parser (ExchangeServerOptions.rawBody):
+ * a build's context, tens of MiB that node's parser would copy piece by piece.
+ */
+export function buildBodyBelowParser(req: IncomingMessage): boolean {
+  return req.method === 'POST' && BUILD_TARGET.test(req.url ?? '');
+}
+
 /**
  * POST /build (the classic builder's protocol: the context as the body) and the build cache's
  * endpoints (POST /build/prune, and the cache in GET /system/df through the builder).
@@ -229,7 +241,7 @@ export function registerBuildRoutes(router: ApiRouter, builder: Builder): void {
     try {
       // the context and the Dockerfile first: their errors are the answer's status (unless a
       // remote's download progress has started the answer)
-      const build = await builder.prepare(ctx.req, opts, cancel.signal, out);
+      const build = await builder.prepare(requestBody(ctx.req), opts, cancel.signal, out);
       stream ??= startJsonStream(ctx.res);
       await build.run(write);
       stream.end();

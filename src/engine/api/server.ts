@@ -13,6 +13,7 @@ import {
   sendEmpty,
   takeOverConnection,
 } from '../../http/server.js';
+import { buildBodyBelowParser } from './build.routes.js';
 import type { ApiContext, ApiHandler, ApiRouter } from './context.js';
 import { sendEngineError } from './errors.js';
 import { compareDotted, MAX_API_VERSION, MIN_API_VERSION, majorMinor } from './versions.js';
@@ -165,6 +166,7 @@ export function createEngineServer(router: ApiRouter, opts: EngineServerOptions)
     },
     {
       guard,
+      rawBody: buildBodyBelowParser,
       create: tls
         ? (listener) =>
             createHttpsServer(

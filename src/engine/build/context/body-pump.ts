@@ -61,3 +61,12 @@ export function pumpBody(body: Readable, take: (chunk: Buffer) => boolean): Prom
     body.resume();
   });
 }
+
+/**
+ * Whether every chunk of a body is a view of a buffer of the body's own, those of one buffer one
+ * after another, so that a reader taking them in order may keep or transfer each whole buffer once
+ * it took its last chunk (a request body read below node's HTTP parser says so: `lendsBuffers`).
+ */
+export function lendsBuffers(body: Readable): boolean {
+  return (body as Readable & { lendsBuffers?: unknown }).lendsBuffers === true;
+}

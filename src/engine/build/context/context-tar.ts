@@ -149,35 +149,48 @@ export class ContextExtraction {
   private readonly scanner: TarScanner;
   private done = false;
 
+  /** In `views` lending, the buffer of the last chunk written (its batch goes once a chunk of another begins). */
+  private lastBuffer: ArrayBufferLike | undefined;
+
   /**
    * `named`: small files to keep by name as they pass (the Dockerfile, the ignore files); `lend`:
    * the chunks are the source's own and used by nobody once written (a request body's), so a held
-   * file's chunks are handed over to the held-contents thread whole rather than copied.
+   * file's chunks are handed over to the held-contents thread whole rather than copied: `whole`,
+   * each chunk that is all of its buffer (node's HTTP parser makes one per body piece); `views`,
+   * every chunk, a view of a buffer of the source's own whose chunks come one after another (a body
+   * read below the parser, RawChunkedBody): the batch is handed over only between buffers.
    */
   constructor(
     root: string,
     hold?: { staging: string; sources?: LocalSources | undefined },
     named?: NamedFiles,
-    private readonly lend = false,
+    private readonly lend: Lending = 'none',
   ) {
     this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests, hold.sources) : undefined;
     this.writer = new ContextWriter(root, this.digests, this.deferred, named, this.large);
     this.scanner = new TarScanner(this.writer);
   }
 
-  /** The next chunk of the archive: the members it completes are written. */
-  write(chunk: Buffer): void {
+  /**
+   * The next chunk of the archive: the members it completes are written. `lent` false: this chunk
+   * is not the source's to give (whatever `lend` says).
+   */
+  write(chunk: Buffer, lent = true): void {
+    const views = this.lend === 'views';
+    if (views && chunk.buffer !== this.lastBuffer) {
+      // the chunks of the last buffer are all written: what was batched may go
+      this.deferred?.between();
+      this.lastBuffer = chunk.buffer;
+    }
+    const whole = chunk.byteOffset === 0 && chunk.buffer.byteLength === chunk.length;
     this.writer.owned =
-      this.lend &&
-      chunk.byteOffset === 0 &&
-      chunk.buffer instanceof ArrayBuffer &&
-      chunk.buffer.byteLength === chunk.length;
+      lent && this.lend !== 'none' && chunk.buffer instanceof ArrayBuffer && (whole || views);
     try {
       this.scanner.write(chunk);
     } catch (err) {
       throw tarReadError(err);
     }
-    this.deferred?.between();
+    if (!views) this.deferred?.between();
   }
 
   /**
@@ -215,6 +228,9 @@ export class ContextExtraction {
     this.deferred?.release();
   }
 }
+
+/** How a source lends its chunks' buffers to an extraction (ContextExtraction). */
+export type Lending = 'none' | 'whole' | 'views';
 
 /**
  * Extract a context tar that comes as an async stream of chunks (a decompressor's, a download's)

@@ -9,7 +9,7 @@ import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops
 import { detectCompression } from '../../storage/layer.apply.js';
 import { BLOCK } from '../../storage/tar-header.js';
 import type { BuildContext } from '../build.types.js';
-import { pumpBody } from './body-pump.js';
+import { lendsBuffers, pumpBody } from './body-pump.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
 import { ContextExtraction, type Extracted, extractContextTar, tarReadError } from './context-tar.js';
 import { type DeferredContents, keepSources } from './deferred.js';
@@ -262,16 +262,18 @@ async function receiveTarBody(
   // large files' contents held, not written, until a step reads the context's files
   const named = namedFilesFor(opts.dockerfile);
   // a request's chunks are its own: a held file's are handed over whole
-  const extraction = new ContextExtraction(root, holdOf(opts, dir), named, body instanceof IncomingMessage);
+  const lending = lendsBuffers(body) ? 'views' : body instanceof IncomingMessage ? 'whole' : 'none';
+  const extraction = new ContextExtraction(root, holdOf(opts, dir), named, lending);
   let size = 0;
-  const take = (chunk: Buffer): boolean => {
+  const take = (chunk: Buffer, lent = true): boolean => {
     size += chunk.length;
     if (limit !== undefined && size > limit) throw contextTooLarge(limit);
-    extraction.write(chunk);
+    extraction.write(chunk, lent);
     return true;
   };
   try {
-    take(first);
+    // the first block, gathered into a buffer that may be shared (a small one is the pool's)
+    take(first, false);
     if (!ended) await pumpBody(body, take);
   } catch (err) {
     extraction.fail();

@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { RawChunkedBody, requestBody } from '../../../src/http/raw-body.js';
+import { closeServer, createExchangeServer, sendJson } from '../../../src/http/server.js';
+
+/** What the server saw of each body read below the parser. */
+interface Seen {
+  raw: boolean;
+  bytes: number;
+  sha256: string;
+  error?: string;
+}
+
+const seen: Seen[] = [];
+const dir = mkdtempSync(join(tmpdir(), 'berth-raw-body-'));
+const path = join(dir, 'sock');
+let server: Server;
+
+/** Read the whole body of a request through requestBody, answering what it saw. */
+async function readAll(req: Parameters<typeof requestBody>[0]): Promise<Seen> {
+  const body = requestBody(req);
+  const hash = createHash('sha256');
+  let bytes = 0;
+  try {
+    for await (const c of body) {
+      bytes += (c as Buffer).length;
+      hash.update(c as Buffer);
+    }
+    return { raw: body instanceof RawChunkedBody, bytes, sha256: hash.digest('hex') };
+  } catch (err) {
+    return { raw: body instanceof RawChunkedBody, bytes, sha256: '', error: (err as Error).message };
+  }
+}
+
+before(async () => {
+  server = createExchangeServer(
+    ({ req, res }) => {
+      if (req.url === '/early') {
+        // answered before the body is read
+        sendJson(res, 400, { message: 'no' });
+        return;
+      }
+      if (req.url === '/slow') {
+        // reads nothing for a while: the socket must not be read ahead without bound
+        const body = requestBody(req);
+        setTimeout(() => {
+          const socket = req.socket;
+          sendJson(res, 200, { buffered: body.readableLength, read: socket.bytesRead });
+        }, 300);
+        return;
+      }
+      if (req.url === '/info') {
+        sendJson(res, 200, { ok: true });
+        return;
+      }
+      void readAll(req).then((s) => {
+        seen.push(s);
+        sendJson(res, s.error ? 400 : 200, s);
+      });
+    },
+    { rawBody: (req) => req.method === 'POST' && req.url !== '/plain' },
+  );
+  // an idle kept connection closes soon (the tests' clients wait for the close)
+  server.keepAliveTimeout = 500;
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+});
+
+after(async () => {
+  await closeServer(server);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** One connection: writes `parts` (with a pause between them), collects the answer until it closes. */
+function exchange(
+  parts: Buffer[],
+  opts: { gapMs?: number; endAfter?: boolean; destroyAfter?: boolean } = {},
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket: Socket = connect(path);
+    const got: Buffer[] = [];
+    socket.on('data', (d) => got.push(d));
+    socket.on('error', (err) => {
+      if ((err as NodeJS.ErrnoException).code === 'EPIPE' || opts.destroyAfter) return;
+      reject(err);
+    });
+    socket.on('close', () => resolve(Buffer.concat(got).toString('latin1')));
+    void (async () => {
+      for (const p of parts) {
+        if (socket.destroyed) return;
+        socket.write(p);
+        if (opts.gapMs) await new Promise((r) => setTimeout(r, opts.gapMs));
+      }
+      if (opts.destroyAfter) {
+        await new Promise((r) => setTimeout(r, 50));
+        socket.destroy();
+      }
+    })();
+    const timer = setTimeout(() => socket.destroy(), 10_000);
+    socket.on('close', () => clearTimeout(timer));
+  });
+}
+
+const head = (target: string, extra = '') =>
+  Buffer.from(`POST ${target} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n${extra}\r\n`);
+
+function chunked(data: Buffer, size: number): Buffer {
+  const parts: Buffer[] = [];
+  for (let at = 0; at < data.length; at += size) {
+    const c = data.subarray(at, at + size);
+    parts.push(Buffer.from(`${c.length.toString(16)}\r\n`), c, Buffer.from('\r\n'));
+  }
+  parts.push(Buffer.from('0\r\n\r\n'));
+  return Buffer.concat(parts);
+}
+
+const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as Seen;
+
+describe('request bodies read below the HTTP parser', () => {
+  it('decodes a chunked body sent in pieces, with the headers and body in one packet or apart', async () => {
+    const data = randomBytes(300_000);
+    const sha256 = createHash('sha256').update(data).digest('hex');
+    const wire = chunked(data, 32768);
+    // the head and the start of the body in one write, then odd cuts
+    const answer = await exchange(
+      [
+        Buffer.concat([head('/build', 'Connection: close\r\n'), wire.subarray(0, 1000)]),
+        wire.subarray(1000, 1001),
+        wire.subarray(1001),
+      ],
+      { gapMs: 5 },
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
+    // the client asked to close: the connection closes after the answer
+    assert.match(answer, /\r\nConnection: close\r\n/i);
+    assert.deepEqual(bodyOf(answer), { raw: true, bytes: data.length, sha256 });
+    // byte by byte for a small one
+    const small = chunked(Buffer.from('hello, world'), 5);
+    const parts = [head('/build', 'Connection: close\r\n'), ...[...small].map((b) => Buffer.from([b]))];
+    const second = bodyOf(await exchange([Buffer.concat(parts)]));
+    assert.equal(second.raw, true);
+    assert.equal(second.bytes, 12);
+  });
+
+  it('keeps the connection for the next requests: node parses them again, a raw body again', async () => {
+    const answer = await exchange(
+      [
+        Buffer.concat([head('/build'), chunked(Buffer.from('first'), 2)]),
+        Buffer.concat([head('/build'), chunked(Buffer.from('second!'), 3)]),
+        // pipelined right after the body's end, in the same packet
+        Buffer.concat([
+          head('/build'),
+          chunked(Buffer.from('third'), 5),
+          Buffer.from('GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+        ]),
+      ],
+      { gapMs: 100 },
+    );
+    const answers = answer.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 4, answer);
+    assert.match(answers[0] as string, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":5/);
+    assert.match(answers[1] as string, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":7/);
+    assert.match(answers[2] as string, /"raw":true,"bytes":5/);
+    assert.match(answers[3] as string, /^HTTP\/1\.1 200 OK[\s\S]*\r\nConnection: close\r\n[\s\S]*"ok":true/);
+  });
+
+  it('closes a kept connection that stays idle for the keep-alive timeout', async () => {
+    const started = Date.now();
+    const answer = await exchange([Buffer.concat([head('/build'), chunked(Buffer.from('idle'), 4)])]);
+    assert.match(answer, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":4/);
+    // the exchange's own cut comes after 10 s
+    assert.ok(Date.now() - started < 5000, `closed after ${Date.now() - started} ms`);
+  });
+
+  it('leaves other requests to node: a Content-Length body, a route not asked for, a keep-alive GET first', async () => {
+    const plain = await exchange([
+      Buffer.from('POST /build HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello'),
+    ]);
+    assert.deepEqual(bodyOf(plain), {
+      raw: false,
+      bytes: 5,
+      sha256: createHash('sha256').update('hello').digest('hex'),
+    });
+    const notAsked = bodyOf(
+      await exchange([head('/plain', 'Connection: close\r\n'), chunked(Buffer.from('ab'), 1)]),
+    );
+    assert.equal(notAsked.raw, false);
+    assert.equal(notAsked.bytes, 2);
+    // a GET answered on the connection, then a raw body on the same connection
+    const both = await exchange(
+      [
+        Buffer.from('GET /info HTTP/1.1\r\nHost: x\r\n\r\n'),
+        Buffer.concat([head('/build', 'Connection: close\r\n'), chunked(Buffer.from('abc'), 2)]),
+      ],
+      { gapMs: 50 },
+    );
+    assert.match(
+      both,
+      /^HTTP\/1\.1 200 OK[\s\S]*"ok":true[\s\S]*HTTP\/1\.1 200 OK[\s\S]*"raw":true,"bytes":3/,
+    );
+  });
+
+  it('a malformed chunk fails the body with a 400, and the connection closes', async () => {
+    const answer = await exchange([head('/build'), Buffer.from('5\r\nabcdeXX3\r\nabc\r\n0\r\n\r\n')]);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    const s = bodyOf(answer);
+    assert.equal(s.raw, true);
+    assert.equal(s.error, 'malformed chunked encoding: no CRLF after the chunk data');
+  });
+
+  it('a client gone mid-body fails the body', async () => {
+    const before = seen.length;
+    await exchange([head('/build'), Buffer.from('100\r\nabc')], { destroyAfter: true });
+    for (let i = 0; i < 100 && seen.length === before; i++) await new Promise((r) => setTimeout(r, 20));
+    const s = seen[seen.length - 1] as Seen;
+    assert.equal(s.raw, true);
+    assert.equal(s.bytes, 3);
+    assert.equal(s.error, 'aborted');
+  });
+
+  it('an answer given before the body is read reaches a client still sending', async () => {
+    const data = chunked(randomBytes(8 * 1024 * 1024), 32768);
+    const answer = await exchange([head('/early'), data]);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.match(answer, /"message":"no"/);
+  });
+
+  it('keeps backpressure: a body nobody reads is not read from the socket without bound', async () => {
+    const data = chunked(randomBytes(32 * 1024 * 1024), 32768);
+    const answer = await exchange([head('/slow'), data]);
+    const { buffered, read } = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as {
+      buffered: number;
+      read: number;
+    };
+    assert.ok(buffered <= 1024 * 1024, `buffered ${buffered}`);
+    assert.ok(read < 4 * 1024 * 1024, `read ${read}`);
+  });
+});
