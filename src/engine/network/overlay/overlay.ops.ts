@@ -40,6 +40,8 @@ export interface OverlayOps {
     netns: string,
     o: { ifname: string; address: string; gateway: string; defaultRoute?: boolean },
   ): Promise<void>;
+  /** The interface `ifname` in the namespace at `netns` goes, with its veth peer (gone already: fine). */
+  unplugContainer(netns: string, ifname: string): Promise<void>;
   /** Whether a link of that name exists in the engine's namespace. */
   hasLink(name: string): Promise<boolean>;
   /** The IPv4 block of a bridge's address (`172.18.0.0/16`), if it has one. */
@@ -306,6 +308,10 @@ export class HostOverlayOps implements OverlayOps {
     if (!a?.local || a.prefixlen === undefined) return undefined;
     const block = parseCidr(`${a.local}/${a.prefixlen}`);
     return block ? formatNetwork(block) : undefined;
+  }
+
+  async unplugContainer(netns: string, ifname: string): Promise<void> {
+    await run('nsenter', [`--net=${netns}`, 'ip', 'link', 'del', ifname], 'container interface', GONE);
   }
 
   private async inNamespace(netns: string, args: string[]): Promise<void> {

@@ -7,6 +7,7 @@ import type { StatusAnswer } from '../cluster-api/assignments.types.js';
 import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { LogPublishAnswer } from '../logs/logs.types.js';
+import type { NetworkAttachments } from './attachments.js';
 import type { AgentContainers, AgentImages } from './executor.js';
 import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
@@ -23,6 +24,7 @@ export function createNodeAgent(opts: {
   overlay?: OverlayPort;
   lb?: ServiceLb;
   ingress?: IngressMesh;
+  attachments?: NetworkAttachments;
 }): NodeAgent {
   return new NodeAgent({
     stateDir: join(opts.dataRoot, 'swarm'),
@@ -40,5 +42,13 @@ export function createNodeAgent(opts: {
     ...(opts.overlay ? { overlay: opts.overlay } : {}),
     ...(opts.lb ? { lb: opts.lb } : {}),
     ...(opts.ingress ? { ingress: opts.ingress } : {}),
+    ...(opts.attachments
+      ? {
+          attachments: {
+            port: opts.attachments,
+            call: (addr, method, path, body, tls) => clusterCall(addr, method, path, body, tls),
+          },
+        }
+      : {}),
   });
 }

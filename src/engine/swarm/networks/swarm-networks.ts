@@ -305,7 +305,7 @@ export async function allNetworks(store: ClusterStore): Promise<StoredSwarmNetwo
   return r.kvs.map((kv) => JSON.parse(kv.value) as StoredSwarmNetwork);
 }
 
-async function findNetwork(
+export async function findNetwork(
   store: ClusterStore,
   ref: string,
 ): Promise<{ network: StoredSwarmNetwork; kv: KeyValue } | undefined> {
