@@ -214,6 +214,48 @@ describe('swarm: plain containers on attachable overlay networks', () => {
     });
     const after = await w.dockerOk(['network', 'ls', '--filter', 'scope=swarm', '--format', '{{.Name}}']);
     assert.ok(!after.split('\n').includes('att'), after);
+
+    // the worker's engine killed with SIGKILL while a container is on the network: the next
+    // engine plugs it again (live restore); killed again and the container's process gone
+    // meanwhile: the next engine releases its attachment task
+    await w.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'pal2',
+      '--network',
+      'att',
+      'busybox:latest',
+      'sh',
+      '-c',
+      'mkdir -p /www && echo pal2-here > /www/index.html && exec httpd -f -p 8080 -h /www',
+    ]);
+    const reach = (what: string) =>
+      until(what, 45_000, async () => {
+        const r = await m.docker(['exec', webTask, ...http('pal2')]);
+        return r.code === 0 && r.stdout.includes('pal2-here') ? true : undefined;
+      });
+    await reach('the task reaches pal2');
+    await w.kill();
+    await w.launch();
+    await reach('the task reaches pal2 after the worker engine restarted');
+    const pid = Number(await w.dockerOk(['inspect', '--format', '{{.State.Pid}}', 'pal2']));
+    assert.ok(pid > 0);
+    await w.kill();
+    process.kill(pid, 'SIGKILL');
+    await w.launch();
+    await until("pal2's attachment task released", 30_000, async () => {
+      const now = await api<ApiTask[]>(m, '/v1.41/tasks');
+      return now.some((t) => t.Spec.NetworkAttachmentSpec) ? undefined : true;
+    });
+    await w.dockerOk(['rm', '-f', 'pal2']);
+    await until('the worker has no overlay namespace left after the restarts', 15_000, async () =>
+      (await overlayNamespaces(w)).length === 0 ? true : undefined,
+    );
+    const held = await store.range(networkKeys.ipamOf(ep?.NetworkID ?? ''));
+    // the gateway, the service's VIP and its task: nothing of the containers
+    assert.equal(held.kvs.length, 3, held.kvs.map((kv) => `${kv.key} ${kv.value}`).join('\n'));
+
     const links = await hosts.net.exec(2, ['ip', '-j', '-d', 'link']);
     const left = (
       JSON.parse(links.stdout || '[]') as Array<{ ifname: string; linkinfo?: { info_kind?: string } }>
