@@ -256,6 +256,39 @@ describe('swarm: plain containers on attachable overlay networks', () => {
     // the gateway, the service's VIP and its task: nothing of the containers
     assert.equal(held.kvs.length, 3, held.kvs.map((kv) => `${kv.key} ${kv.value}`).join('\n'));
 
+    // `network connect` of a running container on a local network, then `disconnect`
+    await w.dockerOk(['network', 'create', 'lnet']);
+    await w.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'pal3',
+      '--network',
+      'lnet',
+      'busybox:latest',
+      'sh',
+      '-c',
+      'mkdir -p /www && echo pal3-here > /www/index.html && exec httpd -f -p 8080 -h /www',
+    ]);
+    await w.dockerOk(['network', 'connect', 'att', 'pal3']);
+    await until('the task reaches pal3 after network connect', 30_000, async () => {
+      const r = await m.docker(['exec', webTask, ...http('pal3')]);
+      return r.code === 0 && r.stdout.includes('pal3-here') ? true : undefined;
+    });
+    const ifaces = await w.dockerOk(['exec', 'pal3', 'ip', '-o', '-4', 'addr']);
+    assert.match(ifaces, /eth1\s+inet 10\.0\.1\./, ifaces);
+    await w.dockerOk(['network', 'disconnect', 'att', 'pal3']);
+    await until('the attachment task gone after disconnect', 15_000, async () => {
+      const now = await api<ApiTask[]>(m, '/v1.41/tasks');
+      return now.some((t) => t.Spec.NetworkAttachmentSpec) ? undefined : true;
+    });
+    assert.doesNotMatch(await w.dockerOk(['exec', 'pal3', 'ip', '-o', '-4', 'addr']), /10\.0\.1\./);
+    await w.dockerOk(['rm', '-f', 'pal3']);
+    await w.dockerOk(['network', 'rm', 'lnet']);
+    await until('no overlay namespace left after disconnect', 15_000, async () =>
+      (await overlayNamespaces(w)).length === 0 ? true : undefined,
+    );
+
     const links = await hosts.net.exec(2, ['ip', '-j', '-d', 'link']);
     const left = (
       JSON.parse(links.stdout || '[]') as Array<{ ifname: string; linkinfo?: { info_kind?: string } }>
