@@ -32,11 +32,11 @@ describe('network-attachment tasks', () => {
     const plain = (await nets.create({ Name: 'plain', Driver: 'overlay' })).Id;
     let n = 0;
     const opts = { now: () => new Date(c.clock.now()), newId: () => `a${++n}` };
-    return { c, att, plain, opts };
+    return { c, att, plain, opts, nets };
   }
 
   it('hands out the lowest free address once per container and network, and gives it back', async () => {
-    const { c, att, opts } = await setUp();
+    const { c, att, opts, nets } = await setUp();
     const one = await attachContainer(
       c.store,
       'n2',
@@ -75,6 +75,13 @@ describe('network-attachment tasks', () => {
     assert.ok(n1.networks[0]?.peers.some((p) => p.ip === '10.0.0.2' && p.mac === '02:42:0a:00:00:02'));
     assert.ok(n1.networks[0]?.names.some((x) => x.ip === '10.0.0.2' && x.names.includes('pal')));
 
+    // the network is in use while a container holds it (swarmkit's words)
+    await assert.rejects(
+      nets.remove('att'),
+      (err: Error) =>
+        err.message ===
+        `rpc error: code = FailedPrecondition desc = network ${att} is in use by task ${one.TaskID}`,
+    );
     // the orchestrator leaves it alone (no service, no scheduling, no reaping)
     await c.advance(10_000);
     assert.ok(await c.store.get(keys.task(one.TaskID)));
