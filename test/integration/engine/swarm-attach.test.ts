@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -288,6 +289,45 @@ describe('swarm: plain containers on attachable overlay networks', () => {
     await until('no overlay namespace left after disconnect', 15_000, async () =>
       (await overlayNamespaces(w)).length === 0 ? true : undefined,
     );
+
+    // docker-compose with the network as an external one, on the manager (a worker shows the
+    // network only once something uses it, so compose's check of it fails there, as with dockerd)
+    const project = await mkdtemp(join(tmpdir(), 'berth-attach-compose-'));
+    try {
+      await writeFile(
+        join(project, 'docker-compose.yml'),
+        [
+          "version: '3.7'",
+          'services:',
+          '  palc:',
+          '    image: busybox:latest',
+          '    command: sh -c "mkdir -p /www && echo palc-here > /www/index.html && exec httpd -f -p 8080 -h /www"',
+          'networks:',
+          '  default:',
+          '    external: true',
+          '    name: att',
+          '',
+        ].join('\n'),
+      );
+      const compose = (args: string[]) =>
+        runCommand('docker-compose', ['-p', 'attp', '-f', join(project, 'docker-compose.yml'), ...args], {
+          env: { DOCKER_HOST: `unix://${m.socket}`, COMPOSE_INTERACTIVE_NO_CLI: '1' },
+        });
+      const up = await compose(['up', '-d']);
+      assert.equal(up.code, 0, up.stdout + up.stderr);
+      await until('the task reaches the compose service by its name', 30_000, async () => {
+        const r = await m.docker(['exec', webTask, ...http('palc')]);
+        return r.code === 0 && r.stdout.includes('palc-here') ? true : undefined;
+      });
+      const down = await compose(['down']);
+      assert.equal(down.code, 0, down.stdout + down.stderr);
+    } finally {
+      await rm(project, { recursive: true, force: true });
+    }
+    await until('no attachment task left after compose down', 15_000, async () => {
+      const now = await api<ApiTask[]>(m, '/v1.41/tasks');
+      return now.some((t) => t.Spec.NetworkAttachmentSpec) ? undefined : true;
+    });
 
     const links = await hosts.net.exec(2, ['ip', '-j', '-d', 'link']);
     const left = (

@@ -127,6 +127,9 @@ export class OverlayNetworks {
           mtu: OVERLAY_MTU,
         });
         plumbed.addresses.set(a.networkId, ip);
+        // the address may have been another node's a moment ago: the bridge's learnt entry goes
+        const mac = macFromIpv4(ip);
+        if (mac) await this.o.ops.forgetMac(ns, n.vni, mac).catch(() => undefined);
       }
       if (gw) {
         plumbed.gwAddress = this.freeGatewayAddress(gw);
