@@ -329,6 +329,14 @@ describe('swarm: plain containers on attachable overlay networks', () => {
       return now.some((t) => t.Spec.NetworkAttachmentSpec) ? undefined : true;
     });
 
+    // the worker leaves the swarm with a container on the network: its attachment goes back
+    await w.dockerOk(['run', '-d', '--name', 'pal4', '--network', 'att', 'busybox:latest', 'sleep', '300']);
+    await w.dockerOk(['swarm', 'leave']);
+    const atLeave = await api<ApiTask[]>(m, '/v1.41/tasks');
+    assert.ok(!atLeave.some((t) => t.Spec.NetworkAttachmentSpec), 'released at leave');
+    await w.dockerOk(['rm', '-f', 'pal4']);
+    assert.deepEqual(await overlayNamespaces(w), []);
+
     const links = await hosts.net.exec(2, ['ip', '-j', '-d', 'link']);
     const left = (
       JSON.parse(links.stdout || '[]') as Array<{ ifname: string; linkinfo?: { info_kind?: string } }>

@@ -200,6 +200,15 @@ export class NetworkAttachments implements SwarmNetworkPort {
     }
   }
 
+  /** The node is about to leave the swarm: its containers' attachment tasks go while a manager listens. */
+  async releaseAll(): Promise<void> {
+    for (const id of new Set([...this.held.keys(), ...this.unreleased])) {
+      await this.release(id);
+      // no manager answers: leaving does not wait on each (the node's removal reaps them)
+      if (this.unreleased.has(id)) break;
+    }
+  }
+
   /** The node left the swarm: what is plugged goes (the overlay sweep follows), nothing is held. */
   async leave(): Promise<void> {
     for (const [id, held] of this.held) {

@@ -201,6 +201,8 @@ export class NodeAgent implements SwarmAgent {
   }
 
   async leave(): Promise<void> {
+    // the containers' network attachments go back while the managers still answer this node
+    await this.opts.attachments?.port.releaseAll();
     await this.stop();
     const executor = this.executor;
     if (executor) for (const id of executor.taskIds()) await executor.drop(id);
