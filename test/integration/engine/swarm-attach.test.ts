@@ -13,11 +13,15 @@ import type { NsEngine } from '../../helpers/swarm-netns.js';
 /**
  * Attachable overlay networks for plain containers (issue 14 §9 step 2), on two hosts (a manager
  * and a worker in network namespaces): `docker run --network <attachable overlay>` on the worker
- * reaches a service on the manager's host by its name (VIP) and `tasks.<name>`; the service's task
- * reaches the container by its name; GET /tasks shows the container's network-attachment task
- * from API 1.38 and not below; a non-attachable overlay is refused with dockerd's words; after
- * `rm -f` the task, its address claim, the worker's overlay namespace and the manager's FDB entry
- * for the container are gone.
+ * (a one-shot run as well: plumbed before its process runs) reaches a service on the manager's
+ * host by its name (VIP) and `tasks.<name>`; the service's task reaches the container by its
+ * name; GET /tasks shows the container's network-attachment task from API 1.38 and not below; a
+ * non-attachable overlay is refused with dockerd's words; after `rm -f` the task, its address
+ * claim, the worker's overlay namespace and the manager's FDB and neighbour entries are gone. The
+ * worker's engine killed with SIGKILL: a running container is plugged again, one whose process
+ * went meanwhile has its attachment released. `network connect`/`disconnect` of a running
+ * container, docker-compose with the network as an external one (on the manager), and a worker
+ * leaving with an attached container leave nothing either.
  */
 describe('swarm: plain containers on attachable overlay networks', () => {
   let hosts: SwarmHosts;
