@@ -275,8 +275,12 @@ export async function startEngine(
     gwBridge: config.swarmGatewayBridge,
     log,
   });
-  const serviceLb = new NftServiceLb();
-  const attachments = new NetworkAttachments({ overlay, lb: serviceLb, log: log.child('attachments') });
+  // (a VIP table per sandbox: the tasks' load balancer and this one never share one)
+  const attachments = new NetworkAttachments({
+    overlay,
+    lb: new NftServiceLb(),
+    log: log.child('attachments'),
+  });
   const containers = await createContainerService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,
@@ -328,10 +332,10 @@ export async function startEngine(
         execRoot: config.execRoot,
         containers,
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
+        attachments,
         log: log.child('agent'),
         overlay,
-        lb: serviceLb,
-        attachments,
+        lb: new NftServiceLb(),
         ingress: new NftIngressMesh({
           sandboxPath: ingressSandboxPath(config.execRoot),
           hostLink: config.swarmIngressLink,

@@ -21,10 +21,10 @@ export function createNodeAgent(opts: {
   containers: AgentContainers & AgentLogContainers;
   images: AgentImages;
   log: Logger;
+  attachments?: NetworkAttachments;
   overlay?: OverlayPort;
   lb?: ServiceLb;
   ingress?: IngressMesh;
-  attachments?: NetworkAttachments;
 }): NodeAgent {
   return new NodeAgent({
     stateDir: join(opts.dataRoot, 'swarm'),
@@ -39,9 +39,6 @@ export function createNodeAgent(opts: {
       containers: opts.containers,
       post: (addr, id, call, tls) => clusterCall<LogPublishAnswer>(addr, 'POST', `/v1/logs/${id}`, call, tls),
     },
-    ...(opts.overlay ? { overlay: opts.overlay } : {}),
-    ...(opts.lb ? { lb: opts.lb } : {}),
-    ...(opts.ingress ? { ingress: opts.ingress } : {}),
     ...(opts.attachments
       ? {
           attachments: {
@@ -50,5 +47,8 @@ export function createNodeAgent(opts: {
           },
         }
       : {}),
+    ...(opts.overlay ? { overlay: opts.overlay } : {}),
+    ...(opts.lb ? { lb: opts.lb } : {}),
+    ...(opts.ingress ? { ingress: opts.ingress } : {}),
   });
 }

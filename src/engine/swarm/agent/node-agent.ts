@@ -77,12 +77,6 @@ export interface NodeAgentOptions {
       tls: Required<ClientTls>,
     ) => Promise<LogPublishAnswer>;
   };
-  /** The node's overlay data plane (absent: tasks on overlay networks run without it). */
-  overlay?: OverlayPort;
-  /** The VIP load balancer (absent: none). */
-  lb?: ServiceLb;
-  /** The node's routing mesh (absent: ingress-published ports answer nowhere). */
-  ingress?: IngressMesh;
   /**
    * Plain containers on attachable swarm networks (absent: none), with the cluster API call
    * their requests to the manager go through.
@@ -97,6 +91,12 @@ export interface NodeAgentOptions {
       tls: Required<ClientTls>,
     ) => Promise<unknown>;
   };
+  /** The node's overlay data plane (absent: tasks on overlay networks run without it). */
+  overlay?: OverlayPort;
+  /** The VIP load balancer (absent: none). */
+  lb?: ServiceLb;
+  /** The node's routing mesh (absent: ingress-published ports answer nowhere). */
+  ingress?: IngressMesh;
   /** Backoff between connection attempts: first and largest (ms). */
   backoffMs?: { first: number; max: number };
 }
