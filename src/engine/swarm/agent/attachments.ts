@@ -53,6 +53,8 @@ export class NetworkAttachments implements SwarmNetworkPort {
   /** Releases a manager did not take (unreachable): tried again at the next picture. */
   private readonly unreleased = new Set<string>();
   private waiters: Array<() => void> = [];
+  /** Each container's operation under way (attach, detach), the next one waits for it. */
+  private readonly turns = new Map<string, Promise<void>>();
 
   constructor(private readonly o: AttachmentsOptions) {}
 
@@ -69,7 +71,29 @@ export class NetworkAttachments implements SwarmNetworkPort {
     return this.o.overlay.gatewayAddress();
   }
 
-  async attach(req: SwarmAttachRequest): Promise<Endpoint[]> {
+  /**
+   * One operation at a time per container: a restart's attach waits for its stop's release (else
+   * the manager would hand back the task the release is about to delete).
+   */
+  private inTurn<T>(containerId: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.turns.get(containerId) ?? Promise.resolve();
+    const next = before.then(fn, fn);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.turns.set(containerId, settled);
+    void settled.then(() => {
+      if (this.turns.get(containerId) === settled) this.turns.delete(containerId);
+    });
+    return next;
+  }
+
+  attach(req: SwarmAttachRequest): Promise<Endpoint[]> {
+    return this.inTurn(req.containerId, () => this.join(req));
+  }
+
+  private async join(req: SwarmAttachRequest): Promise<Endpoint[]> {
     const link = this.link;
     if (!link) throw unavailable('This node is not part of a swarm');
     this.joining.add(req.containerId);
@@ -127,7 +151,11 @@ export class NetworkAttachments implements SwarmNetworkPort {
     }
   }
 
-  async detach(containerId: string): Promise<void> {
+  detach(containerId: string): Promise<void> {
+    return this.inTurn(containerId, () => this.leaveNetworks(containerId));
+  }
+
+  private async leaveNetworks(containerId: string): Promise<void> {
     const held = this.held.get(containerId);
     this.held.delete(containerId);
     if (held && this.o.lb) await this.o.lb.clear(held.sandboxKey).catch(() => undefined);

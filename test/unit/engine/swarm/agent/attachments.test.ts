@@ -124,6 +124,19 @@ describe("a node's plain containers on swarm networks", () => {
     assert.equal(manager.held.size, 0);
   });
 
+  it("takes a restart's attach after its stop's release", async () => {
+    const { overlay, port, manager } = setUp();
+    port.useLink(manager);
+    overlay.known.add('net1');
+    await port.attach(req('c1'));
+    manager.calls.length = 0;
+    const released = port.detach('c1');
+    const again = port.attach(req('c1'));
+    await Promise.all([released, again]);
+    assert.deepEqual(manager.calls, ['POST /v1/attachments/release c1', 'POST /v1/attachments c1 ov']);
+    assert.equal(manager.held.get('c1'), 'net1');
+  });
+
   it("answers a network that is not attachable in dockerd's words, holding nothing", async () => {
     const { port, manager } = setUp();
     port.useLink(manager);
