@@ -15,7 +15,7 @@ import type { NsEngine } from '../../helpers/swarm-netns.js';
  * and a worker in network namespaces): `docker run --network <attachable overlay>` on the worker
  * (a one-shot run as well: plumbed before its process runs) reaches a service on the manager's
  * host by its name (VIP) and `tasks.<name>`; the service's task reaches the container by its
- * name; GET /tasks shows the container's network-attachment task from API 1.38 and not below; a
+ * name, also after `docker restart`; GET /tasks shows the container's network-attachment task from API 1.38 and not below; a
  * non-attachable overlay is refused with dockerd's words; after `rm -f` the task, its address
  * claim, the worker's overlay namespace and the manager's FDB and neighbour entries are gone. The
  * worker's engine killed with SIGKILL: a running container is plugged again, one whose process
@@ -146,6 +146,15 @@ describe('swarm: plain containers on attachable overlay networks', () => {
       const r = await m.docker(['exec', webTask, ...http('pal')]);
       return r.code === 0 && r.stdout.includes('pal-here') ? true : undefined;
     });
+
+    // a restart: the stop's release comes before the start's new attachment (one task, reachable)
+    await w.dockerOk(['restart', '-t', '1', 'pal']);
+    await until('the task reaches pal by name after its restart', 30_000, async () => {
+      const r = await m.docker(['exec', webTask, ...http('pal')]);
+      return r.code === 0 && r.stdout.includes('pal-here') ? true : undefined;
+    });
+    const afterRestart = await api<ApiTask[]>(m, '/v1.41/tasks');
+    assert.equal(afterRestart.filter((t) => t.Spec.NetworkAttachmentSpec?.ContainerID === cid).length, 1);
 
     // its endpoint: an address of the network's block
     const [inspected] = JSON.parse(await w.dockerOk(['inspect', 'pal'])) as Array<{
