@@ -45,6 +45,7 @@ import { NftServiceLb } from './network/lb/service-lb.js';
 import { createNetworkService } from './network/network.service.js';
 import { createOverlayNetworks } from './network/overlay/create.js';
 import { createRuntime } from './runtime/index.js';
+import { NetworkAttachments } from './swarm/agent/attachments.js';
 import { createNodeAgent } from './swarm/agent/create.js';
 import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
@@ -267,6 +268,19 @@ export async function startEngine(
     events,
     log,
   });
+  // the node's overlay data plane: the agent plugs tasks in, a worker's network listing reads it;
+  // plain containers on attachable swarm networks are plugged in the same way (agent/attachments.ts)
+  const overlay = createOverlayNetworks({
+    execRoot: config.execRoot,
+    gwBridge: config.swarmGatewayBridge,
+    log,
+  });
+  // (a VIP table per sandbox: the tasks' load balancer and this one never share one)
+  const attachments = new NetworkAttachments({
+    overlay,
+    lb: new NftServiceLb(),
+    log: log.child('attachments'),
+  });
   const containers = await createContainerService({
     dataRoot: config.dataRoot,
     execRoot: config.execRoot,
@@ -277,16 +291,11 @@ export async function startEngine(
     runtime,
     volumes,
     network,
+    swarmNetworks: attachments,
     log,
     copyUploadLimit: config.copyUploadLimit,
   });
   registerContainerRoutes(router, containers);
-  // the node's overlay data plane: the agent plugs tasks in, a worker's network listing reads it
-  const overlay = createOverlayNetworks({
-    execRoot: config.execRoot,
-    gwBridge: config.swarmGatewayBridge,
-    log,
-  });
   registerNetworkRoutes(
     router,
     network,
@@ -323,6 +332,7 @@ export async function startEngine(
         execRoot: config.execRoot,
         containers,
         images: { resolve: (ref) => images.resolve(ref), pull: (o) => images.pull(o) },
+        attachments,
         log: log.child('agent'),
         overlay,
         lb: new NftServiceLb(),

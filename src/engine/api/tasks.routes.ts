@@ -1,8 +1,8 @@
 import type { Filters } from '../../common/filters.js';
 import { parseFilters } from '../../http/query.js';
 import { sendJson } from '../../http/server.js';
-import type { Task } from '../swarm/tasks/task.types.js';
-import type { ApiContext, ApiRouter } from './context.js';
+import { isAttachment, type Task } from '../swarm/tasks/task.types.js';
+import { type ApiContext, type ApiRouter, atLeast } from './context.js';
 import { specForVersion } from './services.versions.js';
 import { swarmRoute as route } from './swarm.routes.js';
 
@@ -24,10 +24,12 @@ export function registerTaskRoutes(router: ApiRouter, backend: TasksBackend): vo
     '/tasks',
     route(async (ctx) => {
       const list = await backend.list(parseFilters(ctx.query.get('filters')));
+      // containers' network-attachment tasks are listed from API 1.38 on (moby's router)
+      const shown = atLeast(ctx, '1.38') ? list : list.filter((t) => !isAttachment(t));
       sendJson(
         ctx.res,
         200,
-        list.map((t) => forVersion(ctx, t)),
+        shown.map((t) => forVersion(ctx, t)),
       );
     }),
   );

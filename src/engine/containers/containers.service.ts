@@ -47,6 +47,7 @@ import {
 import { StdioHubs } from './io/streams.js';
 import { ContainerVolumes } from './mounts/volumes.js';
 import { ContainerNetworks } from './net/endpoints.js';
+import type { SwarmNetworkPort } from './net/swarm-networks.port.js';
 import { ContainerQueries } from './queries.js';
 import { restoreContainers } from './restore.js';
 import type { ContainerService } from './service.types.js';
@@ -81,6 +82,8 @@ export interface ContainerServiceOptions {
   volumes?: VolumeService;
   /** The default bridge (absent: containers get loopback only, as with `--network none`). */
   network?: ContainerNetworking;
+  /** Swarm-scoped networks for plain containers (attachable overlays; absent: none). */
+  swarmNetworks?: SwarmNetworkPort;
   log: Logger;
   helpers?: RuntimeHelpers;
   host?: ContainerHost;
@@ -107,7 +110,13 @@ export async function createContainerService(opts: ContainerServiceOptions): Pro
   await store.init();
   const events = new ContainerEvents(opts.events);
   const rootfs = new Rootfs(snapshots, opts.execRoot, log);
-  const net = new ContainerNetworks({ set, store, network: opts.network, log });
+  const net = new ContainerNetworks({
+    set,
+    store,
+    network: opts.network,
+    ...(opts.swarmNetworks ? { swarm: opts.swarmNetworks } : {}),
+    log,
+  });
   const mounts = new ContainerVolumes({ set, volumes: opts.volumes, images, snapshots, log });
   const stdio = new StdioHubs(events);
   const logs = new ContainerLogs(runtime, log);

@@ -1044,13 +1044,13 @@ export async function createNetworkService(o: NetworkServiceOptions): Promise<Ne
       pool.enabled = true;
     },
 
-    announce(action, containerId, network) {
-      const n = facts().find((x) => x.name === network);
-      const id = n?.id ?? (network in ids ? ids[network as PredefinedNetwork] : '');
+    announce(action, containerId, network, swarm) {
+      const n = swarm ? undefined : facts().find((x) => x.name === network);
+      const id = swarm?.id ?? n?.id ?? (network in ids ? ids[network as PredefinedNetwork] : '');
       o.events.publish('network', action, id, {
         container: containerId,
         name: network,
-        type: network === 'none' ? 'null' : network === 'host' ? 'host' : 'bridge',
+        type: swarm ? 'overlay' : network === 'none' ? 'null' : network === 'host' ? 'host' : 'bridge',
       });
     },
 

@@ -56,6 +56,11 @@ export interface Endpoint {
   ifname?: string;
   /** What the engine's DNS answers for it (user-defined networks): kept for a live restore. */
   dns?: EndpointDns;
+  /**
+   * An endpoint on a swarm network (an attachable overlay): the network-attachment task that
+   * holds its address on a manager. Plumbed and released by swarm mode, not by this layer.
+   */
+  swarm?: { taskId: string };
 }
 
 /** An endpoint's names in the engine's DNS, and where its other queries go. */
@@ -160,8 +165,16 @@ export interface ContainerNetworking {
   restore(endpoint: Endpoint): void;
   /** Release every sandbox and IP allocation no running container holds (engine start). */
   sweep(): Promise<void>;
-  /** `network connect` / `disconnect` events, as dockerd emits them around start and die. */
-  announce(action: 'connect' | 'disconnect', containerId: string, network: string): void;
+  /**
+   * `network connect` / `disconnect` events, as dockerd emits them around start and die (`swarm`:
+   * a swarm network's, which this layer does not know: its ID, type `overlay`).
+   */
+  announce(
+    action: 'connect' | 'disconnect',
+    containerId: string,
+    network: string,
+    swarm?: { id: string },
+  ): void;
   /** Who is attached (inspect's Containers); the containers service provides it. */
   setContainerSource(source: () => AttachedContainer[]): void;
 }

@@ -34,6 +34,7 @@ import {
 } from './files.js';
 import { LegacyLinks } from './legacy-links.js';
 import { mergeLinkEnv, parseLink } from './links.js';
+import type { SwarmNetworkPort } from './swarm-networks.port.js';
 
 /**
  * A container's networking as the state machine sees it: which network a start attaches to, the
@@ -56,6 +57,8 @@ export interface NetworksDeps {
   store: ContainerStore;
   /** The engine's networks (absent: every container gets loopback only). */
   network?: ContainerNetworking;
+  /** Swarm-scoped networks (attachable overlays) while the node is in a swarm (absent: none). */
+  swarm?: SwarmNetworkPort;
   log: Logger;
 }
 
@@ -65,7 +68,13 @@ export class ContainerNetworks implements NetworkPort {
   /** Bridge attachments of starts under way (released when the start fails). */
   private readonly starting = new Map<
     string,
-    { attach: PendingAttach; linkHosts: HostsEntry[]; publishing?: Promise<PublishedPort[]> }
+    {
+      attach: PendingAttach;
+      linkHosts: HostsEntry[];
+      publishing?: Promise<PublishedPort[]>;
+      /** The swarm networks it joins (attached once the bridge interfaces are there). */
+      swarm: string[];
+    }
   >();
   /** Published ports of running containers being bound again at engine start. */
   private restoring: Promise<void>[] = [];
@@ -86,10 +95,25 @@ export class ContainerNetworks implements NetworkPort {
     return network.bridge ? 'bridge' : 'none';
   }
 
+  /**
+   * Whether a network name is a swarm network's: no network of this engine's, and the node is in
+   * a swarm (a manager resolves it when the container joins).
+   */
+  private isSwarmNetwork(name: string): boolean {
+    if (name === 'bridge' || name === 'host' || name === 'none' || name === 'default') return false;
+    if (!this.d.swarm?.active()) return false;
+    return !this.d.network?.isUserNetwork(name);
+  }
+
+  /** The container's swarm networks, in its networks' order. */
+  private swarmNetworks(c: Container): string[] {
+    return attachedNetworkNames(c.hostConfig, c.record).filter((n) => this.isSwarmNetwork(n));
+  }
+
   /** The networks a start attaches to, the main one first, with the addresses and MACs asked for. */
   private attachRequests(c: Container): AttachRequest[] {
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
-    const names = attachedNetworkNames(c.hostConfig, c.record);
+    const names = attachedNetworkNames(c.hostConfig, c.record).filter((n) => !this.isSwarmNetwork(n));
     return names.map((name, i) => {
       const ep = eps[name] ?? (name === 'bridge' ? eps.default : undefined);
       const mac = i === 0 ? this.macAddress(c, name) : ep?.MacAddress;
@@ -160,9 +184,11 @@ export class ContainerNetworks implements NetworkPort {
     const network = this.d.network;
     if (!['', 'default', 'bridge', 'host', 'none'].includes(nm) && !nm.startsWith('container:')) {
       // 400, not dockerd's 404: on a 404 the CLI pulls the image and tries again
-      if (!network?.isUserNetwork(nm)) throw invalidParameter(`network ${nm} not found`);
-      // as dockerd's Networks map: by the network's name
-      const name = network.lookup(nm).name;
+      const swarmName = this.isSwarmNetwork(nm);
+      if (!swarmName && !network?.isUserNetwork(nm)) throw invalidParameter(`network ${nm} not found`);
+      // as dockerd's Networks map: by the network's name (a swarm network's: as given, a
+      // manager resolves it when the container joins)
+      const name = swarmName || !network ? nm : network.lookup(nm).name;
       const eps = nc.EndpointsConfig;
       if (eps && name !== nm && eps[nm]) {
         eps[name] = eps[nm] ?? {};
@@ -192,6 +218,7 @@ export class ContainerNetworks implements NetworkPort {
         );
       }
       if (name === 'host' || name === 'none') continue;
+      if (this.isSwarmNetwork(name)) continue;
       if (name !== 'bridge' && !network.isUserNetwork(name))
         throw invalidParameter(`network ${name} not found`);
       const aliases = (ep?.Aliases?.length ?? 0) > 0;
@@ -271,6 +298,7 @@ export class ContainerNetworks implements NetworkPort {
       // disconnected from every network too: a namespace of the engine's (loopback only), which a
       // later `network connect` plumbs into
       const network = this.d.network;
+      const swarm = this.swarmNetworks(c);
       const attach = network.attach(requests);
       // the ports are published (on the main network) as soon as its address is known, while
       // the start goes on
@@ -281,11 +309,16 @@ export class ContainerNetworks implements NetworkPort {
           )
         : undefined;
       publishing?.catch(() => undefined);
-      this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing });
+      this.starting.set(c.id, { attach, linkHosts: links.hosts, publishing, swarm });
       netns = attach.sandboxKey;
       linkHosts = links.hosts;
       if (links.env.length) env = mergeLinkEnv(links.env, rec.Config.Env ?? []);
     }
+    // on a swarm network, the node's DNS on the gateway bridge answers the swarm's names
+    const swarmDns =
+      this.kind(c) === 'bridge' && this.d.swarm && !this.embeddedDns(c) && this.swarmNetworks(c).length > 0
+        ? await this.d.swarm.dnsAddress()
+        : undefined;
     if (disabled || !nm.startsWith('container:')) {
       await writeContainerFiles({
         hostsPath,
@@ -297,7 +330,7 @@ export class ContainerNetworks implements NetworkPort {
         hostNetwork: nm === 'host' && !disabled,
         links: linkHosts,
         hostGateway: this.d.network?.hostGateway,
-        ...(this.kind(c) === 'bridge' ? { embeddedDns: this.embeddedDns(c) } : {}),
+        ...(this.kind(c) === 'bridge' ? { embeddedDns: this.embeddedDns(c) ?? swarmDns } : {}),
       });
     }
     rec.HostsPath = hostsPath;
@@ -390,7 +423,8 @@ export class ContainerNetworks implements NetworkPort {
     }
     const starting = this.starting.get(c.id);
     if (!starting) return;
-    const eps = await starting.attach.endpoints;
+    const bridged = await starting.attach.endpoints;
+    const eps = await this.joinSwarm(c, starting, bridged);
     this.starting.delete(c.id);
     const ep = eps[0];
     if (!ep) {
@@ -412,13 +446,40 @@ export class ContainerNetworks implements NetworkPort {
     rec.SandboxKey = ep.sandboxKey;
     for (const e of eps) {
       this.rememberNetworkId(c, e);
-      network.announce('connect', c.id, e.network);
+      network.announce('connect', c.id, e.network, e.swarm ? { id: e.networkId } : undefined);
     }
     // a failure from here fails the start, which releases the endpoint (the record's now); a
     // publish that failed let go of what it had bound
     if (starting.publishing) rec.PublishedPorts = await starting.publishing;
     await rewriteInPlace(rec.HostsPath, this.ownHosts(c, starting.linkHosts, ep.ipAddress, ep.ipv6Address));
     if (this.onBridge(c)) await this.links.targetStarted(c, ep.ipAddress);
+  }
+
+  /**
+   * The container's swarm networks, after its bridge interfaces (a manager hands out the
+   * addresses); its endpoints in its networks' order. A failure fails the start (abort releases).
+   */
+  private async joinSwarm(
+    c: Container,
+    starting: { attach: PendingAttach; swarm: string[] },
+    bridged: Endpoint[],
+  ): Promise<Endpoint[]> {
+    const swarm = this.d.swarm;
+    if (!swarm || starting.swarm.length === 0) return bridged;
+    const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
+    const joined = await swarm.attach({
+      containerId: c.id,
+      sandboxId: starting.attach.sandboxId,
+      sandboxKey: starting.attach.sandboxKey,
+      networks: starting.swarm.map((n) => ({
+        network: n,
+        names: dnsNames(c.record, n, eps[n]?.Aliases ?? []) ?? [],
+      })),
+      firstIndex: bridged.length,
+      defaultRoute: bridged.length === 0,
+    });
+    const order = attachedNetworkNames(c.hostConfig, c.record);
+    return [...bridged, ...joined].sort((a, b) => order.indexOf(a.network) - order.indexOf(b.network));
   }
 
   /** dockerd keeps each network's ID in the endpoint settings once the container joined it. */
@@ -447,6 +508,7 @@ export class ContainerNetworks implements NetworkPort {
     // connect() not reached: the record still shows the last run's sandbox, not this attachment
     const detached = starting ? undefined : this.detach(c);
     if (!network) return;
+    if (starting && starting.swarm.length > 0) void this.d.swarm?.detach(c.id);
     c.record.PublishedPorts = undefined;
     if (starting?.publishing) {
       void starting.publishing.then(
@@ -483,6 +545,7 @@ export class ContainerNetworks implements NetworkPort {
   release(c: Container, detached: DetachedNetwork | undefined): void {
     const network = this.d.network;
     if (!detached || !network) return;
+    if (detached.endpoints.some((e) => e.swarm)) void this.d.swarm?.detach(c.id);
     void network.release({
       sandboxId: detached.sandboxId,
       sandboxKey: detached.sandboxKey,
@@ -490,10 +553,15 @@ export class ContainerNetworks implements NetworkPort {
         e.bridge ? [{ ifname: e.ifname ?? 'eth0', bridge: e.bridge, addresses: endpointAddresses(e) }] : [],
       ),
     });
-    for (const e of detached.endpoints) network.announce('disconnect', c.id, e.network);
+    for (const e of detached.endpoints)
+      network.announce('disconnect', c.id, e.network, e.swarm ? { id: e.networkId } : undefined);
   }
 
   restore(c: Container): void {
+    const swarmEps = endpointsOf(c.record).filter((e) => e.swarm);
+    const sandbox = c.record.Sandbox;
+    if (swarmEps.length > 0 && sandbox)
+      this.d.swarm?.restore(c.id, { sandboxId: sandbox.ID, sandboxKey: sandbox.Key }, swarmEps);
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       // its names as the record says now (a rename is saved before the endpoint is)
@@ -517,6 +585,7 @@ export class ContainerNetworks implements NetworkPort {
   async connectNetwork(c: Container, idOrName: string, settings: EndpointSettings): Promise<void> {
     const network = this.d.network;
     if (!network) throw notFound(`network ${idOrName} not found`);
+    if (this.isSwarmNetwork(idOrName)) return this.connectSwarm(c, idOrName, settings);
     const n = network.lookup(idOrName);
     const nm = c.hostConfig.NetworkMode || 'default';
     if (nm === 'host' || nm.startsWith('container:') || n.name === 'host') {
@@ -599,6 +668,7 @@ export class ContainerNetworks implements NetworkPort {
   async disconnectNetwork(c: Container, idOrName: string, force: boolean): Promise<void> {
     const network = this.d.network;
     if (!network) throw notFound(`network ${idOrName} not found`);
+    if (this.swarmNetworks(c).includes(idOrName)) return this.disconnectSwarm(c, idOrName);
     let name: string;
     try {
       name = network.lookup(idOrName).name;
@@ -636,6 +706,104 @@ export class ContainerNetworks implements NetworkPort {
     const eps = rec.NetworkingConfig.EndpointsConfig ?? {};
     delete eps[name];
     if (name === 'bridge') delete eps.default;
+  }
+
+  /**
+   * `network connect` to a swarm network: in the settings; a running container's sandbox joins
+   * it at once (its swarm networks plugged again, the new one with them), its nameserver then the
+   * node's swarm DNS if it had no embedded DNS.
+   */
+  private async connectSwarm(c: Container, name: string, settings: EndpointSettings): Promise<void> {
+    const network = this.d.network;
+    const nm = c.hostConfig.NetworkMode || 'default';
+    if (nm === 'host' || nm.startsWith('container:'))
+      throw forbidden(
+        'container sharing network namespace with another container or host cannot be connected to any other network',
+      );
+    if (nm === 'none')
+      throw forbidden('container cannot be disconnected from host network or connected to host network');
+    if (c.record.Config.NetworkDisabled) throw forbidden('container has networking disabled');
+    if (attachedNetworkNames(c.hostConfig, c.record).includes(name))
+      throw forbidden(`endpoint with name ${c.name.slice(1)} already exists in network ${name}`);
+    const rec = c.record;
+    const hadDns = this.embeddedDns(c) ?? (this.swarmNetworks(c).length > 0 ? 'swarm' : undefined);
+    this.explicitNetworks(c);
+    rec.NetworkingConfig.EndpointsConfig ??= {};
+    const eps = rec.NetworkingConfig.EndpointsConfig;
+    eps[name] = { ...settings };
+    if (!(c.isRunningProcess && rec.Sandbox?.Key) || !network) return;
+    let joined: Endpoint[];
+    try {
+      joined = await this.replugSwarm(c);
+    } catch (err) {
+      delete eps[name];
+      throw err;
+    }
+    const added = joined.find((e) => e.network === name);
+    if (!added) return;
+    eps[name] = { ...settings, NetworkID: added.networkId };
+    network.announce('connect', c.id, name, { id: added.networkId });
+    if (rec.HostsPath) {
+      const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+      if (hosts !== undefined)
+        await rewriteInPlace(
+          rec.HostsPath,
+          addOwnHostsAddress(hosts, added.ipAddress, rec.Config.Hostname ?? '', rec.Config.Domainname),
+        );
+    }
+    if (!hadDns && rec.ResolvConfPath && this.d.swarm) {
+      const host = await readHostResolvConf(false);
+      const dns = await this.d.swarm.dnsAddress();
+      await rewriteInPlace(rec.ResolvConfPath, resolvConfContent(host, c.hostConfig, false, dns));
+    }
+  }
+
+  /** `network disconnect` from a swarm network: its address goes back, its interface goes. */
+  private async disconnectSwarm(c: Container, name: string): Promise<void> {
+    const rec = c.record;
+    const ep = endpointsOf(rec).find((e) => e.swarm && e.network === name);
+    this.explicitNetworks(c);
+    const eps = rec.NetworkingConfig.EndpointsConfig ?? {};
+    delete eps[name];
+    if (!ep || !c.isRunningProcess || !rec.Sandbox) return;
+    if (this.swarmNetworks(c).length === 0) {
+      await this.d.swarm?.detach(c.id);
+      const rest = endpointsOf(rec).filter((e) => !e.swarm);
+      rec.Endpoints = rest;
+      if (rec.Endpoint?.swarm) rec.Endpoint = rest[0];
+    } else await this.replugSwarm(c);
+    if (rec.HostsPath) {
+      const hosts = await readFile(rec.HostsPath, 'utf8').catch(() => undefined);
+      if (hosts !== undefined)
+        await rewriteInPlace(rec.HostsPath, removeOwnHostsAddress(hosts, ep.ipAddress));
+    }
+    this.d.network?.announce('disconnect', c.id, name, { id: ep.networkId });
+  }
+
+  /** A running container's swarm networks plugged again, as its settings list them now. */
+  private async replugSwarm(c: Container): Promise<Endpoint[]> {
+    const rec = c.record;
+    const swarm = this.d.swarm;
+    if (!swarm || !rec.Sandbox) return [];
+    const bridged = endpointsOf(rec).filter((e) => !e.swarm);
+    const first = bridged.reduce((m, e) => Math.max(m, Number((e.ifname ?? 'eth0').slice(3)) + 1), 0);
+    const eps = rec.NetworkingConfig.EndpointsConfig ?? {};
+    const joined = await swarm.attach({
+      containerId: c.id,
+      sandboxId: rec.Sandbox.ID,
+      sandboxKey: rec.Sandbox.Key,
+      networks: this.swarmNetworks(c).map((n) => ({
+        network: n,
+        names: dnsNames(rec, n, eps[n]?.Aliases ?? []) ?? [],
+      })),
+      firstIndex: first,
+      defaultRoute: bridged.length === 0,
+    });
+    const order = attachedNetworkNames(c.hostConfig, rec);
+    const all = [...bridged, ...joined].sort((a, b) => order.indexOf(a.network) - order.indexOf(b.network));
+    rec.Endpoints = all;
+    rec.Endpoint = all[0];
+    return joined;
   }
 
   /** From the first connect/disconnect on, the endpoint settings list the container's networks. */

@@ -57,6 +57,8 @@ interface PlumbedTask {
   /** Its address on each network, by network ID. */
   addresses: Map<string, string>;
   gwAddress: string;
+  /** The interfaces made in its sandbox (an unplug of a sandbox that lives on removes them). */
+  ifnames: string[];
 }
 
 export class OverlayNetworks {
@@ -100,9 +102,15 @@ export class OverlayNetworks {
   attach(task: OverlayTask): Promise<void> {
     return this.serial(async () => {
       const gw = task.gateway !== false ? await this.ensureGateway() : undefined;
-      const plumbed: PlumbedTask = { netns: task.netns, networks: [], addresses: new Map(), gwAddress: '' };
+      const plumbed: PlumbedTask = {
+        netns: task.netns,
+        networks: [],
+        addresses: new Map(),
+        gwAddress: '',
+        ifnames: [],
+      };
       this.tasks.set(task.taskId, plumbed);
-      let index = task.keepsDefaultNetwork ? 1 : 0;
+      let index = task.firstIndex ?? (task.keepsDefaultNetwork ? 1 : 0);
       for (const a of task.attachments) {
         const n = this.network(a.networkId);
         if (!n) throw new Error(`overlay network ${a.networkId} is not known on this node yet`);
@@ -110,16 +118,22 @@ export class OverlayNetworks {
         // known before the plug: a detach after a failure removes what was made for it
         plumbed.networks.push(a.networkId);
         const ip = a.address.split('/')[0] ?? '';
+        const ifname = `eth${index++}`;
+        plumbed.ifnames.push(ifname);
         await this.o.ops.plugContainer(ns, task.netns, {
-          ifname: `eth${index++}`,
+          ifname,
           address: a.address,
           mac: macFromIpv4(ip) ?? '',
           mtu: OVERLAY_MTU,
         });
         plumbed.addresses.set(a.networkId, ip);
+        // the address may have been another node's a moment ago: the bridge's learnt entry goes
+        const mac = macFromIpv4(ip);
+        if (mac) await this.o.ops.forgetMac(ns, n.vni, mac).catch(() => undefined);
       }
       if (gw) {
         plumbed.gwAddress = this.freeGatewayAddress(gw);
+        plumbed.ifnames.push(`eth${index}`);
         await this.o.ops.plugGateway(this.gwName, task.netns, {
           ifname: `eth${index}`,
           address: `${plumbed.gwAddress}/${gw.prefixLen}`,
@@ -131,12 +145,24 @@ export class OverlayNetworks {
     });
   }
 
-  /** The task's container stopped or went: its networks go once no other task uses them. */
-  detach(taskId: string): Promise<void> {
+  /**
+   * The task's container stopped or went: its networks go once no other task uses them. With
+   * `unplug` (a sandbox that lives on: a plain container leaving a network), its interfaces go too.
+   */
+  detach(taskId: string, opts: { unplug?: boolean } = {}): Promise<void> {
     return this.serial(async () => {
       const t = this.tasks.get(taskId);
       if (!t) return;
       this.tasks.delete(taskId);
+      if (opts.unplug) {
+        for (const ifname of t.ifnames) {
+          await this.o.ops
+            .unplugContainer(t.netns, ifname)
+            .catch((err: unknown) =>
+              this.o.log.warn('cannot remove an overlay interface', { ifname, error: errorMessage(err) }),
+            );
+        }
+      }
       for (const id of t.networks) {
         if ([...this.tasks.values()].some((o) => o.networks.includes(id))) continue;
         const p = this.plumbed.get(id);
@@ -158,6 +184,11 @@ export class OverlayNetworks {
   /** The networks the node's tasks use, as the managers last said. */
   networks(): OverlayNetworkState[] {
     return this.state.networks;
+  }
+
+  /** Whether the managers' picture has the network (a container's attachment waits for it). */
+  knows(networkId: string): boolean {
+    return this.network(networkId) !== undefined;
   }
 
   /** Whether the task was plugged (since this engine started). */

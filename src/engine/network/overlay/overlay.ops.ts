@@ -40,6 +40,13 @@ export interface OverlayOps {
     netns: string,
     o: { ifname: string; address: string; gateway: string; defaultRoute?: boolean },
   ): Promise<void>;
+  /**
+   * The bridge forgets what it learnt of `mac` on the VXLAN port (an address that was on another
+   * node is now a local container's: frames to it must not go on following the old entry).
+   */
+  forgetMac(ns: string, vni: number, mac: string): Promise<void>;
+  /** The interface `ifname` in the namespace at `netns` goes, with its veth peer (gone already: fine). */
+  unplugContainer(netns: string, ifname: string): Promise<void>;
   /** Whether a link of that name exists in the engine's namespace. */
   hasLink(name: string): Promise<boolean>;
   /** The IPv4 block of a bridge's address (`172.18.0.0/16`), if it has one. */
@@ -306,6 +313,14 @@ export class HostOverlayOps implements OverlayOps {
     if (!a?.local || a.prefixlen === undefined) return undefined;
     const block = parseCidr(`${a.local}/${a.prefixlen}`);
     return block ? formatNetwork(block) : undefined;
+  }
+
+  async forgetMac(ns: string, vni: number, mac: string): Promise<void> {
+    await run('bridge', ['-n', ns, 'fdb', 'del', mac, 'dev', `vxlan${vni}`, 'master'], 'FDB', GONE);
+  }
+
+  async unplugContainer(netns: string, ifname: string): Promise<void> {
+    await run('nsenter', [`--net=${netns}`, 'ip', 'link', 'del', ifname], 'container interface', GONE);
   }
 
   private async inNamespace(netns: string, args: string[]): Promise<void> {

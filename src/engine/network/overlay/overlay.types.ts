@@ -99,4 +99,9 @@ export interface OverlayTask {
    * at `eth1` and the gateway bridge's interface adds no default route.
    */
   keepsDefaultNetwork?: boolean;
+  /**
+   * The first overlay interface's number (`eth<N>`), when the sandbox has other interfaces
+   * already (a plain container's bridge networks); else 0 (1 with `keepsDefaultNetwork`).
+   */
+  firstIndex?: number;
 }

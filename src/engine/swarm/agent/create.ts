@@ -7,6 +7,7 @@ import type { StatusAnswer } from '../cluster-api/assignments.types.js';
 import { openAssignments } from '../cluster-api/assignments-client.js';
 import { clusterCall } from '../cluster-api/client.js';
 import type { LogPublishAnswer } from '../logs/logs.types.js';
+import type { NetworkAttachments } from './attachments.js';
 import type { AgentContainers, AgentImages } from './executor.js';
 import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
@@ -20,6 +21,7 @@ export function createNodeAgent(opts: {
   containers: AgentContainers & AgentLogContainers;
   images: AgentImages;
   log: Logger;
+  attachments?: NetworkAttachments;
   overlay?: OverlayPort;
   lb?: ServiceLb;
   ingress?: IngressMesh;
@@ -37,6 +39,14 @@ export function createNodeAgent(opts: {
       containers: opts.containers,
       post: (addr, id, call, tls) => clusterCall<LogPublishAnswer>(addr, 'POST', `/v1/logs/${id}`, call, tls),
     },
+    ...(opts.attachments
+      ? {
+          attachments: {
+            port: opts.attachments,
+            call: (addr, method, path, body, tls) => clusterCall(addr, method, path, body, tls),
+          },
+        }
+      : {}),
     ...(opts.overlay ? { overlay: opts.overlay } : {}),
     ...(opts.lb ? { lb: opts.lb } : {}),
     ...(opts.ingress ? { ingress: opts.ingress } : {}),

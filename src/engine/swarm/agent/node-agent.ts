@@ -16,6 +16,7 @@ import type { AssignmentsStream } from '../cluster-api/assignments-client.js';
 import type { ClientTls } from '../cluster-api/client.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
+import type { NetworkAttachments } from './attachments.js';
 import { type AgentContainers, type AgentImages, Executor, type SavedRun } from './executor.js';
 import { IngressSandbox } from './ingress-sandbox.js';
 import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
@@ -75,6 +76,20 @@ export interface NodeAgentOptions {
       call: LogPublishCall,
       tls: Required<ClientTls>,
     ) => Promise<LogPublishAnswer>;
+  };
+  /**
+   * Plain containers on attachable swarm networks (absent: none), with the cluster API call
+   * their requests to the manager go through.
+   */
+  attachments?: {
+    port: NetworkAttachments;
+    call: (
+      addr: string,
+      method: 'GET' | 'POST',
+      path: string,
+      body: unknown,
+      tls: Required<ClientTls>,
+    ) => Promise<unknown>;
   };
   /** The node's overlay data plane (absent: tasks on overlay networks run without it). */
   overlay?: OverlayPort;
@@ -156,6 +171,14 @@ export class NodeAgent implements SwarmAgent {
         })
       : undefined;
     for (const run of await this.loadSaved(ctx.nodeId)) executor.restore(run);
+    const attachments = this.opts.attachments;
+    attachments?.port.useLink({
+      call: async <T>(method: 'GET' | 'POST', path: string, body?: unknown) => {
+        const addr = this.current ?? this.managerList()[0]?.Addr;
+        if (!addr) throw new Error('no manager to ask');
+        return (await attachments.call(addr, method, path, body, await ctx.tls())) as T;
+      },
+    });
     const stopper = new AbortController();
     this.stopper = stopper;
     this.loop = this.connectLoop(stopper.signal);
@@ -163,6 +186,7 @@ export class NodeAgent implements SwarmAgent {
   }
 
   async stop(): Promise<void> {
+    this.opts.attachments?.port.useLink(undefined);
     this.stopper?.abort();
     this.stream?.close();
     this.publisher?.stopAll();
@@ -177,10 +201,13 @@ export class NodeAgent implements SwarmAgent {
   }
 
   async leave(): Promise<void> {
+    // the containers' network attachments go back while the managers still answer this node
+    await this.opts.attachments?.port.releaseAll();
     await this.stop();
     const executor = this.executor;
     if (executor) for (const id of executor.taskIds()) await executor.drop(id);
     await this.removeStale(new Set());
+    await this.opts.attachments?.port.leave();
     await this.opts.files.removeAll();
     await this.mesh
       ?.leave()
@@ -307,6 +334,12 @@ export class NodeAgent implements SwarmAgent {
     this.reporter?.flush();
     await executor.overlayChanged();
     await this.mesh?.sync(m.overlay?.ingress);
+    const attachments = this.opts.attachments?.port;
+    if (attachments) {
+      await attachments.overlayChanged();
+      // containers that left while the engine was down: their attachment tasks go
+      void attachments.reconcile();
+    }
     this.opts.log.debug('assignments received', { manager: addr, tasks: m.tasks.length });
   }
 
@@ -324,6 +357,7 @@ export class NodeAgent implements SwarmAgent {
     if (m.overlay) {
       await executor.overlayChanged();
       await this.mesh?.sync(m.overlay.ingress);
+      await this.opts.attachments?.port.overlayChanged();
     }
   }
 

@@ -11,9 +11,11 @@ export interface OverlayPort {
   gatewayAddress(): Promise<string>;
   /** A started task container joins its networks and the gateway bridge. */
   attach(task: OverlayTask): Promise<void>;
-  /** The task's container stopped or went. */
-  detach(taskId: string): Promise<void>;
+  /** The task's container stopped or went (`unplug`: its sandbox lives on, its interfaces go). */
+  detach(taskId: string, opts?: { unplug?: boolean }): Promise<void>;
   attached(taskId: string): boolean;
+  /** Whether the managers' picture of the node has the network. */
+  knows(networkId: string): boolean;
   /** The VIP tables of the task's networks. */
   vipsFor(taskId: string): OverlayVip[];
   /** Engine start and leave: whatever is plumbed goes. */

@@ -6,7 +6,8 @@ import type { AgentApiHandlers, AssignmentMessage, StatusCall } from './assignme
  * The cluster API's agent paths, for the node of the verified client certificate:
  * `GET /v1/assignments` (a stream of JSON lines, one message each, until the client goes) and
  * `POST /v1/status` (a batch of task state reports) and `POST /v1/logs/<subscription>` (a batch of
- * task log lines, logs/). Returns false for any other path.
+ * task log lines, logs/), and `/v1/attachments` (GET: the node's network attachments; POST: one
+ * more; POST `/release`: a container's go: networks/attachment-tasks.ts). Returns false for any other path.
  */
 export async function serveAgentPath(
   handlers: AgentApiHandlers,
@@ -39,6 +40,29 @@ export async function serveAgentPath(
     res.end(data);
     return true;
   }
+  if (path === '/v1/attachments' || path === '/v1/attachments/release') {
+    let answer: unknown;
+    if (req.method === 'GET' && path === '/v1/attachments') answer = await handlers.attachments(node);
+    else if (req.method === 'POST' && path === '/v1/attachments') {
+      const body = asObject(await readBody(req));
+      answer = await handlers.attach(node, {
+        ContainerID: str(body.ContainerID),
+        Network: str(body.Network),
+        Names: Array.isArray(body.Names) ? body.Names.filter((n): n is string => typeof n === 'string') : [],
+      });
+    } else if (req.method === 'POST') {
+      const body = asObject(await readBody(req));
+      const network = str(body.NetworkID);
+      answer = await handlers.release(node, {
+        ContainerID: str(body.ContainerID),
+        ...(network ? { NetworkID: network } : {}),
+      });
+    } else return false;
+    const data = Buffer.from(JSON.stringify(answer));
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': data.length });
+    res.end(data);
+    return true;
+  }
   const logs = /^\/v1\/logs\/([0-9a-f]{1,64})$/.exec(path ?? '');
   if (req.method === 'POST' && logs) {
     const answer = await handlers.publishLogs(node, logs[1] ?? '', asPublishCall(await readBody(req)));
@@ -48,6 +72,14 @@ export async function serveAgentPath(
     return true;
   }
   return false;
+}
+
+function asObject(body: unknown): { [key: string]: unknown } {
+  return body && typeof body === 'object' ? (body as { [key: string]: unknown }) : {};
+}
+
+function str(v: unknown): string {
+  return typeof v === 'string' ? v : '';
 }
 
 /** A publish body with what is not a log line left out. */

@@ -1,8 +1,18 @@
 import { errorMessage, forbidden } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { newSwarmId } from '../ca/tokens.js';
 import { keys } from '../keys.js';
 import { LogBroker } from '../logs/log-broker.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
+import {
+  type AttachAnswer,
+  type AttachCall,
+  attachContainer,
+  listAttachments,
+  type NodeAttachment,
+  type ReleaseCall,
+  releaseContainer,
+} from '../networks/attachment-tasks.js';
 import { nodeOverlay } from '../networks/node-overlay.js';
 import { unseal } from '../seal.js';
 import { objectKeys } from '../secrets/object-keys.js';
@@ -11,7 +21,7 @@ import type { StoredService } from '../services/service.types.js';
 import { effectiveHeartbeatMs } from '../spec.js';
 import type { ClusterStore, WatchEvent } from '../store/cluster-store.js';
 import type { SwarmSpec } from '../swarm.types.js';
-import { isTerminal, type StoredTask, stateRank } from '../tasks/task.types.js';
+import { isAttachment, isTerminal, type StoredTask, stateRank } from '../tasks/task.types.js';
 import type {
   AgentApiHandlers,
   AssignedObject,
@@ -38,6 +48,8 @@ import { applyStatusCall } from './task-status.js';
 /** Whether a task belongs in its node's assignment set. */
 export function isAssigned(task: StoredTask, nodeId: string): boolean {
   if (task.NodeID !== nodeId) return false;
+  // a container's network attachment is no task to run (the node holds it: agent/attachments.ts)
+  if (isAttachment(task)) return false;
   return stateRank(task.Status.State) >= stateRank('assigned');
 }
 
@@ -83,6 +95,21 @@ export class TaskDispatch implements AgentApiHandlers {
 
   async publishLogs(nodeId: string, subscriptionId: string, call: LogPublishCall): Promise<LogPublishAnswer> {
     return this.logs.publish(nodeId, subscriptionId, call);
+  }
+
+  async attach(nodeId: string, call: AttachCall): Promise<AttachAnswer> {
+    await this.member(nodeId);
+    return attachContainer(this.store, nodeId, call, { now: this.now, newId: newSwarmId });
+  }
+
+  async release(nodeId: string, call: ReleaseCall): Promise<{ Released: string[] }> {
+    await this.member(nodeId);
+    return releaseContainer(this.store, nodeId, call);
+  }
+
+  async attachments(nodeId: string): Promise<NodeAttachment[]> {
+    await this.member(nodeId);
+    return listAttachments(this.store, nodeId);
   }
 
   async status(nodeId: string, call: StatusCall): Promise<StatusAnswer> {

@@ -1,6 +1,7 @@
 import type { NodeOverlayState } from '../../network/overlay/overlay.types.js';
 import type { LogStreamMessage } from '../logs/log-broker.js';
 import type { LogPublishAnswer, LogPublishCall } from '../logs/logs.types.js';
+import type { AttachAnswer, AttachCall, NodeAttachment, ReleaseCall } from '../networks/attachment-tasks.js';
 import type { PortConfig } from '../services/service.types.js';
 import type { Task, TaskStatus } from '../tasks/task.types.js';
 import type { ManagerAddress } from './protocol.js';
@@ -95,4 +96,10 @@ export interface AgentApiHandlers {
   status(nodeId: string, call: StatusCall): Promise<StatusAnswer>;
   /** `POST /v1/logs/<subscription>`: a batch of the node's task log lines. */
   publishLogs(nodeId: string, subscriptionId: string, call: LogPublishCall): Promise<LogPublishAnswer>;
+  /** `POST /v1/attachments`: a container of the node joins an attachable network (its address). */
+  attach(nodeId: string, call: AttachCall): Promise<AttachAnswer>;
+  /** `POST /v1/attachments/release`: a container of the node left (its attachment tasks go). */
+  release(nodeId: string, call: ReleaseCall): Promise<{ Released: string[] }>;
+  /** `GET /v1/attachments`: the node's attachment tasks. */
+  attachments(nodeId: string): Promise<NodeAttachment[]>;
 }

@@ -61,9 +61,15 @@ export function clusterCall<T>(
           const kind =
             res.statusCode === 400
               ? 'InvalidParameter'
-              : res.statusCode === 501
-                ? 'NotImplemented'
-                : 'Unavailable';
+              : res.statusCode === 403
+                ? 'Forbidden'
+                : res.statusCode === 404
+                  ? 'NotFound'
+                  : res.statusCode === 409
+                    ? 'Conflict'
+                    : res.statusCode === 501
+                      ? 'NotImplemented'
+                      : 'Unavailable';
           reject(new BerthError(kind, message));
         });
         res.on('error', reject);

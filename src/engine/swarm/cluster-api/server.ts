@@ -195,7 +195,10 @@ export async function startClusterApi(opts: ClusterApiOptions): Promise<ClusterA
           // the agents' paths (agent-paths.ts): any node of the swarm, for itself
           if (
             opts.agents &&
-            (path === '/v1/assignments' || path === '/v1/status' || path?.startsWith('/v1/logs/'))
+            (path === '/v1/assignments' ||
+              path === '/v1/status' ||
+              path?.startsWith('/v1/logs/') ||
+              path?.startsWith('/v1/attachments'))
           ) {
             const caller = clientNode(req);
             if (!caller)

@@ -105,6 +105,12 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
       if (!ip) continue;
       state.peers.push({ ip, mac: macFromIpv4(ip) ?? '', node: nodeAddr.get(t.NodeID ?? '') ?? '' });
       if (t.Status.State !== 'running') continue;
+      // a plain container's attachment: its names (container name, short ID, aliases)
+      const own = t._?.names;
+      if (own) {
+        if (own.length > 0) state.names.push({ names: [...own], ip });
+        continue;
+      }
       const svc = services.get(t.ServiceID);
       if (!svc) continue;
       const name = svc.Spec.Name ?? '';

@@ -16,7 +16,7 @@ import type { StoredCluster } from '../records.js';
 import type { StoredService } from '../services/service.types.js';
 import { specNetworks } from '../services/service-spec.js';
 import type { ClusterStore, KeyValue } from '../store/cluster-store.js';
-import { type StoredTask, stateRank } from '../tasks/task.types.js';
+import { isAttachment, type StoredTask, stateRank } from '../tasks/task.types.js';
 import type { EspProbe } from './kernel-esp.js';
 import {
   INGRESS_VNI,
@@ -186,7 +186,8 @@ export class SwarmNetworks {
     const tasks = await this.call(() => store.range(keys.tasks));
     for (const t of tasks.kvs) {
       const task = JSON.parse(t.value) as StoredTask;
-      if (!serviceIds.has(task.ServiceID)) continue;
+      // a container's network-attachment task holds the network too, until its container leaves
+      if (!serviceIds.has(task.ServiceID) && !isAttachment(task)) continue;
       if (
         stateRank(task.DesiredState) > stateRank('running') ||
         stateRank(task.Status.State) > stateRank('running')
@@ -305,7 +306,7 @@ export async function allNetworks(store: ClusterStore): Promise<StoredSwarmNetwo
   return r.kvs.map((kv) => JSON.parse(kv.value) as StoredSwarmNetwork);
 }
 
-async function findNetwork(
+export async function findNetwork(
   store: ClusterStore,
   ref: string,
 ): Promise<{ network: StoredSwarmNetwork; kv: KeyValue } | undefined> {

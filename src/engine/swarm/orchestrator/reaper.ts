@@ -1,4 +1,4 @@
-import { isTerminal, type StoredTask, stateRank } from '../tasks/task.types.js';
+import { isAttachment, isTerminal, type StoredTask, stateRank } from '../tasks/task.types.js';
 import type { Plan } from './plan.js';
 import { endedAt, isLive, isPlaced, modeOf } from './task-life.js';
 
@@ -6,12 +6,17 @@ import { endedAt, isLive, isPlaced, modeOf } from './task-life.js';
  * The task reaper: a task goes from the store when
  * - its service is gone (one still running is first told `remove`; the agent stops it and
  *   reports, then it goes), or it was told `remove` (scale down) and holds nothing any more;
- * - its node was removed from the swarm and it is not to run;
+ * - its node was removed from the swarm and it is not to run (a network attachment: at all);
  * - it is history beyond `TaskHistoryRetentionLimit` tasks per slot (per node for global
  *   services), oldest first; a negative limit keeps all.
  */
 export function reap(plan: Plan): void {
   for (const t of [...plan.tasks.values()]) {
+    // a container's network attachment has no service: its node releases it, or it goes with the node
+    if (isAttachment(t)) {
+      if (t.NodeID && !plan.snap.nodes.has(t.NodeID)) plan.deleteTask(t.ID);
+      continue;
+    }
     const serviceGone = !plan.services.has(t.ServiceID);
     if (serviceGone) plan.setDesired(t, 'remove');
     if (t.DesiredState === 'remove' && holdsNothing(t, plan)) plan.deleteTask(t.ID);

@@ -1,5 +1,5 @@
 import type { StoredService } from '../services/service.types.js';
-import { type StoredTask, stateRank } from '../tasks/task.types.js';
+import { isAttachment, type StoredTask, stateRank } from '../tasks/task.types.js';
 import type { StoredNode } from './cluster-view.js';
 import { explainFailures, FILTERS, type Filter } from './filters.js';
 import { addTask, type NodeInfo, newNodeInfo } from './node-info.js';
@@ -22,6 +22,8 @@ export function schedule(plan: Plan): void {
   for (const [id, n] of plan.snap.nodes) infos.set(id, newNodeInfo(n.value, plan.nodeUp(id)));
   const waiting: StoredTask[] = [];
   for (const t of plan.tasks.values()) {
+    // a container's network attachment is its node's from the start and takes no room
+    if (isAttachment(t)) continue;
     const placed = t.NodeID && stateRank(t.Status.State) >= stateRank('assigned');
     if (placed) {
       const info = t.NodeID ? infos.get(t.NodeID) : undefined;

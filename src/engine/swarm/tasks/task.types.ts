@@ -80,5 +80,19 @@ export interface StoredTask extends Omit<Task, 'Version'> {
     specVersion: number;
     /** The service's name, for the container's name `<service>.<slot|node>.<task id>`. */
     serviceName: string;
+    /**
+     * A network-attachment task: the names its container answers to on the network (its name,
+     * its short ID, the endpoint's aliases), for the embedded DNS of every node on it.
+     */
+    names?: string[];
   };
+}
+
+/**
+ * A network-attachment task (`Spec.NetworkAttachmentSpec`, Runtime `attachment`): a plain
+ * container's address on an attachable overlay network, held for it by its node; no service,
+ * never run by an agent, gone when the container leaves the network.
+ */
+export function isAttachment(t: { Spec: TaskSpec }): boolean {
+  return t.Spec.NetworkAttachmentSpec !== undefined;
 }

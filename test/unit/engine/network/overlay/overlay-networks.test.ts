@@ -54,6 +54,10 @@ class FakeOps implements OverlayOps {
   ) {
     this.calls.push(`gw ${netns} ${o.ifname} ${o.address}${o.defaultRoute === false ? ' no-default' : ''}`);
   }
+  async forgetMac() {}
+  async unplugContainer(netns: string, ifname: string) {
+    this.calls.push(`unplug ${netns} ${ifname}`);
+  }
   async hasLink() {
     return this.gwBridge !== undefined;
   }

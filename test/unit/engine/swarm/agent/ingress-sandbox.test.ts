@@ -30,6 +30,9 @@ class FakeOverlay implements OverlayPort {
   attached(id: string) {
     return this.plugged.has(id);
   }
+  knows() {
+    return true;
+  }
   vipsFor() {
     return [];
   }
