@@ -44,6 +44,7 @@ export class MemberHealth implements RoleLoops {
   /** Members whose managers' leases this manager revoked, until they answer again. */
   private readonly released = new Set<string>();
   private run?: AbortController;
+  private log?: Logger;
 
   constructor(private readonly deps: MemberHealthDeps) {}
 
@@ -56,6 +57,7 @@ export class MemberHealth implements RoleLoops {
     await this.stop();
     const run = new AbortController();
     this.run = run;
+    this.log = access.log;
     void this.loop(access.store, access.log, run.signal);
   }
 
@@ -138,6 +140,7 @@ export class MemberHealth implements RoleLoops {
         // not a campaign of berth's
       }
     }
+    this.log?.info("a manager's etcd member is silent: its leases revoked", { node: nodeId, memberId });
     for (const lease of leases) {
       await store.revokeLease(lease).catch((err: unknown) => {
         // gone meanwhile (expired, or another manager was first) is what was wanted
