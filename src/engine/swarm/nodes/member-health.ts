@@ -86,11 +86,14 @@ export class MemberHealth implements RoleLoops {
     const started = clock();
     const members = await store.memberList();
     const tls = this.deps.tls();
+    /** When each member answered this round (its last sign of life, as a lease's renewal). */
+    const answers = new Map<string, number>();
     const found = await Promise.all(
       members.map(async (m): Promise<[string, Reachability]> => {
         if (m.isLearner) return [m.id, 'unknown'];
         const url = m.peerUrls[0];
         const ok = url ? await this.deps.probe(url, tls, timeoutMs).catch(() => false) : false;
+        if (ok) answers.set(m.id, clock());
         return [m.id, ok ? 'reachable' : 'unreachable'];
       }),
     );
@@ -100,7 +103,7 @@ export class MemberHealth implements RoleLoops {
     for (const [id, r] of found) this.seen.set(id, r);
     const lost: string[] = [];
     for (const [id, r] of found) {
-      if (r === 'reachable' || !this.answered.has(id)) this.answered.set(id, started);
+      if (r === 'reachable' || !this.answered.has(id)) this.answered.set(id, answers.get(id) ?? started);
       if (r === 'reachable') this.released.delete(id);
       if (
         r === 'unreachable' &&
