@@ -8,7 +8,7 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * Health checks and the VIP (issue 14 §9 step 2), on one host: a task whose container has a
  * health check stays `starting` until healthy, and only a healthy task is behind its service's
  * VIP and `tasks.<name>`; a task that turns unhealthy is shut down, fails with swarmkit's
- * `task: non-zero exit (N): unhealthy container`, leaves the VIP and is replaced, and the
+ * `task: non-zero exit (N): dockerexec: unhealthy container`, leaves the VIP and is replaced, and the
  * replacement joins the VIP once healthy. The health check reads files the test makes with exec.
  */
 describe('swarm VIP backends follow health checks', () => {
@@ -165,11 +165,14 @@ describe('swarm VIP backends follow health checks', () => {
       const t = (await tasks('hweb')).find((x) => x.id === a.id);
       return t && t.state === 'failed' ? t : undefined;
     });
-    assert.match(failed.err, /^task: non-zero exit \(\d+\): unhealthy container$/);
-    await until('the VIP sends to b alone', 10_000, async () => {
-      const h = await hits(4);
-      return h.every((x) => x === b.container) ? true : undefined;
-    });
+    assert.match(failed.err, /^task: non-zero exit \(\d+\): dockerexec: unhealthy container$/);
+    let last: string[] = [];
+    await until('the VIP sends to b alone', 25_000, async () => {
+      last = await hits(4);
+      return last.every((x) => x === b.container) ? true : undefined;
+    }).catch((err: unknown) =>
+      assert.fail(`${String(err)}; last answers ${last.join(',')} (b ${b.container})`),
+    );
     const c = await until('a replacement starting', 30_000, async () =>
       (await tasks('hweb')).find(
         (t) => t.id !== a.id && t.id !== b.id && t.state === 'starting' && t.container,
@@ -192,7 +195,7 @@ describe('swarm VIP backends follow health checks', () => {
       '--no-trunc',
       'hweb',
     ]);
-    assert.match(ls, /Shutdown Failed .* "task: non-zero exit \(137\): unhealthy container"/, ls);
+    assert.match(ls, /Shutdown Failed .* "task: non-zero exit \(137\): dockerexec: unhealthy container"/, ls);
     await e.dockerOk(['service', 'rm', 'hweb', 'hclient']);
   });
 });

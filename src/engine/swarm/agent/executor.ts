@@ -27,7 +27,7 @@ import type { HealthEvents, HealthStatus } from './task-health.js';
  * it is healthy, as swarmkit's controller does: only then is it `running`, and so a backend of
  * its service's VIP, DNS names and ingress ports (node-overlay.ts takes running tasks only). An
  * unhealthy one, starting or running, is stopped (StopGracePeriod) and fails with
- * `task: non-zero exit (N): unhealthy container`; the orchestrator replaces it.
+ * `task: non-zero exit (N): dockerexec: unhealthy container`; the orchestrator replaces it.
  */
 
 export type AgentContainers = Pick<
@@ -84,11 +84,12 @@ interface Live extends TaskRun {
 
 const PULL_TIMEOUT_MS = 120_000;
 
-/** swarmkit's exitError: the code, and why when the agent knows (`unhealthy container`). */
+/** swarmkit's exitError: the code, and why when the agent knows (`dockerexec: unhealthy container`). */
 export const exitError = (code: number, cause?: string) =>
   cause ? `task: non-zero exit (${code}): ${cause}` : `task: non-zero exit (${code})`;
 
-const UNHEALTHY = 'unhealthy container';
+/** moby's ErrContainerUnhealthy (daemon/cluster/executor/container/errors.go). */
+const UNHEALTHY = 'dockerexec: unhealthy container';
 
 export class Executor {
   private readonly runs = new Map<string, Live>();

@@ -261,7 +261,7 @@ describe('node agent', () => {
     t.containers.health('web.1.t1', 'unhealthy');
     await eventually('t1 failed', () => t.states('t1').includes('failed'));
     const failed = t.reports.find((r) => r.id === 't1' && r.status.State === 'failed');
-    assert.equal(failed?.status.Err, 'task: non-zero exit (143): unhealthy container');
+    assert.equal(failed?.status.Err, 'task: non-zero exit (143): dockerexec: unhealthy container');
     assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1', 'stop c1']);
     assert.equal(t.containers.healthListeners.get('c1')?.size ?? 0, 0, 'no listener left');
     await t.agent.stop();
