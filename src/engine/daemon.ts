@@ -336,6 +336,7 @@ export async function startEngine(
         log: log.child('agent'),
         overlay,
         lb: new NftServiceLb(),
+        events,
         ingress: new NftIngressMesh({
           sandboxPath: ingressSandboxPath(config.execRoot),
           hostLink: config.swarmIngressLink,

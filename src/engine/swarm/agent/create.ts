@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../../../common/log.js';
+import type { EventsService } from '../../events/events.service.js';
 import type { IngressMesh, ServiceLb } from '../../network/lb/lb.types.js';
 import { HostVolumeOps } from '../../volumes/mount.adapter.js';
 import type { StatusAnswer } from '../cluster-api/assignments.types.js';
@@ -13,6 +14,7 @@ import type { AgentLogContainers } from './log-publisher.js';
 import { NodeAgent } from './node-agent.js';
 import type { OverlayPort } from './overlay-port.js';
 import { TaskFiles } from './task-files.js';
+import { healthEventsOf } from './task-health.js';
 
 /** The node's agent with its real parts: the engine's containers and images, the host's mounts. */
 export function createNodeAgent(opts: {
@@ -25,6 +27,8 @@ export function createNodeAgent(opts: {
   overlay?: OverlayPort;
   lb?: ServiceLb;
   ingress?: IngressMesh;
+  /** The engine's events (the task containers' health changes). */
+  events?: Pick<EventsService, 'subscribe'>;
 }): NodeAgent {
   return new NodeAgent({
     stateDir: join(opts.dataRoot, 'swarm'),
@@ -50,5 +54,6 @@ export function createNodeAgent(opts: {
     ...(opts.overlay ? { overlay: opts.overlay } : {}),
     ...(opts.lb ? { lb: opts.lb } : {}),
     ...(opts.ingress ? { ingress: opts.ingress } : {}),
+    ...(opts.events ? { health: healthEventsOf(opts.events) } : {}),
   });
 }

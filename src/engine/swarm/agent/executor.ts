@@ -1,5 +1,7 @@
 import { errorMessage, isKind, notFound } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { probeCommand } from '../../containers/core/health.js';
+import type { ContainerInspect } from '../../containers/core/views.types.js';
 import type { ContainerService } from '../../containers/service.types.js';
 import type { ImageResolver, PullOptions } from '../../images/images.types.js';
 import type { ServiceLb } from '../../network/lb/lb.types.js';
@@ -9,6 +11,7 @@ import { isTerminal, stateRank, type TaskState, type TaskStatus } from '../tasks
 import { type NodeFacts, stopTimeoutSeconds, taskContainer } from './container-config.js';
 import type { OverlayPort } from './overlay-port.js';
 import type { TaskFiles } from './task-files.js';
+import type { HealthEvents, HealthStatus } from './task-health.js';
 
 /**
  * The node's task executor: each assigned task becomes a container through the engine's own
@@ -19,6 +22,12 @@ import type { TaskFiles } from './task-files.js';
  * (StopGracePeriod), removes its secret and config files and reports `shutdown`; the stopped
  * container stays (for its logs, as swarmkit keeps a task's container) until the task is no longer
  * this node's (the reaper deleted it): then it goes. One operation at a time per task.
+ *
+ * A container with a health check (its own or its image's) holds the task in `starting` until
+ * it is healthy, as swarmkit's controller does: only then is it `running`, and so a backend of
+ * its service's VIP, DNS names and ingress ports (node-overlay.ts takes running tasks only). An
+ * unhealthy one, starting or running, is stopped (StopGracePeriod) and fails with
+ * `task: non-zero exit (N): dockerexec: unhealthy container`; the orchestrator replaces it.
  */
 
 export type AgentContainers = Pick<
@@ -43,6 +52,8 @@ export interface ExecutorDeps {
   overlay?: OverlayPort;
   /** The VIP load balancer (absent: VIPs resolve but nothing balances them). */
   lb?: ServiceLb;
+  /** The containers' health changes (absent: a health check does not hold a task in `starting`). */
+  health?: HealthEvents;
   /** Something worth keeping across an engine restart changed (a run's status or container). */
   changed: () => void;
   log: Logger;
@@ -65,11 +76,20 @@ interface Live extends TaskRun {
   watching?: AbortController;
   /** A shutdown or removal is under way: an exit now is not the task's failure. */
   stopping?: boolean;
+  /** The container turned unhealthy and is being stopped: its exit fails the task for that. */
+  unhealthy?: boolean;
+  /** Ends following the container's health. */
+  unwatchHealth?: () => void;
 }
 
 const PULL_TIMEOUT_MS = 120_000;
 
-export const exitError = (code: number) => `task: non-zero exit (${code})`;
+/** swarmkit's exitError: the code, and why when the agent knows (`dockerexec: unhealthy container`). */
+export const exitError = (code: number, cause?: string) =>
+  cause ? `task: non-zero exit (${code}): ${cause}` : `task: non-zero exit (${code})`;
+
+/** moby's ErrContainerUnhealthy (daemon/cluster/executor/container/errors.go). */
+const UNHEALTHY = 'dockerexec: unhealthy container';
 
 export class Executor {
   private readonly runs = new Map<string, Live>();
@@ -128,6 +148,7 @@ export class Executor {
     run.stopping = true;
     const done = run.chain.then(async () => {
       run.watching?.abort();
+      this.unwatchHealth(run);
       await this.removeContainer(run);
       await this.unplug(taskId);
       await this.deps.files.remove(taskId);
@@ -147,12 +168,20 @@ export class Executor {
 
   /** The engine stops: no more waiting on exits (the containers keep running). */
   detach(): void {
-    for (const r of this.runs.values()) r.watching?.abort();
+    for (const r of this.runs.values()) {
+      r.watching?.abort();
+      this.unwatchHealth(r);
+    }
   }
 
   private drive(run: Live): void {
+    this.enqueue(run, () => this.step(run));
+  }
+
+  /** An operation on the task, after those already under way. */
+  private enqueue(run: Live, op: () => Promise<void> | void): void {
     run.chain = run.chain
-      .then(() => this.step(run))
+      .then(op)
       .catch((err: unknown) =>
         this.deps.log.warn('task step failed', { taskId: run.assigned.Task.ID, error: errorMessage(err) }),
       );
@@ -185,6 +214,10 @@ export class Executor {
     // swarmkit's pause: a task desired only up to, say, `ready` goes no further until told
     const desired = run.assigned.Task.DesiredState;
     if (stateRank(desired) < stateRank('running') && stateRank(state) >= stateRank(desired)) return;
+    if (state === 'starting' && run.containerId) {
+      if (run.watching) return; // started, waiting for its health check
+      if (await this.resumeStarting(run)) return;
+    }
     if (stateRank(state) < stateRank('running')) return this.run(run);
     if (!run.watching) await this.reattach(run);
   }
@@ -274,13 +307,101 @@ export class Executor {
       });
       return;
     }
+    if (this.healthChecked(view)) {
+      // swarmkit: `starting` until the health check passes
+      this.watch(run, exit, watching);
+      this.followHealth(run, containerId);
+      return;
+    }
+    this.started(run, containerId, view);
+    this.watch(run, exit, watching);
+  }
+
+  /** → running, with the container's process and host-mode ports. */
+  private started(run: Live, containerId: string, view: ContainerInspect | undefined): void {
     this.setStatus(run, 'running', 'started', {
       ContainerStatus: containerStatus(containerId, view?.State.Pid ?? 0),
-      ...(a.Service.HostPorts.length > 0 && view
+      ...(run.assigned.Service.HostPorts.length > 0 && view
         ? { PortStatus: { Ports: portStatus(view.NetworkSettings.Ports) } }
         : {}),
     });
+  }
+
+  /** The container has a health check the agent can follow. */
+  private healthChecked(view: ContainerInspect | undefined): boolean {
+    return !!this.deps.health && !!view && probeCommand(view.Config.Healthcheck) !== undefined;
+  }
+
+  /**
+   * Follows the container's health for as long as it runs: healthy takes a `starting` task to
+   * `running`; unhealthy stops the container (its exit then fails the task).
+   */
+  private followHealth(run: Live, containerId: string): void {
+    const health = this.deps.health;
+    if (!health) return;
+    this.unwatchHealth(run);
+    const on = (status: HealthStatus) => {
+      if (run.stopping || run.containerId !== containerId || isTerminal(run.status.State)) return;
+      if (status === 'healthy' && run.status.State === 'starting') {
+        this.enqueue(run, () => this.becameHealthy(run, containerId));
+      } else if (status === 'unhealthy' && !run.unhealthy) {
+        run.unhealthy = true;
+        this.enqueue(run, () => this.stopUnhealthy(run, containerId));
+      }
+    };
+    run.unwatchHealth = health(containerId, on);
+    // a status the container reached before the listener was there
+    void this.deps.containers
+      .inspect(containerId)
+      .then((v) => {
+        const s = v.State.Health?.Status;
+        if (s === 'healthy' || s === 'unhealthy') on(s);
+      })
+      .catch(() => {});
+  }
+
+  private unwatchHealth(run: Live): void {
+    run.unwatchHealth?.();
+    run.unwatchHealth = undefined;
+  }
+
+  private async becameHealthy(run: Live, containerId: string): Promise<void> {
+    if (run.stopping || run.unhealthy || run.status.State !== 'starting' || run.containerId !== containerId)
+      return;
+    const view = await this.deps.containers.inspect(containerId).catch(() => undefined);
+    if (!view?.State.Running) return; // its exit is on its way
+    this.started(run, containerId, view);
+  }
+
+  /** swarmkit's controller on `health_status: unhealthy`: the container is shut down. */
+  private async stopUnhealthy(run: Live, containerId: string): Promise<void> {
+    if (run.stopping || isTerminal(run.status.State)) return;
+    this.deps.log.info('task container unhealthy: stopping it', { taskId: run.assigned.Task.ID });
+    await this.deps.containers
+      .stop(containerId, { timeout: stopTimeoutSeconds(run.assigned) })
+      .catch((err: unknown) =>
+        this.deps.log.warn('cannot stop an unhealthy task container', {
+          taskId: run.assigned.Task.ID,
+          error: errorMessage(err),
+        }),
+      );
+  }
+
+  /**
+   * A task left `starting` by the last engine (waiting for its health check) whose container still
+   * runs: waited on and followed again. False when the container does not run (it is started anew).
+   */
+  private async resumeStarting(run: Live): Promise<boolean> {
+    const view = await this.deps.containers.inspect(run.containerId as string).catch(() => undefined);
+    if (!view?.State.Running) return false;
+    const watching = new AbortController();
+    const exit = (await this.deps.containers.wait(view.Id, 'not-running', watching.signal))();
+    exit.catch(() => {});
+    run.watching = watching;
     this.watch(run, exit, watching);
+    if (this.healthChecked(view)) this.followHealth(run, view.Id);
+    else this.started(run, view.Id, view);
+    return true;
   }
 
   private watch(run: Live, exit: Promise<{ StatusCode: number }>, watching: AbortController): void {
@@ -297,11 +418,16 @@ export class Executor {
   }
 
   private exited(run: Live, code: number): void {
+    this.unwatchHealth(run);
     if (run.stopping || isTerminal(run.status.State) || !this.runs.has(run.assigned.Task.ID)) return;
     const cs = containerStatus(run.containerId ?? '', 0, code);
     if (code === 0) this.setStatus(run, 'complete', 'finished', { ContainerStatus: cs });
     // swarmkit keeps the message of the running state ("started") with the error
-    else this.setStatus(run, 'failed', run.status.Message, { ContainerStatus: cs, Err: exitError(code) });
+    else
+      this.setStatus(run, 'failed', run.status.Message, {
+        ContainerStatus: cs,
+        Err: exitError(code, run.unhealthy ? UNHEALTHY : undefined),
+      });
   }
 
   /** A running task after an engine restart or a reconnect: wait on its container again. */
@@ -317,6 +443,7 @@ export class Executor {
     const exit = (await this.deps.containers.wait(view.Id, 'not-running', watching.signal))();
     run.watching = watching;
     this.watch(run, exit, watching);
+    if (this.healthChecked(view)) this.followHealth(run, view.Id);
   }
 
   /** Desired shutdown (or beyond): stop, drop the files, report `shutdown`; the container stays. */
@@ -325,6 +452,7 @@ export class Executor {
     run.stopping = true;
     run.watching?.abort();
     run.watching = undefined;
+    this.unwatchHealth(run);
     let exitCode: number | undefined;
     if (run.containerId) {
       await this.deps.containers

@@ -12,9 +12,13 @@ export const INGRESS_SANDBOX = 'ingress-sbox';
  * port through the mesh, the mesh's sandbox is attached to `ingress` with the node's own address
  * there (no gateway bridge, no default route: its way out is its link to the host) and given the
  * ports with their backends; when none is left, detached and removed. Changes run one at a time.
+ * The first picture after the agent starts settles what an engine killed with SIGKILL left: a
+ * sandbox no port needs any more is removed then too (its namespace, host link, rules, mount).
  */
 export class IngressSandbox {
   private attached?: { netns: string; address: string };
+  /** No picture has come since the agent started: a sandbox may be left by the last engine. */
+  private unsettled = true;
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -25,8 +29,10 @@ export class IngressSandbox {
 
   sync(want: NodeIngressState | undefined): Promise<void> {
     return this.serial(async () => {
+      const first = this.unsettled;
+      this.unsettled = false;
       if (!want || want.ports.length === 0) {
-        if (this.attached) await this.drop();
+        if (this.attached || first) await this.drop();
         return;
       }
       const { sandboxKey } = await this.mesh.ensureSandbox();

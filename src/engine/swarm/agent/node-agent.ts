@@ -23,6 +23,7 @@ import { type AgentLogContainers, LogPublisher } from './log-publisher.js';
 import type { OverlayPort } from './overlay-port.js';
 import { StatusReporter } from './status-reporter.js';
 import type { TaskFiles } from './task-files.js';
+import type { HealthEvents } from './task-health.js';
 
 /**
  * The node's agent, on every node of a swarm (managers too, through their own cluster API): one
@@ -97,6 +98,8 @@ export interface NodeAgentOptions {
   lb?: ServiceLb;
   /** The node's routing mesh (absent: ingress-published ports answer nowhere). */
   ingress?: IngressMesh;
+  /** The task containers' health changes (absent: health checks do not hold tasks in `starting`). */
+  health?: HealthEvents;
   /** Backoff between connection attempts: first and largest (ms). */
   backoffMs?: { first: number; max: number };
 }
@@ -150,6 +153,7 @@ export class NodeAgent implements SwarmAgent {
       log: this.opts.log,
       ...(this.opts.overlay ? { overlay: this.opts.overlay } : {}),
       ...(this.opts.lb ? { lb: this.opts.lb } : {}),
+      ...(this.opts.health ? { health: this.opts.health } : {}),
     });
     this.executor = executor;
     this.mesh =

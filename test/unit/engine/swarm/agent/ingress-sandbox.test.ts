@@ -67,6 +67,10 @@ describe('the ingress sandbox of a node', () => {
     const mesh = new FakeMesh();
     const sbox = new IngressSandbox(overlay, mesh, new Logger('error'));
     await sbox.sync(undefined);
+    assert.deepEqual(mesh.log, ['remove'], 'the first picture removes a sandbox the last engine left');
+    mesh.log.length = 0;
+    await sbox.sync(undefined);
+    await sbox.sync({ networkId: 'ing', address: '10.0.0.7/24', ports: [] });
     assert.deepEqual([...overlay.log, ...mesh.log], [], 'nothing while no port is published');
     await sbox.sync({ networkId: 'ing', address: '10.0.0.7/24', ports: [port(['10.0.0.3'])] });
     await sbox.sync({ networkId: 'ing', address: '10.0.0.7/24', ports: [port(['10.0.0.3', '10.0.0.4'])] });

@@ -8,6 +8,7 @@ import { Logger } from '../../../../../src/common/log.js';
 import type { AgentContainers } from '../../../../../src/engine/swarm/agent/executor.js';
 import { NodeAgent } from '../../../../../src/engine/swarm/agent/node-agent.js';
 import { TaskFiles } from '../../../../../src/engine/swarm/agent/task-files.js';
+import type { HealthEvents } from '../../../../../src/engine/swarm/agent/task-health.js';
 import type {
   AssignedTask,
   AssignmentMessage,
@@ -21,8 +22,31 @@ class FakeContainers {
   readonly ops: string[] = [];
   readonly byName = new Map<
     string,
-    { id: string; labels: Record<string, string>; running: boolean; exit: number }
+    {
+      id: string;
+      labels: Record<string, string>;
+      running: boolean;
+      exit: number;
+      healthcheck?: unknown;
+      health?: 'starting' | 'healthy' | 'unhealthy';
+    }
   >();
+  /** The health_status listeners, by container ID. */
+  readonly healthListeners = new Map<string, Set<(s: 'starting' | 'healthy' | 'unhealthy') => void>>();
+
+  /** The container's health check reports a new status (its `health_status` event). */
+  health(name: string, status: 'starting' | 'healthy' | 'unhealthy'): void {
+    const c = this.find(name);
+    c.health = status;
+    for (const l of this.healthListeners.get(c.id) ?? []) l(status);
+  }
+
+  readonly healthEvents: HealthEvents = (id, listener) => {
+    const set = this.healthListeners.get(id) ?? new Set();
+    set.add(listener);
+    this.healthListeners.set(id, set);
+    return () => set.delete(listener);
+  };
   private readonly waiters = new Map<string, ((code: number) => void)[]>();
   private next = 0;
 
@@ -44,12 +68,21 @@ class FakeContainers {
   readonly api: AgentContainers = {
     create: async (req) => {
       const id = `c${++this.next}`;
-      this.byName.set(req.name ?? id, { id, labels: req.config.Labels ?? {}, running: false, exit: 0 });
+      this.byName.set(req.name ?? id, {
+        id,
+        labels: req.config.Labels ?? {},
+        running: false,
+        exit: 0,
+        healthcheck: req.config.Healthcheck,
+      });
       this.ops.push(`create ${req.name}`);
       return { Id: id, Warnings: [] };
     },
     start: async (ref) => {
-      this.find(ref).running = true;
+      const c = this.find(ref);
+      if (c.running) throw new Error('already started');
+      c.running = true;
+      if (c.healthcheck) c.health = 'starting';
       this.ops.push(`start ${ref}`);
     },
     stop: async (ref) => {
@@ -67,7 +100,13 @@ class FakeContainers {
       const c = this.find(ref);
       return {
         Id: c.id,
-        State: { Running: c.running, Pid: c.running ? 100 : 0, ExitCode: c.exit },
+        State: {
+          Running: c.running,
+          Pid: c.running ? 100 : 0,
+          ExitCode: c.exit,
+          ...(c.health ? { Health: { Status: c.health, FailingStreak: 0, Log: [] } } : {}),
+        },
+        Config: { ...(c.healthcheck ? { Healthcheck: c.healthcheck } : {}) },
         NetworkSettings: { Ports: {} },
       } as never;
     },
@@ -161,6 +200,7 @@ async function setup(missing = new Set<string>(), down = new Set<string>()) {
       return { Applied: call.Updates.map((u) => u.TaskID) };
     },
     backoffMs: { first: 1, max: 5 },
+    health: containers.healthEvents,
   });
   await agent.start({
     nodeId: 'n1',
@@ -192,6 +232,41 @@ async function setup(missing = new Set<string>(), down = new Set<string>()) {
 }
 
 describe('node agent', () => {
+  it('holds a task with a health check in starting until healthy, and fails it when unhealthy', async () => {
+    const t = await setup();
+    const task = assigned('t1');
+    task.Task.Spec.ContainerSpec = {
+      Image: 'busybox',
+      Command: ['sleep', '9'],
+      Healthcheck: { Test: ['CMD-SHELL', 'true'] },
+    };
+    t.full([task]);
+    await eventually('t1 starting', () => t.states('t1').includes('starting'));
+    // the manager's set again while it starts: no second start, still not running
+    t.push({
+      type: 'changes',
+      tasks: [assigned('t1', 'starting')].map((a) => ({ ...a, Task: { ...a.Task, Spec: task.Task.Spec } })),
+      removed: [],
+      secrets: [],
+      configs: [],
+      removedSecrets: [],
+      removedConfigs: [],
+    });
+    await t.agent.idle();
+    assert.ok(!t.states('t1').includes('running'));
+    assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1']);
+
+    t.containers.health('web.1.t1', 'healthy');
+    await eventually('t1 running once healthy', () => t.states('t1').includes('running'));
+    t.containers.health('web.1.t1', 'unhealthy');
+    await eventually('t1 failed', () => t.states('t1').includes('failed'));
+    const failed = t.reports.find((r) => r.id === 't1' && r.status.State === 'failed');
+    assert.equal(failed?.status.Err, 'task: non-zero exit (143): dockerexec: unhealthy container');
+    assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1', 'stop c1']);
+    assert.equal(t.containers.healthListeners.get('c1')?.size ?? 0, 0, 'no listener left');
+    await t.agent.stop();
+  });
+
   it('runs a task to running, reports its exit as failed, and never reports backwards', async () => {
     const t = await setup();
     t.full([assigned('t1')]);

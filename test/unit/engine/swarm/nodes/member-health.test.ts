@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Logger } from '../../../../../src/common/log.js';
+import { keys } from '../../../../../src/engine/swarm/keys.js';
 import { MemberHealth } from '../../../../../src/engine/swarm/nodes/member-health.js';
 import { MemoryStore } from '../../../../../src/engine/swarm/store/memory-store.js';
 
@@ -43,6 +44,54 @@ describe('MemberHealth (ManagerStatus.Reachability from the etcd members)', () =
     await store.memberRemove(b.id);
     await health.round(store, 800);
     assert.equal(health.reachability(b.id), undefined);
+  });
+
+  it('revokes the liveness and election leases of a manager whose member was silent for lostAfterMs', async () => {
+    const store = new MemoryStore();
+    const lostMember = (await store.memberAdd(['https://10.0.0.2:2380'], false)).member;
+    const okMember = (await store.memberAdd(['https://10.0.0.3:2380'], false)).member;
+    const managers: Array<[string, string]> = [
+      ['lost', lostMember.id],
+      ['ok', okMember.id],
+    ];
+    const leases = new Map<string, string>();
+    for (const [node, memberId] of managers) {
+      await store.put(keys.manager(node), JSON.stringify({ memberId, peerUrl: '', addr: '' }));
+      const live = await store.grantLease(60);
+      await store.put(keys.live(node), `${node}:2377`, { lease: live.id }); // as OwnLiveness writes it
+      leases.set(node, live.id);
+    }
+    // the lost manager leads the control loops; the other campaigns behind it
+    const el = await store.grantLease(60);
+    await store.campaign(keys.election, el.id, JSON.stringify({ NodeID: 'lost', Addr: 'a' }));
+    const el2 = await store.grantLease(60);
+    const second = store.campaign(keys.election, el2.id, JSON.stringify({ NodeID: 'ok', Addr: 'b' }));
+
+    let now = 0;
+    let silent = false;
+    const health = new MemberHealth({
+      probe: async (url) => !(silent && url === 'https://10.0.0.2:2380'),
+      tls: () => tls,
+      now: () => now,
+    });
+    await health.round(store, 800, undefined, 3000);
+    silent = true;
+    for (const t of [1000, 2000, 2900]) {
+      now = t;
+      await health.round(store, 800, undefined, 3000);
+    }
+    assert.ok(await store.get(keys.live('lost')), 'not yet: silent for less than 3 s');
+    now = 3000;
+    await health.round(store, 800, undefined, 3000);
+    assert.equal(await store.get(keys.live('lost')), undefined, 'its node is down');
+    assert.ok(await store.get(keys.live('ok')), 'the other is untouched');
+    const leader = await second;
+    assert.equal(leader.lease, el2.id, 'the other manager now leads');
+    // once only per silence; back, and silent again: once more
+    silent = false;
+    now = 4000;
+    await health.round(store, 800, undefined, 3000);
+    assert.equal(health.reachability(lostMember.id), 'reachable');
   });
 
   it('runs once per heartbeat as a manager loop, and forgets everything when stopped', async () => {
