@@ -41,3 +41,27 @@ export async function eventuallyValue<T>(
     await sleep(intervalMs);
   }
 }
+
+/**
+ * Ask `get` until it gives a value (not `undefined`); a throw counts as "not yet" and is kept for
+ * the failure message, failing with `what` after `timeoutMs`. Bounded: it always ends.
+ */
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  get: () => Promise<T | undefined>,
+  intervalMs = 200,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await get();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(intervalMs);
+  }
+  throw new Error(`${what}: not within ${timeoutMs} ms ${last ? String(last) : ''}`);
+}

@@ -4,8 +4,8 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js';
+import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
 import type { NsEngine } from '../../helpers/swarm-netns.js';
@@ -39,21 +39,6 @@ describe('swarm: plain containers on attachable overlay networks', () => {
     }
     await hosts?.destroy();
   });
-
-  async function until<T>(what: string, ms: number, get: () => Promise<T | undefined>): Promise<T> {
-    const end = Date.now() + ms;
-    let last: unknown;
-    while (Date.now() < end) {
-      try {
-        const v = await get();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      await sleep(200);
-    }
-    assert.fail(`${what}: not within ${ms} ms ${last ? String(last) : ''}`);
-  }
 
   async function api<T>(e: NsEngine, path: string): Promise<T> {
     const r = await runCommand('curl', ['-sf', '--unix-socket', e.socket, `http://x${path}`]);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
+import { until } from '../../helpers/eventually.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -27,21 +28,6 @@ describe('swarm VIP backends follow health checks', () => {
     await e?.destroy();
     await net?.destroy();
   });
-
-  async function until<T>(what: string, ms: number, get: () => Promise<T | undefined>): Promise<T> {
-    const end = Date.now() + ms;
-    let last: unknown;
-    while (Date.now() < end) {
-      try {
-        const v = await get();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      await sleep(250);
-    }
-    assert.fail(`${what}: not within ${ms} ms ${last ? String(last) : ''}`);
-  }
 
   /** The service's tasks: ID, state, error, container. */
   async function tasks(service: string) {

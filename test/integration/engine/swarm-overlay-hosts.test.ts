@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
+import { until } from '../../helpers/eventually.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -43,21 +43,6 @@ describe('swarm overlay networks across three hosts', () => {
     return (await readdir('/run/netns').catch(() => [] as string[])).filter((n) =>
       n.startsWith(`berth-ov-${tag}-`),
     );
-  }
-
-  async function until<T>(what: string, ms: number, get: () => Promise<T | undefined>): Promise<T> {
-    const end = Date.now() + ms;
-    let last: unknown;
-    while (Date.now() < end) {
-      try {
-        const v = await get();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      await sleep(200);
-    }
-    assert.fail(`${what}: not within ${ms} ms ${last ? String(last) : ''}`);
   }
 
   async function runningContainer(e: NsEngine, service: string): Promise<string> {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
+import { until } from '../../helpers/eventually.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -38,21 +39,6 @@ describe('swarm data plane after an engine kill -9', () => {
     await engines[0]?.destroy();
     await net?.destroy();
   });
-
-  async function until<T>(what: string, ms: number, get: () => Promise<T | undefined>): Promise<T> {
-    const end = Date.now() + ms;
-    let last: unknown;
-    while (Date.now() < end) {
-      try {
-        const v = await get();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      await sleep(250);
-    }
-    assert.fail(`${what}: not within ${ms} ms ${last ? String(last) : ''}`);
-  }
 
   async function overlayNamespaces(e: NsEngine): Promise<string[]> {
     const tag = createHash('sha256').update(join(e.dir, 'exec')).digest('hex').slice(0, 6);
