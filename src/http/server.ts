@@ -226,9 +226,10 @@ function lingerOnClose(socket: Duplex): void {
 }
 
 /**
- * The response to a request whose body is read below the parser (its socket handed over as for
- * an upgrade), kept alive as the request asked: the caller gives the connection back to node's
- * server after the answer, or ends it.
+ * A response written straight on a socket node handed over (an upgrade, or a request whose body
+ * is read below the parser), kept alive or not: with `keepAlive` the caller gives the connection
+ * back to node's server after the answer, or ends it. Errors of the socket, request and response
+ * have listeners (node would throw them).
  */
 function rawBodyResponse(req: IncomingMessage, socket: Duplex, keepAlive: boolean): ServerResponse {
   socket.on('error', ignore);
@@ -265,13 +266,7 @@ function ignore(): void {}
  * the answer. Errors of the socket, request and response have listeners (node would throw them).
  */
 export function responseOnSocket(req: IncomingMessage, socket: Duplex): ServerResponse {
-  socket.on('error', ignore);
-  req.on('error', ignore);
-  const res = new ServerResponse(req);
-  res.on('error', ignore);
-  // biome-ignore lint/suspicious/noExplicitAny: assignSocket takes a net.Socket; upgrade sockets are.
-  res.assignSocket(socket as any);
-  res.shouldKeepAlive = false;
+  const res = rawBodyResponse(req, socket, false);
   const hijacked = () => (res as unknown as { hijacked?: boolean }).hijacked === true;
   res.on('finish', () => {
     if (!hijacked()) socket.end();
