@@ -16,15 +16,21 @@ import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * demoted manager's member leaves etcd and the node goes on as a worker.
  */
 
+/** Until `ok` holds for what `fn` gives; an error (a manager between leaders) counts as "not yet". */
 async function until<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
   const start = Date.now();
-  let last: T = await fn();
-  while (!ok(last)) {
+  for (;;) {
+    let last: unknown;
+    try {
+      const v = await fn();
+      if (ok(v)) return v;
+      last = v;
+    } catch (err) {
+      last = String(err);
+    }
     if (Date.now() - start > ms) assert.fail(`${what}: still ${JSON.stringify(last)} after ${ms} ms`);
     await sleep(200);
-    last = await fn();
   }
-  return last;
 }
 
 async function ouOf(e: NsEngine): Promise<string> {

@@ -65,6 +65,9 @@ export function etcdArgs(spec: EtcdMemberSpec): string[] {
     `--heartbeat-interval=${spec.raft.HeartbeatTick * RAFT_TICK_MS}`,
     `--election-timeout=${spec.raft.ElectionTick * RAFT_TICK_MS}`,
     `--snapshot-count=${spec.raft.SnapshotInterval}`,
+    // a member cut off and back again asks before it campaigns (etcd 3.5's default): its higher
+    // term no longer deposes a healthy leader, which left the swarm without one for an election
+    '--pre-vote=true',
     '--auto-compaction-mode=periodic',
     '--auto-compaction-retention=1h',
     `--quota-backend-bytes=${ETCD_QUOTA_BACKEND_BYTES}`,

@@ -29,6 +29,7 @@ describe('etcdArgs', () => {
     assert.ok(args.includes('--election-timeout=1000'));
     assert.ok(args.includes('--snapshot-count=10000'));
     assert.ok(!args.some((a) => a.startsWith('--max-snapshots')), 'etcd keeps its default for 0');
+    assert.ok(args.includes('--pre-vote=true'), 'a member back from a partition does not depose the leader');
     const tuned = etcdArgs({
       ...spec,
       raft: { ...spec.raft, HeartbeatTick: 3, ElectionTick: 30, KeepOldSnapshots: 2 },
