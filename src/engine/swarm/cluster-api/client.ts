@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { request } from 'node:https';
 import type { PeerCertificate } from 'node:tls';
-import { BerthError } from '../../../common/errors.js';
+import { BerthError, type ErrorKind } from '../../../common/errors.js';
 
 /**
  * A client of another engine's cluster API. Before a node has the swarm's root it may fetch it
@@ -17,6 +17,15 @@ export interface ClientTls {
 }
 
 const TIMEOUT_MS = 10_000;
+
+/** The error kind of a manager's answer by its status; any other failure is Unavailable. */
+const KIND_OF_STATUS: Partial<Record<number, ErrorKind>> = {
+  400: 'InvalidParameter',
+  403: 'Forbidden',
+  404: 'NotFound',
+  409: 'Conflict',
+  501: 'NotImplemented',
+};
 
 export function checkManager(_host: string, cert: PeerCertificate): Error | undefined {
   const ou = cert.subject?.OU;
@@ -58,18 +67,7 @@ export function clusterCall<T>(
           }
           if (res.statusCode === 200) return resolve(parsed as T);
           const message = (parsed as { message?: string }).message ?? `status ${res.statusCode}`;
-          const kind =
-            res.statusCode === 400
-              ? 'InvalidParameter'
-              : res.statusCode === 403
-                ? 'Forbidden'
-                : res.statusCode === 404
-                  ? 'NotFound'
-                  : res.statusCode === 409
-                    ? 'Conflict'
-                    : res.statusCode === 501
-                      ? 'NotImplemented'
-                      : 'Unavailable';
+          const kind = KIND_OF_STATUS[res.statusCode ?? 0] ?? 'Unavailable';
           reject(new BerthError(kind, message));
         });
         res.on('error', reject);
