@@ -1,3 +1,4 @@
+import { Periodic } from '../../../common/periodic.js';
 import type { ClusterStore } from '../store/cluster-store.js';
 
 /**
@@ -7,9 +8,8 @@ import type { ClusterStore } from '../store/cluster-store.js';
  * 503 at once instead of waiting out each request's timeout on a member that cannot answer.
  */
 export class LeaderWatch {
-  private timer?: NodeJS.Timeout;
   private leaderlessSince?: number;
-  private checking = false;
+  private readonly periodic = new Periodic(() => this.look());
 
   constructor(
     private readonly store: ClusterStore,
@@ -24,19 +24,18 @@ export class LeaderWatch {
   }
 
   start(periodMs = 1000): void {
-    this.stop();
-    this.timer = setInterval(() => void this.check(), periodMs);
-    this.timer.unref();
+    this.periodic.start(periodMs);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.periodic.stop();
   }
 
-  async check(): Promise<void> {
-    if (this.checking) return;
-    this.checking = true;
+  check(): Promise<void> {
+    return this.periodic.run();
+  }
+
+  private async look(): Promise<void> {
     let leader = '0';
     try {
       let timer: NodeJS.Timeout | undefined;
@@ -46,8 +45,6 @@ export class LeaderWatch {
       leader = (await Promise.race([this.store.status(), late]).finally(() => clearTimeout(timer))).leader;
     } catch {
       // a member that does not answer its own status has no leader to offer either
-    } finally {
-      this.checking = false;
     }
     if (leader !== '0' && leader !== '') this.leaderlessSince = undefined;
     else this.leaderlessSince ??= this.now();

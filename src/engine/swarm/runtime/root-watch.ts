@@ -1,5 +1,6 @@
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
+import { Periodic } from '../../../common/periodic.js';
 import { finishRotationIfDone, loadCaState, type TrustState, trustState } from '../ca/ca-state.js';
 import type { ClusterStore } from '../store/cluster-store.js';
 
@@ -10,8 +11,7 @@ import type { ClusterStore } from '../store/cluster-store.js';
  * new root; any manager may end it, the transaction decides).
  */
 export class RootWatch {
-  private timer?: NodeJS.Timeout;
-  private running = false;
+  private readonly periodic = new Periodic(() => this.follow());
 
   constructor(
     private readonly store: ClusterStore,
@@ -21,19 +21,18 @@ export class RootWatch {
   ) {}
 
   start(periodMs: number): void {
-    this.stop();
-    this.timer = setInterval(() => void this.check(), periodMs);
-    this.timer.unref();
+    this.periodic.start(periodMs);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.periodic.stop();
   }
 
-  async check(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
+  check(): Promise<void> {
+    return this.periodic.run();
+  }
+
+  private async follow(): Promise<void> {
     try {
       const state = await loadCaState(this.store);
       if (state.next && (await finishRotationIfDone(this.store, this.now()))) {
@@ -43,8 +42,6 @@ export class RootWatch {
     } catch (err) {
       // a store that does not answer (a lost quorum, a removed member): nothing to follow now
       this.log.debug('cannot read the swarm roots', { error: errorMessage(err) });
-    } finally {
-      this.running = false;
     }
   }
 }
