@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { ensureBusybox } from '../../helpers/busybox.js';
-import { TestEngine } from '../../helpers/engine.js';
+import type { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
+import { leaveAndDestroy, runningTasks, startOneManagerSwarm } from '../../helpers/swarm-one.js';
 
 /**
  * `docker service logs -f` follows the tasks that start after it began (issue 14 §3), as dockerd
@@ -14,30 +13,9 @@ describe('swarm service logs -f follows later tasks (one manager)', () => {
   let engine: TestEngine;
 
   before(async () => {
-    engine = await TestEngine.start({
-      bridge: 'none',
-      args: ['--swarm-etcd-peer-port', String(await freePort())],
-    });
-    await ensureBusybox(engine);
-    await initLoopbackSwarm(engine);
+    ({ engine } = await startOneManagerSwarm({ bridge: 'none' }));
   });
-  after(async () => {
-    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
-    await engine?.destroy();
-  });
-
-  interface TaskView {
-    ID: string;
-    Slot?: number;
-    DesiredState: string;
-    Status: { State: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function running(): Promise<TaskView[]> {
-    const filters = encodeURIComponent(JSON.stringify({ service: ['fl'] }));
-    const all = await (await engine.request('GET', `/tasks?filters=${filters}`)).json<TaskView[]>();
-    return all.filter((t) => t.DesiredState === 'running' && t.Status.State === 'running');
-  }
+  after(() => leaveAndDestroy(engine));
 
   it('shows a scale-up’s task and a killed task’s replacement on the running stream', async () => {
     await engine.dockerOk([
@@ -55,7 +33,12 @@ describe('swarm service logs -f follows later tasks (one manager)', () => {
       '-c',
       'echo hello-$SLOT; exec sleep 300',
     ]);
-    const [first] = await eventuallyValue('one running task', running, (t) => t.length === 1, 60_000);
+    const [first] = await eventuallyValue(
+      'one running task',
+      () => runningTasks(engine, 'fl'),
+      (t) => t.length === 1,
+      60_000,
+    );
     const child = spawn('docker', ['-H', engine.host, 'service', 'logs', '-f', '--raw', 'fl'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -87,7 +70,7 @@ describe('swarm service logs -f follows later tasks (one manager)', () => {
         () => count('hello-1') === 2,
         30_000,
       );
-      const now = await running();
+      const now = await runningTasks(engine, 'fl');
       assert.equal(now.length, 2);
       assert.ok(!now.some((t) => t.ID === first?.ID), 'slot 1 runs a new task');
       assert.equal(child.exitCode, null, 'follow keeps the stream open');

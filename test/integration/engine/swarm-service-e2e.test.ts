@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ensureBusybox } from '../../helpers/busybox.js';
-import { TestEngine } from '../../helpers/engine.js';
+import type { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
+import {
+  leaveAndDestroy,
+  runningTasks,
+  serviceTasks,
+  startOneManagerSwarm,
+} from '../../helpers/swarm-one.js';
 
 /**
  * Services end to end on a one-manager swarm through the docker CLI (issue 14 §3, §4, §6): the
@@ -15,33 +19,9 @@ describe('swarm services end to end on one manager', () => {
   let engine: TestEngine;
 
   before(async () => {
-    engine = await TestEngine.start({
-      bridge: 'none',
-      args: ['--swarm-etcd-peer-port', String(await freePort())],
-    });
-    await ensureBusybox(engine);
-    await initLoopbackSwarm(engine);
+    ({ engine } = await startOneManagerSwarm({ bridge: 'none' }));
   });
-  after(async () => {
-    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
-    await engine?.destroy();
-  });
-
-  interface TaskView {
-    ID: string;
-    Slot?: number;
-    DesiredState: string;
-    Status: { State: string; Err?: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function tasks(service: string): Promise<TaskView[]> {
-    const filters = encodeURIComponent(JSON.stringify({ service: [service] }));
-    return (await engine.request('GET', `/tasks?filters=${filters}`)).json<TaskView[]>();
-  }
-
-  async function running(service: string): Promise<TaskView[]> {
-    return (await tasks(service)).filter((t) => t.DesiredState === 'running' && t.Status.State === 'running');
-  }
+  after(() => leaveAndDestroy(engine));
 
   async function taskContainers(service: string): Promise<{ Id: string; Names: string[]; State: string }[]> {
     const filters = encodeURIComponent(
@@ -67,7 +47,7 @@ describe('swarm services end to end on one manager', () => {
     ]);
     const two = await eventuallyValue(
       'two running tasks',
-      () => running('web'),
+      () => runningTasks(engine, 'web'),
       (t) => t.length === 2,
     );
     assert.deepEqual(two.map((t) => t.Slot).sort(), [1, 2]);
@@ -80,28 +60,28 @@ describe('swarm services end to end on one manager', () => {
     await engine.dockerOk(['service', 'scale', '-d', 'web=3']);
     await eventuallyValue(
       'three running tasks',
-      () => running('web'),
+      () => runningTasks(engine, 'web'),
       (t) => t.length === 3,
     );
 
     // a task container killed behind the engine's back is replaced in its slot, the old one kept as failed
-    const victim = (await running('web')).find((t) => t.Slot === 1);
+    const victim = (await runningTasks(engine, 'web')).find((t) => t.Slot === 1);
     assert.ok(victim?.Status.ContainerStatus?.ContainerID);
     await engine.dockerOk(['kill', victim.Status.ContainerStatus.ContainerID]);
     await eventuallyValue(
       'slot 1 replaced',
-      () => tasks('web'),
+      () => serviceTasks(engine, 'web'),
       (ts) =>
         ts.some((t) => t.ID === victim.ID && t.Status.State === 'failed') &&
         ts.some((t) => t.Slot === 1 && t.ID !== victim.ID && t.Status.State === 'running'),
     );
-    const failed = (await tasks('web')).find((t) => t.ID === victim.ID);
+    const failed = (await serviceTasks(engine, 'web')).find((t) => t.ID === victim.ID);
     assert.match(failed?.Status.Err ?? '', /^task: non-zero exit \(137\)$/);
 
     await engine.dockerOk(['service', 'scale', '-d', 'web=1']);
     await eventuallyValue(
       'one running task',
-      () => running('web'),
+      () => runningTasks(engine, 'web'),
       (t) => t.length === 1,
     );
     await eventuallyValue(
@@ -111,11 +91,11 @@ describe('swarm services end to end on one manager', () => {
     );
 
     // a rolling update: the task is replaced by one from the new spec
-    const before = (await running('web'))[0];
+    const before = (await runningTasks(engine, 'web'))[0];
     await engine.dockerOk(['service', 'update', '-d', '--env-add', 'X=1', 'web']);
     const after = await eventuallyValue(
       'the updated task',
-      () => running('web'),
+      () => runningTasks(engine, 'web'),
       (t) => t.length === 1 && t[0]?.ID !== before?.ID,
     );
     const env = await engine.dockerOk(['exec', after[0]?.Status.ContainerStatus?.ContainerID ?? '', 'env']);
@@ -159,7 +139,7 @@ describe('swarm services end to end on one manager', () => {
     ]);
     await eventuallyValue(
       'one global task on the node',
-      () => running('g'),
+      () => runningTasks(engine, 'g'),
       (t) => t.length === 1,
     );
     await engine.dockerOk([
@@ -179,7 +159,7 @@ describe('swarm services end to end on one manager', () => {
     ]);
     await eventuallyValue(
       'three completed job tasks',
-      () => tasks('job'),
+      () => serviceTasks(engine, 'job'),
       (ts) => ts.filter((t) => t.Status.State === 'complete').length === 3,
     );
     const ls = await engine.dockerOk(['service', 'ls', '--format', '{{.Name}} {{.Replicas}}']);

@@ -3,10 +3,9 @@ import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { FrameDecoder } from '../../../src/http/stream.js';
-import { ensureBusybox } from '../../helpers/busybox.js';
-import { TestEngine } from '../../helpers/engine.js';
+import type { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
+import { leaveAndDestroy, runningTasks, startOneManagerSwarm } from '../../helpers/swarm-one.js';
 
 /**
  * Service and task logs on a one-manager swarm (issue 14 §3, §6): the manager subscribes to the
@@ -18,20 +17,6 @@ describe('swarm service logs on one manager', () => {
   let nodeId = '';
   let serviceId = '';
   const host = hostname();
-
-  interface TaskView {
-    ID: string;
-    Slot?: number;
-    NodeID?: string;
-    DesiredState: string;
-    Status: { State: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function running(): Promise<TaskView[]> {
-    const filters = encodeURIComponent(JSON.stringify({ service: ['lg'] }));
-    const all = await (await engine.request('GET', `/tasks?filters=${filters}`)).json<TaskView[]>();
-    return all.filter((t) => t.DesiredState === 'running' && t.Status.State === 'running');
-  }
 
   /** The API's answer, demultiplexed: [stream, text] per frame. */
   async function apiLogs(
@@ -45,13 +30,7 @@ describe('swarm service logs on one manager', () => {
   }
 
   before(async () => {
-    engine = await TestEngine.start({
-      bridge: 'none',
-      args: ['--swarm-etcd-peer-port', String(await freePort())],
-    });
-    await ensureBusybox(engine);
-    await initLoopbackSwarm(engine);
-    nodeId = await engine.dockerOk(['info', '--format', '{{.Swarm.NodeID}}']);
+    ({ engine, nodeId } = await startOneManagerSwarm({ bridge: 'none' }));
     serviceId = await engine.dockerOk([
       'service',
       'create',
@@ -68,15 +47,16 @@ describe('swarm service logs on one manager', () => {
       '-c',
       'echo hello-$SLOT; echo oops-$SLOT >&2; sleep 0.3; echo ready-$SLOT; exec sleep 300',
     ]);
-    await eventuallyValue('two running tasks', running, (t) => t.length === 2);
+    await eventuallyValue(
+      'two running tasks',
+      () => runningTasks(engine, 'lg'),
+      (t) => t.length === 2,
+    );
   });
-  after(async () => {
-    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
-    await engine?.destroy();
-  });
+  after(() => leaveAndDestroy(engine));
 
   it('prints every task’s lines as name.slot.taskid@host | line', async () => {
-    const tasks = await running();
+    const tasks = await runningTasks(engine, 'lg');
     // the containers may not have written yet when they are reported running
     const r = await eventuallyValue(
       'both tasks’ lines',
@@ -102,7 +82,7 @@ describe('swarm service logs on one manager', () => {
   });
 
   it('answers the API with details, tail per task, since and timestamps', async () => {
-    const tasks = await running();
+    const tasks = await runningTasks(engine, 'lg');
     const details = await apiLogs('/services/lg/logs?stdout=1&stderr=1&details=1');
     assert.equal(details.status, 200);
     assert.equal(details.type, 'application/vnd.docker.multiplexed-stream');
@@ -133,7 +113,7 @@ describe('swarm service logs on one manager', () => {
   });
 
   it('gives one task’s logs', async () => {
-    const [task] = (await running()).filter((t) => t.Slot === 2);
+    const [task] = (await runningTasks(engine, 'lg')).filter((t) => t.Slot === 2);
     assert.ok(task);
     const r = await engine.dockerOk(['service', 'logs', task.ID]);
     assert.deepEqual(
@@ -145,7 +125,7 @@ describe('swarm service logs on one manager', () => {
   });
 
   it('follows: a new line shows up while the stream stays open', async () => {
-    const [task] = (await running()).filter((t) => t.Slot === 1);
+    const [task] = (await runningTasks(engine, 'lg')).filter((t) => t.Slot === 1);
     const container = task?.Status.ContainerStatus?.ContainerID ?? '';
     assert.ok(container);
     const child = spawn('docker', ['-H', engine.host, 'service', 'logs', '-f', '--raw', 'lg'], {

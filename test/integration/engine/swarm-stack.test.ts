@@ -3,10 +3,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ensureBusybox } from '../../helpers/busybox.js';
-import { TestEngine } from '../../helpers/engine.js';
+import type { TestEngine } from '../../helpers/engine.js';
 import { eventually, eventuallyValue } from '../../helpers/eventually.js';
-import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
+import { freePort } from '../../helpers/swarm-etcd.js';
+import { leaveAndDestroy, runningTasks, startOneManagerSwarm } from '../../helpers/swarm-one.js';
 
 /**
  * `docker stack deploy|ls|services|ps|rm` (issue 14 §8) on a one-manager swarm: the CLI makes the
@@ -21,9 +21,7 @@ describe('swarm stacks', () => {
   let hostPort: number;
 
   before(async () => {
-    engine = await TestEngine.start({ args: ['--swarm-etcd-peer-port', String(await freePort())] });
-    await ensureBusybox(engine);
-    await initLoopbackSwarm(engine);
+    ({ engine } = await startOneManagerSwarm());
     dir = await mkdtemp(join(tmpdir(), 'berth-stack-'));
     hostPort = await freePort();
     await writeFile(join(dir, 's1.txt'), 'the-secret\n');
@@ -59,23 +57,9 @@ configs:
     );
   });
   after(async () => {
-    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
-    await engine?.destroy();
+    await leaveAndDestroy(engine);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
-
-  interface TaskView {
-    ID: string;
-    DesiredState: string;
-    Status: { State: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function runningTasks(service: string): Promise<TaskView[]> {
-    const filters = encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }));
-    const r = await engine.request('GET', `/tasks?filters=${filters}`);
-    if (r.status !== 200) return [];
-    return r.json<TaskView[]>().filter((t) => t.Status.State === 'running');
-  }
 
   const stackLabel = (name: string) =>
     encodeURIComponent(JSON.stringify({ label: [`com.docker.stack.namespace=${name}`] }));
@@ -107,13 +91,13 @@ configs:
 
     const web = await eventuallyValue(
       'two running web tasks',
-      () => runningTasks('app_web'),
+      () => runningTasks(engine, 'app_web'),
       (t) => t.length === 2,
       60_000,
     );
     await eventuallyValue(
       'one running front task',
-      () => runningTasks('app_front'),
+      () => runningTasks(engine, 'app_front'),
       (t) => t.length === 1,
       60_000,
     );
@@ -137,7 +121,7 @@ configs:
     assert.equal(await engine.dockerOk(['exec', webContainer, 'cat', '/etc/c1.conf']), 'the-config');
 
     // front reaches web by its service name over the stack's overlay network
-    const front = (await runningTasks('app_front'))[0]?.Status.ContainerStatus?.ContainerID ?? '';
+    const front = (await runningTasks(engine, 'app_front'))[0]?.Status.ContainerStatus?.ContainerID ?? '';
     await eventually(
       'web answers by name from front',
       async () => {

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ensureBusybox } from '../../helpers/busybox.js';
-import { TestEngine } from '../../helpers/engine.js';
+import type { TestEngine } from '../../helpers/engine.js';
 import { eventuallyValue } from '../../helpers/eventually.js';
-import { freePort, initLoopbackSwarm } from '../../helpers/swarm-etcd.js';
+import { leaveAndDestroy, serviceTasks, startOneManagerSwarm } from '../../helpers/swarm-one.js';
 
 /**
  * Templated secrets and configs (issue 14 §7): `docker secret|config create --template-driver
@@ -19,26 +18,9 @@ describe('swarm templated secrets and configs (one manager)', () => {
   let nodeId: string;
 
   before(async () => {
-    engine = await TestEngine.start({ args: ['--swarm-etcd-peer-port', String(await freePort())] });
-    await ensureBusybox(engine);
-    nodeId = await initLoopbackSwarm(engine);
+    ({ engine, nodeId } = await startOneManagerSwarm());
   });
-  after(async () => {
-    await engine?.request('POST', '/swarm/leave?force=1').catch(() => undefined);
-    await engine?.destroy();
-  });
-
-  interface TaskView {
-    ID: string;
-    Slot?: number;
-    DesiredState: string;
-    Status: { State: string; Err?: string; ContainerStatus?: { ContainerID?: string } };
-  }
-
-  async function tasks(service: string): Promise<TaskView[]> {
-    const filters = encodeURIComponent(JSON.stringify({ service: [service] }));
-    return (await engine.request('GET', `/tasks?filters=${filters}`)).json<TaskView[]>();
-  }
+  after(() => leaveAndDestroy(engine));
 
   it('renders each task’s files from the templates', async () => {
     await engine.dockerOk(['secret', 'create', 'tpl_pw', '-'], { input: 'hunter2' });
@@ -83,7 +65,7 @@ describe('swarm templated secrets and configs (one manager)', () => {
     ]);
     const [task] = await eventuallyValue(
       'the task running',
-      () => tasks('tpl'),
+      () => serviceTasks(engine, 'tpl'),
       (t) => t.some((x) => x.Status.State === 'running'),
       60_000,
     );
@@ -130,7 +112,7 @@ describe('swarm templated secrets and configs (one manager)', () => {
     ]);
     const failed = await eventuallyValue(
       'the task rejected',
-      () => tasks('tplbad'),
+      () => serviceTasks(engine, 'tplbad'),
       (t) => t.some((x) => x.Status.State === 'rejected'),
       60_000,
     );
