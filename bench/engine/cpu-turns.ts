@@ -4,15 +4,19 @@
  * figure beside dockerd, this resolves differences of a millisecond or two between variants).
  *
  *   node --import tsx bench/engine/cpu-turns.ts [--rounds 12] [--cycles 10] [--pause-ms 0]
- *        [--bridge default|none] [--prewarm NAME:CYCLES] --variant NAME=DISTDIR[,node-flag...] [--variant ...]
+ *        [--bridge default|none] [--network none|default] [--prewarm NAME:CYCLES]
+ *        --variant NAME=DISTDIR[,node-flag...] [--variant ...]
  *
  * Each variant is an engine started from a build (`DISTDIR`: a dist/ tree, e.g. a copy of the
- * build before a change) with node flags of its own, on temp roots, with crun. After 10 warm-up
- * cycles each (and `--prewarm`'s more for the variant it names, alone, before the rounds), `--rounds` rounds: in each, every variant runs `--cycles` cycles of create + start
- * + wait + remove of `true` with `--network none`, one cycle at a time taking turns with the other
- * variants, each cycle followed by `--pause-ms` of idleness (the benchmark's other engines' turns);
- * the CPU of all the engine's threads and of its berth-sys helper over the round
- * (`/proc/<pid>/task/<tid>/schedstat`, ns), per cycle. Prints per-round figures and the medians.
+ * build before a change, kept as <dir>/dist so that it finds its dist/native helpers) with node
+ * flags of its own, on temp roots, with crun. After 10 warm-up cycles each (and `--prewarm`'s
+ * more for the variant it names, alone), `--rounds` rounds: in each, every variant runs
+ * `--cycles` cycles of create + start + wait + remove of `true` with `--network none` (or
+ * `--network default`: the default bridge), one cycle at a time taking turns with the other
+ * variants, each cycle followed by `--pause-ms` of idleness (the benchmark's other engines'
+ * turns); the CPU of all the engine's threads and of its berth-sys helper over the round
+ * (`/proc/<pid>/task/<tid>/schedstat`, ns), per cycle, and the event loop's thread alone. Prints
+ * per-round figures and the medians.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -48,6 +52,7 @@ function parse(argv: string[]) {
     cycles: 10,
     pauseMs: 0,
     bridge: 'default',
+    network: 'none',
     variants: [] as Variant[],
     prewarm: new Map<string, number>(),
   };
@@ -57,6 +62,7 @@ function parse(argv: string[]) {
     else if (k === '--cycles') o.cycles = Number(v);
     else if (k === '--pause-ms') o.pauseMs = Number(v);
     else if (k === '--bridge') o.bridge = v;
+    else if (k === '--network') o.network = v;
     else if (k === '--prewarm')
       o.prewarm.set(v.slice(0, v.lastIndexOf(':')), Number(v.slice(v.lastIndexOf(':') + 1)));
     else if (k === '--variant') {
@@ -145,8 +151,8 @@ async function start(v: Variant, bridgeMode: string): Promise<Running> {
   return { v, dir, bridge, child, c, perRound: [], mainPerRound: [] };
 }
 
-async function cycle(c: EngineClient): Promise<void> {
-  const body = { Image: 'busybox:latest', Cmd: ['true'], HostConfig: { NetworkMode: 'none' } };
+async function cycle(c: EngineClient, network = 'none'): Promise<void> {
+  const body = { Image: 'busybox:latest', Cmd: ['true'], HostConfig: { NetworkMode: network } };
   const { Id } = JSON.parse((await c.ok('POST', '/v1.41/containers/create', body)).toString()) as {
     Id: string;
   };
@@ -179,7 +185,7 @@ async function main(): Promise<void> {
       const mainBefore = running.map((r) => mainNs(r.child.pid ?? 0));
       for (let i = 0; i < o.cycles; i++) {
         for (const r of running) {
-          await cycle(r.c);
+          await cycle(r.c, o.network);
           if (o.pauseMs) await sleep(o.pauseMs);
         }
       }
