@@ -13,6 +13,12 @@ export interface OverlayPeer {
   node: string;
 }
 
+/** A node the network is in use on: its hostname and advertise address. */
+export interface OverlayNode {
+  name: string;
+  ip: string;
+}
+
 /** Names that resolve to `ip` on the network (a task: tasks.<svc>, its container name...; a VIP). */
 export interface OverlayName {
   names: string[];
@@ -46,6 +52,11 @@ export interface OverlayNetworkState {
   subnet: string;
   gateway: string;
   peers: OverlayPeer[];
+  /**
+   * The nodes where the network is in use (a live attachment there, or its ingress sandbox):
+   * `docker network inspect`'s `Peers` (dockerd: its gossip members on the network).
+   */
+  nodes: OverlayNode[];
   names: OverlayName[];
   vips: OverlayVip[];
 }

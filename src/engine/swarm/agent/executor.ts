@@ -26,7 +26,8 @@ import type { HealthEvents, HealthStatus } from './task-health.js';
  * A container with a health check (its own or its image's) holds the task in `starting` until
  * it is healthy, as swarmkit's controller does: only then is it `running`, and so a backend of
  * its service's VIP, DNS names and ingress ports (node-overlay.ts takes running tasks only). An
- * unhealthy one, starting or running, is stopped (StopGracePeriod) and fails with
+ * unhealthy one leaves its VIPs and names at once (the managers are told before the stop), then
+ * is stopped (StopGracePeriod) and fails with
  * `task: non-zero exit (N): dockerexec: unhealthy container`; the orchestrator replaces it.
  */
 
@@ -48,6 +49,8 @@ export interface ExecutorDeps {
   node: () => NodeFacts;
   /** A state this node reached for a task (already forward only: the executor never goes back). */
   report: (taskId: string, status: TaskStatus) => void;
+  /** The task's container turned unhealthy (its status as it is): it leaves its VIPs and names now. */
+  reportUnhealthy?: (taskId: string, status: TaskStatus) => void;
   /** The node's overlay data plane (absent: tasks on overlay networks get no interfaces there). */
   overlay?: OverlayPort;
   /** The VIP load balancer (absent: VIPs resolve but nothing balances them). */
@@ -346,6 +349,8 @@ export class Executor {
         this.enqueue(run, () => this.becameHealthy(run, containerId));
       } else if (status === 'unhealthy' && !run.unhealthy) {
         run.unhealthy = true;
+        // out of the VIPs, `tasks.<name>` and dnsrr at once, before the stop (dockerd's order)
+        this.deps.reportUnhealthy?.(run.assigned.Task.ID, run.status);
         this.enqueue(run, () => this.stopUnhealthy(run, containerId));
       }
     };

@@ -6,10 +6,13 @@ import { stateRank, type TaskStatus } from '../tasks/task.types.js';
 /**
  * The agent's task state reports on their way to a manager: batched (whatever came while a call
  * was under way goes in the next), the latest state per task only, never one behind what is
- * already queued, and kept and retried (every `retryMs`) while no manager takes them.
+ * already queued, and kept and retried (every `retryMs`) while no manager takes them. A task whose
+ * container turned unhealthy is said so with its report (until a manager took it).
  */
 export class StatusReporter {
   private readonly pending = new Map<string, TaskStatus>();
+  /** Tasks whose container turned unhealthy, to say with their next report. */
+  private readonly unhealthy = new Set<string>();
   private sending = false;
   private timer?: NodeJS.Timeout;
   private stopped = false;
@@ -24,6 +27,14 @@ export class StatusReporter {
     const queued = this.pending.get(taskId);
     if (queued && stateRank(queued.State) > stateRank(status.State)) return;
     this.pending.set(taskId, status);
+    this.kick(0);
+  }
+
+  /** The task's container turned unhealthy: said with its status (it leaves the VIPs at once). */
+  reportUnhealthy(taskId: string, status: TaskStatus): void {
+    this.unhealthy.add(taskId);
+    const queued = this.pending.get(taskId);
+    if (!queued || stateRank(queued.State) <= stateRank(status.State)) this.pending.set(taskId, status);
     this.kick(0);
   }
 
@@ -66,9 +77,17 @@ export class StatusReporter {
     this.sending = true;
     const batch = [...this.pending.entries()];
     this.pending.clear();
+    const unhealthy = batch.filter(([id]) => this.unhealthy.has(id)).map(([id]) => id);
     let ok = false;
     try {
-      await this.send({ Updates: batch.map(([TaskID, Status]) => ({ TaskID, Status })) });
+      await this.send({
+        Updates: batch.map(([TaskID, Status]) => ({
+          TaskID,
+          Status,
+          ...(this.unhealthy.has(TaskID) ? { Unhealthy: true } : {}),
+        })),
+      });
+      for (const id of unhealthy) this.unhealthy.delete(id);
       ok = true;
     } catch (err) {
       this.log.debug('task status report failed; kept for the next try', { error: errorMessage(err) });
