@@ -299,7 +299,7 @@ export class Executor {
     run.watching = watching;
     const view = await this.deps.containers.inspect(containerId).catch(() => undefined);
     try {
-      await this.plug(a, view?.State.Pid ?? 0);
+      await this.plug(a, view?.State.Pid ?? 0, containerId);
     } catch (err) {
       watching.abort();
       await this.deps.containers.stop(containerId, { timeout: 0 }).catch(() => {});
@@ -479,12 +479,13 @@ export class Executor {
   }
 
   /** A started task container on overlay networks joins them, and its VIP table is set. */
-  private async plug(a: AssignedTask, pid: number): Promise<void> {
+  private async plug(a: AssignedTask, pid: number, containerId: string): Promise<void> {
     const overlay = this.deps.overlay;
     if (!overlay || !onOverlay(a)) return;
     if (!pid) throw new Error('the container has no process');
     await overlay.attach({
       taskId: a.Task.ID,
+      containerId,
       netns: sandboxOf(pid),
       // host-mode ports are published on the node's default bridge, which the container keeps
       keepsDefaultNetwork: a.Service.HostPorts.length > 0,
@@ -522,7 +523,7 @@ export class Executor {
       if (run.status.State !== 'running') continue;
       const view = await this.deps.containers.inspect(run.containerId).catch(() => undefined);
       if (!view?.State.Running) continue;
-      await this.plug(run.assigned, view.State.Pid).catch((err: unknown) =>
+      await this.plug(run.assigned, view.State.Pid, view.Id).catch((err: unknown) =>
         this.deps.log.warn('cannot attach a task to its networks again', {
           taskId: id,
           error: errorMessage(err),
