@@ -173,7 +173,7 @@ describe('swarm data path apart from the advertise address', () => {
       net.address(2),
     );
 
-    await m.dockerOk(['network', 'create', '-d', 'overlay', 'dov']);
+    await m.dockerOk(['network', 'create', '-d', 'overlay', '--attachable', 'dov']);
     await m.dockerOk([
       'service',
       'create',
@@ -268,6 +268,32 @@ describe('swarm data path apart from the advertise address', () => {
     const n2 = await inspectNetwork(w, 'dov');
     assert.deepEqual(Object.keys(n2.Containers ?? {}), [web]);
     assert.deepEqual(n2.Peers, n1.Peers);
+    // a plain container attached there: listed with its own endpoint
+    const plain = await w.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'dplain',
+      '--network',
+      'dov',
+      'busybox:latest',
+      'sleep',
+      '300',
+    ]);
+    const [plainView] = JSON.parse(await w.dockerOk(['inspect', plain])) as Array<{
+      NetworkSettings: { Networks: Record<string, { EndpointID: string; IPAddress: string }> };
+    }>;
+    const plainEp = plainView?.NetworkSettings.Networks.dov;
+    const withPlain = await inspectNetwork(w, 'dov');
+    assert.deepEqual(withPlain.Containers?.[plain], {
+      Name: 'dplain',
+      EndpointID: plainEp?.EndpointID,
+      MacAddress: withPlain.Containers?.[plain]?.MacAddress,
+      IPv4Address: `${plainEp?.IPAddress}/24`,
+      IPv6Address: '',
+    });
+    assert.equal(Object.keys(withPlain.Containers ?? {}).length, 2);
+    await w.dockerOk(['rm', '-f', plain]);
 
     // the client gone: the manager has no task on it, and shows neither containers nor peers
     await m.dockerOk(['service', 'rm', 'dclient']);
