@@ -49,8 +49,11 @@ export interface ExecutorDeps {
   node: () => NodeFacts;
   /** A state this node reached for a task (already forward only: the executor never goes back). */
   report: (taskId: string, status: TaskStatus) => void;
-  /** The task's container turned unhealthy (its status as it is): it leaves its VIPs and names now. */
-  reportUnhealthy?: (taskId: string, status: TaskStatus) => void;
+  /**
+   * The task's container turned unhealthy (its status as it is): it leaves its VIPs and names now.
+   * Resolves once a manager took it.
+   */
+  reportUnhealthy?: (taskId: string, status: TaskStatus) => Promise<void>;
   /** The node's overlay data plane (absent: tasks on overlay networks get no interfaces there). */
   overlay?: OverlayPort;
   /** The VIP load balancer (absent: VIPs resolve but nothing balances them). */
@@ -90,6 +93,9 @@ const PULL_TIMEOUT_MS = 120_000;
 /** swarmkit's exitError: the code, and why when the agent knows (`dockerexec: unhealthy container`). */
 export const exitError = (code: number, cause?: string) =>
   cause ? `task: non-zero exit (${code}): ${cause}` : `task: non-zero exit (${code})`;
+
+/** The longest an unhealthy task's stop waits for the managers to take it out of the backends (dockerd's defaultGossipConvergeDelay). */
+const GOSSIP_CONVERGE_MS = 2000;
 
 /** moby's ErrContainerUnhealthy (daemon/cluster/executor/container/errors.go). */
 const UNHEALTHY = 'dockerexec: unhealthy container';
@@ -350,8 +356,8 @@ export class Executor {
       } else if (status === 'unhealthy' && !run.unhealthy) {
         run.unhealthy = true;
         // out of the VIPs, `tasks.<name>` and dnsrr at once, before the stop (dockerd's order)
-        this.deps.reportUnhealthy?.(run.assigned.Task.ID, run.status);
-        this.enqueue(run, () => this.stopUnhealthy(run, containerId));
+        const told = this.deps.reportUnhealthy?.(run.assigned.Task.ID, run.status) ?? Promise.resolve();
+        this.enqueue(run, () => this.stopUnhealthy(run, containerId, told));
       }
     };
     run.unwatchHealth = health(containerId, on);
@@ -379,7 +385,13 @@ export class Executor {
   }
 
   /** swarmkit's controller on `health_status: unhealthy`: the container is shut down. */
-  private async stopUnhealthy(run: Live, containerId: string): Promise<void> {
+  private async stopUnhealthy(run: Live, containerId: string, told: Promise<void>): Promise<void> {
+    if (run.stopping || isTerminal(run.status.State)) return;
+    // as dockerd waits for its gossip to converge: the managers have the task out of the backends
+    // (the nodes follow within a moment), or GOSSIP_CONVERGE_MS went by
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([told, new Promise<void>((r) => (timer = setTimeout(r, GOSSIP_CONVERGE_MS)))]);
+    clearTimeout(timer);
     if (run.stopping || isTerminal(run.status.State)) return;
     this.deps.log.info('task container unhealthy: stopping it', { taskId: run.assigned.Task.ID });
     await this.deps.containers

@@ -11,8 +11,8 @@ import { stateRank, type TaskStatus } from '../tasks/task.types.js';
  */
 export class StatusReporter {
   private readonly pending = new Map<string, TaskStatus>();
-  /** Tasks whose container turned unhealthy, to say with their next report. */
-  private readonly unhealthy = new Set<string>();
+  /** Tasks whose container turned unhealthy, to say with their next report; who waits for a manager to take it. */
+  private readonly unhealthy = new Map<string, Array<() => void>>();
   private sending = false;
   private timer?: NodeJS.Timeout;
   private stopped = false;
@@ -30,12 +30,18 @@ export class StatusReporter {
     this.kick(0);
   }
 
-  /** The task's container turned unhealthy: said with its status (it leaves the VIPs at once). */
-  reportUnhealthy(taskId: string, status: TaskStatus): void {
-    this.unhealthy.add(taskId);
+  /**
+   * The task's container turned unhealthy: said with its status (it leaves the VIPs at once).
+   * Resolves once a manager took the report (or the reporter stopped).
+   */
+  reportUnhealthy(taskId: string, status: TaskStatus): Promise<void> {
+    const taken = new Promise<void>((resolve) => {
+      this.unhealthy.set(taskId, [...(this.unhealthy.get(taskId) ?? []), resolve]);
+    });
     const queued = this.pending.get(taskId);
     if (!queued || stateRank(queued.State) <= stateRank(status.State)) this.pending.set(taskId, status);
     this.kick(0);
+    return taken;
   }
 
   /** Sends what is pending now (a reconnect). */
@@ -52,6 +58,11 @@ export class StatusReporter {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    // nobody waits on a stopped reporter (the flags stay, for a start again)
+    for (const [id, waiters] of this.unhealthy) {
+      for (const resolve of waiters) resolve();
+      this.unhealthy.set(id, []);
+    }
   }
 
   start(): void {
@@ -87,7 +98,10 @@ export class StatusReporter {
           ...(this.unhealthy.has(TaskID) ? { Unhealthy: true } : {}),
         })),
       });
-      for (const id of unhealthy) this.unhealthy.delete(id);
+      for (const id of unhealthy) {
+        for (const resolve of this.unhealthy.get(id) ?? []) resolve();
+        this.unhealthy.delete(id);
+      }
       ok = true;
     } catch (err) {
       this.log.debug('task status report failed; kept for the next try', { error: errorMessage(err) });

@@ -48,9 +48,13 @@ describe('status reporter', () => {
       new Logger('error'),
       20,
     );
-    reporter.reportUnhealthy('t1', status('running'));
+    let taken = false;
+    void reporter.reportUnhealthy('t1', status('running')).then(() => {
+      taken = true;
+    });
     reporter.report('t2', status('running'));
     await new Promise((r) => setTimeout(r, 50));
+    assert.equal(taken, false, 'no manager took it yet');
     up = true;
     await eventually('the reports go', () => reporter.waiting === 0 && calls.length > 0);
     const updates = calls.flatMap((c) => c.Updates);
