@@ -173,6 +173,18 @@ describe('swarm data path apart from the advertise address', () => {
       net.address(2),
     );
 
+    const [node2] = JSON.parse(await m.dockerOk(['node', 'inspect', 'dphost2'])) as Array<
+      Record<string, unknown>
+    >;
+    assert.deepEqual(Object.keys(node2 ?? {}).sort(), [
+      'CreatedAt',
+      'Description',
+      'ID',
+      'Spec',
+      'Status',
+      'UpdatedAt',
+      'Version',
+    ]);
     await m.dockerOk(['network', 'create', '-d', 'overlay', '--attachable', 'dov']);
     await m.dockerOk([
       'service',
