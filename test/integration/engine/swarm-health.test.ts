@@ -68,6 +68,12 @@ describe('swarm VIP backends follow health checks', () => {
     return [...r.stdout.matchAll(/Address(?: \d+)?:\s+(10\.0\.\d+\.\d+)/g)].map((x) => x[1] ?? '').sort();
   }
 
+  /** The addresses the dnsrr service's name answers. */
+  async function rrLookup(): Promise<string[]> {
+    const r = await e.docker(['exec', client, 'nslookup', 'srr']);
+    return [...r.stdout.matchAll(/Address(?: \d+)?:\s+(10\.0\.\d+\.\d+)/g)].map((x) => x[1] ?? '').sort();
+  }
+
   const touch = (container: string, file: string) => e.dockerOk(['exec', container, 'touch', file]);
 
   it('keeps a task out of the VIP until healthy, and replaces one that turns unhealthy', async () => {
@@ -188,7 +194,7 @@ describe('swarm VIP backends follow health checks', () => {
     await e.dockerOk(['service', 'rm', 'hweb', 'hclient']);
   });
 
-  it('takes an unhealthy task out of the VIP and tasks.<name> before its container has stopped', async () => {
+  it('takes an unhealthy task out of the VIP, tasks.<name> and dnsrr before its container has stopped', async () => {
     await e.dockerOk([
       'service',
       'create',
@@ -201,52 +207,70 @@ describe('swarm VIP backends follow health checks', () => {
       'sleep',
       '300',
     ]);
-    await e.dockerOk([
-      'service',
-      'create',
-      '-d',
-      '--name',
-      'sweb',
-      '--network',
-      'ov',
-      '--replicas',
-      '2',
-      '--health-cmd',
-      'test ! -f /tmp/sick',
-      '--health-interval',
-      '300ms',
-      '--health-retries',
-      '2',
-      '--stop-grace-period',
-      '120s',
-      'busybox:latest',
-      'sh',
-      '-c',
-      // PID 1 without a SIGTERM handler: the stop waits out the grace period
-      "trap '' TERM; mkdir -p /www && echo hw-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www",
-    ]);
-    client = await until('the client task running', 30_000, async () => {
-      const [t] = (await tasks('sclient')).filter((x) => x.state === 'running');
-      return t?.container || undefined;
-    });
-    const [a, b] = await until('two running web tasks', 30_000, async () => {
-      const ts = (await tasks('sweb')).filter((x) => x.state === 'running' && x.container);
-      return ts.length === 2 ? ts : undefined;
-    });
-    assert.ok(a && b);
-    await until('the VIP spreads over a and b', 15_000, async () => {
-      const h = new Set(await hits(6, 'sweb'));
-      return h.size === 2 && h.has(a.container) && h.has(b.container) ? true : undefined;
-    });
-    assert.equal((await tasksLookup('sweb')).length, 2);
-
+    // two services whose tasks ignore SIGTERM (PID 1 without a handler: a stop waits out the
+    // grace period): a vip one and a dnsrr one
+    const web = (name: string, mode: string) =>
+      e.dockerOk([
+        'service',
+        'create',
+        '-d',
+        '--name',
+        name,
+        '--network',
+        'ov',
+        '--endpoint-mode',
+        mode,
+        '--replicas',
+        '2',
+        '--health-cmd',
+        'test ! -f /tmp/sick',
+        '--health-interval',
+        '300ms',
+        '--health-retries',
+        '2',
+        '--stop-grace-period',
+        '120s',
+        'busybox:latest',
+        'sh',
+        '-c',
+        "trap '' TERM; mkdir -p /www && echo hw-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www",
+      ]);
     try {
-      await touch(a.container, '/tmp/sick');
-      await until('a unhealthy', 10_000, async () =>
-        (await e.dockerOk(['inspect', '--format', '{{.State.Health.Status}}', a.container])) === 'unhealthy'
-          ? true
-          : undefined,
+      await web('sweb', 'vip');
+      await web('srr', 'dnsrr');
+      client = await until('the client task running', 30_000, async () => {
+        const [t] = (await tasks('sclient')).filter((x) => x.state === 'running');
+        return t?.container || undefined;
+      });
+      const running = (service: string) =>
+        until(`two running ${service} tasks`, 30_000, async () => {
+          const ts = (await tasks(service)).filter((x) => x.state === 'running' && x.container);
+          return ts.length === 2 ? ts : undefined;
+        });
+      const [a, b] = await running('sweb');
+      const [ra] = await running('srr');
+      assert.ok(a && b && ra);
+      await until('the VIP spreads over a and b', 15_000, async () => {
+        const h = new Set(await hits(6, 'sweb'));
+        return h.size === 2 && h.has(a.container) && h.has(b.container) ? true : undefined;
+      });
+      assert.equal((await tasksLookup('sweb')).length, 2);
+      await until('srr answers both tasks', 10_000, async () =>
+        (await rrLookup()).length === 2 ? true : undefined,
       );
+
+      await touch(a.container, '/tmp/sick');
+      await touch(ra.container, '/tmp/sick');
+      await until('a and ra unhealthy', 10_000, async () => {
+        const h = await e.dockerOk([
+          'inspect',
+          '--format',
+          '{{.State.Health.Status}}',
+          a.container,
+          ra.container,
+        ]);
+        return h === 'unhealthy\nunhealthy' ? true : undefined;
+      });
       let last: string[] = [];
       await until('the VIP sends to b alone', 10_000, async () => {
         last = await hits(4, 'sweb');
@@ -254,16 +278,31 @@ describe('swarm VIP backends follow health checks', () => {
       }).catch((err: unknown) =>
         assert.fail(`${String(err)}; last answers ${last.join(',')} (b ${b.container})`),
       );
-      // a's container has not stopped (its grace period runs): the VIP and the names left it first
-      assert.equal(await e.dockerOk(['inspect', '--format', '{{.State.Running}}', a.container]), 'true');
+      await until('srr answers the healthy task alone', 5_000, async () =>
+        (await rrLookup()).length === 1 ? true : undefined,
+      );
+      // their containers have not stopped (the grace period runs): the VIP and the names left them first
+      const stillRunning = () =>
+        e.dockerOk(['inspect', '--format', '{{.State.Running}}', a.container, ra.container]);
+      assert.equal(await stillRunning(), 'true\ntrue');
       assert.equal((await tasks('sweb')).find((t) => t.id === a.id)?.state, 'running');
       assert.equal((await tasksLookup('sweb')).length, 1);
+      assert.equal((await tasksLookup('srr')).length, 1);
       assert.deepEqual(new Set(await hits(6, 'sweb')), new Set([b.container]));
-      assert.equal(await e.dockerOk(['inspect', '--format', '{{.State.Running}}', a.container]), 'true');
+      assert.equal(await stillRunning(), 'true\ntrue');
     } finally {
       // the stops (waiting out the grace period) cut short, whatever happened
-      await e.docker(['service', 'rm', 'sweb', 'sclient']);
-      await e.docker(['kill', a.container, b.container]);
+      await e.docker(['service', 'rm', 'sweb', 'srr', 'sclient']);
+      for (const service of ['sweb', 'srr']) {
+        const ids = await e.docker([
+          'ps',
+          '-q',
+          '--filter',
+          `label=com.docker.swarm.service.name=${service}`,
+        ]);
+        const list = ids.stdout.split('\n').filter(Boolean);
+        if (list.length > 0) await e.docker(['kill', ...list]);
+      }
     }
   });
 });
