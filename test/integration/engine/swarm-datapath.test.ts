@@ -153,6 +153,7 @@ describe('swarm data path apart from the advertise address', () => {
       { Name: string; EndpointID: string; MacAddress: string; IPv4Address: string; IPv6Address: string }
     > | null;
     Peers?: Array<{ Name: string; IP: string }>;
+    Labels: Record<string, string> | null;
   }
 
   async function inspectNetwork(e: NsEngine, name: string): Promise<InspectedNetwork> {
@@ -276,6 +277,7 @@ describe('swarm data path apart from the advertise address', () => {
     assert.match(own.MacAddress, /^02:42:0a:00:[0-9a-f]{2}:[0-9a-f]{2}$/);
     assert.equal(own.IPv6Address, '');
     assert.equal(Object.keys(n1.Containers ?? {}).length, 1, 'only the local containers');
+    assert.deepEqual(n1.Labels, {}, "dockerd's local view: {} rather than null");
     // on host 2 (a worker): its own task alone
     const n2 = await inspectNetwork(w, 'dov');
     assert.deepEqual(Object.keys(n2.Containers ?? {}), [web]);
@@ -315,6 +317,7 @@ describe('swarm data path apart from the advertise address', () => {
     const gone = await inspectNetwork(m, 'dov');
     assert.equal(gone.Containers, null);
     assert.equal(gone.Peers, undefined);
+    assert.equal(gone.Labels, null);
     await m.dockerOk(['service', 'rm', 'dweb']);
     await until('the overlay gone from host 2', 30_000, async () =>
       (await overlayNamespaces(w)).length === 0 ? true : undefined,
