@@ -281,9 +281,10 @@ describe('swarm: attachable overlays, static addresses, connect/disconnect and r
     await w.kill();
     process.kill(pid, 'SIGKILL');
     await w.launch();
+    // (Running stays true while a policy restart waits: the status says when it runs again)
     await until('keeper running again', 45_000, async () => {
-      const r = await w.docker(['inspect', '--format', '{{.State.Running}} {{.RestartCount}}', 'keeper']);
-      return r.stdout.trim().startsWith('true') ? r.stdout : undefined;
+      const r = await w.docker(['inspect', '--format', '{{.State.Status}} {{.RestartCount}}', 'keeper']);
+      return r.stdout.trim().startsWith('running ') ? r.stdout : undefined;
     });
     const ip = await w.dockerOk([
       'inspect',

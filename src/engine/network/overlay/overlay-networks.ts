@@ -8,13 +8,7 @@ import { macFromIpv4 } from '../ipam.allocations.js';
 import { formatIpv4, networkAddress, parseCidr } from '../ipv4.js';
 import { pickSubnet } from '../subnet.js';
 import type { OverlayOps } from './overlay.ops.js';
-import type {
-  NodeOverlayState,
-  OverlayNetworkState,
-  OverlayTask,
-  OverlayVip,
-  TaskAttachment,
-} from './overlay.types.js';
+import type { NodeOverlayState, OverlayNetworkState, OverlayTask, OverlayVip } from './overlay.types.js';
 
 /**
  * A node's overlay data plane (issue 14 §9 step 2), driven by the swarm agent:
@@ -161,7 +155,12 @@ export class OverlayNetworks {
    * A plugged sandbox joins one more network as `ifname` (a plain container's `network connect`):
    * its other interfaces, their addresses and connections are not touched.
    */
-  plugOne(taskId: string, a: TaskAttachment, ifname: string, opts: { stale?: boolean } = {}): Promise<void> {
+  plugOne(
+    taskId: string,
+    a: OverlayTask['attachments'][number],
+    ifname: string,
+    opts: { stale?: boolean } = {},
+  ): Promise<void> {
     return this.serial(async () => {
       const t = this.tasks.get(taskId);
       if (!t) throw new Error(`${taskId} is not plugged into overlay networks`);

@@ -164,6 +164,8 @@ export class NetworkAttachments implements SwarmNetworkPort {
         endpoints,
         gwIfname: `eth${req.firstIndex + endpoints.length}`,
         defaultRoute: req.defaultRoute,
+        // restored and not plugged yet (a connect before the picture came): its old interfaces may linger
+        ...(this.held.get(req.containerId)?.stale ? { stale: true } : {}),
       };
       try {
         await this.plug(req.containerId, held);
