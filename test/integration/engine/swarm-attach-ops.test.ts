@@ -197,9 +197,10 @@ describe('swarm: attachable overlays, static addresses, connect/disconnect and r
     const addr = async () => w.dockerOk(['exec', 'talker', 'ip', '-o', '-4', 'addr', 'show', 'eth0']);
     const [linkBefore, addrBefore] = [await link(), await addr()];
 
-    await w.dockerOk(['network', 'connect', 'attb', 'talker']);
+    // (with the address asked for, as `docker network connect --ip` does with dockerd)
+    await w.dockerOk(['network', 'connect', '--ip', '10.31.0.99', 'attb', 'talker']);
     const withB = await w.dockerOk(['exec', 'talker', 'ip', '-o', '-4', 'addr']);
-    assert.match(withB, /eth2\s+inet 10\.31\.0\.\d+\/24/, withB);
+    assert.match(withB, /eth2\s+inet 10\.31\.0\.99\/24/, withB);
     assert.equal(await link(), linkBefore, 'eth0 is the same interface');
     assert.equal(await addr(), addrBefore);
     const atConnect = await ticks();
