@@ -128,8 +128,16 @@ export class BlobFetch extends EventEmitter {
    * of content that does not match (its answer would look complete).
    */
   async streamTo(res: ServerResponse, start = 0, end?: number): Promise<void> {
-    let pos = start;
     const ring = new BufferRing();
+    try {
+      await this.sendFrom(res, ring, start, end);
+    } finally {
+      ring.finish();
+    }
+  }
+
+  private async sendFrom(res: ServerResponse, ring: BufferRing, start: number, end?: number): Promise<void> {
+    let pos = start;
     for (;;) {
       if (res.destroyed) return;
       const sendable = this.done ? this.written : Math.max(0, this.written - 1);
