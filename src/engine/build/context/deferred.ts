@@ -1,9 +1,18 @@
-import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync, linkSync } from 'node:fs';
+import {
+  type BigIntStats,
+  fchmodSync,
+  fstatSync,
+  ftruncateSync,
+  futimesSync,
+  linkSync,
+  rmSync,
+} from 'node:fs';
 import { link, lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
 import { HeldFiles } from './held.thread.js';
 import type { LargeFile, LocalSources } from './local-sources.js';
+import { StoredComparison } from './stored-compare.js';
 
 /** Files from this size up may have their content held rather than written as they arrive. */
 export const DEFER_FROM = 1024 * 1024;
@@ -84,8 +93,11 @@ export class DeferredContents {
    * `root`: the context's files; `staging`: a directory of the engine's on the same file system,
    * outside the root; `digests`: the context's digests by inode (kept up to date here).
    */
-  /** The held files compared with a stored content (by number). */
-  private readonly comparing = new Map<number, { rel: string; size: number; sha256: string }>();
+  /** The held files compared with a stored content (by number; `path`: its link in the staging directory). */
+  private readonly comparing = new Map<
+    number,
+    { rel: string; size: number; sha256: string; path: string; cmp: StoredComparison }
+  >();
 
   constructor(
     private readonly root: string,
@@ -95,25 +107,57 @@ export class DeferredContents {
   ) {}
 
   /**
-   * Held file `id` (a member at `rel` of `size` bytes) is compared on the thread, byte by byte,
-   * with the engine's stored content of that path and size (LocalSources), when there is one:
-   * every byte equal, its digest is the stored one and the thread keeps none of its bytes (it
-   * writes the file out from the stored one); at the first byte that differs, the thread hashes
-   * and holds it as any other (the equal bytes read back from the stored file). The stored file
-   * is linked into the staging directory first, so a content evicted or pruned meanwhile stays.
+   * Held file `id` (a member at `rel` of `size` bytes) is compared, byte by byte as it arrives,
+   * with the engine's stored content of that path and size (LocalSources), when there is one: the
+   * comparison answered is fed the member's pieces instead of `data`. Every byte equal
+   * (`storedEnd`), its digest is the stored one and the thread keeps none of its bytes (it writes
+   * the file out from the stored one); at the first byte that differs (`storedDiffers`) the bytes
+   * equal so far are read back from the stored content and the file is hashed and held as any
+   * other. The stored file is linked into the staging directory first, so a content evicted or
+   * pruned meanwhile stays readable.
    */
-  compareStored(id: number, rel: string, size: number): void {
+  compareStored(id: number, rel: string, size: number): StoredComparison | undefined {
     const s = this.sources?.candidate(rel, size);
-    if (!s) return;
+    if (!s) return undefined;
     const path = join(this.staging, `.source-${++this.count}`);
+    let cmp: StoredComparison;
     try {
       linkSync(s.path, path);
+      cmp = new StoredComparison(path, size);
     } catch {
       // gone meanwhile (evicted, pruned): hashed as any file
+      rmSync(path, { force: true });
+      return undefined;
+    }
+    this.comparing.set(id, { rel, size, sha256: s.sha256, path, cmp });
+    return cmp;
+  }
+
+  /**
+   * Held file `id`'s comparison found a difference: the bytes equal so far go to the thread (read
+   * back from the stored content), then the file's pieces as any held file's.
+   */
+  storedDiffers(id: number): void {
+    const c = this.comparing.get(id);
+    if (!c) return;
+    this.comparing.delete(id);
+    try {
+      c.cmp.replay((piece) => this.thread.data(id, piece, true));
+    } finally {
+      rmSync(c.path, { force: true });
+    }
+  }
+
+  /** Held file `id` has all its bytes: equal to the stored content, that content is its own. */
+  storedEnd(id: number): void {
+    const c = this.comparing.get(id);
+    if (!c) return;
+    if (!c.cmp.whole) {
+      this.storedDiffers(id);
       return;
     }
-    this.comparing.set(id, { rel, size, sha256: s.sha256 });
-    this.thread.compare(id, path, s.sha256);
+    c.cmp.close();
+    this.thread.stored(id, c.path, c.sha256);
   }
 
   /**
@@ -139,6 +183,8 @@ export class DeferredContents {
 
   /** Gives back a share taken for a file that is not held after all (the archive stopped in it). */
   giveBack(id: number, size: number): void {
+    this.comparing.get(id)?.cmp.close();
+    this.comparing.delete(id);
     held -= size;
     this.bytes -= size;
     this.thread.drop(id);
@@ -252,6 +298,7 @@ export class DeferredContents {
 
   /** The contents are not wanted any more (the context is going). */
   release(): void {
+    for (const c of this.comparing.values()) c.cmp.close();
     for (const [name, f] of this.files) this.drop(name, f);
     this.thread.drop(undefined, true);
   }
