@@ -18,7 +18,7 @@ export function requestBody(req: IncomingMessage): Readable {
 /** The size of the buffers a raw body reads its socket into. */
 const READ_BUFFER = 64 * 1024;
 /** How many given-back buffers a body keeps for its next reads. */
-const SPARE_BUFFERS = 4;
+const SPARE_BUFFERS = 8;
 
 /**
  * A chunked request body read from its connection's socket below node's HTTP parser (which copies

@@ -55,6 +55,29 @@ before(async () => {
         }, 300);
         return;
       }
+      if (req.url === '/recycle') {
+        // reads as the build context's extraction does: each buffer given back once a chunk of
+        // another begins
+        const body = requestBody(req) as RawChunkedBody;
+        const hash = createHash('sha256');
+        const buffers = new Set<ArrayBufferLike>();
+        let last: ArrayBufferLike | undefined;
+        let bytes = 0;
+        body.on('data', (c: Buffer) => {
+          if (c.buffer !== last) {
+            if (last) body.recycle(last);
+            last = c.buffer;
+          }
+          buffers.add(c.buffer);
+          hash.update(c);
+          bytes += c.length;
+        });
+        body.on('end', () =>
+          sendJson(res, 200, { bytes, sha256: hash.digest('hex'), buffers: buffers.size }),
+        );
+        body.on('error', (err) => sendJson(res, 400, { message: err.message }));
+        return;
+      }
       if (req.url === '/info') {
         sendJson(res, 200, { ok: true });
         return;
@@ -145,6 +168,25 @@ describe('request bodies read below the HTTP parser', () => {
     const second = bodyOf(await exchange([Buffer.concat(parts)]));
     assert.equal(second.raw, true);
     assert.equal(second.bytes, 12);
+  });
+
+  it('reads the socket into buffers of its own, read into again once the reader gives them back', async () => {
+    const data = randomBytes(16 * 1024 * 1024);
+    const sha256 = createHash('sha256').update(data).digest('hex');
+    // sent in pieces with pauses, so that the socket's reads are many
+    const wire = chunked(data, 40_000);
+    const parts: Buffer[] = [];
+    for (let at = 0; at < wire.length; at += 1024 * 1024) parts.push(wire.subarray(at, at + 1024 * 1024));
+    const answer = await exchange([head('/recycle', 'Connection: close\r\n'), ...parts], { gapMs: 2 });
+    const got = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as {
+      bytes: number;
+      sha256: string;
+      buffers: number;
+    };
+    assert.equal(got.bytes, data.length);
+    assert.equal(got.sha256, sha256);
+    // 16 MiB is 256 reads of 64 KiB at the least: a few buffers read into again and again
+    assert.ok(got.buffers <= 32, `${got.buffers} buffers`);
   });
 
   it('keeps the connection for the next requests: node parses them again, a raw body again', async () => {
