@@ -84,6 +84,8 @@ export class DeferredContents {
   /** Writes into placeholders asked during the extraction (hard links to held files). */
   private readonly inPlace: Array<Promise<unknown>> = [];
   private bytes = 0;
+  /** Held files whose share of the bound went back (equal to a stored content: nothing held). */
+  private readonly light = new Set<number>();
   private nextId = 0;
   private settled = false;
   private writing: Promise<void> | undefined;
@@ -158,6 +160,10 @@ export class DeferredContents {
     }
     c.cmp.close();
     this.thread.stored(id, c.path, c.sha256);
+    // nothing of it is held: its share of the bound goes back at once
+    held -= c.size;
+    this.bytes -= c.size;
+    this.light.add(id);
   }
 
   /**
@@ -185,8 +191,7 @@ export class DeferredContents {
   giveBack(id: number, size: number): void {
     this.comparing.get(id)?.cmp.close();
     this.comparing.delete(id);
-    held -= size;
-    this.bytes -= size;
+    this.unweigh(id, size);
     this.thread.drop(id);
   }
 
@@ -259,8 +264,7 @@ export class DeferredContents {
     );
     // no longer held: its content is the file's (the thread drops it once its digest is told)
     this.files.delete(rel);
-    held -= f.size;
-    this.bytes -= f.size;
+    this.unweigh(f.id, f.size);
   }
 
   /**
@@ -303,12 +307,18 @@ export class DeferredContents {
     this.thread.drop(undefined, true);
   }
 
+  /** A held file's share of the bound goes back (unless it went back already: `light`). */
+  private unweigh(id: number, size: number): void {
+    if (this.light.delete(id)) return;
+    held -= size;
+    this.bytes -= size;
+  }
+
   private drop(rel: string, f: Held): void {
     // dropped already (a release while it was being written out)
     if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
-    held -= f.size;
-    this.bytes -= f.size;
+    this.unweigh(f.id, f.size);
     // during the extraction, with the next batch (never inside a chunk)
     this.thread.drop(f.id, this.settled);
   }

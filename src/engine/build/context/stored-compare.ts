@@ -14,7 +14,7 @@ const WINDOW = 1024 * 1024;
  */
 export class StoredComparison {
   private fd: number | undefined;
-  private readonly win = Buffer.allocUnsafeSlow(WINDOW);
+  private win: Buffer;
   private winStart = 0;
   private winLength = 0;
   /** Bytes found equal so far (from the start). */
@@ -27,6 +27,7 @@ export class StoredComparison {
     readonly size: number,
   ) {
     this.fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    this.win = Buffer.allocUnsafeSlow(Math.min(WINDOW, Math.max(size, 1)));
   }
 
   /** Whether every byte so far, this piece's too, equals the stored content's at its position. */
@@ -36,7 +37,7 @@ export class StoredComparison {
     for (let i = 0; i < piece.length; ) {
       if (pos < this.winStart || pos >= this.winStart + this.winLength) {
         this.winStart = pos;
-        this.winLength = readSync(this.fd, this.win, 0, WINDOW, pos);
+        this.winLength = readSync(this.fd, this.win, 0, this.win.length, pos);
         if (this.winLength === 0) return this.fail();
       }
       const n = Math.min(piece.length - i, this.winStart + this.winLength - pos);
@@ -75,6 +76,9 @@ export class StoredComparison {
   }
 
   close(): void {
+    // the window's memory goes with the comparison's end
+    this.win = Buffer.alloc(0);
+    this.winLength = 0;
     if (this.fd === undefined) return;
     const fd = this.fd;
     this.fd = undefined;
