@@ -211,6 +211,27 @@ describe('request bodies read below the HTTP parser', () => {
     assert.match(answers[3] as string, /^HTTP\/1\.1 200 OK[\s\S]*\r\nConnection: close\r\n[\s\S]*"ok":true/);
   });
 
+  it('after a raw body, node reads a Content-Length body on the same connection', async () => {
+    const plain = randomBytes(200_000);
+    const answer = await exchange(
+      [
+        Buffer.concat([head('/build'), chunked(randomBytes(300_000), 65_536)]),
+        Buffer.concat([
+          Buffer.from(
+            `POST /plain HTTP/1.1\r\nHost: x\r\nContent-Length: ${plain.length}\r\nConnection: close\r\n\r\n`,
+          ),
+          plain,
+        ]),
+      ],
+      { gapMs: 100 },
+    );
+    const answers = answer.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 2, answer);
+    assert.match(answers[0] as string, /"raw":true,"bytes":300000/);
+    const sha256 = createHash('sha256').update(plain).digest('hex');
+    assert.match(answers[1] as string, new RegExp(`"raw":false,"bytes":200000,"sha256":"${sha256}"`));
+  });
+
   it('closes a kept connection that stays idle for the keep-alive timeout', async () => {
     const started = Date.now();
     const answer = await exchange([Buffer.concat([head('/build'), chunked(Buffer.from('idle'), 4)])]);
