@@ -55,6 +55,29 @@ before(async () => {
         }, 300);
         return;
       }
+      if (req.url === '/recycle') {
+        // reads as the build context's extraction does: each buffer given back once a chunk of
+        // another begins
+        const body = requestBody(req) as RawChunkedBody;
+        const hash = createHash('sha256');
+        const buffers = new Set<ArrayBufferLike>();
+        let last: ArrayBufferLike | undefined;
+        let bytes = 0;
+        body.on('data', (c: Buffer) => {
+          if (c.buffer !== last) {
+            if (last) body.recycle(last);
+            last = c.buffer;
+          }
+          buffers.add(c.buffer);
+          hash.update(c);
+          bytes += c.length;
+        });
+        body.on('end', () =>
+          sendJson(res, 200, { bytes, sha256: hash.digest('hex'), buffers: buffers.size }),
+        );
+        body.on('error', (err) => sendJson(res, 400, { message: err.message }));
+        return;
+      }
       if (req.url === '/info') {
         sendJson(res, 200, { ok: true });
         return;
@@ -147,6 +170,25 @@ describe('request bodies read below the HTTP parser', () => {
     assert.equal(second.bytes, 12);
   });
 
+  it('reads the socket into buffers of its own, read into again once the reader gives them back', async () => {
+    const data = randomBytes(16 * 1024 * 1024);
+    const sha256 = createHash('sha256').update(data).digest('hex');
+    // sent in pieces with pauses, so that the socket's reads are many
+    const wire = chunked(data, 40_000);
+    const parts: Buffer[] = [];
+    for (let at = 0; at < wire.length; at += 1024 * 1024) parts.push(wire.subarray(at, at + 1024 * 1024));
+    const answer = await exchange([head('/recycle', 'Connection: close\r\n'), ...parts], { gapMs: 2 });
+    const got = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as {
+      bytes: number;
+      sha256: string;
+      buffers: number;
+    };
+    assert.equal(got.bytes, data.length);
+    assert.equal(got.sha256, sha256);
+    // 16 MiB is 256 reads of 64 KiB at the least: a few buffers read into again and again
+    assert.ok(got.buffers <= 32, `${got.buffers} buffers`);
+  });
+
   it('keeps the connection for the next requests: node parses them again, a raw body again', async () => {
     const answer = await exchange(
       [
@@ -167,6 +209,27 @@ describe('request bodies read below the HTTP parser', () => {
     assert.match(answers[1] as string, /\r\nConnection: keep-alive\r\n[\s\S]*"raw":true,"bytes":7/);
     assert.match(answers[2] as string, /"raw":true,"bytes":5/);
     assert.match(answers[3] as string, /^HTTP\/1\.1 200 OK[\s\S]*\r\nConnection: close\r\n[\s\S]*"ok":true/);
+  });
+
+  it('after a raw body, node reads a Content-Length body on the same connection', async () => {
+    const plain = randomBytes(200_000);
+    const answer = await exchange(
+      [
+        Buffer.concat([head('/build'), chunked(randomBytes(300_000), 65_536)]),
+        Buffer.concat([
+          Buffer.from(
+            `POST /plain HTTP/1.1\r\nHost: x\r\nContent-Length: ${plain.length}\r\nConnection: close\r\n\r\n`,
+          ),
+          plain,
+        ]),
+      ],
+      { gapMs: 100 },
+    );
+    const answers = answer.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 2, answer);
+    assert.match(answers[0] as string, /"raw":true,"bytes":300000/);
+    const sha256 = createHash('sha256').update(plain).digest('hex');
+    assert.match(answers[1] as string, new RegExp(`"raw":false,"bytes":200000,"sha256":"${sha256}"`));
   });
 
   it('closes a kept connection that stays idle for the keep-alive timeout', async () => {

@@ -63,10 +63,14 @@ export function pumpBody(body: Readable, take: (chunk: Buffer) => boolean): Prom
 }
 
 /**
- * Whether every chunk of a body is a view of a buffer of the body's own, those of one buffer one
- * after another, so that a reader taking them in order may keep or transfer each whole buffer once
- * it took its last chunk (a request body read below node's HTTP parser says so: `lendsBuffers`).
+ * How a body whose every chunk is a view of a buffer of its own, those of one buffer one after
+ * another, takes a buffer back once a reader is done with all its chunks (a request body read
+ * below node's HTTP parser reads its socket into the buffers given back: RawChunkedBody's
+ * `lendsBuffers` and `recycle`); undefined for any other body.
  */
-export function lendsBuffers(body: Readable): boolean {
-  return (body as Readable & { lendsBuffers?: unknown }).lendsBuffers === true;
+export function bufferRecycler(body: Readable): ((buffer: ArrayBufferLike) => void) | undefined {
+  const b = body as Readable & { lendsBuffers?: unknown; recycle?: unknown };
+  if (b.lendsBuffers !== true || typeof b.recycle !== 'function') return undefined;
+  const recycle = b.recycle as (buffer: ArrayBufferLike) => void;
+  return (buffer) => recycle.call(body, buffer);
 }

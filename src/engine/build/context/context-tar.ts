@@ -29,6 +29,7 @@ import { DEFER_FROM, DeferredContents } from './deferred.js';
 import type { LargeFile, LocalSources } from './local-sources.js';
 import type { NamedFiles } from './named-files.js';
 import { Turns } from './pace.js';
+import type { StoredComparison } from './stored-compare.js';
 
 type Entry = AsyncIterable<Buffer> & { resume(): unknown; header: tarStream.Header };
 
@@ -149,22 +150,25 @@ export class ContextExtraction {
   private readonly scanner: TarScanner;
   private done = false;
 
-  /** In `views` lending, the buffer of the last chunk written (its batch goes once a chunk of another begins). */
+  /** In `views` lending, the buffer of the last chunk written (given back once a chunk of another begins). */
   private lastBuffer: ArrayBufferLike | undefined;
 
   /**
    * `named`: small files to keep by name as they pass (the Dockerfile, the ignore files); `lend`:
-   * the chunks are the source's own and used by nobody once written (a request body's), so a held
-   * file's chunks are handed over to the held-contents thread whole rather than copied: `whole`,
-   * each chunk that is all of its buffer (node's HTTP parser makes one per body piece); `views`,
-   * every chunk, a view of a buffer of the source's own whose chunks come one after another (a body
-   * read below the parser, RawChunkedBody): the batch is handed over only between buffers.
+   * how the source's chunks may be used once written. `whole`: each chunk that is all of its
+   * buffer is the source's own, used by nobody else (node's HTTP parser makes one per body piece),
+   * and a held file's such chunks are handed over to the held-contents thread whole rather than
+   * copied; `views`: every chunk is a view of a buffer the source reads into again once it is
+   * given back (`recycle`, a body read below the parser: RawChunkedBody), the chunks of one buffer
+   * one after another: held files' pieces are copied, and each buffer is given back once a chunk
+   * of another begins (a cached build's upload then reads into the same few buffers).
    */
   constructor(
     root: string,
     hold?: { staging: string; sources?: LocalSources | undefined },
     named?: NamedFiles,
     private readonly lend: Lending = 'none',
+    private readonly recycle?: (buffer: ArrayBufferLike) => void,
   ) {
     this.deferred = hold ? new DeferredContents(root, hold.staging, this.digests, hold.sources) : undefined;
     this.writer = new ContextWriter(root, this.digests, this.deferred, named, this.large);
@@ -177,20 +181,23 @@ export class ContextExtraction {
    */
   write(chunk: Buffer, lent = true): void {
     const views = this.lend === 'views';
-    if (views && chunk.buffer !== this.lastBuffer) {
-      // the chunks of the last buffer are all written: what was batched may go
-      this.deferred?.between();
+    if (views && lent && chunk.buffer !== this.lastBuffer) {
+      // every chunk of the last buffer is written (nothing of it kept): it may be read into again
+      if (this.lastBuffer) this.recycle?.(this.lastBuffer);
       this.lastBuffer = chunk.buffer;
     }
-    const whole = chunk.byteOffset === 0 && chunk.buffer.byteLength === chunk.length;
     this.writer.owned =
-      lent && this.lend !== 'none' && chunk.buffer instanceof ArrayBuffer && (whole || views);
+      lent &&
+      this.lend === 'whole' &&
+      chunk.buffer instanceof ArrayBuffer &&
+      chunk.byteOffset === 0 &&
+      chunk.buffer.byteLength === chunk.length;
     try {
       this.scanner.write(chunk);
     } catch (err) {
       throw tarReadError(err);
     }
-    if (!views) this.deferred?.between();
+    this.deferred?.between();
   }
 
   /**
@@ -308,6 +315,8 @@ class ContextWriter implements TarScanSink {
         size: number;
         /** Its number among the held contents. */
         held?: number;
+        /** A held file's comparison with the stored content of its path and size, while equal. */
+        compared?: StoredComparison | undefined;
         /** Its content kept by name (NamedFiles) too. */
         kept?: Buffer[];
       }
@@ -342,8 +351,19 @@ class ContextWriter implements TarScanSink {
   data(chunk: Buffer): void {
     const f = this.file;
     if (!f) return;
-    if (f.held !== undefined) this.deferred?.data(f.held, chunk, this.owned);
-    else {
+    if (f.held !== undefined && this.deferred) {
+      if (f.compared?.equal(chunk) === true) {
+        // equal to the stored content so far: nothing of it is hashed or kept
+        f.kept?.push(Buffer.from(chunk));
+        return;
+      }
+      if (f.compared) {
+        // the first difference: the member is hashed and held from its first byte
+        f.compared = undefined;
+        this.deferred.storedDiffers(f.held);
+      }
+      this.deferred.data(f.held, chunk, this.owned);
+    } else {
       writeAll(f.fd, chunk);
       f.hash?.update(chunk);
     }
@@ -358,6 +378,8 @@ class ContextWriter implements TarScanSink {
     if (f.size >= DEFER_FROM) this.large.push({ rel: f.rel, size: f.size });
     if (f.held !== undefined && this.deferred) {
       const { rel, fd, held: id, size, mode, mtime } = f;
+      if (f.compared) this.deferred.storedEnd(id);
+      f.compared = undefined;
       f.held = undefined;
       this.deferred.hold(rel, fd, id, { size, mode, mtime });
       this.close();
@@ -441,9 +463,10 @@ class ContextWriter implements TarScanSink {
         );
         const size = h.size ?? 0;
         const held = this.deferred?.take(size);
-        // a content the engine stored under this path and size: compared with it on the thread
-        if (held !== undefined) this.deferred?.compareStored(held, rel, size);
+        // a content the engine stored under this path and size: compared with it as it arrives
+        const compared = held !== undefined ? this.deferred?.compareStored(held, rel, size) : undefined;
         this.file = {
+          compared,
           rel,
           fd,
           mode,

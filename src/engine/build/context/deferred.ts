@@ -1,9 +1,18 @@
-import { type BigIntStats, fchmodSync, fstatSync, ftruncateSync, futimesSync, linkSync } from 'node:fs';
+import {
+  type BigIntStats,
+  fchmodSync,
+  fstatSync,
+  ftruncateSync,
+  futimesSync,
+  linkSync,
+  rmSync,
+} from 'node:fs';
 import { link, lstat, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KnownDigest } from '../build.types.js';
 import { HeldFiles } from './held.thread.js';
 import type { LargeFile, LocalSources } from './local-sources.js';
+import { StoredComparison } from './stored-compare.js';
 
 /** Files from this size up may have their content held rather than written as they arrive. */
 export const DEFER_FROM = 1024 * 1024;
@@ -75,6 +84,8 @@ export class DeferredContents {
   /** Writes into placeholders asked during the extraction (hard links to held files). */
   private readonly inPlace: Array<Promise<unknown>> = [];
   private bytes = 0;
+  /** Held files whose share of the bound went back (equal to a stored content: nothing held). */
+  private readonly light = new Set<number>();
   private nextId = 0;
   private settled = false;
   private writing: Promise<void> | undefined;
@@ -84,8 +95,11 @@ export class DeferredContents {
    * `root`: the context's files; `staging`: a directory of the engine's on the same file system,
    * outside the root; `digests`: the context's digests by inode (kept up to date here).
    */
-  /** The held files compared with a stored content (by number). */
-  private readonly comparing = new Map<number, { rel: string; size: number; sha256: string }>();
+  /** The held files compared with a stored content (by number; `path`: its link in the staging directory). */
+  private readonly comparing = new Map<
+    number,
+    { rel: string; size: number; sha256: string; path: string; cmp: StoredComparison }
+  >();
 
   constructor(
     private readonly root: string,
@@ -95,25 +109,61 @@ export class DeferredContents {
   ) {}
 
   /**
-   * Held file `id` (a member at `rel` of `size` bytes) is compared on the thread, byte by byte,
-   * with the engine's stored content of that path and size (LocalSources), when there is one:
-   * every byte equal, its digest is the stored one and the thread keeps none of its bytes (it
-   * writes the file out from the stored one); at the first byte that differs, the thread hashes
-   * and holds it as any other (the equal bytes read back from the stored file). The stored file
-   * is linked into the staging directory first, so a content evicted or pruned meanwhile stays.
+   * Held file `id` (a member at `rel` of `size` bytes) is compared, byte by byte as it arrives,
+   * with the engine's stored content of that path and size (LocalSources), when there is one: the
+   * comparison answered is fed the member's pieces instead of `data`. Every byte equal
+   * (`storedEnd`), its digest is the stored one and the thread keeps none of its bytes (it writes
+   * the file out from the stored one); at the first byte that differs (`storedDiffers`) the bytes
+   * equal so far are read back from the stored content and the file is hashed and held as any
+   * other. The stored file is linked into the staging directory first, so a content evicted or
+   * pruned meanwhile stays readable.
    */
-  compareStored(id: number, rel: string, size: number): void {
+  compareStored(id: number, rel: string, size: number): StoredComparison | undefined {
     const s = this.sources?.candidate(rel, size);
-    if (!s) return;
+    if (!s) return undefined;
     const path = join(this.staging, `.source-${++this.count}`);
+    let cmp: StoredComparison;
     try {
       linkSync(s.path, path);
+      cmp = new StoredComparison(path, size);
     } catch {
       // gone meanwhile (evicted, pruned): hashed as any file
+      rmSync(path, { force: true });
+      return undefined;
+    }
+    this.comparing.set(id, { rel, size, sha256: s.sha256, path, cmp });
+    return cmp;
+  }
+
+  /**
+   * Held file `id`'s comparison found a difference: the bytes equal so far go to the thread (read
+   * back from the stored content), then the file's pieces as any held file's.
+   */
+  storedDiffers(id: number): void {
+    const c = this.comparing.get(id);
+    if (!c) return;
+    this.comparing.delete(id);
+    try {
+      c.cmp.replay((piece) => this.thread.data(id, piece, true));
+    } finally {
+      rmSync(c.path, { force: true });
+    }
+  }
+
+  /** Held file `id` has all its bytes: equal to the stored content, that content is its own. */
+  storedEnd(id: number): void {
+    const c = this.comparing.get(id);
+    if (!c) return;
+    if (!c.cmp.whole) {
+      this.storedDiffers(id);
       return;
     }
-    this.comparing.set(id, { rel, size, sha256: s.sha256 });
-    this.thread.compare(id, path, s.sha256);
+    c.cmp.close();
+    this.thread.stored(id, c.path, c.sha256);
+    // nothing of it is held: its share of the bound goes back at once
+    held -= c.size;
+    this.bytes -= c.size;
+    this.light.add(id);
   }
 
   /**
@@ -139,8 +189,9 @@ export class DeferredContents {
 
   /** Gives back a share taken for a file that is not held after all (the archive stopped in it). */
   giveBack(id: number, size: number): void {
-    held -= size;
-    this.bytes -= size;
+    this.comparing.get(id)?.cmp.close();
+    this.comparing.delete(id);
+    this.unweigh(id, size);
     this.thread.drop(id);
   }
 
@@ -213,8 +264,7 @@ export class DeferredContents {
     );
     // no longer held: its content is the file's (the thread drops it once its digest is told)
     this.files.delete(rel);
-    held -= f.size;
-    this.bytes -= f.size;
+    this.unweigh(f.id, f.size);
   }
 
   /**
@@ -252,16 +302,23 @@ export class DeferredContents {
 
   /** The contents are not wanted any more (the context is going). */
   release(): void {
+    for (const c of this.comparing.values()) c.cmp.close();
     for (const [name, f] of this.files) this.drop(name, f);
     this.thread.drop(undefined, true);
+  }
+
+  /** A held file's share of the bound goes back (unless it went back already: `light`). */
+  private unweigh(id: number, size: number): void {
+    if (this.light.delete(id)) return;
+    held -= size;
+    this.bytes -= size;
   }
 
   private drop(rel: string, f: Held): void {
     // dropped already (a release while it was being written out)
     if (this.files.get(rel) !== f) return;
     this.files.delete(rel);
-    held -= f.size;
-    this.bytes -= f.size;
+    this.unweigh(f.id, f.size);
     // during the extraction, with the next batch (never inside a chunk)
     this.thread.drop(f.id, this.settled);
   }

@@ -11,16 +11,15 @@ import { Worker } from 'node:worker_threads';
  * Messages to the thread: `{ ops, buffers }` where each op is one of
  * - `['d', ctx, file, buffer, offset, length]`: a piece of a file's content (`buffer` an index in
  *   `buffers`);
- * - `['c', ctx, file, path, sha256]`: the file's pieces are compared with the content at `path`
- *   (whose digest is `sha256`) rather than hashed and kept; at the first byte that differs, the
- *   bytes equal so far are read back from `path` and the file is hashed and kept as any other;
- * - `['e', ctx, file]`: the file's content is complete (its digest is taken, or, every byte
- *   equal to the compared content, is that content's);
+ * - `['k', ctx, file, path, sha256]`: the file's content is the one at `path` (whose digest is
+ *   `sha256`): its bytes were found equal to it as they arrived (stored-compare.ts) and are not
+ *   handed over; it is written out from `path`;
+ * - `['e', ctx, file]`: the file's content is complete (its digest is taken);
  * - `['w', ctx, file, req, path, create, mode, mtimeMs]`: write the content to `path` (a new file,
  *   or the existing placeholder when `create` is false), with its mode and time; answers
  *   `{ req, stat: [dev, ino, size, mtimeNs] }`;
  * - `['s', ctx, req]`: answers `{ req, digests: [[file, sha256, same]…] }` of the files ended so
- *   far (`same`: equal to the content it was compared with);
+ *   far (`same`: a `k` file);
  * - `['x', ctx, file]`: drop a file (file -1: every file of the context).
  * A failure answers `{ req, error }`.
  */
@@ -30,10 +29,6 @@ const { createHash } = require('node:crypto');
 const fs = require('node:fs');
 const contexts = new Map();
 const WINDOW = 1024 * 1024;
-const win = Buffer.allocUnsafe(WINDOW);
-let winOwner;
-let winStart = 0;
-let winLength = 0;
 const fileOf = (ctx, id) => {
   let files = contexts.get(ctx);
   if (!files) contexts.set(ctx, (files = new Map()));
@@ -41,56 +36,6 @@ const fileOf = (ctx, id) => {
   if (!f) files.set(id, (f = { hash: undefined, pieces: [], digest: undefined, same: undefined }));
   return f;
 };
-// a piece compared with the stored content at the file's position: whether it is equal
-function equal(f, piece) {
-  const s = f.same;
-  let pos = s.pos;
-  for (let i = 0; i < piece.length; ) {
-    if (winOwner !== s || pos < winStart || pos >= winStart + winLength) {
-      winOwner = s;
-      winStart = pos;
-      winLength = fs.readSync(s.fd, win, 0, WINDOW, pos);
-      if (winLength === 0) return false;
-    }
-    const n = Math.min(piece.length - i, winStart + winLength - pos);
-    const at = pos - winStart;
-    if (piece.compare(win, at, at + n, i, i + n) !== 0) return false;
-    i += n;
-    pos += n;
-  }
-  s.pos = pos;
-  return true;
-}
-// the file differs from the stored content: the bytes equal so far are read back, hashed and kept
-function differs(f) {
-  const s = f.same;
-  f.same = undefined;
-  if (winOwner === s) winOwner = undefined;
-  f.hash = createHash('sha256');
-  try {
-    for (let pos = 0; pos < s.pos; ) {
-      const b = Buffer.allocUnsafe(Math.min(WINDOW, s.pos - pos));
-      const n = fs.readSync(s.fd, b, 0, b.length, pos);
-      if (n === 0) throw new Error('a stored content was cut');
-      const piece = b.subarray(0, n);
-      f.hash.update(piece);
-      f.pieces.push(piece);
-      pos += n;
-    }
-  } finally {
-    fs.closeSync(s.fd);
-  }
-}
-function closeStored(f) {
-  if (f.same && f.same.fd !== undefined) {
-    if (winOwner === f.same) winOwner = undefined;
-    const fd = f.same.fd;
-    f.same.fd = undefined;
-    try {
-      fs.closeSync(fd);
-    } catch {}
-  }
-}
 function write(f, path, create, mode, mtimeMs) {
   const flags = fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW | (create ? fs.constants.O_CREAT | fs.constants.O_EXCL : 0);
   const fd = fs.openSync(path, flags, 0o600);
@@ -136,39 +81,15 @@ parentPort.on('message', ({ ops, buffers }) => {
       if (kind === 'd') {
         const piece = Buffer.from(buffers[op[3]], op[4], op[5]);
         const f = fileOf(ctx, op[2]);
-        if (f.broken) continue;
-        if (f.same) {
-          try {
-            if (equal(f, piece)) continue;
-            differs(f);
-          } catch {
-            // the stored content could not be read: no digest is ever told for this file (its
-            // build fails with its held contents lost), never one of bytes that were skipped
-            closeStored(f);
-            f.same = undefined;
-            f.broken = true;
-            f.pieces = [];
-            continue;
-          }
-        }
         (f.hash ??= createHash('sha256')).update(piece);
         f.pieces.push(piece);
-      } else if (kind === 'c') {
+      } else if (kind === 'k') {
         const f = fileOf(ctx, op[2]);
-        f.same = { path: op[3], sha256: op[4], fd: fs.openSync(op[3], fs.constants.O_RDONLY), pos: 0 };
+        f.same = { path: op[3] };
+        f.digest = op[4];
       } else if (kind === 'e') {
         const f = fileOf(ctx, op[2]);
-        if (f.broken) continue;
-        if (f.same) {
-          // every byte equal: the stored content's digest (its whole length, no more)
-          if (f.same.pos !== fs.fstatSync(f.same.fd).size) differs(f);
-          else {
-            closeStored(f);
-            f.digest = f.same.sha256;
-            continue;
-          }
-        }
-        f.digest = (f.hash ??= createHash('sha256')).digest('hex');
+        if (f.digest === undefined) f.digest = (f.hash ??= createHash('sha256')).digest('hex');
       } else if (kind === 'w') {
         const f = contexts.get(ctx)?.get(op[2]);
         if (!f || !f.digest) throw new Error('no such held content');
@@ -179,10 +100,8 @@ parentPort.on('message', ({ ops, buffers }) => {
         for (const [id, f] of contexts.get(ctx) ?? []) if (f.digest) digests.push([id, f.digest, !!f.same]);
         parentPort.postMessage({ req: op[2], digests });
       } else if (kind === 'x') {
-        const files = contexts.get(ctx);
-        for (const [id, f] of files ?? []) if (op[2] === -1 || op[2] === id) closeStored(f);
         if (op[2] === -1) contexts.delete(ctx);
-        else files?.delete(op[2]);
+        else contexts.get(ctx)?.delete(op[2]);
       }
     } catch (err) {
       const req = kind === 'w' ? op[3] : kind === 's' ? op[2] : undefined;
@@ -194,6 +113,8 @@ parentPort.on('message', ({ ops, buffers }) => {
 
 /** How many bytes of pieces are handed over in one message. */
 const BATCH_BYTES = 1024 * 1024;
+/** The size of the buffers pieces are copied into. */
+const COPY_BUFFER = 1024 * 1024;
 
 type Op = Array<string | number | boolean>;
 
@@ -295,29 +216,44 @@ export class HeldFiles {
   private buffers: ArrayBuffer[] = [];
   private index = new Map<ArrayBuffer, number>();
   private bytes = 0;
+  /** The buffer copied pieces go into (in the batch once used), and how much of it is used. */
+  private copies: Uint8Array<ArrayBuffer> | undefined;
+  private copied = 0;
   /** A request is batched: it goes at the next chunk boundary whatever the batch's size. */
   private asking = false;
 
   /**
    * A piece of file `file`'s content. `owned`: the piece's whole buffer is the caller's to give
-   * (a request chunk of its own); otherwise the piece is copied into one that is.
+   * (a request chunk of its own); otherwise the piece is copied into a buffer of the batch's (one
+   * of a MiB, several pieces each: one transfer per MiB rather than per piece).
    */
   data(file: number, piece: Buffer, owned: boolean): void {
-    let buf = piece.buffer as ArrayBuffer;
-    let offset = piece.byteOffset;
-    if (!owned) {
-      const copy = new Uint8Array(piece.length);
-      copy.set(piece);
-      buf = copy.buffer;
-      offset = 0;
+    if (owned) {
+      this.piece(file, piece.buffer as ArrayBuffer, piece.byteOffset, piece.length);
+      return;
     }
+    // copied, filling each buffer (a piece that does not fit is split)
+    for (let at = 0; at < piece.length; ) {
+      if (!this.copies || this.copied === COPY_BUFFER) {
+        this.copies = new Uint8Array(COPY_BUFFER);
+        this.copied = 0;
+      }
+      const n = Math.min(piece.length - at, COPY_BUFFER - this.copied);
+      this.copies.set(piece.subarray(at, at + n), this.copied);
+      this.piece(file, this.copies.buffer, this.copied, n);
+      this.copied += n;
+      at += n;
+    }
+  }
+
+  private piece(file: number, buf: ArrayBuffer, offset: number, length: number): void {
     let i = this.index.get(buf);
     if (i === undefined) {
       i = this.buffers.push(buf) - 1;
       this.index.set(buf, i);
     }
-    this.ops.push(['d', this.ctx, file, i, offset, piece.length]);
-    this.bytes += piece.length;
+    this.ops.push(['d', this.ctx, file, i, offset, length]);
+    this.bytes += length;
   }
 
   /** File `file`'s content is complete. */
@@ -334,11 +270,11 @@ export class HeldFiles {
   }
 
   /**
-   * File `file`'s pieces are compared with the content at `path` (its digest `sha256`) rather
-   * than hashed and kept (see the thread's `c`).
+   * File `file`'s content is the one at `path` (its digest `sha256`): its bytes were found equal
+   * to it as they arrived (see the thread's `k`).
    */
-  compare(file: number, path: string, sha256: string): void {
-    this.ops.push(['c', this.ctx, file, path, sha256]);
+  stored(file: number, path: string, sha256: string): void {
+    this.ops.push(['k', this.ctx, file, path, sha256]);
   }
 
   /**
@@ -375,11 +311,18 @@ export class HeldFiles {
   flush(): void {
     this.asking = false;
     if (this.ops.length === 0) return;
-    const { ops, buffers } = this;
+    const { ops, buffers, copies } = this;
+    if (copies && this.copied < COPY_BUFFER / 2) {
+      // a copy buffer little used: only its used part goes (the thread keeps what it is given)
+      const i = this.index.get(copies.buffer);
+      if (i !== undefined) buffers[i] = copies.buffer.slice(0, this.copied);
+    }
     this.ops = [];
     this.buffers = [];
     this.index = new Map();
     this.bytes = 0;
+    // transferred with the batch (a piece may be in it)
+    this.copies = undefined;
     this.thread.post(ops, buffers);
   }
 

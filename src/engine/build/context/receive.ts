@@ -9,7 +9,7 @@ import { HostStorageOps, type StorageOps } from '../../storage/adapters/host.ops
 import { detectCompression } from '../../storage/layer.apply.js';
 import { BLOCK } from '../../storage/tar-header.js';
 import type { BuildContext } from '../build.types.js';
-import { lendsBuffers, pumpBody } from './body-pump.js';
+import { bufferRecycler, pumpBody } from './body-pump.js';
 import { type ContextHost, hostContextTools } from './context.host.js';
 import { ContextExtraction, type Extracted, extractContextTar, tarReadError } from './context-tar.js';
 import { type DeferredContents, keepSources } from './deferred.js';
@@ -261,9 +261,11 @@ async function receiveTarBody(
   signal.throwIfAborted();
   // large files' contents held, not written, until a step reads the context's files
   const named = namedFilesFor(opts.dockerfile);
-  // a request's chunks are its own: a held file's are handed over whole
-  const lending = lendsBuffers(body) ? 'views' : body instanceof IncomingMessage ? 'whole' : 'none';
-  const extraction = new ContextExtraction(root, holdOf(opts, dir), named, lending);
+  // a request's chunks are its own: a held file's are handed over whole (node's), or the
+  // buffers given back to the body once read (below node's parser)
+  const recycle = bufferRecycler(body);
+  const lending = recycle ? 'views' : body instanceof IncomingMessage ? 'whole' : 'none';
+  const extraction = new ContextExtraction(root, holdOf(opts, dir), named, lending, recycle);
   let size = 0;
   const take = (chunk: Buffer, lent = true): boolean => {
     size += chunk.length;
