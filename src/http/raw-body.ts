@@ -1,6 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
-import { Readable } from 'node:stream';
+import { Duplex, Readable } from 'node:stream';
 import { DISCARD_BYTES, DISCARD_MS } from './body.js';
 import { ChunkedDecoder } from './chunked.js';
 
@@ -121,7 +120,8 @@ export class RawChunkedBody extends Readable {
   private readonly onOwnRead = (read: Buffer): boolean => {
     this.own.add(read.buffer);
     this.onData(read, true);
-    return !this.socket.isPaused();
+    // a body that ended with this read has let the socket go: it reads on (its end must be seen)
+    return !this.attached || !this.socket.isPaused();
   };
 
   private readonly onData = (chunk: Buffer, ours = false): void => {
@@ -172,7 +172,13 @@ export class RawChunkedBody extends Readable {
     const s = this.socket;
     if (this.reads) this.reads.route = undefined;
     s.off('data', this.onData).off('end', this.onGone).off('close', this.onGone).off('error', this.onError);
-    s.pause();
+    // paused as a stream, not at the handle: a socket reading into given buffers stops reading
+    // at once on pause(), and a client that goes away while the answer is made (a build's long
+    // step) would not be seen until the next write; the handle still reads, into the stream's
+    // buffer up to its mark, so the client's end arrives ('end', the answer's close)
+    Duplex.prototype.pause.call(s);
+    // (a read stopped for backpressure starts again: read(0) asks the stream for more)
+    if (!s.destroyed) s.read(0);
     // until somebody else listens, a client gone (EPIPE, ECONNRESET) must not be uncaught
     if (s.listenerCount('error') === 0) s.on('error', () => undefined);
   }

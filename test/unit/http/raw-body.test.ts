@@ -18,6 +18,8 @@ interface Seen {
 }
 
 const seen: Seen[] = [];
+/** When a held answer (`/hold`) saw its client go, before it was written. */
+const closedWhileHeld: number[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'berth-raw-body-'));
 const path = join(dir, 'sock');
 let server: Server;
@@ -76,6 +78,18 @@ before(async () => {
           sendJson(res, 200, { bytes, sha256: hash.digest('hex'), buffers: buffers.size }),
         );
         body.on('error', (err) => sendJson(res, 400, { message: err.message }));
+        return;
+      }
+      if (req.url === '/hold') {
+        // reads the whole body, then works without writing (a build's long step): a client that
+        // goes away meanwhile must be seen (the answer's close), not only at the next write
+        void readAll(req).then(() => {
+          const timer = setTimeout(() => sendJson(res, 200, { held: 'to the end' }), 5000);
+          res.on('close', () => {
+            clearTimeout(timer);
+            if (!res.writableFinished) closedWhileHeld.push(Date.now());
+          });
+        });
         return;
       }
       if (req.url === '/info') {
@@ -284,6 +298,16 @@ describe('request bodies read below the HTTP parser', () => {
     assert.equal(s.raw, true);
     assert.equal(s.bytes, 3);
     assert.equal(s.error, 'aborted');
+  });
+
+  it('a client gone after the whole body, while the answer is still being made, closes the answer', async () => {
+    const before = closedWhileHeld.length;
+    const left = Date.now();
+    await exchange([head('/hold'), chunked(randomBytes(256 * 1024), 32768)], { destroyAfter: true });
+    for (let i = 0; i < 100 && closedWhileHeld.length === before; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.equal(closedWhileHeld.length, before + 1, 'the answer did not see its client go');
+    assert.ok((closedWhileHeld[before] ?? 0) - left < 2000);
   });
 
   it('an answer given before the body is read reaches a client still sending', async () => {
