@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -9,6 +8,7 @@ import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
 import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { overlayNamespaces } from '../../helpers/swarm-overlay.js';
 
 /**
  * Attachable overlay networks for plain containers (issue 14 §9 step 2), on two hosts (a manager
@@ -44,14 +44,6 @@ describe('swarm: plain containers on attachable overlay networks', () => {
     const r = await runCommand('curl', ['-sf', '--unix-socket', e.socket, `http://x${path}`]);
     assert.equal(r.code, 0, r.stderr);
     return JSON.parse(r.stdout) as T;
-  }
-
-  /** This engine's overlay namespaces in /run/netns. */
-  async function overlayNamespaces(e: NsEngine): Promise<string[]> {
-    const tag = createHash('sha256').update(join(e.dir, 'exec')).digest('hex').slice(0, 6);
-    return (await readdir('/run/netns').catch(() => [] as string[])).filter((n) =>
-      n.startsWith(`berth-ov-${tag}-`),
-    );
   }
 
   const http = (target: string) => [

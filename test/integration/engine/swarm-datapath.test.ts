@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { overlayNamespaces, runningTaskContainer } from '../../helpers/swarm-overlay.js';
 
 /**
  * `--data-path-addr` apart from the advertise address (issue 14 §1, §9 step 2), and what
@@ -126,27 +124,6 @@ describe('swarm data path apart from the advertise address', () => {
     await net?.destroy();
   });
 
-  /** This engine's overlay namespaces in /run/netns (overlay-networks.ts names them by its exec root). */
-  async function overlayNamespaces(e: NsEngine): Promise<string[]> {
-    const tag = createHash('sha256').update(join(e.dir, 'exec')).digest('hex').slice(0, 6);
-    return (await readdir('/run/netns').catch(() => [] as string[])).filter((n) =>
-      n.startsWith(`berth-ov-${tag}-`),
-    );
-  }
-
-  async function runningContainer(e: NsEngine, service: string): Promise<string> {
-    return until(`a running task of ${service}`, 30_000, async () => {
-      const ids = await e.dockerOk([
-        'ps',
-        '-q',
-        '--no-trunc',
-        '--filter',
-        `label=com.docker.swarm.service.name=${service}`,
-      ]);
-      return ids.split('\n').filter(Boolean)[0];
-    });
-  }
-
   interface InspectedNetwork {
     Containers: Record<
       string,
@@ -216,8 +193,8 @@ describe('swarm data path apart from the advertise address', () => {
       'sleep',
       '300',
     ]);
-    const client = await runningContainer(m, 'dclient');
-    const web = await runningContainer(w, 'dweb');
+    const client = await runningTaskContainer(m, 'dclient');
+    const web = await runningTaskContainer(w, 'dweb');
     const before1 = await vxlanOut(1);
     // on a failure: what the client sees, the FDB on both hosts, the counters
     const diag = async () => {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js';
@@ -8,6 +7,7 @@ import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { overlayNamespaces, runningTaskContainer } from '../../helpers/swarm-overlay.js';
 
 /**
  * An overlay network across three hosts (network namespaces on one switch; a manager and two
@@ -36,26 +36,6 @@ describe('swarm overlay networks across three hosts', () => {
     await engines[0]?.destroy();
     await net?.destroy();
   });
-
-  /** This engine's overlay namespaces in /run/netns (overlay-networks.ts names them by its exec root). */
-  async function overlayNamespaces(e: NsEngine): Promise<string[]> {
-    const tag = createHash('sha256').update(join(e.dir, 'exec')).digest('hex').slice(0, 6);
-    return (await readdir('/run/netns').catch(() => [] as string[])).filter((n) =>
-      n.startsWith(`berth-ov-${tag}-`),
-    );
-  }
-
-  async function runningContainer(e: NsEngine, service: string): Promise<string> {
-    return until(`a running task of ${service}`, 30_000, async () => {
-      const ids = await e.dockerOk([
-        'ps',
-        '-q',
-        '--filter',
-        `label=com.docker.swarm.service.name=${service}`,
-      ]);
-      return ids.split('\n').filter(Boolean)[0];
-    });
-  }
 
   it('carries HTTP between hosts by service name, tasks.<name> and address; nothing left after', async () => {
     const [m, w2] = engines as [NsEngine, NsEngine, NsEngine];
@@ -123,8 +103,8 @@ describe('swarm overlay networks across three hosts', () => {
       'sleep',
       '300',
     ]);
-    const client = await runningContainer(m, 'client');
-    await runningContainer(w2, 'web');
+    const client = await runningTaskContainer(m, 'client');
+    await runningTaskContainer(w2, 'web');
     const exec = (cmd: string[]) => m.docker(['exec', client, ...cmd]);
 
     // tasks.web: both tasks' addresses (from the task objects' attachments)

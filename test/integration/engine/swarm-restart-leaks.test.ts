@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +8,7 @@ import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { overlayNamespaces } from '../../helpers/swarm-overlay.js';
 
 /**
  * Nothing leaks across an engine's kill -9 (issue 14 §9): a worker runs a VIP service on one
@@ -39,13 +39,6 @@ describe('swarm data plane after an engine kill -9', () => {
     await engines[0]?.destroy();
     await net?.destroy();
   });
-
-  async function overlayNamespaces(e: NsEngine): Promise<string[]> {
-    const tag = createHash('sha256').update(join(e.dir, 'exec')).digest('hex').slice(0, 6);
-    return (await readdir('/run/netns').catch(() => [] as string[]))
-      .filter((n) => n.startsWith(`berth-ov-${tag}-`))
-      .sort();
-  }
 
   async function sh(i: number, cmd: string[]): Promise<string> {
     const r = await net.exec(i, cmd);
