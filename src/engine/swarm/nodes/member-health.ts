@@ -5,7 +5,7 @@ import { keys } from '../keys.js';
 import type { StoredCluster, StoredManager } from '../records.js';
 import type { ManagerAccess, RoleLoops } from '../role-loops.js';
 import { effectiveHeartbeatMs } from '../spec.js';
-import type { ClusterStore } from '../store/cluster-store.js';
+import type { ClusterStore, Member } from '../store/cluster-store.js';
 import type { PeerProbe, PeerTlsFiles } from './peer-probe.js';
 
 /**
@@ -23,6 +23,15 @@ import type { PeerProbe, PeerTlsFiles } from './peer-probe.js';
  * back, takes a new lease (liveness.ts) and campaigns again.
  */
 
+/**
+ * How long a member may stay a learner before a manager removes it. A joining manager's learner is
+ * promoted within seconds of its start (dispatcher.ts: retried for 20 s once it has caught up); one
+ * still a learner this long belongs to a join that failed or a node that never started its member
+ * (it would otherwise stay in etcd's membership for good). Generous, for a large store on a slow
+ * link.
+ */
+export const STALE_LEARNER_MS = 5 * 60_000;
+
 /** What a manager's dispatcher writes as a node's liveness (dispatcher.ts), against the node's own address. */
 const DISPATCHER_BEAT = 'up';
 
@@ -34,6 +43,8 @@ export interface MemberHealthDeps {
   tls(): PeerTlsFiles;
   /** The round's rhythm when the cluster's spec cannot be read (ms). */
   defaultPeriodMs?: number;
+  /** How long a member may stay a learner (default STALE_LEARNER_MS). */
+  staleLearnerMs?: number;
   now?: () => number;
 }
 
@@ -43,6 +54,8 @@ export class MemberHealth implements RoleLoops {
   private readonly answered = new Map<string, number>();
   /** Members whose managers' leases this manager revoked, until they answer again. */
   private readonly released = new Set<string>();
+  /** When this manager first saw each member that is still a learner. */
+  private readonly learnerSince = new Map<string, number>();
   private run?: AbortController;
   private log?: Logger;
 
@@ -70,6 +83,7 @@ export class MemberHealth implements RoleLoops {
     this.seen.clear();
     this.answered.clear();
     this.released.clear();
+    this.learnerSince.clear();
   }
 
   /**
@@ -118,6 +132,32 @@ export class MemberHealth implements RoleLoops {
     for (const id of lost) {
       await this.release(store, id);
       this.released.add(id);
+    }
+    await this.dropStaleLearners(store, members, ended);
+  }
+
+  /** Removes the members that have been learners for longer than a join takes (STALE_LEARNER_MS). */
+  private async dropStaleLearners(store: ClusterStore, members: Member[], now: number): Promise<void> {
+    const staleMs = this.deps.staleLearnerMs ?? STALE_LEARNER_MS;
+    const learners = new Set(members.filter((m) => m.isLearner).map((m) => m.id));
+    for (const id of this.learnerSince.keys()) if (!learners.has(id)) this.learnerSince.delete(id);
+    for (const m of members) {
+      if (!m.isLearner) continue;
+      const since = this.learnerSince.get(m.id);
+      if (since === undefined) {
+        this.learnerSince.set(m.id, now);
+        continue;
+      }
+      if (now - since < staleMs) continue;
+      this.log?.warn('removing an etcd learner never promoted (a manager join that failed)', {
+        memberId: m.id,
+        peerUrls: m.peerUrls.join(','),
+      });
+      await store.memberRemove(m.id).catch((err: unknown) => {
+        // another manager was first
+        if (!/not found/i.test(errorMessage(err))) throw err;
+      });
+      this.learnerSince.delete(m.id);
     }
   }
 

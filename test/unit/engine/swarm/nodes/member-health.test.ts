@@ -121,4 +121,46 @@ describe('MemberHealth (ManagerStatus.Reachability from the etcd members)', () =
     assert.equal(rounds, after, 'no round after stop');
     assert.equal(health.reachability('1'), undefined);
   });
+
+  it('removes a member still a learner after the stale time (a failed manager join), never one promoted in time', async () => {
+    const store = new MemoryStore();
+    const failed = (await store.memberAdd(['https://10.0.0.4:2380'], true)).member;
+    const joining = (await store.memberAdd(['https://10.0.0.5:2380'], true)).member;
+    let now = 0;
+    const health = new MemberHealth({
+      probe: async () => true,
+      tls: () => tls,
+      now: () => now,
+      staleLearnerMs: 60_000,
+    });
+    await health.round(store, 800);
+    now = 30_000;
+    await store.memberPromote(joining.id); // its join went through in time
+    await health.round(store, 800);
+    now = 59_000;
+    await health.round(store, 800);
+    assert.ok(
+      (await store.memberList()).some((m) => m.id === failed.id),
+      'kept before the stale time',
+    );
+    now = 60_000;
+    await health.round(store, 800);
+    const ids = (await store.memberList()).map((m) => m.id).sort();
+    assert.deepEqual(ids, ['1', joining.id].sort(), 'the stale learner is gone, the promoted member stays');
+    // a member another manager removed first is no failure
+    const again = (await store.memberAdd(['https://10.0.0.6:2380'], true)).member;
+    await health.round(store, 800);
+    now = 200_000;
+    const list = store.memberList.bind(store);
+    store.memberList = async () => {
+      const members = await list();
+      await store.memberRemove(again.id);
+      return members;
+    };
+    await health.round(store, 800);
+    assert.equal(
+      (await list()).some((m) => m.id === again.id),
+      false,
+    );
+  });
 });
