@@ -24,8 +24,6 @@ class FakeOverlay implements OverlayPort {
     );
     this.plugged.add(t.taskId);
   }
-  async plugOne() {}
-  async unplugOne() {}
   async detach(id: string) {
     if (this.plugged.delete(id)) this.log.push(`detach ${id}`);
   }
