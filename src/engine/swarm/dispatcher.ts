@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
@@ -81,9 +80,6 @@ export class Dispatcher implements ClusterApiHandlers {
     } catch (err) {
       throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
     }
-    if (call.DataPathAddr && !isIP(call.DataPathAddr)) {
-      throw invalidParameter(`invalid DataPathAddr ${JSON.stringify(call.DataPathAddr)}: not an IP address`);
-    }
     const availability = call.Availability || 'active';
     if (availability !== 'active' && availability !== 'pause' && availability !== 'drain') {
       throw invalidParameter('invalid Availability');
@@ -103,8 +99,7 @@ export class Dispatcher implements ClusterApiHandlers {
       Spec: { Labels: {}, Role: role, Availability: availability },
       Description: { ...call.Description, TLSInfo: nodeTlsInfo(trust.TrustRoots, ca) },
       Status: { State: 'ready', Addr: call.AdvertiseHost },
-      _: { dataPathAddr: call.DataPathAddr || call.AdvertiseHost },
-    } satisfies StoredNode;
+    } satisfies Omit<SwarmNode, 'Version'>;
     const created = await this.store.txn(
       [{ key: keys.node(nodeId), target: 'create', op: 'equal', value: 0 }],
       [{ put: { key: keys.node(nodeId), value: JSON.stringify(node) } }],
