@@ -51,6 +51,7 @@ import { agentLoops } from './swarm/agent/role-loop.js';
 import { createSwarmService } from './swarm/create.js';
 import { SwarmLogs } from './swarm/logs/swarm-logs.js';
 import { kernelHasEsp } from './swarm/networks/kernel-esp.js';
+import { localNetworkFacts } from './swarm/networks/local-facts.js';
 import { SwarmNetworks } from './swarm/networks/swarm-networks.js';
 import { ObjectService } from './swarm/secrets/object.service.js';
 import { ServicesService } from './swarm/services/services.service.js';
@@ -305,6 +306,12 @@ export async function startEngine(
       log: log.child('swarm-networks'),
       esp: kernelHasEsp,
       local: () => overlay.networks(),
+      localFacts: async (id) => {
+        const facts = overlay.localFacts(id);
+        return facts
+          ? localNetworkFacts(id, facts, (c) => containers.inspect(c).catch(() => undefined))
+          : undefined;
+      },
     }),
   );
   registerCommitRoutes(router, containers);

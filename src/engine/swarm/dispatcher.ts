@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage, forbidden, invalidParameter, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
@@ -80,6 +81,9 @@ export class Dispatcher implements ClusterApiHandlers {
     } catch (err) {
       throw invalidParameter(`invalid certificate request: ${errorMessage(err)}`);
     }
+    if (call.DataPathAddr && !isIP(call.DataPathAddr)) {
+      throw invalidParameter(`invalid DataPathAddr ${JSON.stringify(call.DataPathAddr)}: not an IP address`);
+    }
     const availability = call.Availability || 'active';
     if (availability !== 'active' && availability !== 'pause' && availability !== 'drain') {
       throw invalidParameter('invalid Availability');
@@ -99,7 +103,8 @@ export class Dispatcher implements ClusterApiHandlers {
       Spec: { Labels: {}, Role: role, Availability: availability },
       Description: { ...call.Description, TLSInfo: nodeTlsInfo(trust.TrustRoots, ca) },
       Status: { State: 'ready', Addr: call.AdvertiseHost },
-    } satisfies Omit<SwarmNode, 'Version'>;
+      _: { dataPathAddr: call.DataPathAddr || call.AdvertiseHost },
+    } satisfies StoredNode;
     const created = await this.store.txn(
       [{ key: keys.node(nodeId), target: 'create', op: 'equal', value: 0 }],
       [{ put: { key: keys.node(nodeId), value: JSON.stringify(node) } }],

@@ -33,10 +33,25 @@ export interface StoredManager {
   addr: string;
 }
 
-/** `P/nodes/<id>`: the Node without Version (its key's mod revision) and ManagerStatus (from etcd). */
+/**
+ * `P/nodes/<id>`: the Node without Version (its key's mod revision) and ManagerStatus (from etcd),
+ * with what the API never shows: the node's data-path address (its DataPathAddr, else its advertise
+ * address; dockerd keeps it in libnetwork alone, no Node field carries it).
+ */
 export type StoredNode = Omit<SwarmNode, 'Version' | 'Status' | 'ManagerStatus'> & {
   Status: { State: SwarmNode['Status']['State']; Message?: string; Addr: string };
+  _?: NodePrivate;
 };
+
+export interface NodePrivate {
+  /** Where other nodes send this one's VXLAN traffic (the VXLAN devices' `local` on it). */
+  dataPathAddr?: string;
+}
+
+/** A node record's data-path address: its own, else its advertise address (older records). */
+export function dataPathAddrOf(n: { Status?: { Addr?: string }; _?: NodePrivate }): string {
+  return n._?.dataPathAddr || n.Status?.Addr || '';
+}
 
 /** The etcd peer certificate's lifetime: as long as the root's, re-issued with the node's later. */
 export const PEER_CERT_MS = 10 * 365 * 24 * 3600 * 1000;

@@ -10,7 +10,10 @@ import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
  * health check stays `starting` until healthy, and only a healthy task is behind its service's
  * VIP and `tasks.<name>`; a task that turns unhealthy is shut down, fails with swarmkit's
  * `task: non-zero exit (N): dockerexec: unhealthy container`, leaves the VIP and is replaced, and the
- * replacement joins the VIP once healthy. The health check reads files the test makes with exec.
+ * replacement joins the VIP once healthy. An unhealthy task leaves the VIP and `tasks.<name>` at
+ * once, while its container (a long stop grace period, a process SIGTERM leaves running) has not
+ * stopped yet, as dockerd takes it out of IPVS before the stop. The health check reads files the
+ * test makes with exec.
  */
 describe('swarm VIP backends follow health checks', () => {
   let net: TestNetwork;
@@ -54,14 +57,20 @@ describe('swarm VIP backends follow health checks', () => {
   }
 
   /** `n` new connections to the VIP from the client task: who answered (or `refused`/`none`). */
-  async function hits(n: number): Promise<string[]> {
-    const loop = `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 hweb 8080 || echo none; echo; done`;
+  async function hits(n: number, service = 'hweb'): Promise<string[]> {
+    const loop = `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${service} 8080 || echo none; echo; done`;
     const r = await e.docker(['exec', client, 'sh', '-c', loop]);
     return [...r.stdout.matchAll(/hw-([0-9a-f]{12})|none/g)].map((m) => m[1] ?? 'none');
   }
 
-  async function tasksLookup(): Promise<string[]> {
-    const r = await e.docker(['exec', client, 'nslookup', 'tasks.hweb']);
+  async function tasksLookup(service = 'hweb'): Promise<string[]> {
+    const r = await e.docker(['exec', client, 'nslookup', `tasks.${service}`]);
+    return [...r.stdout.matchAll(/Address(?: \d+)?:\s+(10\.0\.\d+\.\d+)/g)].map((x) => x[1] ?? '').sort();
+  }
+
+  /** The addresses the dnsrr service's name answers. */
+  async function rrLookup(): Promise<string[]> {
+    const r = await e.docker(['exec', client, 'nslookup', 'srr']);
     return [...r.stdout.matchAll(/Address(?: \d+)?:\s+(10\.0\.\d+\.\d+)/g)].map((x) => x[1] ?? '').sort();
   }
 
@@ -183,5 +192,117 @@ describe('swarm VIP backends follow health checks', () => {
     ]);
     assert.match(ls, /Shutdown Failed .* "task: non-zero exit \(137\): dockerexec: unhealthy container"/, ls);
     await e.dockerOk(['service', 'rm', 'hweb', 'hclient']);
+  });
+
+  it('takes an unhealthy task out of the VIP, tasks.<name> and dnsrr before its container has stopped', async () => {
+    await e.dockerOk([
+      'service',
+      'create',
+      '-d',
+      '--name',
+      'sclient',
+      '--network',
+      'ov',
+      'busybox:latest',
+      'sleep',
+      '300',
+    ]);
+    // two services whose tasks ignore SIGTERM (PID 1 without a handler: a stop waits out the
+    // grace period): a vip one and a dnsrr one
+    const web = (name: string, mode: string) =>
+      e.dockerOk([
+        'service',
+        'create',
+        '-d',
+        '--name',
+        name,
+        '--network',
+        'ov',
+        '--endpoint-mode',
+        mode,
+        '--replicas',
+        '2',
+        '--health-cmd',
+        'test ! -f /tmp/sick',
+        '--health-interval',
+        '300ms',
+        '--health-retries',
+        '2',
+        '--stop-grace-period',
+        '120s',
+        'busybox:latest',
+        'sh',
+        '-c',
+        "trap '' TERM; mkdir -p /www && echo hw-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www",
+      ]);
+    try {
+      await web('sweb', 'vip');
+      await web('srr', 'dnsrr');
+      client = await until('the client task running', 30_000, async () => {
+        const [t] = (await tasks('sclient')).filter((x) => x.state === 'running');
+        return t?.container || undefined;
+      });
+      const running = (service: string) =>
+        until(`two running ${service} tasks`, 30_000, async () => {
+          const ts = (await tasks(service)).filter((x) => x.state === 'running' && x.container);
+          return ts.length === 2 ? ts : undefined;
+        });
+      const [a, b] = await running('sweb');
+      const [ra] = await running('srr');
+      assert.ok(a && b && ra);
+      await until('the VIP spreads over a and b', 15_000, async () => {
+        const h = new Set(await hits(6, 'sweb'));
+        return h.size === 2 && h.has(a.container) && h.has(b.container) ? true : undefined;
+      });
+      assert.equal((await tasksLookup('sweb')).length, 2);
+      await until('srr answers both tasks', 10_000, async () =>
+        (await rrLookup()).length === 2 ? true : undefined,
+      );
+
+      await touch(a.container, '/tmp/sick');
+      await touch(ra.container, '/tmp/sick');
+      await until('a and ra unhealthy', 10_000, async () => {
+        const h = await e.dockerOk([
+          'inspect',
+          '--format',
+          '{{.State.Health.Status}}',
+          a.container,
+          ra.container,
+        ]);
+        return h === 'unhealthy\nunhealthy' ? true : undefined;
+      });
+      let last: string[] = [];
+      await until('the VIP sends to b alone', 10_000, async () => {
+        last = await hits(4, 'sweb');
+        return last.every((x) => x === b.container) ? true : undefined;
+      }).catch((err: unknown) =>
+        assert.fail(`${String(err)}; last answers ${last.join(',')} (b ${b.container})`),
+      );
+      await until('srr answers the healthy task alone', 5_000, async () =>
+        (await rrLookup()).length === 1 ? true : undefined,
+      );
+      // their containers have not stopped (the grace period runs): the VIP and the names left them first
+      const stillRunning = () =>
+        e.dockerOk(['inspect', '--format', '{{.State.Running}}', a.container, ra.container]);
+      assert.equal(await stillRunning(), 'true\ntrue');
+      assert.equal((await tasks('sweb')).find((t) => t.id === a.id)?.state, 'running');
+      assert.equal((await tasksLookup('sweb')).length, 1);
+      assert.equal((await tasksLookup('srr')).length, 1);
+      assert.deepEqual(new Set(await hits(6, 'sweb')), new Set([b.container]));
+      assert.equal(await stillRunning(), 'true\ntrue');
+    } finally {
+      // the stops (waiting out the grace period) cut short, whatever happened
+      await e.docker(['service', 'rm', 'sweb', 'srr', 'sclient']);
+      for (const service of ['sweb', 'srr']) {
+        const ids = await e.docker([
+          'ps',
+          '-q',
+          '--filter',
+          `label=com.docker.swarm.service.name=${service}`,
+        ]);
+        const list = ids.stdout.split('\n').filter(Boolean);
+        if (list.length > 0) await e.docker(['kill', ...list]);
+      }
+    }
   });
 });

@@ -8,7 +8,15 @@ import { macFromIpv4 } from '../ipam.allocations.js';
 import { formatIpv4, networkAddress, parseCidr } from '../ipv4.js';
 import { pickSubnet } from '../subnet.js';
 import type { OverlayOps } from './overlay.ops.js';
-import type { NodeOverlayState, OverlayNetworkState, OverlayTask, OverlayVip } from './overlay.types.js';
+import {
+  INGRESS_SANDBOX_ID,
+  type NodeOverlayState,
+  type OverlayLocalEndpoint,
+  type OverlayLocalFacts,
+  type OverlayNetworkState,
+  type OverlayTask,
+  type OverlayVip,
+} from './overlay.types.js';
 
 /**
  * A node's overlay data plane (issue 14 §9 step 2), driven by the swarm agent:
@@ -52,6 +60,8 @@ const OVERLAY_MTU = 1450;
 const GW_DNS_ID = 'swarm-gwbridge';
 
 interface PlumbedTask {
+  /** The container whose sandbox it is (the task ID for a plain container's attachment). */
+  containerId: string;
   netns: string;
   networks: string[];
   /** Its address on each network, by network ID. */
@@ -103,6 +113,7 @@ export class OverlayNetworks {
     return this.serial(async () => {
       const gw = task.gateway !== false ? await this.ensureGateway() : undefined;
       const plumbed: PlumbedTask = {
+        containerId: task.containerId ?? task.taskId,
         netns: task.netns,
         networks: [],
         addresses: new Map(),
@@ -179,6 +190,30 @@ export class OverlayNetworks {
     const t = this.tasks.get(taskId);
     if (!t) return [];
     return t.networks.flatMap((id) => this.network(id)?.vips ?? []);
+  }
+
+  /**
+   * The network's endpoints on this node and its peers, while it is plumbed here (undefined
+   * otherwise: a manager without a local task shows neither, as dockerd).
+   */
+  localFacts(networkId: string): OverlayLocalFacts | undefined {
+    const n = this.network(networkId);
+    if (!n || !this.plumbed.has(networkId)) return undefined;
+    const prefix = n.subnet.split('/')[1] ?? '32';
+    const endpoints: OverlayLocalEndpoint[] = [];
+    for (const [taskId, t] of this.tasks) {
+      const ip = t.addresses.get(networkId);
+      if (!ip) continue;
+      const ingress = taskId === INGRESS_SANDBOX_ID;
+      endpoints.push({
+        sandbox: ingress ? INGRESS_SANDBOX_ID : t.containerId,
+        ...(ingress ? { name: `${n.name}-endpoint` } : {}),
+        endpointId: createHash('sha256').update(`endpoint\0${taskId}\0${networkId}`).digest('hex'),
+        mac: macFromIpv4(ip) ?? '',
+        ipv4: `${ip}/${prefix}`,
+      });
+    }
+    return { endpoints, peers: n.nodes.map((x) => ({ ...x })) };
   }
 
   /** The networks the node's tasks use, as the managers last said. */

@@ -5,12 +5,21 @@
  * (the static FDB and neighbour entries), and the names the embedded DNS answers on it.
  */
 
+/** The routing mesh's sandbox on a node: its task ID in the data plane, and dockerd's name for it. */
+export const INGRESS_SANDBOX_ID = 'ingress-sbox';
+
 /** One attachment of a task on the network: its address, its MAC (from the address), its node. */
 export interface OverlayPeer {
   ip: string;
   mac: string;
   /** The data-path address of the attachment's node (the VXLAN destination). */
   node: string;
+}
+
+/** A node the network is in use on: its hostname and advertise address. */
+export interface OverlayNode {
+  name: string;
+  ip: string;
 }
 
 /** Names that resolve to `ip` on the network (a task: tasks.<svc>, its container name...; a VIP). */
@@ -46,6 +55,11 @@ export interface OverlayNetworkState {
   subnet: string;
   gateway: string;
   peers: OverlayPeer[];
+  /**
+   * The nodes where the network is in use (a live attachment there, or its ingress sandbox):
+   * `docker network inspect`'s `Peers` (dockerd: its gossip members on the network).
+   */
+  nodes: OverlayNode[];
   names: OverlayName[];
   vips: OverlayVip[];
 }
@@ -89,6 +103,8 @@ export interface TaskAttachment {
  */
 export interface OverlayTask {
   taskId: string;
+  /** The container whose sandbox it is, when not the task ID itself (a task's container). */
+  containerId?: string;
   netns: string;
   attachments: TaskAttachment[];
   /** An interface on the gateway bridge with the default route (tasks: yes; the ingress sandbox: no). */
@@ -104,4 +120,27 @@ export interface OverlayTask {
    * already (a plain container's bridge networks); else 0 (1 with `keepsDefaultNetwork`).
    */
   firstIndex?: number;
+}
+
+/**
+ * What `docker network inspect` shows of a network plumbed on this node (dockerd fills these
+ * from libnetwork on the nodes that have the network): its local endpoints and its peers.
+ */
+export interface OverlayLocalFacts {
+  /** Each sandbox on the network here: a container (task or plain) or the ingress sandbox. */
+  endpoints: OverlayLocalEndpoint[];
+  /** The nodes the network is in use on (hostname, advertise address). */
+  peers: OverlayNode[];
+}
+
+export interface OverlayLocalEndpoint {
+  /** The container ID, or dockerd's sandbox name for the ingress sandbox (`ingress-sbox`). */
+  sandbox: string;
+  /** The ingress sandbox's endpoint name (`ingress-endpoint`); a container's is its name. */
+  name?: string;
+  /** A stable ID for an endpoint the container's own settings do not name (a task's). */
+  endpointId: string;
+  mac: string;
+  /** With the prefix: `10.0.1.5/24`. */
+  ipv4: string;
 }

@@ -26,7 +26,8 @@ import type { HealthEvents, HealthStatus } from './task-health.js';
  * A container with a health check (its own or its image's) holds the task in `starting` until
  * it is healthy, as swarmkit's controller does: only then is it `running`, and so a backend of
  * its service's VIP, DNS names and ingress ports (node-overlay.ts takes running tasks only). An
- * unhealthy one, starting or running, is stopped (StopGracePeriod) and fails with
+ * unhealthy one leaves its VIPs and names at once (the managers are told before the stop), then
+ * is stopped (StopGracePeriod) and fails with
  * `task: non-zero exit (N): dockerexec: unhealthy container`; the orchestrator replaces it.
  */
 
@@ -48,6 +49,11 @@ export interface ExecutorDeps {
   node: () => NodeFacts;
   /** A state this node reached for a task (already forward only: the executor never goes back). */
   report: (taskId: string, status: TaskStatus) => void;
+  /**
+   * The task's container turned unhealthy (its status as it is): it leaves its VIPs and names now.
+   * Resolves once a manager took it.
+   */
+  reportUnhealthy?: (taskId: string, status: TaskStatus) => Promise<void>;
   /** The node's overlay data plane (absent: tasks on overlay networks get no interfaces there). */
   overlay?: OverlayPort;
   /** The VIP load balancer (absent: VIPs resolve but nothing balances them). */
@@ -87,6 +93,9 @@ const PULL_TIMEOUT_MS = 120_000;
 /** swarmkit's exitError: the code, and why when the agent knows (`dockerexec: unhealthy container`). */
 export const exitError = (code: number, cause?: string) =>
   cause ? `task: non-zero exit (${code}): ${cause}` : `task: non-zero exit (${code})`;
+
+/** The longest an unhealthy task's stop waits for the managers to take it out of the backends (dockerd's defaultGossipConvergeDelay). */
+const GOSSIP_CONVERGE_MS = 2000;
 
 /** moby's ErrContainerUnhealthy (daemon/cluster/executor/container/errors.go). */
 const UNHEALTHY = 'dockerexec: unhealthy container';
@@ -296,7 +305,7 @@ export class Executor {
     run.watching = watching;
     const view = await this.deps.containers.inspect(containerId).catch(() => undefined);
     try {
-      await this.plug(a, view?.State.Pid ?? 0);
+      await this.plug(a, view?.State.Pid ?? 0, containerId);
     } catch (err) {
       watching.abort();
       await this.deps.containers.stop(containerId, { timeout: 0 }).catch(() => {});
@@ -346,7 +355,9 @@ export class Executor {
         this.enqueue(run, () => this.becameHealthy(run, containerId));
       } else if (status === 'unhealthy' && !run.unhealthy) {
         run.unhealthy = true;
-        this.enqueue(run, () => this.stopUnhealthy(run, containerId));
+        // out of the VIPs, `tasks.<name>` and dnsrr at once, before the stop (dockerd's order)
+        const told = this.deps.reportUnhealthy?.(run.assigned.Task.ID, run.status) ?? Promise.resolve();
+        this.enqueue(run, () => this.stopUnhealthy(run, containerId, told));
       }
     };
     run.unwatchHealth = health(containerId, on);
@@ -374,7 +385,13 @@ export class Executor {
   }
 
   /** swarmkit's controller on `health_status: unhealthy`: the container is shut down. */
-  private async stopUnhealthy(run: Live, containerId: string): Promise<void> {
+  private async stopUnhealthy(run: Live, containerId: string, told: Promise<void>): Promise<void> {
+    if (run.stopping || isTerminal(run.status.State)) return;
+    // as dockerd waits for its gossip to converge: the managers have the task out of the backends
+    // (the nodes follow within a moment), or GOSSIP_CONVERGE_MS went by
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([told, new Promise<void>((r) => (timer = setTimeout(r, GOSSIP_CONVERGE_MS)))]);
+    clearTimeout(timer);
     if (run.stopping || isTerminal(run.status.State)) return;
     this.deps.log.info('task container unhealthy: stopping it', { taskId: run.assigned.Task.ID });
     await this.deps.containers
@@ -474,12 +491,13 @@ export class Executor {
   }
 
   /** A started task container on overlay networks joins them, and its VIP table is set. */
-  private async plug(a: AssignedTask, pid: number): Promise<void> {
+  private async plug(a: AssignedTask, pid: number, containerId: string): Promise<void> {
     const overlay = this.deps.overlay;
     if (!overlay || !onOverlay(a)) return;
     if (!pid) throw new Error('the container has no process');
     await overlay.attach({
       taskId: a.Task.ID,
+      containerId,
       netns: sandboxOf(pid),
       // host-mode ports are published on the node's default bridge, which the container keeps
       keepsDefaultNetwork: a.Service.HostPorts.length > 0,
@@ -517,7 +535,7 @@ export class Executor {
       if (run.status.State !== 'running') continue;
       const view = await this.deps.containers.inspect(run.containerId).catch(() => undefined);
       if (!view?.State.Running) continue;
-      await this.plug(run.assigned, view.State.Pid).catch((err: unknown) =>
+      await this.plug(run.assigned, view.State.Pid, view.Id).catch((err: unknown) =>
         this.deps.log.warn('cannot attach a task to its networks again', {
           taskId: id,
           error: errorMessage(err),

@@ -1,11 +1,11 @@
 import { errorMessage } from '../../../common/errors.js';
 import type { Logger } from '../../../common/log.js';
 import type { IngressMesh } from '../../network/lb/lb.types.js';
-import type { NodeIngressState } from '../../network/overlay/overlay.types.js';
+import { INGRESS_SANDBOX_ID, type NodeIngressState } from '../../network/overlay/overlay.types.js';
 import type { OverlayPort } from './overlay-port.js';
 
 /** The overlay's name for the ingress sandbox's attachment (never a task ID: those are base 36). */
-export const INGRESS_SANDBOX = 'ingress-sbox';
+export const INGRESS_SANDBOX = INGRESS_SANDBOX_ID;
 
 /**
  * The node's end of the routing mesh, from the managers' picture: while some service publishes a

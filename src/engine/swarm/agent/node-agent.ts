@@ -149,6 +149,7 @@ export class NodeAgent implements SwarmAgent {
       files: this.opts.files,
       node: () => ({ ID: ctx.nodeId, Hostname: this.opts.hostname() }),
       report: (id, status) => reporter.report(id, status),
+      reportUnhealthy: (id, status) => reporter.reportUnhealthy(id, status),
       changed: () => this.scheduleSave(),
       log: this.opts.log,
       ...(this.opts.overlay ? { overlay: this.opts.overlay } : {}),

@@ -6,10 +6,13 @@ import { stateRank, type TaskStatus } from '../tasks/task.types.js';
 /**
  * The agent's task state reports on their way to a manager: batched (whatever came while a call
  * was under way goes in the next), the latest state per task only, never one behind what is
- * already queued, and kept and retried (every `retryMs`) while no manager takes them.
+ * already queued, and kept and retried (every `retryMs`) while no manager takes them. A task whose
+ * container turned unhealthy is said so with its report (until a manager took it).
  */
 export class StatusReporter {
   private readonly pending = new Map<string, TaskStatus>();
+  /** Tasks whose container turned unhealthy, to say with their next report; who waits for a manager to take it. */
+  private readonly unhealthy = new Map<string, Array<() => void>>();
   private sending = false;
   private timer?: NodeJS.Timeout;
   private stopped = false;
@@ -27,6 +30,20 @@ export class StatusReporter {
     this.kick(0);
   }
 
+  /**
+   * The task's container turned unhealthy: said with its status (it leaves the VIPs at once).
+   * Resolves once a manager took the report (or the reporter stopped).
+   */
+  reportUnhealthy(taskId: string, status: TaskStatus): Promise<void> {
+    const taken = new Promise<void>((resolve) => {
+      this.unhealthy.set(taskId, [...(this.unhealthy.get(taskId) ?? []), resolve]);
+    });
+    const queued = this.pending.get(taskId);
+    if (!queued || stateRank(queued.State) <= stateRank(status.State)) this.pending.set(taskId, status);
+    this.kick(0);
+    return taken;
+  }
+
   /** Sends what is pending now (a reconnect). */
   flush(): void {
     this.kick(0);
@@ -41,6 +58,11 @@ export class StatusReporter {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    // nobody waits on a stopped reporter (the flags stay, for a start again)
+    for (const [id, waiters] of this.unhealthy) {
+      for (const resolve of waiters) resolve();
+      this.unhealthy.set(id, []);
+    }
   }
 
   start(): void {
@@ -66,9 +88,20 @@ export class StatusReporter {
     this.sending = true;
     const batch = [...this.pending.entries()];
     this.pending.clear();
+    const unhealthy = batch.filter(([id]) => this.unhealthy.has(id)).map(([id]) => id);
     let ok = false;
     try {
-      await this.send({ Updates: batch.map(([TaskID, Status]) => ({ TaskID, Status })) });
+      await this.send({
+        Updates: batch.map(([TaskID, Status]) => ({
+          TaskID,
+          Status,
+          ...(this.unhealthy.has(TaskID) ? { Unhealthy: true } : {}),
+        })),
+      });
+      for (const id of unhealthy) {
+        for (const resolve of this.unhealthy.get(id) ?? []) resolve();
+        this.unhealthy.delete(id);
+      }
       ok = true;
     } catch (err) {
       this.log.debug('task status report failed; kept for the next try', { error: errorMessage(err) });

@@ -77,6 +77,12 @@ export type AssignmentMessage = FullAssignments | AssignmentChanges | Assignment
 export interface StatusReport {
   TaskID: string;
   Status: TaskStatus;
+  /**
+   * The task's container turned unhealthy and is being stopped: it leaves its services' VIPs,
+   * `tasks.<name>`, dnsrr answers and ingress ports now, before its state moves (dockerd takes a
+   * task out of the load balancer before it stops the container).
+   */
+  Unhealthy?: boolean;
 }
 
 /** `POST /v1/status`. */

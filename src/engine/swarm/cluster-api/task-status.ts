@@ -7,7 +7,8 @@ import type { StatusAnswer, StatusCall, StatusReport } from './assignments.types
  * Agents' task state reports, applied forward only: a report is written only when its state
  * ranks above the task's (task.types.ts' order), by a compare-and-swap on the task's revision,
  * so a late, older report never moves a task back, and a concurrent write (the orchestrator's)
- * is read again rather than overwritten. A node reports only its own tasks.
+ * is read again rather than overwritten. A node reports only its own tasks. A report that the
+ * task's container turned unhealthy marks the task (`_.unhealthy`) whatever its state.
  */
 
 const ATTEMPTS = 5;
@@ -51,15 +52,24 @@ export async function applyStatusReport(
     if (!kv) return false;
     const task = JSON.parse(kv.value) as StoredTask;
     if (task.NodeID !== nodeId) return false;
-    if (stateRank(status.State) <= stateRank(task.Status.State)) return false;
+    const forward = stateRank(status.State) > stateRank(task.Status.State);
+    const unhealthy = report.Unhealthy === true && task._.unhealthy !== true;
+    if (!forward && !unhealthy) return false;
     // what the agent did not say (port status of an earlier report) is kept
     const next: StoredTask = {
       ...task,
       UpdatedAt: now().toISOString(),
-      Status: {
-        ...status,
-        ...(status.PortStatus ? {} : task.Status.PortStatus ? { PortStatus: task.Status.PortStatus } : {}),
-      },
+      ...(unhealthy ? { _: { ...task._, unhealthy: true } } : {}),
+      Status: forward
+        ? {
+            ...status,
+            ...(status.PortStatus
+              ? {}
+              : task.Status.PortStatus
+                ? { PortStatus: task.Status.PortStatus }
+                : {}),
+          }
+        : task.Status,
     };
     const res = await store.txn(
       [{ key, target: 'mod', op: 'equal', value: kv.modRevision }],

@@ -146,6 +146,7 @@ export async function initSwarm(ctx: SwarmContext, req: InitRequest): Promise<st
       Spec: { Labels: {}, Role: 'manager', Availability: availability },
       Description: describeNode(opts, tlsInfoOf(root.certPem)),
       Status: { State: 'ready', Addr: addrs.advertiseHost },
+      _: { dataPathAddr: addrs.dataPathAddr },
     };
     const manager: StoredManager = {
       memberId: status.memberId,

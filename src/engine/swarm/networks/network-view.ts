@@ -5,7 +5,8 @@ import { OVERLAY_VNI_OPTION, type StoredSwarmNetwork } from './network.types.js'
 /**
  * A swarm network as GET /networks and /networks/{id} show it on a manager (dockerd 20.10's
  * shape for an overlay network; `Containers` null and no `Peers` unless the node has it plumbed:
- * `local` gives the node's own containers and peers then). Pure.
+ * `local` gives the node's own containers and peers then, and `Labels` is `{}` rather than null,
+ * as dockerd shows its local view). Pure.
  */
 
 export interface LocalNetworkFacts {
@@ -61,7 +62,8 @@ export function swarmNetworkView(n: StoredSwarmNetwork, local?: LocalNetworkFact
     ConfigOnly: false,
     Containers: local ? local.containers : null,
     Options: { [OVERLAY_VNI_OPTION]: String(n._.vni), ...n.Spec.Options },
-    Labels: n.Spec.Labels,
+    // the node's own (libnetwork's) view in dockerd: labels `{}` rather than null
+    Labels: local ? (n.Spec.Labels ?? {}) : n.Spec.Labels,
   };
   if (local) view.Peers = local.peers;
   return view;

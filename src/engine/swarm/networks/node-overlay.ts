@@ -8,9 +8,8 @@ import type {
 } from '../../network/overlay/overlay.types.js';
 import { containerNameOf } from '../agent/container-config.js';
 import { keys } from '../keys.js';
-import type { StoredNode } from '../orchestrator/cluster-view.js';
 import { isLive } from '../orchestrator/task-life.js';
-import type { StoredCluster } from '../records.js';
+import { dataPathAddrOf, type StoredCluster, type StoredNode } from '../records.js';
 import type { StoredService } from '../services/service.types.js';
 import type { ClusterStore } from '../store/cluster-store.js';
 import { isTerminal, type StoredTask } from '../tasks/task.types.js';
@@ -23,11 +22,12 @@ import { withPrefix } from './pools.js';
  * peers of the networks its tasks use"), read from the store by the manager the node streams
  * from: each swarm network one of the node's live tasks is attached to, with
  * - every live attachment on it, on any node: address, MAC (from the address), the node's
- *   address (static FDB and neighbour entries: no gossip);
+ *   data-path address (static FDB and neighbour entries: no gossip);
  * - the names the embedded DNS answers there, from the running tasks: `tasks.<service>`, the
  *   service name (dnsrr: the tasks; vip: the VIP) and the spec's aliases alike, the task's
  *   container name `<service>.<slot|node>.<task>`;
- * - each vip service's VIP with its running tasks behind it (the load balancer's table).
+ * - each vip service's VIP with its running tasks behind it (the load balancer's table); a
+ *   task its node said unhealthy is behind no VIP and answers no name any more.
  */
 export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<NodeOverlayState> {
   const [tasksR, servicesR, networksR, nodesR, clusterKv] = await Promise.all([
@@ -50,12 +50,14 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
       return [n.ID, n] as const;
     }),
   );
-  const nodeAddr = new Map(
+  const nodeRecords = new Map(
     nodesR.kvs.map((kv) => {
       const n = JSON.parse(kv.value) as StoredNode;
-      return [n.ID, n.Status?.Addr ?? ''] as const;
+      return [n.ID, n] as const;
     }),
   );
+  // the VXLAN destination of each node: its data-path address
+  const nodeAddr = new Map([...nodeRecords].map(([id, n]) => [id, dataPathAddrOf(n)] as const));
   const cluster = clusterKv ? (JSON.parse(clusterKv.value) as StoredCluster) : undefined;
   const live = tasks.filter((t) => isLive(t) && !isTerminal(t.Status.State) && t.NodeID);
   const mine = new Set<string>();
@@ -95,16 +97,19 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
       subnet: config.Subnet,
       gateway: config.Gateway,
       peers: [],
+      nodes: [],
       names: [],
       vips: [],
     };
+    const using = new Set<string>();
     const running = new Map<string, string[]>();
     for (const t of live) {
       const a = (t.NetworksAttachments ?? []).find((x) => x.Network.ID === id);
       const ip = a?.Addresses[0]?.split('/')[0];
       if (!ip) continue;
       state.peers.push({ ip, mac: macFromIpv4(ip) ?? '', node: nodeAddr.get(t.NodeID ?? '') ?? '' });
-      if (t.Status.State !== 'running') continue;
+      using.add(t.NodeID ?? '');
+      if (!serving(t)) continue;
       // a plain container's attachment: its names (container name, short ID, aliases)
       const own = t._?.names;
       if (own) {
@@ -124,8 +129,14 @@ export async function nodeOverlay(store: ClusterStore, nodeId: string): Promise<
     if (n.Spec.Ingress) {
       for (const [node, ip] of sandboxes) {
         state.peers.push({ ip, mac: macFromIpv4(ip) ?? '', node: nodeAddr.get(node) ?? '' });
+        using.add(node);
       }
     }
+    state.nodes = [...using]
+      .map((nid) => nodeRecords.get(nid))
+      .filter((x): x is StoredNode => x !== undefined)
+      .map((x) => ({ name: x.Description?.Hostname ?? '', ip: x.Status?.Addr ?? '' }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.ip < b.ip ? -1 : 1));
     for (const svc of services.values()) {
       const vip = svc.Endpoint?.VirtualIPs?.find((v) => v.NetworkID === id);
       if (!vip) continue;
@@ -168,7 +179,7 @@ function ingressPortsOf(
   const out: IngressPortState[] = [];
   for (const svc of services) {
     const backends = live
-      .filter((t) => t.ServiceID === svc.ID && t.Status.State === 'running')
+      .filter((t) => t.ServiceID === svc.ID && serving(t))
       .map((t) => t.NetworksAttachments?.find((a) => a.Network.ID === ingressId)?.Addresses[0]?.split('/')[0])
       .filter((ip): ip is string => ip !== undefined)
       .sort();
@@ -180,4 +191,9 @@ function ingressPortsOf(
     }
   }
   return out.sort((a, b) => a.publishedPort - b.publishedPort || (a.protocol < b.protocol ? -1 : 1));
+}
+
+/** A backend of its services' VIPs, names and ingress ports: running, and not said unhealthy. */
+function serving(t: StoredTask): boolean {
+  return t.Status.State === 'running' && t._?.unhealthy !== true;
 }

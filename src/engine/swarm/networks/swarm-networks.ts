@@ -26,7 +26,12 @@ import {
   type SwarmNetworkRequest,
 } from './network.types.js';
 import { networkKeys } from './network-keys.js';
-import { filterSwarmNetworks, type SwarmNetworkView, swarmNetworkView } from './network-view.js';
+import {
+  filterSwarmNetworks,
+  type LocalNetworkFacts,
+  type SwarmNetworkView,
+  swarmNetworkView,
+} from './network-view.js';
 import { checkedConfig, nextSubnet, nextVni } from './pools.js';
 
 /** What swarm networks need of the swarm: the store of an active manager (or dockerd's 503). */
@@ -42,6 +47,8 @@ export interface SwarmNetworksOptions {
   esp: EspProbe;
   /** The networks this node's tasks use (the node's overlay picture): what a worker lists. */
   local?: () => OverlayNetworkState[];
+  /** A network's endpoints and peers here, while this node has it plumbed (inspect's Containers, Peers). */
+  localFacts?: (networkId: string) => Promise<LocalNetworkFacts | undefined>;
   now?: () => Date;
   newId?: () => string;
 }
@@ -93,11 +100,13 @@ export class SwarmNetworks {
         local.find((n) => n.ID === ref) ??
         local.find((n) => n.Spec.Name === ref) ??
         (ref ? local.filter((n) => n.ID.startsWith(ref)) : []).at(0);
-      return found ? swarmNetworkView(found) : undefined;
+      return found ? swarmNetworkView(found, await this.opts.localFacts?.(found.ID)) : undefined;
     }
     const store = this.opts.swarm.managerStore();
     const found = await this.call(() => findNetwork(store, ref));
-    return found ? swarmNetworkView(found.network) : undefined;
+    return found
+      ? swarmNetworkView(found.network, await this.opts.localFacts?.(found.network.ID))
+      : undefined;
   }
 
   async create(req: SwarmNetworkRequest): Promise<{ Id: string; Warning: string }> {

@@ -206,7 +206,7 @@ function nodeView(
   leader: string,
   member: (memberId: string) => Reachability | undefined,
 ): SwarmNode {
-  const n = JSON.parse(kv.value) as StoredNode;
+  const { _: _private, ...n } = JSON.parse(kv.value) as StoredNode;
   const up = alive.has(n.ID);
   const view: SwarmNode = {
     ...n,

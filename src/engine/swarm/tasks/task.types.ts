@@ -85,6 +85,8 @@ export interface StoredTask extends Omit<Task, 'Version'> {
      * its short ID, the endpoint's aliases), for the embedded DNS of every node on it.
      */
     names?: string[];
+    /** Its node said its container turned unhealthy: no longer a backend, whatever its state. */
+    unhealthy?: boolean;
   };
 }
 

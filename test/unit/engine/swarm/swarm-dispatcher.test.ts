@@ -69,6 +69,21 @@ describe('the manager dispatcher (joins and heartbeats)', () => {
     assert.ok(await store.get(keys.live(answer.NodeID)));
   });
 
+  it("keeps the joiner's data-path address in its record (never in the API's Node), and refuses one that is no IP", async () => {
+    const { store, tokens, d, call } = await setup();
+    const answer = await d.join({ ...call(tokens.Worker), DataPathAddr: '172.16.0.2' });
+    const node = JSON.parse((await store.get(keys.node(answer.NodeID)))?.value ?? '{}');
+    assert.equal(node.Status.Addr, '10.0.0.2', 'Status.Addr stays the advertise address');
+    assert.deepEqual(node._, { dataPathAddr: '172.16.0.2' });
+    const plain = await d.join({ ...call(tokens.Worker), DataPathAddr: '' });
+    const plainNode = JSON.parse((await store.get(keys.node(plain.NodeID)))?.value ?? '{}');
+    assert.deepEqual(plainNode._, { dataPathAddr: '10.0.0.2' }, 'none given: the advertise address');
+    await assert.rejects(d.join({ ...call(tokens.Worker), DataPathAddr: 'eth0' }), {
+      kind: 'InvalidParameter',
+      message: 'invalid DataPathAddr "eth0": not an IP address',
+    });
+  });
+
   it("refuses tokens that are not the swarm's current ones, and bad CSRs", async () => {
     const { tokens, d, call } = await setup();
     await assert.rejects(d.join(call('SWMTKN-1-x')), { kind: 'InvalidParameter', message: BAD_TOKEN });

@@ -84,6 +84,7 @@ function state(names: Array<{ names: string[]; ip: string }> = []): NodeOverlayS
           { ip: '10.0.1.3', mac: '02:42:0a:00:01:03', node: '192.168.1.1' },
           { ip: '10.0.1.4', mac: '02:42:0a:00:01:04', node: '192.168.1.2' },
         ],
+        nodes: [],
         names,
         vips: [{ service: 's1', vip: '10.0.1.2', backends: ['10.0.1.4'] }],
       },
@@ -95,6 +96,7 @@ function state(names: Array<{ names: string[]; ip: string }> = []): NodeOverlayS
         subnet: '10.0.2.0/24',
         gateway: '10.0.2.1',
         peers: [],
+        nodes: [],
         names: [{ names: ['secret-b'], ip: '10.0.2.9' }],
         vips: [],
       },
@@ -117,6 +119,48 @@ function setup() {
 }
 
 describe('overlay networks of a node (fake host calls)', () => {
+  it('tells network inspect its local endpoints and peers while the network is plumbed here', async () => {
+    const { overlay, dns } = setup();
+    const st = state();
+    const netA = st.networks[0];
+    assert.ok(netA);
+    netA.nodes = [
+      { name: 'host-one', ip: '192.168.1.1' },
+      { name: 'host-two', ip: '192.168.1.2' },
+    ];
+    await overlay.sync(st);
+    assert.equal(overlay.localFacts('netA'), undefined, 'not plumbed: nothing local');
+    await overlay.attach({
+      taskId: 't1',
+      containerId: 'c1',
+      netns: '/proc/10/ns/net',
+      attachments: [{ networkId: 'netA', address: '10.0.1.3/24' }],
+    });
+    await overlay.attach({
+      taskId: 'ingress-sbox',
+      netns: '/run/netns/ingress',
+      gateway: false,
+      attachments: [{ networkId: 'netA', address: '10.0.1.7/24' }],
+    });
+    const facts = overlay.localFacts('netA');
+    assert.deepEqual(facts?.peers, netA.nodes);
+    const [task, sbox] = facts?.endpoints ?? [];
+    assert.equal(task?.sandbox, 'c1');
+    assert.equal(task?.name, undefined, 'a container is named by its own settings');
+    assert.equal(task?.ipv4, '10.0.1.3/24');
+    assert.equal(task?.mac, '02:42:0a:00:01:03');
+    assert.match(task?.endpointId ?? '', /^[0-9a-f]{64}$/);
+    assert.deepEqual(
+      { sandbox: sbox?.sandbox, name: sbox?.name, ipv4: sbox?.ipv4 },
+      { sandbox: 'ingress-sbox', name: 'ova-endpoint', ipv4: '10.0.1.7/24' },
+    );
+    assert.equal(overlay.localFacts('netB'), undefined);
+    await overlay.detach('t1');
+    await overlay.detach('ingress-sbox');
+    assert.equal(overlay.localFacts('netA'), undefined, 'gone with its last endpoint');
+    await dns.close();
+  });
+
   it('plugs a container that keeps its default network (host-mode ports) from eth1, without taking its default route', async () => {
     const { ops, overlay, dns } = setup();
     await overlay.sync(state());
