@@ -281,6 +281,8 @@ export async function startEngine(
     overlay,
     lb: new NftServiceLb(),
     log: log.child('attachments'),
+    // restart-policy containers on swarm networks start before the agent: they wait for it
+    member: () => swarm.pingState() !== 'inactive',
   });
   const containers = await createContainerService({
     dataRoot: config.dataRoot,

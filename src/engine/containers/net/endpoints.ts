@@ -105,6 +105,20 @@ export class ContainerNetworks implements NetworkPort {
     return !this.d.network?.isUserNetwork(name);
   }
 
+  /**
+   * A container naming a network the engine does not have, while the node's swarm agent is not up
+   * yet (the engine is starting): its start waits for the agent (bounded), so that a
+   * restart-policy container on an attachable overlay comes back attached, as with dockerd.
+   */
+  private async awaitSwarm(c: Container): Promise<void> {
+    const swarm = this.d.swarm;
+    if (!swarm || swarm.active() || this.kind(c) !== 'bridge') return;
+    const local = (n: string) =>
+      n === 'bridge' || n === 'default' || n === 'host' || n === 'none' || this.d.network?.isUserNetwork(n);
+    if (attachedNetworkNames(c.hostConfig, c.record).every(local)) return;
+    await swarm.whenActive();
+  }
+
   /** The container's swarm networks, in its networks' order. */
   private swarmNetworks(c: Container): string[] {
     return attachedNetworkNames(c.hostConfig, c.record).filter((n) => this.isSwarmNetwork(n));
@@ -265,6 +279,7 @@ export class ContainerNetworks implements NetworkPort {
    * only, and only /etc/hostname of the engine's.
    */
   async prepare(c: Container): Promise<StartNetwork> {
+    await this.awaitSwarm(c);
     const rec = c.record;
     const hc = c.hostConfig;
     const dir = this.d.store.dir(c.id);
@@ -471,15 +486,25 @@ export class ContainerNetworks implements NetworkPort {
       containerId: c.id,
       sandboxId: starting.attach.sandboxId,
       sandboxKey: starting.attach.sandboxKey,
-      networks: starting.swarm.map((n) => ({
-        network: n,
-        names: dnsNames(c.record, n, eps[n]?.Aliases ?? []) ?? [],
-      })),
+      networks: starting.swarm.map((n) => this.swarmRequest(c, n, eps[n])),
       firstIndex: bridged.length,
+      usedIfnames: bridged.map((e) => e.ifname ?? 'eth0'),
       defaultRoute: bridged.length === 0,
     });
     const order = attachedNetworkNames(c.hostConfig, c.record);
     return [...bridged, ...joined].sort((a, b) => order.indexOf(a.network) - order.indexOf(b.network));
+  }
+
+  /** What the container asks of a swarm network: its names there, the addresses it wants (`--ip`, `--ip6`). */
+  private swarmRequest(c: Container, network: string, ep: EndpointSettings | null | undefined) {
+    const ip = ep?.IPAMConfig?.IPv4Address;
+    const ip6 = ep?.IPAMConfig?.IPv6Address;
+    return {
+      network,
+      names: dnsNames(c.record, network, ep?.Aliases ?? []) ?? [],
+      ...(ip ? { ipv4Address: ip } : {}),
+      ...(ip6 ? { ipv6Address: ip6 } : {}),
+    };
   }
 
   /** dockerd keeps each network's ID in the endpoint settings once the container joined it. */
@@ -561,7 +586,14 @@ export class ContainerNetworks implements NetworkPort {
     const swarmEps = endpointsOf(c.record).filter((e) => e.swarm);
     const sandbox = c.record.Sandbox;
     if (swarmEps.length > 0 && sandbox)
-      this.d.swarm?.restore(c.id, { sandboxId: sandbox.ID, sandboxKey: sandbox.Key }, swarmEps);
+      this.d.swarm?.restore(
+        c.id,
+        { sandboxId: sandbox.ID, sandboxKey: sandbox.Key },
+        swarmEps,
+        endpointsOf(c.record)
+          .filter((e) => !e.swarm)
+          .map((e) => e.ifname ?? 'eth0'),
+      );
     const eps = c.record.NetworkingConfig.EndpointsConfig ?? {};
     for (const ep of endpointsOf(c.record)) {
       // its names as the record says now (a rename is saved before the endpoint is)
@@ -613,7 +645,11 @@ export class ContainerNetworks implements NetworkPort {
     let added: Endpoint | undefined;
     const rec = c.record;
     if (running && rec.Sandbox) {
-      const used = new Set(endpointsOf(rec).map((e) => e.ifname ?? 'eth0'));
+      // (and the interfaces swarm networks made: the gateway bridge's is in no endpoint)
+      const used = new Set([
+        ...endpointsOf(rec).map((e) => e.ifname ?? 'eth0'),
+        ...(this.d.swarm?.interfaces(c.id) ?? []),
+      ]);
       let i = 0;
       while (used.has(`eth${i}`)) i++;
       const dns = this.dnsOf(c, n.name, settings.Aliases ?? [], settings.Links ?? []);
@@ -792,11 +828,9 @@ export class ContainerNetworks implements NetworkPort {
       containerId: c.id,
       sandboxId: rec.Sandbox.ID,
       sandboxKey: rec.Sandbox.Key,
-      networks: this.swarmNetworks(c).map((n) => ({
-        network: n,
-        names: dnsNames(rec, n, eps[n]?.Aliases ?? []) ?? [],
-      })),
+      networks: this.swarmNetworks(c).map((n) => this.swarmRequest(c, n, eps[n])),
       firstIndex: first,
+      usedIfnames: bridged.map((e) => e.ifname ?? 'eth0'),
       defaultRoute: bridged.length === 0,
     });
     const order = attachedNetworkNames(c.hostConfig, rec);

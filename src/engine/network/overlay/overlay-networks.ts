@@ -69,6 +69,8 @@ interface PlumbedTask {
   gwAddress: string;
   /** The interfaces made in its sandbox (an unplug of a sandbox that lives on removes them). */
   ifnames: string[];
+  /** Its interface on each network, by network ID (a plain container's connect/disconnect). */
+  ifnameOf: Map<string, string>;
 }
 
 export class OverlayNetworks {
@@ -119,6 +121,7 @@ export class OverlayNetworks {
         addresses: new Map(),
         gwAddress: '',
         ifnames: [],
+        ifnameOf: new Map(),
       };
       this.tasks.set(task.taskId, plumbed);
       let index = task.firstIndex ?? (task.keepsDefaultNetwork ? 1 : 0);
@@ -131,6 +134,8 @@ export class OverlayNetworks {
         const ip = a.address.split('/')[0] ?? '';
         const ifname = `eth${index++}`;
         plumbed.ifnames.push(ifname);
+        plumbed.ifnameOf.set(a.networkId, ifname);
+        if (task.stale) await this.o.ops.unplugContainer(task.netns, ifname).catch(() => undefined);
         await this.o.ops.plugContainer(ns, task.netns, {
           ifname,
           address: a.address,
@@ -145,6 +150,7 @@ export class OverlayNetworks {
       if (gw) {
         plumbed.gwAddress = this.freeGatewayAddress(gw);
         plumbed.ifnames.push(`eth${index}`);
+        if (task.stale) await this.o.ops.unplugContainer(task.netns, `eth${index}`).catch(() => undefined);
         await this.o.ops.plugGateway(this.gwName, task.netns, {
           ifname: `eth${index}`,
           address: `${plumbed.gwAddress}/${gw.prefixLen}`,
@@ -152,6 +158,66 @@ export class OverlayNetworks {
           defaultRoute: !task.keepsDefaultNetwork,
         });
       }
+      this.refreshDns();
+    });
+  }
+
+  /**
+   * A plugged sandbox joins one more network as `ifname` (a plain container's `network connect`):
+   * its other interfaces, their addresses and connections are not touched.
+   */
+  plugOne(
+    taskId: string,
+    a: OverlayTask['attachments'][number],
+    ifname: string,
+    opts: { stale?: boolean } = {},
+  ): Promise<void> {
+    return this.serial(async () => {
+      const t = this.tasks.get(taskId);
+      if (!t) throw new Error(`${taskId} is not plugged into overlay networks`);
+      if (t.networks.includes(a.networkId)) return;
+      const n = this.network(a.networkId);
+      if (!n) throw new Error(`overlay network ${a.networkId} is not known on this node yet`);
+      const ns = await this.ensureNetwork(n);
+      t.networks.push(a.networkId);
+      t.ifnames.push(ifname);
+      t.ifnameOf.set(a.networkId, ifname);
+      const ip = a.address.split('/')[0] ?? '';
+      const mac = macFromIpv4(ip);
+      if (opts.stale) await this.o.ops.unplugContainer(t.netns, ifname).catch(() => undefined);
+      await this.o.ops.plugContainer(ns, t.netns, {
+        ifname,
+        address: a.address,
+        mac: mac ?? '',
+        mtu: OVERLAY_MTU,
+      });
+      t.addresses.set(a.networkId, ip);
+      if (mac) await this.o.ops.forgetMac(ns, n.vni, mac).catch(() => undefined);
+      this.refreshDns();
+    });
+  }
+
+  /**
+   * A plugged sandbox leaves one network (a plain container's `network disconnect`): that
+   * interface goes, and the network's namespace when no other task uses it; the rest stays.
+   */
+  unplugOne(taskId: string, networkId: string): Promise<void> {
+    return this.serial(async () => {
+      const t = this.tasks.get(taskId);
+      if (!t?.networks.includes(networkId)) return;
+      const ifname = t.ifnameOf.get(networkId);
+      t.networks = t.networks.filter((id) => id !== networkId);
+      t.addresses.delete(networkId);
+      t.ifnameOf.delete(networkId);
+      if (ifname) {
+        t.ifnames = t.ifnames.filter((i) => i !== ifname);
+        await this.o.ops
+          .unplugContainer(t.netns, ifname)
+          .catch((err: unknown) =>
+            this.o.log.warn('cannot remove an overlay interface', { ifname, error: errorMessage(err) }),
+          );
+      }
+      await this.dropUnused([networkId]);
       this.refreshDns();
     });
   }
@@ -174,15 +240,20 @@ export class OverlayNetworks {
             );
         }
       }
-      for (const id of t.networks) {
-        if ([...this.tasks.values()].some((o) => o.networks.includes(id))) continue;
-        const p = this.plumbed.get(id);
-        this.plumbed.delete(id);
-        this.o.dns.records.drop(id);
-        if (p) await this.o.ops.deleteNamespace(p.ns);
-      }
+      await this.dropUnused(t.networks);
       this.refreshDns();
     });
+  }
+
+  /** Of these networks, those no task uses any more go (their namespace, their DNS records). */
+  private async dropUnused(networkIds: string[]): Promise<void> {
+    for (const id of networkIds) {
+      if ([...this.tasks.values()].some((o) => o.networks.includes(id))) continue;
+      const p = this.plumbed.get(id);
+      this.plumbed.delete(id);
+      this.o.dns.records.drop(id);
+      if (p) await this.o.ops.deleteNamespace(p.ns);
+    }
   }
 
   /** The VIPs of the task's networks with their running tasks (the load balancer's table). */

@@ -120,6 +120,11 @@ export interface OverlayTask {
    * already (a plain container's bridge networks); else 0 (1 with `keepsDefaultNetwork`).
    */
   firstIndex?: number;
+  /**
+   * The sandbox may still hold interfaces an earlier engine made under the same names (a plain
+   * container plugged again after an engine restart): each goes before its name is plugged.
+   */
+  stale?: boolean;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BerthError, errorMessage, forbidden, isKind, unavailable } from '../../../common/errors.js';
+import { BerthError, errorMessage, isKind, systemError, unavailable } from '../../../common/errors.js';
 import { randomId } from '../../../common/ids.js';
 import type { Logger } from '../../../common/log.js';
 import type { SwarmAttachRequest, SwarmNetworkPort } from '../../containers/net/swarm-networks.port.js';
@@ -32,17 +32,26 @@ export interface AttachmentsOptions {
   log: Logger;
   /** How long an attachment waits for the managers' picture to carry its network (ms). */
   pictureWaitMs?: number;
+  /** The node is a swarm member (its agent runs, or will once the engine has started). */
+  member?: () => boolean;
+  /** How long a start waits for the agent of a member node (ms; dockerd's 60 s). */
+  agentWaitMs?: number;
 }
 
 interface Held {
   sandboxKey: string;
   sandboxId: string;
+  /** Each with its interface (`eth<N>`), kept across connects and disconnects of other networks. */
   endpoints: Endpoint[];
-  firstIndex: number;
+  /** The interface on the gateway bridge. */
+  gwIfname: string;
+  /** Restored after an engine restart: its sandbox may still hold the interfaces of the last run. */
+  stale?: boolean;
   defaultRoute: boolean;
 }
 
 const PICTURE_WAIT_MS = 15_000;
+const AGENT_WAIT_MS = 60_000;
 
 export class NetworkAttachments implements SwarmNetworkPort {
   private link?: ManagerLink;
@@ -53,6 +62,8 @@ export class NetworkAttachments implements SwarmNetworkPort {
   /** Releases a manager did not take (unreachable): tried again at the next picture. */
   private readonly unreleased = new Set<string>();
   private waiters: Array<() => void> = [];
+  /** Starts waiting for the agent (restart-policy containers at engine start). */
+  private linkWaiters: Array<() => void> = [];
   /** Each container's operation under way (attach, detach), the next one waits for it. */
   private readonly turns = new Map<string, Promise<void>>();
 
@@ -61,9 +72,31 @@ export class NetworkAttachments implements SwarmNetworkPort {
   /** The agent started (a swarm member): calls go through its manager. */
   useLink(link: ManagerLink | undefined): void {
     this.link = link;
+    if (!link) return;
+    const waiters = this.linkWaiters;
+    this.linkWaiters = [];
+    for (const w of waiters) w();
   }
 
   active(): boolean {
+    return this.link !== undefined;
+  }
+
+  /**
+   * A member node whose agent is not up yet (the engine is starting: restart-policy containers
+   * start before the agent does): waits for it, bounded, as dockerd holds such containers until
+   * the cluster is ready. Not a member: at once.
+   */
+  async whenActive(): Promise<boolean> {
+    if (this.link) return true;
+    if (!this.o.member?.()) return false;
+    let wake: () => void = () => undefined;
+    const woken = new Promise<void>((resolve) => {
+      wake = resolve;
+      this.linkWaiters.push(resolve);
+    });
+    await Promise.race([woken, sleep(this.o.agentWaitMs ?? AGENT_WAIT_MS, undefined, { ref: false })]);
+    this.linkWaiters = this.linkWaiters.filter((w) => w !== wake);
     return this.link !== undefined;
   }
 
@@ -96,6 +129,7 @@ export class NetworkAttachments implements SwarmNetworkPort {
   private async join(req: SwarmAttachRequest): Promise<Endpoint[]> {
     const link = this.link;
     if (!link) throw unavailable('This node is not part of a swarm');
+    const had = this.o.overlay.attached(req.containerId) ? this.held.get(req.containerId) : undefined;
     this.joining.add(req.containerId);
     try {
       const answers: AttachAnswer[] = [];
@@ -107,6 +141,8 @@ export class NetworkAttachments implements SwarmNetworkPort {
                 ContainerID: req.containerId,
                 Network: n.network,
                 Names: n.names,
+                ...(n.ipv4Address ? { Address: n.ipv4Address } : {}),
+                ...(n.ipv6Address ? { Address6: n.ipv6Address } : {}),
               })
               .catch((err: unknown) => {
                 throw attachError(n.network, err);
@@ -115,40 +151,101 @@ export class NetworkAttachments implements SwarmNetworkPort {
         }
         await this.waitForPicture(answers.map((a) => a.NetworkID));
       } catch (err) {
-        await this.release(req.containerId);
+        await this.releaseNew(req.containerId, had, answers);
         throw err;
       }
+      if (had) return await this.change(req, had, answers);
       const endpoints = answers.map((a, i) =>
-        endpointOf(a, req.networks[i]?.network ?? a.NetworkName, req, req.firstIndex + i),
+        endpointOf(a, req.networks[i]?.network ?? a.NetworkName, req, `eth${req.firstIndex + i}`),
       );
       const held: Held = {
         sandboxKey: req.sandboxKey,
         sandboxId: req.sandboxId,
         endpoints,
-        firstIndex: req.firstIndex,
+        gwIfname: `eth${req.firstIndex + endpoints.length}`,
         defaultRoute: req.defaultRoute,
+        // restored and not plugged yet (a connect before the picture came): its old interfaces may linger
+        ...(this.held.get(req.containerId)?.stale ? { stale: true } : {}),
       };
       try {
-        // a second call (network connect, disconnect) plugs the whole set again
-        if (this.o.overlay.attached(req.containerId))
-          await this.o.overlay.detach(req.containerId, { unplug: true });
         await this.plug(req.containerId, held);
       } catch (err) {
-        await this.o.overlay.detach(req.containerId).catch(() => undefined);
+        await this.o.overlay.detach(req.containerId, { unplug: true }).catch(() => undefined);
         await this.release(req.containerId);
         throw err;
       }
-      // the networks it left since the last call give their addresses back
-      const before = this.held.get(req.containerId)?.endpoints ?? [];
+      // held before its VIP table is set: a picture from now on sets it again
       this.held.set(req.containerId, held);
-      for (const e of before) {
-        if (endpoints.some((x) => x.networkId === e.networkId)) continue;
-        await this.release(req.containerId, e.networkId);
-      }
+      await this.balance(held, req.containerId);
       return endpoints;
     } finally {
       this.joining.delete(req.containerId);
     }
+  }
+
+  /**
+   * A plugged container's set of swarm networks changed (`network connect`, `disconnect`): only
+   * the networks that came or went are plugged or unplugged (the others' interfaces, addresses and
+   * open connections stay), each new one on the lowest free `eth<N>`, as dockerd adds an interface.
+   */
+  private async change(req: SwarmAttachRequest, had: Held, answers: AttachAnswer[]): Promise<Endpoint[]> {
+    const id = req.containerId;
+    const kept = new Map(had.endpoints.map((e) => [e.networkId, e]));
+    const used = new Set([...req.usedIfnames, had.gwIfname, ...had.endpoints.map((e) => e.ifname ?? '')]);
+    const endpoints: Endpoint[] = [];
+    const added: Endpoint[] = [];
+    try {
+      for (const [i, a] of answers.entries()) {
+        const old = kept.get(a.NetworkID);
+        if (old) {
+          endpoints.push(old);
+          continue;
+        }
+        let n = 0;
+        while (used.has(`eth${n}`)) n++;
+        used.add(`eth${n}`);
+        const e = endpointOf(a, req.networks[i]?.network ?? a.NetworkName, req, `eth${n}`);
+        await this.o.overlay.plugOne(
+          id,
+          { networkId: e.networkId, address: `${e.ipAddress}/${e.prefixLen}` },
+          `eth${n}`,
+        );
+        added.push(e);
+        endpoints.push(e);
+      }
+    } catch (err) {
+      for (const e of added) await this.o.overlay.unplugOne(id, e.networkId).catch(() => undefined);
+      await this.releaseNew(id, had, answers);
+      throw err;
+    }
+    for (const e of had.endpoints) {
+      if (endpoints.some((x) => x.networkId === e.networkId)) continue;
+      await this.o.overlay.unplugOne(id, e.networkId);
+      // the network it left gives its address back
+      await this.release(id, e.networkId);
+    }
+    const held: Held = { ...had, endpoints };
+    this.held.set(id, held);
+    await this.balance(held, id);
+    return endpoints;
+  }
+
+  /** After a failed join: the tasks of the networks the container did not hold before go. */
+  private async releaseNew(
+    containerId: string,
+    had: Held | undefined,
+    answers: AttachAnswer[],
+  ): Promise<void> {
+    if (!had) return this.release(containerId);
+    for (const a of answers) {
+      if (!had.endpoints.some((e) => e.networkId === a.NetworkID))
+        await this.release(containerId, a.NetworkID);
+    }
+  }
+
+  interfaces(containerId: string): string[] {
+    const held = this.held.get(containerId);
+    return held ? [...held.endpoints.map((e) => e.ifname ?? 'eth0'), held.gwIfname] : [];
   }
 
   detach(containerId: string): Promise<void> {
@@ -172,15 +269,19 @@ export class NetworkAttachments implements SwarmNetworkPort {
     containerId: string,
     sandbox: { sandboxId: string; sandboxKey: string },
     endpoints: Endpoint[],
+    usedIfnames: string[] = [],
   ): void {
-    const first = Math.min(...endpoints.map((e) => Number((e.ifname ?? 'eth0').slice(3)) || 0));
+    const used = new Set([...usedIfnames, ...endpoints.map((e) => e.ifname ?? 'eth0')]);
+    let gw = 0;
+    while (used.has(`eth${gw}`)) gw++;
     this.held.set(containerId, {
       sandboxKey: sandbox.sandboxKey,
       sandboxId: sandbox.sandboxId,
       endpoints,
-      firstIndex: Number.isFinite(first) ? first : 0,
-      // the container's main network was a swarm one when its first interface is eth0
-      defaultRoute: first === 0,
+      gwIfname: `eth${gw}`,
+      stale: true,
+      // the container's main network was a swarm one when a swarm interface is eth0
+      defaultRoute: endpoints.some((e) => (e.ifname ?? 'eth0') === 'eth0'),
     });
   }
 
@@ -196,12 +297,18 @@ export class NetworkAttachments implements SwarmNetworkPort {
     for (const [id, held] of this.held) {
       if (!this.o.overlay.attached(id)) {
         if (!held.endpoints.every((e) => this.o.overlay.knows(e.networkId))) continue;
-        await this.plug(id, held).catch((err: unknown) =>
-          this.o.log.warn('cannot plug a container into its swarm networks again', {
-            container: id,
-            error: errorMessage(err),
-          }),
-        );
+        await this.plug(id, held).catch(async (err: unknown) => {
+          this.o.log.warn(
+            'cannot plug a container into its swarm networks again (tried at the next picture)',
+            {
+              container: id,
+              error: errorMessage(err),
+            },
+          );
+          held.stale = true;
+          await this.o.overlay.detach(id, { unplug: true }).catch(() => undefined);
+        });
+        if (this.o.overlay.attached(id)) await this.balance(held, id);
       } else await this.balance(held);
     }
   }
@@ -248,19 +355,29 @@ export class NetworkAttachments implements SwarmNetworkPort {
     this.link = undefined;
   }
 
+  /**
+   * The sandbox joins the gateway bridge and each of its networks, every interface under the name
+   * its endpoint has (also when plugged again after an engine restart).
+   */
   private async plug(containerId: string, held: Held): Promise<void> {
     await this.o.overlay.attach({
       taskId: containerId,
       netns: held.sandboxKey,
       gateway: true,
       keepsDefaultNetwork: !held.defaultRoute,
-      firstIndex: held.firstIndex,
-      attachments: held.endpoints.map((e) => ({
-        networkId: e.networkId,
-        address: `${e.ipAddress}/${e.prefixLen}`,
-      })),
+      firstIndex: Number(held.gwIfname.slice(3)),
+      attachments: [],
+      ...(held.stale ? { stale: true } : {}),
     });
-    await this.balance(held, containerId);
+    for (const e of held.endpoints) {
+      await this.o.overlay.plugOne(
+        containerId,
+        { networkId: e.networkId, address: `${e.ipAddress}/${e.prefixLen}` },
+        e.ifname ?? 'eth0',
+        held.stale ? { stale: true } : {},
+      );
+    }
+    held.stale = false;
   }
 
   private async balance(held: Held, containerId?: string): Promise<void> {
@@ -311,17 +428,28 @@ export class NetworkAttachments implements SwarmNetworkPort {
   }
 }
 
-/** dockerd's words: `Could not attach to network <n>: rpc error: code = <Code> desc = <message>`. */
+/**
+ * dockerd's words and status (500, as dockerd 20.10 answers both): a network that is not
+ * attachable `Could not attach to network <n>: rpc error: code = PermissionDenied desc = <message>`
+ * (swarmkit refuses the attachment task); an address the manager cannot give (`--ip` taken or out
+ * of the block) `attaching to network failed, make sure your network options are correct and check
+ * manager logs: <reason>`, where dockerd waits 20 s for an allocation that never comes and says
+ * `context deadline exceeded`.
+ */
 function attachError(network: string, err: unknown): Error {
   if (isKind(err, 'Forbidden'))
-    return forbidden(
+    return systemError(
       `Could not attach to network ${network}: rpc error: code = PermissionDenied desc = ${errorMessage(err)}`,
     );
   if (isKind(err, 'NotFound')) return new BerthError('NotFound', errorMessage(err));
+  if (isKind(err, 'InvalidParameter') || isKind(err, 'Conflict'))
+    return systemError(
+      `attaching to network failed, make sure your network options are correct and check manager logs: ${errorMessage(err)}`,
+    );
   return err instanceof Error ? err : new Error(String(err));
 }
 
-function endpointOf(a: AttachAnswer, name: string, req: SwarmAttachRequest, index: number): Endpoint {
+function endpointOf(a: AttachAnswer, name: string, req: SwarmAttachRequest, ifname: string): Endpoint {
   const [ip = '', prefix = '0'] = a.Address.split('/');
   return {
     // the network as the container's settings name it
@@ -335,7 +463,7 @@ function endpointOf(a: AttachAnswer, name: string, req: SwarmAttachRequest, inde
     // as dockerd: the overlay endpoint has no gateway (egress is docker_gwbridge's)
     gateway: '',
     macAddress: macFromIpv4(ip) ?? '',
-    ifname: `eth${index}`,
+    ifname,
     swarm: { taskId: a.TaskID },
   };
 }

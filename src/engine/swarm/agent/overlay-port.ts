@@ -1,4 +1,9 @@
-import type { NodeOverlayState, OverlayTask, OverlayVip } from '../../network/overlay/overlay.types.js';
+import type {
+  NodeOverlayState,
+  OverlayTask,
+  OverlayVip,
+  TaskAttachment,
+} from '../../network/overlay/overlay.types.js';
 
 /**
  * What the agent asks of the node's overlay data plane (src/engine/network/overlay/
@@ -11,6 +16,15 @@ export interface OverlayPort {
   gatewayAddress(): Promise<string>;
   /** A started task container joins its networks and the gateway bridge. */
   attach(task: OverlayTask): Promise<void>;
+  /** A plugged sandbox joins one more network as `ifname` (its other interfaces untouched). */
+  plugOne(
+    taskId: string,
+    attachment: TaskAttachment,
+    ifname: string,
+    opts?: { stale?: boolean },
+  ): Promise<void>;
+  /** A plugged sandbox leaves one network (that interface goes, the others stay). */
+  unplugOne(taskId: string, networkId: string): Promise<void>;
   /** The task's container stopped or went (`unplug`: its sandbox lives on, its interfaces go). */
   detach(taskId: string, opts?: { unplug?: boolean }): Promise<void>;
   attached(taskId: string): boolean;

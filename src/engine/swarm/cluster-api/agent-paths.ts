@@ -45,10 +45,14 @@ export async function serveAgentPath(
     if (req.method === 'GET' && path === '/v1/attachments') answer = await handlers.attachments(node);
     else if (req.method === 'POST' && path === '/v1/attachments') {
       const body = asObject(await readBody(req));
+      const address = str(body.Address);
+      const address6 = str(body.Address6);
       answer = await handlers.attach(node, {
         ContainerID: str(body.ContainerID),
         Network: str(body.Network),
         Names: Array.isArray(body.Names) ? body.Names.filter((n): n is string => typeof n === 'string') : [],
+        ...(address ? { Address: address } : {}),
+        ...(address6 ? { Address6: address6 } : {}),
       });
     } else if (req.method === 'POST') {
       const body = asObject(await readBody(req));

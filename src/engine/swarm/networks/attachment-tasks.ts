@@ -1,5 +1,13 @@
-import { conflict, forbidden, notFound } from '../../../common/errors.js';
+import { conflict, forbidden, invalidParameter, notFound } from '../../../common/errors.js';
 import { rfc3339Nano } from '../../../common/time.js';
+import {
+  broadcastAddress,
+  containsIp,
+  formatIpv4,
+  networkAddress,
+  parseCidr,
+  parseIpv4,
+} from '../../network/ipv4.js';
 import { keys } from '../keys.js';
 import type { ClusterStore, TxnOp } from '../store/cluster-store.js';
 import { isAttachment, type StoredTask } from '../tasks/task.types.js';
@@ -27,6 +35,10 @@ export interface AttachCall {
   Network: string;
   /** What the container answers to there (its name, short ID, aliases). */
   Names: string[];
+  /** The address asked for (`--ip`, IPAMConfig.IPv4Address): claimed exactly, or refused. */
+  Address?: string;
+  /** `--ip6`: swarm networks have no IPv6 block here, so it is always refused. */
+  Address6?: string;
 }
 
 export interface AttachAnswer {
@@ -78,9 +90,13 @@ export async function attachContainer(
     const address = had?.NetworksAttachments?.[0]?.Addresses[0];
     if (had && address)
       return { TaskID: had.ID, NetworkID: network.ID, NetworkName: network.Spec.Name, Address: address };
+    if (call.Address6)
+      throw invalidParameter(`network ${network.Spec.Name} has no IPv6 pool for ${call.Address6}`);
     const claims = await store.range(networkKeys.ipamOf(network.ID));
     const taken = new Set(claims.kvs.map((kv) => parseIpamKey(kv.key)?.ip ?? ''));
-    const ip = nextAddress(config, taken);
+    const ip = call.Address
+      ? requestedAddress(config.Subnet, call.Address, taken)
+      : nextAddress(config, taken);
     if (!ip) throw conflict(`could not find an available IP while allocating VIP on network ${network.ID}`);
     const ts = rfc3339Nano(opts.now().getTime());
     const id = opts.newId();
@@ -121,8 +137,26 @@ export async function attachContainer(
     );
     if (r.succeeded)
       return { TaskID: id, NetworkID: network.ID, NetworkName: network.Spec.Name, Address: addr };
+    // taken meanwhile by another holder: the next round says so (a requested address is not moved)
   }
   throw conflict(`could not allocate an address on network ${call.Network}: too many concurrent changes`);
+}
+
+/**
+ * An address asked for on the block, as libnetwork's IPAM answers a preferred address (the
+ * IPRange only bounds what is handed out unasked): outside the block 400 `requested address is
+ * out of range`; the network or broadcast address, the gateway or a held one 409 `Address already
+ * in use`.
+ */
+function requestedAddress(subnet: string, wanted: string, taken: ReadonlySet<string>): string {
+  const block = parseCidr(subnet);
+  const ip = parseIpv4(wanted);
+  if (ip === undefined) throw invalidParameter(`invalid IPv4 address: ${wanted}`);
+  if (!block || !containsIp(block, ip)) throw invalidParameter('requested address is out of range');
+  const text = formatIpv4(ip);
+  if (ip === networkAddress(block) || ip === broadcastAddress(block) || taken.has(text))
+    throw conflict('Address already in use');
+  return text;
 }
 
 /** The container's attachment tasks on the node go, with their addresses' claims. */

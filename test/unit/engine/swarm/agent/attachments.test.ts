@@ -7,6 +7,7 @@ import type {
   NodeOverlayState,
   OverlayTask,
   OverlayVip,
+  TaskAttachment,
 } from '../../../../../src/engine/network/overlay/overlay.types.js';
 import { type ManagerLink, NetworkAttachments } from '../../../../../src/engine/swarm/agent/attachments.js';
 import type { OverlayPort } from '../../../../../src/engine/swarm/agent/overlay-port.js';
@@ -26,6 +27,12 @@ class FakeOverlay implements OverlayPort {
     );
     this.plugged.add(t.taskId);
   }
+  async plugOne(id: string, a: TaskAttachment, ifname: string) {
+    this.log.push(`plug ${id} ${a.networkId} ${a.address} ${ifname}`);
+  }
+  async unplugOne(id: string, networkId: string) {
+    this.log.push(`unplug ${id} ${networkId}`);
+  }
   async detach(id: string, opts?: { unplug?: boolean }) {
     if (this.plugged.delete(id)) this.log.push(`detach ${id}${opts?.unplug ? ' unplug' : ''}`);
   }
@@ -41,27 +48,44 @@ class FakeOverlay implements OverlayPort {
   async sweep() {}
 }
 
-/** A manager that hands out addresses of `net1` (attachable) and refuses `plain`. */
+/** A manager that hands out addresses of `ov` (net1) and `ov2` (net2), attachable, and refuses `plain`. */
 class FakeManager implements ManagerLink {
   readonly calls: string[] = [];
+  /** `<container>/<network ID>` → address. */
   held = new Map<string, string>();
   private next = 2;
   async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-    const b = (body ?? {}) as { ContainerID?: string; Network?: string; NetworkID?: string };
-    this.calls.push(`${method} ${path} ${b.ContainerID ?? ''}${b.Network ? ` ${b.Network}` : ''}`);
+    const b = (body ?? {}) as {
+      ContainerID?: string;
+      Network?: string;
+      NetworkID?: string;
+      Address?: string;
+    };
+    this.calls.push(
+      `${method} ${path} ${b.ContainerID ?? ''}${b.Network ? ` ${b.Network}` : ''}${b.NetworkID ? ` ${b.NetworkID}` : ''}`,
+    );
     if (method === 'GET')
-      return [...this.held].map(([c, n]) => ({ TaskID: `t-${c}`, ContainerID: c, NetworkID: n })) as T;
+      return [...this.held.keys()].map((k) => {
+        const [c = '', n = ''] = k.split('/');
+        return { TaskID: `t-${c}-${n}`, ContainerID: c, NetworkID: n };
+      }) as T;
     if (path === '/v1/attachments/release') {
-      this.held.delete(b.ContainerID ?? '');
+      for (const k of [...this.held.keys()])
+        if (k.startsWith(`${b.ContainerID}/`) && (!b.NetworkID || k.endsWith(`/${b.NetworkID}`)))
+          this.held.delete(k);
       return { Released: [] } as T;
     }
     if (b.Network === 'plain') throw new BerthError('Forbidden', 'network plain not manually attachable');
-    this.held.set(b.ContainerID ?? '', 'net1');
+    const id = b.Network === 'ov2' ? 'net2' : 'net1';
+    if (b.Address === '10.0.1.200') throw new BerthError('Conflict', 'Address already in use');
+    const key = `${b.ContainerID}/${id}`;
+    const address = this.held.get(key) ?? `${b.Address ?? `10.0.1.${this.next++}`}/24`;
+    this.held.set(key, address);
     return {
-      TaskID: `t-${b.ContainerID}`,
-      NetworkID: 'net1',
-      NetworkName: 'ov',
-      Address: `10.0.1.${this.next++}/24`,
+      TaskID: `t-${b.ContainerID}-${id}`,
+      NetworkID: id,
+      NetworkName: b.Network,
+      Address: address,
     } as T;
   }
 }
@@ -80,12 +104,13 @@ function setUp() {
   return { overlay, applied, port, manager };
 }
 
-const req = (id: string, network = 'ov') => ({
+const req = (id: string, network = 'ov', more: Array<{ network: string; ipv4Address?: string }> = []) => ({
   containerId: id,
   sandboxId: `sb-${id}`,
   sandboxKey: `/run/netns/sb-${id}`,
-  networks: [{ network, names: [id] }],
+  networks: [{ network, names: [id] }, ...more.map((m) => ({ ...m, names: [id] }))],
   firstIndex: 0,
+  usedIfnames: [],
   defaultRoute: true,
 });
 
@@ -112,8 +137,11 @@ describe("a node's plain containers on swarm networks", () => {
     assert.equal(ep?.prefixLen, 24);
     assert.equal(ep?.macAddress, '02:42:0a:00:01:02');
     assert.equal(ep?.ifname, 'eth0');
-    assert.deepEqual(ep?.swarm, { taskId: 't-c1' });
-    assert.deepEqual(overlay.log, ['attach c1 /run/netns/sb-c1 10.0.1.2/24 first=0 keeps=false']);
+    assert.deepEqual(ep?.swarm, { taskId: 't-c1-net1' });
+    assert.deepEqual(overlay.log, [
+      'attach c1 /run/netns/sb-c1  first=1 keeps=false',
+      'plug c1 net1 10.0.1.2/24 eth0',
+    ]);
     assert.deepEqual(applied.at(-1), {
       key: '/run/netns/sb-c1',
       vips: [{ vip: '10.0.1.9', backends: ['10.0.1.10'] }],
@@ -134,7 +162,7 @@ describe("a node's plain containers on swarm networks", () => {
     const again = port.attach(req('c1'));
     await Promise.all([released, again]);
     assert.deepEqual(manager.calls, ['POST /v1/attachments/release c1', 'POST /v1/attachments c1 ov']);
-    assert.equal(manager.held.get('c1'), 'net1');
+    assert.ok(manager.held.has('c1/net1'));
   });
 
   it("answers a network that is not attachable in dockerd's words, holding nothing", async () => {
@@ -143,7 +171,7 @@ describe("a node's plain containers on swarm networks", () => {
     await assert.rejects(
       port.attach(req('c1', 'plain')),
       (err: Error) =>
-        isKind(err, 'Forbidden') &&
+        isKind(err, 'System') &&
         err.message ===
           'Could not attach to network plain: rpc error: code = PermissionDenied desc = network plain not manually attachable',
     );
@@ -152,8 +180,8 @@ describe("a node's plain containers on swarm networks", () => {
 
   it('plugs restored containers again and releases the attachments of containers that left', async () => {
     const { overlay, port, manager } = setUp();
-    manager.held.set('gone', 'net1');
-    manager.held.set('kept', 'net1');
+    manager.held.set('gone/net1', '10.0.1.8/24');
+    manager.held.set('kept/net1', '10.0.1.7/24');
     port.restore('kept', { sandboxId: 'sb', sandboxKey: '/run/netns/sb' }, [
       {
         network: 'ov',
@@ -172,8 +200,81 @@ describe("a node's plain containers on swarm networks", () => {
     port.useLink(manager);
     overlay.known.add('net1');
     await port.overlayChanged();
-    assert.deepEqual(overlay.log, ['attach kept /run/netns/sb 10.0.1.7/24 first=1 keeps=true']);
+    assert.deepEqual(overlay.log, [
+      'attach kept /run/netns/sb  first=0 keeps=true',
+      'plug kept net1 10.0.1.7/24 eth1',
+    ]);
     await port.reconcile();
-    assert.deepEqual([...manager.held.keys()], ['kept']);
+    assert.deepEqual([...manager.held.keys()], ['kept/net1']);
+  });
+
+  it('connects and disconnects one network at a time, the others untouched', async () => {
+    const { overlay, port, manager } = setUp();
+    port.useLink(manager);
+    overlay.known.add('net1');
+    overlay.known.add('net2');
+    const [a] = await port.attach(req('c1'));
+    assert.deepEqual(port.interfaces('c1'), ['eth0', 'eth1']);
+    overlay.log.length = 0;
+    // connect: ov2 on the lowest free interface (eth0 is ov, eth1 the gateway bridge's)
+    const both = await port.attach(req('c1', 'ov', [{ network: 'ov2' }]));
+    assert.equal(both[0], a, 'the endpoint on ov is the same');
+    assert.equal(both[1]?.ifname, 'eth2');
+    assert.deepEqual(overlay.log, [`plug c1 net2 ${both[1]?.ipAddress}/24 eth2`]);
+    // disconnect ov: only its interface and its task go
+    overlay.log.length = 0;
+    const left = await port.attach(req('c1', 'ov2'));
+    assert.equal(left[0], both[1]);
+    assert.deepEqual(overlay.log, ['unplug c1 net1']);
+    assert.deepEqual([...manager.held.keys()], ['c1/net2']);
+    // a connect the manager refuses leaves the rest as it was
+    overlay.log.length = 0;
+    await assert.rejects(port.attach(req('c1', 'ov2', [{ network: 'plain' }])), (err: Error) =>
+      isKind(err, 'System'),
+    );
+    assert.deepEqual(overlay.log, []);
+    assert.deepEqual([...manager.held.keys()], ['c1/net2']);
+  });
+
+  it('asks for the address given, and answers a refused one in dockerd words (500)', async () => {
+    const { overlay, port, manager } = setUp();
+    port.useLink(manager);
+    overlay.known.add('net1');
+    const [e] = await port.attach({
+      ...req('c1'),
+      networks: [{ network: 'ov', names: [], ipv4Address: '10.0.1.77' }],
+    });
+    assert.equal(e?.ipAddress, '10.0.1.77');
+    await assert.rejects(
+      port.attach({ ...req('c2'), networks: [{ network: 'ov', names: [], ipv4Address: '10.0.1.200' }] }),
+      (err: Error) =>
+        isKind(err, 'System') &&
+        err.message ===
+          'attaching to network failed, make sure your network options are correct and check manager logs: Address already in use',
+    );
+  });
+
+  it('holds a start for the agent of a member node, bounded; none outside a swarm', async () => {
+    const member = new NetworkAttachments({
+      overlay: new FakeOverlay(),
+      log: new Logger('error'),
+      member: () => true,
+      agentWaitMs: 5000,
+    });
+    const waiting = member.whenActive();
+    member.useLink(new FakeManager());
+    assert.equal(await waiting, true);
+    const outside = new NetworkAttachments({ overlay: new FakeOverlay(), log: new Logger('error') });
+    assert.equal(await outside.whenActive(), false);
+    const slow = new NetworkAttachments({
+      overlay: new FakeOverlay(),
+      log: new Logger('error'),
+      member: () => true,
+      agentWaitMs: 50,
+    });
+    // (the wait's own timer does not hold the process: the engine's servers do)
+    const hold = setTimeout(() => undefined, 2000);
+    assert.equal(await slow.whenActive(), false);
+    clearTimeout(hold);
   });
 });

@@ -24,6 +24,8 @@ class FakeOverlay implements OverlayPort {
     );
     this.plugged.add(t.taskId);
   }
+  async plugOne() {}
+  async unplugOne() {}
   async detach(id: string) {
     if (this.plugged.delete(id)) this.log.push(`detach ${id}`);
   }

@@ -116,4 +116,36 @@ describe('network-attachment tasks', () => {
     assert.equal(await c.store.get(keys.task(a.TaskID)), undefined, 'reaped with its node');
     await c.stop();
   });
+
+  it('claims exactly the address asked for, or refuses it as libnetwork does', async () => {
+    const { c, att, opts } = await setUp();
+    const call = (id: string, Address: string, node = 'n1') =>
+      attachContainer(c.store, node, { ContainerID: id, Network: 'att', Names: [], Address }, opts);
+    const one = await call('c1', '10.0.0.50');
+    assert.equal(one.Address, '10.0.0.50/24');
+    assert.ok(await c.store.get(networkKeys.ipam(att, '10.0.0.50')));
+    const inUse = (err: Error) => isKind(err, 'Conflict') && err.message === 'Address already in use';
+    // held by another container (on another node), the gateway, the network and broadcast addresses
+    await assert.rejects(call('c2', '10.0.0.50', 'n2'), inUse);
+    await assert.rejects(call('c2', '10.0.0.1'), inUse);
+    await assert.rejects(call('c2', '10.0.0.0'), inUse);
+    await assert.rejects(call('c2', '10.0.0.255'), inUse);
+    await assert.rejects(
+      call('c2', '10.9.0.5'),
+      (err: Error) => isKind(err, 'InvalidParameter') && err.message === 'requested address is out of range',
+    );
+    await assert.rejects(
+      attachContainer(
+        c.store,
+        'n1',
+        { ContainerID: 'c2', Network: 'att', Names: [], Address6: 'fd00::5' },
+        opts,
+      ),
+      (err: Error) => isKind(err, 'InvalidParameter') && /no IPv6 pool/.test(err.message),
+    );
+    // nothing was claimed by the refusals; the lowest free address is still handed out unasked
+    const two = await attachContainer(c.store, 'n2', { ContainerID: 'c2', Network: 'att', Names: [] }, opts);
+    assert.equal(two.Address, '10.0.0.2/24');
+    await c.stop();
+  });
 });
