@@ -162,8 +162,9 @@ class FamilyFirewall {
     return !!r && r.code === 0 && r.stdout.includes(`"${bridgeComment(bridge)}"`);
   }
 
-  private async ensureBase(): Promise<void> {
-    await this.lock(async () => {
+  /** The base chains and jumps; the caller holds the host lock. */
+  private async ensureBaseLocked(): Promise<void> {
+    {
       for (const chain of [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]) {
         const r = await run(this.tool, ['-w', '-N', chain]);
         if (r.code !== 0 && !/exists/i.test(r.stderr))
@@ -186,11 +187,21 @@ class FamilyFirewall {
       ].join('\n');
       const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], input);
       if (r.code !== 0) throw systemError(`cannot add berth's FORWARD jumps: ${r.stderr}`);
+    }
+  }
+
+  /**
+   * The bridge's rules, with the base chains they go in, under the host lock: another engine's
+   * removal of the last bridge's chains (removeBaseWhenUnused) cannot fall between the two.
+   */
+  allowBridge(bridge: string, subnet: string, policy: BridgePolicy = {}): Promise<void> {
+    return this.lock(async () => {
+      await this.ensureBaseLocked();
+      await this.addBridgeRules(bridge, subnet, policy);
     });
   }
 
-  async allowBridge(bridge: string, subnet: string, policy: BridgePolicy = {}): Promise<void> {
-    await this.ensureBase();
+  private async addBridgeRules(bridge: string, subnet: string, policy: BridgePolicy): Promise<void> {
     const [filter, nat] = await Promise.all([
       run(this.tool, ['-w', '-S']),
       run(this.tool, ['-w', '-t', 'nat', '-S', 'POSTROUTING']),
