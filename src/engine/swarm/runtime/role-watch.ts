@@ -1,3 +1,4 @@
+import { Periodic } from '../../../common/periodic.js';
 import type { ManagerAddress } from '../cluster-api/protocol.js';
 import { keys } from '../keys.js';
 import type { StoredManager, StoredNode } from '../records.js';
@@ -11,8 +12,8 @@ import type { NodeRole } from '../swarm.types.js';
  * this keeps as last read.
  */
 export class RoleWatch {
-  private timer?: NodeJS.Timeout;
   private others: ManagerAddress[] = [];
+  private readonly periodic = new Periodic(() => this.look());
 
   constructor(
     private readonly store: ClusterStore,
@@ -26,17 +27,18 @@ export class RoleWatch {
   }
 
   start(periodMs: number): void {
-    this.stop();
-    this.timer = setInterval(() => void this.check(), periodMs);
-    this.timer.unref();
+    this.periodic.start(periodMs);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.periodic.stop();
   }
 
-  async check(): Promise<void> {
+  check(): Promise<void> {
+    return this.periodic.run();
+  }
+
+  private async look(): Promise<void> {
     let role: NodeRole | undefined;
     try {
       const [node, managers] = await Promise.all([
