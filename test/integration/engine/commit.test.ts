@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /**
  * docker commit on berth and on dockerd 20.10, the same steps on both: the images' config,
@@ -268,7 +269,7 @@ describe('docker commit: berth as dockerd 20.10', () => {
   let dockerd: ReferenceDockerd;
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
     await ensureBusybox(berth);
     await dockerd.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest']);
   });

@@ -7,6 +7,7 @@ import { EmbeddedDns } from '../../../src/engine/network/dns/embedded-dns.js';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 const exec = promisify(execFile);
 
@@ -54,7 +55,7 @@ describe('the DNS responder answers as dockerd 20.10 embedded DNS (busybox nsloo
   const outputs: { berth?: string[]; dockerd?: string[] } = {};
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
     await ensureBusybox(berth);
     await dockerd.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest']);
     await dockerd.dockerOk(['network', 'create', NETWORK]);

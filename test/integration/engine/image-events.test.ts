@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { busyboxTarball } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /**
  * Image events (import, tag, untag, delete, prune; commit's in commit.test.ts) and POST
@@ -74,7 +75,7 @@ describe('image events and prune: berth as dockerd 20.10', () => {
   let dockerd: ReferenceDockerd;
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
   });
   after(async () => {
     await Promise.all([berth?.destroy(), dockerd?.destroy()]);

@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /** The same container on berth and on dockerd 20.10: their json-file logs, byte for byte. */
 
@@ -41,7 +42,7 @@ describe('json-file logs: berth and dockerd 20.10 write the same', () => {
   let engines: Engine[];
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
     await ensureBusybox(berth);
     await dockerd.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest']);
     engines = [

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { startAll } from '../../helpers/start-all.js';
 import { eventually } from '../../helpers/eventually.js';
 
 const exec = promisify(execFile);
@@ -169,7 +170,7 @@ async function bridgeNetFromDisk(engine: TestEngine): Promise<string> {
 
 describe('engines side by side, --bip and --bridge none', () => {
   it('gives engines started together different blocks, and destroy leaves nothing on the host', async () => {
-    const [a, b] = await Promise.all([TestEngine.start(), TestEngine.start()]);
+    const [a, b] = await startAll([TestEngine.start(), TestEngine.start()]);
     try {
       const subnet = async (e: TestEngine) =>
         (await e.request('GET', '/v1.41/networks/bridge')).json<BridgeNetwork>().IPAM.Config[0]?.Subnet;

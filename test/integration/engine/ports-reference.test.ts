@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /**
  * The same published containers on berth and on dockerd 20.10: NetworkSettings.Ports, the
@@ -47,7 +48,7 @@ describe('published ports: berth and dockerd 20.10 answer the same', () => {
   let engines: Engine[];
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
     await ensureBusybox(berth);
     await dockerd.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest']);
     engines = [

@@ -7,6 +7,7 @@ import { TestEngine } from '../../helpers/engine.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 import { tempDir } from '../../helpers/registry.js';
 import { type ReferenceRegistry, startReferenceRegistry } from '../../helpers/registry-reference.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /** POST on a unix socket; the status and the JSON lines of the answer. */
 function post(
@@ -71,7 +72,7 @@ describe('berth pulls what the reference dockerd pushed, as dockerd pulls it', (
   before(async () => {
     registry = await startReferenceRegistry(await tempDir());
     name = `${registry.hostPort}/bb`;
-    [dockerd, engine] = await Promise.all([ReferenceDockerd.start(), TestEngine.start()]);
+    [dockerd, engine] = await startAll([ReferenceDockerd.start(), TestEngine.start()]);
     await dockerd.dockerOk(['import', ...BUSYBOX_CHANGES, await busyboxTarball(), `${name}:base`]);
     await dockerd.dockerOk([
       'run',

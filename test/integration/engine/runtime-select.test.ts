@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /** Which runtime holds a running container: its state directory under the engine's exec root. */
 async function runtimeOf(engine: TestEngine, id: string): Promise<string[]> {
@@ -32,7 +33,7 @@ describe('runtime selection: crun by default, runc per engine and per container'
   let engine: TestEngine;
   let crunEngine: TestEngine;
   before(async () => {
-    [engine, crunEngine] = await Promise.all([TestEngine.start({ args }), TestEngine.start()]);
+    [engine, crunEngine] = await startAll([TestEngine.start({ args }), TestEngine.start()]);
     await Promise.all([ensureBusybox(engine), ensureBusybox(crunEngine)]);
   });
   after(async () => {

@@ -8,6 +8,7 @@ import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/bu
 import { TestEngine } from '../../helpers/engine.js';
 import { dockerArchive, layerTar } from '../../helpers/image-archive.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
+import { startAll } from '../../helpers/start-all.js';
 
 /**
  * save and load both ways between berth and Debian's dockerd 20.10: the same image IDs, tags and
@@ -22,7 +23,7 @@ describe('save and load between berth and dockerd 20.10', () => {
   const d = (...args: string[]) => dockerd.dockerOk(args, { timeoutMs: 60_000 });
 
   before(async () => {
-    [berth, dockerd] = await Promise.all([TestEngine.start(), ReferenceDockerd.start()]);
+    [berth, dockerd] = await startAll([TestEngine.start(), ReferenceDockerd.start()]);
     await ensureBusybox(berth);
     await d('import', ...BUSYBOX_CHANGES, await busyboxTarball(), 'busybox:latest');
     work = execFileSync('mktemp', ['-d', join(tmpdir(), 'berth-saveload-ref-XXXXXX')], {

@@ -124,8 +124,11 @@ export function chainsEmpty(filter: string): boolean {
 export class HostFirewallOps implements FirewallOps {
   private readonly v6: FamilyFirewall;
   private readonly v4: FamilyFirewall;
-  /** `lock`: runs its argument holding the host-wide lock (made once per host, torn down by the last). */
-  constructor(lock: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()) {
+  /**
+   * `lock`: runs its argument holding the host-wide lock (the base chains are made once per host
+   * and torn down by the last bridge's removal, by whichever engine or tool removes it).
+   */
+  constructor(lock: <T>(fn: () => Promise<T>) => Promise<T>) {
     this.v4 = new FamilyFirewall(lock, 'iptables');
     this.v6 = new FamilyFirewall(lock, 'ip6tables');
   }
@@ -164,30 +167,28 @@ class FamilyFirewall {
 
   /** The base chains and jumps; the caller holds the host lock. */
   private async ensureBaseLocked(): Promise<void> {
-    {
-      for (const chain of [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]) {
-        const r = await run(this.tool, ['-w', '-N', chain]);
-        if (r.code !== 0 && !/exists/i.test(r.stderr))
-          throw systemError(`${this.tool} -N ${chain}: ${r.stderr}`);
-      }
-      const forward = await run(this.tool, ['-w', '-S', 'FORWARD']);
-      if (forward.code !== 0) throw systemError(`${this.tool} -S FORWARD: ${forward.stderr}`);
-      const lines = forward.stdout.split('\n').filter((l) => l.startsWith('-A '));
-      const want = baseJumps().map((j) => `-A ${j}`);
-      // there, in order (another engine, dockerd, may have put its own rules above since): kept
-      const [isolation, forwarding] = want.map((w) => lines.indexOf(w ?? ''));
-      if (isolation !== undefined && forwarding !== undefined && isolation >= 0 && isolation < forwarding)
-        return;
-      const input = [
-        '*filter',
-        ...lines.filter((l) => want.includes(l)).map((l) => `-D ${l.slice(3)}`),
-        ...baseJumps().map((j, i) => `-I FORWARD ${i + 1}${j.slice('FORWARD'.length)}`),
-        'COMMIT',
-        '',
-      ].join('\n');
-      const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], input);
-      if (r.code !== 0) throw systemError(`cannot add berth's FORWARD jumps: ${r.stderr}`);
+    for (const chain of [FORWARD_CHAIN, ISOLATION_1, ISOLATION_2]) {
+      const r = await run(this.tool, ['-w', '-N', chain]);
+      if (r.code !== 0 && !/exists/i.test(r.stderr))
+        throw systemError(`${this.tool} -N ${chain}: ${r.stderr}`);
     }
+    const forward = await run(this.tool, ['-w', '-S', 'FORWARD']);
+    if (forward.code !== 0) throw systemError(`${this.tool} -S FORWARD: ${forward.stderr}`);
+    const lines = forward.stdout.split('\n').filter((l) => l.startsWith('-A '));
+    const want = baseJumps().map((j) => `-A ${j}`);
+    // there, in order (another engine, dockerd, may have put its own rules above since): kept
+    const [isolation, forwarding] = want.map((w) => lines.indexOf(w ?? ''));
+    if (isolation !== undefined && forwarding !== undefined && isolation >= 0 && isolation < forwarding)
+      return;
+    const input = [
+      '*filter',
+      ...lines.filter((l) => want.includes(l)).map((l) => `-D ${l.slice(3)}`),
+      ...baseJumps().map((j, i) => `-I FORWARD ${i + 1}${j.slice('FORWARD'.length)}`),
+      'COMMIT',
+      '',
+    ].join('\n');
+    const r = await run(`${this.tool}-restore`, ['-w', '--noflush'], input);
+    if (r.code !== 0) throw systemError(`cannot add berth's FORWARD jumps: ${r.stderr}`);
   }
 
   /**
