@@ -7,8 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
-import { startAll } from '../../helpers/start-all.js';
 import { eventually } from '../../helpers/eventually.js';
+import { startAll } from '../../helpers/start-all.js';
 
 const exec = promisify(execFile);
 
