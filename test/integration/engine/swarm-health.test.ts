@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
+import { runCommand } from '../../helpers/process.js';
 import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
@@ -191,6 +192,11 @@ describe('swarm VIP backends follow health checks', () => {
       'hweb',
     ]);
     assert.match(ls, /Shutdown Failed .* "task: non-zero exit \(137\): dockerexec: unhealthy container"/, ls);
+    // the gateway bridge has a MAC of its own: a bridge without one takes its lowest port's, and
+    // changes it when that task goes (the tasks' ARP entries of their DNS server then point nowhere)
+    const sysfs = '/sys/class/net/docker_gwbridge/addr_assign_type';
+    const bridgeMac = await runCommand('ip', ['netns', 'exec', net.hosts[0] ?? '', 'cat', sysfs]);
+    assert.equal(bridgeMac.stdout.trim(), '3', 'the gateway bridge MAC was set (NET_ADDR_SET)');
     await e.dockerOk(['service', 'rm', 'hweb', 'hclient']);
   });
 

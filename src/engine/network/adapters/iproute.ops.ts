@@ -33,8 +33,12 @@ export interface LinkOps {
   deleteLink(name: string): Promise<void>;
 }
 
-/** A random locally administered unicast MAC, `02:42` and four random bytes (dockerd's bridges). */
-function randomMac(): string {
+/**
+ * A random locally administered unicast MAC, `02:42` and four random bytes (dockerd's bridges). A
+ * bridge made without one takes the lowest MAC of its ports and changes it when that port goes:
+ * the containers' ARP entries of its gateway address then point nowhere until they expire.
+ */
+export function randomMac(): string {
   return ['02', '42', ...[...randomBytes(4)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 }
 

@@ -63,7 +63,9 @@ function udpExchange(up: Upstream, query: Buffer, timeoutMs: number): Promise<Bu
     sock.on('message', (msg) => {
       if (answers(query, msg)) done(msg);
     });
-    sock.connect(up.port, up.host, () => {
+    // a connect that fails (no route to the server) calls back with its error, and never connects
+    sock.connect(up.port, up.host, (err?: Error) => {
+      if (err) return done(undefined);
       sock.send(query, (err) => {
         if (err) done(undefined);
       });

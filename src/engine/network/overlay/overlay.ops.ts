@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { systemError } from '../../../common/errors.js';
 import { runTool } from '../../../common/host/run-tool.js';
+import { randomMac } from '../adapters/iproute.ops.js';
 import { formatNetwork, parseCidr } from '../ipv4.js';
 
 /**
@@ -99,7 +100,7 @@ export class HostOverlayOps implements OverlayOps {
     ) as Array<{ ifname: string }>;
     if (!links.some((l) => l.ifname === 'br0')) {
       await ip(
-        ['-n', ns, 'link', 'add', 'br0', 'mtu', String(o.mtu), 'type', 'bridge'],
+        ['-n', ns, 'link', 'add', 'br0', 'mtu', String(o.mtu), 'address', randomMac(), 'type', 'bridge'],
         'overlay bridge',
         EXISTS,
       );
@@ -233,7 +234,8 @@ export class HostOverlayOps implements OverlayOps {
     o: { gateway: string; prefixLen: number; subnet: string },
   ): Promise<void> {
     if (!(await this.hasLink(name))) {
-      await ip(['link', 'add', name, 'type', 'bridge'], 'gateway bridge', EXISTS);
+      // a MAC of its own: one taken from a task's port would change when that task goes (randomMac)
+      await ip(['link', 'add', name, 'address', randomMac(), 'type', 'bridge'], 'gateway bridge', EXISTS);
       await ip(['addr', 'add', `${o.gateway}/${o.prefixLen}`, 'dev', name], 'gateway bridge', EXISTS);
       await ip(['link', 'set', name, 'up'], 'gateway bridge');
     }

@@ -189,11 +189,13 @@ export class Executor {
 
   /** An operation on the task, after those already under way. */
   private enqueue(run: Live, op: () => Promise<void> | void): void {
-    run.chain = run.chain
-      .then(op)
-      .catch((err: unknown) =>
-        this.deps.log.warn('task step failed', { taskId: run.assigned.Task.ID, error: errorMessage(err) }),
-      );
+    run.chain = run.chain.then(op).catch((err: unknown) =>
+      this.deps.log.warn('task step failed', {
+        taskId: run.assigned.Task.ID,
+        error: errorMessage(err),
+        stack: err instanceof Error ? err.stack : undefined,
+      }),
+    );
   }
 
   private setStatus(run: Live, state: TaskState, message: string, extra: Partial<TaskStatus> = {}): void {
@@ -475,7 +477,8 @@ export class Executor {
       await this.deps.containers
         .stop(run.containerId, { timeout: stopTimeoutSeconds(run.assigned) })
         .catch((err: unknown) => {
-          if (!isKind(err, 'NotFound')) throw err;
+          // gone, or stopped already (the health watch stops an unhealthy task's container first)
+          if (!isKind(err, 'NotFound') && !isKind(err, 'NotModified')) throw err;
         });
       exitCode = (await this.deps.containers.inspect(run.containerId).catch(() => undefined))?.State.ExitCode;
     }

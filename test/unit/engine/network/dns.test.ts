@@ -23,6 +23,7 @@ import {
   parseResolvConf,
   usableNameservers,
 } from '../../../../src/engine/network/dns/host-resolvers.js';
+import { runCommand } from '../../../helpers/process.js';
 import { FakeUpstream, ipv4Of, query, readReply, tcpAsk, udpAsk } from './dns-client.js';
 
 const log = new Logger('error');
@@ -299,6 +300,32 @@ describe('the embedded DNS on loopback', () => {
       },
     );
     assert.equal(readReply(reply ?? Buffer.alloc(12)).header.rcode, RCODE.SERVFAIL);
+  });
+
+  it('gives up at once on a server it has no route to (the connect error), and goes on', async () => {
+    // a namespace with no route anywhere: the UDP connect itself fails (ENETUNREACH); the query
+    // must end without a reply, and nothing be thrown from the socket's callback
+    const script = [
+      "import { forwardQuery } from './src/engine/network/dns/dns.forward.ts';",
+      "import { query } from './test/unit/engine/network/dns-client.ts';",
+      "process.on('uncaughtException', (e) => { console.log('uncaught', e.message); process.exit(3); });",
+      'const t = Date.now();',
+      "const r = await forwardQuery(query('x.example', 1), ['10.255.255.53', '192.0.2.1'], { tcp: false, timeoutMs: 4000 });",
+      "console.log(JSON.stringify({ reply: r === undefined ? 'none' : 'some', ms: Date.now() - t }));",
+    ].join('\n');
+    const r = await runCommand('unshare', [
+      '-n',
+      process.execPath,
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      script,
+    ]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const out = JSON.parse(r.stdout.trim()) as { reply: string; ms: number };
+    assert.equal(out.reply, 'none');
+    assert.ok(out.ms < 2000, `took ${out.ms} ms: the timeout, not the connect error, ended it`);
   });
 
   it('truncates over UDP and answers in full over TCP', async () => {

@@ -3,10 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { notFound } from '../../../../../src/common/errors.js';
+import { notFound, notModified } from '../../../../../src/common/errors.js';
 import { Logger } from '../../../../../src/common/log.js';
 import type { AgentContainers } from '../../../../../src/engine/swarm/agent/executor.js';
 import { NodeAgent } from '../../../../../src/engine/swarm/agent/node-agent.js';
+import type { OverlayPort } from '../../../../../src/engine/swarm/agent/overlay-port.js';
 import { TaskFiles } from '../../../../../src/engine/swarm/agent/task-files.js';
 import type { HealthEvents } from '../../../../../src/engine/swarm/agent/task-health.js';
 import type {
@@ -88,6 +89,8 @@ class FakeContainers {
     stop: async (ref) => {
       const c = this.find(ref);
       this.ops.push(`stop ${ref}`);
+      // as the engine: a container that is not running is not modified (304)
+      if (!c.running) throw notModified();
       const name = [...this.byName.entries()].find(([, v]) => v === c)?.[0] ?? ref;
       if (c.running) this.exit(name, 143);
     },
@@ -148,7 +151,31 @@ after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-async function setup(missing = new Set<string>(), down = new Set<string>()) {
+/** The node's overlay data plane, in memory: which tasks are plugged, what was asked of it. */
+class FakeOverlay {
+  readonly plugged = new Set<string>();
+  readonly ops: string[] = [];
+  readonly port: OverlayPort = {
+    sync: async () => {},
+    gatewayAddress: async () => '172.18.0.1',
+    attach: async (t) => {
+      this.plugged.add(t.taskId);
+      this.ops.push(`attach ${t.taskId}`);
+    },
+    plugOne: async () => {},
+    unplugOne: async () => {},
+    detach: async (id) => {
+      this.plugged.delete(id);
+      this.ops.push(`detach ${id}`);
+    },
+    attached: (id) => this.plugged.has(id),
+    knows: () => true,
+    vipsFor: () => [],
+    sweep: async () => {},
+  };
+}
+
+async function setup(missing = new Set<string>(), down = new Set<string>(), overlay?: OverlayPort) {
   const dir = await mkdtemp(join(tmpdir(), 'berth-agent-'));
   dirs.push(dir);
   const containers = new FakeContainers();
@@ -201,6 +228,7 @@ async function setup(missing = new Set<string>(), down = new Set<string>()) {
     },
     backoffMs: { first: 1, max: 5 },
     health: containers.healthEvents,
+    ...(overlay ? { overlay } : {}),
   });
   await agent.start({
     nodeId: 'n1',
@@ -264,6 +292,38 @@ describe('node agent', () => {
     assert.equal(failed?.status.Err, 'task: non-zero exit (143): dockerexec: unhealthy container');
     assert.deepEqual(t.containers.ops, ['create web.1.t1', 'start c1', 'stop c1']);
     assert.equal(t.containers.healthListeners.get('c1')?.size ?? 0, 0, 'no listener left');
+    await t.agent.stop();
+  });
+
+  it('unplugs a task that failed unhealthy once it is shut down (its container stopped already)', async () => {
+    const overlay = new FakeOverlay();
+    const t = await setup(undefined, undefined, overlay.port);
+    const task = assigned('t1');
+    task.Task.Spec.ContainerSpec = {
+      Image: 'busybox',
+      Command: ['sleep', '9'],
+      Healthcheck: { Test: ['CMD-SHELL', 'true'] },
+    };
+    task.Task.NetworksAttachments = [{ Network: { ID: 'ov1' }, Addresses: ['10.0.1.5/24'] }] as never;
+    t.full([task]);
+    await eventually('t1 starting', () => t.states('t1').includes('starting'));
+    t.containers.health('web.1.t1', 'healthy');
+    await eventually('t1 running', () => t.states('t1').includes('running'));
+    assert.ok(overlay.plugged.has('t1'));
+    t.containers.health('web.1.t1', 'unhealthy');
+    await eventually('t1 failed', () => t.states('t1').includes('failed'));
+    // the managers answer a failure with a desired shutdown: the stop finds the container stopped
+    t.push({
+      type: 'changes',
+      tasks: [{ ...assigned('t1', 'failed', 'shutdown'), Task: { ...task.Task, DesiredState: 'shutdown' } }],
+      removed: [],
+      secrets: [],
+      configs: [],
+      removedSecrets: [],
+      removedConfigs: [],
+    });
+    await eventually('t1 out of its networks', () => !overlay.plugged.has('t1'));
+    assert.deepEqual(overlay.ops, ['attach t1', 'detach t1']);
     await t.agent.stop();
   });
 
