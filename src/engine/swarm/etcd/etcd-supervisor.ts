@@ -32,6 +32,8 @@ export class EtcdSupervisor {
   private restartDelay: number;
   private poller?: NodeJS.Timeout;
   private restarting = false;
+  /** The restart a death scheduled (stop() and start() cancel it: it belongs to the member before). */
+  private restartTimer?: NodeJS.Timeout;
   /** While start() waits for a member it launched: its early exit fails the start (no restart). */
   private onEarlyExit?: (why: string) => void;
 
@@ -61,6 +63,10 @@ export class EtcdSupervisor {
    * answers. `spec.clusterState` matters only for a data dir not yet made.
    */
   async start(spec: EtcdMemberSpec, timeoutMs = 20_000): Promise<void> {
+    // a restart still pending from the member before (its death, then stop()) must not launch a
+    // second etcd beside this one: it would remove this one's socket and fight it for the ports
+    this.cancelRestart();
+    this.restartDelay = this.opts.restartDelayMs ?? 500;
     this.spec = spec;
     this.stopping = false;
     await mkdir(this.opts.runDir, { recursive: true, mode: 0o700 });
@@ -94,6 +100,7 @@ export class EtcdSupervisor {
   /** Ends the member: SIGTERM, SIGKILL after `graceMs`; it is not restarted. */
   async stop(graceMs = 10_000): Promise<void> {
     this.stopping = true;
+    this.cancelRestart();
     if (this.poller) clearInterval(this.poller);
     this.poller = undefined;
     const pid = this.pid;
@@ -158,7 +165,8 @@ export class EtcdSupervisor {
     const delay = this.restartDelay;
     this.restartDelay = Math.min(this.restartDelay * 2, 10_000);
     this.opts.log.warn('etcd member died; restarting it', { why, delayMs: delay });
-    setTimeout(() => {
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
       this.restarting = false;
       if (this.stopping) return;
       this.launch()
@@ -173,6 +181,12 @@ export class EtcdSupervisor {
           this.opts.log.warn('the restarted etcd member is not answering yet', { error: err.message }),
         );
     }, delay).unref();
+  }
+
+  private cancelRestart(): void {
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    this.restarting = false;
   }
 
   /** The last `error` etcd wrote to its log (zap's JSON lines), if any. */
