@@ -1,26 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { etcdArgs } from '../../../../src/engine/swarm/etcd/etcd-args.js';
+import { memberSpec } from './etcd-spec.fixture.js';
 
-const spec = {
-  name: 'node1',
-  dataDir: '/var/lib/berth/swarm/etcd',
-  peerUrl: 'https://10.0.0.1:2380',
-  initialCluster: [
-    { name: 'node0', peerUrl: 'https://10.0.0.2:2380' },
-    { name: 'node1', peerUrl: 'https://10.0.0.1:2380' },
-  ],
-  clusterState: 'existing' as const,
-  clusterToken: 'cluster-id',
-  peerTls: { certFile: '/p.crt', keyFile: '/p.key', caFile: '/ca.crt' },
-  raft: {
-    SnapshotInterval: 10000,
-    KeepOldSnapshots: 0,
-    LogEntriesForSlowFollowers: 500,
-    HeartbeatTick: 1,
-    ElectionTick: 10,
-  },
-};
+const spec = memberSpec();
 
 describe('etcdArgs', () => {
   it("maps the swarm's Raft settings onto etcd's flags", () => {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '../../../../src/common/log.js';
 import type { EtcdProcessHost } from '../../../../src/engine/swarm/etcd/etcd-process.js';
 import { EtcdSupervisor } from '../../../../src/engine/swarm/etcd/etcd-supervisor.js';
+import { memberSpec } from './etcd-spec.fixture.js';
 
 /** etcd processes in memory: which run, and a way to end one as etcd ends (exit status). */
 class FakeEtcds {
@@ -42,24 +43,7 @@ after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-function spec(dataDir: string) {
-  return {
-    name: 'n1',
-    dataDir,
-    peerUrl: 'https://10.0.0.1:2380',
-    initialCluster: [{ name: 'n1', peerUrl: 'https://10.0.0.1:2380' }],
-    clusterState: 'new' as const,
-    clusterToken: 'c1',
-    peerTls: { certFile: '/p.crt', keyFile: '/p.key', caFile: '/ca.crt' },
-    raft: {
-      SnapshotInterval: 10000,
-      KeepOldSnapshots: 0,
-      LogEntriesForSlowFollowers: 500,
-      HeartbeatTick: 1,
-      ElectionTick: 10,
-    },
-  };
-}
+const spec = (dataDir: string) => memberSpec({ dataDir });
 
 describe('EtcdSupervisor', () => {
   it('restarts a member that died, and never a member stopped meanwhile beside the next one', async () => {
