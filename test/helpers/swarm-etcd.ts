@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Logger } from '../../src/common/log.js';
@@ -11,14 +10,11 @@ import { waitForEtcd } from '../../src/engine/swarm/etcd/etcd-ready.js';
 import { EtcdSupervisor } from '../../src/engine/swarm/etcd/etcd-supervisor.js';
 import type { TestEngine } from './engine.js';
 
+import { freePort } from './free-port.js';
+
+export { freePort };
+
 /** A free tcp port on 127.0.0.1 (closed again: a race is possible but rare). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const address = server.address();
-  await new Promise<void>((r) => server.close(() => r()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 export const DEFAULT_RAFT = {
   SnapshotInterval: 10000,

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
+import { freePort } from '../../helpers/free-port.js';
 import { ReferenceDockerd } from '../../helpers/reference-dockerd.js';
 import { startAll } from '../../helpers/start-all.js';
 
@@ -24,13 +25,6 @@ function listen(port: number): Promise<Server> {
     s.once('error', reject);
     s.listen({ host: '127.0.0.1', port }, () => resolve(s));
   });
-}
-
-async function freePort(): Promise<number> {
-  const s = await listen(0);
-  const a = s.address();
-  await new Promise<void>((r) => s.close(() => r()));
-  return typeof a === 'object' && a ? a.port : 0;
 }
 
 /** Host ports as P, 64-hex IDs as ID. */

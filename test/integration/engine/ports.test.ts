@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { BUSYBOX_CHANGES, busyboxTarball, ensureBusybox } from '../../helpers/busybox.js';
 import { TestEngine } from '../../helpers/engine.js';
 import { eventually } from '../../helpers/eventually.js';
+import { freePort } from '../../helpers/free-port.js';
 
 const exec = promisify(execFile);
 
@@ -17,19 +18,6 @@ const exec = promisify(execFile);
  * an engine kill -9 and restart, and nothing of the engine left in iptables afterwards. The
  * expected answers are dockerd 20.10's (the same commands run against the reference dockerd).
  */
-
-/** A port nobody listens on now (the kernel's pick, let go at once). */
-function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen({ host, port: 0 }, () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function httpGet(host: string, port: number, timeoutMs = 3000): Promise<string> {
   return new Promise((resolve, reject) => {
