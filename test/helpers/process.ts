@@ -45,3 +45,8 @@ export function requireTool(tool: string, hint: string): void {
   const r = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${tool} is not installed: ${hint}`);
 }
+
+/** The command line of a node running `script` (TypeScript, an ES module, through tsx) with `args`. */
+export function nodeScript(script: string, ...args: string[]): string[] {
+  return [process.execPath, '--import', 'tsx', '--input-type=module', '-e', script, ...args];
+}

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { HostLinkOps, type LinkOps } from './adapters/iproute.ops.js';
 import { type FirewallOps, HostFirewallOps } from './adapters/iptables.ops.js';
 import type { PortRuleOps } from './adapters/port-rules.ops.js';
-import { DEFAULT_LOCK_PATH, withHostLock } from './host-lock.js';
+import { hostLockAt } from './host-lock.js';
 import { loadNetworks } from './network.state.js';
 import { removeBridgePorts } from './ports/port-publisher.js';
 
@@ -11,13 +11,14 @@ import { removeBridgePorts } from './ports/port-publisher.js';
  * FORWARD and MASQUERADE rules, and the bridge.
  * The engine keeps them across restarts (live restore); this is for tearing an engine down for
  * good (tests, uninstall). The shared chains go under the host lock every engine takes for them,
- * so an engine adding a bridge meanwhile never finds them half gone. Sandboxes are files under the engine's exec root (unmount those).
+ * so an engine adding a bridge meanwhile never finds them half gone. Sandboxes are files under
+ * the engine's exec root (unmount those).
  */
 export async function removeBridgeFromHost(
   bridge: string,
   ops: { link?: LinkOps; firewall?: FirewallOps; portRules?: PortRuleOps } = {},
 ): Promise<void> {
-  const firewall = ops.firewall ?? new HostFirewallOps((fn) => withHostLock(DEFAULT_LOCK_PATH, fn));
+  const firewall = ops.firewall ?? new HostFirewallOps(hostLockAt());
   const link = ops.link ?? new HostLinkOps();
   await removeBridgePorts(bridge, ops.portRules);
   await firewall.removeBridge(bridge);

@@ -7,6 +7,14 @@ import { tryLockFile } from '../../common/fs/file-lock.js';
 /** The lock every engine on the host shares for its address blocks. */
 export const DEFAULT_LOCK_PATH = '/run/lock/berth-network.lock';
 
+/** A host lock as the network's adapters take it: `fn` run holding the lock at `path`. */
+export type HostLock = <T>(fn: () => Promise<T>) => Promise<T>;
+
+/** The lock at `path` (withHostLock) as a HostLock. */
+export function hostLockAt(path = DEFAULT_LOCK_PATH): HostLock {
+  return (fn) => withHostLock(path, fn);
+}
+
 /**
  * Run `fn` holding a lock shared by every engine on the host: an flock on `path` (file-lock.ts),
  * which the kernel drops with its holder however it ends, so a killed engine never blocks the next

@@ -15,7 +15,7 @@ import type { PortSocketOps } from './adapters/port-sockets.js';
 import { setupBridge } from './bridge.setup.js';
 import { type AddedInterface, bridgePluginConfig, cniArgs, parseAddResult } from './cni.config.js';
 import { EmbeddedDns } from './dns/embedded-dns.js';
-import { DEFAULT_LOCK_PATH, withHostLock } from './host-lock.js';
+import { DEFAULT_LOCK_PATH, hostLockAt } from './host-lock.js';
 import {
   endpointAddresses,
   listAllocations,
@@ -108,7 +108,7 @@ const CLOSE_WAIT_MS = 20_000;
 export async function createNetworkService(o: NetworkServiceOptions): Promise<NetworkService> {
   const log = o.log.child('network');
   const lockPath = o.lockPath ?? DEFAULT_LOCK_PATH;
-  const hostLock = <T>(fn: () => Promise<T>) => withHostLock(lockPath, fn);
+  const hostLock = hostLockAt(lockPath);
   const cni = o.ops?.cni ?? new HostCniRunner();
   const netns = o.ops?.netns ?? new HostNetnsOps();
   const link = o.ops?.link ?? new HostLinkOps();

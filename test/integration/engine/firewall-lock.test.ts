@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { HostFirewallOps } from '../../../src/engine/network/adapters/iptables.ops.js';
 import { removeBridgeFromHost } from '../../../src/engine/network/host-cleanup.js';
-import { DEFAULT_LOCK_PATH, withHostLock } from '../../../src/engine/network/host-lock.js';
+import { hostLockAt } from '../../../src/engine/network/host-lock.js';
 
 /**
  * The shared BERTH-* chains are made by the first bridge's rules and removed with the last's. An
@@ -13,7 +13,7 @@ import { DEFAULT_LOCK_PATH, withHostLock } from '../../../src/engine/network/hos
  */
 describe('the firewall base chains under the host lock', () => {
   it('survive a bridge added while the last other bridge is torn down', async () => {
-    const firewall = new HostFirewallOps((fn) => withHostLock(DEFAULT_LOCK_PATH, fn));
+    const firewall = new HostFirewallOps(hostLockAt());
     const [x, y] = ['brlk-x', 'brlk-y'];
     try {
       for (let round = 0; round < 12; round++) {

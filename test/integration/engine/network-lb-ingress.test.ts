@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { NftIngressMesh } from '../../../src/engine/network/lb/ingress-mesh.js';
 import type { IngressPort } from '../../../src/engine/network/lb/lb.types.js';
 import { HostNftOps } from '../../../src/engine/network/lb/nft.ops.js';
-import { requireTool } from '../../helpers/process.js';
+import { nodeScript, requireTool } from '../../helpers/process.js';
 import { LbNetwork, tally } from './network-lb-fixture.js';
 
 const repoRoot = resolve(import.meta.dirname, '../../..');
@@ -145,14 +145,7 @@ describe('ingress routing mesh', () => {
       'nsenter',
       [
         `--net=${net.path(net.host)}`,
-        process.execPath,
-        '--import',
-        'tsx',
-        '--input-type=module',
-        '-e',
-        script,
-        JSON.stringify(opts),
-        JSON.stringify(ports.slice(0, 1)),
+        ...nodeScript(script, JSON.stringify(opts), JSON.stringify(ports.slice(0, 1))),
       ],
       { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
     );

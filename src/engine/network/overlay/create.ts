@@ -1,7 +1,7 @@
 import type { Logger } from '../../../common/log.js';
 import { HostLinkOps } from '../adapters/iproute.ops.js';
 import { EmbeddedDns } from '../dns/embedded-dns.js';
-import { DEFAULT_LOCK_PATH, withHostLock } from '../host-lock.js';
+import { hostLockAt } from '../host-lock.js';
 import { HostOverlayOps } from './overlay.ops.js';
 import { OverlayNetworks } from './overlay-networks.js';
 
@@ -18,7 +18,7 @@ export function createOverlayNetworks(opts: {
     link: new HostLinkOps(),
     dns: new EmbeddedDns({ log }),
     log,
-    hostLock: (fn) => withHostLock(DEFAULT_LOCK_PATH, fn),
+    hostLock: hostLockAt(),
     gwBridge: opts.gwBridge,
   });
 }

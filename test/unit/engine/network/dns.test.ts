@@ -23,7 +23,7 @@ import {
   parseResolvConf,
   usableNameservers,
 } from '../../../../src/engine/network/dns/host-resolvers.js';
-import { runCommand } from '../../../helpers/process.js';
+import { nodeScript, runCommand } from '../../../helpers/process.js';
 import { FakeUpstream, ipv4Of, query, readReply, tcpAsk, udpAsk } from './dns-client.js';
 
 const log = new Logger('error');
@@ -313,15 +313,7 @@ describe('the embedded DNS on loopback', () => {
       "const r = await forwardQuery(query('x.example', 1), ['10.255.255.53', '192.0.2.1'], { tcp: false, timeoutMs: 4000 });",
       "console.log(JSON.stringify({ reply: r === undefined ? 'none' : 'some', ms: Date.now() - t }));",
     ].join('\n');
-    const r = await runCommand('unshare', [
-      '-n',
-      process.execPath,
-      '--import',
-      'tsx',
-      '--input-type=module',
-      '-e',
-      script,
-    ]);
+    const r = await runCommand('unshare', ['-n', ...nodeScript(script)]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     const out = JSON.parse(r.stdout.trim()) as { reply: string; ms: number };
     assert.equal(out.reply, 'none');
