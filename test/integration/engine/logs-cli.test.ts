@@ -325,7 +325,11 @@ describe('container logs (json-file, docker CLI)', () => {
     const parts = lines.filter((l) => !l.startsWith('n'));
     assert.deepEqual(parts.slice(0, 3), ['part-0 end\n', 'part-1 end\n', 'part-2 end\n']);
     assert.equal(parts.length, n.last + 1, dump());
-    parts.forEach((p, i) => assert.equal(p, `part-${i} end\n`, dump()));
+    assert.deepEqual(
+      parts,
+      parts.map((_, i) => `part-${i} end\n`),
+      dump(),
+    );
     assert.equal((await ok('logs', id)).split('\n').length, lines.length);
     await ok('rm', id);
   });
