@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmdirSync } from 'node:fs';
 import { chmod } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
-import { conflict, invalidParameter, notFound } from '../../common/errors.js';
+import { conflict, errnoCode, invalidParameter, notFound } from '../../common/errors.js';
 import { diskUsage } from '../../common/fs/disk-usage.js';
 import {
   mkdir,
@@ -506,7 +506,7 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
       // comes back with the owner's, which the next start removes again
       await this.active.delete(key, false);
       if (rec.link) await rm(join(this.linkDir, rec.link), { force: true });
-      await this.removeDir(dir);
+      if (!removeUntouched(dir)) await this.removeDir(dir);
     });
   }
 
@@ -561,6 +561,25 @@ export class OverlaySnapshotter implements Snapshotter, SnapshotterExtras {
     if (isEmptyDir(join(dir, 'diff'))) await rmSmallTree(dir);
     else await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A writable snapshot that nothing wrote to and nothing is mounted on (a container that ran and
+ * wrote nothing: the usual removal) is its empty directories: removed leaf first with rmdir alone,
+ * which never goes through a mount (a mountpoint is EBUSY) and never takes content (ENOTEMPTY),
+ * without reading the host's mount table or any directory. `merged` goes first, so that a
+ * snapshot still mounted is left untouched. False when any of them is not so: what is left is for
+ * removeDir.
+ */
+function removeUntouched(dir: string): boolean {
+  for (const sub of ['merged', 'diff', 'work/work', 'work', '']) {
+    try {
+      rmdirSync(sub ? join(dir, sub) : dir);
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') return false;
+    }
+  }
+  return true;
 }
 
 function isEmptyDir(dir: string): boolean {

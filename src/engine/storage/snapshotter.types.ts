@@ -31,7 +31,7 @@ export interface Snapshotter {
     parentChainId: string | null,
     opts?: { init?: readonly InitEntry[]; durable?: boolean },
   ): Promise<void>;
-  /** Mount snapshot `key` (overlay of its chain, writable upper) at `target`. */
+  /** Mount snapshot `key` (overlay of its chain, writable upper) at `target` (made when missing). */
   mount(key: string, target: string, options?: { readonly?: boolean }): Promise<void>;
   unmount(target: string): Promise<void>;
   /** Remove a writable snapshot and its files. */

@@ -39,6 +39,7 @@ class DirSnapshotter implements Snapshotter {
   }
   async mount(key: string, target: string): Promise<void> {
     const d = join(this.root, key);
+    await mkdir(target, { recursive: true });
     await exec('mount', [
       '-t',
       'overlay',

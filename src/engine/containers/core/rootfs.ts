@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { errorMessage, isKind } from '../../../common/errors.js';
-import { mkdir, readdir, rmdir, unlink } from '../../../common/fs/quick.js';
+import { readdir, rmdir, unlink } from '../../../common/fs/quick.js';
 import type { Logger } from '../../../common/log.js';
 import type { Container } from './container.js';
 import type { ContainerSnapshots } from './ports.js';
@@ -41,7 +41,7 @@ export class Rootfs {
 
   async mount(c: Container): Promise<string> {
     const target = await this.path(c.id);
-    await mkdir(target, { recursive: true });
+    // the snapshot's mount makes the directory (a missing one is not mounted)
     if (!(await isMounted(target))) await this.snapshots.mount(c.id, target);
     c.rootfsMounted = true;
     return target;

@@ -346,6 +346,7 @@ export class ContainerNetworks implements NetworkPort {
         links: linkHosts,
         hostGateway: this.d.network?.hostGateway,
         ...(this.kind(c) === 'bridge' ? { embeddedDns: this.embeddedDns(c) ?? swarmDns } : {}),
+        fresh: !rec.HasBeenStartedBefore,
       });
     }
     rec.HostsPath = hostsPath;

@@ -1,6 +1,7 @@
+import { writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import type { HostConfig } from '../../../common/docker-types.js';
-import { systemError } from '../../../common/errors.js';
+import { errnoCode, systemError } from '../../../common/errors.js';
 import { writeFileAtomic } from '../../../common/fs/atomic.js';
 import { readFile, writeFile } from '../../../common/fs/quick.js';
 import {
@@ -195,6 +196,8 @@ export async function writeContainerFiles(paths: {
   hostGateway?: string;
   /** On a user-defined network: the address of the engine's DNS responder (the only IPv4 nameserver). */
   embeddedDns?: string;
+  /** The container never started: the files are most likely not there yet (see writeNetFile). */
+  fresh?: boolean;
 }): Promise<void> {
   // as dockerd: the container's hostname (with the host's network, create made it the host's
   // name unless one was given); the host's /etc/hosts with the host's network, unless ExtraHosts
@@ -214,15 +217,36 @@ export async function writeContainerFiles(paths: {
   ]);
   // three independent files (an empty path: not this one): written, each atomically, at once;
   // no fsync: they are written again at every start (after a reboot too) before anything reads them
+  const fresh = paths.fresh === true;
   await Promise.all([
-    writeFileAtomic(paths.hostnamePath, `${hostname}\n`, 0o644, 'none'),
-    paths.hostsPath && writeFileAtomic(paths.hostsPath, hosts, 0o644, 'none'),
+    writeNetFile(paths.hostnamePath, `${hostname}\n`, fresh),
+    paths.hostsPath && writeNetFile(paths.hostsPath, hosts, fresh),
     paths.resolvConfPath &&
-      writeFileAtomic(
+      writeNetFile(
         paths.resolvConfPath,
         resolvConfContent(hostResolvConf, paths.hostConfig, paths.hostNetwork, paths.embeddedDns),
-        0o644,
-        'none',
+        fresh,
       ),
   ]);
+}
+
+/**
+ * One of a container's network files, no fsync (written again at every start, after a reboot too,
+ * before anything reads them). Atomically (a temp file renamed over it) when it may be there
+ * already: a reader, or a bind mount of a running container sharing it, sees the old content or
+ * the new. A `fresh` file (a first start) is made in place with O_EXCL: a new file nobody can have
+ * open, written before the container that mounts it starts; one that is there after all (an
+ * earlier start failed after writing it) or a missing directory takes the atomic way.
+ */
+function writeNetFile(path: string, content: string, fresh: boolean): Promise<void> {
+  if (fresh) {
+    try {
+      writeFileSync(path, content, { flag: 'wx', mode: 0o644 });
+      return Promise.resolve();
+    } catch (err) {
+      const code = errnoCode(err);
+      if (code !== 'EEXIST' && code !== 'ENOENT') return Promise.reject(err);
+    }
+  }
+  return writeFileAtomic(path, content, 0o644, 'none');
 }

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   addOwnHostsAddress,
@@ -6,6 +9,7 @@ import {
   hostsContent,
   removeOwnHostsAddress,
   resolvConfContent,
+  writeContainerFiles,
 } from '../../../../src/engine/containers/net/files.js';
 
 /** The files of a container on a user-defined network, as dockerd 20.10 writes them (seen on this machine). */
@@ -104,5 +108,40 @@ describe('resolv.conf and hosts with the engine DNS', () => {
     assert.equal(addOwnHostsAddress(both, '172.22.0.3', 'box'), both);
     assert.equal(removeOwnHostsAddress(both, '172.20.0.2').endsWith('1.2.3.4\tx\n172.22.0.3\tbox\n'), true);
     assert.ok(addOwnHostsAddress(first, '10.0.0.5', 'h', 'd.example').endsWith('10.0.0.5\th.d.example h\n'));
+  });
+});
+
+describe("writing a container's network files", () => {
+  const write = (dir: string, hostname: string, fresh: boolean) =>
+    writeContainerFiles({
+      hostsPath: join(dir, 'hosts'),
+      hostnamePath: join(dir, 'hostname'),
+      resolvConfPath: join(dir, 'resolv.conf'),
+      hostname,
+      hostConfig: { Dns: ['10.0.0.53'] },
+      hostNetwork: false,
+      fresh,
+    });
+
+  it('makes them at a first start, and replaces them (a new file each) at later ones', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-netfiles-'));
+    try {
+      await write(dir, 'first', true);
+      assert.equal(await readFile(join(dir, 'hostname'), 'utf8'), 'first\n');
+      assert.equal(await readFile(join(dir, 'resolv.conf'), 'utf8'), 'nameserver 10.0.0.53\n');
+      assert.match(await readFile(join(dir, 'hosts'), 'utf8'), /^127.0.0.1\tlocalhost\n/);
+      assert.equal((await stat(join(dir, 'hosts'))).mode & 0o777, 0o644 & ~process.umask());
+      // a first start that failed after writing them: still "fresh", the files are replaced
+      await writeFile(join(dir, 'hostname'), 'torn');
+      const before = (await stat(join(dir, 'hostname'))).ino;
+      await write(dir, 'second', true);
+      assert.equal(await readFile(join(dir, 'hostname'), 'utf8'), 'second\n');
+      assert.notEqual((await stat(join(dir, 'hostname'))).ino, before, 'renamed over, not rewritten');
+      await write(dir, 'third', false);
+      assert.equal(await readFile(join(dir, 'hostname'), 'utf8'), 'third\n');
+      assert.deepEqual((await readdir(dir)).sort(), ['hostname', 'hosts', 'resolv.conf']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -341,6 +341,28 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     await snap.remove('c5');
     assert.ok(!existsSync(join(snap.root, 'c5')));
     await snap.remove('c5'); // nothing left: nothing to do
+    // a container's removal: mounted at its own merged directory, written nothing, unmounted
+    await snap.prepare('c6', top);
+    const merged = (await snap.paths('c6')).MergedDir;
+    await snap.mount('c6', merged);
+    assert.equal(await readFile(join(merged, 'etc/b'), 'utf8'), 'bb');
+    await snap.unmount(merged);
+    await snap.remove('c6');
+    assert.ok(!existsSync(join(snap.root, 'c6')));
+    // removed while still mounted there: unmounted first, nothing deleted through the mount
+    await snap.prepare('c7', top);
+    const merged7 = (await snap.paths('c7')).MergedDir;
+    await snap.mount('c7', merged7);
+    await snap.remove('c7');
+    assert.ok(!existsSync(join(snap.root, 'c7')));
+    assert.ok(!(await readFile('/proc/self/mountinfo', 'utf8')).includes(merged7));
+    // the layer below is whole
+    await snap.prepare('c9', top);
+    const merged9 = (await snap.paths('c9')).MergedDir;
+    await snap.mount('c9', merged9);
+    assert.equal(await readFile(join(merged9, 'etc/b'), 'utf8'), 'bb');
+    await snap.unmount(merged9);
+    await snap.remove('c9');
   });
 
   it('exports a writable layer in AUFS form and commits it back as a layer', async () => {
