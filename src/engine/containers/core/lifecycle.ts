@@ -103,7 +103,7 @@ export function createLifecycle(d: LifecycleDeps) {
               await parts.net.connect(c);
               // dockerd's order: network connect, volume mount, start
               parts.mounts.announce(c);
-              parts.stdio.connect(c, await runtime.attach(c.id));
+              await parts.stdio.started(c, () => runtime.attach(c.id));
             },
           });
           c.setRunning(pid);
@@ -602,7 +602,7 @@ export function createLifecycle(d: LifecycleDeps) {
 
   async function reattach(c: Container): Promise<void> {
     try {
-      parts.stdio.connect(c, await runtime.attach(c.id));
+      await parts.stdio.started(c, () => runtime.attach(c.id));
     } catch (err) {
       log.warn('cannot attach to restored container', { id: c.id, error: errorMessage(err) });
     }

@@ -98,8 +98,12 @@ export interface MountsPort {
 
 /** The container's stdio as the engine shares it among attached clients (io/). */
 export interface StdioPort {
-  /** The process runs: its attach connection feeds the attached clients. */
-  connect(c: Container, conn: AttachConnection): void;
+  /**
+   * The process is about to run (or runs, after an engine restart): its attach connection, opened
+   * by `connector` now when a client attached before the start and otherwise when one comes,
+   * feeds the attached clients.
+   */
+  started(c: Container, connector: () => Promise<AttachConnection>): Promise<void>;
   /** The process ended: attached clients are told, input is dropped. */
   exited(c: Container): void;
   /** Engine shutdown: the runtime connection closed, clients kept. */

@@ -33,7 +33,12 @@ export async function beginAttach(
     hub,
     detachKeys,
   );
-  if (opts.stream) hub.add(session);
+  if (opts.stream) {
+    hub.add(session);
+    // a running process's output reaches the session from here on (the connection was not open
+    // while nobody was attached)
+    await hub.ensureConnected().catch(() => undefined);
+  }
   if (opts.logs && c.hostConfig.LogConfig?.Type !== 'none') {
     const replay = readContainerLogs(
       c,

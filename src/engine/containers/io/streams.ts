@@ -74,14 +74,25 @@ export class Session implements AttachSession {
   }
 }
 
+/** Opens the runtime's attach connection of a container's running process. */
+export type AttachConnector = () => Promise<AttachConnection>;
+
 /**
  * The stdio of one container as the engine shares it among attached clients: output fans out to
  * every session; input from any session goes to the container's stdin through the runtime's
- * attach connection (opened when the container starts; input arriving earlier is held).
+ * attach connection (input arriving before the process runs is held).
+ *
+ * The connection is opened only while somebody needs it: at the start when a client attached
+ * before it (`docker run`, `start -a`: they see the output from its first byte), else when the
+ * first client attaches or input comes. A detached container's output reaches the engine once,
+ * through its log, not a second time through an attach connection nobody listens to.
  */
 export class StdioHub {
   private readonly sessions = new Set<Session>();
   private conn?: AttachConnection;
+  /** Set while the process runs (from its start to its exit). */
+  private connector?: AttachConnector;
+  private connecting?: Promise<void>;
   private heldInput: Buffer[] = [];
   private heldBytes = 0;
   private stdinClosed = false;
@@ -94,6 +105,37 @@ export class StdioHub {
 
   add(session: Session): void {
     this.sessions.add(session);
+    void this.ensureConnected().catch(() => undefined);
+  }
+
+  /**
+   * The process is about to run: connect now when a client or input waits for it (before the
+   * process starts: nothing it writes is missed), else when one comes.
+   */
+  async started(connector: AttachConnector): Promise<void> {
+    this.connector = connector;
+    if (this.sessions.size > 0 || this.heldBytes > 0 || this.closeStdinPending) await this.ensureConnected();
+  }
+
+  /**
+   * Open the attach connection of the running process unless it is open, being opened, or there
+   * is no running process. A connection that opens after its run ended is closed at once.
+   */
+  ensureConnected(): Promise<void> {
+    const connector = this.connector;
+    if (this.conn || !connector) return Promise.resolve();
+    this.connecting ??= connector().then(
+      (conn) => {
+        this.connecting = undefined;
+        if (this.connector === connector) this.connect(conn);
+        else conn.close();
+      },
+      (err: unknown) => {
+        this.connecting = undefined;
+        throw err;
+      },
+    );
+    return this.connecting;
   }
 
   remove(session: Session, reason: EndReason): void {
@@ -117,10 +159,12 @@ export class StdioHub {
     for (const s of this.sessions) s.output(stream, data);
   }
 
-  /** The container's process is running: connect input. */
-  connect(conn: AttachConnection): void {
+  /** The running process's attach connection: its output to the sessions, their input to it. */
+  private connect(conn: AttachConnection): void {
     this.conn = conn;
-    this.stdinClosed = false;
+    conn.on('stdout', (d: Buffer) => this.broadcast('stdout', d));
+    conn.on('stderr', (d: Buffer) => this.broadcast('stderr', d));
+    conn.on('error', () => undefined);
     conn.on('close', () => {
       if (this.conn === conn) this.conn = undefined;
     });
@@ -137,9 +181,12 @@ export class StdioHub {
   stdin(chunk: Buffer): void {
     if (!this.opts.openStdin() || this.stdinClosed) return;
     if (this.conn) this.conn.writeStdin(chunk);
-    else if (this.heldBytes + chunk.length <= MAX_HELD_INPUT) {
-      this.heldInput.push(chunk);
-      this.heldBytes += chunk.length;
+    else {
+      if (this.heldBytes + chunk.length <= MAX_HELD_INPUT) {
+        this.heldInput.push(chunk);
+        this.heldBytes += chunk.length;
+      }
+      void this.ensureConnected().catch(() => undefined);
     }
   }
 
@@ -150,6 +197,7 @@ export class StdioHub {
       this.conn.closeStdin();
     } else {
       this.closeStdinPending = true;
+      void this.ensureConnected().catch(() => undefined);
     }
   }
 
@@ -157,6 +205,7 @@ export class StdioHub {
   exited(): void {
     const conn = this.conn;
     this.conn = undefined;
+    this.connector = undefined;
     this.heldInput = [];
     this.heldBytes = 0;
     this.closeStdinPending = false;
@@ -168,6 +217,7 @@ export class StdioHub {
 
   /** Disconnect from the runtime without ending sessions (engine shutdown). */
   disconnect(): void {
+    this.connector = undefined;
     this.conn?.close();
     this.conn = undefined;
   }
@@ -197,11 +247,8 @@ export class StdioHubs implements StdioPort {
     return hub;
   }
 
-  connect(c: Container, conn: AttachConnection): void {
-    conn.on('stdout', (d: Buffer) => this.of(c).broadcast('stdout', d));
-    conn.on('stderr', (d: Buffer) => this.of(c).broadcast('stderr', d));
-    conn.on('error', () => undefined);
-    this.of(c).connect(conn);
+  started(c: Container, connector: AttachConnector): Promise<void> {
+    return this.of(c).started(connector);
   }
 
   exited(c: Container): void {
