@@ -1,5 +1,5 @@
 import { existsSync, type FSWatcher, fstatSync, watch } from 'node:fs';
-import { type FileHandle, link, open } from 'node:fs/promises';
+import { link } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoCode } from '../../../common/errors.js';
 import { rm, stat } from '../../../common/fs/quick.js';
@@ -8,6 +8,7 @@ import { type CopierState, loadCopierState, saveCopierState } from './copier-sta
 import { LineReader } from './files.js';
 import { JsonEntryEncoder } from './json-file.js';
 import { type FileIdentity, identityOf, JsonLogWriter, sameFile } from './json-writer.js';
+import { LogFd } from './log-fd.js';
 import type { LogLimits } from './rotate.js';
 
 export interface LogCopierOptions {
@@ -27,9 +28,9 @@ export interface LogCopierOptions {
 
 /** One file the monitor wrote to, open for reading. */
 interface Source {
-  handle: FileHandle;
+  handle: LogFd;
   id: FileIdentity;
-  reader: LineReader;
+  reader: LineReader<LogFd>;
   /** Offset after the last whole record taken from it. */
   consumed: number;
 }
@@ -41,15 +42,15 @@ const READ_SIZE = 256 * 1024;
 const SAVE_AFTER = 200;
 const NL = 0x0a;
 
-async function openSource(path: string, offset: number): Promise<Source | null> {
-  let handle: FileHandle;
+function openSource(path: string, offset: number): Source | null {
+  let handle: LogFd;
   try {
-    handle = await open(path, 'r');
+    handle = LogFd.open(path, 'r');
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return null;
     throw err;
   }
-  const st = fstatSync(handle.fd); // at once: a metadata read, no thread-pool round trip
+  const st = fstatSync(handle.fd);
   const at = offset <= st.size ? offset : 0;
   return { handle, id: identityOf(st), reader: new LineReader(handle, at, READ_SIZE), consumed: at };
 }
@@ -133,8 +134,8 @@ export class LogCopier {
       this.asm.restore(state.pending);
     }
     // only this copier links it (before a reopen): its absence, the usual case, is seen at once
-    const old = existsSync(this.oldPath) ? await openSource(this.oldPath, 0) : null;
-    const cur = await openSource(this.o.source, 0);
+    const old = existsSync(this.oldPath) ? openSource(this.oldPath, 0) : null;
+    const cur = openSource(this.o.source, 0);
     const from = state?.source ?? null;
     const at = async (s: Source, offset: number) => {
       const to = offset <= fstatSync(s.handle.fd).size ? offset : 0;
@@ -208,7 +209,7 @@ export class LogCopier {
         throw err;
       });
       if (!st || this.known(identityOf(st))) return;
-      const s = await openSource(this.o.source, 0);
+      const s = openSource(this.o.source, 0);
       if (!s) return;
       if (this.known(s.id)) await s.handle.close();
       else if (this.current) this.newer.push(s);

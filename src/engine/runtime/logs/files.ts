@@ -101,12 +101,19 @@ const NL = 0x0a;
  */
 const NOTHING = Buffer.alloc(0);
 
-export class LineReader {
+/** What LineReader reads from: a FileHandle, or a LogFd (opened and closed at once). */
+export interface ReadableLogFile {
+  readonly fd: number;
+  read(buf: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  close(): Promise<void>;
+}
+
+export class LineReader<F extends ReadableLogFile = FileHandle> {
   private rest: Buffer | null = null;
   private ahead: Promise<Buffer> | null = null;
 
   constructor(
-    readonly handle: FileHandle,
+    readonly handle: F,
     /** Offset of the next byte to read. */
     public offset: number,
     private readonly chunkSize = 1 << 20,

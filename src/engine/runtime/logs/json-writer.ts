@@ -1,6 +1,7 @@
 import { constants, fstatSync, type Stats } from 'node:fs';
-import { type FileHandle, open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { compressed, compressInBackground } from './compress.js';
+import { LogFd } from './log-fd.js';
 import { type LogLimits, rotateFiles } from './rotate.js';
 
 /** Which file a path named when it was looked at (inode and birth time: inode numbers come back). */
@@ -28,7 +29,7 @@ export class JsonLogWriter {
   private constructor(
     readonly path: string,
     private readonly limits: LogLimits,
-    private handle: FileHandle,
+    private handle: LogFd,
     /** The file being written. */
     public identity: FileIdentity,
     /** Its size: where the next entry goes. */
@@ -42,8 +43,8 @@ export class JsonLogWriter {
     limits: LogLimits,
     onError: (err: unknown) => void,
   ): Promise<JsonLogWriter> {
-    const handle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, 0o640);
-    const st = fstatSync(handle.fd); // at once: a metadata read, no thread-pool round trip
+    const handle = LogFd.open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, 0o640);
+    const st = fstatSync(handle.fd);
     // a rotated file whose compression an engine stop cut short
     if (limits.compress && limits.maxFiles > 1 && (await stat(`${path}.1`).catch(() => null))) {
       void compressInBackground(`${path}.1`, onError);
@@ -86,7 +87,7 @@ export class JsonLogWriter {
       // as dockerd: log data may be lost, but the log goes on in a new file
       this.onError(err);
     }
-    this.handle = await open(
+    this.handle = LogFd.open(
       this.path,
       constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_TRUNC,
       0o640,
