@@ -36,6 +36,18 @@ export interface EngineOptions {
 }
 
 /**
+ * `--runtime` of a test engine: the test's own choice, else BERTH_TEST_RUNTIME (`runc` runs the
+ * suite with runc as every engine's default runtime), else the engine's default (crun here).
+ */
+function runtimeArgs(runtime: EngineOptions['runtime']): string[] {
+  const env = process.env.BERTH_TEST_RUNTIME;
+  if (env !== undefined && env !== '' && env !== 'runc' && env !== 'crun')
+    throw new Error(`BERTH_TEST_RUNTIME must be runc or crun, not ${env}`);
+  const chosen = runtime ?? (env || undefined);
+  return chosen ? ['--runtime', chosen] : [];
+}
+
+/**
  * A real berth engine in a child process, on its own socket, data root and exec root under a
  * temp dir, for integration tests. `docker()` runs the real docker CLI against it.
  */
@@ -112,7 +124,7 @@ export class TestEngine {
       this.execRoot,
       '--log-level',
       this.opts.logLevel ?? 'info',
-      ...(this.opts.runtime ? ['--runtime', this.opts.runtime] : []),
+      ...runtimeArgs(this.opts.runtime),
       '--bridge',
       this.bridge,
       // engines sharing the machine's namespace each have their own swarm links (and nft table)
