@@ -92,7 +92,8 @@ export class StdioHub {
   private conn?: AttachConnection;
   /** Set while the process runs (from its start to its exit). */
   private connector?: AttachConnector;
-  private connecting?: Promise<void>;
+  /** The connection being opened, and for which run (its connector). */
+  private connecting?: { connector: AttachConnector; done: Promise<void> };
   private heldInput: Buffer[] = [];
   private heldBytes = 0;
   private stdinClosed = false;
@@ -124,18 +125,24 @@ export class StdioHub {
   ensureConnected(): Promise<void> {
     const connector = this.connector;
     if (this.conn || !connector) return Promise.resolve();
-    this.connecting ??= connector().then(
+    // an open under way for an earlier run does not count: this run opens its own
+    if (this.connecting?.connector === connector) return this.connecting.done;
+    const settled = () => {
+      if (this.connecting?.done === done) this.connecting = undefined;
+    };
+    const done: Promise<void> = connector().then(
       (conn) => {
-        this.connecting = undefined;
-        if (this.connector === connector) this.connect(conn);
+        settled();
+        if (this.connector === connector && !this.conn) this.connect(conn);
         else conn.close();
       },
       (err: unknown) => {
-        this.connecting = undefined;
+        settled();
         throw err;
       },
     );
-    return this.connecting;
+    this.connecting = { connector, done };
+    return done;
   }
 
   remove(session: Session, reason: EndReason): void {
