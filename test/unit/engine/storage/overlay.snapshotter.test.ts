@@ -341,27 +341,25 @@ describe('overlay snapshotter (as root, real tar/mount)', () => {
     await snap.remove('c5');
     assert.ok(!existsSync(join(snap.root, 'c5')));
     await snap.remove('c5'); // nothing left: nothing to do
-    // a container's removal: mounted at its own merged directory, written nothing, unmounted
-    await snap.prepare('c6', top);
-    const merged = (await snap.paths('c6')).MergedDir;
-    await snap.mount('c6', merged);
-    assert.equal(await readFile(join(merged, 'etc/b'), 'utf8'), 'bb');
-    await snap.unmount(merged);
+    // a container's snapshot: prepared, mounted at its own merged directory, the image seen there
+    const mountedAtMerged = async (key: string) => {
+      await snap.prepare(key, top);
+      const merged = (await snap.paths(key)).MergedDir;
+      await snap.mount(key, merged);
+      assert.equal(await readFile(join(merged, 'etc/b'), 'utf8'), 'bb');
+      return merged;
+    };
+    // removed after its unmount, having written nothing
+    await snap.unmount(await mountedAtMerged('c6'));
     await snap.remove('c6');
     assert.ok(!existsSync(join(snap.root, 'c6')));
     // removed while still mounted there: unmounted first, nothing deleted through the mount
-    await snap.prepare('c7', top);
-    const merged7 = (await snap.paths('c7')).MergedDir;
-    await snap.mount('c7', merged7);
+    const merged7 = await mountedAtMerged('c7');
     await snap.remove('c7');
     assert.ok(!existsSync(join(snap.root, 'c7')));
     assert.ok(!(await readFile('/proc/self/mountinfo', 'utf8')).includes(merged7));
     // the layer below is whole
-    await snap.prepare('c9', top);
-    const merged9 = (await snap.paths('c9')).MergedDir;
-    await snap.mount('c9', merged9);
-    assert.equal(await readFile(join(merged9, 'etc/b'), 'utf8'), 'bb');
-    await snap.unmount(merged9);
+    await snap.unmount(await mountedAtMerged('c9'));
     await snap.remove('c9');
   });
 
