@@ -111,47 +111,32 @@ describe('the stdio hub opens the attach connection only while somebody needs it
     assert.ok(k.conns[0]!.stdinClosed, "StdinOnce: the client's end closes stdin");
   });
 
-  it('a connection that opens after its run ended is closed, and the next run opens its own', async () => {
-    const hub = hubOf();
-    const k = connector();
-    await hub.started(k.open);
-    k.hold();
-    const a = session(hub);
-    hub.add(a.s);
-    hub.exited();
-    k.release();
-    await new Promise((r) => setImmediate(r));
-    assert.ok(k.conns[0]!.closed, 'the old run: closed at once');
-    const b = session(hub);
-    hub.add(b.s);
-    const k2 = connector();
-    await hub.started(k2.open);
-    assert.equal(k2.calls(), 1);
-    k2.conns[0]!.emit('stdout', Buffer.from('run 2'));
-    assert.deepEqual(b.out, ['stdout:run 2']);
-  });
-
-  it("a run that starts while the last run's open is under way opens its own", async () => {
-    const hub = hubOf();
-    const k = connector();
-    await hub.started(k.open);
-    k.hold();
-    const a = session(hub);
-    hub.add(a.s);
-    hub.exited(); // the open of run 1 still waits
-    const b = session(hub);
-    hub.add(b.s);
-    const k2 = connector();
-    await hub.started(k2.open);
-    assert.equal(k2.calls(), 1, 'run 2 opened before it runs');
-    k2.conns[0]!.emit('stdout', Buffer.from('run 2'));
-    assert.deepEqual(b.out, ['stdout:run 2']);
-    k.release();
-    await new Promise((r) => setImmediate(r));
-    assert.ok(k.conns[0]!.closed, "run 1's late connection closed, not taken");
-    k2.conns[0]!.emit('stdout', Buffer.from('still'));
-    assert.deepEqual(b.out, ['stdout:run 2', 'stdout:still']);
-  });
+  // run 1's open is held past its exit; it completes before run 2 starts, or after
+  for (const late of [false, true]) {
+    it(`an open that completes after its run ended is closed (${late ? 'after' : 'before'} the next run starts), and the next run opens its own`, async () => {
+      const hub = hubOf();
+      const k = connector();
+      await hub.started(k.open);
+      k.hold();
+      hub.add(session(hub).s);
+      hub.exited();
+      const settle = async () => {
+        k.release();
+        await new Promise((r) => setImmediate(r));
+        assert.ok(k.conns[0]!.closed, "run 1's late connection closed, not taken");
+      };
+      if (!late) await settle();
+      const b = session(hub);
+      hub.add(b.s);
+      const k2 = connector();
+      await hub.started(k2.open);
+      assert.equal(k2.calls(), 1, 'run 2 opened before it runs');
+      k2.conns[0]!.emit('stdout', Buffer.from('run 2'));
+      if (late) await settle();
+      k2.conns[0]!.emit('stdout', Buffer.from('still'));
+      assert.deepEqual(b.out, ['stdout:run 2', 'stdout:still']);
+    });
+  }
 
   it('a failed open leaves the hub ready to try again', async () => {
     const hub = hubOf();
