@@ -1,6 +1,7 @@
 import { errorMessage } from '../common/errors.js';
 import { BERTH_VERSION } from '../common/version.js';
 import { UsageError } from './args.js';
+import { registryBundle } from './registry-bundle.js';
 
 const help = `berth ${BERTH_VERSION}: a Docker-compatible container engine and an OCI image registry
 
@@ -22,8 +23,13 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./engine.command.js')).runEngineCommand(rest);
     case 'up':
       return (await import('./up.command.js')).runUpCommand(rest);
-    case 'registry':
-      return (await import('./registry.command.js')).runRegistryCommand(rest);
+    case 'registry': {
+      const bundle = registryBundle(new URL('./', import.meta.url));
+      const command: typeof import('./registry.command.js') = bundle
+        ? await import(bundle.href)
+        : await import('./registry.command.js');
+      return command.runRegistryCommand(rest);
+    }
     case 'version':
     case '--version':
       process.stdout.write(`berth ${BERTH_VERSION}\n`);

@@ -4,8 +4,11 @@ import { waitForHttp } from './registry.js';
 import { freePort } from './registry-reference.js';
 
 const REPO = join(import.meta.dirname, '../..');
-/** `berth registry ...` through tsx (no build needed). */
-export const REGISTRY_CLI = join(import.meta.dirname, 'registry-cli.ts');
+/**
+ * The built CLI (`npm run build`), as users run it: `berth registry` loads the registry command
+ * from its bundle (scripts/bundle-registry.sh), so the process tests run the shipped code.
+ */
+export const BERTH_CLI = join(REPO, 'dist/cli/main.js');
 
 /** A registry (or any node entry point) running as a child process. */
 export interface RegistryProcess {
@@ -23,7 +26,12 @@ export interface RegistryProcess {
 
 /** Start `node --import tsx <script> <args>` in the repository, output captured. */
 export function startNodeProcess(script: string, args: string[]): RegistryProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  return startNode(['--import', 'tsx', script, ...args]);
+}
+
+/** Start `node <args>` in the repository, output captured. */
+export function startNode(args: string[]): RegistryProcess {
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: REPO,
   });
@@ -60,9 +68,9 @@ export function startNodeProcess(script: string, args: string[]): RegistryProces
   };
 }
 
-/** `berth registry <args>` as a child process (src through tsx). */
+/** `berth registry <args>` as a child process (the built CLI). */
 export function startRegistryCli(args: string[]): RegistryProcess {
-  return startNodeProcess(REGISTRY_CLI, args);
+  return startNode([BERTH_CLI, 'registry', ...args]);
 }
 
 /**

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import bcrypt from 'bcryptjs';
 
 /**
- * A registry in a child process (`berth registry` through test/helpers/registry-cli.ts), so that a
+ * A registry in a child process (`berth registry` from the built CLI, dist/), so that a
  * request that ends the process is seen as such (an in-process registry would take the fuzzer
  * with it). Loopback, port 0, a temp root, deletes enabled, htpasswd auth (user `fz`, password
  * `fz-pass`), the access log on.
@@ -55,7 +55,7 @@ export async function startRegistryProcess(): Promise<RegistryProcess> {
   );
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'test/helpers/registry-cli.ts'), '--config', config],
+    [join(repoRoot, 'dist/cli/main.js'), 'registry', '--config', config],
     { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let log = '';

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { http, pushBlob, requireTool, run, sha256, tempDir, waitForHttp } from '../../helpers/registry.js';
-import { startRegistryCli } from '../../helpers/registry-process.js';
+import { BERTH_CLI, startNode, startRegistryCli } from '../../helpers/registry-process.js';
 import { freePort } from '../../helpers/registry-reference.js';
 
 let dir: string;
@@ -167,6 +168,56 @@ describe('berth registry (CLI)', () => {
         assert.equal(res.status, 200);
         assert.equal(res.headers.get('docker-content-digest'), sha256(`blob ${i}`));
       }
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('serves from its bundle: a few modules of dist/registry-bundle, none of the module tree', async () => {
+    // A resolve hook (Node's module.register) prints every module the process loads.
+    const hooks = join(dir, 'trace-hooks.mjs');
+    await writeFile(
+      hooks,
+      "export async function resolve(s, c, next) { const r = await next(s, c); if (r.url.startsWith('file:')) process.stderr.write(`loaded ${r.url}\\n`); return r; }\n",
+    );
+    const register = join(dir, 'trace-register.mjs');
+    await writeFile(
+      register,
+      `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
+    );
+    const port = await freePort();
+    const root = join(dir, 'bundle-root');
+    const p = startNode([
+      '--import',
+      register,
+      BERTH_CLI,
+      'registry',
+      '--addr',
+      `127.0.0.1:${port}`,
+      '--root',
+      root,
+    ]);
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/v2/`);
+      const digest = await pushBlob(`http://127.0.0.1:${port}`, 'bundled/repo', 'from the bundle');
+      assert.equal(digest, sha256('from the bundle'));
+      const dist = pathToFileURL(join(BERTH_CLI, '../..')).href;
+      const loaded = new Set(
+        [...p.stderr().matchAll(/^loaded (\S+)$/gm)].map((m) => m[1]!.slice(dist.length)),
+      );
+      assert.ok(loaded.has('/registry-bundle/registry.command.js'), [...loaded].join('\n'));
+      // Beside the bundle, only the CLI's entry and what it imports itself.
+      const main = [
+        '/cli/main.js',
+        '/cli/args.js',
+        '/cli/registry-bundle.js',
+        '/common/errors.js',
+        '/common/version.js',
+      ];
+      const tree = [...loaded].filter((u) => !u.startsWith('/registry-bundle/') && !main.includes(u));
+      assert.deepEqual(tree, [], 'modules of the tree were loaded beside the bundle');
+      // The module tree is ~60 modules; the bundle is one entry and its shared chunks.
+      assert.ok(loaded.size < 25, `${loaded.size} modules: ${[...loaded].join(' ')}`);
     } finally {
       await p.stop();
     }
