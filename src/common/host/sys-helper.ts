@@ -345,8 +345,11 @@ export class SysHelper {
     try {
       pid = await done;
     } catch (err) {
-      // the EXIT event of a child whose exec failed still comes (its pipes are dropped)
+      // A child whose exec failed has no pipes, and its EXIT event may have come before this
+      // answer: settle now (or when it comes), else the helper stays busy and keeps the process
+      // alive for good.
       state.open.clear();
+      state.settle();
       throw err;
     }
     return {

@@ -142,6 +142,31 @@ describe('berth-sys (the native helper) and the ways without it', () => {
     );
   });
 
+  it('a failed exec leaves the helper idle: the process it serves can still exit', async () => {
+    // The EXIT event of a child whose exec failed can come before the failed answer; the helper
+    // used to stay busy (ref'd) for good then, and a test whose set-up failed so hung.
+    const script = [
+      `import { SysHelper } from ${JSON.stringify(join(import.meta.dirname, '../../../src/common/host/sys-helper.ts'))};`,
+      `const h = new SysHelper(${JSON.stringify(sysHelperPath)});`,
+      "for (let i = 0; i < 3; i++) await h.spawn({ file: '/nonexistent/prog', args: [], env: {}, fds: 'nww' }).catch(() => undefined);",
+      "console.log('done');",
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    assert.equal(r.signal, null, `still running after 20 s: ${r.stderr}`);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'done');
+  });
+
+  it('a runner through the helper finds a bare program name on PATH, as Node spawn does', async () => {
+    const runner = createProcessRunner(helper);
+    const r = await runner.run('mount', ['--version']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /mount from util-linux/);
+  });
+
   it('keeps a write a full pipe cannot take until the child reads it; a close waits for it', async () => {
     // the child reads nothing for a while: 512 KiB cannot go into its pipe (64 KiB) at once
     const c = await helper.spawn({

@@ -169,7 +169,10 @@ async function startWithHelper(
   args: string[],
   o: { cwd?: string; fds: string; env: NodeJS.ProcessEnv; sealed?: boolean },
 ): Promise<Started> {
-  const r = { file, args, env: o.env, fds: o.fds, ...(o.cwd ? { cwd: o.cwd } : {}) };
+  // The helper execs the file as given (execve): a bare name is looked up on PATH here, as Node's
+  // spawn does, so both ways run the same program (a bare `mount` failed with ENOENT before).
+  const path = file.includes('/') ? file : ((await lookPath(file)) ?? file);
+  const r = { file: path, args, env: o.env, fds: o.fds, ...(o.cwd ? { cwd: o.cwd } : {}) };
   const c = await (o.sealed ? sys.spawnSealed(r) : sys.spawn(r));
   return {
     pid: c.pid,
