@@ -110,7 +110,7 @@ export class Nodes {
       await this.removeMember(store, memberId);
     }
     await this.writeSpec(store, node.ID, version, next, [{ delete: { key: keys.manager(node.ID) } }]);
-    if (self) await this.removeMember(store, memberId);
+    if (self) await this.removeMember(store, memberId, true);
   }
 
   /**
@@ -147,14 +147,23 @@ export class Nodes {
     return kv ? (JSON.parse(kv.value) as StoredManager).memberId : '';
   }
 
-  /** A demoted manager's etcd member leaves the membership. */
-  private async removeMember(store: ClusterStore, memberId: string): Promise<void> {
+  /**
+   * A demoted manager's etcd member leaves the membership. `own`: the member is the one this
+   * node's store talks to. etcd stops a member as soon as it applies the member's own removal,
+   * and the answer to the removal can be lost with it ("etcdserver: server stopped", etcd-io/etcd
+   * #4391): the removal was applied. Nothing else stops this node's member meanwhile (its role
+   * change waits for this call).
+   */
+  private async removeMember(store: ClusterStore, memberId: string, own = false): Promise<void> {
     if (!memberId) return;
     try {
       await store.memberRemove(memberId);
     } catch (err) {
+      const message = errorMessage(err);
       // already gone is what was wanted
-      if (!/not found/i.test(errorMessage(err))) throw err;
+      if (/not found/i.test(message)) return;
+      if (own && /server stopped/i.test(message)) return;
+      throw err;
     }
   }
 

@@ -233,6 +233,42 @@ describe('SwarmService (in-memory store, fake member)', () => {
     assert.equal((await swarm.info()).Managers, 2);
   });
 
+  it("demotes itself when its own member's removal answers 'server stopped' (etcd stopped it once applied)", async () => {
+    const self = await swarm.initSwarm({ AdvertiseAddr: '10.0.0.5' });
+    const version = async (id: string) => (await swarm.inspectNode(id)).Version.Index;
+    const demote = async (id: string) =>
+      swarm.updateNode(id, await version(id), { Role: 'worker', Availability: 'active' });
+    const base = JSON.parse((await store.get(keys.node(self)))?.value ?? '{}');
+    for (const [id, host] of [
+      ['m2', '10.0.0.6'],
+      ['m3', '10.0.0.7'],
+    ] as const) {
+      const { member: m } = await store.memberAdd([`https://${host}:2380`], false);
+      await store.put(
+        keys.node(id),
+        JSON.stringify({ ...base, ID: id, Description: { ...base.Description, Hostname: id } }),
+      );
+      await store.put(
+        keys.manager(id),
+        JSON.stringify({ memberId: m.id, peerUrl: '', addr: `${host}:2377` }),
+      );
+      await store.put(keys.live(id), host);
+    }
+    const own = JSON.parse((await store.get(keys.manager(self)))?.value ?? '{}').memberId as string;
+    // etcd applies a removal, then the member it removed stops before it answers
+    const remove = store.memberRemove.bind(store);
+    store.memberRemove = async (id: string) => {
+      await remove(id);
+      throw new Error('etcdserver: server stopped');
+    };
+    await assert.rejects(demote('m2'), /server stopped/, "another node's member: the error stands");
+    await demote(self);
+    assert.ok(!(await store.memberList()).some((m) => m.id === own), 'its own member is gone');
+    const node = await swarm.inspectNode(self);
+    assert.equal(node.Spec.Role, 'worker');
+    assert.equal(node.ManagerStatus, undefined);
+  });
+
   it('takes its swarm up again at engine start', async () => {
     const id = await swarm.initSwarm({ AdvertiseAddr: '10.0.0.5' });
     await swarm.close();
