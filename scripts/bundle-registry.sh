@@ -5,8 +5,8 @@
 # ~60 modules runs its own path helpers hot enough to wake TurboFan, which costs the idle process
 # ~4 MiB of RSS for good (bench/README.md, "Registry: memory"). The lazy imports (gc, proxy,
 # notifications, auth) stay lazy: each is a chunk loaded when used. npm packages stay external.
-# src/cli/main.ts loads the bundle only when it is newer than tsc's output (a bare `tsc` after it
-# makes main fall back to the module tree rather than run stale code).
+# src/cli/main.ts loads the bundle only when it is not older than tsc's output (a bare `tsc` after
+# it makes main fall back to the module tree rather than run stale code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=dist/registry-bundle

@@ -105,7 +105,7 @@ export class FilesystemDriver implements StorageDriver {
   /**
    * On the event loop (statSync): a stat of a local file is a few microseconds, while a hop through
    * the threadpool costs two thread wake-ups; every manifest GET and blob HEAD makes two stats (the
-   * link and the data), and doing them here gave 30-50 % more manifest GETs per second on the
+   * link and the data), and doing them here gave 20-130 % more manifest GETs per second on the
    * 2-CPU test machine (bench/README.md). The blob sender reads a blob's first chunk likewise.
    */
   async stat(path: string): Promise<FileInfo> {

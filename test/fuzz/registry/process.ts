@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import bcrypt from 'bcryptjs';
+import { BERTH_CLI } from '../../helpers/registry-process.js';
 
 /**
  * A registry in a child process (`berth registry` from the built CLI, dist/), so that a
@@ -53,11 +54,10 @@ export async function startRegistryProcess(): Promise<RegistryProcess> {
       '',
     ].join('\n'),
   );
-  const child = spawn(
-    process.execPath,
-    [join(repoRoot, 'dist/cli/main.js'), 'registry', '--config', config],
-    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(process.execPath, [BERTH_CLI, 'registry', '--config', config], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let log = '';
   const keep = (d: Buffer) => {
     log += d.toString('utf8');

@@ -58,6 +58,27 @@ describe('SwarmService (in-memory store, fake member)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  /** Demote a node to worker at its current version. */
+  const demote = async (id: string) =>
+    swarm.updateNode(id, (await swarm.inspectNode(id)).Version.Index, {
+      Role: 'worker',
+      Availability: 'active',
+    });
+
+  /** Another manager beside `self`: its etcd member, node and manager records, and its liveness key
+   * when alive. Returns its member id. */
+  const addManager = async (self: string, id: string, host: string, alive: boolean) => {
+    const base = JSON.parse((await store.get(keys.node(self)))?.value ?? '{}');
+    const { member: m } = await store.memberAdd([`https://${host}:2380`], false);
+    await store.put(
+      keys.node(id),
+      JSON.stringify({ ...base, ID: id, Description: { ...base.Description, Hostname: id } }),
+    );
+    await store.put(keys.manager(id), JSON.stringify({ memberId: m.id, peerUrl: '', addr: `${host}:2377` }));
+    if (alive) await store.put(keys.live(id), host);
+    return m.id;
+  };
+
   it('answers as dockerd outside a swarm', async () => {
     assert.equal(swarm.pingState(), 'inactive');
     await assert.rejects(swarm.inspect(), { kind: 'Unavailable', message: /not a swarm manager/ });
@@ -194,30 +215,13 @@ describe('SwarmService (in-memory store, fake member)', () => {
 
   it('demotes as swarmkit: never the last manager, never below quorum, the member removed first', async () => {
     const self = await swarm.initSwarm({ AdvertiseAddr: '10.0.0.5' });
-    const version = async (id: string) => (await swarm.inspectNode(id)).Version.Index;
-    const demote = async (id: string) =>
-      swarm.updateNode(id, await version(id), { Role: 'worker', Availability: 'active' });
     await assert.rejects(demote(self), {
       kind: 'InvalidParameter',
       message: 'attempting to demote the last manager of the swarm',
     });
     // two more managers, one of them down (no liveness key)
-    const base = JSON.parse((await store.get(keys.node(self)))?.value ?? '{}');
-    const addManager = async (id: string, host: string, alive: boolean) => {
-      const { member: m } = await store.memberAdd([`https://${host}:2380`], false);
-      await store.put(
-        keys.node(id),
-        JSON.stringify({ ...base, ID: id, Description: { ...base.Description, Hostname: id } }),
-      );
-      await store.put(
-        keys.manager(id),
-        JSON.stringify({ memberId: m.id, peerUrl: '', addr: `${host}:2377` }),
-      );
-      if (alive) await store.put(keys.live(id), host);
-      return m.id;
-    };
-    const m2 = await addManager('m2', '10.0.0.6', true);
-    await addManager('m3', '10.0.0.7', false);
+    const m2 = await addManager(self, 'm2', '10.0.0.6', true);
+    await addManager(self, 'm3', '10.0.0.7', false);
     await assert.rejects(demote('m2'), {
       kind: 'InvalidParameter',
       message: "can't remove member from the raft: this would result in a loss of quorum",
@@ -235,25 +239,8 @@ describe('SwarmService (in-memory store, fake member)', () => {
 
   it("demotes itself when its own member's removal answers 'server stopped' (etcd stopped it once applied)", async () => {
     const self = await swarm.initSwarm({ AdvertiseAddr: '10.0.0.5' });
-    const version = async (id: string) => (await swarm.inspectNode(id)).Version.Index;
-    const demote = async (id: string) =>
-      swarm.updateNode(id, await version(id), { Role: 'worker', Availability: 'active' });
-    const base = JSON.parse((await store.get(keys.node(self)))?.value ?? '{}');
-    for (const [id, host] of [
-      ['m2', '10.0.0.6'],
-      ['m3', '10.0.0.7'],
-    ] as const) {
-      const { member: m } = await store.memberAdd([`https://${host}:2380`], false);
-      await store.put(
-        keys.node(id),
-        JSON.stringify({ ...base, ID: id, Description: { ...base.Description, Hostname: id } }),
-      );
-      await store.put(
-        keys.manager(id),
-        JSON.stringify({ memberId: m.id, peerUrl: '', addr: `${host}:2377` }),
-      );
-      await store.put(keys.live(id), host);
-    }
+    await addManager(self, 'm2', '10.0.0.6', true);
+    await addManager(self, 'm3', '10.0.0.7', true);
     const own = JSON.parse((await store.get(keys.manager(self)))?.value ?? '{}').memberId as string;
     // etcd applies a removal, then the member it removed stops before it answers
     const remove = store.memberRemove.bind(store);
