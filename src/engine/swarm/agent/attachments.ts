@@ -326,12 +326,18 @@ export class NetworkAttachments implements SwarmNetworkPort {
       this.o.log.debug('cannot list the node attachments', { error: errorMessage(err) });
       return [];
     });
-    const stale = new Set(
-      list.map((a) => a.ContainerID).filter((id) => !this.held.has(id) && !this.joining.has(id) && id !== ''),
-    );
+    const left = (id: string) => !this.held.has(id) && !this.joining.has(id);
+    const stale = new Set(list.map((a) => a.ContainerID).filter((id) => id !== '' && left(id)));
     for (const id of stale) {
-      this.o.log.info('releasing the swarm network attachments of a container that left', { container: id });
-      await this.release(id);
+      // in the container's turn, and only if it still holds nothing: a container starting meanwhile
+      // (a restart-policy one at engine start) may have been handed this very task back
+      await this.inTurn(id, async () => {
+        if (!left(id)) return;
+        this.o.log.info('releasing the swarm network attachments of a container that left', {
+          container: id,
+        });
+        await this.release(id);
+      });
     }
   }
 

@@ -53,6 +53,8 @@ class FakeManager implements ManagerLink {
   readonly calls: string[] = [];
   /** `<container>/<network ID>` → address. */
   held = new Map<string, string>();
+  /** Holds the answer to a release until it resolves (a slow manager). */
+  releaseGate?: Promise<void>;
   private next = 2;
   async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
     const b = (body ?? {}) as {
@@ -70,6 +72,7 @@ class FakeManager implements ManagerLink {
         return { TaskID: `t-${c}-${n}`, ContainerID: c, NetworkID: n };
       }) as T;
     if (path === '/v1/attachments/release') {
+      await this.releaseGate;
       for (const k of [...this.held.keys()])
         if (k.startsWith(`${b.ContainerID}/`) && (!b.NetworkID || k.endsWith(`/${b.NetworkID}`)))
           this.held.delete(k);
@@ -206,6 +209,30 @@ describe("a node's plain containers on swarm networks", () => {
     ]);
     await port.reconcile();
     assert.deepEqual([...manager.held.keys()], ['kept/net1']);
+  });
+
+  it("keeps the attachment of a container that joins while an engine start's releases go on", async () => {
+    // an engine start: the node's first full picture releases the attachments of containers that
+    // left while a restart-policy container comes back on its overlay with the address it had
+    const { overlay, port, manager } = setUp();
+    manager.held.set('gone/net1', '10.0.1.8/24');
+    manager.held.set('k/net1', '10.0.1.77/24');
+    port.useLink(manager);
+    overlay.known.add('net1');
+    let answer: () => void = () => undefined;
+    manager.releaseGate = new Promise((resolve) => {
+      answer = resolve;
+    });
+    const reconciled = port.reconcile();
+    await new Promise((r) => setTimeout(r, 10));
+    const [e] = await port.attach({
+      ...req('k'),
+      networks: [{ network: 'ov', names: [], ipv4Address: '10.0.1.77' }],
+    });
+    answer();
+    await reconciled;
+    assert.equal(e?.ipAddress, '10.0.1.77');
+    assert.deepEqual([...manager.held.keys()], ['k/net1'], 'the task it holds stays; the other goes');
   });
 
   it('connects and disconnects one network at a time, the others untouched', async () => {
