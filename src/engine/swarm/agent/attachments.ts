@@ -59,7 +59,10 @@ export class NetworkAttachments implements SwarmNetworkPort {
   private readonly held = new Map<string, Held>();
   /** Containers whose attachments are being made (not yet held: a reconcile must not drop them). */
   private readonly joining = new Set<string>();
-  /** Releases a manager did not take (unreachable): tried again at the next picture. */
+  /**
+   * Containers with a release a manager did not take (unreachable): the next full picture's
+   * listing finds their tasks again; leaving the swarm tries them too.
+   */
   private readonly unreleased = new Set<string>();
   private waiters: Array<() => void> = [];
   /** Starts waiting for the agent (restart-policy containers at engine start). */
@@ -314,31 +317,46 @@ export class NetworkAttachments implements SwarmNetworkPort {
   }
 
   /**
-   * A full picture came (engine start, another manager): the node's attachment tasks whose
-   * container holds them no more (it stopped or went while the engine was down) are released,
-   * and releases a manager missed are tried again.
+   * A full picture came (engine start, another manager): the node's attachment tasks that no
+   * container holds (it stopped or went while the engine was down, or left a network while no
+   * manager answered) are released: each in its container's turn, and only if the container does
+   * not hold that network there (a container starting meanwhile, a restart-policy one at engine
+   * start, may have been handed that very task back). A listing that fails waits for the next
+   * picture.
    */
   async reconcile(): Promise<void> {
     const link = this.link;
     if (!link) return;
-    for (const id of [...this.unreleased]) await this.release(id);
-    const list = await link.call<NodeAttachment[]>('GET', '/v1/attachments').catch((err: unknown) => {
+    let list: NodeAttachment[];
+    try {
+      list = await link.call<NodeAttachment[]>('GET', '/v1/attachments');
+    } catch (err) {
       this.o.log.debug('cannot list the node attachments', { error: errorMessage(err) });
-      return [];
-    });
-    const left = (id: string) => !this.held.has(id) && !this.joining.has(id);
-    const stale = new Set(list.map((a) => a.ContainerID).filter((id) => id !== '' && left(id)));
-    for (const id of stale) {
-      // in the container's turn, and only if it still holds nothing: a container starting meanwhile
-      // (a restart-policy one at engine start) may have been handed this very task back
+      return;
+    }
+    const holds = (id: string, networkId: string) =>
+      this.joining.has(id) || (this.held.get(id)?.endpoints.some((e) => e.networkId === networkId) ?? false);
+    const stale = new Map<string, string[]>();
+    for (const a of list) {
+      if (a.ContainerID === '' || holds(a.ContainerID, a.NetworkID)) continue;
+      stale.set(a.ContainerID, [...(stale.get(a.ContainerID) ?? []), a.NetworkID]);
+    }
+    for (const [id, networks] of stale) {
       await this.inTurn(id, async () => {
-        if (!left(id)) return;
-        this.o.log.info('releasing the swarm network attachments of a container that left', {
-          container: id,
-        });
-        await this.release(id);
+        const left = networks.filter((n) => !holds(id, n));
+        if (left.length === 0) return;
+        if (!this.held.has(id) && !this.joining.has(id)) {
+          this.o.log.info('releasing the swarm network attachments of a container that left', {
+            container: id,
+          });
+          return this.release(id);
+        }
+        for (const n of left) await this.release(id, n);
       });
     }
+    // what the manager no longer has needs no release
+    const listed = new Set(list.map((a) => a.ContainerID));
+    for (const id of [...this.unreleased]) if (!listed.has(id)) this.unreleased.delete(id);
   }
 
   /** The node is about to leave the swarm: its containers' attachment tasks go while a manager listens. */
@@ -423,7 +441,8 @@ export class NetworkAttachments implements SwarmNetworkPort {
         ContainerID: containerId,
         ...(networkId ? { NetworkID: networkId } : {}),
       });
-      this.unreleased.delete(containerId);
+      // (one network's release says nothing of the others')
+      if (!networkId) this.unreleased.delete(containerId);
     } catch (err) {
       this.unreleased.add(containerId);
       this.o.log.warn('cannot release a container network attachment (tried again later)', {

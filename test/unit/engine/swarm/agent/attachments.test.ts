@@ -235,6 +235,27 @@ describe("a node's plain containers on swarm networks", () => {
     assert.deepEqual([...manager.held.keys()], ['k/net1'], 'the task it holds stays; the other goes');
   });
 
+  it('releases a network a container left while no manager answered, and keeps the one it holds', async () => {
+    const { overlay, port, manager } = setUp();
+    port.useLink(manager);
+    overlay.known.add('net1');
+    overlay.known.add('net2');
+    await port.attach(req('c1', 'ov', [{ network: 'ov2' }]));
+    // disconnect from ov2 while the manager takes no release: its task stays there
+    const real = manager.call.bind(manager);
+    manager.call = async <T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> => {
+      if (path === '/v1/attachments/release') throw new BerthError('Unavailable', 'no manager');
+      return real<T>(method, path, body);
+    };
+    await port.attach(req('c1', 'ov'));
+    manager.call = real;
+    assert.deepEqual([...manager.held.keys()], ['c1/net1', 'c1/net2']);
+    await port.reconcile();
+    assert.deepEqual([...manager.held.keys()], ['c1/net1'], 'only the task of the network it left goes');
+    assert.ok(manager.calls.includes('POST /v1/attachments/release c1 net2'));
+    assert.ok(!manager.calls.includes('POST /v1/attachments/release c1'), 'never all of them');
+  });
+
   it('connects and disconnects one network at a time, the others untouched', async () => {
     const { overlay, port, manager } = setUp();
     port.useLink(manager);
