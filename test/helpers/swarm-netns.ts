@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type RunResult, runCommand } from './process.js';
 
@@ -208,4 +209,36 @@ export class NsEngine {
     await this.stop();
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/** What a test's context says once it ran (node 20.20 has them; its typings do not yet). */
+interface FinishedTest {
+  passed?: boolean;
+  error?: unknown;
+}
+
+/** Log lines of each engine a failed test's error carries. */
+const LOG_TAIL_LINES = 40;
+
+/**
+ * In a describe body: when one of its tests fails, its error carries the last log lines of each
+ * engine (the error is all a CI run shows of a failure; the engines' logs go with their folders).
+ */
+export function engineLogsOnFailure(engines: () => readonly NsEngine[] | undefined): void {
+  afterEach((ctx) => {
+    const t = ctx as FinishedTest;
+    if (t.passed !== false || !(t.error instanceof Error)) return;
+    // (the runner wraps what the test threw: the message printed is the cause's)
+    const err = t.error.cause instanceof Error ? t.error.cause : t.error;
+    let extra = '';
+    for (const e of engines() ?? []) {
+      const tail = e.log().trimEnd().split('\n').slice(-LOG_TAIL_LINES).join('\n');
+      extra += `\n--- ${e.hostname}: the engine's last ${LOG_TAIL_LINES} log lines ---\n${tail}`;
+    }
+    // the stack is what is printed, and it may hold the message already (an AssertionError's does)
+    const stack = err.stack ?? '';
+    const message = err.message;
+    err.message += extra;
+    err.stack = stack.includes(message) ? stack.replace(message, err.message) : `${stack}${extra}`;
+  });
 }

@@ -10,7 +10,7 @@ import type { StoredTask } from '../../../src/engine/swarm/tasks/task.types.js';
 import { eventually } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine, type TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * The agent of a worker on another "host" (network namespace): the orchestrator places a service's
@@ -36,6 +36,7 @@ describe('swarm agent on a worker in another network namespace', () => {
   let service: StoredService;
   let secretId: string;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker'], { busybox: 'joiners', store: true });
     [m, w] = hosts.engines as [NsEngine, NsEngine];

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * Attachable overlays for plain containers, as dockerd in the cases issue 14's first round left
@@ -20,6 +20,7 @@ describe('swarm: attachable overlays, static addresses, connect/disconnect and r
   let m: NsEngine;
   let w: NsEngine;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker']);
     [m, w] = hosts.engines as [NsEngine, NsEngine];

@@ -7,7 +7,7 @@ import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js'
 import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine } from '../../helpers/swarm-netns.js';
 import { overlayNamespaces } from '../../helpers/swarm-overlay.js';
 
 /**
@@ -28,6 +28,7 @@ describe('swarm: plain containers on attachable overlay networks', () => {
   let m: NsEngine;
   let w: NsEngine;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker'], { store: true });
     [m, w] = hosts.engines as [NsEngine, NsEngine];

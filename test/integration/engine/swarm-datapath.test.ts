@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 import { overlayNamespaces, runningTaskContainer } from '../../helpers/swarm-overlay.js';
 
 /**
@@ -41,6 +41,7 @@ describe('swarm data path apart from the advertise address', () => {
     return { eth0: count('eth0'), dp0: count('dp0') };
   }
 
+  engineLogsOnFailure(() => engines);
   before(async () => {
     net = await TestNetwork.create(2);
     for (const i of [1, 2]) {

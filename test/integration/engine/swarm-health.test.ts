@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
 import { runCommand } from '../../helpers/process.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * Health checks and the VIP (issue 14 §9 step 2), on one host: a task whose container has a
@@ -21,6 +21,7 @@ describe('swarm VIP backends follow health checks', () => {
   let e: NsEngine;
   let client = '';
 
+  engineLogsOnFailure(() => (e ? [e] : []));
   before(async () => {
     net = await TestNetwork.create(1);
     e = await NsEngine.start(net.hosts[0] ?? '', 'hhost1');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../helpers/eventually.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * Service logs with two managers (issue 14 §6): each manager's own agent keeps its stream on its
@@ -14,6 +14,7 @@ describe('swarm service logs across two managers', () => {
   let m1: NsEngine;
   let m2: NsEngine;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'manager']);
     [m1, m2] = hosts.engines as [NsEngine, NsEngine];

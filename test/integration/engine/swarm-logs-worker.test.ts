@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../helpers/eventually.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * Service logs across hosts (issue 14 §3, §6): a global service's task on a worker in another
@@ -15,6 +15,7 @@ describe('swarm service logs from a worker in another network namespace', () => 
   let m: NsEngine;
   let w: NsEngine;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker']);
     [m, w] = hosts.engines as [NsEngine, NsEngine];

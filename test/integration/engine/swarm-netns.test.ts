@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * A manager and a worker on two "hosts" (network namespaces on one switch bridge), each engine
@@ -15,6 +15,7 @@ describe('swarm across hosts in network namespaces', () => {
   let w: NsEngine;
   let m2: NsEngine;
 
+  engineLogsOnFailure(() => [m, w, m2].filter((x) => x !== undefined));
   before(async () => {
     net = await TestNetwork.create(3);
     [m, w, m2] = await Promise.all([

@@ -7,7 +7,7 @@ import type { StoredService } from '../../../src/engine/swarm/services/service.t
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { type StoredTask, stateRank } from '../../../src/engine/swarm/tasks/task.types.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine, type TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * The orchestrator across three hosts (network namespaces on one switch): a manager and two
@@ -25,6 +25,7 @@ describe('the swarm orchestrator across three hosts', () => {
   let store: EtcdStore;
   let nodeIds: Map<string, string>;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker', 'worker'], { store: true });
     ({ net, engines, nodeIds } = hosts);

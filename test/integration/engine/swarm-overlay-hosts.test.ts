@@ -6,7 +6,7 @@ import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js'
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 import { overlayNamespaces, runningTaskContainer } from '../../helpers/swarm-overlay.js';
 
 /**
@@ -21,6 +21,7 @@ describe('swarm overlay networks across three hosts', () => {
   let net: TestNetwork;
   let engines: NsEngine[] = [];
 
+  engineLogsOnFailure(() => engines);
   before(async () => {
     net = await TestNetwork.create(3, '192.168.207');
     engines = await Promise.all([1, 2, 3].map((i) => NsEngine.start(net.hosts[i - 1] ?? '', `ovhost${i}`)));

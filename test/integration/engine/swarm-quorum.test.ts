@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * Three managers on three hosts (network namespaces on one switch), heartbeats every second.
@@ -36,6 +36,7 @@ describe('swarm managers: root rotation, lost quorum and --force-new-cluster (th
   const memberPid = async (e: NsEngine) =>
     Number((await readFile(join(e.dir, 'exec', 'swarm', 'etcd.pid'), 'utf8')).trim());
 
+  engineLogsOnFailure(() => engines);
   before(async () => {
     net = await TestNetwork.create(3, '192.168.207');
     engines = await Promise.all([1, 2, 3].map((i) => NsEngine.start(net.hosts[i - 1] ?? '', `host${i}`)));

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine } from '../../helpers/swarm-netns.js';
 
 /**
  * ManagerStatus.Reachability from the manager's etcd member (issue 14 §5), on three managers in
@@ -38,6 +38,7 @@ describe('swarm manager reachability from the etcd member (three managers)', () 
   const memberPid = async (e: NsEngine) =>
     Number((await readFile(join(e.dir, 'exec', 'swarm', 'etcd.pid'), 'utf8')).trim());
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'manager', 'manager'], { busybox: 'none' });
     [h1, h2, h3] = hosts.engines as [NsEngine, NsEngine, NsEngine];

@@ -7,7 +7,7 @@ import { networkKeys } from '../../../src/engine/swarm/networks/network-keys.js'
 import { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { BUSYBOX_CHANGES, busyboxTarball } from '../../helpers/busybox.js';
 import { until } from '../../helpers/eventually.js';
-import { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
 import { overlayNamespaces } from '../../helpers/swarm-overlay.js';
 
 /**
@@ -23,6 +23,7 @@ describe('swarm data plane after an engine kill -9', () => {
   let net: TestNetwork;
   let engines: NsEngine[] = [];
 
+  engineLogsOnFailure(() => engines);
   before(async () => {
     net = await TestNetwork.create(2);
     engines = await Promise.all([1, 2].map((i) => NsEngine.start(net.hosts[i - 1] ?? '', `lkhost${i}`)));

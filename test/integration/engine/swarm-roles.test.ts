@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { EtcdStore } from '../../../src/engine/swarm/store/etcd-store.js';
 import { runCommand } from '../../helpers/process.js';
 import { SwarmHosts } from '../../helpers/swarm-hosts.js';
-import type { NsEngine, TestNetwork } from '../../helpers/swarm-netns.js';
+import { engineLogsOnFailure, type NsEngine, type TestNetwork } from '../../helpers/swarm-netns.js';
 
 /**
  * Promote and demote across three hosts (network namespaces on one switch): a worker promoted
@@ -55,6 +55,7 @@ describe('swarm node promote and demote (three hosts)', () => {
       .join(', ');
   const voters = async () => (await store.memberList()).filter((x) => !x.isLearner).length;
 
+  engineLogsOnFailure(() => hosts?.engines);
   before(async () => {
     hosts = await SwarmHosts.start(['manager', 'worker', 'worker'], { busybox: 'none', store: true });
     [m, h2, h3] = hosts.engines as [NsEngine, NsEngine, NsEngine];
