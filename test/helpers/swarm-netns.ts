@@ -239,6 +239,6 @@ export function engineLogsOnFailure(engines: () => readonly NsEngine[] | undefin
     const stack = err.stack ?? '';
     const message = err.message;
     err.message += extra;
-    err.stack = stack.includes(message) ? stack.replace(message, err.message) : `${stack}${extra}`;
+    err.stack = message && stack.includes(message) ? stack.replace(message, err.message) : `${stack}${extra}`;
   });
 }

@@ -339,13 +339,16 @@ export class NetworkAttachments implements SwarmNetworkPort {
     const stale = new Map<string, string[]>();
     for (const a of list) {
       if (a.ContainerID === '' || holds(a.ContainerID, a.NetworkID)) continue;
-      stale.set(a.ContainerID, [...(stale.get(a.ContainerID) ?? []), a.NetworkID]);
+      const networks = stale.get(a.ContainerID);
+      if (networks) networks.push(a.NetworkID);
+      else stale.set(a.ContainerID, [a.NetworkID]);
     }
     for (const [id, networks] of stale) {
       await this.inTurn(id, async () => {
         const left = networks.filter((n) => !holds(id, n));
         if (left.length === 0) return;
-        if (!this.held.has(id) && !this.joining.has(id)) {
+        // (in its turn no join of the container is under way: held says all)
+        if (!this.held.has(id)) {
           this.o.log.info('releasing the swarm network attachments of a container that left', {
             container: id,
           });
